@@ -1,0 +1,85 @@
+/* qprof guest ABI: the one contract between a guest kernel and the qprof profiler.
+ *
+ * The guest kernel publishes one `struct qprof_abi` at a fixed kernel virtual address that is
+ * also the ELF symbol `qprof_abi` in the kernel image. qprof finds it by that symbol (or by
+ * --abi-addr), reads it in a single memory read while the guest is stopped, and learns for every
+ * vCPU which process is current, where its code and unwind tables are, and where the user
+ * registers were saved when the CPU entered the kernel.
+ *
+ * This header is freestanding (only <stdint.h>) so that a guest kernel can include it as is.
+ * docs/guest-abi.md explains the update rules and shows how to implement it in another kernel.
+ *
+ * Layout rules: every field has a fixed size and natural alignment; there is no implicit
+ * padding; all integers are little-endian (x86_64). A reader checks magic, version, and that
+ * `size` and `cpu_slot_size` are at least what it knows; newer minor additions append fields.
+ */
+#ifndef QPROF_GUEST_ABI_H
+#define QPROF_GUEST_ABI_H
+
+#include <stdint.h>
+
+/* "QPROFABI" read as a little-endian 64-bit integer. */
+#define QPROF_ABI_MAGIC    UINT64_C(0x494241464f525051)
+#define QPROF_ABI_VERSION  1u
+#define QPROF_ABI_MAX_CPUS 8
+#define QPROF_ABI_NAME_LEN 16
+#define QPROF_ABI_SYMBOL   "qprof_abi"
+
+/* What a vCPU is doing, as far as the kernel knows (struct qprof_abi_cpu.state). */
+enum qprof_abi_cpu_state {
+    QPROF_CPU_OFFLINE = 0, /* never started by the guest, or slot unused */
+    QPROF_CPU_IDLE = 1,    /* in the idle loop, no current process */
+    QPROF_CPU_KERNEL = 2,  /* running kernel code with no process (boot, kernel thread) */
+    QPROF_CPU_USER = 3,    /* a process is current; see user_regs for where it entered */
+};
+
+/* The user register frame saved at kernel entry (interrupt, exception or system call).
+ * Its address is published in qprof_abi_cpu.user_regs while the CPU runs kernel code on
+ * behalf of a process. The last five fields are the hardware iretq frame. */
+struct qprof_abi_regs {
+    uint64_t r15, r14, r13, r12, r11, r10, r9, r8;
+    uint64_t rbp, rdi, rsi, rdx, rcx, rbx, rax;
+    uint64_t vector;     /* interrupt vector, or 0x80 for a system call */
+    uint64_t error_code; /* CPU error code, or 0 */
+    uint64_t rip, cs, rflags, rsp, ss;
+};
+
+/* One slot per vCPU; slot i describes the vCPU with APIC ID i (QEMU's cpu-index i). */
+struct qprof_abi_cpu {
+    uint64_t seq;       /* seqlock: odd while the kernel rewrites this slot, even when stable */
+    uint32_t state;     /* enum qprof_abi_cpu_state */
+    uint32_t pid;       /* current process, 0 when none */
+    char name[QPROF_ABI_NAME_LEN]; /* process name, NUL-terminated, no ';' or newline */
+    uint64_t text_addr; /* user virtual address of the process's .text section */
+    uint64_t text_size;
+    uint64_t eh_frame_addr; /* user virtual address of .eh_frame, 0 if it has none */
+    uint64_t eh_frame_size;
+    uint64_t load_base;  /* lowest virtual address of the loaded image (0 for ET_EXEC at link VA) */
+    uint64_t generation; /* changes every time an executable is loaded into this process */
+    uint64_t user_regs;  /* kernel VA of the struct qprof_abi_regs saved by the innermost entry
+                            from user mode, 0 while the CPU runs user code or has no process */
+    uint64_t cr3;        /* physical address of the process's top-level page table */
+    uint64_t kstack_lo;  /* kernel stack range of the current context; bounds kernel unwinding */
+    uint64_t kstack_hi;
+};
+
+struct qprof_abi {
+    uint64_t magic;         /* QPROF_ABI_MAGIC, written last at boot */
+    uint32_t version;       /* QPROF_ABI_VERSION */
+    uint32_t size;          /* sizeof(struct qprof_abi) as the kernel built it */
+    uint32_t cpu_count;     /* slots the kernel maintains (<= QPROF_ABI_MAX_CPUS) */
+    uint32_t cpu_slot_size; /* sizeof(struct qprof_abi_cpu) as the kernel built it */
+    uint64_t kernel_text_addr; /* kernel .text range, for classifying addresses */
+    uint64_t kernel_text_size;
+    uint64_t boot_id; /* changes on every boot: a reboot invalidates cached process state */
+    struct qprof_abi_cpu cpu[QPROF_ABI_MAX_CPUS];
+};
+
+/* Compile-time layout checks shared by the guest and the profiler. */
+_Static_assert(sizeof(struct qprof_abi_regs) == 22 * 8, "qprof_abi_regs layout");
+_Static_assert(sizeof(struct qprof_abi_cpu) == 8 + 8 + QPROF_ABI_NAME_LEN + 10 * 8,
+               "qprof_abi_cpu layout");
+_Static_assert(sizeof(struct qprof_abi) == 48 + QPROF_ABI_MAX_CPUS * sizeof(struct qprof_abi_cpu),
+               "qprof_abi layout");
+
+#endif

@@ -1,0 +1,84 @@
+/* symbols: function symbols of ELF files and symbol maps, .text hashing, and a store of
+ * user binaries indexed by their .text hash.
+ *
+ * Functions returning int return 0 on success or a negative errno-style code and fill the
+ * optional err (common/qp_error.h). Nothing here talks to QEMU.
+ */
+#ifndef SYMBOLS_H
+#define SYMBOLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qp_error.h"
+
+/* ---- .text hash -------------------------------------------------------------------------- */
+
+/* The identity of a binary: the first 8 bytes of the SHA-256 of its .text section's bytes,
+ * read as a big-endian integer. Computed the same way from a file on disk and from bytes read
+ * out of guest memory, so a guest needs to publish only where .text is. */
+uint64_t sym_text_hash(const void *text, size_t len);
+
+/* ---- One symbol table -------------------------------------------------------------------- */
+
+typedef struct sym_table sym_table;
+
+struct sym_info {
+    const char *name;   /* demangled when the name is mangled C++ or Rust; valid while the table */
+    uint64_t start;     /* symbol address (after the table's slide) */
+    uint64_t size;      /* 0 for zero-size symbols */
+    uint64_t offset;    /* addr - start */
+};
+
+/* Loads function symbols of an ELF (.symtab, else .dynsym) and its .text section identity.
+ * A stripped ELF loads with no symbols, which is no error. *out owned by the caller. */
+int sym_table_open_elf(const char *path, sym_table **out, struct qp_error *err);
+
+/* Loads a System.map or /proc/kallsyms style text file ("ADDR TYPE NAME [module]" per line);
+ * text symbols (t/T/w/W) only. */
+int sym_table_open_map(const char *path, sym_table **out, struct qp_error *err);
+
+void sym_table_free(sym_table *t); /* NULL is a no-op */
+
+/* Adds slide to every address (relocated or KASLR kernels); default 0. */
+void sym_table_set_slide(sym_table *t, int64_t slide);
+
+/* Finds the function containing addr. A symbol of size 0 covers up to the next symbol.
+ * Among aliases at the same address the global, then the shortest, then the alphabetically
+ * first name wins. Returns 0 and fills out, or -ENOENT. */
+int sym_lookup(const sym_table *t, uint64_t addr, struct sym_info *out);
+
+/* Short module name: the file's basename, e.g. "spin" or "kernel.elf". */
+const char *sym_table_name(const sym_table *t);
+/* Path it was loaded from. */
+const char *sym_table_path(const sym_table *t);
+/* .text section of an ELF (address after slide, size, hash); zero for symbol maps. */
+uint64_t sym_table_text_addr(const sym_table *t);
+uint64_t sym_table_text_size(const sym_table *t);
+uint64_t sym_table_text_hash(const sym_table *t);
+size_t sym_table_count(const sym_table *t);
+/* Address of a symbol by exact name, for finding e.g. the guest ABI; -ENOENT if absent. */
+int sym_find_by_name(const sym_table *t, const char *name, uint64_t *addr);
+
+/* ---- Store of user binaries by .text hash ------------------------------------------------ */
+
+typedef struct sym_store sym_store;
+
+sym_store *sym_store_new(void);
+void sym_store_free(sym_store *s); /* NULL is a no-op; frees every table it holds */
+
+/* Indexes every ELF file under dir (recursive) by its .text hash. Files that are not ELF are
+ * skipped silently; unreadable ELFs are skipped and counted. Returns the number of ELFs
+ * indexed, or a negative code when dir cannot be read. */
+int sym_store_add_dir(sym_store *s, const char *dir, struct qp_error *err);
+
+/* Adds one ELF. */
+int sym_store_add_file(sym_store *s, const char *path, struct qp_error *err);
+
+/* The table whose .text hash is `hash`, or NULL. Borrowed: valid until sym_store_free, and the
+ * same table is returned to every caller (any number of processes of one binary). */
+const sym_table *sym_store_find(const sym_store *s, uint64_t hash);
+
+size_t sym_store_count(const sym_store *s);
+
+#endif

@@ -1,0 +1,238 @@
+#define _GNU_SOURCE
+#include "vm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct test_vm {
+    pid_t pid;
+    int exit_status;
+    bool exited;
+    char dir[256];
+    char qmp[300];
+    char serial[300];
+    char ram[300];
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static bool have_qemu(void)
+{
+    const char *path = getenv("PATH");
+    if (!path)
+        return false;
+    char *copy = strdup(path), *save = NULL;
+    bool found = false;
+    for (char *d = strtok_r(copy, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
+        char full[1024];
+        snprintf(full, sizeof full, "%s/qemu-system-x86_64", d);
+        found = access(full, X_OK) == 0;
+    }
+    free(copy);
+    return found;
+}
+
+#define MAX_ARGS 64
+
+static void push(const char **argv, int *argc, const char *a)
+{
+    if (*argc < MAX_ARGS - 1)
+        argv[(*argc)++] = a;
+}
+
+int vm_start(const struct vm_opts *opts, test_vm **out)
+{
+    static const struct vm_opts defaults = {0};
+    if (!opts)
+        opts = &defaults;
+    if (!have_qemu()) {
+        fprintf(stderr, "qemu-system-x86_64 not found: skipping\n");
+        return VM_SKIP;
+    }
+    test_vm *vm = calloc(1, sizeof *vm);
+    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    snprintf(vm->dir, sizeof vm->dir, "%s/qprof-test-XXXXXX", base);
+    if (!mkdtemp(vm->dir)) {
+        perror("mkdtemp");
+        free(vm);
+        return -1;
+    }
+    snprintf(vm->qmp, sizeof vm->qmp, "%s/qmp", vm->dir);
+    snprintf(vm->serial, sizeof vm->serial, "%s/serial.log", vm->dir);
+    snprintf(vm->ram, sizeof vm->ram, "%s/ram", vm->dir);
+
+    char kernel_arg[1024], serial_arg[400], qmp_arg[400], smp_arg[32], mem_arg[32], ram_arg[512];
+    snprintf(kernel_arg, sizeof kernel_arg, "%s", opts->kernel ? opts->kernel : QPROF_GUEST_KERNEL);
+    snprintf(serial_arg, sizeof serial_arg, "file:%s", vm->serial);
+    snprintf(qmp_arg, sizeof qmp_arg, "unix:%s,server=on,wait=off", vm->qmp);
+    snprintf(smp_arg, sizeof smp_arg, "%d", opts->smp > 0 ? opts->smp : 1);
+    int mem = opts->mem_mb > 0 ? opts->mem_mb : 256;
+    snprintf(mem_arg, sizeof mem_arg, "%dM", mem);
+    snprintf(ram_arg, sizeof ram_arg, "memory-backend-file,id=ram,size=%dM,mem-path=%s,share=on",
+             mem, vm->ram);
+    const char *accel = getenv("QPROF_ACCEL");
+
+    const char *argv[MAX_ARGS];
+    int argc = 0;
+    const char *fixed[] = {"qemu-system-x86_64", "-display", "none", "-no-reboot", "-nodefaults",
+                           "-kernel", kernel_arg, "-serial", serial_arg, "-qmp", qmp_arg,
+                           "-smp", smp_arg, "-m", mem_arg, "-accel", accel ? accel : "tcg"};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        push(argv, &argc, fixed[i]);
+    if (opts->shared_ram) {
+        push(argv, &argc, "-object");
+        push(argv, &argc, ram_arg);
+        push(argv, &argc, "-machine");
+        push(argv, &argc, "memory-backend=ram");
+    }
+    if (opts->cmdline) {
+        push(argv, &argc, "-append");
+        push(argv, &argc, opts->cmdline);
+    }
+    for (const char *const *e = opts->extra_args; e && *e; e++)
+        push(argv, &argc, *e);
+    argv[argc] = NULL;
+
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        free(vm);
+        return -1;
+    }
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(devnull, 0);
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    vm->pid = pid;
+    /* The QMP socket appears once QEMU has parsed its options. */
+    double deadline = now_s() + 30;
+    struct stat st;
+    while (stat(vm->qmp, &st) != 0) {
+        if (!vm_alive(vm) || now_s() > deadline) {
+            fprintf(stderr, "QEMU did not open its QMP socket (exit status %d)\n",
+                    vm->exit_status);
+            vm_stop(vm);
+            return -1;
+        }
+        usleep(10000);
+    }
+    *out = vm;
+    return 0;
+}
+
+bool vm_alive(test_vm *vm)
+{
+    if (vm->exited)
+        return false;
+    int status;
+    pid_t r = waitpid(vm->pid, &status, WNOHANG);
+    if (r == vm->pid) {
+        vm->exited = true;
+        vm->exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        return false;
+    }
+    return true;
+}
+
+char *vm_serial_text(test_vm *vm)
+{
+    FILE *f = fopen(vm->serial, "rb");
+    if (!f)
+        return strdup("");
+    size_t cap = 4096, len = 0;
+    char *text = malloc(cap);
+    size_t n;
+    while ((n = fread(text + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (cap - len < 2)
+            text = realloc(text, cap *= 2);
+    }
+    fclose(f);
+    text[len] = '\0';
+    /* NULs would hide later text from strstr */
+    for (size_t i = 0; i < len; i++)
+        if (text[i] == '\0')
+            text[i] = '?';
+    return text;
+}
+
+int vm_count_serial(test_vm *vm, const char *needle)
+{
+    char *text = vm_serial_text(vm);
+    int count = 0;
+    for (char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+        count++;
+    free(text);
+    return count;
+}
+
+int vm_wait_serial(test_vm *vm, const char *needle, double timeout_s)
+{
+    double deadline = now_s() + timeout_s;
+    for (;;) {
+        if (vm_count_serial(vm, needle) > 0)
+            return 0;
+        if (!vm_alive(vm)) {
+            fprintf(stderr, "QEMU exited (status %d) before the guest printed \"%s\"\n",
+                    vm->exit_status, needle);
+            return -1;
+        }
+        if (now_s() > deadline) {
+            char *text = vm_serial_text(vm);
+            fprintf(stderr, "time-out waiting for \"%s\"; serial so far:\n%s\n", needle, text);
+            free(text);
+            return -1;
+        }
+        usleep(20000);
+    }
+}
+
+const char *vm_qmp_path(const test_vm *vm)
+{
+    return vm->qmp;
+}
+
+const char *vm_dir(const test_vm *vm)
+{
+    return vm->dir;
+}
+
+pid_t vm_pid(const test_vm *vm)
+{
+    return vm->pid;
+}
+
+void vm_stop(test_vm *vm)
+{
+    if (!vm)
+        return;
+    if (vm_alive(vm)) {
+        kill(vm->pid, SIGTERM);
+        for (int i = 0; i < 200 && vm_alive(vm); i++)
+            usleep(10000);
+        if (vm_alive(vm)) {
+            kill(vm->pid, SIGKILL);
+            waitpid(vm->pid, NULL, 0);
+        }
+    }
+    unlink(vm->qmp);
+    unlink(vm->serial);
+    unlink(vm->ram);
+    rmdir(vm->dir);
+    free(vm);
+}

@@ -1,0 +1,46 @@
+/* Test support: boot the demo guest in a real qemu-system-x86_64 with a QMP socket.
+ *
+ * Paths to the guest come from compile definitions set by tests/support/CMakeLists.txt:
+ * QPROF_GUEST_KERNEL, QPROF_GUEST_KERNEL_NOFP, QPROF_GUEST_USER_DIR. TCG is used unless
+ * QPROF_ACCEL=kvm is set in the environment. */
+#ifndef QPROF_TEST_VM_H
+#define QPROF_TEST_VM_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define VM_SKIP 77 /* ctest SKIP_RETURN_CODE */
+
+struct vm_opts {
+    const char *kernel;     /* NULL: QPROF_GUEST_KERNEL */
+    int smp;                /* 0: 1 vCPU */
+    int mem_mb;             /* 0: 256 */
+    bool shared_ram;        /* RAM as a shared file backend (for qmp's direct backend) */
+    const char *const *extra_args; /* NULL-terminated, appended to QEMU's command line */
+    const char *cmdline;    /* guest kernel command line (-append), may be NULL */
+};
+
+typedef struct test_vm test_vm;
+
+/* Starts QEMU. Returns 0, VM_SKIP when qemu-system-x86_64 is not installed (the caller should
+ * exit with it), or -1 with a message on stderr. */
+int vm_start(const struct vm_opts *opts, test_vm **out);
+
+/* Waits until the serial log contains needle. 0 when found, -1 on time-out or QEMU exit. */
+int vm_wait_serial(test_vm *vm, const char *needle, double timeout_s);
+
+/* Counts occurrences of needle in the serial log so far. */
+int vm_count_serial(test_vm *vm, const char *needle);
+
+/* Everything the guest printed so far (a fresh malloc'd string, caller frees). */
+char *vm_serial_text(test_vm *vm);
+
+const char *vm_qmp_path(const test_vm *vm); /* UNIX socket path */
+const char *vm_dir(const test_vm *vm);      /* private directory for this VM's files */
+pid_t vm_pid(const test_vm *vm);
+bool vm_alive(test_vm *vm);
+
+/* Kills QEMU (if still running), removes its files, frees vm. NULL is a no-op. */
+void vm_stop(test_vm *vm);
+
+#endif

@@ -1,0 +1,127 @@
+/* unwind: DWARF CFI stack unwinding of a foreign (guest) stack from captured registers and
+ * memory, with a frame-pointer fallback.
+ *
+ * An unw_space is one address space's code: the kernel, or one user binary. It holds one
+ * long-lived libdwfl context (Dwfl attached once with our own Dwfl_Thread_Callbacks); each
+ * unw_unwind call refreshes the registers and the memory source and walks one stack.
+ *
+ * Functions returning int return 0 on success or a negative errno-style code and fill the
+ * optional err (common/qp_error.h).
+ */
+#ifndef UNWIND_H
+#define UNWIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qp_error.h"
+
+#define UNW_DEFAULT_MAX_DEPTH 128
+
+/* Registers in DWARF x86_64 numbering: 0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp,
+ * 8..15 r8..r15, 16 rip (the return address column). */
+#define UNW_NREGS 17
+struct unw_regs {
+    uint64_t r[UNW_NREGS];
+};
+enum {
+    UNW_RAX = 0, UNW_RDX, UNW_RCX, UNW_RBX, UNW_RSI, UNW_RDI, UNW_RBP, UNW_RSP,
+    UNW_R8, UNW_R9, UNW_R10, UNW_R11, UNW_R12, UNW_R13, UNW_R14, UNW_R15, UNW_RIP
+};
+
+/* Reads guest memory: fill up to len bytes at addr, set *got to the bytes read from the start.
+ * Return 0 if *got > 0, a negative code otherwise. The unwinder calls it rarely and in bounded
+ * chunks (never per word): once for the initial stack window, then for a chunk when a walk
+ * leaves what it already has. */
+typedef int (*unw_read_fn)(void *ctx, uint64_t addr, void *buf, size_t len, size_t *got);
+
+struct unw_memory {
+    unw_read_fn read;
+    void *ctx;
+    /* Optional stack snapshot the caller already read (e.g. pipelined with the registers);
+     * served first. Borrowed for the duration of the call. */
+    uint64_t snapshot_addr;
+    const void *snapshot;
+    size_t snapshot_len;
+    /* Bounds for stack addresses; 0/0 means "no bound known". A frame whose CFA leaves them
+     * ends the walk. */
+    uint64_t stack_lo, stack_hi;
+};
+
+/* Why a walk ended. UNW_STOP_OUTERMOST and UNW_STOP_LEFT_SPACE are normal ends; every other
+ * reason means the stack is cut short and the caller should mark it truncated. */
+#define UNW_STOP_REASONS(X)                                                                        \
+    X(UNW_STOP_OUTERMOST, "outermost frame (CFI marks no caller)")                                 \
+    X(UNW_STOP_LEFT_SPACE, "return address outside this address space")                            \
+    X(UNW_STOP_DEPTH, "depth limit reached")                                                       \
+    X(UNW_STOP_BAD_PC, "pc is zero or not canonical")                                              \
+    X(UNW_STOP_MEMORY, "stack memory unreadable")                                                  \
+    X(UNW_STOP_NO_CFI, "no unwind information and frame pointer chain broken")                     \
+    X(UNW_STOP_NOT_GROWING, "stack does not grow toward its base")                                 \
+    X(UNW_STOP_ERROR, "unwinder error")
+
+enum unw_stop {
+#define UNW_STOP_ENUM(name, text) name,
+    UNW_STOP_REASONS(UNW_STOP_ENUM)
+#undef UNW_STOP_ENUM
+        UNW_STOP_COUNT
+};
+
+const char *unw_stop_str(enum unw_stop s);
+static inline bool unw_stop_is_truncation(enum unw_stop s)
+{
+    return s != UNW_STOP_OUTERMOST && s != UNW_STOP_LEFT_SPACE;
+}
+
+enum unw_method { UNW_BY_REGS = 0, UNW_BY_CFI, UNW_BY_FP };
+
+struct unw_frame {
+    uint64_t pc;
+    /* true when pc is an exact instruction address (the innermost frame, or a frame
+     * interrupted asynchronously); false for return addresses, which a symbolizer should look
+     * up at pc - 1 so that a call at the end of a function is attributed correctly. */
+    bool activation;
+    enum unw_method method; /* how this frame's pc was recovered */
+};
+
+struct unw_result {
+    struct unw_frame *frames; /* caller-provided array of max_depth entries */
+    int n_frames;
+    enum unw_stop stop;
+    uint64_t next_pc; /* with UNW_STOP_LEFT_SPACE: the return address outside the space */
+    unsigned memory_fetches; /* read() calls this walk made */
+};
+
+typedef struct unw_space unw_space;
+
+/* A space covers code at pc in [lo, hi): e.g. the kernel half 0xffff800000000000..2^64-1 or the
+ * user half 0..0x0000800000000000. A return address outside ends the walk with
+ * UNW_STOP_LEFT_SPACE. */
+int unw_space_new(const char *name, uint64_t lo, uint64_t hi, unw_space **out,
+                  struct qp_error *err);
+void unw_space_free(unw_space *s); /* NULL is a no-op */
+
+/* Adds a host ELF's CFI (.eh_frame, and .debug_frame when present). bias is added to the
+ * file's addresses (0 for ET_EXEC at its link address, the slide of a relocated kernel). */
+int unw_space_add_elf(unw_space *s, const char *path, int64_t bias, struct qp_error *err);
+
+/* Adds CFI from .eh_frame bytes read out of guest memory when no host ELF matches: code in
+ * [text_addr, text_addr + text_size), eh_frame_addr is where the bytes live in the guest
+ * (pc-relative encodings need it). The bytes are copied. */
+int unw_space_add_eh_frame(unw_space *s, const char *name, uint64_t text_addr,
+                           uint64_t text_size, uint64_t eh_frame_addr, const void *eh_frame,
+                           size_t eh_frame_len, struct qp_error *err);
+
+/* Walks the stack starting at regs (the interrupted state, innermost frame first). Frames come
+ * out innermost first, at most max_depth. Never loops, never reads outside what mem serves.
+ * Returns 0 when the walk ran (even if it stopped early: see res->stop), negative only on
+ * misuse or internal failure. */
+int unw_unwind(unw_space *s, const struct unw_regs *regs, const struct unw_memory *mem,
+               int max_depth, struct unw_result *res, struct qp_error *err);
+
+/* Debugging aid: writes the CFA rule and register rules that cover pc, as text, to out
+ * (a FILE *). Returns -ENOENT when no CFI covers pc. */
+int unw_dump_cfi(unw_space *s, uint64_t pc, void *out_file, struct qp_error *err);
+
+#endif
