@@ -24,10 +24,10 @@ uint64_t sym_text_hash(const void *text, size_t len);
 typedef struct sym_table sym_table;
 
 struct sym_info {
-    const char *name;   /* demangled when the name is mangled C++ or Rust; valid while the table */
-    uint64_t start;     /* symbol address (after the table's slide) */
-    uint64_t size;      /* 0 for zero-size symbols */
-    uint64_t offset;    /* addr - start */
+    const char *name; /* demangled when the name is mangled C++ or Rust; valid while the table */
+    uint64_t start;   /* symbol address (after the table's slide) */
+    uint64_t size;    /* 0 for zero-size symbols */
+    uint64_t offset;  /* addr - start */
 };
 
 /* Loads function symbols of an ELF (.symtab, else .dynsym) and its .text section identity.
@@ -80,5 +80,8 @@ int sym_store_add_file(sym_store *s, const char *path, struct qp_error *err);
 const sym_table *sym_store_find(const sym_store *s, uint64_t hash);
 
 size_t sym_store_count(const sym_store *s);
+
+/* How many files with an ELF magic could not be opened or parsed, over every add_dir call. */
+size_t sym_store_unreadable(const sym_store *s);
 
 #endif

@@ -1,0 +1,146 @@
+/* Loading System.map and /proc/kallsyms text. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <glib.h>
+
+#include "sym_internal.h"
+
+struct map_line {
+    uint64_t addr;
+    char type;
+    char *name;
+};
+
+/* "ADDR TYPE NAME [module]"; returns false for lines that are not symbols, e.g. nm's
+ * undefined symbols, which have no address. */
+static bool parse_line(const char *line, struct map_line *out)
+{
+    char addr_text[32], type[2], name[512];
+    if (sscanf(line, "%31s %1s %511s", addr_text, type, name) != 3)
+        return false;
+    char *end;
+    errno = 0;
+    out->addr = strtoull(addr_text, &end, 16);
+    if (errno || *end || !isxdigit((unsigned char)addr_text[0]))
+        return false;
+    out->type = type[0];
+    out->name = g_strdup(name);
+    return true;
+}
+
+static bool is_text_type(char type)
+{
+    return type == 't' || type == 'T' || type == 'w' || type == 'W';
+}
+
+/* Absolute symbols (per-CPU offsets, build constants) live outside the address space and
+ * would cut text symbols short; undefined ones have no address. */
+static bool bounds_text(char type)
+{
+    return type != 'a' && type != 'A' && type != 'U' && type != 'u';
+}
+
+static int cmp_line_addr(const void *a, const void *b)
+{
+    const struct map_line *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static void clear_line(void *p)
+{
+    g_free(((struct map_line *)p)->name);
+}
+
+static int read_lines(const char *path, GArray *lines, struct qp_error *err)
+{
+    FILE *fp = fopen(path, "re");
+    if (!fp)
+        return qp_error_set(err, -errno, "opening %s: %s", path, strerror(errno));
+    char buf[1024];
+    while (fgets(buf, sizeof(buf), fp)) {
+        struct map_line line;
+        if (parse_line(buf, &line))
+            g_array_append_val(lines, line);
+    }
+    int rc = ferror(fp) ? qp_error_set(err, -EIO, "reading %s", path) : 0;
+    fclose(fp);
+    return rc;
+}
+
+/* Fills sizes[i] with the distance from lines[i] to the next higher address of a symbol of a
+ * bounding type (0 for the last ones). Walks backwards one group of equal addresses at a time,
+ * so that maps with many aliases stay linear. */
+static void sizes_from_next(const struct map_line *lines, size_t n, uint64_t *sizes)
+{
+    bool have_bound = false;
+    uint64_t bound = 0; /* lowest bounding address above the current group */
+    size_t group_end = n;
+    while (group_end > 0) {
+        size_t group_start = group_end - 1;
+        uint64_t addr = lines[group_start].addr;
+        while (group_start > 0 && lines[group_start - 1].addr == addr)
+            group_start--;
+        for (size_t i = group_start; i < group_end; i++)
+            sizes[i] = have_bound ? bound - addr : 0;
+        for (size_t i = group_start; i < group_end; i++) {
+            if (bounds_text(lines[i].type)) {
+                have_bound = true;
+                bound = addr;
+            }
+        }
+        group_end = group_start;
+    }
+}
+
+static bool all_zero(const struct map_line *lines, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (lines[i].addr != 0)
+            return false;
+    return n > 0;
+}
+
+/* Upper case is global, except weak symbols (W, V), which rank with locals. */
+static enum sym_rank rank_of(char type)
+{
+    bool global = isupper((unsigned char)type) && type != 'W' && type != 'V';
+    return global ? SYM_RANK_GLOBAL : SYM_RANK_OTHER;
+}
+
+static void add_lines(sym_table *t, const struct map_line *lines, size_t n)
+{
+    uint64_t *sizes = g_new(uint64_t, n + 1);
+    sizes_from_next(lines, n, sizes);
+    for (size_t i = 0; i < n; i++) {
+        bool text = is_text_type(lines[i].type);
+        sym_table_builder_add(t, lines[i].name, lines[i].addr, text ? sizes[i] : 0, SYM_NO_LIMIT,
+                              rank_of(lines[i].type), text);
+    }
+    g_free(sizes);
+}
+
+int sym_table_open_map(const char *path, sym_table **out, struct qp_error *err)
+{
+    GArray *lines = g_array_new(FALSE, FALSE, sizeof(struct map_line));
+    g_array_set_clear_func(lines, clear_line);
+    int rc = read_lines(path, lines, err);
+    if (rc < 0)
+        goto out;
+    const struct map_line *l = (const struct map_line *)lines->data;
+    /* kallsyms shows every address as 0 to readers without CAP_SYSLOG (kptr_restrict). */
+    if (all_zero(l, lines->len)) {
+        rc = qp_error_set(err, -EACCES, "%s: every address is 0 (kptr_restrict?)", path);
+        goto out;
+    }
+    g_array_sort(lines, cmp_line_addr);
+    sym_table *t = sym_table_builder_new(path);
+    add_lines(t, (const struct map_line *)lines->data, lines->len);
+    sym_table_builder_finish(t);
+    *out = t;
+out:
+    g_array_free(lines, TRUE);
+    return rc;
+}
