@@ -54,8 +54,8 @@ struct qmp_regs {
     uint64_t rax, rbx, rcx, rdx, rsi, rdi, rbp, rsp;
     uint64_t r8, r9, r10, r11, r12, r13, r14, r15;
     uint64_t rip, rflags;
-    int cpl;     /* current privilege level, 0 kernel .. 3 user */
-    bool halted; /* HLT=1: idle, or a vCPU the guest never started */
+    int cpl;        /* current privilege level, 0 kernel .. 3 user */
+    bool halted;    /* HLT=1: idle, or a vCPU the guest never started */
     bool long_mode; /* EFER.LMA */
     uint64_t cr0, cr2, cr3, cr4, efer;
     struct qmp_segment es, cs, ss, ds, fs, gs;
@@ -136,8 +136,8 @@ const char *qmp_mem_backend_name(enum qmp_mem_backend b);
  * Reads what is mapped from the start: *got is the number of bytes read before the first
  * unmapped page. Returns 0 when *got > 0 or len == 0, -EFAULT when the first byte is unmapped,
  * another negative code when QEMU could not be asked. */
-int qmp_mem_read(qmp_client *c, const struct qmp_regs *cpu, uint64_t vaddr, void *buf,
-                 size_t len, size_t *got, struct qp_error *err);
+int qmp_mem_read(qmp_client *c, const struct qmp_regs *cpu, uint64_t vaddr, void *buf, size_t len,
+                 size_t *got, struct qp_error *err);
 
 struct qmp_mem_req {
     uint64_t vaddr;
@@ -150,8 +150,20 @@ struct qmp_mem_req {
 /* Several reads for one vCPU with the fewest round trips the backend allows (pipelined for
  * memsave and hmp, none for direct). Returns 0 if QEMU could be asked; each request has its own
  * rc. */
-int qmp_mem_read_many(qmp_client *c, const struct qmp_regs *cpu, struct qmp_mem_req *reqs,
-                      size_t n, struct qp_error *err);
+int qmp_mem_read_many(qmp_client *c, const struct qmp_regs *cpu, struct qmp_mem_req *reqs, size_t n,
+                      struct qp_error *err);
+
+/* ---- Page tables (the direct backend's walker, public so that tests can drive it) ------- */
+
+/* Reads the 8-byte little-endian word at guest-physical paddr: 0, or negative when paddr is not
+ * RAM. */
+typedef int (*qmp_phys_read_fn)(void *ctx, uint64_t paddr, uint64_t *val);
+
+/* Translates vaddr through the x86_64 4-level page tables rooted at cr3 (4 KiB, 2 MiB and 1 GiB
+ * pages). Returns 0 with *paddr and *page_size (the size of the page holding vaddr), or -EFAULT
+ * when vaddr is non-canonical, an entry is not present or a table is not in RAM. */
+int qmp_translate(uint64_t cr3, uint64_t vaddr, qmp_phys_read_fn read_phys, void *ctx,
+                  uint64_t *paddr, uint64_t *page_size);
 
 /* ---- Sample transaction ----------------------------------------------------------------- */
 

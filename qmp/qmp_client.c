@@ -1,0 +1,474 @@
+/* QMP connection: greeting, requests matched by id, events queued (see qmp.h). */
+#define _GNU_SOURCE
+#include "qmp_internal.h"
+
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t qmp__now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ---- Sockets ---------------------------------------------------------------------------- */
+
+static int connect_unix(const char *path, int *fd, struct qp_error *err)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path)
+        return qp_error_set(err, -EINVAL, "QMP socket path too long: %s", path);
+    strcpy(sa.sun_path, path);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno == EACCES)
+            return qp_error_set(err, -EACCES, "permission denied on the QMP socket %s", path);
+        return qp_error_set(err, -ENOENT,
+                            "no QMP socket at %s: start QEMU with -qmp unix:%s,server,nowait", path,
+                            path);
+    }
+    if (!S_ISSOCK(st.st_mode))
+        return qp_error_set(err, -EPROTO,
+                            "%s is not a socket (a %s): start QEMU with -qmp unix:%s,server,nowait",
+                            path, S_ISREG(st.st_mode) ? "regular file" : "non-socket file", path);
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return qp_error_set(err, -errno, "socket: %s", strerror(errno));
+    if (connect(s, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        int e = errno;
+        close(s);
+        if (e == EACCES || e == EPERM)
+            return qp_error_set(err, -EACCES,
+                                "permission denied on the QMP socket %s (owned by another user? "
+                                "run qprof as QEMU's user)",
+                                path);
+        if (e == ECONNREFUSED)
+            return qp_error_set(err, -EPIPE,
+                                "nothing listens on the QMP socket %s: QEMU has exited (stale "
+                                "socket file)",
+                                path);
+        return qp_error_set(err, -e, "connecting to %s: %s", path, strerror(e));
+    }
+    *fd = s;
+    return 0;
+}
+
+static int connect_tcp(const char *hostport, int *fd, struct qp_error *err)
+{
+    char host[256];
+    const char *colon = strrchr(hostport, ':');
+    if (!colon || colon == hostport || (size_t)(colon - hostport) >= sizeof host)
+        return qp_error_set(err, -EINVAL, "bad QMP address tcp:%s: expected tcp:HOST:PORT",
+                            hostport);
+    memcpy(host, hostport, colon - hostport);
+    host[colon - hostport] = '\0';
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int gai = getaddrinfo(host, colon + 1, &hints, &res);
+    if (gai != 0)
+        return qp_error_set(err, -ENOENT, "resolving %s: %s", hostport, gai_strerror(gai));
+    int rc = -ECONNREFUSED, s = -1;
+    for (struct addrinfo *a = res; a && s < 0; a = a->ai_next) {
+        s = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (s >= 0 && connect(s, a->ai_addr, a->ai_addrlen) != 0) {
+            rc = -errno;
+            close(s);
+            s = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (s < 0)
+        return qp_error_set(err, rc,
+                            "cannot connect to QMP at tcp:%s (%s): start QEMU with "
+                            "-qmp tcp:%s,server,nowait",
+                            hostport, strerror(-rc), hostport);
+    *fd = s;
+    return 0;
+}
+
+int qmp__send(qmp_client *c, const char *buf, size_t len, struct qp_error *err)
+{
+    if (c->dead)
+        return qp_error_set(err, -EPIPE, "QMP connection to %s already failed", c->address);
+    while (len > 0) {
+        ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            c->dead = true;
+            return qp_error_set(err, -EPIPE, "writing to QMP at %s: %s (QEMU exited?)", c->address,
+                                strerror(errno));
+        }
+        buf += n;
+        len -= n;
+    }
+    return 0;
+}
+
+/* Reads what is available (waiting up to the deadline) into the parser. */
+static int read_some(qmp_client *c, int64_t deadline_us, struct qp_error *err)
+{
+    if (c->dead)
+        return qp_error_set(err, -EPIPE, "QMP connection to %s already failed", c->address);
+    for (;;) {
+        int64_t left = deadline_us - qmp__now_us();
+        if (left <= 0)
+            return qp_error_set(err, -ETIMEDOUT, "QEMU did not answer within %.1f s on %s",
+                                c->timeout_ms / 1000.0, c->address);
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        int r = poll(&pfd, 1, (int)((left + 999) / 1000));
+        if (r < 0 && errno == EINTR)
+            continue; /* finish the exchange; callers must not leave the guest paused */
+        if (r < 0)
+            return qp_error_set(err, -errno, "poll: %s", strerror(errno));
+        if (r == 0)
+            continue;
+        char buf[65536];
+        ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            c->dead = true;
+            return qp_error_set(err, -EPIPE, "QEMU closed the QMP connection %s%s%s", c->address,
+                                n < 0 ? ": " : " (QEMU exited?)", n < 0 ? strerror(errno) : "");
+        }
+        int rc = qmp_parser_feed(c->parser, buf, n, err);
+        if (rc < 0)
+            c->dead = true;
+        return rc;
+    }
+}
+
+/* ---- Messages --------------------------------------------------------------------------- */
+
+static void free_event(gpointer p)
+{
+    struct qmp_event *ev = p;
+    json_object_put(ev->data);
+    g_free(ev);
+}
+
+static void note_event(qmp_client *c, json_object *msg)
+{
+    json_object *name = NULL, *ts = NULL, *v;
+    json_object_object_get_ex(msg, "event", &name);
+    struct qmp_event *ev = g_new0(struct qmp_event, 1);
+    g_strlcpy(ev->name, json_object_get_string(name), sizeof ev->name);
+    if (json_object_object_get_ex(msg, "timestamp", &ts)) {
+        if (json_object_object_get_ex(ts, "seconds", &v))
+            ev->ts_sec = json_object_get_int64(v);
+        if (json_object_object_get_ex(ts, "microseconds", &v))
+            ev->ts_usec = json_object_get_int64(v);
+    }
+    if (json_object_object_get_ex(msg, "data", &v))
+        ev->data = json_object_get(v);
+    int64_t us = ev->ts_sec * 1000000 + ev->ts_usec;
+    bool own = false;
+    if (strcmp(ev->name, "STOP") == 0) {
+        c->running = false;
+        own = c->swallow_stop;
+        c->swallow_stop = false;
+        c->stop_ts_us = us;
+    } else if (strcmp(ev->name, "RESUME") == 0) {
+        c->running = true;
+        own = c->swallow_resume;
+        c->swallow_resume = false;
+        c->resume_ts_us = us;
+    }
+    /* Our own sample's STOP/RESUME are consumed by qmp_sample, or they'd pile up unread. */
+    if (own)
+        free_event(ev);
+    else
+        g_queue_push_tail(c->events, ev);
+}
+
+/* Sorts one message: events are queued, replies stored by id. */
+static void dispatch(qmp_client *c, json_object *msg)
+{
+    json_object *id;
+    if (json_object_object_get_ex(msg, "event", NULL)) {
+        note_event(c, msg);
+        json_object_put(msg);
+    } else if (json_object_object_get_ex(msg, "id", &id)) {
+        c->round_trips++;
+        g_hash_table_insert(c->replies, GUINT_TO_POINTER(json_object_get_int64(id)), msg);
+    } else {
+        json_object_put(msg); /* a reply without an id (QEMU's parse errors); nothing waits */
+    }
+}
+
+static int reply_result(json_object *reply, json_object **ret, struct qp_error *err)
+{
+    json_object *v, *cls = NULL, *desc = NULL;
+    int rc = 0;
+    if (json_object_object_get_ex(reply, "error", &v)) {
+        json_object_object_get_ex(v, "class", &cls);
+        json_object_object_get_ex(v, "desc", &desc);
+        rc = qp_error_set(err, -EREMOTEIO, "%s: %s", cls ? json_object_get_string(cls) : "?",
+                          desc ? json_object_get_string(desc) : "?");
+    } else if (!json_object_object_get_ex(reply, "return", &v)) {
+        rc = qp_error_set(err, -EPROTO, "QMP reply without return or error: %s",
+                          json_object_to_json_string(reply));
+    } else if (ret) {
+        *ret = json_object_get(v);
+    }
+    json_object_put(reply);
+    return rc;
+}
+
+int qmp__wait(qmp_client *c, unsigned id, json_object **ret, struct qp_error *err)
+{
+    int64_t deadline = qmp__now_us() + (int64_t)c->timeout_ms * 1000;
+    for (;;) {
+        json_object *msg;
+        while (qmp_parser_next(c->parser, &msg) == 1)
+            dispatch(c, msg);
+        gpointer reply;
+        if (g_hash_table_steal_extended(c->replies, GUINT_TO_POINTER(id), NULL, &reply))
+            return reply_result(reply, ret, err);
+        int rc = read_some(c, deadline, err);
+        if (rc < 0)
+            return rc;
+    }
+}
+
+unsigned qmp__request(qmp_client *c, GString *out, const char *command, json_object *args)
+{
+    unsigned id = ++c->next_id;
+    /* Every byte costs QEMU ~2.5 us: compact, integer ids, no escaped slashes. */
+    g_string_append_printf(out, "{\"execute\":\"%s\"", command);
+    if (args)
+        g_string_append_printf(out, ",\"arguments\":%s",
+                               json_object_to_json_string_ext(
+                                   args, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    g_string_append_printf(out, ",\"id\":%u}", id);
+    return id;
+}
+
+int qmp_execute(qmp_client *c, const char *command, struct json_object *args,
+                struct json_object **ret, struct qp_error *err)
+{
+    GString *req = g_string_new(NULL);
+    unsigned id = qmp__request(c, req, command, args);
+    int rc = qmp__send(c, req->str, req->len, err);
+    g_string_free(req, TRUE);
+    if (rc == 0)
+        rc = qmp__wait(c, id, ret, err);
+    if (rc < 0 && rc != -EREMOTEIO)
+        qp_error_prefix(err, "%s", command);
+    return rc;
+}
+
+int qmp__hmp_text(json_object *ret, char **out, struct qp_error *err)
+{
+    if (!json_object_is_type(ret, json_type_string)) {
+        json_object_put(ret);
+        return qp_error_set(err, -EPROTO, "human-monitor-command returned no text");
+    }
+    *out = strdup(json_object_get_string(ret));
+    json_object_put(ret);
+    return *out ? 0 : qp_error_set(err, -ENOMEM, "out of memory");
+}
+
+json_object *qmp__hmp_args(const char *cmdline, int cpu_index)
+{
+    json_object *args = json_object_new_object();
+    json_object_object_add(args, "command-line", json_object_new_string(cmdline));
+    if (cpu_index >= 0)
+        json_object_object_add(args, "cpu-index", json_object_new_int(cpu_index));
+    return args;
+}
+
+int qmp_hmp(qmp_client *c, const char *cmdline, int cpu_index, char **out, struct qp_error *err)
+{
+    json_object *args = qmp__hmp_args(cmdline, cpu_index), *ret = NULL;
+    int rc = qmp_execute(c, "human-monitor-command", args, &ret, err);
+    json_object_put(args);
+    if (rc == 0)
+        rc = qmp__hmp_text(ret, out, err);
+    return rc;
+}
+
+int qmp_pop_event(qmp_client *c, struct qmp_event *ev)
+{
+    json_object *msg;
+    while (qmp_parser_next(c->parser, &msg) == 1)
+        dispatch(c, msg); /* already read from the socket: sort without reading more */
+    struct qmp_event *head = g_queue_pop_head(c->events);
+    if (!head)
+        return 0;
+    *ev = *head;
+    g_free(head);
+    return 1;
+}
+
+int qmp_query_running(qmp_client *c, bool *running, struct qp_error *err)
+{
+    json_object *ret = NULL, *v;
+    int rc = qmp_execute(c, "query-status", NULL, &ret, err);
+    if (rc < 0)
+        return rc;
+    if (!json_object_object_get_ex(ret, "running", &v))
+        rc = qp_error_set(err, -EPROTO, "query-status: no \"running\" in the reply");
+    else
+        c->running = *running = json_object_get_boolean(v);
+    json_object_put(ret);
+    return rc;
+}
+
+int qmp_read_registers(qmp_client *c, struct qmp_regs *out, int max, int *n_cpus,
+                       struct qp_error *err)
+{
+    char *text = NULL;
+    int rc = qmp_hmp(c, "info registers -a", -1, &text, err);
+    if (rc == 0)
+        rc = qmp_parse_registers(text, out, max, n_cpus, err);
+    free(text);
+    return rc;
+}
+
+uint64_t qmp_round_trips(const qmp_client *c)
+{
+    return c->round_trips;
+}
+
+const char *qmp_qemu_version(const qmp_client *c)
+{
+    return c->version;
+}
+
+/* ---- Open / free ------------------------------------------------------------------------ */
+
+static int read_greeting(qmp_client *c, struct qp_error *err)
+{
+    int64_t deadline = qmp__now_us() + (int64_t)c->timeout_ms * 1000;
+    json_object *msg = NULL, *qmp, *v, *q;
+    while (qmp_parser_next(c->parser, &msg) == 0) {
+        struct qp_error e = {0};
+        int rc = read_some(c, deadline, &e);
+        if (rc == -ETIMEDOUT)
+            return qp_error_set(err, rc,
+                                "no QMP greeting from %s within %.1f s: QEMU serves one client "
+                                "per -qmp socket; is another client (qprof, virsh, a monitor "
+                                "script) already connected?",
+                                c->address, c->timeout_ms / 1000.0);
+        if (rc == -EPROTO)
+            return qp_error_set(err, rc, "%s does not speak QMP: %s", c->address, e.msg);
+        if (rc < 0)
+            return qp_error_set(err, rc, "QMP greeting from %s: %s", c->address, e.msg);
+    }
+    int rc = 0;
+    if (!json_object_object_get_ex(msg, "QMP", &qmp))
+        rc = qp_error_set(err, -EPROTO, "%s does not speak QMP: first message is %.100s",
+                          c->address, json_object_to_json_string(msg));
+    else if (json_object_object_get_ex(qmp, "version", &v) &&
+             json_object_object_get_ex(v, "qemu", &q)) {
+        json_object *ma = NULL, *mi = NULL, *mc = NULL;
+        json_object_object_get_ex(q, "major", &ma);
+        json_object_object_get_ex(q, "minor", &mi);
+        json_object_object_get_ex(q, "micro", &mc);
+        snprintf(c->version, sizeof c->version, "%d.%d.%d", json_object_get_int(ma),
+                 json_object_get_int(mi), json_object_get_int(mc));
+    }
+    json_object_put(msg);
+    return rc;
+}
+
+static int pick_backend(qmp_client *c, enum qmp_mem_backend want, struct qp_error *err)
+{
+    struct qp_error direct_err = {0};
+    if (want == QMP_MEM_DIRECT || want == QMP_MEM_AUTO) {
+        int rc = qmp__direct_setup(c, want == QMP_MEM_DIRECT ? err : &direct_err);
+        if (rc == 0 || want == QMP_MEM_DIRECT || c->dead)
+            return rc == 0 ? (c->backend = QMP_MEM_DIRECT, 0) : rc;
+    }
+    if (want == QMP_MEM_HMP) {
+        c->backend = QMP_MEM_HMP;
+        return 0;
+    }
+    c->backend = QMP_MEM_MEMSAVE;
+    return qmp__memsave_setup(c, err);
+}
+
+static int open_socket(qmp_client *c, const char *address, struct qp_error *err)
+{
+    if (strncmp(address, "tcp:", 4) == 0)
+        return connect_tcp(address + 4, &c->fd, err);
+    return connect_unix(strncmp(address, "unix:", 5) == 0 ? address + 5 : address, &c->fd, err);
+}
+
+static void put_reply(gpointer reply)
+{
+    json_object_put(reply);
+}
+
+int qmp_open(const char *address, const struct qmp_open_opts *opts, qmp_client **out,
+             struct qp_error *err)
+{
+    qmp_client *c = g_new0(qmp_client, 1);
+    c->fd = -1;
+    c->parser = qmp_parser_new();
+    c->events = g_queue_new();
+    c->replies = g_hash_table_new_full(NULL, NULL, NULL, put_reply);
+    c->timeout_ms = opts && opts->timeout_s > 0 ? (int)(opts->timeout_s * 1000) : 5000;
+    g_strlcpy(c->address, address, sizeof c->address);
+    bool running;
+    int rc = open_socket(c, address, err);
+    if (rc == 0)
+        rc = read_greeting(c, err);
+    if (rc == 0)
+        rc = qmp_execute(c, "qmp_capabilities", NULL, NULL, err);
+    if (rc == 0)
+        rc = qmp_query_running(c, &running, err);
+    if (rc == 0)
+        rc = pick_backend(c, opts ? opts->backend : QMP_MEM_AUTO, err);
+    if (rc < 0) {
+        qmp_free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+void qmp_free(qmp_client *c)
+{
+    if (!c)
+        return;
+    if (c->stopped_by_us && !c->dead) {
+        /* Never leave a guest we paused behind, whatever went wrong before. */
+        c->swallow_resume = true;
+        qmp_execute(c, "cont", NULL, NULL, NULL);
+    }
+    qmp__direct_close(c);
+    qmp__memsave_close(c);
+    if (c->fd >= 0)
+        close(c->fd);
+    qmp_parser_free(c->parser);
+    g_queue_free_full(c->events, free_event);
+    g_hash_table_destroy(c->replies);
+    g_free(c);
+}
+
+enum qmp_mem_backend qmp_mem_backend_in_use(const qmp_client *c)
+{
+    return c->backend;
+}
+
+const char *qmp_mem_backend_name(enum qmp_mem_backend b)
+{
+    static const char *const names[] = {
+        [QMP_MEM_AUTO] = "auto",
+        [QMP_MEM_DIRECT] = "direct",
+        [QMP_MEM_MEMSAVE] = "memsave",
+        [QMP_MEM_HMP] = "hmp",
+    };
+    return (unsigned)b < sizeof names / sizeof names[0] ? names[b] : "?";
+}

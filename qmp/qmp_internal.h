@@ -1,0 +1,60 @@
+/* Internals shared by the qmp module sources; not part of the public contract. */
+#ifndef QMP_INTERNAL_H
+#define QMP_INTERNAL_H
+
+#include "qmp.h"
+
+#include <glib.h>
+#include <json-c/json.h>
+
+struct ram_range { /* guest-physical [start, end] maps to file offset `offset` */
+    uint64_t start, end, offset;
+};
+
+struct qmp_direct {
+    const uint8_t *map; /* the RAM backend file, mapped read-only */
+    size_t map_len;
+    struct ram_range ranges[16];
+    int n_ranges;
+};
+
+struct qmp_client {
+    int fd;
+    qmp_parser *parser;
+    char version[32];
+    char address[256];
+    int timeout_ms;
+    unsigned next_id;
+    GQueue *events;      /* struct qmp_event *, oldest first */
+    GHashTable *replies; /* id -> json reply that arrived before anyone waited for it */
+    uint64_t round_trips;
+    bool dead;                         /* the connection failed: no further I/O */
+    bool running;                      /* guest state from query-status and STOP/RESUME events */
+    bool stopped_by_us;                /* we paused the guest and owe it a cont */
+    bool swallow_stop, swallow_resume; /* our own STOP/RESUME: record, don't queue */
+    int64_t stop_ts_us, resume_ts_us;  /* QEMU timestamps of those */
+    enum qmp_mem_backend backend;
+    char memsave_dir[64]; /* mkdtemp directory for memsave files, "" if none */
+    struct qmp_direct direct;
+};
+
+/* Appends a compact request to `out` and returns its id. args may be NULL. */
+unsigned qmp__request(qmp_client *c, GString *out, const char *command, json_object *args);
+/* Writes all of buf (MSG_NOSIGNAL, EINTR retried). */
+int qmp__send(qmp_client *c, const char *buf, size_t len, struct qp_error *err);
+/* Waits for the reply to id: 0 with *ret (return value, may be NULL), -EREMOTEIO for an error
+ * reply, or an I/O error. */
+int qmp__wait(qmp_client *c, unsigned id, json_object **ret, struct qp_error *err);
+/* The text of a human-monitor-command reply. */
+/* human-monitor-command arguments; cpu_index < 0 omits it. */
+json_object *qmp__hmp_args(const char *cmdline, int cpu_index);
+int qmp__hmp_text(json_object *ret, char **out, struct qp_error *err);
+
+int qmp__direct_setup(qmp_client *c, struct qp_error *err);
+void qmp__direct_close(qmp_client *c);
+int qmp__memsave_setup(qmp_client *c, struct qp_error *err);
+void qmp__memsave_close(qmp_client *c);
+
+int64_t qmp__now_us(void);
+
+#endif

@@ -1,0 +1,477 @@
+/* Guest memory: direct (mapped RAM + our own page walk), memsave and hmp backends. */
+#define _GNU_SOURCE
+#include "qmp_internal.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PTE_PRESENT 0x1ull
+#define PTE_HUGE    0x80ull
+#define PTE_ADDR    0x000ffffffffff000ull /* bits 51..12; NX and flag bits masked off */
+#define PAGE_SIZE   4096ull
+#define PIPELINE    8 /* QEMU queues at most 8 requests per monitor without oob */
+
+/* ---- Page-table walk -------------------------------------------------------------------- */
+
+int qmp_translate(uint64_t cr3, uint64_t vaddr, qmp_phys_read_fn read_phys, void *ctx,
+                  uint64_t *paddr, uint64_t *page_size)
+{
+    static const int shifts[] = {39, 30, 21, 12};
+    if ((uint64_t)((int64_t)(vaddr << 16) >> 16) != vaddr)
+        return -EFAULT; /* non-canonical */
+    uint64_t table = cr3 & PTE_ADDR;
+    for (int level = 0; level < 4; level++) {
+        uint64_t entry, size = 1ull << shifts[level];
+        uint64_t index = (vaddr >> shifts[level]) & 511;
+        if (read_phys(ctx, table + index * 8, &entry) < 0 || !(entry & PTE_PRESENT))
+            return -EFAULT;
+        table = entry & PTE_ADDR;
+        /* PS in a PDPTE (1 GiB) or PDE (2 MiB) ends the walk; level 3 is always a 4 KiB page. */
+        if (level == 3 || ((level == 1 || level == 2) && (entry & PTE_HUGE))) {
+            *paddr = (table & ~(size - 1)) | (vaddr & (size - 1));
+            *page_size = size;
+            return 0;
+        }
+    }
+    return -EFAULT;
+}
+
+/* ---- Direct backend --------------------------------------------------------------------- */
+
+/* Where guest-physical paddr lives in the mapping, and how many bytes follow contiguously. */
+static const uint8_t *direct_ptr(const struct qmp_direct *d, uint64_t paddr, uint64_t *avail)
+{
+    for (int i = 0; i < d->n_ranges; i++) {
+        const struct ram_range *r = &d->ranges[i];
+        if (paddr < r->start || paddr > r->end)
+            continue;
+        uint64_t off = r->offset + (paddr - r->start);
+        if (off >= d->map_len)
+            return NULL;
+        *avail = r->end - paddr + 1;
+        if (*avail > d->map_len - off)
+            *avail = d->map_len - off;
+        return d->map + off;
+    }
+    return NULL;
+}
+
+static int direct_phys_read(void *ctx, uint64_t paddr, uint64_t *val)
+{
+    uint64_t avail;
+    const uint8_t *p = direct_ptr(ctx, paddr, &avail);
+    if (!p || avail < 8)
+        return -EFAULT;
+    memcpy(val, p, 8); /* x86 hosts only: guest and host are both little-endian */
+    return 0;
+}
+
+/* Translates one virtual address for cpu; real mode and paging-off guests map 1:1. */
+static int direct_translate(const struct qmp_direct *d, const struct qmp_regs *cpu, uint64_t vaddr,
+                            uint64_t *paddr, uint64_t *page_size)
+{
+    if (!(cpu->cr0 & 0x80000000u)) {
+        *paddr = vaddr;
+        *page_size = PAGE_SIZE;
+        return 0;
+    }
+    if (!cpu->long_mode || (cpu->cr4 & (1u << 12))) /* 32-bit paging or LA57: not handled */
+        return -ENOTSUP;
+    return qmp_translate(cpu->cr3, vaddr, direct_phys_read, (void *)d, paddr, page_size);
+}
+
+static void direct_read(const struct qmp_direct *d, const struct qmp_regs *cpu,
+                        struct qmp_mem_req *r)
+{
+    r->got = 0;
+    while (r->got < r->len) {
+        uint64_t va = r->vaddr + r->got, pa, size, avail;
+        if (direct_translate(d, cpu, va, &pa, &size) < 0)
+            break;
+        const uint8_t *p = direct_ptr(d, pa, &avail);
+        if (!p)
+            break; /* MMIO or beyond RAM */
+        uint64_t n = size - (pa & (size - 1));
+        n = n < avail ? n : avail;
+        n = n < r->len - r->got ? n : r->len - r->got;
+        memcpy((uint8_t *)r->buf + r->got, p, n);
+        r->got += n;
+    }
+    r->rc = r->got > 0 || r->len == 0 ? 0 : -EFAULT;
+}
+
+/* "  0000000000100000-000000000fffffff (prio 0, ram): ram @0000000000100000" */
+static void parse_mtree_line(struct qmp_direct *d, const char *line, const char *backend)
+{
+    unsigned long long start, end, off = 0;
+    char kind[16], name[64];
+    int n =
+        sscanf(line, " %llx-%llx (prio %*d, %15[^)]): %63s @%llx", &start, &end, kind, name, &off);
+    if (n < 4 || strcmp(name, backend) != 0 || d->n_ranges >= 16)
+        return;
+    if (strcmp(kind, "ram") != 0 && strcmp(kind, "rom") != 0)
+        return;
+    d->ranges[d->n_ranges++] = (struct ram_range){start, end, off};
+}
+
+/* Takes the flat view of the "memory" address space, else the first that shows the backend. */
+static void parse_mtree(struct qmp_direct *d, const char *text, const char *backend)
+{
+    gchar **views = g_strsplit(text, "FlatView #", -1);
+    gchar **chosen = NULL;
+    for (gchar **v = views; *v && !chosen; v++)
+        if (strstr(*v, "AS \"memory\","))
+            chosen = v;
+    for (gchar **v = views; *v && !chosen; v++)
+        if (strstr(*v, "): ") && strstr(*v, backend))
+            chosen = v;
+    if (chosen) {
+        gchar **lines = g_strsplit(*chosen, "\n", -1);
+        for (gchar **l = lines; *l; l++)
+            parse_mtree_line(d, *l, backend);
+        g_strfreev(lines);
+    }
+    g_strfreev(views);
+}
+
+static json_object *qom_args(const char *path, const char *property)
+{
+    json_object *args = json_object_new_object();
+    json_object_object_add(args, "path", json_object_new_string(path));
+    if (property)
+        json_object_object_add(args, "property", json_object_new_string(property));
+    return args;
+}
+
+static int qom_get(qmp_client *c, const char *path, const char *prop, json_object **ret,
+                   struct qp_error *err)
+{
+    json_object *args = qom_args(path, prop);
+    int rc = qmp_execute(c, "qom-get", args, ret, err);
+    json_object_put(args);
+    return rc;
+}
+
+/* Finds a shared memory-backend-file object; fills its id and mem-path. */
+static int find_backend(qmp_client *c, char *id, size_t id_len, char *path, size_t path_len,
+                        struct qp_error *err)
+{
+    json_object *list = NULL, *args = qom_args("/objects", NULL);
+    int rc = qmp_execute(c, "qom-list", args, &list, err);
+    json_object_put(args);
+    for (size_t i = 0; rc == 0 && i < json_object_array_length(list); i++) {
+        json_object *o = json_object_array_get_idx(list, i), *name, *type, *v = NULL;
+        if (!json_object_object_get_ex(o, "name", &name) ||
+            !json_object_object_get_ex(o, "type", &type) ||
+            strcmp(json_object_get_string(type), "child<memory-backend-file>") != 0)
+            continue;
+        char obj[128];
+        snprintf(obj, sizeof obj, "/objects/%s", json_object_get_string(name));
+        if (qom_get(c, obj, "share", &v, NULL) < 0 || !json_object_get_boolean(v)) {
+            json_object_put(v);
+            continue; /* share=off: the file does not see the guest's writes */
+        }
+        json_object_put(v);
+        if ((rc = qom_get(c, obj, "mem-path", &v, err)) == 0) {
+            g_strlcpy(id, json_object_get_string(name), id_len);
+            g_strlcpy(path, json_object_get_string(v), path_len);
+            json_object_put(v);
+            json_object_put(list);
+            return 0;
+        }
+    }
+    json_object_put(list);
+    return rc < 0 ? rc
+                  : qp_error_set(err, -ENOTSUP,
+                                 "guest RAM is not a shared file: start QEMU with -object "
+                                 "memory-backend-file,id=ram,size=SIZE,mem-path=/dev/shm/NAME,"
+                                 "share=on -machine memory-backend=ram");
+}
+
+static int map_backend(struct qmp_direct *d, const char *path, struct qp_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return qp_error_set(err, -errno, "opening guest RAM file %s: %s", path, strerror(errno));
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) != 0 || st.st_size == 0)
+        rc = qp_error_set(err, -EIO, "guest RAM file %s is empty or unreadable", path);
+    void *m = rc ? MAP_FAILED : mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (rc == 0 && m == MAP_FAILED)
+        rc = qp_error_set(err, -errno, "mapping guest RAM file %s: %s", path, strerror(errno));
+    close(fd);
+    if (rc == 0) {
+        d->map = m;
+        d->map_len = st.st_size;
+    }
+    return rc;
+}
+
+int qmp__direct_setup(qmp_client *c, struct qp_error *err)
+{
+    char id[64], path[512], *mtree = NULL;
+    int rc = find_backend(c, id, sizeof id, path, sizeof path, err);
+    if (rc == 0)
+        rc = qmp_hmp(c, "info mtree -f", -1, &mtree, err);
+    if (rc == 0) {
+        parse_mtree(&c->direct, mtree, id);
+        if (c->direct.n_ranges == 0)
+            rc = qp_error_set(err, -EPROTO, "info mtree -f shows no RAM range of backend %s", id);
+    }
+    free(mtree);
+    if (rc == 0)
+        rc = map_backend(&c->direct, path, err);
+    if (rc < 0)
+        c->direct.n_ranges = 0;
+    return rc;
+}
+
+void qmp__direct_close(qmp_client *c)
+{
+    if (c->direct.map)
+        munmap((void *)c->direct.map, c->direct.map_len);
+    c->direct.map = NULL;
+}
+
+/* ---- Pipelined QMP reads (memsave and hmp) ---------------------------------------------- */
+
+struct mem_job {
+    uint64_t vaddr;
+    size_t len;
+    uint8_t *dst;
+    size_t got;
+    int rc;
+    unsigned id;
+};
+
+int qmp__memsave_setup(qmp_client *c, struct qp_error *err)
+{
+    /* Short: every request byte costs QEMU ~2.5 us. */
+    g_strlcpy(c->memsave_dir, "/tmp/qpXXXXXX", sizeof c->memsave_dir);
+    if (!mkdtemp(c->memsave_dir)) {
+        c->memsave_dir[0] = '\0';
+        return qp_error_set(err, -errno, "mkdtemp for memsave files: %s", strerror(errno));
+    }
+    return 0;
+}
+
+void qmp__memsave_close(qmp_client *c)
+{
+    if (!c->memsave_dir[0])
+        return;
+    for (int i = 0; i < PIPELINE; i++) {
+        char f[96];
+        snprintf(f, sizeof f, "%s/%d", c->memsave_dir, i);
+        unlink(f);
+    }
+    rmdir(c->memsave_dir);
+}
+
+static void job_send_memsave(qmp_client *c, const struct qmp_regs *cpu, struct mem_job *j, int slot,
+                             GString *out)
+{
+    char file[96];
+    snprintf(file, sizeof file, "%s/%d", c->memsave_dir, slot);
+    json_object *args = json_object_new_object();
+    /* QEMU 7.2 takes val as a signed int: higher-half addresses go as negative numbers. */
+    json_object_object_add(args, "val", json_object_new_int64((int64_t)j->vaddr));
+    json_object_object_add(args, "size", json_object_new_int64((int64_t)j->len));
+    json_object_object_add(args, "filename", json_object_new_string(file));
+    if (cpu->cpu_index > 0)
+        json_object_object_add(args, "cpu-index", json_object_new_int(cpu->cpu_index));
+    j->id = qmp__request(c, out, "memsave", args);
+    json_object_put(args);
+}
+
+static void job_send_hmp(qmp_client *c, const struct qmp_regs *cpu, struct mem_job *j, GString *out)
+{
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "x/%zugx 0x%llx", (j->len + 7) / 8, (unsigned long long)j->vaddr);
+    json_object *args = qmp__hmp_args(cmd, cpu->cpu_index > 0 ? cpu->cpu_index : -1);
+    j->id = qmp__request(c, out, "human-monitor-command", args);
+    json_object_put(args);
+}
+
+static int read_memsave_file(qmp_client *c, int slot, struct mem_job *j, struct qp_error *err)
+{
+    char file[96];
+    snprintf(file, sizeof file, "%s/%d", c->memsave_dir, slot);
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : pread(fd, j->dst, j->len, 0);
+    if (fd >= 0)
+        close(fd);
+    if (n != (ssize_t)j->len)
+        return qp_error_set(err, -EIO, "reading memsave file %s: %s", file,
+                            n < 0 ? strerror(errno) : "short file");
+    j->got = j->len;
+    return 0;
+}
+
+/* "ffffffff80001000: 0x0000000000000001 0x0000000000000002" lines until "Cannot access". */
+static void parse_hmp_dump(const char *text, struct mem_job *j)
+{
+    size_t words = (j->len + 7) / 8, w = 0;
+    uint8_t tmp[8];
+    for (const char *line = text; *line && w < words;) {
+        const char *colon = strchr(line, ':'), *nl = strchr(line, '\n');
+        if (!colon || (nl && colon > nl) || strstr(line, "Cannot access") == line)
+            break;
+        unsigned long long addr = strtoull(line, NULL, 16);
+        if (addr != j->vaddr + w * 8)
+            break; /* stopped early: whatever follows is not ours */
+        for (const char *p = colon + 1; w < words && (p = strstr(p, "0x")) && (!nl || p < nl);) {
+            char *e;
+            uint64_t v = strtoull(p, &e, 16);
+            for (int b = 0; b < 8; b++)
+                tmp[b] = (uint8_t)(v >> (8 * b));
+            size_t n = j->len - w * 8 < 8 ? j->len - w * 8 : 8;
+            memcpy(j->dst + w * 8, tmp, n);
+            w++;
+            p = e;
+        }
+        if (!nl)
+            break;
+        line = nl + 1;
+    }
+    j->got = w * 8 < j->len ? w * 8 : j->len;
+}
+
+/* Collects one reply; an error reply is this job's failure, not the batch's. */
+static int job_collect(qmp_client *c, enum qmp_mem_backend b, struct mem_job *j, int slot,
+                       struct qp_error *err)
+{
+    json_object *ret = NULL;
+    struct qp_error e = {0};
+    int rc = qmp__wait(c, j->id, &ret, &e);
+    if (rc == -EREMOTEIO) {
+        j->rc = -EFAULT;
+        return 0;
+    }
+    if (rc < 0)
+        return qp_error_set(err, rc, "%s", e.msg);
+    if (b == QMP_MEM_MEMSAVE) {
+        json_object_put(ret);
+        rc = read_memsave_file(c, slot, j, err);
+    } else {
+        if (json_object_is_type(ret, json_type_string))
+            parse_hmp_dump(json_object_get_string(ret), j);
+        json_object_put(ret);
+    }
+    j->rc = j->got > 0 || j->len == 0 ? 0 : -EFAULT;
+    return rc;
+}
+
+/* Runs jobs with up to PIPELINE requests in flight; memsave's file slot is the job's index
+ * modulo PIPELINE, free again once the job at that slot was collected. */
+static int run_jobs(qmp_client *c, enum qmp_mem_backend b, const struct qmp_regs *cpu,
+                    struct mem_job *jobs, size_t n, struct qp_error *err)
+{
+    GString *out = g_string_new(NULL);
+    int rc = 0;
+    size_t sent = 0, done = 0;
+    for (; done < n && rc == 0; done++) {
+        g_string_truncate(out, 0);
+        for (; sent < n && sent < done + PIPELINE; sent++) {
+            if (b == QMP_MEM_MEMSAVE)
+                job_send_memsave(c, cpu, &jobs[sent], (int)(sent % PIPELINE), out);
+            else
+                job_send_hmp(c, cpu, &jobs[sent], out);
+        }
+        if (out->len && (rc = qmp__send(c, out->str, out->len, err)) < 0)
+            break;
+        rc = job_collect(c, b, &jobs[done], (int)(done % PIPELINE), err);
+    }
+    /* Replies to requests still in flight must not be mistaken for later ones: drain them. */
+    for (size_t i = done; rc < 0 && i < sent && !c->dead; i++)
+        qmp__wait(c, jobs[i].id, NULL, NULL);
+    g_string_free(out, TRUE);
+    return rc;
+}
+
+/* A memsave range crossing an unmapped page fails whole: redo it page by page and keep the
+ * pages before the first hole. */
+static int memsave_split(qmp_client *c, const struct qmp_regs *cpu, struct qmp_mem_req *r,
+                         struct qp_error *err)
+{
+    size_t n = 0;
+    for (uint64_t va = r->vaddr; va < r->vaddr + r->len; va = (va & ~(PAGE_SIZE - 1)) + PAGE_SIZE)
+        n++;
+    struct mem_job *jobs = g_new0(struct mem_job, n);
+    uint64_t va = r->vaddr;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t end = (va & ~(PAGE_SIZE - 1)) + PAGE_SIZE;
+        if (end > r->vaddr + r->len)
+            end = r->vaddr + r->len;
+        jobs[i] = (struct mem_job){
+            .vaddr = va, .len = end - va, .dst = (uint8_t *)r->buf + (va - r->vaddr)};
+        va = end;
+    }
+    int rc = run_jobs(c, QMP_MEM_MEMSAVE, cpu, jobs, n, err);
+    r->got = 0;
+    for (size_t i = 0; rc == 0 && i < n && jobs[i].rc == 0; i++)
+        r->got += jobs[i].got;
+    r->rc = r->got > 0 || r->len == 0 ? 0 : -EFAULT;
+    g_free(jobs);
+    return rc;
+}
+
+static int qmp_side_read(qmp_client *c, const struct qmp_regs *cpu, struct qmp_mem_req *reqs,
+                         size_t n, struct qp_error *err)
+{
+    struct mem_job *jobs = g_new0(struct mem_job, n);
+    size_t *req_of = g_new0(size_t, n), n_jobs = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (reqs[i].len == 0)
+            continue; /* nothing to ask QEMU */
+        req_of[n_jobs] = i;
+        jobs[n_jobs++] =
+            (struct mem_job){.vaddr = reqs[i].vaddr, .len = reqs[i].len, .dst = reqs[i].buf};
+    }
+    int rc = run_jobs(c, c->backend, cpu, jobs, n_jobs, err);
+    for (size_t k = 0; rc == 0 && k < n_jobs; k++) {
+        struct qmp_mem_req *r = &reqs[req_of[k]];
+        r->got = jobs[k].got;
+        r->rc = jobs[k].rc;
+        if (c->backend == QMP_MEM_MEMSAVE && jobs[k].rc < 0)
+            rc = memsave_split(c, cpu, r, err);
+    }
+    g_free(req_of);
+    g_free(jobs);
+    return rc;
+}
+
+int qmp_mem_read_many(qmp_client *c, const struct qmp_regs *cpu, struct qmp_mem_req *reqs, size_t n,
+                      struct qp_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        reqs[i].got = 0;
+        reqs[i].rc = reqs[i].len ? -EFAULT : 0;
+    }
+    if (c->backend == QMP_MEM_DIRECT) {
+        for (size_t i = 0; i < n; i++)
+            direct_read(&c->direct, cpu, &reqs[i]);
+        return 0;
+    }
+    return qmp_side_read(c, cpu, reqs, n, err);
+}
+
+int qmp_mem_read(qmp_client *c, const struct qmp_regs *cpu, uint64_t vaddr, void *buf, size_t len,
+                 size_t *got, struct qp_error *err)
+{
+    struct qmp_mem_req r = {.vaddr = vaddr, .len = len, .buf = buf};
+    int rc = qmp_mem_read_many(c, cpu, &r, 1, err);
+    if (got)
+        *got = r.got;
+    if (rc < 0)
+        return qp_error_prefix(err, "reading %zu bytes at 0x%llx", len, (unsigned long long)vaddr);
+    if (r.rc < 0)
+        return qp_error_set(err, r.rc, "reading %zu bytes at 0x%llx (%s): address not mapped", len,
+                            (unsigned long long)vaddr, qmp_mem_backend_name(c->backend));
+    return 0;
+}

@@ -1,0 +1,114 @@
+/* The sample transaction: stop, registers, caller's reads, cont on every path (see qmp.h). */
+#include "qmp_internal.h"
+
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* Takes in events that already arrived (someone else may have paused the guest) without
+ * waiting. */
+static void absorb_pending(qmp_client *c)
+{
+    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+    while (!c->dead && poll(&pfd, 1, 0) == 1) {
+        char buf[4096];
+        ssize_t n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n < 0)
+            break; /* EAGAIN or EINTR: nothing more for now */
+        if (n == 0 || qmp_parser_feed(c->parser, buf, n, NULL) < 0) {
+            c->dead = true; /* the next request reports it */
+            break;
+        }
+    }
+    struct qmp_event ev;
+    GQueue keep = G_QUEUE_INIT;
+    /* qmp_pop_event sorts parsed messages; put the events back for the caller. */
+    while (qmp_pop_event(c, &ev) == 1)
+        g_queue_push_tail(&keep, g_memdup2(&ev, sizeof ev));
+    while (!g_queue_is_empty(&keep))
+        g_queue_push_tail(c->events, g_queue_pop_head(&keep));
+}
+
+/* Sends stop and `info registers -a` back to back: one write, two replies. */
+static int stop_and_read(qmp_client *c, struct qmp_regs *cpus, int *n_cpus, struct qp_error *err)
+{
+    GString *out = g_string_new(NULL);
+    json_object *regs_args = json_object_new_object(), *text = NULL;
+    json_object_object_add(regs_args, "command-line", json_object_new_string("info registers -a"));
+    unsigned stop_id = qmp__request(c, out, "stop", NULL);
+    unsigned regs_id = qmp__request(c, out, "human-monitor-command", regs_args);
+    json_object_put(regs_args);
+    c->swallow_stop = true;
+    c->stopped_by_us = true; /* from here on we owe the guest a cont, whatever happens */
+    int rc = qmp__send(c, out->str, out->len, err);
+    g_string_free(out, TRUE);
+    if (rc == 0 && (rc = qmp__wait(c, stop_id, NULL, err)) < 0)
+        qp_error_prefix(err, "stop");
+    if (rc == 0 && (rc = qmp__wait(c, regs_id, &text, err)) < 0)
+        qp_error_prefix(err, "info registers -a");
+    if (rc == 0 && !json_object_is_type(text, json_type_string))
+        rc = qp_error_set(err, -EPROTO, "info registers -a returned no text");
+    if (rc == 0)
+        rc = qmp_parse_registers(json_object_get_string(text), cpus, QMP_MAX_CPUS, n_cpus, err);
+    json_object_put(text);
+    return rc;
+}
+
+static int resume(qmp_client *c, struct qp_error *err)
+{
+    c->swallow_resume = true;
+    int rc = qmp_execute(c, "cont", NULL, NULL, err);
+    if (rc == 0) {
+        c->stopped_by_us = false;
+        c->running = true;
+    }
+    /* Replies to requests that timed out before the cont are stale now. */
+    g_hash_table_remove_all(c->replies);
+    return rc;
+}
+
+/* The guest was paused by someone else: read, call back, leave it as it was. */
+static int sample_paused(qmp_client *c, qmp_sample_fn fn, void *ctx, struct qp_error *err)
+{
+    struct qmp_regs cpus[QMP_MAX_CPUS];
+    int n = 0;
+    int rc = qmp_read_registers(c, cpus, QMP_MAX_CPUS, &n, err);
+    if (rc == 0 && fn)
+        rc = fn(c, cpus, n, ctx, err);
+    return rc;
+}
+
+int qmp_sample(qmp_client *c, qmp_sample_fn fn, void *ctx, struct qmp_sample_stats *stats,
+               struct qp_error *err)
+{
+    struct qmp_sample_stats st = {0};
+    uint64_t rt0 = c->round_trips;
+    absorb_pending(c);
+    int rc;
+    if (!c->running) {
+        st.was_paused = true;
+        rc = sample_paused(c, fn, ctx, err);
+    } else {
+        struct qmp_regs cpus[QMP_MAX_CPUS];
+        int n = 0;
+        c->stop_ts_us = c->resume_ts_us = 0;
+        int64_t t0 = qmp__now_us();
+        rc = stop_and_read(c, cpus, &n, err);
+        if (rc == 0 && fn)
+            rc = fn(c, cpus, n, ctx, err);
+        /* cont on every path; a callback failure keeps its own error message. */
+        struct qp_error cont_err = {0};
+        int cont_rc = resume(c, rc < 0 ? &cont_err : err);
+        if (rc == 0)
+            rc = cont_rc;
+        else if (cont_rc < 0)
+            qp_error_prefix(err, "and resuming the guest failed too (%s)", cont_err.msg);
+        int64_t t1 = qmp__now_us();
+        bool have_ts = c->stop_ts_us > 0 && c->resume_ts_us >= c->stop_ts_us;
+        st.paused_ns = (uint64_t)(have_ts ? c->resume_ts_us - c->stop_ts_us : t1 - t0) * 1000;
+    }
+    st.round_trips = (unsigned)(c->round_trips - rt0);
+    if (stats)
+        *stats = st;
+    return rc;
+}
