@@ -1,0 +1,347 @@
+#include "profiler.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "unwind.h"
+
+void prof_options_init(struct prof_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->qmp_socket = "./qmp-socket";
+    o->interval_ms = 10;
+    o->duration_s = 5;
+    o->max_depth = UNW_DEFAULT_MAX_DEPTH;
+    o->cpu_mask = UINT64_MAX;
+    o->memory_backend = "auto";
+    o->top = 10;
+    o->progress = isatty(STDERR_FILENO);
+}
+
+void prof_print_help(FILE *out)
+{
+    fputs(
+        "Usage: qprof [OPTIONS]\n"
+        "Sample a guest running under QEMU through its QMP socket: every interval the guest is\n"
+        "stopped for a moment, each vCPU's kernel and user stack is unwinded with DWARF CFI, and\n"
+        "the stacks are counted. Output is one folded stack per line (\"frame;frame;leaf COUNT\"),\n"
+        "root first: the process as \"name (pid)\", or \"kernel\", or \"idle\" for a halted vCPU.\n"
+        "Open it in speedscope (https://www.speedscope.app) or flamegraph.pl.\n"
+        "\n"
+        "QEMU must be started with a QMP socket, e.g.\n"
+        "  qemu-system-x86_64 ... -qmp unix:./qmp-socket,server,nowait\n"
+        "and, for memory reads without round trips, guest RAM in a shared file:\n"
+        "  -object memory-backend-file,id=ram,size=256M,mem-path=/dev/shm/ram,share=on\n"
+        "  -machine memory-backend=ram\n"
+        "\n"
+        "Connection:\n"
+        "  --qmp-socket PATH|tcp:HOST:PORT  QMP socket of the QEMU to profile [./qmp-socket]\n"
+        "  --memory auto|direct|memsave|hmp how to read guest memory [auto: direct if RAM is\n"
+        "                                   a shared file, else memsave]\n"
+        "Sampling:\n"
+        "  --interval MS          mean time between samples, jittered +-50% to avoid locking\n"
+        "                         onto the guest's timer [10]\n"
+        "  --duration S           how long to sample; 0 = until Ctrl-C [5]\n"
+        "  --cpus LIST            vCPUs to sample, e.g. 0 or 0,2-3 [all]\n"
+        "  --kernel-only          keep only samples taken in kernel mode (incl. idle)\n"
+        "  --user-only            keep only samples taken in user mode\n"
+        "  --max-depth N          frames per stack before it is cut as [truncated] [128]\n"
+        "Symbols:\n"
+        "  --kernel ELF|MAP       guest kernel ELF (symbols, CFI, the qprof_abi struct), or a\n"
+        "                         System.map / kallsyms file (symbols only)\n"
+        "  --kernel-slide OFFSET  add OFFSET to kernel addresses (relocated/KASLR kernels)\n"
+        "  --user-dir DIR         directory of user ELF binaries, searched recursively and\n"
+        "                         matched to processes by the hash of their .text; repeatable\n"
+        "  --abi-addr ADDR        address of the guest's struct qprof_abi when the kernel ELF\n"
+        "                         is not given (see docs/guest-abi.md)\n"
+        "Output:\n"
+        "  -o, --output FILE      write folded stacks to FILE (\"-\" for stdout); the summary goes\n"
+        "                         to stderr then. Without -o only the summary is printed.\n"
+        "  --top N                rows in the summary's top lists [10]\n"
+        "  --one-shot             print the current stack of every vCPU and exit\n"
+        "  --show-addresses       with --one-shot: print each frame's address\n"
+        "  --no-progress          no live progress line on stderr\n"
+        "  -v, --verbose          explain what is loaded and why samples fail\n"
+        "  -h, --help             this text;  --version  the version\n"
+        "\n"
+        "Exit status: 0 success (also after Ctrl-C, with what was sampled written), 1 runtime\n"
+        "failure (no QEMU, QEMU gone mid-run: what was sampled is still written), 2 usage error.\n"
+        "\n"
+        "EXAMPLES\n"
+        "  qprof --qmp-socket ./qmp-socket -o stack.folded --kernel kernel.elf --user-dir bin/\n"
+        "      sample for 5 s at ~100 Hz, write stack.folded, print a summary\n"
+        "  qprof --one-shot --show-addresses --kernel kernel.elf\n"
+        "      print what every vCPU is doing right now\n"
+        "  qprof --duration 0 --interval 1 -o - > stack.folded\n"
+        "      sample at ~1 kHz until Ctrl-C, folded stacks on stdout\n"
+        "  qprof --kernel-only --kernel System.map --kernel-slide 0x1e00000 -o k.folded\n"
+        "      profile a relocated kernel whose ELF you don't have\n",
+        out);
+}
+
+/* Parses a number with strtod/strtoull and checks its range, naming the flag on error. */
+static int parse_double(const char *flag, const char *text, double lo, double hi, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end || v < lo || v > hi) {
+        fprintf(stderr, "qprof: %s: '%s' is not a number from %g to %g\n", flag, text, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_int(const char *flag, const char *text, long lo, long hi, int *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > hi) {
+        fprintf(stderr, "qprof: %s: '%s' is not a whole number from %ld to %ld\n", flag, text, lo,
+                hi);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_u64(const char *flag, const char *text, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    if (text[0] == '-') {
+        fprintf(stderr, "qprof: %s: '%s' must not be negative\n", flag, text);
+        return -1;
+    }
+    unsigned long long v = strtoull(text, &end, 0);
+    if (errno || end == text || *end) {
+        fprintf(stderr, "qprof: %s: '%s' is not an address (e.g. 0xffffffff80100000)\n", flag,
+                text);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_i64(const char *flag, const char *text, int64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(text, &end, 0);
+    if (errno || end == text || *end) {
+        fprintf(stderr, "qprof: %s: '%s' is not a number (e.g. 0x1e00000 or -4096)\n", flag,
+                text);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int prof_parse_cpu_list(const char *text, uint64_t *mask, struct qp_error *err)
+{
+    uint64_t m = 0;
+    const char *p = text;
+    while (*p) {
+        char *end;
+        long lo = strtol(p, &end, 10), hi;
+        if (end == p || lo < 0 || lo > 63)
+            return qp_error_set(err, -EINVAL, "'%s' is not a list of vCPUs 0..63 like 0,2-3",
+                                text);
+        hi = lo;
+        p = end;
+        if (*p == '-') {
+            hi = strtol(p + 1, &end, 10);
+            if (end == p + 1 || hi < lo || hi > 63)
+                return qp_error_set(err, -EINVAL, "'%s': bad range in the vCPU list", text);
+            p = end;
+        }
+        for (long c = lo; c <= hi; c++)
+            m |= UINT64_C(1) << c;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return qp_error_set(err, -EINVAL, "'%s' is not a list of vCPUs like 0,2-3", text);
+    }
+    if (!m)
+        return qp_error_set(err, -EINVAL, "the vCPU list is empty");
+    *mask = m;
+    return 0;
+}
+
+enum {
+    OPT_QMP = 1000,
+    OPT_INTERVAL,
+    OPT_DURATION,
+    OPT_ONE_SHOT,
+    OPT_SHOW_ADDR,
+    OPT_KERNEL_ONLY,
+    OPT_USER_ONLY,
+    OPT_KERNEL,
+    OPT_KERNEL_SLIDE,
+    OPT_USER_DIR,
+    OPT_MAX_DEPTH,
+    OPT_CPUS,
+    OPT_ABI_ADDR,
+    OPT_MEMORY,
+    OPT_TOP,
+    OPT_NO_PROGRESS,
+    OPT_VERSION,
+};
+
+static const struct option long_options[] = {
+    {"qmp-socket", required_argument, NULL, OPT_QMP},
+    {"output", required_argument, NULL, 'o'},
+    {"interval", required_argument, NULL, OPT_INTERVAL},
+    {"duration", required_argument, NULL, OPT_DURATION},
+    {"one-shot", no_argument, NULL, OPT_ONE_SHOT},
+    {"show-addresses", no_argument, NULL, OPT_SHOW_ADDR},
+    {"verbose", no_argument, NULL, 'v'},
+    {"kernel-only", no_argument, NULL, OPT_KERNEL_ONLY},
+    {"user-only", no_argument, NULL, OPT_USER_ONLY},
+    {"kernel", required_argument, NULL, OPT_KERNEL},
+    {"kernel-slide", required_argument, NULL, OPT_KERNEL_SLIDE},
+    {"user-dir", required_argument, NULL, OPT_USER_DIR},
+    {"max-depth", required_argument, NULL, OPT_MAX_DEPTH},
+    {"cpus", required_argument, NULL, OPT_CPUS},
+    {"abi-addr", required_argument, NULL, OPT_ABI_ADDR},
+    {"memory", required_argument, NULL, OPT_MEMORY},
+    {"top", required_argument, NULL, OPT_TOP},
+    {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+static int usage_error(void)
+{
+    fprintf(stderr, "Try 'qprof --help' for more information.\n");
+    return PROF_EXIT_USAGE;
+}
+
+static bool valid_backend(const char *name)
+{
+    static const char *const names[] = {"auto", "direct", "memsave", "hmp"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Applies one option; returns 0, or -1 after printing what is wrong. */
+static int apply_option(struct prof_options *o, int c, const char *arg)
+{
+    struct qp_error err = {0};
+    switch (c) {
+    case OPT_QMP:
+        o->qmp_socket = arg;
+        return 0;
+    case 'o':
+        o->output = arg;
+        return 0;
+    case OPT_INTERVAL:
+        if (parse_double("--interval", arg, 0.1, 60000, &o->interval_ms))
+            return -1;
+        return 0;
+    case OPT_DURATION:
+        return parse_double("--duration", arg, 0, 86400 * 7, &o->duration_s);
+    case OPT_ONE_SHOT:
+        o->one_shot = true;
+        return 0;
+    case OPT_SHOW_ADDR:
+        o->show_addresses = true;
+        return 0;
+    case 'v':
+        o->verbose = true;
+        return 0;
+    case OPT_KERNEL_ONLY:
+    case OPT_USER_ONLY: {
+        enum prof_mode_filter want = c == OPT_KERNEL_ONLY ? PROF_KERNEL_ONLY : PROF_USER_ONLY;
+        if (o->mode_filter != PROF_ALL_MODES && o->mode_filter != want) {
+            fprintf(stderr, "qprof: --kernel-only and --user-only exclude each other\n");
+            return -1;
+        }
+        o->mode_filter = want;
+        return 0;
+    }
+    case OPT_KERNEL:
+        o->kernel = arg;
+        return 0;
+    case OPT_KERNEL_SLIDE:
+        return parse_i64("--kernel-slide", arg, &o->kernel_slide);
+    case OPT_USER_DIR:
+        if (o->n_user_dirs == PROF_MAX_USER_DIRS) {
+            fprintf(stderr, "qprof: --user-dir: at most %d directories\n", PROF_MAX_USER_DIRS);
+            return -1;
+        }
+        o->user_dirs[o->n_user_dirs++] = arg;
+        return 0;
+    case OPT_MAX_DEPTH:
+        return parse_int("--max-depth", arg, 1, 1024, &o->max_depth);
+    case OPT_CPUS:
+        if (prof_parse_cpu_list(arg, &o->cpu_mask, &err)) {
+            fprintf(stderr, "qprof: --cpus: %s\n", err.msg);
+            return -1;
+        }
+        return 0;
+    case OPT_ABI_ADDR:
+        return parse_u64("--abi-addr", arg, &o->abi_addr);
+    case OPT_MEMORY:
+        if (!valid_backend(arg)) {
+            fprintf(stderr, "qprof: --memory: '%s' is not one of auto, direct, memsave, hmp\n",
+                    arg);
+            return -1;
+        }
+        o->memory_backend = arg;
+        return 0;
+    case OPT_TOP:
+        return parse_int("--top", arg, 0, 10000, &o->top);
+    case OPT_NO_PROGRESS:
+        o->progress = false;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+int prof_parse_args(int argc, char **argv, struct prof_options *o)
+{
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":o:vh", long_options, NULL)) != -1) {
+        if (c == 'h') {
+            prof_print_help(stdout);
+            return PROF_EXIT_OK;
+        }
+        if (c == OPT_VERSION) {
+            printf("qprof %s\n", QPROF_VERSION);
+            return PROF_EXIT_OK;
+        }
+        if (c == '?') {
+            fprintf(stderr, "qprof: unknown option '%s'\n", argv[optind - 1]);
+            return usage_error();
+        }
+        if (c == ':') {
+            fprintf(stderr, "qprof: option '%s' needs a value\n", argv[optind - 1]);
+            return usage_error();
+        }
+        if (apply_option(o, c, optarg))
+            return usage_error();
+    }
+    if (optind < argc) {
+        fprintf(stderr, "qprof: unexpected argument '%s'\n", argv[optind]);
+        return usage_error();
+    }
+    if (o->show_addresses && !o->one_shot) {
+        fprintf(stderr, "qprof: --show-addresses goes with --one-shot\n");
+        return usage_error();
+    }
+    return -1;
+}

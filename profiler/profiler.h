@@ -1,0 +1,124 @@
+/* profiler: the qprof sampling loop, stack aggregation, outputs and command line.
+ *
+ * Functions returning int return 0 on success or a negative errno-style code and fill the
+ * optional err (common/qp_error.h).
+ */
+#ifndef PROFILER_H
+#define PROFILER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "qp_error.h"
+
+/* ---- Command line ------------------------------------------------------------------------ */
+
+#define PROF_MAX_USER_DIRS 8
+
+enum prof_mode_filter { PROF_ALL_MODES = 0, PROF_KERNEL_ONLY, PROF_USER_ONLY };
+
+/* Every option with its default (prof_options_init). */
+struct prof_options {
+    const char *qmp_socket;   /* --qmp-socket, "./qmp-socket" */
+    const char *output;       /* -o, NULL: summary only; "-": folded stacks on stdout */
+    double interval_ms;       /* --interval, 10 */
+    double duration_s;        /* --duration, 5; 0 = until Ctrl-C */
+    bool one_shot;            /* --one-shot */
+    bool show_addresses;      /* --show-addresses */
+    bool verbose;             /* --verbose */
+    enum prof_mode_filter mode_filter; /* --kernel-only / --user-only */
+    const char *kernel;       /* --kernel ELF|System.map */
+    int64_t kernel_slide;     /* --kernel-slide */
+    const char *user_dirs[PROF_MAX_USER_DIRS]; /* --user-dir, repeatable */
+    int n_user_dirs;
+    int max_depth;            /* --max-depth, 128 */
+    uint64_t cpu_mask;        /* --cpus, all */
+    uint64_t abi_addr;        /* --abi-addr, 0: the kernel ELF's qprof_abi symbol */
+    const char *memory_backend; /* --memory auto|direct|memsave|hmp */
+    int top;                  /* --top, 10 */
+    bool progress;            /* live progress line (on a terminal unless --no-progress) */
+};
+
+void prof_options_init(struct prof_options *o);
+
+enum { PROF_EXIT_OK = 0, PROF_EXIT_RUNTIME = 1, PROF_EXIT_USAGE = 2 };
+
+/* Parses argv into o. Returns -1 when the caller should go on and run, else the exit code to
+ * exit with right away (0 after --help/--version, PROF_EXIT_USAGE after a usage error, which
+ * has been printed to stderr as one line plus a hint). */
+int prof_parse_args(int argc, char **argv, struct prof_options *o);
+
+void prof_print_help(FILE *out);
+
+/* Parses "0,2-3" into a bit mask of vCPUs. */
+int prof_parse_cpu_list(const char *text, uint64_t *mask, struct qp_error *err);
+
+/* ---- Frame names ------------------------------------------------------------------------- */
+
+/* Writes a frame name safe for the folded format: ';' and control characters (newline, tab,
+ * ...) become '_'; a leading/trailing space is kept as is. Returns the length written
+ * (truncated to cap-1). */
+size_t prof_sanitize_name(const char *name, char *out, size_t cap);
+
+/* ---- Aggregation ------------------------------------------------------------------------- */
+
+/* Folded stacks and their counts. Memory grows with distinct stacks only. */
+typedef struct prof_agg prof_agg;
+
+prof_agg *prof_agg_new(void);
+void prof_agg_free(prof_agg *a); /* NULL is a no-op */
+
+/* Adds count samples of a folded stack ("root;frame;...;leaf"), copied if new. */
+void prof_agg_add(prof_agg *a, const char *folded, uint64_t count);
+uint64_t prof_agg_total(const prof_agg *a);
+size_t prof_agg_unique(const prof_agg *a);
+/* Count of one exact stack, 0 if absent (for tests). */
+uint64_t prof_agg_count(const prof_agg *a, const char *folded);
+
+/* Writes "stack COUNT\n" lines sorted by stack text (stable diffs) to f. */
+int prof_agg_write(const prof_agg *a, FILE *f, struct qp_error *err);
+
+/* Writes the folded file to path via a temporary name and rename, so a crash never leaves half
+ * a file that looks whole. path "-" writes to stdout. */
+int prof_agg_write_file(const prof_agg *a, const char *path, struct qp_error *err);
+
+/* Loads a folded file (for tests and `qprof --summarize`). */
+int prof_agg_read_file(prof_agg *a, const char *path, struct qp_error *err);
+
+/* Prints the top stacks, the top functions by self and total share, and the share of each root
+ * (process) to f. */
+void prof_agg_print_report(const prof_agg *a, FILE *f, int top);
+
+/* ---- Statistics -------------------------------------------------------------------------- */
+
+/* Histogram of per-sample guest-paused times: flat memory, percentiles within 1 us below 1 ms,
+ * within 1% above. */
+struct prof_hist {
+    uint64_t buckets[2048];
+    uint64_t count;
+    uint64_t max_ns;
+};
+
+void prof_hist_add(struct prof_hist *h, uint64_t ns);
+uint64_t prof_hist_percentile(const struct prof_hist *h, double p); /* ns, 0 when empty */
+
+/* ---- Sampling session -------------------------------------------------------------------- */
+
+typedef struct prof_session prof_session;
+
+/* Connects to QEMU and loads symbols as the options say. */
+int prof_session_open(const struct prof_options *o, prof_session **out, struct qp_error *err);
+void prof_session_free(prof_session *s); /* NULL is a no-op; never leaves the guest paused */
+
+/* Takes one sample of every selected vCPU into agg (folded stacks, one per vCPU). */
+int prof_session_sample(prof_session *s, prof_agg *agg, struct qp_error *err);
+
+/* Prints one stack per vCPU, eu-stack style, to f. */
+int prof_session_one_shot(prof_session *s, FILE *f, struct qp_error *err);
+
+/* The whole `qprof` run for parsed options: returns the process exit code. */
+int prof_main(const struct prof_options *o);
+
+#endif

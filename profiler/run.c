@@ -1,0 +1,284 @@
+/* The qprof run: sampling loop with jittered intervals, signals, progress, output, summary. */
+#include "session_impl.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+    stop_signal = sig;
+}
+
+/* No SA_RESTART: a blocking read or sleep returns EINTR so that the loop notices at once; the
+ * QMP client resumes the guest on that path. */
+static void install_signal_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void sleep_until(double deadline)
+{
+    double left = deadline - now_s();
+    if (left <= 0)
+        return;
+    struct timespec ts = {(time_t)left, (long)((left - (time_t)left) * 1e9)};
+    nanosleep(&ts, NULL); /* a signal cuts it short, which is what we want */
+}
+
+/* Mean interval, uniformly jittered by +-50% so that samples never lock onto a periodic guest
+ * timer (which would over- or under-sample whatever runs at that phase). */
+static double jittered(double interval_s)
+{
+    return interval_s * (0.5 + (double)random() / RAND_MAX);
+}
+
+struct run_state {
+    const struct prof_options *o;
+    prof_session *session;
+    prof_agg *agg;
+    struct prof_hist paused;
+    uint64_t samples, failed, round_trips;
+    uint64_t failed_by_code[8]; /* see failure_slot */
+    char last_failure[QP_ERROR_MSG_MAX];
+    double start, last_progress;
+    bool warned_slow, qemu_gone;
+    int consecutive_failures;
+};
+
+static const int failure_codes[] = {-ETIMEDOUT, -EPIPE, -EREMOTEIO, -EPROTO, -EFAULT, -EINTR,
+                                    -EIO};
+static const char *const failure_names[] = {"QEMU did not answer in time", "connection lost",
+                                            "QEMU rejected a command", "malformed reply",
+                                            "guest memory unreadable", "interrupted", "other"};
+
+static int failure_slot(int code)
+{
+    for (int i = 0; i < 6; i++)
+        if (failure_codes[i] == code)
+            return i;
+    return 6;
+}
+
+static bool connection_lost(int code)
+{
+    return code == -EPIPE || code == -ECONNRESET || code == -ENOTCONN || code == -ECONNREFUSED;
+}
+
+static void progress_line(struct run_state *r, double now, bool final)
+{
+    if (!r->o->progress || (!final && now - r->last_progress < 0.25))
+        return;
+    r->last_progress = now;
+    double elapsed = now - r->start;
+    fprintf(stderr, "\rqprof: %6.1f s  %8" PRIu64 " samples  %7.1f/s  paused p50 %.2f ms%s",
+            elapsed, r->samples, elapsed > 0 ? r->samples / elapsed : 0.0,
+            prof_hist_percentile(&r->paused, 50) / 1e6, final ? "\n" : "   ");
+    fflush(stderr);
+}
+
+static void warn_if_slow(struct run_state *r, double now)
+{
+    double elapsed = now - r->start;
+    double target = 1000.0 / r->o->interval_ms;
+    if (r->warned_slow || r->samples < 20 || elapsed < 0.5)
+        return;
+    double achieved = r->samples / elapsed;
+    if (achieved < 0.8 * target) {
+        r->warned_slow = true;
+        if (r->o->progress)
+            fputc('\n', stderr);
+        fprintf(stderr,
+                "qprof: a sample takes longer than the %.3g ms interval: achieving %.0f "
+                "samples/s instead of %.0f\n",
+                r->o->interval_ms, achieved, target);
+    }
+}
+
+static void record_failure(struct run_state *r, const struct qp_error *err)
+{
+    r->failed++;
+    r->failed_by_code[failure_slot(err->code)]++;
+    r->consecutive_failures++;
+    g_strlcpy(r->last_failure, err->msg, sizeof r->last_failure);
+    if (r->o->verbose)
+        fprintf(stderr, "\nqprof: sample failed: %s\n", err->msg);
+    if (connection_lost(err->code) || r->consecutive_failures >= 10) {
+        r->qemu_gone = true;
+        if (r->o->progress)
+            fputc('\n', stderr);
+        fprintf(stderr, "qprof: stopping: %s\n", err->msg);
+    }
+}
+
+static void sampling_loop(struct run_state *r)
+{
+    double interval = r->o->interval_ms / 1000.0;
+    double end = r->o->duration_s > 0 ? r->start + r->o->duration_s : 0;
+    double next = r->start;
+    while (!stop_signal && !r->qemu_gone) {
+        double now = now_s();
+        if (end && now >= end)
+            break;
+        struct qp_error err = {0};
+        if (prof_session_sample(r->session, r->agg, &err) == 0) {
+            r->samples++;
+            r->consecutive_failures = 0;
+            prof_hist_add(&r->paused, r->session->last_stats.paused_ns);
+            r->round_trips += r->session->last_stats.round_trips;
+        } else if (!(stop_signal && err.code == -EINTR)) {
+            record_failure(r, &err);
+        }
+        now = now_s();
+        progress_line(r, now, false);
+        warn_if_slow(r, now);
+        next += jittered(interval);
+        if (next < now)
+            next = now; /* behind: don't try to catch up with a burst */
+        if (end && next > end)
+            next = end;
+        sleep_until(next);
+    }
+}
+
+static void print_failures(const struct run_state *r, FILE *f)
+{
+    if (!r->failed)
+        return;
+    fprintf(f, "failed samples: %" PRIu64 " (", r->failed);
+    const char *sep = "";
+    for (int i = 0; i < 7; i++) {
+        if (r->failed_by_code[i]) {
+            fprintf(f, "%s%s: %" PRIu64, sep, failure_names[i], r->failed_by_code[i]);
+            sep = ", ";
+        }
+    }
+    fprintf(f, "); last: %s\n", r->last_failure);
+}
+
+static void print_truncations(const struct prof_counters *c, FILE *f)
+{
+    uint64_t total = 0;
+    for (int i = 0; i < UNW_STOP_COUNT; i++)
+        total += c->truncated[i];
+    if (!total)
+        return;
+    fprintf(f, "truncated stacks: %" PRIu64 " (", total);
+    const char *sep = "";
+    for (int i = 0; i < UNW_STOP_COUNT; i++) {
+        if (c->truncated[i]) {
+            fprintf(f, "%s%s: %" PRIu64, sep, unw_stop_str(i), c->truncated[i]);
+            sep = ", ";
+        }
+    }
+    fprintf(f, ")\n");
+}
+
+static void print_summary(const struct run_state *r, double elapsed, FILE *f)
+{
+    const struct prof_counters *c = &r->session->counters;
+    fprintf(f, "\nqprof: %" PRIu64 " samples in %.2f s (%.1f samples/s), %" PRIu64 " failed\n",
+            r->samples, elapsed, elapsed > 0 ? r->samples / elapsed : 0.0, r->failed);
+    print_failures(r, f);
+    if (r->samples)
+        fprintf(f,
+                "guest paused per sample: p50 %.3f ms, p99 %.3f ms, max %.3f ms; %.1f QMP round "
+                "trips per sample (memory: %s)\n",
+                prof_hist_percentile(&r->paused, 50) / 1e6,
+                prof_hist_percentile(&r->paused, 99) / 1e6, r->paused.max_ns / 1e6,
+                (double)r->round_trips / r->samples,
+                qmp_mem_backend_name(qmp_mem_backend_in_use(r->session->qmp)));
+    fprintf(f, "vCPU stacks: %" PRIu64 " (idle %" PRIu64 "), unique stacks: %zu\n",
+            c->vcpu_samples, c->idle, prof_agg_unique(r->agg));
+    if (c->dropped_by_filter)
+        fprintf(f, "dropped by --%s: %" PRIu64 "\n",
+                r->o->mode_filter == PROF_KERNEL_ONLY ? "kernel-only" : "user-only",
+                c->dropped_by_filter);
+    if (c->no_process_info)
+        fprintf(f, "stacks without process information (no qprof_abi, or mid-update): %" PRIu64
+                   "\n",
+                c->no_process_info);
+    print_truncations(c, f);
+    prof_agg_print_report(r->agg, f, r->o->top);
+}
+
+static int one_shot(prof_session *s)
+{
+    struct qp_error err = {0};
+    if (prof_session_one_shot(s, stdout, &err) != 0) {
+        fprintf(stderr, "qprof: %s\n", err.msg);
+        return PROF_EXIT_RUNTIME;
+    }
+    return PROF_EXIT_OK;
+}
+
+static int finish(struct run_state *r)
+{
+    double elapsed = now_s() - r->start;
+    progress_line(r, now_s(), true);
+    int exit_code = r->qemu_gone ? PROF_EXIT_RUNTIME : PROF_EXIT_OK;
+    FILE *summary = r->o->output ? stderr : stdout;
+    if (stop_signal)
+        fprintf(stderr, "qprof: interrupted by %s after %.1f s; writing what was sampled\n",
+                strsignal(stop_signal), elapsed);
+    if (r->o->output) {
+        struct qp_error err = {0};
+        if (prof_agg_write_file(r->agg, r->o->output, &err) != 0) {
+            fprintf(stderr, "qprof: %s\n", err.msg);
+            exit_code = PROF_EXIT_RUNTIME;
+        } else if (strcmp(r->o->output, "-") != 0) {
+            fprintf(stderr, "qprof: wrote %zu stacks (%" PRIu64 " samples) to %s\n",
+                    prof_agg_unique(r->agg), prof_agg_total(r->agg), r->o->output);
+        }
+    }
+    print_summary(r, elapsed, summary);
+    return exit_code;
+}
+
+int prof_main(const struct prof_options *o)
+{
+    install_signal_handlers();
+    srandom((unsigned)(time(NULL) ^ getpid()));
+    prof_session *s = NULL;
+    struct qp_error err = {0};
+    if (prof_session_open(o, &s, &err) != 0) {
+        fprintf(stderr, "qprof: %s\n", err.msg);
+        return PROF_EXIT_RUNTIME;
+    }
+    if (o->one_shot) {
+        int rc = one_shot(s);
+        prof_session_free(s);
+        return rc;
+    }
+    struct run_state r = {.o = o, .session = s, .agg = prof_agg_new()};
+    r.start = now_s();
+    if (o->progress && o->duration_s > 0)
+        fprintf(stderr, "qprof: sampling every ~%.3g ms for %.3g s; Ctrl-C stops early\n",
+                o->interval_ms, o->duration_s);
+    else if (o->progress)
+        fprintf(stderr, "qprof: sampling every ~%.3g ms until Ctrl-C\n", o->interval_ms);
+    sampling_loop(&r);
+    int rc = finish(&r);
+    prof_agg_free(r.agg);
+    prof_session_free(s);
+    return rc;
+}

@@ -1,0 +1,100 @@
+/* Private to profiler/: the session's state, shared by session.c (capture) and stacks.c
+ * (unwinding, naming, folding). */
+#ifndef PROF_SESSION_IMPL_H
+#define PROF_SESSION_IMPL_H
+
+#include "profiler.h"
+#include "qmp.h"
+#include "qprof/guest_abi.h"
+#include "symbols.h"
+#include "unwind.h"
+
+#include <glib.h>
+
+#define KSTACK_WINDOW (16u << 10)
+#define USTACK_WINDOW (16u << 10)
+
+/* One user binary, identified by its .text hash; shared by every process that runs it. */
+struct user_binary {
+    uint64_t hash;
+    const sym_table *syms; /* borrowed from the store; NULL when no file matched */
+    unw_space *space;      /* owned; NULL when no unwind tables could be had */
+    uint64_t text_addr, load_base;
+    char name[64];         /* module name: the file's, else the process's */
+};
+
+/* What one vCPU looked like at the stop, copied while the guest was paused. */
+struct cpu_capture {
+    struct qmp_regs regs;
+    bool selected, started;
+    bool have_slot;
+    struct qprof_abi_cpu slot;
+    bool have_trap;
+    struct qprof_abi_regs trap; /* user registers saved at kernel entry */
+    struct user_binary *bin;
+    uint8_t *kstack, *ustack; /* KSTACK_WINDOW / USTACK_WINDOW bytes, allocated once */
+    uint64_t kstack_addr, ustack_addr;
+    size_t kstack_len, ustack_len;
+};
+
+/* A resolved frame, for folding and for --one-shot. */
+struct prof_frame {
+    uint64_t pc;
+    bool kernel;
+    char name[160];   /* function, or module+0xOFF, or 0xADDR */
+    char module[64];  /* "" when unknown */
+    uint64_t offset;  /* from the function start when has_symbol */
+    bool has_symbol;
+    bool truncation;  /* the [truncated] marker */
+};
+
+/* A vCPU's whole stack, root first. */
+struct prof_stack {
+    int cpu;
+    char root[96];
+    bool idle, user_mode, skipped;
+    const char *skip_reason;
+    enum unw_stop kernel_stop, user_stop;
+    int n;
+    struct prof_frame *frames; /* outermost first */
+    int cap;
+};
+
+/* Why samples did not make it, and what stacks looked like. */
+struct prof_counters {
+    uint64_t vcpu_samples;
+    uint64_t dropped_by_filter;
+    uint64_t idle;
+    uint64_t truncated[UNW_STOP_COUNT];
+    uint64_t no_process_info; /* no ABI, or a torn slot */
+};
+
+struct prof_session {
+    struct prof_options opts;
+    qmp_client *qmp;
+    sym_table *kernel_syms; /* NULL without --kernel */
+    unw_space *kernel_space;
+    sym_store *store;
+    GHashTable *binaries; /* .text hash -> struct user_binary (owned) */
+    GHashTable *procs;    /* (pid << 32 ^ generation) -> struct user_binary (borrowed, may be NULL) */
+    uint64_t abi_addr;
+    uint64_t boot_id;
+    struct qprof_abi abi;
+    bool have_abi;
+    int n_cpus;
+    struct cpu_capture cap[QMP_MAX_CPUS];
+    struct unw_frame *frames; /* opts.max_depth scratch entries */
+    unw_space *fallback_space; /* user code without tables: frame pointers only */
+    struct prof_stack stack;   /* scratch, reused by every sample */
+    struct qmp_sample_stats last_stats;
+    struct prof_counters counters;
+};
+
+/* Stops the guest, copies what unwinding needs, resumes. */
+int prof_session_capture(prof_session *s, struct qmp_sample_stats *stats, struct qp_error *err);
+
+/* Builds the stack of captured vCPU i into st (frames array grown as needed). */
+void prof_build_stack(prof_session *s, int i, struct prof_stack *st);
+void prof_stack_free(struct prof_stack *st);
+
+#endif

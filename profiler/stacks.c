@@ -1,0 +1,336 @@
+/* Turning a captured vCPU into a named stack: unwinding from the copied windows, crossing from
+ * kernel into user frames through the register frame the guest ABI publishes, symbolizing,
+ * folding. Runs after the guest has resumed. */
+#include "session_impl.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#define USER_HALF_END UINT64_C(0x0000800000000000)
+#define KERNEL_HALF UINT64_C(0xffff800000000000)
+
+struct window {
+    uint64_t addr;
+    const uint8_t *bytes;
+    size_t len;
+};
+
+/* Serves reads from the window copied while the guest was stopped; memory outside it has
+ * changed since, so the walk must end there instead. */
+static int window_read(void *ctx, uint64_t addr, void *buf, size_t len, size_t *got)
+{
+    const struct window *w = ctx;
+    *got = 0;
+    if (addr < w->addr || addr - w->addr >= w->len)
+        return -EFAULT;
+    size_t off = addr - w->addr, avail = w->len - off;
+    *got = len < avail ? len : avail;
+    memcpy(buf, w->bytes + off, *got);
+    return 0;
+}
+
+static void regs_from_cpu(const struct qmp_regs *q, struct unw_regs *u)
+{
+    memset(u, 0, sizeof *u);
+    u->r[UNW_RAX] = q->rax, u->r[UNW_RDX] = q->rdx, u->r[UNW_RCX] = q->rcx;
+    u->r[UNW_RBX] = q->rbx, u->r[UNW_RSI] = q->rsi, u->r[UNW_RDI] = q->rdi;
+    u->r[UNW_RBP] = q->rbp, u->r[UNW_RSP] = q->rsp;
+    u->r[UNW_R8] = q->r8, u->r[UNW_R9] = q->r9, u->r[UNW_R10] = q->r10, u->r[UNW_R11] = q->r11;
+    u->r[UNW_R12] = q->r12, u->r[UNW_R13] = q->r13, u->r[UNW_R14] = q->r14;
+    u->r[UNW_R15] = q->r15, u->r[UNW_RIP] = q->rip;
+}
+
+static void regs_from_trap(const struct qprof_abi_regs *t, struct unw_regs *u)
+{
+    memset(u, 0, sizeof *u);
+    u->r[UNW_RAX] = t->rax, u->r[UNW_RDX] = t->rdx, u->r[UNW_RCX] = t->rcx;
+    u->r[UNW_RBX] = t->rbx, u->r[UNW_RSI] = t->rsi, u->r[UNW_RDI] = t->rdi;
+    u->r[UNW_RBP] = t->rbp, u->r[UNW_RSP] = t->rsp;
+    u->r[UNW_R8] = t->r8, u->r[UNW_R9] = t->r9, u->r[UNW_R10] = t->r10, u->r[UNW_R11] = t->r11;
+    u->r[UNW_R12] = t->r12, u->r[UNW_R13] = t->r13, u->r[UNW_R14] = t->r14;
+    u->r[UNW_R15] = t->r15, u->r[UNW_RIP] = t->rip;
+}
+
+/* Walks one stack into s->frames; returns the number of frames and sets *stop. */
+static int walk(prof_session *s, unw_space *space, const struct unw_regs *regs,
+                const struct window *w, enum unw_stop *stop)
+{
+    struct unw_memory mem = {
+        .read = window_read,
+        .ctx = (void *)w,
+        .snapshot_addr = w->addr,
+        .snapshot = w->bytes,
+        .snapshot_len = w->len,
+        .stack_lo = w->addr,
+        .stack_hi = w->addr + w->len,
+    };
+    struct unw_result res = {.frames = s->frames};
+    struct qp_error err = {0};
+    if (unw_unwind(space, regs, &mem, s->opts.max_depth, &res, &err) != 0) {
+        *stop = UNW_STOP_ERROR;
+        if (s->opts.verbose)
+            fprintf(stderr, "qprof: unwinding failed: %s\n", err.msg);
+        return 0;
+    }
+    *stop = res.stop;
+    return res.n_frames;
+}
+
+/* An empty space unwinds by frame pointers only: for code we have no tables for. */
+static unw_space *fallback_user_space(prof_session *s)
+{
+    if (!s->fallback_space)
+        unw_space_new("user", 0, USER_HALF_END, &s->fallback_space, NULL);
+    return s->fallback_space;
+}
+
+static struct prof_frame *push_frame(struct prof_stack *st)
+{
+    if (st->n == st->cap) {
+        st->cap = st->cap ? st->cap * 2 : 64;
+        st->frames = g_renew(struct prof_frame, st->frames, st->cap);
+    }
+    struct prof_frame *f = &st->frames[st->n++];
+    memset(f, 0, sizeof *f);
+    return f;
+}
+
+static void push_truncation(struct prof_stack *st, bool kernel)
+{
+    struct prof_frame *f = push_frame(st);
+    f->truncation = true;
+    f->kernel = kernel;
+    g_strlcpy(f->name, "[truncated]", sizeof f->name);
+}
+
+static void name_frame(prof_session *s, const struct unw_frame *uf, bool kernel,
+                       const struct user_binary *bin, struct prof_frame *f)
+{
+    const sym_table *syms = kernel ? s->kernel_syms : (bin ? bin->syms : NULL);
+    uint64_t base = kernel ? (s->have_abi ? s->abi.kernel_text_addr : 0)
+                           : (bin ? bin->load_base : 0);
+    f->pc = uf->pc;
+    f->kernel = kernel;
+    if (kernel)
+        g_strlcpy(f->module, syms ? sym_table_name(syms) : (base ? "kernel" : ""),
+                  sizeof f->module);
+    else if (bin)
+        g_strlcpy(f->module, bin->name, sizeof f->module);
+    /* A return address points after the call: look up the call itself. */
+    uint64_t lookup = uf->activation || uf->pc == 0 ? uf->pc : uf->pc - 1;
+    struct sym_info info;
+    if (syms && sym_lookup(syms, lookup, &info) == 0) {
+        f->has_symbol = true;
+        f->offset = uf->pc - info.start;
+        prof_sanitize_name(info.name, f->name, sizeof f->name);
+    } else if (f->module[0] && base && uf->pc >= base) {
+        char raw[160];
+        snprintf(raw, sizeof raw, "%s+0x%" PRIx64, f->module, uf->pc - base);
+        prof_sanitize_name(raw, f->name, sizeof f->name);
+    } else {
+        snprintf(f->name, sizeof f->name, "0x%" PRIx64, uf->pc);
+    }
+}
+
+/* Appends frames[n-1] .. frames[0] (outermost first), preceded by the truncation marker when
+ * the walk was cut short. */
+static void append_walk(prof_session *s, struct prof_stack *st, int n, enum unw_stop stop,
+                        bool kernel, const struct user_binary *bin)
+{
+    if (unw_stop_is_truncation(stop)) {
+        s->counters.truncated[stop]++;
+        push_truncation(st, kernel);
+    }
+    for (int i = n - 1; i >= 0; i--)
+        name_frame(s, &s->frames[i], kernel, bin, push_frame(st));
+}
+
+static void set_root(const struct cpu_capture *c, struct prof_stack *st)
+{
+    if (c->have_slot && c->slot.state == QPROF_CPU_USER && c->slot.pid) {
+        char name[QPROF_ABI_NAME_LEN * 2];
+        prof_sanitize_name(c->slot.name, name, sizeof name);
+        snprintf(st->root, sizeof st->root, "%s (%u)", name[0] ? name : "?", c->slot.pid);
+    } else if (c->regs.cpl == 3) {
+        g_strlcpy(st->root, "[unknown process]", sizeof st->root);
+    } else {
+        g_strlcpy(st->root, "kernel", sizeof st->root);
+    }
+}
+
+static void user_part(prof_session *s, struct cpu_capture *c, const struct unw_regs *regs,
+                      struct prof_stack *st)
+{
+    struct window w = {c->ustack_addr, c->ustack, c->ustack_len};
+    unw_space *space = c->bin && c->bin->space ? c->bin->space : fallback_user_space(s);
+    enum unw_stop stop = UNW_STOP_ERROR;
+    int n = space ? walk(s, space, regs, &w, &stop) : 0;
+    st->user_stop = stop;
+    append_walk(s, st, n, stop, false, c->bin);
+}
+
+void prof_build_stack(prof_session *s, int i, struct prof_stack *st)
+{
+    struct cpu_capture *c = &s->cap[i];
+    st->cpu = i;
+    st->n = 0;
+    st->idle = st->user_mode = st->skipped = false;
+    st->skip_reason = NULL;
+    st->root[0] = '\0';
+    st->kernel_stop = st->user_stop = UNW_STOP_OUTERMOST;
+    if (!c->selected || !c->started) {
+        st->skipped = true;
+        st->skip_reason = c->selected ? "not started by the guest" : "not selected (--cpus)";
+        return;
+    }
+    if (c->regs.halted) {
+        st->idle = true;
+        g_strlcpy(st->root, "idle", sizeof st->root);
+        return;
+    }
+    set_root(c, st);
+    if (!c->have_slot)
+        s->counters.no_process_info++;
+    struct unw_regs regs;
+    if (c->regs.cpl == 3) {
+        st->user_mode = true;
+        regs_from_cpu(&c->regs, &regs);
+        user_part(s, c, &regs, st);
+        return;
+    }
+    if (c->have_trap) {
+        struct unw_regs user_regs;
+        regs_from_trap(&c->trap, &user_regs);
+        user_part(s, c, &user_regs, st);
+    }
+    regs_from_cpu(&c->regs, &regs);
+    struct window w = {c->kstack_addr, c->kstack, c->kstack_len};
+    enum unw_stop stop;
+    int n = walk(s, s->kernel_space, &regs, &w, &stop);
+    /* Stepping out of the kernel half is where a system call or interrupt entered; it is only a
+     * proper end when we know which user frames follow, or there are none. */
+    st->kernel_stop = stop;
+    append_walk(s, st, n, stop, true, NULL);
+}
+
+void prof_stack_free(struct prof_stack *st)
+{
+    g_free(st->frames);
+    st->frames = NULL;
+    st->n = st->cap = 0;
+}
+
+/* root;frame;...;leaf */
+static void fold(const struct prof_stack *st, GString *out)
+{
+    g_string_assign(out, st->root);
+    for (int i = 0; i < st->n; i++) {
+        g_string_append_c(out, ';');
+        g_string_append(out, st->frames[i].name);
+    }
+}
+
+static bool keep_sample(const prof_session *s, const struct prof_stack *st)
+{
+    switch (s->opts.mode_filter) {
+    case PROF_KERNEL_ONLY:
+        return !st->user_mode;
+    case PROF_USER_ONLY:
+        return st->user_mode;
+    default:
+        return true;
+    }
+}
+
+int prof_session_sample(prof_session *s, prof_agg *agg, struct qp_error *err)
+{
+    int rc = prof_session_capture(s, &s->last_stats, err);
+    if (rc)
+        return rc;
+    GString *folded = g_string_sized_new(256);
+    for (int i = 0; i < s->n_cpus; i++) {
+        prof_build_stack(s, i, &s->stack);
+        if (s->stack.skipped)
+            continue;
+        s->counters.vcpu_samples++;
+        if (s->stack.idle)
+            s->counters.idle++;
+        if (!keep_sample(s, &s->stack)) {
+            s->counters.dropped_by_filter++;
+            continue;
+        }
+        fold(&s->stack, folded);
+        prof_agg_add(agg, folded->str, 1);
+    }
+    g_string_free(folded, TRUE);
+    return 0;
+}
+
+/* ---- --one-shot -------------------------------------------------------------------------- */
+
+static const char *mode_text(const struct cpu_capture *c, const struct prof_stack *st)
+{
+    if (st->idle)
+        return "halted (idle)";
+    if (st->user_mode)
+        return "user mode";
+    return c->have_trap ? "kernel mode, entered from user mode" : "kernel mode";
+}
+
+static void print_frame(const prof_session *s, const struct prof_frame *f, int index, FILE *out)
+{
+    if (f->truncation) {
+        fprintf(out, "    [truncated]\n");
+        return;
+    }
+    fprintf(out, "  #%-3d", index);
+    if (s->opts.show_addresses)
+        fprintf(out, " 0x%016" PRIx64, f->pc);
+    if (f->has_symbol)
+        fprintf(out, " %s+0x%" PRIx64, f->name, f->offset);
+    else
+        fprintf(out, " %s", f->name);
+    if (f->module[0])
+        fprintf(out, " [%s]", f->module);
+    fputc('\n', out);
+}
+
+/* Innermost first, like eu-stack and gdb. The truncation marker of a walk stands where the walk
+ * ended, with the reason. */
+static void print_stack(const prof_session *s, const struct prof_stack *st, FILE *out)
+{
+    const struct cpu_capture *c = &s->cap[st->cpu];
+    fprintf(out, "vCPU %d: ", st->cpu);
+    if (st->skipped) {
+        fprintf(out, "%s\n", st->skip_reason);
+        return;
+    }
+    fprintf(out, "%s, %s, RIP 0x%016" PRIx64 "\n", st->root, mode_text(c, st), c->regs.rip);
+    int index = 0;
+    for (int i = st->n - 1; i >= 0; i--) {
+        const struct prof_frame *f = &st->frames[i];
+        if (f->truncation) {
+            enum unw_stop why = f->kernel ? st->kernel_stop : st->user_stop;
+            fprintf(out, "    [truncated: %s]\n", unw_stop_str(why));
+            continue;
+        }
+        if (i + 1 < st->n && !f->kernel && st->frames[i + 1].kernel)
+            fprintf(out, "    -- entered the kernel from user mode here --\n");
+        print_frame(s, f, index++, out);
+    }
+}
+
+int prof_session_one_shot(prof_session *s, FILE *out, struct qp_error *err)
+{
+    int rc = prof_session_capture(s, &s->last_stats, err);
+    if (rc)
+        return rc;
+    for (int i = 0; i < s->n_cpus; i++) {
+        prof_build_stack(s, i, &s->stack);
+        print_stack(s, &s->stack, out);
+    }
+    fprintf(out, "(guest paused %.3f ms for this sample, %u QMP round trips)\n",
+            s->last_stats.paused_ns / 1e6, s->last_stats.round_trips);
+    return 0;
+}
