@@ -1,0 +1,174 @@
+/* Unit tests of the profiler's pieces that need no QEMU: options, names, aggregation, the
+ * folded file, the paused-time histogram. */
+#define _GNU_SOURCE
+#include "harness.h"
+#include "profiler.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+static int parse(struct prof_options *o, const char *const *args)
+{
+    char *argv[32];
+    int argc = 0;
+    argv[argc++] = "qprof";
+    for (; *args; args++)
+        argv[argc++] = (char *)*args;
+    argv[argc] = NULL;
+    prof_options_init(o);
+    /* usage errors print to stderr; keep the test log readable */
+    return prof_parse_args(argc, argv, o);
+}
+
+static void test_defaults_and_values(void)
+{
+    struct prof_options o;
+    CHECK_INT(parse(&o, (const char *[]){NULL}), -1);
+    CHECK_STR(o.qmp_socket, "./qmp-socket");
+    CHECK(o.interval_ms == 10);
+    CHECK(o.duration_s == 5);
+    CHECK_INT(o.max_depth, 128);
+    CHECK(o.output == NULL);
+
+    CHECK_INT(parse(&o, (const char *[]){"--qmp-socket", "tcp:127.0.0.1:4444", "-o", "x.folded",
+                                         "--interval", "2.5", "--duration", "0", "--kernel",
+                                         "k.elf", "--user-dir", "a", "--user-dir", "b",
+                                         "--max-depth", "64", "--cpus", "0,2-3", "--user-only",
+                                         NULL}),
+              -1);
+    CHECK_STR(o.qmp_socket, "tcp:127.0.0.1:4444");
+    CHECK_STR(o.output, "x.folded");
+    CHECK(o.interval_ms == 2.5);
+    CHECK(o.duration_s == 0);
+    CHECK_INT(o.n_user_dirs, 2);
+    CHECK_STR(o.user_dirs[1], "b");
+    CHECK_INT(o.max_depth, 64);
+    CHECK_U64(o.cpu_mask, 0xd);
+    CHECK_INT(o.mode_filter, PROF_USER_ONLY);
+}
+
+static void test_usage_errors(void)
+{
+    struct prof_options o;
+    const char *const *bad[] = {
+        (const char *[]){"--interval", "0", NULL},
+        (const char *[]){"--interval", "abc", NULL},
+        (const char *[]){"--duration", "-1", NULL},
+        (const char *[]){"--max-depth", "0", NULL},
+        (const char *[]){"--cpus", "1-0", NULL},
+        (const char *[]){"--cpus", "x", NULL},
+        (const char *[]){"--memory", "fast", NULL},
+        (const char *[]){"--no-such-flag", NULL},
+        (const char *[]){"--kernel-only", "--user-only", NULL},
+        (const char *[]){"--show-addresses", NULL},
+        (const char *[]){"--interval", NULL},
+        (const char *[]){"stray", NULL},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_MSG(parse(&o, bad[i]) == PROF_EXIT_USAGE, "case %zu (%s) not a usage error", i,
+                  bad[i][0]);
+}
+
+static void test_cpu_list(void)
+{
+    uint64_t m = 0;
+    CHECK_INT(prof_parse_cpu_list("0", &m, NULL), 0);
+    CHECK_U64(m, 1);
+    CHECK_INT(prof_parse_cpu_list("1,3-5,63", &m, NULL), 0);
+    CHECK_U64(m, 0x3aULL | (1ULL << 63));
+    CHECK(prof_parse_cpu_list("64", &m, NULL) < 0);
+    CHECK(prof_parse_cpu_list("", &m, NULL) < 0);
+    CHECK(prof_parse_cpu_list("2-", &m, NULL) < 0);
+}
+
+static void test_sanitize(void)
+{
+    char out[32];
+    prof_sanitize_name("a;b\nc\td", out, sizeof out);
+    CHECK_STR(out, "a_b_c_d");
+    prof_sanitize_name("operator<<(int, long)", out, sizeof out);
+    CHECK_STR(out, "operator<<(int, long)");
+    CHECK_INT(prof_sanitize_name("abcdefgh", out, 4), 3);
+    CHECK_STR(out, "abc");
+}
+
+static void test_agg_roundtrip(void)
+{
+    prof_agg *a = prof_agg_new();
+    prof_agg_add(a, "spin (3);_start;main;compute;hot_b", 1);
+    prof_agg_add(a, "spin (3);_start;main;compute;hot_a", 2);
+    prof_agg_add(a, "spin (3);_start;main;compute;hot_a", 1);
+    prof_agg_add(a, "idle", 4);
+    CHECK_U64(prof_agg_total(a), 8);
+    CHECK_INT(prof_agg_unique(a), 3);
+    CHECK_U64(prof_agg_count(a, "spin (3);_start;main;compute;hot_a"), 3);
+
+    char path[] = "/tmp/qprof-agg-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    CHECK_INT(prof_agg_write_file(a, path, NULL), 0);
+    FILE *f = fopen(path, "r");
+    REQUIRE(f);
+    char text[512] = {0};
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    /* sorted by stack text, integer counts */
+    CHECK_STR(text, "idle 4\n"
+                    "spin (3);_start;main;compute;hot_a 3\n"
+                    "spin (3);_start;main;compute;hot_b 1\n");
+    prof_agg *b = prof_agg_new();
+    CHECK_INT(prof_agg_read_file(b, path, NULL), 0);
+    CHECK_U64(prof_agg_total(b), 8);
+    CHECK_U64(prof_agg_count(b, "idle"), 4);
+    unlink(path);
+    prof_agg_free(a);
+    prof_agg_free(b);
+}
+
+static void test_report(void)
+{
+    prof_agg *a = prof_agg_new();
+    prof_agg_add(a, "p (1);main;f;g", 6);
+    prof_agg_add(a, "p (1);main;f", 2);
+    prof_agg_add(a, "idle", 2);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    prof_agg_print_report(a, f, 5);
+    fclose(f);
+    /* g: self 60%, total 60%; f: self 20%, total 80%; main: total 80% */
+    CHECK_MSG(strstr(buf, "  60.0%  60.0%  g\n") != NULL, "report:\n%s", buf);
+    CHECK_MSG(strstr(buf, "  20.0%  80.0%  f\n") != NULL, "report:\n%s", buf);
+    CHECK_MSG(strstr(buf, "   0.0%  80.0%  main\n") != NULL, "report:\n%s", buf);
+    CHECK_MSG(strstr(buf, "  80.0%        8  p (1)\n") != NULL, "report:\n%s", buf);
+    free(buf);
+    prof_agg_free(a);
+}
+
+static void test_hist(void)
+{
+    static struct prof_hist h;
+    CHECK_U64(prof_hist_percentile(&h, 50), 0);
+    for (int i = 1; i <= 100; i++)
+        prof_hist_add(&h, (uint64_t)i * 10000); /* 10 us .. 1 ms */
+    uint64_t p50 = prof_hist_percentile(&h, 50), p99 = prof_hist_percentile(&h, 99);
+    CHECK_MSG(p50 >= 499000 && p50 <= 501000, "p50 %lu", (unsigned long)p50);
+    CHECK_MSG(p99 >= 989000 && p99 <= 991000, "p99 %lu", (unsigned long)p99);
+    prof_hist_add(&h, 50000000); /* 50 ms: the log buckets keep 1% precision */
+    uint64_t max = prof_hist_percentile(&h, 100);
+    CHECK_MSG(max <= 50000000 && max >= 49000000, "max %lu", (unsigned long)max);
+}
+
+int main(void)
+{
+    test_defaults_and_values();
+    test_usage_errors();
+    test_cpu_list();
+    test_sanitize();
+    test_agg_roundtrip();
+    test_report();
+    test_hist();
+    return harness_result();
+}
