@@ -75,13 +75,16 @@ static const struct sym_section *section_of(const struct elf_file *f, const GElf
     return &f->sections[sym->st_shndx];
 }
 
-/* Functions, and untyped labels in code (assembly entry stubs often carry no type). */
+/* Functions, and untyped labels inside code (assembly entry stubs often carry no type).
+ * Linker-made markers such as _end or __bss_start can be attached to .text while pointing past
+ * its end; they are not code. */
 static bool is_function(const GElf_Sym *sym, const struct sym_section *sec)
 {
     int type = GELF_ST_TYPE(sym->st_info);
     if (type == STT_FUNC || type == STT_GNU_IFUNC)
         return true;
-    return type == STT_NOTYPE && sec && (sec->flags & SHF_EXECINSTR);
+    return type == STT_NOTYPE && sec && (sec->flags & SHF_EXECINSTR) &&
+           sym->st_value >= sec->addr && sym->st_value - sec->addr < sec->size;
 }
 
 /* Symbols that name something at an address: not files, sections or thread-local offsets. */
