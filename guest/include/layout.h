@@ -1,0 +1,36 @@
+/* Memory layout and system call numbers shared by the demo guest kernel and its user programs
+ * (and the assembly files, so only #defines here). See guest/README.md. */
+#ifndef GUEST_LAYOUT_H
+#define GUEST_LAYOUT_H
+
+#define KERNEL_VMA      0xffffffff80000000 /* VA of physical address 0 (1 GiB direct map) */
+#define KERNEL_PHYS     0x100000           /* kernel image loaded at 1 MiB physical */
+
+#define USER_BASE       0x400000           /* user programs are linked here */
+#define USER_STACK_TOP  0x7ffffff000       /* initial user rsp (16-aligned) */
+#define USER_STACK_SIZE 0x10000
+
+#define SEL_KCODE 0x08
+#define SEL_KDATA 0x10
+#define SEL_UDATA 0x1b /* 0x18 | RPL 3 */
+#define SEL_UCODE 0x23 /* 0x20 | RPL 3 */
+#define SEL_TSS   0x28
+
+#define SYSCALL_VECTOR 0x80
+#define TIMER_VECTOR   0x20
+#define TIMER_HZ       100
+
+/* int $0x80: rax = number, args in rdi, rsi, rdx; result in rax. */
+#define SYS_WRITE       0 /* (buf, len) -> len: writes to COM1 */
+#define SYS_SLEEP_UNTIL 1 /* (tick) -> 0: sleeps until the tick counter reaches tick */
+#define SYS_TICKS       2 /* () -> ticks since boot (TIMER_HZ per second) */
+#define SYS_WORK        3 /* (n) -> checksum: n iterations of kernel work (sys_work) */
+#define SYS_GETPID      4 /* () -> pid */
+#define SYS_EXIT        5 /* (code) -> does not return */
+
+/* Duty cycle: in every period of DUTY_PERIOD ticks, user programs work during the first
+ * DUTY_WORK ticks and sleep until the next period for the rest, so the CPU idles ~15%. */
+#define DUTY_PERIOD 100
+#define DUTY_WORK   85
+
+#endif
