@@ -18,16 +18,22 @@ struct map_line {
  * undefined symbols, which have no address. */
 static bool parse_line(const char *line, struct map_line *out)
 {
-    char addr_text[32], type[2], name[512];
-    if (sscanf(line, "%31s %1s %511s", addr_text, type, name) != 3)
+    char addr_text[32], type[2], *name = NULL;
+    /* %ms allocates: Rust and C++ names can be longer than any fixed buffer. */
+    if (sscanf(line, "%31s %1s %ms", addr_text, type, &name) != 3) {
+        free(name);
         return false;
+    }
     char *end;
     errno = 0;
     out->addr = strtoull(addr_text, &end, 16);
-    if (errno || *end || !isxdigit((unsigned char)addr_text[0]))
+    if (errno || *end || !isxdigit((unsigned char)addr_text[0])) {
+        free(name);
         return false;
+    }
     out->type = type[0];
     out->name = g_strdup(name);
+    free(name);
     return true;
 }
 
@@ -59,12 +65,14 @@ static int read_lines(const char *path, GArray *lines, struct qp_error *err)
     FILE *fp = fopen(path, "re");
     if (!fp)
         return qp_error_set(err, -errno, "opening %s: %s", path, strerror(errno));
-    char buf[1024];
-    while (fgets(buf, sizeof(buf), fp)) {
+    char *buf = NULL;
+    size_t cap = 0;
+    while (getline(&buf, &cap, fp) >= 0) {
         struct map_line line;
         if (parse_line(buf, &line))
             g_array_append_val(lines, line);
     }
+    free(buf);
     int rc = ferror(fp) ? qp_error_set(err, -EIO, "reading %s", path) : 0;
     fclose(fp);
     return rc;
