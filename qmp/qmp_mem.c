@@ -164,6 +164,8 @@ static int find_backend(qmp_client *c, char *id, size_t id_len, char *path, size
     json_object *list = NULL, *args = qom_args("/objects", NULL);
     int rc = qmp_execute(c, "qom-list", args, &list, err);
     json_object_put(args);
+    if (rc == 0 && !json_object_is_type(list, json_type_array))
+        rc = qp_error_set(err, -EPROTO, "qom-list /objects did not return a list");
     for (size_t i = 0; rc == 0 && i < json_object_array_length(list); i++) {
         json_object *o = json_object_array_get_idx(list, i), *name, *type, *v = NULL;
         if (!json_object_object_get_ex(o, "name", &name) ||

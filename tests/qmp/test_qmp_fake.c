@@ -1,0 +1,456 @@
+/* The client against a scripted fake QMP server (a thread on a UNIX socket in a mkdtemp
+ * directory), for what real QEMU does not do on demand: interleaved events, error replies, a peer
+ * that closes mid-reply or never answers, a peer that is not QMP, failures mid-sample. */
+#define _GNU_SOURCE
+#include "harness.h"
+#include "qmp.h"
+
+#include <glib.h>
+#include <json-c/json.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+enum scenario {
+    SC_NORMAL,
+    SC_EVENTS,    /* an event before every reply */
+    SC_CLOSE_MID, /* query-kvm: half a reply, then close */
+    SC_NO_ANSWER, /* query-kvm: never answered */
+    SC_NOT_QMP,   /* an SSH banner instead of a greeting */
+    SC_SILENT,    /* accepts, never greets (QEMU busy with another client) */
+    SC_HANG_REGS, /* info registers never answered; cont is */
+    SC_PAUSED,    /* the guest is paused already */
+    SC_SLOW_REGS, /* info registers answered after 300 ms */
+};
+
+struct fake {
+    char dir[64], path[96];
+    int listen_fd;
+    enum scenario sc;
+    pthread_t thread;
+    GString *log; /* command names received, each followed by ',' */
+};
+
+static const char greeting[] = "{\"QMP\": {\"version\": {\"qemu\": {\"micro\": 22, \"minor\": 2, "
+                               "\"major\": 7}, \"package\": \"\"}, \"capabilities\": []}}\r\n";
+
+static void say(int fd, const char *text)
+{
+    if (send(fd, text, strlen(text), MSG_NOSIGNAL) < 0)
+        perror("fake server: send");
+}
+
+static void reply(int fd, json_object *req, const char *payload)
+{
+    json_object *id = NULL;
+    json_object_object_get_ex(req, "id", &id);
+    char *text = g_strdup_printf("{%s, \"id\": %s}\r\n", payload, json_object_to_json_string(id));
+    say(fd, text);
+    g_free(text);
+}
+
+static char *registers_text(void)
+{
+    char *text = NULL;
+    g_file_get_contents(QMP_TEST_DATA "/qemu-transcripts/info_registers_a_smp2.txt", &text, NULL,
+                        NULL);
+    return text;
+}
+
+/* Answers one request; returns false to end the session. */
+static bool answer(struct fake *f, int fd, json_object *req)
+{
+    json_object *cmd = NULL;
+    json_object_object_get_ex(req, "execute", &cmd);
+    const char *name = json_object_get_string(cmd);
+    g_string_append_printf(f->log, "%s,", name);
+    if (f->sc == SC_EVENTS)
+        say(fd, "{\"timestamp\": {\"seconds\": 7, \"microseconds\": 42}, \"event\": "
+                "\"RTC_CHANGE\", \"data\": {\"offset\": 1}}\r\n");
+    if (strcmp(name, "query-status") == 0) {
+        reply(fd, req,
+              f->sc == SC_PAUSED ? "\"return\": {\"running\": false}"
+                                 : "\"return\": {\"running\": true}");
+    } else if (strcmp(name, "stop") == 0) {
+        say(fd, "{\"timestamp\": {\"seconds\": 100, \"microseconds\": 100}, \"event\": "
+                "\"STOP\"}\r\n");
+        reply(fd, req, "\"return\": {}");
+    } else if (strcmp(name, "cont") == 0) {
+        say(fd, "{\"timestamp\": {\"seconds\": 100, \"microseconds\": 600}, \"event\": "
+                "\"RESUME\"}\r\n");
+        reply(fd, req, "\"return\": {}");
+    } else if (strcmp(name, "human-monitor-command") == 0) {
+        if (f->sc == SC_HANG_REGS)
+            return true;
+        if (f->sc == SC_SLOW_REGS)
+            usleep(300000);
+        char *text = registers_text();
+        json_object *s = json_object_new_string(text);
+        char *payload = g_strdup_printf("\"return\": %s", json_object_to_json_string(s));
+        reply(fd, req, payload);
+        g_free(payload);
+        json_object_put(s);
+        g_free(text);
+    } else if (strcmp(name, "bogus") == 0) {
+        reply(fd, req,
+              "\"error\": {\"class\": \"CommandNotFound\", \"desc\": \"The command bogus has "
+              "not been found\"}");
+    } else if (strcmp(name, "query-kvm") == 0 && f->sc == SC_CLOSE_MID) {
+        say(fd, "{\"return\": {\"enabled\": fal");
+        return false;
+    } else if (strcmp(name, "query-kvm") == 0 && f->sc == SC_NO_ANSWER) {
+        return true;
+    } else {
+        reply(fd, req, "\"return\": {}");
+    }
+    return true;
+}
+
+static void serve_qmp(struct fake *f, int fd)
+{
+    qmp_parser *p = qmp_parser_new();
+    say(fd, greeting);
+    char buf[4096];
+    ssize_t n;
+    bool go_on = true;
+    while (go_on && (n = recv(fd, buf, sizeof buf, 0)) > 0) {
+        json_object *req;
+        if (qmp_parser_feed(p, buf, n, NULL) < 0)
+            break;
+        while (go_on && qmp_parser_next(p, &req) == 1) {
+            go_on = answer(f, fd, req);
+            json_object_put(req);
+        }
+    }
+    qmp_parser_free(p);
+}
+
+static void *serve(void *arg)
+{
+    struct fake *f = arg;
+    struct pollfd pfd = {.fd = f->listen_fd, .events = POLLIN};
+    if (poll(&pfd, 1, 10000) != 1)
+        return NULL;
+    int fd = accept(f->listen_fd, NULL, NULL);
+    char buf[256];
+    if (f->sc == SC_NOT_QMP)
+        say(fd, "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n");
+    if (f->sc == SC_NOT_QMP || f->sc == SC_SILENT) {
+        while (recv(fd, buf, sizeof buf, 0) > 0)
+            ;
+    } else {
+        serve_qmp(f, fd);
+    }
+    close(fd);
+    return NULL;
+}
+
+static struct fake *fake_start(enum scenario sc)
+{
+    struct fake *f = g_new0(struct fake, 1);
+    f->sc = sc;
+    f->log = g_string_new(NULL);
+    g_strlcpy(f->dir, "/tmp/qpfakeXXXXXX", sizeof f->dir);
+    REQUIRE(mkdtemp(f->dir));
+    snprintf(f->path, sizeof f->path, "%s/qmp", f->dir);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    strcpy(sa.sun_path, f->path);
+    f->listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    REQUIRE(bind(f->listen_fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    REQUIRE(listen(f->listen_fd, 1) == 0);
+    pthread_create(&f->thread, NULL, serve, f);
+    return f;
+}
+
+/* Joins the server (the client must be closed first) and returns its log; caller g_free()s. */
+static char *fake_stop(struct fake *f)
+{
+    pthread_join(f->thread, NULL);
+    close(f->listen_fd);
+    unlink(f->path);
+    rmdir(f->dir);
+    char *log = g_string_free(f->log, FALSE);
+    g_free(f);
+    return log;
+}
+
+static const struct qmp_open_opts quick = {.timeout_s = 0.4, .backend = QMP_MEM_MEMSAVE};
+
+static qmp_client *open_fake(struct fake *f)
+{
+    qmp_client *c = NULL;
+    struct qp_error err = {0};
+    int rc = qmp_open(f->path, &quick, &c, &err);
+    CHECK_MSG(rc == 0, "qmp_open: %s", err.msg);
+    return c;
+}
+
+static void test_events_before_replies(void)
+{
+    struct fake *f = fake_start(SC_EVENTS);
+    qmp_client *c = open_fake(f);
+    REQUIRE(c);
+    CHECK_STR(qmp_qemu_version(c), "7.2.22");
+    json_object *ret = NULL;
+    CHECK_INT(qmp_execute(c, "query-kvm", NULL, &ret, NULL), 0);
+    CHECK(json_object_is_type(ret, json_type_object));
+    json_object_put(ret);
+    struct qmp_event ev;
+    int events = 0;
+    while (qmp_pop_event(c, &ev) == 1) {
+        CHECK_STR(ev.name, "RTC_CHANGE");
+        CHECK_INT(ev.ts_sec, 7);
+        CHECK_INT(ev.ts_usec, 42);
+        CHECK(ev.data != NULL);
+        json_object_put(ev.data);
+        events++;
+    }
+    /* one per request: qmp_capabilities, query-status, query-kvm */
+    CHECK_INT(events, 3);
+    CHECK_INT(qmp_round_trips(c), 3);
+    qmp_free(c);
+    g_free(fake_stop(f));
+}
+
+static void test_error_reply(void)
+{
+    struct fake *f = fake_start(SC_NORMAL);
+    qmp_client *c = open_fake(f);
+    REQUIRE(c);
+    struct qp_error err = {0};
+    CHECK_INT(qmp_execute(c, "bogus", NULL, NULL, &err), -EREMOTEIO);
+    CHECK_STR(err.msg, "CommandNotFound: The command bogus has not been found");
+    /* the connection is still usable */
+    bool running = false;
+    CHECK_INT(qmp_query_running(c, &running, NULL), 0);
+    CHECK(running);
+    qmp_free(c);
+    g_free(fake_stop(f));
+}
+
+static void test_close_mid_reply(void)
+{
+    struct fake *f = fake_start(SC_CLOSE_MID);
+    qmp_client *c = open_fake(f);
+    REQUIRE(c);
+    struct qp_error err = {0};
+    CHECK_INT(qmp_execute(c, "query-kvm", NULL, NULL, &err), -EPIPE);
+    CHECK_MSG(strstr(err.msg, "closed") != NULL, "%s", err.msg);
+    CHECK_INT(qmp_execute(c, "query-kvm", NULL, NULL, &err), -EPIPE); /* no SIGPIPE either */
+    qmp_free(c);
+    g_free(fake_stop(f));
+}
+
+static void test_no_answer(void)
+{
+    struct fake *f = fake_start(SC_NO_ANSWER);
+    qmp_client *c = open_fake(f);
+    REQUIRE(c);
+    struct qp_error err = {0};
+    CHECK_INT(qmp_execute(c, "query-kvm", NULL, NULL, &err), -ETIMEDOUT);
+    CHECK_MSG(strstr(err.msg, "did not answer") != NULL, "%s", err.msg);
+    qmp_free(c);
+    g_free(fake_stop(f));
+}
+
+static void test_not_qmp(void)
+{
+    struct fake *f = fake_start(SC_NOT_QMP);
+    qmp_client *c = NULL;
+    struct qp_error err = {0};
+    CHECK_INT(qmp_open(f->path, &quick, &c, &err), -EPROTO);
+    CHECK_MSG(strstr(err.msg, "does not speak QMP") != NULL, "%s", err.msg);
+    CHECK(c == NULL);
+    g_free(fake_stop(f));
+}
+
+static void test_silent_peer(void)
+{
+    struct fake *f = fake_start(SC_SILENT);
+    qmp_client *c = NULL;
+    struct qp_error err = {0};
+    CHECK_INT(qmp_open(f->path, &quick, &c, &err), -ETIMEDOUT);
+    CHECK_MSG(strstr(err.msg, "another client") != NULL, "%s", err.msg);
+    g_free(fake_stop(f));
+}
+
+static void test_bad_paths(void)
+{
+    qmp_client *c = NULL;
+    struct qp_error err = {0};
+    CHECK_INT(qmp_open("./qmp-socket", NULL, &c, &err), -ENOENT);
+    CHECK_STR(err.msg, "no QMP socket at ./qmp-socket: start QEMU with -qmp "
+                       "unix:./qmp-socket,server,nowait");
+    char dir[] = "/tmp/qpfakeXXXXXX";
+    REQUIRE(mkdtemp(dir));
+    char *file = g_strdup_printf("%s/plain", dir);
+    g_file_set_contents(file, "hello", -1, NULL);
+    CHECK_INT(qmp_open(file, NULL, &c, &err), -EPROTO);
+    CHECK_MSG(strstr(err.msg, "regular file") != NULL, "%s", err.msg);
+    unlink(file);
+    /* a socket file nobody listens on: QEMU died and left it */
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s/stale", dir);
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    REQUIRE(bind(s, (struct sockaddr *)&sa, sizeof sa) == 0);
+    close(s);
+    CHECK_INT(qmp_open(sa.sun_path, NULL, &c, &err), -EPIPE);
+    CHECK_MSG(strstr(err.msg, "nothing listens") != NULL, "%s", err.msg);
+    /* permission: only testable when not root (root bypasses socket permissions) */
+    if (geteuid() != 0) {
+        s = socket(AF_UNIX, SOCK_STREAM, 0);
+        unlink(sa.sun_path);
+        REQUIRE(bind(s, (struct sockaddr *)&sa, sizeof sa) == 0);
+        listen(s, 1);
+        chmod(sa.sun_path, 0);
+        CHECK_INT(qmp_open(sa.sun_path, NULL, &c, &err), -EACCES);
+        CHECK_MSG(strstr(err.msg, "permission denied") != NULL, "%s", err.msg);
+        close(s);
+    }
+    unlink(sa.sun_path);
+    CHECK_INT(qmp_open("tcp:nohostport", NULL, &c, &err), -EINVAL);
+    rmdir(dir);
+    g_free(file);
+}
+
+struct cb_state {
+    int calls, n_cpus, rc;
+    uint64_t rip1;
+};
+
+static int callback(qmp_client *c, const struct qmp_regs *cpus, int n_cpus, void *ctx,
+                    struct qp_error *err)
+{
+    struct cb_state *s = ctx;
+    s->calls++;
+    s->n_cpus = n_cpus;
+    s->rip1 = n_cpus > 1 ? cpus[1].rip : 0;
+    return s->rc ? qp_error_set(err, s->rc, "callback failed on purpose") : 0;
+}
+
+static void test_sample_ok(void)
+{
+    struct fake *f = fake_start(SC_EVENTS);
+    qmp_client *c = open_fake(f);
+    REQUIRE(c);
+    struct cb_state s = {0};
+    struct qmp_sample_stats st;
+    struct qp_error err = {0};
+    CHECK_INT(qmp_sample(c, callback, &s, &st, &err), 0);
+    CHECK_INT(s.calls, 1);
+    CHECK_INT(s.n_cpus, 2);
+    CHECK_U64(s.rip1, 0x42a600);
+    CHECK_U64(st.paused_ns, 500000); /* RESUME 100.000600 - STOP 100.000100 */
+    CHECK_INT(st.round_trips, 3);
+    CHECK(!st.was_paused);
+    /* our own STOP/RESUME are consumed by the sample; other events are still queued */
+    struct qmp_event ev;
+    while (qmp_pop_event(c, &ev) == 1) {
+        CHECK_STR(ev.name, "RTC_CHANGE");
+        json_object_put(ev.data);
+    }
+    qmp_free(c);
+    char *log = fake_stop(f);
+    CHECK_STR(log, "qmp_capabilities,query-status,stop,human-monitor-command,cont,");
+    g_free(log);
+}
+
+static void test_sample_callback_fails(void)
+{
+    struct fake *f = fake_start(SC_NORMAL);
+    qmp_client *c = open_fake(f);
+    REQUIRE(c);
+    struct cb_state s = {.rc = -EIO};
+    struct qp_error err = {0};
+    CHECK_INT(qmp_sample(c, callback, &s, NULL, &err), -EIO);
+    CHECK_STR(err.msg, "callback failed on purpose");
+    qmp_free(c);
+    char *log = fake_stop(f);
+    CHECK_STR(log, "qmp_capabilities,query-status,stop,human-monitor-command,cont,");
+    g_free(log);
+}
+
+static void test_sample_timeout_still_conts(void)
+{
+    struct fake *f = fake_start(SC_HANG_REGS);
+    qmp_client *c = open_fake(f);
+    REQUIRE(c);
+    struct cb_state s = {0};
+    struct qp_error err = {0};
+    CHECK_INT(qmp_sample(c, callback, &s, NULL, &err), -ETIMEDOUT);
+    CHECK_INT(s.calls, 0);
+    qmp_free(c);
+    char *log = fake_stop(f);
+    CHECK_STR(log, "qmp_capabilities,query-status,stop,human-monitor-command,cont,");
+    g_free(log);
+}
+
+static void test_sample_already_paused(void)
+{
+    struct fake *f = fake_start(SC_PAUSED);
+    qmp_client *c = open_fake(f);
+    REQUIRE(c);
+    struct cb_state s = {0};
+    struct qmp_sample_stats st;
+    CHECK_INT(qmp_sample(c, callback, &s, &st, NULL), 0);
+    CHECK(st.was_paused);
+    CHECK_INT(s.calls, 1);
+    CHECK_INT(st.round_trips, 1);
+    qmp_free(c);
+    char *log = fake_stop(f);
+    CHECK_STR(log, "qmp_capabilities,query-status,human-monitor-command,");
+    g_free(log);
+}
+
+static volatile sig_atomic_t alarms;
+
+static void on_alarm(int sig)
+{
+    alarms++;
+}
+
+/* A signal while waiting for QEMU: the sample completes and the guest is resumed. */
+static void test_sample_signal(void)
+{
+    struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART: poll gets EINTR */
+    sigaction(SIGALRM, &sa, NULL);
+    struct fake *f = fake_start(SC_SLOW_REGS);
+    qmp_client *c = NULL;
+    struct qmp_open_opts opts = {.timeout_s = 2, .backend = QMP_MEM_MEMSAVE};
+    struct qp_error err = {0};
+    REQUIRE(qmp_open(f->path, &opts, &c, &err) == 0);
+    struct itimerval it = {.it_value = {.tv_usec = 50000}, .it_interval = {.tv_usec = 50000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    struct cb_state s = {0};
+    CHECK_INT(qmp_sample(c, callback, &s, NULL, &err), 0);
+    struct itimerval off = {0};
+    setitimer(ITIMER_REAL, &off, NULL);
+    CHECK(alarms > 0);
+    CHECK_INT(s.calls, 1);
+    qmp_free(c);
+    char *log = fake_stop(f);
+    CHECK_STR(log, "qmp_capabilities,query-status,stop,human-monitor-command,cont,");
+    g_free(log);
+}
+
+int main(void)
+{
+    test_events_before_replies();
+    test_error_reply();
+    test_close_mid_reply();
+    test_no_answer();
+    test_not_qmp();
+    test_silent_peer();
+    test_bad_paths();
+    test_sample_ok();
+    test_sample_callback_fails();
+    test_sample_timeout_still_conts();
+    test_sample_already_paused();
+    test_sample_signal();
+    return harness_result();
+}
