@@ -132,6 +132,11 @@ uint64_t qmp_round_trips(const qmp_client *c);
 enum qmp_mem_backend qmp_mem_backend_in_use(const qmp_client *c);
 const char *qmp_mem_backend_name(enum qmp_mem_backend b);
 
+/* Switches the backend of an open client (QEMU serves one client per socket, so this is how
+ * the backends are compared on one guest). QMP_MEM_AUTO picks as qmp_open does. On failure the
+ * previous backend stays in use. */
+int qmp_mem_set_backend(qmp_client *c, enum qmp_mem_backend b, struct qp_error *err);
+
 /* Reads len bytes of guest virtual memory as seen by vCPU `cpu` (its CR3 and cpu_index).
  * Reads what is mapped from the start: *got is the number of bytes read before the first
  * unmapped page. Returns 0 when *got > 0 or len == 0, -EFAULT when the first byte is unmapped,

@@ -385,6 +385,14 @@ static int read_greeting(qmp_client *c, struct qp_error *err)
 static int pick_backend(qmp_client *c, enum qmp_mem_backend want, struct qp_error *err)
 {
     struct qp_error direct_err = {0};
+    if (c->direct.map && (want == QMP_MEM_DIRECT || want == QMP_MEM_AUTO)) {
+        c->backend = QMP_MEM_DIRECT; /* already mapped */
+        return 0;
+    }
+    if (want == QMP_MEM_MEMSAVE && c->memsave_dir[0]) {
+        c->backend = QMP_MEM_MEMSAVE;
+        return 0;
+    }
     if (want == QMP_MEM_DIRECT || want == QMP_MEM_AUTO) {
         int rc = qmp__direct_setup(c, want == QMP_MEM_DIRECT ? err : &direct_err);
         if (rc == 0 || want == QMP_MEM_DIRECT || c->dead)
@@ -395,7 +403,16 @@ static int pick_backend(qmp_client *c, enum qmp_mem_backend want, struct qp_erro
         return 0;
     }
     c->backend = QMP_MEM_MEMSAVE;
-    return qmp__memsave_setup(c, err);
+    return c->memsave_dir[0] ? 0 : qmp__memsave_setup(c, err);
+}
+
+int qmp_mem_set_backend(qmp_client *c, enum qmp_mem_backend b, struct qp_error *err)
+{
+    enum qmp_mem_backend before = c->backend;
+    int rc = pick_backend(c, b, err);
+    if (rc < 0)
+        c->backend = before;
+    return rc;
 }
 
 static int open_socket(qmp_client *c, const char *address, struct qp_error *err)
