@@ -145,6 +145,34 @@ static void test_bad(void)
     CHECK_INT(qmp_parse_registers("CPU#0\nRIP=1 RSP=2\n", r, 1, &n, &err), -EPROTO);
 }
 
+/* Captured from the demo guest (tests/data/qmp-demo-registers-cpl*.txt, see test_qmp_qemu). */
+static void test_demo_guest(void)
+{
+    struct qmp_regs r[1];
+    CHECK_INT(parse_file("qmp-demo-registers-cpl0.txt", r, 1), 1);
+    CHECK_INT(r[0].cpl, 0);
+    CHECK_U64(r[0].rip, 0xffffffff801028e8);
+    CHECK_U64(r[0].rsp, 0xffffffff80172ee8);
+    CHECK_U64(r[0].rbp, 0xffffffff80172ef0);
+    CHECK_INT(r[0].cs.selector, 0x08);
+    CHECK_INT(r[0].cs.dpl, 0);
+    CHECK_U64(r[0].cr3, 0x155000);
+    CHECK_U64(r[0].gdt_base, 0xffffffff80118010);
+    CHECK_U64(r[0].idt_base, 0xffffffff80117010);
+    CHECK_U64(r[0].efer, 0x500);
+    CHECK(r[0].long_mode);
+    CHECK_INT(parse_file("qmp-demo-registers-cpl3.txt", r, 1), 1);
+    CHECK_INT(r[0].cpl, 3);
+    CHECK_U64(r[0].rip, 0x401418);
+    CHECK_U64(r[0].rsp, 0x7fffffef98);
+    CHECK_U64(r[0].rbp, 0x7fffffefa0);
+    CHECK_INT(r[0].cs.selector, 0x23);
+    CHECK_INT(r[0].cs.dpl, 3);
+    CHECK_INT(r[0].ss.selector, 0x1b);
+    CHECK_U64(r[0].fs.base, 0);
+    CHECK(!r[0].halted);
+}
+
 /* Every transcript in the data directory parses. */
 static void test_all_transcripts(void)
 {
@@ -173,6 +201,7 @@ int main(void)
     test_smp2();
     test_never_started();
     test_bad();
+    test_demo_guest();
     test_all_transcripts();
     return harness_result();
 }
