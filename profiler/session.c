@@ -257,8 +257,14 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
         return;
     }
     read_window(s, r, r->rsp, c->kstack, kernel_window_len(c), &c->kstack_addr, &c->kstack_len);
-    if (!c->have_slot || c->slot.state != QPROF_CPU_USER || !c->slot.user_regs)
+    if (!c->have_slot || c->slot.state != QPROF_CPU_USER)
         return;
+    if (!c->slot.user_regs) {
+        if (prof_recover_user_regs(s, c))
+            read_window(s, r, c->entry_regs.r[UNW_RSP], c->ustack, USTACK_WINDOW,
+                        &c->ustack_addr, &c->ustack_len);
+        return;
+    }
     size_t got = 0;
     if (qmp_mem_read(s->qmp, r, c->slot.user_regs, &c->trap, sizeof c->trap, &got, NULL) == 0 &&
         got == sizeof c->trap && c->trap.rip < USER_HALF_END) {
@@ -268,13 +274,22 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
     }
 }
 
-/* A slot is usable when the kernel was not halfway through rewriting it. */
-static bool slot_for(const prof_session *s, int cpu, struct qprof_abi_cpu *out)
+#define CR3_ADDR_MASK UINT64_C(0x000ffffffffff000)
+
+/* A slot is usable when the kernel was not halfway through rewriting it, and, for a process,
+ * when it describes the address space the vCPU is in: a context switch loads CR3 and republishes
+ * the slot a few instructions apart, and a sample between the two would otherwise read one
+ * process's stack through another's page tables. */
+static bool slot_for(const prof_session *s, const struct qmp_regs *regs, int cpu,
+                     struct qprof_abi_cpu *out)
 {
     if (cpu >= (int)s->abi.cpu_count || cpu >= QPROF_ABI_MAX_CPUS)
         return false;
     *out = s->abi.cpu[cpu];
     if (out->seq & 1)
+        return false;
+    if (out->state == QPROF_CPU_USER && out->cr3 &&
+        (out->cr3 & CR3_ADDR_MASK) != (regs->cr3 & CR3_ADDR_MASK))
         return false;
     out->name[QPROF_ABI_NAME_LEN - 1] = '\0';
     return true;
@@ -290,7 +305,7 @@ static int capture_cb(qmp_client *q, const struct qmp_regs *cpus, int n_cpus, vo
         struct cpu_capture *c = &s->cap[i];
         c->regs = cpus[i];
         c->selected = (s->opts.cpu_mask >> (i & 63)) & 1;
-        c->have_slot = c->have_trap = false;
+        c->have_slot = c->have_trap = c->have_entry_regs = false;
         c->bin = NULL;
         c->kstack_len = c->ustack_len = 0;
         if (!s->have_abi && c->regs.long_mode)
@@ -299,7 +314,7 @@ static int capture_cb(qmp_client *q, const struct qmp_regs *cpus, int n_cpus, vo
     for (int i = 0; i < s->n_cpus; i++) {
         struct cpu_capture *c = &s->cap[i];
         if (s->have_abi)
-            c->have_slot = slot_for(s, i, &c->slot);
+            c->have_slot = slot_for(s, &c->regs, i, &c->slot);
         c->started = c->regs.long_mode && !(c->have_slot && c->slot.state == QPROF_CPU_OFFLINE);
         if (c->selected && c->started && !c->regs.halted) {
             if (!c->kstack) {

@@ -31,6 +31,8 @@ struct cpu_capture {
     struct qprof_abi_cpu slot;
     bool have_trap;
     struct qprof_abi_regs trap; /* user registers saved at kernel entry */
+    bool have_entry_regs;       /* user registers recovered through the entry stub's CFI */
+    struct unw_regs entry_regs;
     struct user_binary *bin;
     uint8_t *kstack, *ustack; /* KSTACK_WINDOW / USTACK_WINDOW bytes, allocated once */
     uint64_t kstack_addr, ustack_addr;
@@ -92,6 +94,12 @@ struct prof_session {
 
 /* Stops the guest, copies what unwinding needs, resumes. */
 int prof_session_capture(prof_session *s, struct qmp_sample_stats *stats, struct qp_error *err);
+
+/* For a process in the kernel that has not published its user register frame yet (a sample in
+ * an entry stub): walks the captured kernel stack and, if it steps into user space, sets
+ * c->entry_regs. Runs while the guest is stopped, and only then, because the user stack must be
+ * copied before the guest runs on. */
+bool prof_recover_user_regs(prof_session *s, struct cpu_capture *c);
 
 /* Builds the stack of captured vCPU i into st (frames array grown as needed). */
 void prof_build_stack(prof_session *s, int i, struct prof_stack *st);

@@ -52,9 +52,10 @@ static void regs_from_trap(const struct qprof_abi_regs *t, struct unw_regs *u)
     u->r[UNW_R15] = t->r15, u->r[UNW_RIP] = t->rip;
 }
 
-/* Walks one stack into s->frames; returns the number of frames and sets *stop. */
-static int walk(prof_session *s, unw_space *space, const struct unw_regs *regs,
-                const struct window *w, enum unw_stop *stop)
+/* Walks one stack into s->frames; returns the number of frames and sets *stop (and *res_out
+ * when not NULL). */
+static int walk_full(prof_session *s, unw_space *space, const struct unw_regs *regs,
+                     const struct window *w, enum unw_stop *stop, struct unw_result *res_out)
 {
     struct unw_memory mem = {
         .read = window_read,
@@ -74,7 +75,15 @@ static int walk(prof_session *s, unw_space *space, const struct unw_regs *regs,
         return 0;
     }
     *stop = res.stop;
+    if (res_out)
+        *res_out = res;
     return res.n_frames;
+}
+
+static int walk(prof_session *s, unw_space *space, const struct unw_regs *regs,
+                const struct window *w, enum unw_stop *stop)
+{
+    return walk_full(s, space, regs, w, stop, NULL);
 }
 
 /* An empty space unwinds by frame pointers only: for code we have no tables for. */
@@ -170,6 +179,28 @@ static void user_part(prof_session *s, struct cpu_capture *c, const struct unw_r
     append_walk(s, st, n, stop, false, c->bin);
 }
 
+bool prof_recover_user_regs(prof_session *s, struct cpu_capture *c)
+{
+    struct unw_regs regs;
+    struct unw_result res;
+    enum unw_stop stop;
+    struct window w = {c->kstack_addr, c->kstack, c->kstack_len};
+    const uint32_t need = (1u << UNW_RSP) | (1u << UNW_RIP);
+    regs_from_cpu(&c->regs, &regs);
+    walk_full(s, s->kernel_space, &regs, &w, &stop, &res);
+    if (stop != UNW_STOP_LEFT_SPACE || (res.next_regs_known & need) != need ||
+        res.next_regs.r[UNW_RIP] >= USER_HALF_END)
+        return false;
+    c->entry_regs = res.next_regs;
+    /* Registers the entry CFI does not mention still hold the user values (the stub has not
+     * touched them yet); the ones it recovered replace them. */
+    for (int r = 0; r < UNW_NREGS; r++)
+        if (!(res.next_regs_known & (1u << r)))
+            c->entry_regs.r[r] = regs.r[r];
+    c->have_entry_regs = true;
+    return true;
+}
+
 void prof_build_stack(prof_session *s, int i, struct prof_stack *st)
 {
     struct cpu_capture *c = &s->cap[i];
@@ -203,6 +234,8 @@ void prof_build_stack(prof_session *s, int i, struct prof_stack *st)
         struct unw_regs user_regs;
         regs_from_trap(&c->trap, &user_regs);
         user_part(s, c, &user_regs, st);
+    } else if (c->have_entry_regs) {
+        user_part(s, c, &c->entry_regs, st);
     }
     regs_from_cpu(&c->regs, &regs);
     struct window w = {c->kstack_addr, c->kstack, c->kstack_len};
@@ -275,7 +308,8 @@ static const char *mode_text(const struct cpu_capture *c, const struct prof_stac
         return "halted (idle)";
     if (st->user_mode)
         return "user mode";
-    return c->have_trap ? "kernel mode, entered from user mode" : "kernel mode";
+    return c->have_trap || c->have_entry_regs ? "kernel mode, entered from user mode"
+                                              : "kernel mode";
 }
 
 static void print_frame(const prof_session *s, const struct prof_frame *f, int index, FILE *out)
