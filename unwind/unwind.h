@@ -26,8 +26,23 @@ struct unw_regs {
     uint64_t r[UNW_NREGS];
 };
 enum {
-    UNW_RAX = 0, UNW_RDX, UNW_RCX, UNW_RBX, UNW_RSI, UNW_RDI, UNW_RBP, UNW_RSP,
-    UNW_R8, UNW_R9, UNW_R10, UNW_R11, UNW_R12, UNW_R13, UNW_R14, UNW_R15, UNW_RIP
+    UNW_RAX = 0,
+    UNW_RDX,
+    UNW_RCX,
+    UNW_RBX,
+    UNW_RSI,
+    UNW_RDI,
+    UNW_RBP,
+    UNW_RSP,
+    UNW_R8,
+    UNW_R9,
+    UNW_R10,
+    UNW_R11,
+    UNW_R12,
+    UNW_R13,
+    UNW_R14,
+    UNW_R15,
+    UNW_RIP
 };
 
 /* Reads guest memory: fill up to len bytes at addr, set *got to the bytes read from the start.
@@ -89,8 +104,13 @@ struct unw_result {
     struct unw_frame *frames; /* caller-provided array of max_depth entries */
     int n_frames;
     enum unw_stop stop;
-    uint64_t next_pc; /* with UNW_STOP_LEFT_SPACE: the return address outside the space */
+    uint64_t next_pc;        /* with UNW_STOP_LEFT_SPACE: the return address outside the space */
     unsigned memory_fetches; /* read() calls this walk made */
+    /* With UNW_STOP_LEFT_SPACE: the register state of the frame outside the space (e.g. the
+     * user registers a kernel entry stub's CFI recovered), to continue the walk in the next
+     * space. Bit n of next_regs_known is set when register n was recovered; rip always is. */
+    struct unw_regs next_regs;
+    uint32_t next_regs_known;
 };
 
 typedef struct unw_space unw_space;
@@ -109,9 +129,9 @@ int unw_space_add_elf(unw_space *s, const char *path, int64_t bias, struct qp_er
 /* Adds CFI from .eh_frame bytes read out of guest memory when no host ELF matches: code in
  * [text_addr, text_addr + text_size), eh_frame_addr is where the bytes live in the guest
  * (pc-relative encodings need it). The bytes are copied. */
-int unw_space_add_eh_frame(unw_space *s, const char *name, uint64_t text_addr,
-                           uint64_t text_size, uint64_t eh_frame_addr, const void *eh_frame,
-                           size_t eh_frame_len, struct qp_error *err);
+int unw_space_add_eh_frame(unw_space *s, const char *name, uint64_t text_addr, uint64_t text_size,
+                           uint64_t eh_frame_addr, const void *eh_frame, size_t eh_frame_len,
+                           struct qp_error *err);
 
 /* Walks the stack starting at regs (the interrupted state, innermost frame first). Frames come
  * out innermost first, at most max_depth. Never loops, never reads outside what mem serves.

@@ -1,0 +1,309 @@
+/* One walk: libdwfl thread callbacks fed from the caller's registers and memory, and the frame
+ * callback that applies our stop rules. */
+#include <elfutils/libdw.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unw_internal.h"
+
+/* ---- Memory ------------------------------------------------------------------------------ */
+
+static bool in_bounds(const struct unw_memory *mem, uint64_t addr, size_t len)
+{
+    if (mem->stack_lo == 0 && mem->stack_hi == 0)
+        return true;
+    return addr >= mem->stack_lo && addr <= mem->stack_hi && len <= mem->stack_hi - addr;
+}
+
+/* Copies what [addr, addr + len) has in common with [base, base + have) into dst. */
+static size_t copy_overlap(uint64_t addr, void *dst, size_t len, uint64_t base, const void *src,
+                           size_t have)
+{
+    if (src == NULL || addr < base || addr - base >= have)
+        return 0;
+    size_t off = addr - base, n = have - off < len ? have - off : len;
+    memcpy(dst, (const uint8_t *)src + off, n);
+    return n;
+}
+
+static size_t from_cache(struct unw_walk *w, uint64_t addr, void *dst, size_t len)
+{
+    const struct unw_memory *mem = w->mem;
+    size_t n = copy_overlap(addr, dst, len, mem->snapshot_addr, mem->snapshot, mem->snapshot_len);
+    for (unsigned i = 0; n == 0 && i < w->n_chunks; i++)
+        n = copy_overlap(addr, dst, len, w->chunks[i].addr, w->chunks[i].bytes, w->chunks[i].len);
+    return n;
+}
+
+/* Reads [start, end) into the next chunk slot through the caller's read function. */
+static bool fetch_range(struct unw_walk *w, uint64_t start, uint64_t end, uint64_t addr)
+{
+    const struct unw_memory *mem = w->mem;
+    if (w->res->memory_fetches >= UNW_MAX_FETCHES) {
+        w->mem_fail = UNW_MEM_CAPPED;
+        return false;
+    }
+    struct unw_chunk *c = &w->chunks[w->next_victim];
+    size_t got = 0;
+    w->res->memory_fetches++;
+    if (mem->read(mem->ctx, start, c->bytes, end - start, &got) < 0 || got == 0 ||
+        got > end - start || start + got <= addr) {
+        w->mem_fail = UNW_MEM_FETCH_FAILED;
+        return false;
+    }
+    c->addr = start;
+    c->len = got;
+    w->next_victim = (w->next_victim + 1) % UNW_NCHUNKS;
+    if (w->n_chunks < UNW_NCHUNKS)
+        w->n_chunks++;
+    return true;
+}
+
+/* Reads the aligned chunk holding addr, clipped to the stack bounds so that we never ask for
+ * memory the caller ruled out. When the chunk's start is unmapped (addr near the bottom of a
+ * mapping), retries from addr itself: a read fails as a whole when its first byte does. */
+static bool fetch_chunk(struct unw_walk *w, uint64_t addr)
+{
+    const struct unw_memory *mem = w->mem;
+    if (mem->read == NULL) {
+        w->mem_fail = UNW_MEM_FETCH_FAILED;
+        return false;
+    }
+    uint64_t start = addr & ~(uint64_t)(UNW_CHUNK_SIZE - 1);
+    uint64_t end = start + UNW_CHUNK_SIZE;
+    if (mem->stack_lo || mem->stack_hi) {
+        start = start < mem->stack_lo ? mem->stack_lo : start;
+        end = end > mem->stack_hi || end < start ? mem->stack_hi : end;
+    }
+    if (fetch_range(w, start, end, addr))
+        return true;
+    uint64_t word = addr & ~(uint64_t)7;
+    word = word < start ? addr : word;
+    return word > start && w->mem_fail == UNW_MEM_FETCH_FAILED && fetch_range(w, word, end, addr);
+}
+
+/* The unwinder can ask for any address (a garbage frame pointer, say): refuse politely. */
+static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+    unw_space *s = arg;
+    struct unw_walk *w = &s->walk;
+    uint8_t word[sizeof *result];
+    if (w->mem == NULL || addr + sizeof word < addr || !in_bounds(w->mem, addr, sizeof word)) {
+        w->mem_fail = w->mem_fail ? w->mem_fail : UNW_MEM_OUT_OF_BOUNDS;
+        return false;
+    }
+    size_t done = 0;
+    while (done < sizeof word) {
+        size_t n = from_cache(w, addr + done, word + done, sizeof word - done);
+        if (n == 0 && !fetch_chunk(w, addr + done))
+            return false;
+        done += n;
+    }
+    memcpy(result, word, sizeof word);
+    return true;
+}
+
+/* ---- Threads: one thread, tid 1, whose registers are the current sample's --------------- */
+
+static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+    if (*thread_argp != NULL)
+        return 0;
+    *thread_argp = arg;
+    return 1;
+}
+
+static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+    *thread_argp = arg;
+    return tid == 1;
+}
+
+static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+    unw_space *s = arg;
+    const struct unw_regs *regs = s->walk.regs;
+    if (!dwfl_thread_state_registers(thread, 0, UNW_NREGS, regs->r))
+        return false;
+    dwfl_thread_state_register_pc(thread, regs->r[UNW_RIP]);
+    return true;
+}
+
+const Dwfl_Thread_Callbacks unw_thread_callbacks = {
+    .next_thread = next_thread,
+    .get_thread = get_thread,
+    .memory_read = memory_read,
+    .set_initial_registers = set_initial_registers,
+};
+
+/* ---- CFI coverage ------------------------------------------------------------------------ */
+
+static bool cfi_covers(Dwarf_CFI *cfi, Dwarf_Addr addr)
+{
+    Dwarf_Frame *frame = NULL;
+    if (cfi == NULL || dwarf_cfi_addrframe(cfi, addr, &frame) != 0)
+        return false;
+    free(frame);
+    return true;
+}
+
+static bool lookup_cfi(unw_space *s, uint64_t pc)
+{
+    Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
+    if (mod == NULL)
+        return false;
+    Dwarf_Addr bias;
+    Dwarf_CFI *cfi = dwfl_module_eh_cfi(mod, &bias);
+    if (cfi_covers(cfi, pc - bias))
+        return true;
+    cfi = dwfl_module_dwarf_cfi(mod, &bias);
+    return cfi_covers(cfi, pc - bias);
+}
+
+bool unw_pc_has_cfi(unw_space *s, uint64_t pc)
+{
+    struct unw_cfi_cache_entry *e = &s->cfi_cache[(pc ^ (pc >> 9)) % UNW_CFI_CACHE_SIZE];
+    if (e->pc != pc + 1) {
+        e->pc = pc + 1;
+        e->has_cfi = lookup_cfi(s, pc);
+    }
+    return e->has_cfi;
+}
+
+/* ---- Frames ------------------------------------------------------------------------------ */
+
+static bool pc_is_canonical(uint64_t pc)
+{
+    /* 48-bit virtual addresses: bits 63..47 are copies of bit 47. */
+    uint64_t top = pc >> 47;
+    return top == 0 || top == 0x1ffff;
+}
+
+static int stop_walk(struct unw_walk *w, enum unw_stop why)
+{
+    w->res->stop = why;
+    w->stopped = true;
+    return DWARF_CB_ABORT;
+}
+
+static void capture_next_regs(Dwfl_Frame *frame, uint64_t pc, struct unw_result *res)
+{
+    for (unsigned regno = 0; regno < UNW_RIP; regno++) {
+        Dwarf_Word v;
+        if (dwfl_frame_reg(frame, regno, &v) == 0) {
+            res->next_regs.r[regno] = v;
+            res->next_regs_known |= 1u << regno;
+        }
+    }
+    res->next_regs.r[UNW_RIP] = pc;
+    res->next_regs_known |= 1u << UNW_RIP;
+}
+
+/* A caller's CFA lies above its callee's; only the frame a signal interrupted may sit anywhere
+ * (another stack, say), and then it must at least differ from the frame before. */
+static bool frame_is_growing(struct unw_walk *w, uint64_t pc, uint64_t sp, bool activation)
+{
+    if (!w->prev_sp_known)
+        return true;
+    if (activation)
+        return sp != w->prev_sp || pc != w->prev_pc;
+    return sp > w->prev_sp;
+}
+
+static enum unw_method method_of_next(unw_space *s, int index)
+{
+    if (index == 0)
+        return UNW_BY_REGS;
+    return unw_pc_has_cfi(s, s->walk.prev_lookup_pc) ? UNW_BY_CFI : UNW_BY_FP;
+}
+
+static int on_frame(Dwfl_Frame *frame, void *arg)
+{
+    unw_space *s = arg;
+    struct unw_walk *w = &s->walk;
+    struct unw_result *res = w->res;
+    Dwarf_Addr pc;
+    bool activation;
+    /* Memory failures from here on belong to the step from this frame to its caller (asking
+     * for activation already makes libdwfl take that step). */
+    w->mem_fail = UNW_MEM_OK;
+    if (!dwfl_frame_pc(frame, &pc, &activation))
+        return stop_walk(w, UNW_STOP_ERROR);
+    int i = res->n_frames;
+    activation = activation || i == 0;
+    if (pc == 0 || !pc_is_canonical(pc))
+        return stop_walk(w, UNW_STOP_BAD_PC);
+    if (pc < s->lo || pc >= s->hi) {
+        res->next_pc = pc;
+        capture_next_regs(frame, pc, res);
+        return stop_walk(w, UNW_STOP_LEFT_SPACE);
+    }
+    if (i >= w->max_depth)
+        return stop_walk(w, UNW_STOP_DEPTH);
+    Dwarf_Word sp;
+    bool sp_known = dwfl_frame_reg(frame, UNW_RSP, &sp) == 0;
+    if (i > 0 && sp_known && !in_bounds(w->mem, sp, 0))
+        return stop_walk(w, UNW_STOP_MEMORY);
+    if (i > 0 && sp_known && !frame_is_growing(w, pc, sp, activation))
+        return stop_walk(w, UNW_STOP_NOT_GROWING);
+    res->frames[i] =
+        (struct unw_frame){.pc = pc, .activation = activation, .method = method_of_next(s, i)};
+    res->n_frames++;
+    w->prev_pc = pc;
+    w->prev_sp = sp;
+    w->prev_sp_known = sp_known;
+    w->prev_lookup_pc = activation ? pc : pc - 1;
+    return DWARF_CB_OK;
+}
+
+/* libdwfl gave up without our callback choosing a reason: tell a frame pointer chain that broke
+ * (no CFI at the last pc) from memory we could not read and from CFI we could not apply. */
+static enum unw_stop classify_failure(unw_space *s)
+{
+    struct unw_walk *w = &s->walk;
+    if (w->mem_fail == UNW_MEM_FETCH_FAILED || w->mem_fail == UNW_MEM_CAPPED)
+        return UNW_STOP_MEMORY;
+    bool had_cfi = w->res->n_frames > 0 && unw_pc_has_cfi(s, w->prev_lookup_pc);
+    if (!had_cfi)
+        return UNW_STOP_NO_CFI;
+    return w->mem_fail == UNW_MEM_OUT_OF_BOUNDS ? UNW_STOP_MEMORY : UNW_STOP_ERROR;
+}
+
+static void reset_walk(struct unw_walk *w, const struct unw_regs *regs,
+                       const struct unw_memory *mem, int max_depth, struct unw_result *res)
+{
+    w->regs = regs;
+    w->mem = mem;
+    w->res = res;
+    w->max_depth = max_depth;
+    w->n_chunks = 0;
+    w->next_victim = 0;
+    w->mem_fail = UNW_MEM_OK;
+    w->stopped = false;
+    w->prev_sp_known = false;
+    res->n_frames = 0;
+    res->stop = UNW_STOP_ERROR;
+    res->next_pc = 0;
+    res->memory_fetches = 0;
+    memset(&res->next_regs, 0, sizeof res->next_regs);
+    res->next_regs_known = 0;
+}
+
+int unw_unwind(unw_space *s, const struct unw_regs *regs, const struct unw_memory *mem,
+               int max_depth, struct unw_result *res, struct qp_error *err)
+{
+    if (s == NULL || regs == NULL || res == NULL || res->frames == NULL || max_depth <= 0)
+        return qp_error_set(err, -EINVAL, "unw_unwind: bad arguments");
+    static const struct unw_memory no_memory;
+    struct unw_walk *w = &s->walk;
+    reset_walk(w, regs, mem ? mem : &no_memory, max_depth, res);
+    int rc = dwfl_getthread_frames(s->dwfl, 1, on_frame, s);
+    /* libdwfl reports a return address it could not read like an undefined one (outermost),
+     * so an end with a failed read in the last step is a memory stop. */
+    if (!w->stopped)
+        res->stop = rc == 0 && w->mem_fail == UNW_MEM_OK ? UNW_STOP_OUTERMOST : classify_failure(s);
+    w->regs = NULL;
+    w->mem = NULL;
+    w->res = NULL;
+    return 0;
+}
