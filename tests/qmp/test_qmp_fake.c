@@ -5,7 +5,9 @@
 #include "harness.h"
 #include "qmp.h"
 
+#include <arpa/inet.h>
 #include <glib.h>
+#include <netinet/in.h>
 #include <json-c/json.h>
 #include <poll.h>
 #include <pthread.h>
@@ -188,6 +190,38 @@ static qmp_client *open_fake(struct fake *f)
     int rc = qmp_open(f->path, &quick, &c, &err);
     CHECK_MSG(rc == 0, "qmp_open: %s", err.msg);
     return c;
+}
+
+/* The same server on 127.0.0.1 for tcp:HOST:PORT addresses. */
+static struct fake *fake_start_tcp(enum scenario sc, char *address, size_t len)
+{
+    struct fake *f = g_new0(struct fake, 1);
+    f->sc = sc;
+    f->log = g_string_new(NULL);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sa_len = sizeof sa;
+    f->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(bind(f->listen_fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    REQUIRE(listen(f->listen_fd, 1) == 0);
+    getsockname(f->listen_fd, (struct sockaddr *)&sa, &sa_len);
+    snprintf(address, len, "tcp:127.0.0.1:%d", ntohs(sa.sin_port));
+    pthread_create(&f->thread, NULL, serve, f);
+    return f;
+}
+
+static void test_tcp(void)
+{
+    char address[64];
+    struct fake *f = fake_start_tcp(SC_NORMAL, address, sizeof address);
+    qmp_client *c = NULL;
+    struct qp_error err = {0};
+    CHECK_MSG(qmp_open(address, &quick, &c, &err) == 0, "%s: %s", address, err.msg);
+    bool running = false;
+    if (c)
+        CHECK_INT(qmp_query_running(c, &running, NULL), 0);
+    CHECK(running);
+    qmp_free(c);
+    g_free(fake_stop(f));
 }
 
 static void test_events_before_replies(void)
@@ -442,6 +476,7 @@ int main(void)
 {
     test_events_before_replies();
     test_error_reply();
+    test_tcp();
     test_close_mid_reply();
     test_no_answer();
     test_not_qmp();
