@@ -25,25 +25,12 @@
 struct unw_regs {
     uint64_t r[UNW_NREGS];
 };
+/* clang-format off */
 enum {
-    UNW_RAX = 0,
-    UNW_RDX,
-    UNW_RCX,
-    UNW_RBX,
-    UNW_RSI,
-    UNW_RDI,
-    UNW_RBP,
-    UNW_RSP,
-    UNW_R8,
-    UNW_R9,
-    UNW_R10,
-    UNW_R11,
-    UNW_R12,
-    UNW_R13,
-    UNW_R14,
-    UNW_R15,
-    UNW_RIP
+    UNW_RAX = 0, UNW_RDX, UNW_RCX, UNW_RBX, UNW_RSI, UNW_RDI, UNW_RBP, UNW_RSP,
+    UNW_R8, UNW_R9, UNW_R10, UNW_R11, UNW_R12, UNW_R13, UNW_R14, UNW_R15, UNW_RIP
 };
+/* clang-format on */
 
 /* Reads guest memory: fill up to len bytes at addr, set *got to the bytes read from the start.
  * Return 0 if *got > 0, a negative code otherwise. The unwinder calls it rarely and in bounded
