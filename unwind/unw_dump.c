@@ -22,7 +22,7 @@ static void print_reg(FILE *out, uint64_t regno, int64_t offset)
         fprintf(out, "%+" PRId64, offset);
 }
 
-/* Prints one DWARF operation in a short infix-ish form: "CFA", "rsp+8", "+16", "deref". */
+/* Prints one DWARF operation in a short form: "CFA", "rsp+8", "+16", "deref". */
 static void print_op(FILE *out, const Dwarf_Op *op)
 {
     unsigned atom = op->atom;
@@ -37,19 +37,19 @@ static void print_op(FILE *out, const Dwarf_Op *op)
     else if (atom >= DW_OP_reg0 && atom <= DW_OP_reg31)
         print_reg(out, atom - DW_OP_reg0, 0);
     else if (atom >= DW_OP_lit0 && atom <= DW_OP_lit31)
-        fprintf(out, " %u", atom - DW_OP_lit0);
+        fprintf(out, "%u", atom - DW_OP_lit0);
     else if (atom == DW_OP_consts)
-        fprintf(out, " %" PRId64, (int64_t)op->number);
+        fprintf(out, "%" PRId64, (int64_t)op->number);
     else if (atom == DW_OP_constu)
-        fprintf(out, " %" PRIu64, op->number);
+        fprintf(out, "%" PRIu64, op->number);
     else if (atom == DW_OP_plus)
-        fputs(" plus", out);
+        fputs("plus", out);
     else if (atom == DW_OP_minus)
-        fputs(" minus", out);
+        fputs("minus", out);
     else if (atom == DW_OP_deref)
-        fputs(" deref", out);
+        fputs("deref", out);
     else
-        fprintf(out, " op0x%x(%" PRIu64 ")", atom, op->number);
+        fprintf(out, "op0x%x(%" PRIu64 ")", atom, op->number);
 }
 
 /* A rule without DW_OP_stack_value locates the saved value in memory: shown as [expr]. */
@@ -58,8 +58,11 @@ static void print_rule(FILE *out, const Dwarf_Op *ops, size_t nops, bool is_cfa)
     bool value = is_cfa || (nops > 0 && ops[nops - 1].atom == DW_OP_stack_value);
     size_t n = nops > 0 && ops[nops - 1].atom == DW_OP_stack_value ? nops - 1 : nops;
     fputs(value ? "" : "[", out);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && ops[i].atom != DW_OP_plus_uconst)
+            fputs("; ", out); /* a stack machine: "CFA; rsp+144" leaves rsp+144 on top */
         print_op(out, &ops[i]);
+    }
     fputs(value ? "" : "]", out);
 }
 

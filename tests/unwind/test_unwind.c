@@ -353,6 +353,7 @@ static void test_eh_frame_from_memory(const char *fixture, const struct capture 
                                     eh.bytes, eh.size, &err);
     CHECK_MSG(rc == 0, "add_eh_frame: %s", err.msg);
     g_free(eh.bytes); /* the space copied them */
+    g_free(text.bytes);
     struct unw_frame frames[MAX_FRAMES];
     struct unw_result res;
     struct unw_memory mem = snapshot_of(c);
