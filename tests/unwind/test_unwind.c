@@ -79,6 +79,7 @@ static uint64_t symbol_addr(Dwfl *d, const char *name)
 struct fake_guest {
     const struct capture *c;
     unsigned reads;
+    uint64_t lowest, highest; /* span of every byte asked for */
 };
 
 static int fake_guest_read(void *ctx, uint64_t addr, void *buf, size_t len, size_t *got)
@@ -86,6 +87,8 @@ static int fake_guest_read(void *ctx, uint64_t addr, void *buf, size_t len, size
     struct fake_guest *g = ctx;
     const struct capture *c = g->c;
     g->reads++;
+    g->lowest = g->reads == 1 || addr < g->lowest ? addr : g->lowest;
+    g->highest = addr + len > g->highest ? addr + len : g->highest;
     if (addr < c->stack_addr || addr >= c->stack_addr + c->stack_len)
         return -EFAULT;
     size_t off = addr - c->stack_addr;
@@ -448,7 +451,7 @@ static void test_garbage(const char *fixture, const struct capture *c, Dwfl *sym
     unw_space *spaces[2] = {space_for(fixture, USER_LO, USER_HI), NULL};
     REQUIRE(unw_space_new("empty", USER_LO, USER_HI, &spaces[1], NULL) == 0);
     uint64_t text_lo = symbol_addr(syms, "main"), text_hi = symbol_addr(syms, "raise") + 0x10000;
-    unsigned seed = 12345;
+    unsigned seed = 12345, bounded_reads = 0;
     uint8_t *stack = malloc(4096);
     for (int iter = 0; iter < 400; iter++) {
         for (int i = 0; i < 4096; i++)
@@ -457,12 +460,12 @@ static void test_garbage(const char *fixture, const struct capture *c, Dwfl *sym
         for (int i = 0; i < 32; i++) {
             uint64_t v = (rand_r(&seed) & 1)
                              ? text_lo + (uint64_t)rand_r(&seed) % (text_hi - text_lo)
-                             : c->stack_addr + (uint64_t)rand_r(&seed) % 4096;
+                             : c->stack_addr + (uint64_t)rand_r(&seed) % 16384;
             memcpy(stack + 8 * (rand_r(&seed) % 512), &v, 8);
         }
         struct unw_regs regs;
         for (int r = 0; r < UNW_NREGS; r++)
-            regs.r[r] = c->stack_addr + (uint64_t)rand_r(&seed) % 4096;
+            regs.r[r] = c->stack_addr + (uint64_t)rand_r(&seed) % 16384;
         regs.r[UNW_RSP] = c->stack_addr;
         regs.r[UNW_RIP] = text_lo + (uint64_t)rand_r(&seed) % (text_hi - text_lo);
         struct fake_guest g = {.c = c};
@@ -472,13 +475,17 @@ static void test_garbage(const char *fixture, const struct capture *c, Dwfl *sym
                                  .snapshot = stack,
                                  .snapshot_len = 4096,
                                  .stack_lo = iter % 2 ? c->stack_addr : 0,
-                                 .stack_hi = iter % 2 ? c->stack_addr + 4096 : 0};
+                                 .stack_hi = iter % 2 ? c->stack_addr + 16384 : 0};
         struct unw_frame frames[32];
         struct unw_result res;
         walk(spaces[iter % 4 < 2 ? 0 : 1], &regs, &mem, 32, frames, &res);
         CHECK(res.stop < UNW_STOP_COUNT);
         CHECK(g.reads <= 32);
+        bounded_reads += mem.stack_hi ? g.reads : 0;
+        CHECK(g.reads == 0 || !mem.stack_hi ||
+              (g.lowest >= mem.stack_lo && g.highest <= mem.stack_hi));
     }
+    CHECK_MSG(bounded_reads > 0, "the bounded walks never fetched memory");
     free(stack);
     unw_space_free(spaces[0]);
     unw_space_free(spaces[1]);
