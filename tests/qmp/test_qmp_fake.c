@@ -28,6 +28,7 @@ enum scenario {
     SC_HANG_REGS, /* info registers never answered; cont is */
     SC_PAUSED,    /* the guest is paused already */
     SC_SLOW_REGS, /* info registers answered after 300 ms */
+    SC_HANG_CONT, /* the first cont is never answered */
 };
 
 struct fake {
@@ -36,6 +37,7 @@ struct fake {
     enum scenario sc;
     pthread_t thread;
     GString *log; /* command names received, each followed by ',' */
+    int conts;
 };
 
 static const char greeting[] = "{\"QMP\": {\"version\": {\"qemu\": {\"micro\": 22, \"minor\": 2, "
@@ -83,6 +85,8 @@ static bool answer(struct fake *f, int fd, json_object *req)
                 "\"STOP\"}\r\n");
         reply(fd, req, "\"return\": {}");
     } else if (strcmp(name, "cont") == 0) {
+        if (f->sc == SC_HANG_CONT && f->conts++ == 0)
+            return true;
         say(fd, "{\"timestamp\": {\"seconds\": 100, \"microseconds\": 600}, \"event\": "
                 "\"RESUME\"}\r\n");
         reply(fd, req, "\"return\": {}");
@@ -441,6 +445,20 @@ static void test_sample_already_paused(void)
     g_free(log);
 }
 
+/* cont timed out: qmp_free tries again, so the guest is not left paused. */
+static void test_free_resumes(void)
+{
+    struct fake *f = fake_start(SC_HANG_CONT);
+    qmp_client *c = open_fake(f);
+    REQUIRE(c);
+    struct qp_error err = {0};
+    CHECK_INT(qmp_sample(c, NULL, NULL, NULL, &err), -ETIMEDOUT);
+    qmp_free(c);
+    char *log = fake_stop(f);
+    CHECK_STR(log, "qmp_capabilities,query-status,stop,human-monitor-command,cont,cont,");
+    g_free(log);
+}
+
 static volatile sig_atomic_t alarms;
 
 static void on_alarm(int sig)
@@ -487,5 +505,6 @@ int main(void)
     test_sample_timeout_still_conts();
     test_sample_already_paused();
     test_sample_signal();
+    test_free_resumes();
     return harness_result();
 }
