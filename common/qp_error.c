@@ -18,6 +18,18 @@ int qp_error_set(struct qp_error *err, int code, const char *fmt, ...)
     return code;
 }
 
+/* Appends src to dst (holding *len bytes, capacity cap) as far as it fits. Truncation is
+ * acceptable: the message is for humans and stays NUL-terminated. */
+static void append_bounded(char *dst, size_t cap, size_t *len, const char *src)
+{
+    size_t n = strnlen(src, cap);
+    if (n > cap - 1 - *len)
+        n = cap - 1 - *len;
+    memcpy(dst + *len, src, n);
+    *len += n;
+    dst[*len] = '\0';
+}
+
 int qp_error_prefix(struct qp_error *err, const char *fmt, ...)
 {
     if (!err)
@@ -29,10 +41,12 @@ int qp_error_prefix(struct qp_error *err, const char *fmt, ...)
     vsnprintf(context, sizeof context, fmt, ap);
     va_end(ap);
     memcpy(previous, err->msg, sizeof previous);
-    /* Truncation is acceptable: the message is for humans and stays NUL-terminated. */
-    size_t used = strnlen(context, sizeof context - 1);
-    memcpy(err->msg, context, used);
-    snprintf(err->msg + used, sizeof err->msg - used, ": %s", previous);
+    previous[sizeof previous - 1] = '\0';
+    size_t len = 0;
+    err->msg[0] = '\0';
+    append_bounded(err->msg, sizeof err->msg, &len, context);
+    append_bounded(err->msg, sizeof err->msg, &len, ": ");
+    append_bounded(err->msg, sizeof err->msg, &len, previous);
     return err->code;
 }
 

@@ -1,0 +1,592 @@
+/* End-to-end tests: boot the demo guest in real QEMU, run the real qprof binary against it, and
+ * check what a user would check by eye in the folded file and the console output.
+ *
+ * Usage: test_e2e CASE   (one ctest entry per case, see CMakeLists.txt) */
+#define _GNU_SOURCE
+#include "harness.h"
+#include "qmp.h"
+#include "symbols.h"
+#include "vm.h"
+
+#include <fcntl.h>
+#include <glib.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define QPROF_BIN QPROF_BUILD_DIR "/qprof"
+
+/* ---- Running qprof ----------------------------------------------------------------------- */
+
+struct qprof_run {
+    int exit_code; /* -1 when killed by a signal */
+    char *out, *err;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static char *slurp(const char *path)
+{
+    char *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return g_strdup("");
+    return text;
+}
+
+/* Starts qprof with args (NULL-terminated) in dir; output to dir/qprof.{out,err}. */
+static pid_t start_qprof(const char *dir, const char *const *args)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        char path[512];
+        if (chdir(dir) != 0)
+            _exit(126);
+        snprintf(path, sizeof path, "%s/qprof.out", dir);
+        int out = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        snprintf(path, sizeof path, "%s/qprof.err", dir);
+        int err = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(out, 1);
+        dup2(err, 2);
+        const char *argv[48] = {QPROF_BIN};
+        int n = 1;
+        for (; *args && n < 47; args++)
+            argv[n++] = *args;
+        argv[n] = NULL;
+        execv(QPROF_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static struct qprof_run wait_qprof(const char *dir, pid_t pid, double timeout_s)
+{
+    struct qprof_run r = {.exit_code = -1};
+    double deadline = now_s() + timeout_s;
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (now_s() > deadline) {
+            HARNESS_FAIL("qprof did not finish within %.0f s: killing it", timeout_s);
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            break;
+        }
+        usleep(20000);
+    }
+    if (WIFEXITED(status))
+        r.exit_code = WEXITSTATUS(status);
+    char path[512];
+    snprintf(path, sizeof path, "%s/qprof.out", dir);
+    r.out = slurp(path);
+    snprintf(path, sizeof path, "%s/qprof.err", dir);
+    r.err = slurp(path);
+    return r;
+}
+
+static struct qprof_run run_qprof(const char *dir, const char *const *args, double timeout_s)
+{
+    return wait_qprof(dir, start_qprof(dir, args), timeout_s);
+}
+
+static void run_free(struct qprof_run *r)
+{
+    g_free(r->out);
+    g_free(r->err);
+}
+
+/* ---- Folded files ------------------------------------------------------------------------ */
+
+struct folded {
+    GPtrArray *stacks; /* char* */
+    GArray *counts;    /* uint64_t */
+    uint64_t total;
+};
+
+/* Parses a folded file, checking every line's form: "frames COUNT", integer count. */
+static struct folded read_folded(const char *path)
+{
+    struct folded f = {g_ptr_array_new_with_free_func(g_free), g_array_new(0, 0, 8), 0};
+    char *text = slurp(path);
+    gchar **lines = g_strsplit(text, "\n", -1);
+    for (gchar **l = lines; *l; l++) {
+        if (!**l)
+            continue;
+        char *space = strrchr(*l, ' ');
+        char *end = NULL;
+        uint64_t count = space ? strtoull(space + 1, &end, 10) : 0;
+        CHECK_MSG(space && end && !*end && count > 0, "malformed folded line: '%s'", *l);
+        if (!space)
+            continue;
+        g_ptr_array_add(f.stacks, g_strndup(*l, (gsize)(space - *l)));
+        g_array_append_val(f.counts, count);
+        f.total += count;
+    }
+    g_strfreev(lines);
+    g_free(text);
+    return f;
+}
+
+static void folded_free(struct folded *f)
+{
+    g_ptr_array_free(f->stacks, TRUE);
+    g_array_free(f->counts, TRUE);
+}
+
+#define STACK(f, i) ((const char *)g_ptr_array_index((f)->stacks, i))
+#define COUNT(f, i) (g_array_index((f)->counts, uint64_t, i))
+
+static bool has_frame(const char *stack, const char *frame)
+{
+    size_t n = strlen(frame);
+    for (const char *p = strstr(stack, frame); p; p = strstr(p + 1, frame))
+        if (p[-1] == ';' && (p[n] == ';' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
+static uint64_t count_matching(const struct folded *f, bool (*pred)(const char *, const void *),
+                               const void *arg)
+{
+    uint64_t n = 0;
+    for (guint i = 0; i < f->stacks->len; i++)
+        if (pred(STACK(f, i), arg))
+            n += COUNT(f, i);
+    return n;
+}
+
+static bool pred_has_frame(const char *stack, const void *frame)
+{
+    return has_frame(stack, frame);
+}
+
+static bool pred_root_prefix(const char *stack, const void *prefix)
+{
+    return g_str_has_prefix(stack, prefix);
+}
+
+static void dump_folded(const struct folded *f)
+{
+    for (guint i = 0; i < f->stacks->len; i++)
+        fprintf(stderr, "    %s %lu\n", STACK(f, i), (unsigned long)COUNT(f, i));
+}
+
+/* ---- Guest + qprof ----------------------------------------------------------------------- */
+
+struct guest {
+    test_vm *vm;
+    const char *kernel, *user_dir;
+};
+
+static int boot(struct guest *g, const char *run, bool nofp)
+{
+    g->kernel = nofp ? QPROF_GUEST_KERNEL_NOFP : QPROF_GUEST_KERNEL;
+    g->user_dir = nofp ? QPROF_GUEST_USER_DIR_NOFP : QPROF_GUEST_USER_DIR;
+    char cmdline[128];
+    snprintf(cmdline, sizeof cmdline, "run=%s", run);
+    struct vm_opts opts = {.kernel = g->kernel, .shared_ram = true, .cmdline = cmdline};
+    int rc = vm_start(&opts, &g->vm);
+    if (rc == VM_SKIP)
+        exit(VM_SKIP);
+    REQUIRE(rc == 0);
+    REQUIRE(vm_wait_serial(g->vm, "ready", 60) == 0);
+    return 0;
+}
+
+/* Samples the guest for seconds at ~interval_ms into dir/out.folded; extra args appended. */
+static struct folded profile(struct guest *g, double seconds, const char *interval_ms,
+                             const char *extra)
+{
+    char duration[32], output[512];
+    snprintf(duration, sizeof duration, "%g", seconds);
+    snprintf(output, sizeof output, "%s/out.folded", vm_dir(g->vm));
+    const char *args[] = {"--qmp-socket", vm_qmp_path(g->vm), "--kernel", g->kernel,
+                          "--user-dir", g->user_dir, "--duration", duration, "--interval",
+                          interval_ms, "-o", output, "--no-progress", extra, NULL};
+    struct qprof_run r = run_qprof(vm_dir(g->vm), args, seconds + 120);
+    CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
+    fprintf(stderr, "%s", r.err);
+    run_free(&r);
+    return read_folded(output);
+}
+
+static bool guest_running(struct guest *g)
+{
+    qmp_client *c = NULL;
+    struct qp_error err = {0};
+    bool running = false;
+    if (qmp_open(vm_qmp_path(g->vm), NULL, &c, &err) != 0 ||
+        qmp_query_running(c, &running, &err) != 0)
+        HARNESS_FAIL("query-status: %s", err.msg);
+    qmp_free(c);
+    return running;
+}
+
+/* ---- Checks shared by the spin cases ----------------------------------------------------- */
+
+/* Every stack rooted at a spin process starts at _start;main, and one that reached hot_a or
+ * hot_b went through exactly _start;main;compute. No stack is cut short. */
+static void check_spin_stacks(const struct folded *f, GHashTable *spin_roots)
+{
+    for (guint i = 0; i < f->stacks->len; i++) {
+        const char *s = STACK(f, i);
+        if (!g_str_has_prefix(s, "spin ("))
+            continue;
+        const char *after_root = strchr(s, ';');
+        char *root = g_strndup(s, after_root ? (gsize)(after_root - s) : strlen(s));
+        uint64_t *c = g_hash_table_lookup(spin_roots, root);
+        if (!c) {
+            c = g_new0(uint64_t, 1);
+            g_hash_table_insert(spin_roots, g_strdup(root), c);
+        }
+        *c += COUNT(f, i);
+        CHECK_MSG(after_root && g_str_has_prefix(after_root, ";_start;main"),
+                  "orphan spin stack: %s", s);
+        CHECK_MSG(!strstr(s, "[truncated]"), "truncated spin stack: %s", s);
+        bool hot = has_frame(s, "hot_a") || has_frame(s, "hot_b");
+        if (hot) {
+            char *a = g_strdup_printf("%s;_start;main;compute;hot_a", root);
+            char *b = g_strdup_printf("%s;_start;main;compute;hot_b", root);
+            CHECK_MSG(g_str_has_prefix(s, a) || g_str_has_prefix(s, b),
+                      "hot function under the wrong parents: %s", s);
+            g_free(a);
+            g_free(b);
+        }
+        g_free(root);
+    }
+}
+
+static void check_spin_ratio(const struct folded *f)
+{
+    uint64_t a = count_matching(f, pred_has_frame, "hot_a");
+    uint64_t b = count_matching(f, pred_has_frame, "hot_b");
+    fprintf(stderr, "hot_a %lu, hot_b %lu samples\n", (unsigned long)a, (unsigned long)b);
+    /* +-3 points is 3.5 standard deviations at 1500 samples: a real bias, not noise. */
+    REQUIRE(a + b >= 1500);
+    double share = (double)a / (double)(a + b);
+    CHECK_MSG(share > 0.72 && share < 0.78, "hot_a share %.3f, designed 0.75 +- 0.03", share);
+}
+
+static void check_two_spins(GHashTable *spin_roots)
+{
+    CHECK_MSG(g_hash_table_size(spin_roots) == 2, "expected 2 spin processes, got %u",
+              g_hash_table_size(spin_roots));
+    GHashTableIter it;
+    gpointer key, value;
+    g_hash_table_iter_init(&it, spin_roots);
+    while (g_hash_table_iter_next(&it, &key, &value))
+        CHECK_MSG(*(uint64_t *)value >= 200, "%s has only %lu samples", (char *)key,
+                  (unsigned long)*(uint64_t *)value);
+}
+
+/* Tests 1, 2 and 4: ratio, exact stacks, two processes of one binary, idle. */
+static void case_spin(bool nofp)
+{
+    struct guest g;
+    boot(&g, "spin,spin", nofp);
+    struct folded f = profile(&g, 8, "1", NULL);
+    GHashTable *roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    check_spin_stacks(&f, roots);
+    check_spin_ratio(&f);
+    check_two_spins(roots);
+    uint64_t idle = count_matching(&f, pred_root_prefix, "idle");
+    CHECK_MSG(idle > 0, "no idle samples though the guest sleeps between work windows");
+    if (harness_failures)
+        dump_folded(&f);
+    g_hash_table_destroy(roots);
+    folded_free(&f);
+    vm_stop(g.vm);
+}
+
+/* Test 3: a system call's stack reads user frames, the entry, then the kernel work. */
+static void case_sys(bool nofp)
+{
+    struct guest g;
+    boot(&g, "sys", nofp);
+    struct folded f = profile(&g, 8, "1", NULL);
+    uint64_t kernel_work = 0, chained = 0;
+    for (guint i = 0; i < f.stacks->len; i++) {
+        const char *s = STACK(&f, i);
+        if (!has_frame(s, "kwork_mix"))
+            continue;
+        kernel_work += COUNT(&f, i);
+        /* user frames, the trap into the kernel, the syscall path down to the work function */
+        GRegex *re = g_regex_new("^sys \\(\\d+\\);_start;main;kernel_work;sys_call;"
+                                 "([A-Za-z0-9_]+;)*syscall_dispatch;sys_work;kwork_checksum;"
+                                 "kwork_mix(;|$)",
+                                 0, 0, NULL);
+        bool ok = g_regex_match(re, s, 0, NULL);
+        g_regex_unref(re);
+        CHECK_MSG(ok, "sys kernel stack not user -> entry -> kernel work: %s", s);
+        if (ok)
+            chained += COUNT(&f, i);
+    }
+    uint64_t user_work = count_matching(&f, pred_has_frame, "user_mix");
+    fprintf(stderr, "kwork_mix %lu, user_mix %lu samples\n", (unsigned long)kernel_work,
+            (unsigned long)user_work);
+    REQUIRE(kernel_work + user_work >= 1000);
+    /* Designed 50:50 by iteration counts of the same loop body in user and kernel code; the
+     * tolerance allows for TCG running kernel and user code at slightly different speeds. */
+    double share = (double)kernel_work / (double)(kernel_work + user_work);
+    CHECK_MSG(share > 0.40 && share < 0.60, "kernel share of sys %.3f, designed 0.5", share);
+    if (harness_failures)
+        dump_folded(&f);
+    folded_free(&f);
+    vm_stop(g.vm);
+}
+
+/* ---- Test 6: --kernel-only, --user-only, --one-shot -------------------------------------- */
+
+struct names {
+    sym_table *kernel, *spin, *sys;
+};
+
+static void load_names(struct guest *g, struct names *n)
+{
+    char path[512];
+    REQUIRE(sym_table_open_elf(g->kernel, &n->kernel, NULL) == 0);
+    snprintf(path, sizeof path, "%s/spin", g->user_dir);
+    REQUIRE(sym_table_open_elf(path, &n->spin, NULL) == 0);
+    snprintf(path, sizeof path, "%s/sys", g->user_dir);
+    REQUIRE(sym_table_open_elf(path, &n->sys, NULL) == 0);
+}
+
+static bool is_function_of(const sym_table *t, const char *name)
+{
+    uint64_t addr;
+    return sym_find_by_name(t, name, &addr) == 0;
+}
+
+static const char *leaf_of(const char *stack)
+{
+    const char *semi = strrchr(stack, ';');
+    return semi ? semi + 1 : stack;
+}
+
+static void case_modes(void)
+{
+    struct guest g;
+    boot(&g, "spin,sys", false);
+    struct names n;
+    load_names(&g, &n);
+
+    struct folded k = profile(&g, 4, "2", "--kernel-only");
+    REQUIRE(k.total > 100);
+    for (guint i = 0; i < k.stacks->len; i++) {
+        const char *s = STACK(&k, i), *leaf = leaf_of(s);
+        CHECK_MSG(strcmp(s, "idle") == 0 || is_function_of(n.kernel, leaf),
+                  "--kernel-only kept a sample whose leaf is not kernel code: %s", s);
+    }
+    struct folded u = profile(&g, 4, "2", "--user-only");
+    REQUIRE(u.total > 100);
+    for (guint i = 0; i < u.stacks->len; i++) {
+        const char *s = STACK(&u, i), *leaf = leaf_of(s);
+        CHECK_MSG(!g_str_has_prefix(s, "idle") && !g_str_has_prefix(s, "kernel"),
+                  "--user-only kept %s", s);
+        CHECK_MSG(is_function_of(n.spin, leaf) || is_function_of(n.sys, leaf),
+                  "--user-only kept a sample whose leaf is not user code: %s", s);
+        gchar **frames = g_strsplit(s, ";", -1);
+        for (gchar **fr = frames + 1; *fr; fr++)
+            CHECK_MSG(!is_function_of(n.kernel, *fr) || is_function_of(n.spin, *fr) ||
+                          is_function_of(n.sys, *fr),
+                      "--user-only stack has kernel frame %s: %s", *fr, s);
+        g_strfreev(frames);
+    }
+    folded_free(&k);
+    folded_free(&u);
+    CHECK(guest_running(&g));
+    sym_table_free(n.kernel);
+    sym_table_free(n.spin);
+    sym_table_free(n.sys);
+    vm_stop(g.vm);
+}
+
+/* Checks one frame line "  #N  0xADDR name+0xOFF [module]": the address lies in the named
+ * function at that offset. */
+static void check_one_shot_frame(const char *line, const struct names *n)
+{
+    unsigned long long addr = 0, off = 0;
+    char name[160] = "", module[64] = "";
+    int idx;
+    int got = sscanf(line, " #%d 0x%llx %159[^+ ]+0x%llx [%63[^]]]", &idx, &addr, name, &off,
+                     module);
+    CHECK_MSG(got == 5, "one-shot frame line not 'N ADDR name+OFF [module]': %s", line);
+    if (got != 5)
+        return;
+    const sym_table *t = strcmp(module, "spin") == 0  ? n->spin
+                         : strcmp(module, "sys") == 0 ? n->sys
+                                                      : n->kernel;
+    struct sym_info info;
+    /* Frames past #0 are return addresses: the call is the byte before. */
+    uint64_t lookup = idx == 0 ? addr : addr - 1;
+    CHECK_MSG(sym_lookup(t, lookup, &info) == 0 && strcmp(info.name, name) == 0 &&
+                  addr - info.start == off,
+              "frame %s: address does not match the symbol", line);
+}
+
+static void case_one_shot(void)
+{
+    struct guest g;
+    boot(&g, "spin,sys", false);
+    struct names n;
+    load_names(&g, &n);
+    int frames_checked = 0, user_stacks = 0;
+    for (int round = 0; round < 8; round++) {
+        const char *args[] = {"--qmp-socket", vm_qmp_path(g.vm), "--kernel",      g.kernel,
+                              "--user-dir",   g.user_dir,        "--one-shot",    "--show-addresses",
+                              NULL};
+        struct qprof_run r = run_qprof(vm_dir(g.vm), args, 60);
+        CHECK_MSG(r.exit_code == 0, "one-shot exited %d: %s", r.exit_code, r.err);
+        gchar **lines = g_strsplit(r.out, "\n", -1);
+        CHECK_MSG(g_str_has_prefix(lines[0], "vCPU 0: "), "first line: %s", lines[0]);
+        if (strstr(lines[0], "spin (") || strstr(lines[0], "sys ("))
+            user_stacks++;
+        for (gchar **l = lines + 1; *l && **l; l++) {
+            if (g_str_has_prefix(*l, "  #")) {
+                check_one_shot_frame(*l, &n);
+                frames_checked++;
+            } else {
+                CHECK_MSG(g_str_has_prefix(*l, "    -- entered the kernel") ||
+                              g_str_has_prefix(*l, "(guest paused") ||
+                              g_str_has_prefix(*l, "vCPU "),
+                          "unexpected one-shot line: %s", *l);
+            }
+        }
+        g_strfreev(lines);
+        run_free(&r);
+        CHECK(guest_running(&g));
+    }
+    CHECK_MSG(user_stacks >= 2, "only %d of 8 one-shots caught a process", user_stacks);
+    CHECK_MSG(frames_checked >= 10, "only %d frames checked", frames_checked);
+    sym_table_free(n.kernel);
+    sym_table_free(n.spin);
+    sym_table_free(n.sys);
+    vm_stop(g.vm);
+}
+
+/* ---- Test 7: Ctrl-C; QEMU exiting mid-run ------------------------------------------------ */
+
+static void case_sigint(void)
+{
+    struct guest g;
+    boot(&g, "spin,spin,sys", false);
+    char output[512];
+    snprintf(output, sizeof output, "%s/out.folded", vm_dir(g.vm));
+    const char *args[] = {"--qmp-socket", vm_qmp_path(g.vm), "--kernel", g.kernel, "--user-dir",
+                          g.user_dir, "--duration", "0", "--interval", "1", "-o", output,
+                          "--no-progress", NULL};
+    pid_t pid = start_qprof(vm_dir(g.vm), args);
+    sleep(3);
+    kill(pid, SIGINT);
+    struct qprof_run r = wait_qprof(vm_dir(g.vm), pid, 30);
+    CHECK_MSG(r.exit_code == 0, "qprof after Ctrl-C exited %d: %s", r.exit_code, r.err);
+    CHECK_MSG(strstr(r.err, "interrupted"), "no message about the interruption: %s", r.err);
+    struct folded f = read_folded(output);
+    CHECK_MSG(f.total >= 100, "only %lu samples written after 3 s", (unsigned long)f.total);
+    CHECK(count_matching(&f, pred_root_prefix, "spin (") > 0);
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", output, (int)pid);
+    CHECK_MSG(access(tmp, F_OK) != 0, "temporary file left behind");
+    CHECK_MSG(guest_running(&g), "guest left paused after Ctrl-C");
+    folded_free(&f);
+    run_free(&r);
+    vm_stop(g.vm);
+}
+
+static void case_qemu_exit(void)
+{
+    struct guest g;
+    boot(&g, "spin", false);
+    char output[512];
+    snprintf(output, sizeof output, "%s/out.folded", vm_dir(g.vm));
+    const char *args[] = {"--qmp-socket", vm_qmp_path(g.vm), "--kernel", g.kernel, "--user-dir",
+                          g.user_dir, "--duration", "0", "--interval", "1", "-o", output,
+                          "--no-progress", NULL};
+    pid_t pid = start_qprof(vm_dir(g.vm), args);
+    sleep(3);
+    kill(vm_pid(g.vm), SIGKILL);
+    struct qprof_run r = wait_qprof(vm_dir(g.vm), pid, 60);
+    CHECK_MSG(r.exit_code == 1, "qprof exited %d after QEMU died: %s", r.exit_code, r.err);
+    CHECK_MSG(strstr(r.err, "wrote "), "what was sampled was not written: %s", r.err);
+    struct folded f = read_folded(output);
+    CHECK_MSG(f.total >= 100, "only %lu samples written", (unsigned long)f.total);
+    folded_free(&f);
+    run_free(&r);
+    vm_stop(g.vm);
+}
+
+/* ---- Test 8: usage errors ---------------------------------------------------------------- */
+
+static int count_lines(const char *text)
+{
+    int n = 0;
+    for (; *text; text++)
+        n += *text == '\n';
+    return n;
+}
+
+static void expect_failure(const char *dir, const char *const *args, int code, const char *needle)
+{
+    struct qprof_run r = run_qprof(dir, args, 30);
+    CHECK_MSG(r.exit_code == code, "qprof %s exited %d, want %d", args[0], r.exit_code, code);
+    CHECK_MSG(strstr(r.err, needle), "qprof %s: message lacks '%s': %s", args[0], needle, r.err);
+    /* one line saying what is wrong (plus, for usage errors, the --help hint) */
+    CHECK_MSG(count_lines(r.err) <= 2, "qprof %s printed more than a clear line: %s", args[0],
+              r.err);
+    run_free(&r);
+}
+
+static void case_usage(void)
+{
+    char dir[] = "/tmp/qprof-usage-XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    expect_failure(dir, (const char *[]){"--bogus", NULL}, 2, "unknown option '--bogus'");
+    expect_failure(dir, (const char *[]){"--interval", "0", NULL}, 2, "--interval");
+    expect_failure(dir, (const char *[]){"--max-depth", "x", NULL}, 2, "--max-depth");
+    expect_failure(dir, (const char *[]){"--qmp-socket", "./nope", NULL}, 1,
+                   "no QMP socket at ./nope");
+    char file[600];
+    snprintf(file, sizeof file, "%s/regular", dir);
+    g_file_set_contents(file, "not a socket", -1, NULL);
+    expect_failure(dir, (const char *[]){"--qmp-socket", file, NULL}, 1, file);
+    struct qprof_run r = run_qprof(dir, (const char *[]){"--help", NULL}, 30);
+    CHECK_INT(r.exit_code, 0);
+    CHECK(strstr(r.out, "EXAMPLES") != NULL);
+    CHECK(strstr(r.out, "--qmp-socket") != NULL);
+    run_free(&r);
+    unlink(file);
+    rmdir(dir);
+}
+
+int main(int argc, char **argv)
+{
+    const char *which = argc > 1 ? argv[1] : "";
+    if (strcmp(which, "spin") == 0)
+        case_spin(false);
+    else if (strcmp(which, "spin-nofp") == 0)
+        case_spin(true);
+    else if (strcmp(which, "sys") == 0)
+        case_sys(false);
+    else if (strcmp(which, "sys-nofp") == 0)
+        case_sys(true);
+    else if (strcmp(which, "modes") == 0)
+        case_modes();
+    else if (strcmp(which, "one-shot") == 0)
+        case_one_shot();
+    else if (strcmp(which, "sigint") == 0)
+        case_sigint();
+    else if (strcmp(which, "qemu-exit") == 0)
+        case_qemu_exit();
+    else if (strcmp(which, "usage") == 0)
+        case_usage();
+    else {
+        fprintf(stderr, "unknown case '%s'\n", which);
+        return 2;
+    }
+    return harness_result();
+}
