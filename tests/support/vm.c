@@ -22,6 +22,37 @@ struct test_vm {
     char ram[300];
 };
 
+/* VMs still running, stopped at exit so that a test that fails early (REQUIRE exits) leaves no
+ * QEMU behind and no guest-RAM file in /dev/shm. */
+#define MAX_LIVE_VMS 8
+static test_vm *live_vms[MAX_LIVE_VMS];
+
+static void stop_live_vms(void)
+{
+    for (int i = 0; i < MAX_LIVE_VMS; i++)
+        if (live_vms[i])
+            vm_stop(live_vms[i]);
+}
+
+static void track_vm(test_vm *vm, bool live)
+{
+    static bool registered;
+    if (!registered) {
+        atexit(stop_live_vms);
+        registered = true;
+    }
+    for (int i = 0; i < MAX_LIVE_VMS; i++) {
+        if (live && !live_vms[i]) {
+            live_vms[i] = vm;
+            return;
+        }
+        if (!live && live_vms[i] == vm) {
+            live_vms[i] = NULL;
+            return;
+        }
+    }
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -131,6 +162,7 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
         }
         usleep(10000);
     }
+    track_vm(vm, true);
     *out = vm;
     return 0;
 }
@@ -221,6 +253,7 @@ void vm_stop(test_vm *vm)
 {
     if (!vm)
         return;
+    track_vm(vm, false);
     if (vm_alive(vm)) {
         kill(vm->pid, SIGTERM);
         for (int i = 0; i < 200 && vm_alive(vm); i++)
