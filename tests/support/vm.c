@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "vm.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -263,9 +264,18 @@ void vm_stop(test_vm *vm)
             waitpid(vm->pid, NULL, 0);
         }
     }
-    unlink(vm->qmp);
-    unlink(vm->serial);
-    unlink(vm->ram);
+    /* The directory also holds what tests wrote there (qprof's output files). */
+    DIR *d = opendir(vm->dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char path[600];
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", vm->dir, e->d_name);
+        unlink(path);
+    }
+    if (d)
+        closedir(d);
     rmdir(vm->dir);
     free(vm);
 }
