@@ -52,31 +52,39 @@ static double jittered(double interval_s)
     return interval_s * (0.5 + (double)random() / RAND_MAX);
 }
 
+static const int failure_codes[] = {-ETIMEDOUT, -EPIPE, -EREMOTEIO, -EPROTO, -EFAULT, -EINTR, -EIO};
+static const char *const failure_names[] = {"QEMU did not answer in time",
+                                            "connection lost",
+                                            "QEMU rejected a command",
+                                            "malformed reply",
+                                            "guest memory unreadable",
+                                            "interrupted",
+                                            "other"};
+
+#define N_FAILURE_KINDS (int)(sizeof failure_names / sizeof failure_names[0])
+_Static_assert(sizeof failure_codes / sizeof failure_codes[0] == N_FAILURE_KINDS,
+               "a name for every failure code");
+
 struct run_state {
     const struct prof_options *o;
     prof_session *session;
     prof_agg *agg;
     struct prof_hist paused;
     uint64_t samples, failed, round_trips;
-    uint64_t failed_by_code[8]; /* see failure_slot */
+    uint64_t failed_by_code[N_FAILURE_KINDS]; /* indexed by failure_slot */
     char last_failure[QP_ERROR_MSG_MAX];
     double start, last_progress;
     bool warned_slow, qemu_gone;
     int consecutive_failures;
 };
 
-static const int failure_codes[] = {-ETIMEDOUT, -EPIPE, -EREMOTEIO, -EPROTO, -EFAULT, -EINTR,
-                                    -EIO};
-static const char *const failure_names[] = {"QEMU did not answer in time", "connection lost",
-                                            "QEMU rejected a command", "malformed reply",
-                                            "guest memory unreadable", "interrupted", "other"};
-
+/* The slot of a failure code; the last slot ("other") takes every code not listed. */
 static int failure_slot(int code)
 {
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < N_FAILURE_KINDS - 1; i++)
         if (failure_codes[i] == code)
             return i;
-    return 6;
+    return N_FAILURE_KINDS - 1;
 }
 
 static bool connection_lost(int code)
@@ -166,7 +174,7 @@ static void print_failures(const struct run_state *r, FILE *f)
         return;
     fprintf(f, "failed samples: %" PRIu64 " (", r->failed);
     const char *sep = "";
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < N_FAILURE_KINDS; i++) {
         if (r->failed_by_code[i]) {
             fprintf(f, "%s%s: %" PRIu64, sep, failure_names[i], r->failed_by_code[i]);
             sep = ", ";
@@ -207,15 +215,15 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
                 prof_hist_percentile(&r->paused, 99) / 1e6, r->paused.max_ns / 1e6,
                 (double)r->round_trips / r->samples,
                 qmp_mem_backend_name(qmp_mem_backend_in_use(r->session->qmp)));
-    fprintf(f, "vCPU stacks: %" PRIu64 " (idle %" PRIu64 "), unique stacks: %zu\n",
-            c->vcpu_samples, c->idle, prof_agg_unique(r->agg));
+    fprintf(f, "vCPU stacks: %" PRIu64 " (idle %" PRIu64 "), unique stacks: %zu\n", c->vcpu_samples,
+            c->idle, prof_agg_unique(r->agg));
     if (c->dropped_by_filter)
         fprintf(f, "dropped by --%s: %" PRIu64 "\n",
                 r->o->mode_filter == PROF_KERNEL_ONLY ? "kernel-only" : "user-only",
                 c->dropped_by_filter);
     if (c->no_process_info)
-        fprintf(f, "stacks without process information (no qprof_abi, or mid-update): %" PRIu64
-                   "\n",
+        fprintf(f,
+                "stacks without process information (no qprof_abi, or mid-update): %" PRIu64 "\n",
                 c->no_process_info);
     print_truncations(c, f);
     prof_agg_print_report(r->agg, f, r->o->top);

@@ -16,10 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KERNEL_HALF UINT64_C(0xffff800000000000)
-#define USER_HALF_END UINT64_C(0x0000800000000000)
 #define MAX_TEXT_TO_HASH (64u << 20)
-#define MAX_EH_FRAME (16u << 20)
+#define MAX_EH_FRAME     (16u << 20)
 
 /* ---- Symbols and binaries ---------------------------------------------------------------- */
 
@@ -96,8 +94,8 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     if (rc)
         goto fail;
     if (o->verbose)
-        fprintf(stderr, "qprof: connected to QEMU %s, memory backend %s, qprof_abi at 0x%" PRIx64
-                        "\n",
+        fprintf(stderr,
+                "qprof: connected to QEMU %s, memory backend %s, qprof_abi at 0x%" PRIx64 "\n",
                 qmp_qemu_version(s->qmp), qmp_mem_backend_name(qmp_mem_backend_in_use(s->qmp)),
                 s->abi_addr);
     *out = s;
@@ -214,8 +212,9 @@ static struct user_binary *binary_for(prof_session *s, const struct qmp_regs *cp
 static bool read_abi(prof_session *s, const struct qmp_regs *cpu)
 {
     size_t got = 0;
-    if (!s->abi_addr || qmp_mem_read(s->qmp, cpu, s->abi_addr, &s->abi, sizeof s->abi, &got,
-                                     NULL) != 0 || got != sizeof s->abi)
+    if (!s->abi_addr ||
+        qmp_mem_read(s->qmp, cpu, s->abi_addr, &s->abi, sizeof s->abi, &got, NULL) != 0 ||
+        got != sizeof s->abi)
         return false;
     if (s->abi.magic != QPROF_ABI_MAGIC || s->abi.version != QPROF_ABI_VERSION ||
         s->abi.cpu_slot_size < sizeof(struct qprof_abi_cpu) || s->abi.cpu_count == 0)
@@ -261,16 +260,15 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
         return;
     if (!c->slot.user_regs) {
         if (prof_recover_user_regs(s, c))
-            read_window(s, r, c->entry_regs.r[UNW_RSP], c->ustack, USTACK_WINDOW,
-                        &c->ustack_addr, &c->ustack_len);
+            read_window(s, r, c->entry_regs.r[UNW_RSP], c->ustack, USTACK_WINDOW, &c->ustack_addr,
+                        &c->ustack_len);
         return;
     }
     size_t got = 0;
     if (qmp_mem_read(s->qmp, r, c->slot.user_regs, &c->trap, sizeof c->trap, &got, NULL) == 0 &&
         got == sizeof c->trap && c->trap.rip < USER_HALF_END) {
         c->have_trap = true;
-        read_window(s, r, c->trap.rsp, c->ustack, USTACK_WINDOW, &c->ustack_addr,
-                    &c->ustack_len);
+        read_window(s, r, c->trap.rsp, c->ustack, USTACK_WINDOW, &c->ustack_addr, &c->ustack_len);
     }
 }
 

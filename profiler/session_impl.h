@@ -11,6 +11,10 @@
 
 #include <glib.h>
 
+/* x86_64 canonical halves: user code lives below USER_HALF_END, the kernel at KERNEL_HALF up. */
+#define USER_HALF_END UINT64_C(0x0000800000000000)
+#define KERNEL_HALF   UINT64_C(0xffff800000000000)
+
 #define KSTACK_WINDOW (16u << 10)
 #define USTACK_WINDOW (16u << 10)
 
@@ -20,7 +24,7 @@ struct user_binary {
     const sym_table *syms; /* borrowed from the store; NULL when no file matched */
     unw_space *space;      /* owned; NULL when no unwind tables could be had */
     uint64_t text_addr, load_base;
-    char name[64];         /* module name: the file's, else the process's */
+    char name[64]; /* module name: the file's, else the process's */
 };
 
 /* What one vCPU looked like at the stop, copied while the guest was paused. */
@@ -43,11 +47,11 @@ struct cpu_capture {
 struct prof_frame {
     uint64_t pc;
     bool kernel;
-    char name[160];   /* function, or module+0xOFF, or 0xADDR */
-    char module[64];  /* "" when unknown */
-    uint64_t offset;  /* from the function start when has_symbol */
+    char name[160];  /* function, or module+0xOFF, or 0xADDR */
+    char module[64]; /* "" when unknown */
+    uint64_t offset; /* from the function start when has_symbol */
     bool has_symbol;
-    bool truncation;  /* the [truncated] marker */
+    bool truncation; /* the [truncated] marker */
 };
 
 /* A vCPU's whole stack, root first. */
@@ -78,14 +82,14 @@ struct prof_session {
     unw_space *kernel_space;
     sym_store *store;
     GHashTable *binaries; /* .text hash -> struct user_binary (owned) */
-    GHashTable *procs;    /* (pid << 32 ^ generation) -> struct user_binary (borrowed, may be NULL) */
+    GHashTable *procs; /* (pid << 32 ^ generation) -> struct user_binary (borrowed, may be NULL) */
     uint64_t abi_addr;
     uint64_t boot_id;
     struct qprof_abi abi;
     bool have_abi;
     int n_cpus;
     struct cpu_capture cap[QMP_MAX_CPUS];
-    struct unw_frame *frames; /* opts.max_depth scratch entries */
+    struct unw_frame *frames;  /* opts.max_depth scratch entries */
     unw_space *fallback_space; /* user code without tables: frame pointers only */
     struct prof_stack stack;   /* scratch, reused by every sample */
     struct qmp_sample_stats last_stats;

@@ -7,9 +7,6 @@
 #include <inttypes.h>
 #include <string.h>
 
-#define USER_HALF_END UINT64_C(0x0000800000000000)
-#define KERNEL_HALF UINT64_C(0xffff800000000000)
-
 struct window {
     uint64_t addr;
     const uint8_t *bytes;
@@ -30,26 +27,30 @@ static int window_read(void *ctx, uint64_t addr, void *buf, size_t len, size_t *
     return 0;
 }
 
+/* struct qmp_regs (the vCPU) and struct qprof_abi_regs (the saved user frame) name their
+ * registers alike; one copier serves both. */
+#define REGS_TO_DWARF(src, u)                                                                      \
+    do {                                                                                           \
+        memset((u), 0, sizeof *(u));                                                               \
+        (u)->r[UNW_RAX] = (src)->rax, (u)->r[UNW_RDX] = (src)->rdx;                                \
+        (u)->r[UNW_RCX] = (src)->rcx, (u)->r[UNW_RBX] = (src)->rbx;                                \
+        (u)->r[UNW_RSI] = (src)->rsi, (u)->r[UNW_RDI] = (src)->rdi;                                \
+        (u)->r[UNW_RBP] = (src)->rbp, (u)->r[UNW_RSP] = (src)->rsp;                                \
+        (u)->r[UNW_R8] = (src)->r8, (u)->r[UNW_R9] = (src)->r9;                                    \
+        (u)->r[UNW_R10] = (src)->r10, (u)->r[UNW_R11] = (src)->r11;                                \
+        (u)->r[UNW_R12] = (src)->r12, (u)->r[UNW_R13] = (src)->r13;                                \
+        (u)->r[UNW_R14] = (src)->r14, (u)->r[UNW_R15] = (src)->r15;                                \
+        (u)->r[UNW_RIP] = (src)->rip;                                                              \
+    } while (0)
+
 static void regs_from_cpu(const struct qmp_regs *q, struct unw_regs *u)
 {
-    memset(u, 0, sizeof *u);
-    u->r[UNW_RAX] = q->rax, u->r[UNW_RDX] = q->rdx, u->r[UNW_RCX] = q->rcx;
-    u->r[UNW_RBX] = q->rbx, u->r[UNW_RSI] = q->rsi, u->r[UNW_RDI] = q->rdi;
-    u->r[UNW_RBP] = q->rbp, u->r[UNW_RSP] = q->rsp;
-    u->r[UNW_R8] = q->r8, u->r[UNW_R9] = q->r9, u->r[UNW_R10] = q->r10, u->r[UNW_R11] = q->r11;
-    u->r[UNW_R12] = q->r12, u->r[UNW_R13] = q->r13, u->r[UNW_R14] = q->r14;
-    u->r[UNW_R15] = q->r15, u->r[UNW_RIP] = q->rip;
+    REGS_TO_DWARF(q, u);
 }
 
 static void regs_from_trap(const struct qprof_abi_regs *t, struct unw_regs *u)
 {
-    memset(u, 0, sizeof *u);
-    u->r[UNW_RAX] = t->rax, u->r[UNW_RDX] = t->rdx, u->r[UNW_RCX] = t->rcx;
-    u->r[UNW_RBX] = t->rbx, u->r[UNW_RSI] = t->rsi, u->r[UNW_RDI] = t->rdi;
-    u->r[UNW_RBP] = t->rbp, u->r[UNW_RSP] = t->rsp;
-    u->r[UNW_R8] = t->r8, u->r[UNW_R9] = t->r9, u->r[UNW_R10] = t->r10, u->r[UNW_R11] = t->r11;
-    u->r[UNW_R12] = t->r12, u->r[UNW_R13] = t->r13, u->r[UNW_R14] = t->r14;
-    u->r[UNW_R15] = t->r15, u->r[UNW_RIP] = t->rip;
+    REGS_TO_DWARF(t, u);
 }
 
 /* Walks one stack into s->frames; returns the number of frames and sets *stop (and *res_out
@@ -117,8 +118,8 @@ static void name_frame(prof_session *s, const struct unw_frame *uf, bool kernel,
                        const struct user_binary *bin, struct prof_frame *f)
 {
     const sym_table *syms = kernel ? s->kernel_syms : (bin ? bin->syms : NULL);
-    uint64_t base = kernel ? (s->have_abi ? s->abi.kernel_text_addr : 0)
-                           : (bin ? bin->load_base : 0);
+    uint64_t base =
+        kernel ? (s->have_abi ? s->abi.kernel_text_addr : 0) : (bin ? bin->load_base : 0);
     f->pc = uf->pc;
     f->kernel = kernel;
     if (kernel)

@@ -26,20 +26,26 @@ static struct image_layout layout_for(size_t eh_frame_len)
     return l;
 }
 
+void unw_x86_64_ehdr(Elf64_Ehdr *eh)
+{
+    memset(eh, 0, sizeof *eh);
+    memcpy(eh->e_ident, ELFMAG, SELFMAG);
+    eh->e_ident[EI_CLASS] = ELFCLASS64;
+    eh->e_ident[EI_DATA] = ELFDATA2LSB;
+    eh->e_ident[EI_VERSION] = EV_CURRENT;
+    eh->e_type = ET_EXEC;
+    eh->e_machine = EM_X86_64;
+    eh->e_version = EV_CURRENT;
+    eh->e_ehsize = sizeof *eh;
+}
+
 static void write_headers(unsigned char *img, const struct image_layout *l, uint64_t text_addr,
                           uint64_t text_size)
 {
-    Elf64_Ehdr eh = {0};
-    memcpy(eh.e_ident, ELFMAG, SELFMAG);
-    eh.e_ident[EI_CLASS] = ELFCLASS64;
-    eh.e_ident[EI_DATA] = ELFDATA2LSB;
-    eh.e_ident[EI_VERSION] = EV_CURRENT;
-    eh.e_type = ET_EXEC;
-    eh.e_machine = EM_X86_64;
-    eh.e_version = EV_CURRENT;
+    Elf64_Ehdr eh;
+    unw_x86_64_ehdr(&eh);
     eh.e_phoff = sizeof eh;
     eh.e_shoff = l->shdr_off;
-    eh.e_ehsize = sizeof eh;
     eh.e_phentsize = sizeof(Elf64_Phdr);
     eh.e_phnum = 1;
     eh.e_shentsize = sizeof(Elf64_Shdr);

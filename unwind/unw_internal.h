@@ -2,6 +2,7 @@
 #ifndef UNW_INTERNAL_H
 #define UNW_INTERNAL_H
 
+#include <elf.h>
 #include <elfutils/libdwfl.h>
 #include <glib.h>
 
@@ -64,6 +65,10 @@ struct unw_space {
 };
 
 /* unw_image.c: builds an ELF image holding .eh_frame; *out is g_free'd by the caller. */
+/* An x86_64 little-endian ET_EXEC ELF header with no program or section headers; callers fill
+ * in the tables they add. */
+void unw_x86_64_ehdr(Elf64_Ehdr *eh);
+
 int unw_build_eh_frame_image(uint64_t text_addr, uint64_t text_size, uint64_t eh_frame_addr,
                              const void *eh_frame, size_t eh_frame_len, void **out,
                              size_t *out_len);

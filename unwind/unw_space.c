@@ -67,15 +67,8 @@ static const Dwfl_Callbacks dwfl_callbacks = {
 
 static void fill_arch_ehdr(unsigned char *buf)
 {
-    Elf64_Ehdr eh = {0};
-    memcpy(eh.e_ident, ELFMAG, SELFMAG);
-    eh.e_ident[EI_CLASS] = ELFCLASS64;
-    eh.e_ident[EI_DATA] = ELFDATA2LSB;
-    eh.e_ident[EI_VERSION] = EV_CURRENT;
-    eh.e_type = ET_EXEC;
-    eh.e_machine = EM_X86_64;
-    eh.e_version = EV_CURRENT;
-    eh.e_ehsize = sizeof eh;
+    Elf64_Ehdr eh;
+    unw_x86_64_ehdr(&eh);
     memcpy(buf, &eh, sizeof eh);
 }
 

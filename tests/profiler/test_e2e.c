@@ -479,17 +479,25 @@ static void case_one_shot(void)
 
 /* ---- Test 7: Ctrl-C; QEMU exiting mid-run ------------------------------------------------ */
 
+/* Starts qprof sampling at ~1 kHz until stopped, writing to output (dir/out.folded), and lets it
+ * run for 3 s. */
+static pid_t start_open_ended_run(struct guest *g, char *output, size_t cap)
+{
+    snprintf(output, cap, "%s/out.folded", vm_dir(g->vm));
+    const char *args[] = {"--qmp-socket", vm_qmp_path(g->vm), "--kernel", g->kernel,
+                          "--user-dir", g->user_dir, "--duration", "0", "--interval", "1", "-o",
+                          output, "--no-progress", NULL};
+    pid_t pid = start_qprof(vm_dir(g->vm), args);
+    sleep(3);
+    return pid;
+}
+
 static void case_sigint(void)
 {
     struct guest g;
     boot(&g, "spin,spin,sys", false);
     char output[512];
-    snprintf(output, sizeof output, "%s/out.folded", vm_dir(g.vm));
-    const char *args[] = {"--qmp-socket", vm_qmp_path(g.vm), "--kernel", g.kernel, "--user-dir",
-                          g.user_dir, "--duration", "0", "--interval", "1", "-o", output,
-                          "--no-progress", NULL};
-    pid_t pid = start_qprof(vm_dir(g.vm), args);
-    sleep(3);
+    pid_t pid = start_open_ended_run(&g, output, sizeof output);
     kill(pid, SIGINT);
     struct qprof_run r = wait_qprof(vm_dir(g.vm), pid, 30);
     CHECK_MSG(r.exit_code == 0, "qprof after Ctrl-C exited %d: %s", r.exit_code, r.err);
@@ -511,12 +519,7 @@ static void case_qemu_exit(void)
     struct guest g;
     boot(&g, "spin", false);
     char output[512];
-    snprintf(output, sizeof output, "%s/out.folded", vm_dir(g.vm));
-    const char *args[] = {"--qmp-socket", vm_qmp_path(g.vm), "--kernel", g.kernel, "--user-dir",
-                          g.user_dir, "--duration", "0", "--interval", "1", "-o", output,
-                          "--no-progress", NULL};
-    pid_t pid = start_qprof(vm_dir(g.vm), args);
-    sleep(3);
+    pid_t pid = start_open_ended_run(&g, output, sizeof output);
     kill(vm_pid(g.vm), SIGKILL);
     struct qprof_run r = wait_qprof(vm_dir(g.vm), pid, 60);
     CHECK_MSG(r.exit_code == 1, "qprof exited %d after QEMU died: %s", r.exit_code, r.err);
