@@ -3,7 +3,12 @@
 
 #define COM1 0x3f8
 
-volatile uint64_t ticks;
+/* The tick counter has a page to itself, mapped read-only into every process at USER_CLOCK_VA,
+ * so user code reads the time without a system call (like the data page of Linux's vDSO).
+ * It matters to the profiler's ratio tests: under TCG, QEMU can take a pending stop late, at
+ * the next system call the vCPU makes (README, "TCG and the moment of a sample"), so a hot loop
+ * that asked the kernel for the time between batches would see its samples shift. */
+union clock_page clock_page __attribute__((aligned(4096)));
 
 void serial_init(void)
 {
@@ -139,9 +144,21 @@ void arch_init(void)
 
 /* ---- Dispatch ---- */
 static const char *const exception_names[32] = {
-    "divide error", "debug", "NMI", "breakpoint", "overflow", "bound", "invalid opcode",
-    "no FPU", "double fault", "coproc", "invalid TSS", "segment not present", "stack fault",
-    "general protection", "page fault",
+    "divide error",
+    "debug",
+    "NMI",
+    "breakpoint",
+    "overflow",
+    "bound",
+    "invalid opcode",
+    "no FPU",
+    "double fault",
+    "coproc",
+    "invalid TSS",
+    "segment not present",
+    "stack fault",
+    "general protection",
+    "page fault",
 };
 
 static NOINLINE void exception(struct qprof_abi_regs *r)
@@ -154,8 +171,8 @@ static NOINLINE void exception(struct qprof_abi_regs *r)
                 current->pid, current->name, what, r->vector, r->error_code, r->rip, r->rsp, cr2);
         proc_exit(-1);
     }
-    panic("kernel %s (vector %lu err %lx) rip=%lx rsp=%lx cr2=%lx", what, r->vector,
-          r->error_code, r->rip, r->rsp, cr2);
+    panic("kernel %s (vector %lu err %lx) rip=%lx rsp=%lx cr2=%lx", what, r->vector, r->error_code,
+          r->rip, r->rsp, cr2);
 }
 
 void isr_dispatch(struct qprof_abi_regs *regs);

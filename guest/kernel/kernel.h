@@ -51,7 +51,12 @@ void serial_init(void);
 void serial_putc(char c);
 void arch_init(void); /* GDT+TSS, IDT, PIC, PIT */
 void tss_set_rsp0(uint64_t rsp0);
-extern volatile uint64_t ticks;
+union clock_page {
+    volatile uint64_t ticks;
+    uint8_t page[4096];
+};
+extern union clock_page clock_page;
+#define ticks (clock_page.ticks)
 
 /* ---- mm.c ---- */
 void mm_init(uint64_t free_start_pa, uint64_t free_end_pa);

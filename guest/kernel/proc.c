@@ -131,7 +131,8 @@ static void load_segment(struct proc *p, const uint8_t *src, uint64_t va, uint64
 static void find_sections(struct proc *p, const uint8_t *elf, size_t size)
 {
     const struct elf64_ehdr *eh = (const void *)elf;
-    if (!eh->shoff || eh->shstrndx >= eh->shnum || eh->shoff + eh->shnum * sizeof(struct elf64_shdr) > size)
+    if (!eh->shoff || eh->shstrndx >= eh->shnum ||
+        eh->shoff + eh->shnum * sizeof(struct elf64_shdr) > size)
         return;
     const struct elf64_shdr *sh = (const void *)(elf + eh->shoff);
     const char *names = (const char *)elf + sh[eh->shstrndx].offset;
@@ -187,6 +188,7 @@ int proc_spawn(const char *name, const uint8_t *elf, size_t elf_size)
         return -1;
     for (uint64_t va = USER_STACK_TOP - USER_STACK_SIZE; va < USER_STACK_TOP; va += 4096)
         map_page(p->cr3, va, frame_alloc(), PTE_U | PTE_W);
+    map_page(p->cr3, USER_CLOCK_VA, V2P(&clock_page), PTE_U);
 
     /* Kernel stack: 4 contiguous frames (the bump allocator hands them out in order). */
     uint64_t kpa = frame_alloc();
