@@ -104,6 +104,14 @@ struct prof_hist {
 void prof_hist_add(struct prof_hist *h, uint64_t ns);
 uint64_t prof_hist_percentile(const struct prof_hist *h, double p); /* ns, 0 when empty */
 
+/* When to take the next sample (seconds, same clock as now): the previous deadline plus the mean
+ * interval jittered by +-50%. When sampling fell behind, a random fraction (under half) of an
+ * interval from now instead of at once: a sample started right after the previous one would
+ * leave the guest running for the nearly constant time qprof spends between samples, and
+ * constant gaps alias with periodic guest work. u01 and u02 are uniform random numbers in [0, 1]. */
+double prof_next_deadline(double prev_deadline, double now, double interval_s, double u01,
+                          double u02);
+
 /* ---- Sampling session -------------------------------------------------------------------- */
 
 typedef struct prof_session prof_session;

@@ -45,11 +45,20 @@ static void sleep_until(double deadline)
     nanosleep(&ts, NULL); /* a signal cuts it short, which is what we want */
 }
 
-/* Mean interval, uniformly jittered by +-50% so that samples never lock onto a periodic guest
- * timer (which would over- or under-sample whatever runs at that phase). */
-static double jittered(double interval_s)
+/* The jitter keeps samples from locking onto a periodic guest timer (which would over- or
+ * under-sample whatever runs at that phase). */
+double prof_next_deadline(double prev_deadline, double now, double interval_s, double u01,
+                          double u02)
 {
-    return interval_s * (0.5 + (double)random() / RAND_MAX);
+    double next = prev_deadline + interval_s * (0.5 + u01);
+    if (next < now)
+        next = now + interval_s * 0.5 * u02;
+    return next;
+}
+
+static double uniform01(void)
+{
+    return (double)random() / RAND_MAX;
 }
 
 static const int failure_codes[] = {-ETIMEDOUT, -EPIPE, -EREMOTEIO, -EPROTO, -EFAULT, -EINTR, -EIO};
@@ -159,9 +168,7 @@ static void sampling_loop(struct run_state *r)
         now = now_s();
         progress_line(r, now, false);
         warn_if_slow(r, now);
-        next += jittered(interval);
-        if (next < now)
-            next = now; /* behind: don't try to catch up with a burst */
+        next = prof_next_deadline(next, now, interval, uniform01(), uniform01());
         if (end && next > end)
             next = end;
         sleep_until(next);

@@ -30,11 +30,16 @@ static void test_defaults_and_values(void)
     CHECK_INT(o.max_depth, 128);
     CHECK(o.output == NULL);
 
-    CHECK_INT(parse(&o, (const char *[]){"--qmp-socket", "tcp:127.0.0.1:4444", "-o", "x.folded",
-                                         "--interval", "2.5", "--duration", "0", "--kernel",
-                                         "k.elf", "--user-dir", "a", "--user-dir", "b",
-                                         "--max-depth", "64", "--cpus", "0,2-3", "--user-only",
-                                         NULL}),
+    CHECK_INT(parse(&o, (const char *[]){"--qmp-socket", "tcp:127.0.0.1:4444",
+                                         "-o",           "x.folded",
+                                         "--interval",   "2.5",
+                                         "--duration",   "0",
+                                         "--kernel",     "k.elf",
+                                         "--user-dir",   "a",
+                                         "--user-dir",   "b",
+                                         "--max-depth",  "64",
+                                         "--cpus",       "0,2-3",
+                                         "--user-only",  NULL}),
               -1);
     CHECK_STR(o.qmp_socket, "tcp:127.0.0.1:4444");
     CHECK_STR(o.output, "x.folded");
@@ -161,6 +166,19 @@ static void test_hist(void)
     CHECK_MSG(max <= 50000000 && max >= 49000000, "max %lu", (unsigned long)max);
 }
 
+/* Deadlines stay within +-50% of the interval while on time; once behind, the next sample is
+ * still a random time away, never at once and never a burst to catch up. */
+static void test_next_deadline(void)
+{
+    CHECK(prof_next_deadline(10.0, 10.2, 1.0, 0.0, 0.5) == 10.5);
+    CHECK(prof_next_deadline(10.0, 10.2, 1.0, 1.0, 0.5) == 11.5);
+    double behind_lo = prof_next_deadline(10.0, 12.0, 1.0, 0.5, 0.0);
+    double behind_hi = prof_next_deadline(10.0, 12.0, 1.0, 0.5, 1.0);
+    CHECK_MSG(behind_lo == 12.0 && behind_hi == 12.5, "behind: %f %f", behind_lo, behind_hi);
+    double mid = prof_next_deadline(10.0, 12.0, 1.0, 0.5, 0.3);
+    CHECK_MSG(mid > 12.0 && mid < 12.5, "behind, random gap: %f", mid);
+}
+
 int main(void)
 {
     test_defaults_and_values();
@@ -170,5 +188,6 @@ int main(void)
     test_agg_roundtrip();
     test_report();
     test_hist();
+    test_next_deadline();
     return harness_result();
 }
