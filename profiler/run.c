@@ -208,6 +208,22 @@ static void print_truncations(const struct prof_counters *c, FILE *f)
     fprintf(f, ")\n");
 }
 
+/* Under TCG a share of these well above the entry code's real cost means the stops were taken
+ * late and the code that runs just after system calls or faults is under-sampled. */
+static void print_kernel_entries(const struct prof_counters *c, FILE *f)
+{
+    if (!c->at_kernel_entry)
+        return;
+    double share = c->vcpu_samples ? 100.0 * c->at_kernel_entry / c->vcpu_samples : 0;
+    fprintf(f, "on the first instruction of a kernel entry from user space: %" PRIu64 " (%.1f%%)\n",
+            c->at_kernel_entry, share);
+    if (share >= 1.0)
+        fprintf(f,
+                "  under TCG most of these are stops QEMU took when the vCPU entered the kernel,\n"
+                "  not where it was: code right after system calls is under-sampled\n"
+                "  (README: \"TCG and the moment of a sample\")\n");
+}
+
 static void print_summary(const struct run_state *r, double elapsed, FILE *f)
 {
     const struct prof_counters *c = &r->session->counters;
@@ -233,6 +249,7 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
                 "stacks without process information (no qprof_abi, or mid-update): %" PRIu64 "\n",
                 c->no_process_info);
     print_truncations(c, f);
+    print_kernel_entries(c, f);
     prof_agg_print_report(r->agg, f, r->o->top);
 }
 

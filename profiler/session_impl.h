@@ -73,6 +73,7 @@ struct prof_counters {
     uint64_t idle;
     uint64_t truncated[UNW_STOP_COUNT];
     uint64_t no_process_info; /* no ABI, or a torn slot */
+    uint64_t at_kernel_entry; /* on the first instruction of an entry from user space */
 };
 
 struct prof_session {

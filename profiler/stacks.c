@@ -246,6 +246,10 @@ void prof_build_stack(prof_session *s, int i, struct prof_stack *st)
      * proper end when we know which user frames follow, or there are none. */
     st->kernel_stop = stop;
     append_walk(s, st, n, stop, true, NULL);
+    /* How a stop that QEMU took late shows (README, "TCG and the moment of a sample"). */
+    if (n == 1 && stop == UNW_STOP_LEFT_SPACE && st->n > 0 && st->frames[st->n - 1].has_symbol &&
+        st->frames[st->n - 1].offset == 0)
+        s->counters.at_kernel_entry++;
 }
 
 void prof_stack_free(struct prof_stack *st)

@@ -106,12 +106,13 @@ struct folded {
     GPtrArray *stacks; /* char* */
     GArray *counts;    /* uint64_t */
     uint64_t total;
+    uint64_t at_kernel_entry; /* from qprof's summary */
 };
 
 /* Parses a folded file, checking every line's form: "frames COUNT", integer count. */
 static struct folded read_folded(const char *path)
 {
-    struct folded f = {g_ptr_array_new_with_free_func(g_free), g_array_new(0, 0, 8), 0};
+    struct folded f = {g_ptr_array_new_with_free_func(g_free), g_array_new(0, 0, 8), 0, 0};
     char *text = slurp(path);
     gchar **lines = g_strsplit(text, "\n", -1);
     for (gchar **l = lines; *l; l++) {
@@ -205,14 +206,30 @@ static struct folded profile(struct guest *g, double seconds, const char *interv
     char duration[32], output[512];
     snprintf(duration, sizeof duration, "%g", seconds);
     snprintf(output, sizeof output, "%s/out.folded", vm_dir(g->vm));
-    const char *args[] = {"--qmp-socket", vm_qmp_path(g->vm), "--kernel", g->kernel,
-                          "--user-dir", g->user_dir, "--duration", duration, "--interval",
-                          interval_ms, "-o", output, "--no-progress", extra, NULL};
+    const char *args[] = {"--qmp-socket",
+                          vm_qmp_path(g->vm),
+                          "--kernel",
+                          g->kernel,
+                          "--user-dir",
+                          g->user_dir,
+                          "--duration",
+                          duration,
+                          "--interval",
+                          interval_ms,
+                          "-o",
+                          output,
+                          "--no-progress",
+                          extra,
+                          NULL};
     struct qprof_run r = run_qprof(vm_dir(g->vm), args, seconds + 120);
     CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
     fprintf(stderr, "%s", r.err);
+    struct folded f = read_folded(output);
+    const char *entry = strstr(r.err, "kernel entry from user space: ");
+    if (entry)
+        f.at_kernel_entry = strtoull(strchr(entry, ':') + 1, NULL, 10);
     run_free(&r);
-    return read_folded(output);
+    return f;
 }
 
 static bool guest_running(struct guest *g)
@@ -266,14 +283,16 @@ static void check_spin_ratio(const struct folded *f)
     uint64_t a = count_matching(f, pred_has_frame, "hot_a");
     uint64_t b = count_matching(f, pred_has_frame, "hot_b");
     fprintf(stderr, "hot_a %lu, hot_b %lu samples\n", (unsigned long)a, (unsigned long)b);
-    REQUIRE(a + b >= 1500);
-    /* Designed 0.75. Under TCG, measured 0.66-0.75 depending on QEMU's TCG threading and the
-     * sampling interval: a stop requested while the vCPU runs hot_a is often taken at the next
-     * system call entry instead (isr128+0 gains what hot_a loses), which also shows in a plain
-     * QMP RIP sampler (tests/guest). Until that is understood the bound is +-9 points: it still
-     * fails for a profiler that misattributes frames (1:1, or hot_a and hot_b swapped). */
+    /* At 4000 samples one standard deviation of the share is 0.7 points, so +-3 points is a
+     * 4.4-sigma band (the run takes about 5400 under ASan). */
+    REQUIRE(a + b >= 4000);
+    /* Designed 0.75 (3:1 iterations of one loop body). It holds only because spin makes no
+     * system call between batches (it reads the guest's clock page): under TCG a stop that
+     * QEMU is still processing when the vCPU enters the kernel lands on the entry stub instead
+     * (README, "TCG and the moment of a sample"), and spin's old per-batch system calls took
+     * 10-18% of hot_a's samples that way. */
     double share = (double)a / (double)(a + b);
-    CHECK_MSG(share > 0.66 && share < 0.84, "hot_a share %.3f, designed 0.75", share);
+    CHECK_MSG(share > 0.72 && share < 0.78, "hot_a share %.3f, designed 0.75", share);
 }
 
 static void check_two_spins(GHashTable *spin_roots)
@@ -293,7 +312,7 @@ static void case_spin(bool nofp)
 {
     struct guest g;
     boot(&g, "spin,spin", nofp);
-    struct folded f = profile(&g, 8, "1", NULL);
+    struct folded f = profile(&g, 14, "1", NULL);
     GHashTable *roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     check_spin_stacks(&f, roots);
     check_spin_ratio(&f);
@@ -305,6 +324,49 @@ static void case_spin(bool nofp)
     g_hash_table_destroy(roots);
     folded_free(&f);
     vm_stop(g.vm);
+}
+
+struct names {
+    sym_table *kernel, *spin, *sys;
+};
+
+static void load_names(struct guest *g, struct names *n)
+{
+    char path[512];
+    REQUIRE(sym_table_open_elf(g->kernel, &n->kernel, NULL) == 0);
+    snprintf(path, sizeof path, "%s/spin", g->user_dir);
+    REQUIRE(sym_table_open_elf(path, &n->spin, NULL) == 0);
+    snprintf(path, sizeof path, "%s/sys", g->user_dir);
+    REQUIRE(sym_table_open_elf(path, &n->sys, NULL) == 0);
+}
+
+static void free_names(struct names *n)
+{
+    sym_table_free(n->kernel);
+    sym_table_free(n->spin);
+    sym_table_free(n->sys);
+}
+
+static bool is_function_of(const sym_table *t, const char *name)
+{
+    uint64_t addr;
+    return sym_find_by_name(t, name, &addr) == 0;
+}
+
+/* A sample stopped in an entry stub (isrN) entered from user code: the frame before the stub
+ * is a function of the sys program, not of the kernel. */
+static bool pred_stub_below_user(const char *stack, const void *arg)
+{
+    const struct names *n = arg;
+    const char *leaf = strrchr(stack, ';');
+    if (!leaf || !g_str_has_prefix(leaf, ";isr") || !g_ascii_isdigit(leaf[4]))
+        return false;
+    char *prev = g_strndup(stack, (size_t)(leaf - stack));
+    const char *semi = strrchr(prev, ';');
+    const char *caller = semi ? semi + 1 : prev;
+    bool user = is_function_of(n->sys, caller) && !is_function_of(n->kernel, caller);
+    g_free(prev);
+    return user;
 }
 
 /* Test 3: a system call's stack reads user frames, the entry, then the kernel work. */
@@ -330,6 +392,20 @@ static void case_sys(bool nofp)
         if (ok)
             chained += COUNT(&f, i);
     }
+    /* The summary counts samples on the first instruction of an entry from user space. Under
+     * TCG an entry stub is one translation block, so a sample can stop only at its start: the
+     * count matches the stacks that end in a stub right below user frames (within a few: a
+     * stop can also fall on the first instruction of the common entry code the stub jumps
+     * to). sys enters the kernel all the time, so some samples always land there. */
+    struct names n;
+    load_names(&g, &n);
+    uint64_t in_stub = count_matching(&f, pred_stub_below_user, &n);
+    fprintf(stderr, "at a kernel entry: %lu in the summary, %lu stacks end in a stub\n",
+            (unsigned long)f.at_kernel_entry, (unsigned long)in_stub);
+    CHECK_MSG(in_stub > 0 && f.at_kernel_entry >= in_stub &&
+                  f.at_kernel_entry <= in_stub + 2 + in_stub / 20,
+              "summary says %lu samples at a kernel entry, %lu stacks end in a stub",
+              (unsigned long)f.at_kernel_entry, (unsigned long)in_stub);
     uint64_t user_work = count_matching(&f, pred_has_frame, "user_mix");
     fprintf(stderr, "kwork_mix %lu, user_mix %lu samples\n", (unsigned long)kernel_work,
             (unsigned long)user_work);
@@ -340,31 +416,12 @@ static void case_sys(bool nofp)
     CHECK_MSG(share > 0.40 && share < 0.60, "kernel share of sys %.3f, designed 0.5", share);
     if (harness_failures)
         dump_folded(&f);
+    free_names(&n);
     folded_free(&f);
     vm_stop(g.vm);
 }
 
 /* ---- Test 6: --kernel-only, --user-only, --one-shot -------------------------------------- */
-
-struct names {
-    sym_table *kernel, *spin, *sys;
-};
-
-static void load_names(struct guest *g, struct names *n)
-{
-    char path[512];
-    REQUIRE(sym_table_open_elf(g->kernel, &n->kernel, NULL) == 0);
-    snprintf(path, sizeof path, "%s/spin", g->user_dir);
-    REQUIRE(sym_table_open_elf(path, &n->spin, NULL) == 0);
-    snprintf(path, sizeof path, "%s/sys", g->user_dir);
-    REQUIRE(sym_table_open_elf(path, &n->sys, NULL) == 0);
-}
-
-static bool is_function_of(const sym_table *t, const char *name)
-{
-    uint64_t addr;
-    return sym_find_by_name(t, name, &addr) == 0;
-}
 
 static const char *leaf_of(const char *stack)
 {
@@ -404,9 +461,7 @@ static void case_modes(void)
     folded_free(&k);
     folded_free(&u);
     CHECK(guest_running(&g));
-    sym_table_free(n.kernel);
-    sym_table_free(n.spin);
-    sym_table_free(n.sys);
+    free_names(&n);
     vm_stop(g.vm);
 }
 
@@ -417,8 +472,8 @@ static void check_one_shot_frame(const char *line, const struct names *n)
     unsigned long long addr = 0, off = 0;
     char name[160] = "", module[64] = "";
     int idx;
-    int got = sscanf(line, " #%d 0x%llx %159[^+ ]+0x%llx [%63[^]]]", &idx, &addr, name, &off,
-                     module);
+    int got =
+        sscanf(line, " #%d 0x%llx %159[^+ ]+0x%llx [%63[^]]]", &idx, &addr, name, &off, module);
     CHECK_MSG(got == 5, "one-shot frame line not 'N ADDR name+OFF [module]': %s", line);
     if (got != 5)
         return;
@@ -430,8 +485,8 @@ static void check_one_shot_frame(const char *line, const struct names *n)
      * way the printed offset must be addr - start of the printed function. */
     struct sym_info at, before;
     bool ok_at = sym_lookup(t, addr, &at) == 0 && strcmp(at.name, name) == 0;
-    bool ok_before = idx > 0 && sym_lookup(t, addr - 1, &before) == 0 &&
-                     strcmp(before.name, name) == 0;
+    bool ok_before =
+        idx > 0 && sym_lookup(t, addr - 1, &before) == 0 && strcmp(before.name, name) == 0;
     uint64_t start = ok_at ? at.start : before.start;
     CHECK_MSG((ok_at || ok_before) && addr - start == off,
               "frame %s: address does not match the symbol", line);
@@ -445,9 +500,9 @@ static void case_one_shot(void)
     load_names(&g, &n);
     int frames_checked = 0, user_stacks = 0;
     for (int round = 0; round < 8; round++) {
-        const char *args[] = {"--qmp-socket", vm_qmp_path(g.vm), "--kernel",      g.kernel,
-                              "--user-dir",   g.user_dir,        "--one-shot",    "--show-addresses",
-                              NULL};
+        const char *args[] = {"--qmp-socket", vm_qmp_path(g.vm),  "--kernel",
+                              g.kernel,       "--user-dir",       g.user_dir,
+                              "--one-shot",   "--show-addresses", NULL};
         struct qprof_run r = run_qprof(vm_dir(g.vm), args, 60);
         CHECK_MSG(r.exit_code == 0, "one-shot exited %d: %s", r.exit_code, r.err);
         gchar **lines = g_strsplit(r.out, "\n", -1);
@@ -471,9 +526,7 @@ static void case_one_shot(void)
     }
     CHECK_MSG(user_stacks >= 2, "only %d of 8 one-shots caught a process", user_stacks);
     CHECK_MSG(frames_checked >= 10, "only %d frames checked", frames_checked);
-    sym_table_free(n.kernel);
-    sym_table_free(n.spin);
-    sym_table_free(n.sys);
+    free_names(&n);
     vm_stop(g.vm);
 }
 
@@ -484,9 +537,20 @@ static void case_one_shot(void)
 static pid_t start_open_ended_run(struct guest *g, char *output, size_t cap)
 {
     snprintf(output, cap, "%s/out.folded", vm_dir(g->vm));
-    const char *args[] = {"--qmp-socket", vm_qmp_path(g->vm), "--kernel", g->kernel,
-                          "--user-dir", g->user_dir, "--duration", "0", "--interval", "1", "-o",
-                          output, "--no-progress", NULL};
+    const char *args[] = {"--qmp-socket",
+                          vm_qmp_path(g->vm),
+                          "--kernel",
+                          g->kernel,
+                          "--user-dir",
+                          g->user_dir,
+                          "--duration",
+                          "0",
+                          "--interval",
+                          "1",
+                          "-o",
+                          output,
+                          "--no-progress",
+                          NULL};
     pid_t pid = start_qprof(vm_dir(g->vm), args);
     sleep(3);
     return pid;
