@@ -120,8 +120,7 @@ static int run(qmp_client *c, const struct bench_opts *o)
     } *ctx = calloc(1, sizeof *ctx);
     ctx->abi_va = o->abi_va;
     static const enum qmp_mem_backend backends[] = {QMP_MEM_DIRECT, QMP_MEM_MEMSAVE, QMP_MEM_HMP};
-    printf("QEMU %s, %d samples per row, client and QEMU unpinned\n\n", qmp_qemu_version(c),
-           o->samples);
+    printf("QEMU %s, %d samples per row\n\n", qmp_qemu_version(c), o->samples);
     printf("| sample | paused median (us) | paused p99 (us) | round trips | samples/s |\n");
     printf("|---|---|---|---|---|\n");
     int rc = bench_row(c, "bare: stop + info registers -a + cont", NULL, NULL, o->samples);

@@ -1,31 +1,407 @@
 #!/usr/bin/env bash
-# xtask bench: runs the benchmarks that exist and writes bench/results.md.
-# Usage: bench/run.sh BUILD_DIR   (a Release build)
+# xtask bench: qprof against the per-frame QMP baseline, on one demo guest, in one run.
+# Usage: bench/run.sh BUILD_DIR   (a Release build; writes bench/results.md)
+#
+# One QEMU boots the demo guest (`run=spin,sys`, TCG, RAM in a shared file) and serves every
+# row. Its vCPU thread is pinned to host CPU 1; QEMU's other threads, qprof, the baseline and
+# this script to CPU 0 (an unpinned busy vCPU competes with the profiler for the same core).
+# The guest prints its own work rate once per guest second ("rate pid=N iters=K ticks=T"); each
+# line is stamped with the host clock as it arrives, so every stretch of the run has a work rate
+# per guest second and per wall second, and profiled stretches are compared with the unprofiled
+# ones of the same run.
+#
+# BENCH_SCALE=0.3 shortens every stretch (for trying the script; the figures get noisier);
+# BENCH_KEEP=1 keeps the raw outputs (the directory is named at the end).
 set -euo pipefail
-BUILD=${1:?usage: bench/run.sh BUILD_DIR}
+BUILD=$(cd "${1:?usage: bench/run.sh BUILD_DIR}" && pwd)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$ROOT/bench/results.md
-{
+SCALE=${BENCH_SCALE:-1}
+QPROF=$BUILD/qprof
+KERNEL=$BUILD/guest/kernel.elf
+USER_DIR=$BUILD/guest/user
+GUEST_CMDLINE=run=spin,sys
+
+say() { printf 'bench: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+secs() { awk -v s="$1" -v k="$SCALE" 'BEGIN { v = s * k; if (v < 2) v = 2; printf "%.1f", v }'; }
+
+for f in "$QPROF" "$KERNEL" "$BUILD/bench/hmp_baseline" "$BUILD/bench/unwind_bench" \
+         "$BUILD/bench/qmp_sample_bench"; do
+    [ -e "$f" ] || die "missing $f: build first (xtask/xtask build)"
+done
+command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not installed"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/qprof-bench.XXXXXX")
+SOCK=$WORK/qmp
+RAM=/dev/shm/qprof-bench-ram-$$
+QEMU_PID=
+cleanup() {
+    if [ -n "$QEMU_PID" ]; then
+        kill "$QEMU_PID" 2>/dev/null || true
+        wait "$QEMU_PID" 2>/dev/null || true
+    fi
+    rm -f "$RAM"
+    if [ -n "${BENCH_KEEP:-}" ]; then say "kept $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---- Placement -----------------------------------------------------------------------------
+
+NCPU=$(nproc)
+if [ "$NCPU" -ge 2 ]; then
+    PROFILER_CPU=0 VCPU_CPU=1
+else
+    PROFILER_CPU=0 VCPU_CPU=0
+fi
+taskset -p -c "$PROFILER_CPU" $$ >/dev/null # QEMU, qprof and the baseline inherit it
+
+# ---- The guest -----------------------------------------------------------------------------
+
+# Host-stamps each serial line as it arrives: "EPOCH_SECONDS line".
+stamp_lines() {
+    local line
+    while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "${line%$'\r'}"; done
+}
+
+boot_guest() {
+    local accel=tcg
+    [ "${QPROF_ACCEL:-}" = kvm ] && accel=kvm
+    qemu-system-x86_64 -kernel "$KERNEL" -append "$GUEST_CMDLINE" -display none -no-reboot \
+        -nodefaults -m 256M -accel "$accel" -name qprof-bench,debug-threads=on \
+        -qmp "unix:$SOCK,server=on,wait=off" \
+        -object "memory-backend-file,id=ram,size=256M,mem-path=$RAM,share=on" \
+        -machine memory-backend=ram -serial stdio </dev/null \
+        > >(stamp_lines > "$WORK/serial") 2> "$WORK/qemu.err" &
+    QEMU_PID=$!
+    local waited=0
+    until [ -S "$SOCK" ] && grep -q ' ready$' "$WORK/serial" 2>/dev/null; do
+        kill -0 "$QEMU_PID" 2>/dev/null || die "QEMU exited: $(cat "$WORK/qemu.err")"
+        [ $waited -lt 300 ] || die "the guest did not print 'ready' within 30 s"
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+}
+
+# Moves the vCPU thread to VCPU_CPU (QEMU's other threads stay on PROFILER_CPU) and describes
+# where every thread may run.
+pin_vcpu() {
+    local t vcpu_tid=
+    for t in /proc/"$QEMU_PID"/task/*; do
+        case $(cat "$t/comm") in "CPU 0/"*) vcpu_tid=${t##*/} ;; esac
+    done
+    [ -n "$vcpu_tid" ] || die "no 'CPU 0/...' thread in QEMU (debug-threads=on not honoured?)"
+    taskset -p -c "$VCPU_CPU" "$vcpu_tid" >/dev/null
+    PLACEMENT=""
+    for t in /proc/"$QEMU_PID"/task/*; do
+        PLACEMENT+="\`$(cat "$t/comm")\` CPU $(awk '/^Cpus_allowed_list/ { print $2 }' "$t/status"), "
+    done
+    PLACEMENT="QEMU threads: ${PLACEMENT%, }; qprof, hmp_baseline and this script: CPU $PROFILER_CPU"
+}
+
+# ---- Stretches -----------------------------------------------------------------------------
+
+# Each stretch is "LABEL START END" in $WORK/stretches: the wall-clock span whose guest work rate
+# is measured (START is taken after the profiler has started sampling).
+stretch() { printf '%s %s %s\n' "$1" "$2" "$3" >> "$WORK/stretches"; }
+
+unprofiled() { # LABEL SECONDS
+    local t0=$EPOCHREALTIME
+    sleep "$2"
+    stretch "$1" "$t0" "$EPOCHREALTIME"
+}
+
+# qprof LABEL BACKEND INTERVAL_MS SECONDS [rss]: one qprof run; summary, folded stacks, and with
+# rss the resident set every second and /usr/bin/time's peak.
+run_qprof() {
+    local label=$1 backend=$2 interval=$3 seconds=$4 rss=${5:-} out=$WORK/$1
+    local t0=$EPOCHREALTIME
+    /usr/bin/time -f 'maxrss_kb=%M user_s=%U sys_s=%S' -o "$out.time" \
+        "$QPROF" --qmp-socket "$SOCK" --kernel "$KERNEL" --user-dir "$USER_DIR" \
+        --memory "$backend" --interval "$interval" --duration "$seconds" --no-progress \
+        -o "$out.folded" 2> "$out.summary" &
+    local time_pid=$! pid= i=0
+    if [ -n "$rss" ]; then
+        while [ -z "$pid" ] && kill -0 $time_pid 2>/dev/null; do pid=$(pgrep -P $time_pid || true); done
+        while kill -0 "$pid" 2>/dev/null; do
+            awk -v t=$i '/^VmRSS/ { print t, $2 }' "/proc/$pid/status" >> "$out.rss" 2>/dev/null || true
+            sleep 1
+            i=$((i + 1))
+        done
+    fi
+    wait $time_pid || die "qprof ($label) failed: $(cat "$out.summary")"
+    stretch "$label" "$(awk -v t="$t0" 'BEGIN { printf "%.6f", t + 0.5 }')" \
+        "$(awk -v t="$t0" -v d="$seconds" 'BEGIN { printf "%.6f", t + d }')"
+}
+
+run_baseline() { # LABEL SECONDS [hmp_baseline options]
+    local label=$1 seconds=$2
+    shift 2
+    local t0=$EPOCHREALTIME
+    "$BUILD/bench/hmp_baseline" -q "$SOCK" -d "$seconds" "$@" > "$WORK/$label.kv" \
+        2> "$WORK/$label.err" || die "hmp_baseline ($label) failed: $(cat "$WORK/$label.err")"
+    stretch "$label" "$(awk -v t="$t0" 'BEGIN { printf "%.6f", t + 0.3 }')" "$EPOCHREALTIME"
+}
+
+# ---- Reading the results -------------------------------------------------------------------
+
+kv() { tr ' ' '\n' < "$WORK/$1.kv" | sed -n "s/^$2=//p"; } # LABEL KEY (hmp_baseline output)
+
+# qprof's summary: samples/s, paused p50/p99 (ms), round trips per sample.
+qprof_fig() { # LABEL rate|p50|p99|trips|failed
+    awk -v want="$2" '
+        /samples\/s\), / { gsub(/[(,]/, " "); rate = $7; failed = $(NF-1) }
+        /^guest paused per sample:/ { gsub(/,|;/, " "); p50 = $6; p99 = $9; trips = $14 }
+        END { v["rate"] = rate; v["p50"] = p50; v["p99"] = p99; v["trips"] = trips
+              v["failed"] = failed; print v[want] }' "$WORK/$1.summary"
+}
+
+# Mean frames of the non-idle stacks in a folded file (the root, process or "kernel", and
+# "[truncated]" markers are not frames).
+folded_frames() {
+    awk '{ n = $NF; $NF = ""; sub(/ $/, ""); k = split($0, f, ";")
+           if (f[1] == "idle") next
+           d = k - 1; for (i = 2; i <= k; i++) if (f[i] == "[truncated]") d--
+           s += d * n; c += n }
+         END { if (c) printf "%.1f", s / c; else print "-" }' "$WORK/$1.folded"
+}
+
+# Work rate of every stretch from the stamped rate lines: for each process, the rate lines whose
+# stamps both fall in the stretch; iterations per guest second (ticks at TIMER_HZ) and per wall
+# second, summed over the processes (their units cost the same: 80000 loop iterations). Prints
+# "LABEL GUEST_RATE WALL_RATE INTERVALS", or "LABEL - - 0" when a process has no whole interval
+# in the stretch (too short: the guest reports once per guest second).
+work_rates() {
+    local hz
+    hz=$(awk '$2 == "TIMER_HZ" { print $3 }' "$ROOT/guest/include/layout.h")
+    awk -v hz="${hz:-100}" '
+        FNR == NR { label[++n] = $1; t0[n] = $2; t1[n] = $3; next }
+        $2 == "rate" {
+            split($3, p, "="); split($4, it, "="); split($5, tk, "=")
+            pid = p[2]; k = ++lines[pid]; ts[pid, k] = $1; iters[pid, k] = it[2]; ticks[pid, k] = tk[2]
+        }
+        END {
+            for (s = 1; s <= n; s++) {
+                g = 0; w = 0; m = 0; whole = 1
+                for (pid in lines) {
+                    first = 0; last = 0; sum_i = 0; sum_t = 0
+                    for (k = 1; k <= lines[pid]; k++) {
+                        if (ts[pid, k] < t0[s] || ts[pid, k] > t1[s]) continue
+                        if (!first) { first = k; continue }
+                        last = k; sum_i += iters[pid, k]; sum_t += ticks[pid, k]
+                    }
+                    if (!last) { whole = 0; continue }
+                    g += sum_i / (sum_t / hz); w += sum_i / (ts[pid, last] - ts[pid, first])
+                    m += last - first
+                }
+                if (whole) printf "%s %.1f %.1f %d\n", label[s], g, w, m
+                else printf "%s - - 0\n", label[s]
+            }
+        }' "$WORK/stretches" "$WORK/serial" > "$WORK/rates"
+}
+
+rate_of() { awk -v l="$1" -v c="$2" '$1 == l { print $c }' "$WORK/rates"; } # LABEL 2|3
+
+# Reference work rate: the mean over the unprofiled stretches (column 2 guest, 3 wall).
+reference() { awk -v c="$1" '$1 ~ /^unprofiled/ && $c != "-" { s += $c; n++ } END { printf "%.1f", n ? s / n : 0 }' "$WORK/rates"; }
+
+slowdown() { # LABEL COLUMN: percent of the unprofiled rate lost
+    local r ref
+    r=$(rate_of "$1" "$2")
+    ref=$(reference "$2")
+    awk -v r="$r" -v ref="$ref" 'BEGIN { if (r == "" || r == "-" || ref == 0) print "-"; else printf "%.1f%%", 100 * (1 - r / ref) }'
+}
+
+# "guest-time / wall-time", plus the achieved rate when it fell short of the asked one.
+slowdown_cell() { # LABEL ASKED_HZ ACHIEVED_RATE
+    local cell
+    cell="$(slowdown "$1" 2) / $(slowdown "$1" 3)"
+    awk -v a="$3" -v h="$2" -v c="$cell" 'BEGIN {
+        if (a < 0.9 * h) printf "%s (reached %.0f/s)", c, a; else printf "%s", c }'
+}
+
+ms() { awk -v v="$1" 'BEGIN { printf "%.2f ms", v }'; }
+us_to_ms() { awk -v v="$1" 'BEGIN { printf "%.2f ms", v / 1000 }'; }
+
+# ---- The run -------------------------------------------------------------------------------
+
+say "booting the demo guest ($GUEST_CMDLINE) with shared RAM"
+OTHER_QEMUS=$(pgrep -c -x qemu-system-x86 || true)
+boot_guest
+pin_vcpu
+say "$PLACEMENT"
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+sleep "$(secs 2)" # let the guest settle (TCG translation cache, first rate lines)
+
+BACKENDS=(direct memsave hmp)
+CLOSED=$(secs 5) AT100=$(secs 10) AT1000=$(secs 10) RSS_RUN=$(secs 60) GAP=$(secs 8)
+
+say "unprofiled ${GAP} s"
+unprofiled unprofiled-1 "$GAP"
+say "baseline (stop, info registers, x/2gx per frame, cont): closed loop, 100 Hz, 1000 Hz"
+run_baseline baseline-closed "$CLOSED"
+run_baseline baseline-100 "$AT100" -i 10
+run_baseline baseline-1000 "$AT1000" -i 1
+run_baseline floor "$(secs 3)" -b
+say "unprofiled ${GAP} s"
+unprofiled unprofiled-2 "$GAP"
+for b in "${BACKENDS[@]}"; do
+    say "qprof --memory $b: closed loop, 100 Hz, 1000 Hz"
+    run_qprof "$b-closed" "$b" 0.1 "$CLOSED"
+    run_qprof "$b-100" "$b" 10 "$AT100"
+    if [ "$b" = direct ]; then
+        say "qprof --memory direct at 1000 Hz for $RSS_RUN s (resident set every second)"
+        run_qprof "$b-1000" "$b" 1 "$RSS_RUN" rss
+    else
+        run_qprof "$b-1000" "$b" 1 "$AT1000"
+    fi
+    say "unprofiled ${GAP} s"
+    unprofiled "unprofiled-after-$b" "$GAP"
+done
+say "library-level sample cost (qmp_sample_bench) and offline unwinding (unwind_bench)"
+"$BUILD/bench/qmp_sample_bench" -q "$SOCK" -n 300 > "$WORK/qmp_sample_bench" 2>&1 ||
+    die "qmp_sample_bench failed: $(cat "$WORK/qmp_sample_bench")"
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+kill "$QEMU_PID"
+wait "$QEMU_PID" 2>/dev/null || true
+QEMU_PID=
+"$BUILD/bench/unwind_bench" > "$WORK/unwind_bench" 2>&1 || die "unwind_bench failed: $(cat "$WORK/unwind_bench")"
+work_rates
+
+# ---- The report ----------------------------------------------------------------------------
+
+verdict() { awk -v v="$1" -v lim="$2" -v op="$3" 'BEGIN {
+    if (v == "" || v == "-") print "not measured"
+    else if ((op == "<=" && v + 0 <= lim + 0) || (op == ">=" && v + 0 >= lim + 0)) print "met"
+    else print "**missed**" }'; }
+
+baseline_row() {
+    printf '| baseline: `stop`, `info registers`, one `x/2gx` per frame, `cont` | %s walked | %s | %s | %s | %.0f (p50 %s) | %s | %s |\n' \
+        "$(kv baseline-100 frames_mean)" "$(kv baseline-100 round_trips)" \
+        "$(us_to_ms "$(kv baseline-100 paused_p50_us)")" "$(us_to_ms "$(kv baseline-100 paused_p99_us)")" \
+        "$(kv baseline-closed rate)" "$(us_to_ms "$(kv baseline-closed paused_p50_us)")" \
+        "$(slowdown_cell baseline-100 100 "$(kv baseline-100 rate)")" \
+        "$(slowdown_cell baseline-1000 1000 "$(kv baseline-1000 rate)")"
+}
+
+qprof_row() { # BACKEND
+    local b=$1
+    printf '| qprof, `--memory %s` | %s unwound | %s | %s | %s | %.0f (p50 %s) | %s | %s |\n' "$b" \
+        "$(folded_frames "$b-100")" "$(qprof_fig "$b-100" trips)" \
+        "$(ms "$(qprof_fig "$b-100" p50)")" "$(ms "$(qprof_fig "$b-100" p99)")" \
+        "$(qprof_fig "$b-closed" rate)" "$(ms "$(qprof_fig "$b-closed" p50)")" \
+        "$(slowdown_cell "$b-100" 100 "$(qprof_fig "$b-100" rate)")" \
+        "$(slowdown_cell "$b-1000" 1000 "$(qprof_fig "$b-1000" rate)")"
+}
+
+# Figures the text and the targets need.
+BASE_P50=$(kv baseline-100 paused_p50_us)
+BASE_READS=$(kv baseline-100 x_reads_mean)
+X_RTT=$(kv baseline-closed x_rtt_p50_us)
+BASE16=$(awk -v p="$BASE_P50" -v r="$BASE_READS" -v x="$X_RTT" 'BEGIN { printf "%.0f", p + (15 - r) * x }')
+DIRECT_P50_US=$(awk -v v="$(qprof_fig direct-100 p50)" 'BEGIN { printf "%.0f", v * 1000 }')
+RATIO=$(awk -v a="$BASE_P50" -v b="$DIRECT_P50_US" 'BEGIN { printf "%.1f", a / b }')
+RATIO16=$(awk -v a="$BASE16" -v b="$DIRECT_P50_US" 'BEGIN { printf "%.1f", a / b }')
+UNWIND_US=$(awk '/unwind \+ symbolize:/ { print $4 }' "$WORK/unwind_bench")
+RSS_FILE=$WORK/direct-1000.rss
+RSS_EARLY=$(awk '$1 >= 10 { print $2; exit }' "$RSS_FILE")
+RSS_LATE=$(tail -1 "$RSS_FILE" | cut -d' ' -f2)
+RSS_LATE_T=$(tail -1 "$RSS_FILE" | cut -d' ' -f1)
+RSS_GROWTH=$(awk -v a="$RSS_EARLY" -v b="$RSS_LATE" 'BEGIN { printf "%d", b - a }')
+PEAK_KB=$(sed -n 's/.*maxrss_kb=\([0-9]*\).*/\1/p' "$WORK/direct-1000.time")
+CPU_PER_SAMPLE=$(awk -v n="$(awk '/samples in/ { print $2 }' "$WORK/direct-1000.summary")" '
+    { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
+    END { printf "%.0f", (v["user_s"] + v["sys_s"]) / n * 1e6 }' "$WORK/direct-1000.time")
+DIRECT_SLOW_WALL=$(slowdown direct-100 3)
+DIRECT_SLOW_GUEST=$(slowdown direct-100 2)
+
+report() {
     echo "# qprof benchmark results"
     echo
     echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-    echo "- QEMU: $(qemu-system-x86_64 --version | head -1)"
-    echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores"
-    echo "- threads: not pinned (QEMU and the client share the machine's cores)"
+    echo "- QEMU: $(qemu-system-x86_64 --version | head -1), ${QPROF_ACCEL:-tcg}"
+    echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $NCPU cores"
+    echo "- guest: demo kernel with frame pointers, \`-append $GUEST_CMDLINE\` (one CPU-bound process," \
+         "one that spends half its time in a system call), 1 vCPU, 256 MiB RAM in a shared file"
+    echo "- placement: $PLACEMENT"
+    echo "- other load: $OTHER_QEMUS other QEMU process(es) running at the start; load average" \
+         "$LOAD_BEFORE before, $LOAD_AFTER after"
+    echo "- command: \`xtask/xtask bench\` (bench/run.sh; BENCH_SCALE=$SCALE)"
     echo
-    echo "## Guest-paused time of one sample, per memory backend"
+    echo "## Sampling cost and guest slowdown"
     echo
-    echo "Command: \`$BUILD/bench/qmp_sample_bench -n 500\` (boots the demo guest, TCG, shared RAM)"
+    echo "Guest-paused time is QEMU's own STOP..RESUME (event timestamps), at 100 Hz. Closed loop:"
+    echo "the next sample starts as soon as the last one is done (qprof \`--interval 0.1\`)."
+    echo "Slowdown: work the guest reports per guest second / per wall second, against the mean of"
+    echo "the unprofiled stretches of this run (a negative figure is noise)."
     echo
-    "$BUILD/bench/qmp_sample_bench" -n 500
+    echo "| method | frames per sample | round trips per sample | paused p50 | paused p99 | closed loop: samples/s | slowdown at 100 Hz (guest time / wall) | slowdown at 1000 Hz (guest time / wall) |"
+    echo "|---|---|---|---|---|---|---|---|"
+    baseline_row
+    for b in "${BACKENDS[@]}"; do qprof_row "$b"; done
     echo
-    echo "## Unwinding and symbolizing one 16-frame stack from a snapshot"
+    echo "- Floor of any QMP sampler, \`stop\` + \`info registers -a\` + \`cont\` with no memory read" \
+         "(closed loop): paused p50 $(us_to_ms "$(kv floor paused_p50_us)"), p99" \
+         "$(us_to_ms "$(kv floor paused_p99_us)"), $(kv floor rate) samples/s."
+    echo "- Baseline depth: measured, $(kv baseline-100 frames_mean) frames walked per sample on average" \
+         "(at most $(kv baseline-closed frames_max)): the demo's frame-pointer chains are short, and a" \
+         "walk that reaches an interrupt frame ends there (the entry stub leaves no frame pointer into" \
+         "the interrupted code)."
+    echo "- Baseline cost per frame: measured, one \`x/2gx\` round trip with the guest stopped takes" \
+         "$(us_to_ms "$X_RTT") (median); least-squares fit of paused time over depth:" \
+         "$(kv baseline-closed fit_fixed_us) us + $(kv baseline-closed fit_per_frame_us) us per frame."
+    echo "- Baseline for a 16-frame stack: derived, not measured: p50 at the measured depth plus" \
+         "(15 - $(kv baseline-100 x_reads_mean)) more reads at the median read cost = $(us_to_ms "$BASE16")."
+    echo "  qprof's paused time does not grow with depth (it copies fixed stack windows and unwinds" \
+         "after \`cont\`), so its 16-frame figure is the measured one."
+    echo "- qprof frames: mean frames per non-idle stack in the folded output of the 100 Hz run."
     echo
-    echo "Command: \`$BUILD/bench/unwind_bench\`"
+    echo "Unprofiled work rate, iterations per guest second / per wall second (the spread between"
+    echo "these stretches is the noise floor of the slowdown figures):"
+    awk '$1 ~ /^unprofiled/ && $2 != "-" {
+            printf "%s%s %.0f / %.0f", sep, $1, $2, $3; sep = ", "
+            if (!n++ || $3 < lo) lo = $3; if ($3 > hi) hi = $3; sum += $3 }
+         END { if (n) printf "; wall-rate spread %.1f%% of the mean\n", 100 * (hi - lo) / (sum / n) }' "$WORK/rates"
+    echo
+    echo "## Offline cost"
+    echo
+    echo "- Unwinding + symbolizing one 16-frame stack from a snapshot: $UNWIND_US us (\`unwind_bench\`):"
     echo
     echo '```'
-    "$BUILD/bench/unwind_bench"
+    cat "$WORK/unwind_bench"
     echo '```'
-} | tee "$OUT.tmp"
+    echo
+    echo "- qprof \`--memory direct --interval 1\` for $RSS_RUN s: $(awk '/samples in/' "$WORK/direct-1000.summary" | sed 's/^qprof: //')"
+    echo "  peak RSS $((PEAK_KB / 1024)) MiB (\`/usr/bin/time\`); RSS at 10 s $RSS_EARLY KiB, at ${RSS_LATE_T} s" \
+         "$RSS_LATE KiB (growth $RSS_GROWTH KiB); qprof CPU time (user + system) $CPU_PER_SAMPLE us per sample."
+    echo
+    echo "## Targets"
+    echo
+    echo "| target | this run | |"
+    echo "|---|---|---|"
+    echo "| paused p50 <= 0.5 ms, direct | $(ms "$(qprof_fig direct-100 p50)") | $(verdict "$DIRECT_P50_US" 500 '<=') |"
+    echo "| >= 10x under the per-frame baseline | ${RATIO}x measured at $(kv baseline-100 frames_mean) frames; ${RATIO16}x derived for 16 frames | $(verdict "$RATIO16" 10 '>=') (16 frames), $(verdict "$RATIO" 10 '>=') (measured depth) |"
+    echo "| >= 1500 samples/s closed loop, direct | $(qprof_fig direct-closed rate)/s | $(verdict "$(qprof_fig direct-closed rate)" 1500 '>=') |"
+    echo "| slowdown <= 5% at 100 Hz, direct | $DIRECT_SLOW_WALL wall time ($DIRECT_SLOW_GUEST guest time) | $(verdict "${DIRECT_SLOW_WALL%\%}" 5 '<=') |"
+    echo "| unwind + symbolize <= 20 us | $UNWIND_US us | $(verdict "$UNWIND_US" 20 '<=') |"
+    echo "| flat RSS over 60 s at 1000 Hz | +$RSS_GROWTH KiB from 10 s to ${RSS_LATE_T} s | $(verdict "$RSS_GROWTH" 512 '<=') |"
+    echo
+    echo "## Library-level sample cost (\`qmp_sample_bench\`, same guest)"
+    echo
+    echo "The qmp library's sample transaction alone (\`qmp_sample\`): registers of all vCPUs, a 4 KiB"
+    echo "stack window and the qprof_abi struct, closed loop; no unwinding, no process bookkeeping."
+    echo
+    cat "$WORK/qmp_sample_bench"
+    echo
+    echo "Per-stretch work rates (label, iterations per guest second, per wall second, rate intervals):"
+    echo
+    echo '```'
+    cat "$WORK/rates"
+    echo '```'
+}
+
+report > "$OUT.tmp"
 mv "$OUT.tmp" "$OUT"
-echo "bench: wrote $OUT" >&2
+cat "$OUT"
+say "wrote $OUT"
