@@ -7,6 +7,10 @@
  * pointer that does not grow (one step from the kernel half down into the user half is allowed:
  * that is where a system call's kernel stack continues into the user stack), or 32 frames.
  *
+ * With -f FRAMES every sample pays for at least FRAMES frames: when the real chain ends sooner,
+ * the last frame read (or RSP) is read again until it has. The demo guest's chains are short
+ * (3-5 frames); this measures what a deeper stack costs this method, on real stack memory.
+ *
  * Bare mode (-b) is qprof's own transaction with no memory read at all (qmp_sample: `stop` and
  * `info registers -a` written together, then `cont`): the floor of any QMP sampler.
  *
@@ -14,7 +18,7 @@
  * QEMU's STOP and RESUME event timestamps. Nothing sleeps inside a sample; with -i the loop waits
  * between samples (fixed interval), without it the loop is closed (next sample at once).
  *
- * Usage: hmp_baseline -q QMP_SOCKET [-d SECONDS] [-i INTERVAL_MS] [-b] [-v]
+ * Usage: hmp_baseline -q QMP_SOCKET [-d SECONDS] [-i INTERVAL_MS] [-f FRAMES] [-b] [-v]
  * Prints one line of key=value figures on stdout (see print_result); -v prints every walk on
  * stderr. */
 #define _GNU_SOURCE
@@ -38,6 +42,7 @@ struct baseline_opts {
     double interval_ms; /* 0: closed loop */
     bool bare;
     bool verbose; /* print every walk on stderr */
+    int pad_to;   /* -f: frames paid for per sample, at least (0: the real depth only) */
 };
 
 /* One sample's figures. */
@@ -111,26 +116,34 @@ static bool next_frame_ok(uint64_t fp, uint64_t next, bool *crossed)
     return false;
 }
 
-/* The frame-pointer walk, one `x/2gx` per frame, while the guest is stopped. */
-static int walk_stack(qmp_client *c, const struct qmp_regs *cpu, struct sample *s, bool verbose,
+/* One timed `x/2gx` of the walk. */
+static int timed_read(qmp_client *c, uint64_t fp, uint64_t words[2], struct sample *s,
                       struct qp_error *err)
 {
-    s->frames = 1; /* the pc */
-    if (verbose)
-        fprintf(stderr, "CPL%d pc %#" PRIx64 " rbp %#" PRIx64 ":", cpu->cpl, cpu->rip, cpu->rbp);
+    uint64_t t0 = now_ns();
+    int rc = read_frame(c, fp, words, err);
+    s->x_rtt_ns += now_ns() - t0;
+    s->x_reads++;
+    return rc;
+}
+
+/* The frame-pointer walk, one `x/2gx` per frame, while the guest is stopped. Returns 0 when the
+ * walk ended (see the stop rules above); *last_read is the last frame address that was read. */
+static int walk_chain(qmp_client *c, const struct qmp_regs *cpu, struct sample *s, bool verbose,
+                      uint64_t *last_read, struct qp_error *err)
+{
     uint64_t fp = cpu->rbp;
     bool crossed = false;
     if (fp == 0 || (fp & 7) || !canonical(fp))
         return 0;
     while (s->frames < MAX_FRAMES) {
-        uint64_t words[2] = {0}, t0 = now_ns();
-        int rc = read_frame(c, fp, words, err);
-        s->x_rtt_ns += now_ns() - t0;
-        s->x_reads++;
+        uint64_t words[2] = {0};
+        int rc = timed_read(c, fp, words, s, err);
         if (rc == -EFAULT)
             return 0; /* unreadable frame: the walk ends here, as a real walker's would */
         if (rc < 0)
             return rc;
+        *last_read = fp;
         if (words[1] == 0)
             return 0;
         s->frames++;
@@ -141,6 +154,25 @@ static int walk_stack(qmp_client *c, const struct qmp_regs *cpu, struct sample *
         fp = words[0];
     }
     return 0;
+}
+
+/* The walk, then with pad_to > 0 more reads of the last frame read (or of RSP) until pad_to
+ * frames were paid for: the cost of a deeper stack than the guest has, on real stack memory. */
+static int walk_stack(qmp_client *c, const struct qmp_regs *cpu, struct sample *s, int pad_to,
+                      bool verbose, struct qp_error *err)
+{
+    s->frames = 1; /* the pc */
+    if (verbose)
+        fprintf(stderr, "CPL%d pc %#" PRIx64 " rbp %#" PRIx64 ":", cpu->cpl, cpu->rip, cpu->rbp);
+    uint64_t last_read = cpu->rsp & ~7ull;
+    int rc = walk_chain(c, cpu, s, verbose, &last_read, err);
+    while (rc == 0 && s->frames < pad_to) {
+        uint64_t words[2];
+        rc = timed_read(c, last_read, words, s, err);
+        rc = rc == -EFAULT ? 0 : rc;
+        s->frames++;
+    }
+    return rc;
 }
 
 /* Takes this sample's STOP and RESUME timestamps off the event queue. */
@@ -163,7 +195,8 @@ static int paused_from_events(qmp_client *c, uint64_t *paused_ns, struct qp_erro
 }
 
 /* stop; info registers; one x/2gx per frame; cont (cont also after a failure). */
-static int sample_per_frame(qmp_client *c, struct sample *s, bool verbose, struct qp_error *err)
+static int sample_per_frame(qmp_client *c, struct sample *s, const struct baseline_opts *o,
+                            struct qp_error *err)
 {
     uint64_t rt0 = qmp_round_trips(c);
     char *text = NULL;
@@ -176,8 +209,8 @@ static int sample_per_frame(qmp_client *c, struct sample *s, bool verbose, struc
         rc = qmp_parse_registers(text, &cpu, 1, &n_cpus, err);
     free(text);
     if (rc == 0)
-        rc = walk_stack(c, &cpu, s, verbose, err);
-    if (rc == 0 && verbose)
+        rc = walk_stack(c, &cpu, s, o->pad_to, o->verbose, err);
+    if (rc == 0 && o->verbose)
         fprintf(stderr, " (%d frames)\n", s->frames);
     int cont_rc = qmp_execute(c, "cont", NULL, NULL, rc < 0 ? NULL : err);
     if (rc == 0)
@@ -228,7 +261,7 @@ static int run(qmp_client *c, const struct baseline_opts *o, struct results *r)
     while (now_ns() < end) {
         struct sample s = {0};
         struct qp_error err = {0};
-        int rc = o->bare ? sample_bare(c, &s, &err) : sample_per_frame(c, &s, o->verbose, &err);
+        int rc = o->bare ? sample_bare(c, &s, &err) : sample_per_frame(c, &s, o, &err);
         if (rc == 0) {
             results_add(r, &s);
             consecutive_failures = 0;
@@ -318,7 +351,7 @@ static int parse_args(int argc, char **argv, struct baseline_opts *o)
 {
     int opt;
     char *end;
-    while ((opt = getopt(argc, argv, "q:d:i:bvh")) != -1) {
+    while ((opt = getopt(argc, argv, "q:d:i:f:bvh")) != -1) {
         switch (opt) {
         case 'q':
             o->qmp_path = optarg;
@@ -337,6 +370,13 @@ static int parse_args(int argc, char **argv, struct baseline_opts *o)
                 return -1;
             }
             break;
+        case 'f':
+            o->pad_to = (int)strtol(optarg, &end, 10);
+            if (*end || o->pad_to < 1 || o->pad_to > MAX_FRAMES) {
+                fprintf(stderr, "-f: need frames in [1, %d], got '%s'\n", MAX_FRAMES, optarg);
+                return -1;
+            }
+            break;
         case 'b':
             o->bare = true;
             break;
@@ -344,7 +384,8 @@ static int parse_args(int argc, char **argv, struct baseline_opts *o)
             o->verbose = true;
             break;
         default:
-            fprintf(stderr, "usage: %s -q QMP_SOCKET [-d SECONDS] [-i INTERVAL_MS] [-b] [-v]\n",
+            fprintf(stderr,
+                    "usage: %s -q QMP_SOCKET [-d SECONDS] [-i INTERVAL_MS] [-f FRAMES] [-b] [-v]\n",
                     argv[0]);
             return -1;
         }
