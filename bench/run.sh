@@ -213,12 +213,17 @@ slowdown() { # LABEL COLUMN: percent of the unprofiled rate lost
     awk -v r="$r" -v ref="$ref" 'BEGIN { if (r == "" || r == "-" || ref == 0) print "-"; else printf "%.1f%%", 100 * (1 - r / ref) }'
 }
 
-# "guest-time / wall-time", plus the achieved rate when it fell short of the asked one.
-slowdown_cell() { # LABEL ASKED_HZ ACHIEVED_RATE
+# "guest-time / wall-time", plus the achieved rate when it fell short of the asked one. When the
+# stretch held no whole guest second (the guest paused most of the time), the share of wall time
+# the guest spent paused stands in: achieved rate x paused p50.
+slowdown_cell() { # LABEL ASKED_HZ ACHIEVED_RATE PAUSED_P50_MS
     local cell
     cell="$(slowdown "$1" 2) / $(slowdown "$1" 3)"
-    awk -v a="$3" -v h="$2" -v c="$cell" 'BEGIN {
-        if (a < 0.9 * h) printf "%s (reached %.0f/s)", c, a; else printf "%s", c }'
+    awk -v a="$3" -v h="$2" -v c="$cell" -v p50="$4" 'BEGIN {
+        if (c == "- / -")
+            printf "not measurable: no whole guest second in the stretch; paused ~%.0f%% of the wall time (%.0f/s x p50)", a * p50 / 10, a
+        else if (a < 0.9 * h) printf "%s (reached %.0f/s)", c, a
+        else printf "%s", c }'
 }
 
 ms() { awk -v v="$1" 'BEGIN { printf "%.2f ms", v }'; }
@@ -280,12 +285,14 @@ verdict() { awk -v v="$1" -v lim="$2" -v op="$3" 'BEGIN {
 
 baseline_row() { # LABEL_PREFIX TITLE
     local l=$1 at1000="not run"
-    [ -e "$WORK/$l-1000.kv" ] && at1000=$(slowdown_cell "$l-1000" 1000 "$(kv "$l-1000" rate)")
+    [ -e "$WORK/$l-1000.kv" ] &&
+        at1000=$(slowdown_cell "$l-1000" 1000 "$(kv "$l-1000" rate)" "$(kv "$l-1000" paused_p50_us | awk '{ print $1 / 1000 }')")
     printf '| %s | %s walked | %s | %s | %s | %.0f (p50 %s) | %s | %s |\n' "$2" \
         "$(kv "$l-100" frames_mean)" "$(kv "$l-100" round_trips)" \
         "$(us_to_ms "$(kv "$l-100" paused_p50_us)")" "$(us_to_ms "$(kv "$l-100" paused_p99_us)")" \
         "$(kv "$l-closed" rate)" "$(us_to_ms "$(kv "$l-closed" paused_p50_us)")" \
-        "$(slowdown_cell "$l-100" 100 "$(kv "$l-100" rate)")" "$at1000"
+        "$(slowdown_cell "$l-100" 100 "$(kv "$l-100" rate)" "$(kv "$l-100" paused_p50_us | awk '{ print $1 / 1000 }')")" \
+        "$at1000"
 }
 
 qprof_row() { # BACKEND
@@ -294,8 +301,8 @@ qprof_row() { # BACKEND
         "$(folded_frames "$b-100")" "$(qprof_fig "$b-100" trips)" \
         "$(ms "$(qprof_fig "$b-100" p50)")" "$(ms "$(qprof_fig "$b-100" p99)")" \
         "$(qprof_fig "$b-closed" rate)" "$(ms "$(qprof_fig "$b-closed" p50)")" \
-        "$(slowdown_cell "$b-100" 100 "$(qprof_fig "$b-100" rate)")" \
-        "$(slowdown_cell "$b-1000" 1000 "$(qprof_fig "$b-1000" rate)")"
+        "$(slowdown_cell "$b-100" 100 "$(qprof_fig "$b-100" rate)" "$(qprof_fig "$b-100" p50)")" \
+        "$(slowdown_cell "$b-1000" 1000 "$(qprof_fig "$b-1000" rate)" "$(qprof_fig "$b-1000" p50)")"
 }
 
 # Figures the text and the targets need.
