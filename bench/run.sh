@@ -121,7 +121,7 @@ run_qprof() {
         "$QPROF" --qmp-socket "$SOCK" --kernel "$KERNEL" --user-dir "$USER_DIR" \
         --memory "$backend" --interval "$interval" --duration "$seconds" --no-progress \
         -o "$out.folded" 2> "$out.summary" &
-    local time_pid=$! pid= i=0
+    local time_pid=$! pid='' i=0
     if [ -n "$rss" ]; then
         while [ -z "$pid" ] && kill -0 $time_pid 2>/dev/null; do pid=$(pgrep -P $time_pid || true); done
         while kill -0 "$pid" 2>/dev/null; do
@@ -297,6 +297,7 @@ baseline_row() { # LABEL_PREFIX TITLE
 
 qprof_row() { # BACKEND
     local b=$1
+    # shellcheck disable=SC2016 # the backquotes are markdown
     printf '| qprof, `--memory %s` | %s unwound | %s | %s | %s | %.0f (p50 %s) | %s | %s |\n' "$b" \
         "$(folded_frames "$b-100")" "$(qprof_fig "$b-100" trips)" \
         "$(ms "$(qprof_fig "$b-100" p50)")" "$(ms "$(qprof_fig "$b-100" p99)")" \
@@ -353,6 +354,7 @@ report() {
     echo
     echo "| method | frames per sample | round trips per sample | paused p50 | paused p99 | closed loop: samples/s | slowdown at 100 Hz (guest time / wall) | slowdown at 1000 Hz (guest time / wall) |"
     echo "|---|---|---|---|---|---|---|---|"
+    # shellcheck disable=SC2016 # the backquotes are markdown
     baseline_row baseline 'baseline: `stop`, `info registers`, one `x/2gx` per frame, `cont`'
     baseline_row baseline16 'the same baseline paying for 16 frames (chain padded with re-reads)'
     for b in "${BACKENDS[@]}"; do qprof_row "$b"; done
