@@ -291,10 +291,20 @@ static void job_send_memsave(qmp_client *c, const struct qmp_regs *cpu, struct m
     json_object_put(args);
 }
 
+/* HMP's x reads and prints 16 bytes a line and drops a line it cannot read whole, so the dump
+ * starts 16-byte aligned: then no line straddles a page boundary, and a read that ends where the
+ * mapping does (the top of a stack) keeps its last word. */
+static uint64_t hmp_dump_start(const struct mem_job *j)
+{
+    return j->vaddr & ~UINT64_C(15);
+}
+
 static void job_send_hmp(qmp_client *c, const struct qmp_regs *cpu, struct mem_job *j, GString *out)
 {
     char cmd[64];
-    snprintf(cmd, sizeof cmd, "x/%zugx 0x%llx", (j->len + 7) / 8, (unsigned long long)j->vaddr);
+    uint64_t start = hmp_dump_start(j);
+    snprintf(cmd, sizeof cmd, "x/%llugx 0x%llx",
+             (unsigned long long)((j->vaddr - start + j->len + 7) / 8), (unsigned long long)start);
     json_object *args = qmp__hmp_args(cmd, cpu->cpu_index > 0 ? cpu->cpu_index : -1);
     j->id = qmp__request(c, out, "human-monitor-command", args);
     json_object_put(args);
@@ -315,25 +325,31 @@ static int read_memsave_file(qmp_client *c, int slot, struct mem_job *j, struct 
     return 0;
 }
 
+/* Stores dump word w (at start + 8w) into the part of the job's buffer it overlaps. */
+static void store_dump_word(struct mem_job *j, uint64_t start, size_t w, uint64_t v)
+{
+    for (int b = 0; b < 8; b++) {
+        uint64_t at = start + w * 8 + (uint64_t)b;
+        if (at >= j->vaddr && at - j->vaddr < j->len)
+            j->dst[at - j->vaddr] = (uint8_t)(v >> (8 * b));
+    }
+}
+
 /* "ffffffff80001000: 0x0000000000000001 0x0000000000000002" lines until "Cannot access". */
 static void parse_hmp_dump(const char *text, struct mem_job *j)
 {
-    size_t words = (j->len + 7) / 8, w = 0;
-    uint8_t tmp[8];
+    uint64_t start = hmp_dump_start(j);
+    size_t words = (j->vaddr - start + j->len + 7) / 8, w = 0;
     for (const char *line = text; *line && w < words;) {
         const char *colon = strchr(line, ':'), *nl = strchr(line, '\n');
         if (!colon || (nl && colon > nl) || strstr(line, "Cannot access") == line)
             break;
         unsigned long long addr = strtoull(line, NULL, 16);
-        if (addr != j->vaddr + w * 8)
+        if (addr != start + w * 8)
             break; /* stopped early: whatever follows is not ours */
         for (const char *p = colon + 1; w < words && (p = strstr(p, "0x")) && (!nl || p < nl);) {
             char *e;
-            uint64_t v = strtoull(p, &e, 16);
-            for (int b = 0; b < 8; b++)
-                tmp[b] = (uint8_t)(v >> (8 * b));
-            size_t n = j->len - w * 8 < 8 ? j->len - w * 8 : 8;
-            memcpy(j->dst + w * 8, tmp, n);
+            store_dump_word(j, start, w, strtoull(p, &e, 16));
             w++;
             p = e;
         }
@@ -341,7 +357,8 @@ static void parse_hmp_dump(const char *text, struct mem_job *j)
             break;
         line = nl + 1;
     }
-    j->got = w * 8 < j->len ? w * 8 : j->len;
+    uint64_t end = start + w * 8;
+    j->got = end <= j->vaddr ? 0 : end - j->vaddr < j->len ? end - j->vaddr : j->len;
 }
 
 /* Collects one reply; an error reply is this job's failure, not the batch's. */
