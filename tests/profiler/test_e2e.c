@@ -199,6 +199,10 @@ static int boot(struct guest *g, const char *run, bool nofp)
     return 0;
 }
 
+/* qprof's arguments that point it at the guest: its QMP socket, kernel and user programs. */
+#define GUEST_ARGS(g)                                                                              \
+    "--qmp-socket", vm_qmp_path((g)->vm), "--kernel", (g)->kernel, "--user-dir", (g)->user_dir
+
 /* Samples the guest for seconds at ~interval_ms into dir/out.folded; extra args appended. */
 static struct folded profile(struct guest *g, double seconds, const char *interval_ms,
                              const char *extra)
@@ -206,21 +210,8 @@ static struct folded profile(struct guest *g, double seconds, const char *interv
     char duration[32], output[512];
     snprintf(duration, sizeof duration, "%g", seconds);
     snprintf(output, sizeof output, "%s/out.folded", vm_dir(g->vm));
-    const char *args[] = {"--qmp-socket",
-                          vm_qmp_path(g->vm),
-                          "--kernel",
-                          g->kernel,
-                          "--user-dir",
-                          g->user_dir,
-                          "--duration",
-                          duration,
-                          "--interval",
-                          interval_ms,
-                          "-o",
-                          output,
-                          "--no-progress",
-                          extra,
-                          NULL};
+    const char *args[] = {GUEST_ARGS(g), "--duration", duration,        "--interval", interval_ms,
+                          "-o",          output,       "--no-progress", extra,        NULL};
     struct qprof_run r = run_qprof(vm_dir(g->vm), args, seconds + 120);
     CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
     fprintf(stderr, "%s", r.err);
@@ -500,9 +491,7 @@ static void case_one_shot(void)
     load_names(&g, &n);
     int frames_checked = 0, user_stacks = 0;
     for (int round = 0; round < 8; round++) {
-        const char *args[] = {"--qmp-socket", vm_qmp_path(g.vm),  "--kernel",
-                              g.kernel,       "--user-dir",       g.user_dir,
-                              "--one-shot",   "--show-addresses", NULL};
+        const char *args[] = {GUEST_ARGS(&g), "--one-shot", "--show-addresses", NULL};
         struct qprof_run r = run_qprof(vm_dir(g.vm), args, 60);
         CHECK_MSG(r.exit_code == 0, "one-shot exited %d: %s", r.exit_code, r.err);
         gchar **lines = g_strsplit(r.out, "\n", -1);
@@ -537,20 +526,8 @@ static void case_one_shot(void)
 static pid_t start_open_ended_run(struct guest *g, char *output, size_t cap)
 {
     snprintf(output, cap, "%s/out.folded", vm_dir(g->vm));
-    const char *args[] = {"--qmp-socket",
-                          vm_qmp_path(g->vm),
-                          "--kernel",
-                          g->kernel,
-                          "--user-dir",
-                          g->user_dir,
-                          "--duration",
-                          "0",
-                          "--interval",
-                          "1",
-                          "-o",
-                          output,
-                          "--no-progress",
-                          NULL};
+    const char *args[] = {GUEST_ARGS(g), "--duration",    "0", "--interval", "1", "-o",
+                          output,        "--no-progress", NULL};
     pid_t pid = start_qprof(vm_dir(g->vm), args);
     sleep(3);
     return pid;
