@@ -299,12 +299,16 @@ static uint64_t hmp_dump_start(const struct mem_job *j)
     return j->vaddr & ~UINT64_C(15);
 }
 
+static uint64_t hmp_dump_words(const struct mem_job *j)
+{
+    return (j->vaddr - hmp_dump_start(j) + j->len + 7) / 8;
+}
+
 static void job_send_hmp(qmp_client *c, const struct qmp_regs *cpu, struct mem_job *j, GString *out)
 {
     char cmd[64];
-    uint64_t start = hmp_dump_start(j);
-    snprintf(cmd, sizeof cmd, "x/%llugx 0x%llx",
-             (unsigned long long)((j->vaddr - start + j->len + 7) / 8), (unsigned long long)start);
+    snprintf(cmd, sizeof cmd, "x/%llugx 0x%llx", (unsigned long long)hmp_dump_words(j),
+             (unsigned long long)hmp_dump_start(j));
     json_object *args = qmp__hmp_args(cmd, cpu->cpu_index > 0 ? cpu->cpu_index : -1);
     j->id = qmp__request(c, out, "human-monitor-command", args);
     json_object_put(args);
@@ -339,7 +343,7 @@ static void store_dump_word(struct mem_job *j, uint64_t start, size_t w, uint64_
 static void parse_hmp_dump(const char *text, struct mem_job *j)
 {
     uint64_t start = hmp_dump_start(j);
-    size_t words = (j->vaddr - start + j->len + 7) / 8, w = 0;
+    uint64_t words = hmp_dump_words(j), w = 0;
     for (const char *line = text; *line && w < words;) {
         const char *colon = strchr(line, ':'), *nl = strchr(line, '\n');
         if (!colon || (nl && colon > nl) || strstr(line, "Cannot access") == line)

@@ -55,8 +55,7 @@ union clock_page {
     volatile uint64_t ticks;
     uint8_t page[4096];
 };
-extern union clock_page clock_page;
-#define ticks (clock_page.ticks)
+extern union clock_page clock_page; /* clock_page.ticks: timer ticks since boot */
 
 /* ---- mm.c ---- */
 void mm_init(uint64_t free_start_pa, uint64_t free_end_pa);

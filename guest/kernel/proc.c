@@ -247,16 +247,16 @@ void schedule(void)
 
 void timer_tick(void)
 {
-    ticks++;
+    clock_page.ticks++;
     for (int i = 0; i < MAX_PROCS; i++)
-        if (procs[i].state == P_SLEEPING && procs[i].wake_tick <= ticks)
+        if (procs[i].state == P_SLEEPING && procs[i].wake_tick <= clock_page.ticks)
             procs[i].state = P_RUNNABLE;
     schedule();
 }
 
 void proc_sleep_until(uint64_t tick)
 {
-    if (tick <= ticks)
+    if (tick <= clock_page.ticks)
         return;
     current->wake_tick = tick;
     current->state = P_SLEEPING;

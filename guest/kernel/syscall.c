@@ -56,7 +56,7 @@ void syscall_dispatch(struct qprof_abi_regs *r)
         r->rax = sys_sleep_until(r->rdi);
         break;
     case SYS_TICKS:
-        r->rax = ticks;
+        r->rax = clock_page.ticks;
         break;
     case SYS_WORK:
         r->rax = sys_work(r->rdi);
