@@ -29,7 +29,8 @@ void prof_print_help(FILE *out)
         "Usage: qprof [OPTIONS]\n"
         "Sample a guest running under QEMU through its QMP socket: every interval the guest is\n"
         "stopped for a moment, each vCPU's kernel and user stack is unwinded with DWARF CFI, and\n"
-        "the stacks are counted. Output is one folded stack per line (\"frame;frame;leaf COUNT\"),\n"
+        "the stacks are counted. Output is one folded stack per line (\"frame;frame;leaf "
+        "COUNT\"),\n"
         "root first: the process as \"name (pid)\", or \"kernel\", or \"idle\" for a halted vCPU.\n"
         "Open it in speedscope (https://www.speedscope.app) or flamegraph.pl.\n"
         "\n"
@@ -46,7 +47,10 @@ void prof_print_help(FILE *out)
         "Sampling:\n"
         "  --interval MS          mean time between samples, jittered +-50% to avoid locking\n"
         "                         onto the guest's timer [10]\n"
-        "  --duration S           how long to sample; 0 = until Ctrl-C [5]\n"
+        "  --duration S           how long to sample; 0 = until Ctrl-C [5, or no limit\n"
+        "                         when --samples is given]\n"
+        "  --samples N            stop after N samples (one sample = every selected vCPU at\n"
+        "                         one stop); with --duration, whichever comes first\n"
         "  --cpus LIST            vCPUs to sample, e.g. 0 or 0,2-3 [all]\n"
         "  --kernel-only          keep only samples taken in kernel mode (incl. idle)\n"
         "  --user-only            keep only samples taken in user mode\n"
@@ -60,12 +64,14 @@ void prof_print_help(FILE *out)
         "  --abi-addr ADDR        address of the guest's struct qprof_abi when the kernel ELF\n"
         "                         is not given (see docs/guest-abi.md)\n"
         "Output:\n"
-        "  -o, --output FILE      write folded stacks to FILE (\"-\" for stdout); the summary goes\n"
+        "  -o, --output FILE      write folded stacks to FILE (\"-\" for stdout); the summary "
+        "goes\n"
         "                         to stderr then. Without -o only the summary is printed.\n"
         "  --top N                rows in the summary's top lists [10]\n"
         "  --one-shot             print the current stack of every vCPU and exit\n"
         "  --show-addresses       with --one-shot: print each frame's address\n"
         "  --no-progress          no live progress line on stderr\n"
+        "  --progress             the progress line even when stderr is not a terminal\n"
         "  -v, --verbose          explain what is loaded and why samples fail\n"
         "  -h, --help             this text;  --version  the version\n"
         "\n"
@@ -77,6 +83,8 @@ void prof_print_help(FILE *out)
         "      sample for 5 s at ~100 Hz, write stack.folded, print a summary\n"
         "  qprof --one-shot --show-addresses --kernel kernel.elf\n"
         "      print what every vCPU is doing right now\n"
+        "  qprof --samples 5000 --interval 1 -o stack.folded\n"
+        "      take exactly 5000 samples at ~1 kHz, however long that takes\n"
         "  qprof --duration 0 --interval 1 -o - > stack.folded\n"
         "      sample at ~1 kHz until Ctrl-C, folded stacks on stdout\n"
         "  qprof --kernel-only --kernel System.map --kernel-slide 0x1e00000 -o k.folded\n"
@@ -136,8 +144,7 @@ static int parse_i64(const char *flag, const char *text, int64_t *out)
     errno = 0;
     long long v = strtoll(text, &end, 0);
     if (errno || end == text || *end) {
-        fprintf(stderr, "qprof: %s: '%s' is not a number (e.g. 0x1e00000 or -4096)\n", flag,
-                text);
+        fprintf(stderr, "qprof: %s: '%s' is not a number (e.g. 0x1e00000 or -4096)\n", flag, text);
         return -1;
     }
     *out = v;
@@ -152,8 +159,7 @@ int prof_parse_cpu_list(const char *text, uint64_t *mask, struct qp_error *err)
         char *end;
         long lo = strtol(p, &end, 10), hi;
         if (end == p || lo < 0 || lo > 63)
-            return qp_error_set(err, -EINVAL, "'%s' is not a list of vCPUs 0..63 like 0,2-3",
-                                text);
+            return qp_error_set(err, -EINVAL, "'%s' is not a list of vCPUs 0..63 like 0,2-3", text);
         hi = lo;
         p = end;
         if (*p == '-') {
@@ -192,6 +198,8 @@ enum {
     OPT_MEMORY,
     OPT_TOP,
     OPT_NO_PROGRESS,
+    OPT_PROGRESS,
+    OPT_SAMPLES,
     OPT_VERSION,
 };
 
@@ -214,6 +222,8 @@ static const struct option long_options[] = {
     {"memory", required_argument, NULL, OPT_MEMORY},
     {"top", required_argument, NULL, OPT_TOP},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+    {"progress", no_argument, NULL, OPT_PROGRESS},
+    {"samples", required_argument, NULL, OPT_SAMPLES},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -235,7 +245,7 @@ static bool valid_backend(const char *name)
 }
 
 /* Applies one option; returns 0, or -1 after printing what is wrong. */
-static int apply_option(struct prof_options *o, int c, const char *arg)
+static int apply_option(struct prof_options *o, int c, const char *arg, bool *duration_given)
 {
     struct qp_error err = {0};
     switch (c) {
@@ -250,6 +260,7 @@ static int apply_option(struct prof_options *o, int c, const char *arg)
             return -1;
         return 0;
     case OPT_DURATION:
+        *duration_given = true;
         return parse_double("--duration", arg, 0, 86400 * 7, &o->duration_s);
     case OPT_ONE_SHOT:
         o->one_shot = true;
@@ -305,6 +316,16 @@ static int apply_option(struct prof_options *o, int c, const char *arg)
     case OPT_NO_PROGRESS:
         o->progress = false;
         return 0;
+    case OPT_PROGRESS:
+        o->progress = true;
+        return 0;
+    case OPT_SAMPLES: {
+        int n;
+        if (parse_int("--samples", arg, 1, INT_MAX, &n))
+            return -1;
+        o->max_samples = (uint64_t)n;
+        return 0;
+    }
     default:
         return -1;
     }
@@ -313,6 +334,7 @@ static int apply_option(struct prof_options *o, int c, const char *arg)
 int prof_parse_args(int argc, char **argv, struct prof_options *o)
 {
     int c;
+    bool duration_given = false;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":o:vh", long_options, NULL)) != -1) {
@@ -332,13 +354,16 @@ int prof_parse_args(int argc, char **argv, struct prof_options *o)
             fprintf(stderr, "qprof: option '%s' needs a value\n", argv[optind - 1]);
             return usage_error();
         }
-        if (apply_option(o, c, optarg))
+        if (apply_option(o, c, optarg, &duration_given))
             return usage_error();
     }
     if (optind < argc) {
         fprintf(stderr, "qprof: unexpected argument '%s'\n", argv[optind]);
         return usage_error();
     }
+    /* A fixed sample count is the point of --samples: the default duration must not cut it. */
+    if (o->max_samples && !duration_given)
+        o->duration_s = 0;
     if (o->show_addresses && !o->one_shot) {
         fprintf(stderr, "qprof: --show-addresses goes with --one-shot\n");
         return usage_error();

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "qp_error.h"
+#include "qprof/guest_abi.h"
 
 /* ---- Command line ------------------------------------------------------------------------ */
 
@@ -21,24 +22,26 @@ enum prof_mode_filter { PROF_ALL_MODES = 0, PROF_KERNEL_ONLY, PROF_USER_ONLY };
 
 /* Every option with its default (prof_options_init). */
 struct prof_options {
-    const char *qmp_socket;   /* --qmp-socket, "./qmp-socket" */
-    const char *output;       /* -o, NULL: summary only; "-": folded stacks on stdout */
-    double interval_ms;       /* --interval, 10 */
-    double duration_s;        /* --duration, 5; 0 = until Ctrl-C */
-    bool one_shot;            /* --one-shot */
-    bool show_addresses;      /* --show-addresses */
-    bool verbose;             /* --verbose */
-    enum prof_mode_filter mode_filter; /* --kernel-only / --user-only */
-    const char *kernel;       /* --kernel ELF|System.map */
-    int64_t kernel_slide;     /* --kernel-slide */
+    const char *qmp_socket; /* --qmp-socket, "./qmp-socket" */
+    const char *output;     /* -o, NULL: summary only; "-": folded stacks on stdout */
+    double interval_ms;     /* --interval, 10 */
+    double duration_s;      /* --duration, 5; 0 = until Ctrl-C (or --samples) */
+    uint64_t max_samples;   /* --samples, 0 = no limit; without --duration no time limit */
+    bool one_shot;          /* --one-shot */
+    bool show_addresses;    /* --show-addresses */
+    bool verbose;           /* --verbose */
+    enum prof_mode_filter mode_filter;         /* --kernel-only / --user-only */
+    const char *kernel;                        /* --kernel ELF|System.map */
+    int64_t kernel_slide;                      /* --kernel-slide */
     const char *user_dirs[PROF_MAX_USER_DIRS]; /* --user-dir, repeatable */
     int n_user_dirs;
-    int max_depth;            /* --max-depth, 128 */
-    uint64_t cpu_mask;        /* --cpus, all */
-    uint64_t abi_addr;        /* --abi-addr, 0: the kernel ELF's qprof_abi symbol */
+    int max_depth;              /* --max-depth, 128 */
+    uint64_t cpu_mask;          /* --cpus, all */
+    uint64_t abi_addr;          /* --abi-addr, 0: the kernel ELF's qprof_abi symbol */
     const char *memory_backend; /* --memory auto|direct|memsave|hmp */
-    int top;                  /* --top, 10 */
-    bool progress;            /* live progress line (on a terminal unless --no-progress) */
+    int top;                    /* --top, 10 */
+    bool progress;              /* live progress line (on a terminal unless --no-progress;
+                                   --progress forces it, e.g. into a log file) */
 };
 
 void prof_options_init(struct prof_options *o);
@@ -84,6 +87,10 @@ int prof_agg_write(const prof_agg *a, FILE *f, struct qp_error *err);
  * a file that looks whole. path "-" writes to stdout. */
 int prof_agg_write_file(const prof_agg *a, const char *path, struct qp_error *err);
 
+/* Checks before sampling that path can be written (its temporary file can be created), so that
+ * a long run does not end in a write error. "-" and devices always pass. */
+int prof_output_check(const char *path, struct qp_error *err);
+
 /* Loads a folded file (for tests and `qprof --summarize`). */
 int prof_agg_read_file(prof_agg *a, const char *path, struct qp_error *err);
 
@@ -108,9 +115,30 @@ uint64_t prof_hist_percentile(const struct prof_hist *h, double p); /* ns, 0 whe
  * interval jittered by +-50%. When sampling fell behind, a random fraction (under half) of an
  * interval from now instead of at once: a sample started right after the previous one would
  * leave the guest running for the nearly constant time qprof spends between samples, and
- * constant gaps alias with periodic guest work. u01 and u02 are uniform random numbers in [0, 1]. */
+ * constant gaps alias with periodic guest work. u01 and u02 are uniform random numbers in [0, 1].
+ */
 double prof_next_deadline(double prev_deadline, double now, double interval_s, double u01,
                           double u02);
+
+/* ---- The guest ABI (docs/guest-abi.md) ---------------------------------------------------- */
+
+/* Largest slot stride qprof accepts from a guest (newer guests may append fields). */
+#define PROF_ABI_MAX_SLOT 1024u
+/* The most bytes a qprof_abi can take: header plus QPROF_ABI_MAX_CPUS slots at that stride. */
+#define PROF_ABI_MAX_BYTES (48u + QPROF_ABI_MAX_CPUS * PROF_ABI_MAX_SLOT)
+
+/* Checks the header of a qprof_abi copied from the guest (len bytes). Fills hdr (its cpu[] left
+ * zero) and *need, the bytes the guest's declared layout takes (header + cpu_count slots of
+ * cpu_slot_size). Returns 0 when the header is sound and len covers the layout; -EAGAIN when
+ * the magic is not there (not published yet); -ENODATA when more bytes (*need) must be copied;
+ * -EPROTO with the reason in err when the guest's values are not acceptable. */
+int prof_abi_check(const void *bytes, size_t len, struct qprof_abi *hdr, size_t *need,
+                   struct qp_error *err);
+
+/* Copies slot `cpu` of a checked ABI into out, at the guest's declared stride, with the name
+ * NUL-terminated. Returns 0, -ENOENT for a cpu beyond cpu_count, -ENODATA if len is short. */
+int prof_abi_slot(const void *bytes, size_t len, const struct qprof_abi *hdr, unsigned cpu,
+                  struct qprof_abi_cpu *out);
 
 /* ---- Sampling session -------------------------------------------------------------------- */
 
@@ -120,8 +148,15 @@ typedef struct prof_session prof_session;
 int prof_session_open(const struct prof_options *o, prof_session **out, struct qp_error *err);
 void prof_session_free(prof_session *s); /* NULL is a no-op; never leaves the guest paused */
 
-/* Takes one sample of every selected vCPU into agg (folded stacks, one per vCPU). */
-int prof_session_sample(prof_session *s, prof_agg *agg, struct qp_error *err);
+/* Takes one sample of every selected vCPU into agg (folded stacks, one per vCPU). *taken is
+ * false when the guest was paused by someone else: nothing was sampled, and qprof left it so. */
+int prof_session_sample(prof_session *s, prof_agg *agg, bool *taken, struct qp_error *err);
+
+/* Work done while the guest is paused, per sample, is capped: guest memory copied, and QMP
+ * round trips for memory reads. What does not fit waits for a later sample (a large binary's
+ * .text) or is cut (a stack window), and the summary counts the samples that hit the cap. */
+#define PROF_BUDGET_BYTES    ((size_t)2 << 20)
+#define PROF_BUDGET_REQUESTS 64u
 
 /* Prints one stack per vCPU, eu-stack style, to f. */
 int prof_session_one_shot(prof_session *s, FILE *f, struct qp_error *err);

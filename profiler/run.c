@@ -1,10 +1,12 @@
 /* The qprof run: sampling loop with jittered intervals, signals, progress, output, summary. */
+#define _GNU_SOURCE /* ppoll */
 #include "session_impl.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <string.h>
+#include <poll.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,18 +17,34 @@ static void on_stop_signal(int sig)
     stop_signal = sig;
 }
 
-/* No SA_RESTART: a blocking read or sleep returns EINTR so that the loop notices at once; the
- * QMP client resumes the guest on that path. */
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+
+/* The stop signals stay blocked except while the loop sleeps (sleep_until unblocks them
+ * atomically with ppoll): a signal that arrived just before the sleep would otherwise be noticed
+ * only after a whole --interval. A sample in progress always finishes, so the guest is resumed
+ * before qprof acts on the signal. */
+static sigset_t sleep_mask;
+
 static void install_signal_handlers(void)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++)
+        sigaction(stop_signals[i], &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
+
+static void block_stop_signals(void)
+{
+    sigset_t block;
+    sigemptyset(&block);
+    for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++)
+        sigaddset(&block, stop_signals[i]);
+    sigprocmask(SIG_BLOCK, &block, &sleep_mask);
+    for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++)
+        sigdelset(&sleep_mask, stop_signals[i]);
 }
 
 static double now_s(void)
@@ -36,13 +54,14 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* Sleeps until deadline or a stop signal, whichever comes first. */
 static void sleep_until(double deadline)
 {
     double left = deadline - now_s();
-    if (left <= 0)
-        return;
+    if (left < 0)
+        left = 0;
     struct timespec ts = {(time_t)left, (long)((left - (time_t)left) * 1e9)};
-    nanosleep(&ts, NULL); /* a signal cuts it short, which is what we want */
+    ppoll(NULL, 0, &ts, &sleep_mask); /* a pending signal returns at once with EINTR */
 }
 
 /* The jitter keeps samples from locking onto a periodic guest timer (which would over- or
@@ -83,8 +102,9 @@ struct run_state {
     uint64_t failed_by_code[N_FAILURE_KINDS]; /* indexed by failure_slot */
     char last_failure[QP_ERROR_MSG_MAX];
     double start, last_progress;
-    bool warned_slow, qemu_gone;
+    bool warned_slow, qemu_gone, paused_by_other;
     int consecutive_failures;
+    uint64_t paused_intervals; /* intervals skipped while someone else had the guest paused */
 };
 
 /* The slot of a failure code; the last slot ("other") takes every code not listed. */
@@ -117,7 +137,7 @@ static void warn_if_slow(struct run_state *r, double now)
 {
     double elapsed = now - r->start;
     double target = 1000.0 / r->o->interval_ms;
-    if (r->warned_slow || r->samples < 20 || elapsed < 0.5)
+    if (r->warned_slow || r->samples < 20 || elapsed < 0.5 || r->paused_intervals)
         return;
     double achieved = r->samples / elapsed;
     if (achieved < 0.8 * target) {
@@ -147,24 +167,57 @@ static void record_failure(struct run_state *r, const struct qp_error *err)
     }
 }
 
+/* Someone else paused the guest: there is nothing to profile, and qprof must not resume what it
+ * did not pause. Says so once per pause. */
+static void note_paused_by_other(struct run_state *r, bool paused)
+{
+    if (paused && !r->paused_by_other) {
+        if (r->o->progress)
+            fputc('\n', stderr);
+        fprintf(stderr, "qprof: the guest is paused by another client: not sampling until it "
+                        "runs again (qprof leaves it paused)\n");
+    } else if (!paused && r->paused_by_other) {
+        if (r->o->progress)
+            fputc('\n', stderr);
+        fprintf(stderr, "qprof: the guest runs again: sampling\n");
+    }
+    r->paused_by_other = paused;
+    if (paused)
+        r->paused_intervals++;
+}
+
+static void take_sample(struct run_state *r)
+{
+    struct qp_error err = {0};
+    bool taken = false;
+    if (prof_session_sample(r->session, r->agg, &taken, &err) != 0) {
+        if (!(stop_signal && err.code == -EINTR))
+            record_failure(r, &err);
+        return;
+    }
+    r->consecutive_failures = 0;
+    note_paused_by_other(r, !taken);
+    if (!taken)
+        return;
+    r->samples++;
+    prof_hist_add(&r->paused, r->session->last_stats.paused_ns);
+    r->round_trips += r->session->last_stats.round_trips;
+}
+
 static void sampling_loop(struct run_state *r)
 {
     double interval = r->o->interval_ms / 1000.0;
     double end = r->o->duration_s > 0 ? r->start + r->o->duration_s : 0;
     double next = r->start;
-    while (!stop_signal && !r->qemu_gone) {
+    uint64_t limit = r->o->max_samples;
+    block_stop_signals();
+    while (!stop_signal && !r->qemu_gone && !(limit && r->samples >= limit)) {
         double now = now_s();
         if (end && now >= end)
             break;
-        struct qp_error err = {0};
-        if (prof_session_sample(r->session, r->agg, &err) == 0) {
-            r->samples++;
-            r->consecutive_failures = 0;
-            prof_hist_add(&r->paused, r->session->last_stats.paused_ns);
-            r->round_trips += r->session->last_stats.round_trips;
-        } else if (!(stop_signal && err.code == -EINTR)) {
-            record_failure(r, &err);
-        }
+        take_sample(r);
+        if (limit && r->samples >= limit)
+            break;
         now = now_s();
         progress_line(r, now, false);
         warn_if_slow(r, now);
@@ -248,6 +301,20 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
         fprintf(f,
                 "stacks without process information (no qprof_abi, or mid-update): %" PRIu64 "\n",
                 c->no_process_info);
+    if (r->paused_intervals)
+        fprintf(f, "guest paused by another client: %" PRIu64 " sampling intervals skipped\n",
+                r->paused_intervals);
+    if (c->resets)
+        fprintf(f, "guest reset %" PRIu64 " time(s) during the run (process caches cleared)\n",
+                c->resets);
+    if (c->abi_rejected)
+        fprintf(f, "qprof_abi rejected: %" PRIu64 " times; last: %s\n", c->abi_rejected,
+                c->abi_reject_reason);
+    if (c->budget_hits)
+        fprintf(f,
+                "paused-time budget hit in %" PRIu64 " samples (reads cut at %u requests / %zu "
+                "KiB per sample)\n",
+                c->budget_hits, PROF_BUDGET_REQUESTS, PROF_BUDGET_BYTES >> 10);
     print_truncations(c, f);
     print_kernel_entries(c, f);
     prof_agg_print_report(r->agg, f, r->o->top);
@@ -292,6 +359,10 @@ int prof_main(const struct prof_options *o)
     srandom((unsigned)(time(NULL) ^ getpid()));
     prof_session *s = NULL;
     struct qp_error err = {0};
+    if (!o->one_shot && o->output && prof_output_check(o->output, &err) != 0) {
+        fprintf(stderr, "qprof: %s\n", err.msg);
+        return PROF_EXIT_RUNTIME;
+    }
     if (prof_session_open(o, &s, &err) != 0) {
         fprintf(stderr, "qprof: %s\n", err.msg);
         return PROF_EXIT_RUNTIME;
@@ -303,7 +374,10 @@ int prof_main(const struct prof_options *o)
     }
     struct run_state r = {.o = o, .session = s, .agg = prof_agg_new()};
     r.start = now_s();
-    if (o->progress && o->duration_s > 0)
+    if (o->progress && o->max_samples)
+        fprintf(stderr, "qprof: taking %" PRIu64 " samples every ~%.3g ms; Ctrl-C stops early\n",
+                o->max_samples, o->interval_ms);
+    else if (o->progress && o->duration_s > 0)
         fprintf(stderr, "qprof: sampling every ~%.3g ms for %.3g s; Ctrl-C stops early\n",
                 o->interval_ms, o->duration_s);
     else if (o->progress)

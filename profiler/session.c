@@ -28,6 +28,26 @@ static void binary_free(gpointer p)
     g_free(b);
 }
 
+static guint image_key_hash(gconstpointer p)
+{
+    const struct image_key *k = p;
+    uint64_t h = k->pid * UINT64_C(0x9e3779b97f4a7c15) ^ k->generation;
+    h = h * UINT64_C(0x9e3779b97f4a7c15) ^ k->text_addr ^ (k->text_size << 17);
+    return (guint)(h ^ h >> 32);
+}
+
+static gboolean image_key_equal(gconstpointer a, gconstpointer b)
+{
+    return memcmp(a, b, sizeof(struct image_key)) == 0;
+}
+
+static void image_free(gpointer p)
+{
+    struct proc_image *img = p;
+    g_free(img->copy);
+    g_free(img);
+}
+
 static int load_kernel(prof_session *s, struct qp_error *err)
 {
     const char *path = s->opts.kernel;
@@ -84,7 +104,8 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     s->opts = *o;
     s->abi_addr = o->abi_addr;
     s->binaries = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, binary_free);
-    s->procs = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    s->images = g_hash_table_new_full(image_key_hash, image_key_equal, NULL, image_free);
+    s->abi_bytes = g_malloc0(PROF_ABI_MAX_BYTES);
     s->frames = g_new(struct unw_frame, o->max_depth);
     int rc = load_symbols(s, err);
     if (rc)
@@ -117,8 +138,9 @@ void prof_session_free(prof_session *s)
     sym_store_free(s->store);
     if (s->binaries)
         g_hash_table_destroy(s->binaries);
-    if (s->procs)
-        g_hash_table_destroy(s->procs);
+    if (s->images)
+        g_hash_table_destroy(s->images);
+    g_free(s->abi_bytes);
     for (int i = 0; i < QMP_MAX_CPUS; i++) {
         g_free(s->cap[i].kstack);
         g_free(s->cap[i].ustack);
@@ -127,12 +149,109 @@ void prof_session_free(prof_session *s)
     g_free(s);
 }
 
+/* ---- Process images ---------------------------------------------------------------------- */
+
+/* A long run that execs many processes would grow the table without bound; images are cheap
+ * to identify again (the binaries themselves stay known by hash). */
+#define MAX_IMAGES 4096
+
+static struct proc_image *image_for(prof_session *s, const struct qprof_abi_cpu *slot)
+{
+    struct image_key key = {slot->pid,       slot->generation,    slot->text_addr,
+                            slot->text_size, slot->eh_frame_addr, slot->eh_frame_size};
+    struct proc_image *img = g_hash_table_lookup(s->images, &key);
+    if (img)
+        return img;
+    if (g_hash_table_size(s->images) >= MAX_IMAGES)
+        g_hash_table_remove_all(s->images);
+    img = g_new0(struct proc_image, 1);
+    img->key = key;
+    img->load_base = slot->load_base ? slot->load_base : slot->text_addr;
+    g_strlcpy(img->name, slot->name, sizeof img->name);
+    bool readable = slot->text_size && slot->text_size <= MAX_TEXT_TO_HASH &&
+                    slot->eh_frame_size <= MAX_EH_FRAME;
+    if (readable)
+        img->copy = g_try_malloc(slot->text_size + slot->eh_frame_size);
+    img->state = img->copy ? IMAGE_COPYING : IMAGE_DONE;
+    if (!img->copy && s->opts.verbose)
+        fprintf(stderr, "qprof: pid %u (%s): .text of %" PRIu64 " bytes not identified\n",
+                slot->pid, img->name, slot->text_size);
+    g_hash_table_insert(s->images, &img->key, img);
+    return img;
+}
+
+/* ---- Reading guest memory within the budget (guest paused) ------------------------------- */
+
+static void budget_start(prof_session *s)
+{
+    s->budget = (struct pause_budget){PROF_BUDGET_BYTES, qmp_round_trips(s->qmp), false};
+}
+
+/* How much of a len-byte read the budget allows now: all of it, less, or 0. */
+static size_t budget_allow(prof_session *s, size_t len)
+{
+    bool out_of_requests =
+        qmp_mem_backend_in_use(s->qmp) != QMP_MEM_DIRECT &&
+        qmp_round_trips(s->qmp) - s->budget.round_trips_at_start >= PROF_BUDGET_REQUESTS;
+    size_t allowed = out_of_requests ? 0 : len < s->budget.bytes_left ? len : s->budget.bytes_left;
+    if (allowed < len)
+        s->budget.hit = true;
+    return allowed;
+}
+
+/* Reads up to len bytes at addr through cpu's page tables, as the budget allows; *got is what
+ * was read from the start. Returns 0 when anything was read. */
+static int paused_read(prof_session *s, const struct qmp_regs *cpu, uint64_t addr, void *buf,
+                       size_t len, size_t *got)
+{
+    *got = 0;
+    size_t allowed = budget_allow(s, len);
+    if (!allowed)
+        return -ENOSPC;
+    int rc = qmp_mem_read(s->qmp, cpu, addr, buf, allowed, got, NULL);
+    s->budget.bytes_left -= allowed;
+    return rc;
+}
+
+/* Copies the next part of an image's .text and .eh_frame; the copy completes over several
+ * samples when it is larger than what one sample may read. */
+static void image_copy_some(prof_session *s, const struct qmp_regs *cpu, struct proc_image *img)
+{
+    const struct image_key *k = &img->key;
+    while (img->state == IMAGE_COPYING) {
+        bool in_text = img->copied < k->text_size;
+        uint64_t addr =
+            in_text ? k->text_addr + img->copied : k->eh_frame_addr + (img->copied - k->text_size);
+        size_t want =
+            in_text ? k->text_size - img->copied : k->text_size + k->eh_frame_size - img->copied;
+        size_t allowed = budget_allow(s, want), got = 0;
+        if (!allowed)
+            return; /* the rest in a later sample */
+        int rc = qmp_mem_read(s->qmp, cpu, addr, img->copy + img->copied, allowed, &got, NULL);
+        s->budget.bytes_left -= allowed;
+        img->copied += got;
+        if (rc < 0 || got < allowed) {
+            if (s->opts.verbose)
+                fprintf(stderr, "qprof: pid %" PRIu64 " (%s): .text or .eh_frame unreadable\n",
+                        k->pid, img->name);
+            g_free(img->copy);
+            img->copy = NULL;
+            img->state = IMAGE_DONE;
+            return;
+        }
+        if (img->copied == k->text_size + k->eh_frame_size)
+            img->state = IMAGE_COPIED;
+    }
+}
+
+/* ---- Identifying images (guest running) -------------------------------------------------- */
+
 /* Unwind tables for a binary: the host ELF when we have it, else the .eh_frame the guest
- * publishes. Done once per binary, while the guest is stopped. */
-static void binary_load_unwind(prof_session *s, struct user_binary *b, const struct qmp_regs *cpu,
-                               const struct qprof_abi_cpu *slot)
+ * published (checked by the unwinder before use). */
+static void binary_load_unwind(prof_session *s, struct user_binary *b, const struct proc_image *img)
 {
     struct qp_error err = {0};
+    const struct image_key *k = &img->key;
     if (unw_space_new(b->name, 0, USER_HALF_END, &b->space, &err))
         goto fail;
     if (b->syms) {
@@ -140,88 +259,86 @@ static void binary_load_unwind(prof_session *s, struct user_binary *b, const str
             return;
         goto fail;
     }
-    if (!slot->eh_frame_addr || !slot->eh_frame_size || slot->eh_frame_size > MAX_EH_FRAME)
+    if (!k->eh_frame_addr || !k->eh_frame_size)
         return; /* frame pointers only */
-    void *eh = g_malloc(slot->eh_frame_size);
-    size_t got = 0;
-    if (qmp_mem_read(s->qmp, cpu, slot->eh_frame_addr, eh, slot->eh_frame_size, &got, &err) == 0 &&
-        got == slot->eh_frame_size)
-        unw_space_add_eh_frame(b->space, b->name, slot->text_addr, slot->text_size,
-                               slot->eh_frame_addr, eh, got, &err);
-    g_free(eh);
-    return;
+    if (unw_space_add_eh_frame(b->space, b->name, k->text_addr, k->text_size, k->eh_frame_addr,
+                               img->copy + k->text_size, k->eh_frame_size, &err) == 0)
+        return;
 fail:
     if (s->opts.verbose)
         fprintf(stderr, "qprof: no unwind tables for %s: %s\n", b->name, err.msg);
 }
 
-/* Identifies the binary a process runs by hashing its .text out of guest memory. */
-static struct user_binary *identify_binary(prof_session *s, const struct qmp_regs *cpu,
-                                           const struct qprof_abi_cpu *slot)
+/* Hashes a copied .text and finds (or makes) its binary. */
+static void image_identify(prof_session *s, struct proc_image *img)
 {
-    if (!slot->text_size || slot->text_size > MAX_TEXT_TO_HASH)
-        return NULL;
-    void *text = g_malloc(slot->text_size);
-    size_t got = 0;
-    struct user_binary *b = NULL;
-    struct qp_error err = {0};
-    if (qmp_mem_read(s->qmp, cpu, slot->text_addr, text, slot->text_size, &got, &err) ||
-        got != slot->text_size) {
+    const struct image_key *k = &img->key;
+    uint64_t hash = sym_text_hash(img->copy, k->text_size);
+    struct user_binary *b = g_hash_table_lookup(s->binaries, &hash);
+    if (!b) {
+        b = g_new0(struct user_binary, 1);
+        b->hash = hash;
+        b->syms = sym_store_find(s->store, hash);
+        b->text_addr = k->text_addr;
+        b->load_base = img->load_base;
+        g_strlcpy(b->name, b->syms ? sym_table_name(b->syms) : img->name, sizeof b->name);
         if (s->opts.verbose)
-            fprintf(stderr, "qprof: cannot read .text of pid %u: %s\n", slot->pid, err.msg);
-        goto out;
+            fprintf(stderr, "qprof: pid %" PRIu64 " (%s): .text hash %016" PRIx64 " %s%s\n", k->pid,
+                    img->name, hash, b->syms ? "is " : "matches no file under --user-dir",
+                    b->syms ? sym_table_path(b->syms) : "");
+        binary_load_unwind(s, b, img);
+        g_hash_table_insert(s->binaries, &b->hash, b);
     }
-    uint64_t hash = sym_text_hash(text, got);
-    b = g_hash_table_lookup(s->binaries, &hash);
-    if (b)
-        goto out;
-    b = g_new0(struct user_binary, 1);
-    b->hash = hash;
-    b->syms = sym_store_find(s->store, hash);
-    b->text_addr = slot->text_addr;
-    b->load_base = slot->load_base ? slot->load_base : slot->text_addr;
-    g_strlcpy(b->name, b->syms ? sym_table_name(b->syms) : slot->name, sizeof b->name);
-    if (s->opts.verbose)
-        fprintf(stderr, "qprof: pid %u (%s): .text hash %016" PRIx64 " %s%s\n", slot->pid,
-                slot->name, hash, b->syms ? "is " : "matches no file under --user-dir",
-                b->syms ? sym_table_path(b->syms) : "");
-    binary_load_unwind(s, b, cpu, slot);
-    g_hash_table_insert(s->binaries, &b->hash, b);
-out:
-    g_free(text);
-    return b;
+    img->bin = b;
+    img->state = IMAGE_DONE;
+    g_free(img->copy);
+    img->copy = NULL;
 }
 
-static struct user_binary *binary_for(prof_session *s, const struct qmp_regs *cpu,
-                                      const struct qprof_abi_cpu *slot)
+/* After the guest resumed: identify what was copied, and give each vCPU its binary. */
+static void identify_captured(prof_session *s)
 {
-    /* A process keeps its binary until its next exec, which changes the generation. */
-    uint64_t key = ((uint64_t)slot->pid << 32) ^ slot->generation;
-    gpointer found;
-    if (g_hash_table_lookup_extended(s->procs, &key, NULL, &found))
-        return found;
-    struct user_binary *b = identify_binary(s, cpu, slot);
-    uint64_t *k = g_new(uint64_t, 1);
-    *k = key;
-    g_hash_table_insert(s->procs, k, b);
-    return b;
+    for (int i = 0; i < s->n_cpus; i++) {
+        struct cpu_capture *c = &s->cap[i];
+        if (c->img && c->img->state == IMAGE_COPIED)
+            image_identify(s, c->img);
+        c->bin = c->img && c->img->state == IMAGE_DONE ? c->img->bin : NULL;
+    }
 }
 
 /* ---- Capture (guest stopped) ------------------------------------------------------------- */
 
+static void reject_abi(prof_session *s, const struct qp_error *why)
+{
+    s->counters.abi_rejected++;
+    g_strlcpy(s->counters.abi_reject_reason, why->msg, sizeof s->counters.abi_reject_reason);
+    if (s->opts.verbose)
+        fprintf(stderr, "qprof: qprof_abi rejected: %s\n", why->msg);
+}
+
 static bool read_abi(prof_session *s, const struct qmp_regs *cpu)
 {
-    size_t got = 0;
+    size_t got = 0, need = 0;
+    struct qp_error why = {0};
     if (!s->abi_addr ||
-        qmp_mem_read(s->qmp, cpu, s->abi_addr, &s->abi, sizeof s->abi, &got, NULL) != 0 ||
-        got != sizeof s->abi)
+        paused_read(s, cpu, s->abi_addr, s->abi_bytes, sizeof(struct qprof_abi), &got) != 0)
         return false;
-    if (s->abi.magic != QPROF_ABI_MAGIC || s->abi.version != QPROF_ABI_VERSION ||
-        s->abi.cpu_slot_size < sizeof(struct qprof_abi_cpu) || s->abi.cpu_count == 0)
+    int rc = prof_abi_check(s->abi_bytes, got, &s->abi, &need, &why);
+    if (rc == -ENODATA && need <= PROF_ABI_MAX_BYTES && got == sizeof(struct qprof_abi)) {
+        /* a guest whose slots are larger than ours: copy the layout it declares */
+        paused_read(s, cpu, s->abi_addr, s->abi_bytes, need, &got);
+        rc = prof_abi_check(s->abi_bytes, got, &s->abi, &need, &why);
+    }
+    if (rc == -EPROTO || rc == -ENODATA)
+        reject_abi(s, &why);
+    if (rc)
         return false;
+    s->abi_len = got;
     if (s->abi.boot_id != s->boot_id) {
         /* The guest rebooted: pids and generations start over. */
-        g_hash_table_remove_all(s->procs);
+        if (s->boot_id)
+            s->counters.resets++;
+        g_hash_table_remove_all(s->images);
         s->boot_id = s->abi.boot_id;
     }
     return true;
@@ -230,11 +347,8 @@ static bool read_abi(prof_session *s, const struct qmp_regs *cpu)
 static void read_window(prof_session *s, const struct qmp_regs *cpu, uint64_t addr, uint8_t *buf,
                         size_t cap, uint64_t *win_addr, size_t *win_len)
 {
-    size_t got = 0;
     *win_addr = addr;
-    *win_len = 0;
-    if (qmp_mem_read(s->qmp, cpu, addr, buf, cap, &got, NULL) == 0)
-        *win_len = got;
+    paused_read(s, cpu, addr, buf, cap, win_len);
 }
 
 static size_t kernel_window_len(const struct cpu_capture *c)
@@ -246,17 +360,18 @@ static size_t kernel_window_len(const struct cpu_capture *c)
     return KSTACK_WINDOW;
 }
 
+/* Stacks first: they are what this sample is for. A new binary's copy takes what is left. */
 static void capture_cpu(prof_session *s, struct cpu_capture *c)
 {
     const struct qmp_regs *r = &c->regs;
     if (c->have_slot && c->slot.state == QPROF_CPU_USER)
-        c->bin = binary_for(s, r, &c->slot);
+        c->img = image_for(s, &c->slot);
     if (r->cpl == 3) {
         read_window(s, r, r->rsp, c->ustack, USTACK_WINDOW, &c->ustack_addr, &c->ustack_len);
         return;
     }
     read_window(s, r, r->rsp, c->kstack, kernel_window_len(c), &c->kstack_addr, &c->kstack_len);
-    if (!c->have_slot || c->slot.state != QPROF_CPU_USER)
+    if (!c->img)
         return;
     if (!c->slot.user_regs) {
         if (prof_recover_user_regs(s, c))
@@ -265,7 +380,7 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
         return;
     }
     size_t got = 0;
-    if (qmp_mem_read(s->qmp, r, c->slot.user_regs, &c->trap, sizeof c->trap, &got, NULL) == 0 &&
+    if (paused_read(s, r, c->slot.user_regs, &c->trap, sizeof c->trap, &got) == 0 &&
         got == sizeof c->trap && c->trap.rip < USER_HALF_END) {
         c->have_trap = true;
         read_window(s, r, c->trap.rsp, c->ustack, USTACK_WINDOW, &c->ustack_addr, &c->ustack_len);
@@ -281,15 +396,13 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
 static bool slot_for(const prof_session *s, const struct qmp_regs *regs, int cpu,
                      struct qprof_abi_cpu *out)
 {
-    if (cpu >= (int)s->abi.cpu_count || cpu >= QPROF_ABI_MAX_CPUS)
+    if (prof_abi_slot(s->abi_bytes, s->abi_len, &s->abi, (unsigned)cpu, out) != 0)
         return false;
-    *out = s->abi.cpu[cpu];
     if (out->seq & 1)
         return false;
     if (out->state == QPROF_CPU_USER && out->cr3 &&
         (out->cr3 & CR3_ADDR_MASK) != (regs->cr3 & CR3_ADDR_MASK))
         return false;
-    out->name[QPROF_ABI_NAME_LEN - 1] = '\0';
     return true;
 }
 
@@ -297,6 +410,7 @@ static int capture_cb(qmp_client *q, const struct qmp_regs *cpus, int n_cpus, vo
                       struct qp_error *err)
 {
     prof_session *s = ctx;
+    budget_start(s);
     s->n_cpus = n_cpus < QMP_MAX_CPUS ? n_cpus : QMP_MAX_CPUS;
     s->have_abi = false;
     for (int i = 0; i < s->n_cpus; i++) {
@@ -304,6 +418,7 @@ static int capture_cb(qmp_client *q, const struct qmp_regs *cpus, int n_cpus, vo
         c->regs = cpus[i];
         c->selected = (s->opts.cpu_mask >> (i & 63)) & 1;
         c->have_slot = c->have_trap = c->have_entry_regs = false;
+        c->img = NULL;
         c->bin = NULL;
         c->kstack_len = c->ustack_len = 0;
         if (!s->have_abi && c->regs.long_mode)
@@ -322,10 +437,18 @@ static int capture_cb(qmp_client *q, const struct qmp_regs *cpus, int n_cpus, vo
             capture_cpu(s, c);
         }
     }
+    for (int i = 0; i < s->n_cpus; i++)
+        if (s->cap[i].img)
+            image_copy_some(s, &s->cap[i].regs, s->cap[i].img);
+    if (s->budget.hit)
+        s->counters.budget_hits++;
     return 0;
 }
 
 int prof_session_capture(prof_session *s, struct qmp_sample_stats *stats, struct qp_error *err)
 {
-    return qmp_sample(s->qmp, capture_cb, s, stats, err);
+    int rc = qmp_sample(s->qmp, capture_cb, s, stats, err);
+    if (rc == 0)
+        identify_captured(s);
+    return rc;
 }

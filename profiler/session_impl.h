@@ -27,6 +27,25 @@ struct user_binary {
     char name[64]; /* module name: the file's, else the process's */
 };
 
+/* One exec image of one process: (pid, generation) plus the .text and .eh_frame the slot
+ * names. Its .text (and .eh_frame) are copied while the guest is paused, within the sample's
+ * budget and across samples if need be; hashing and matching wait until the guest runs. */
+struct image_key {
+    uint64_t pid, generation, text_addr, text_size, eh_frame_addr, eh_frame_size;
+};
+
+enum image_state { IMAGE_COPYING, IMAGE_COPIED, IMAGE_DONE };
+
+struct proc_image {
+    struct image_key key;
+    enum image_state state;
+    uint8_t *copy; /* text_size + eh_frame_size bytes while copying, NULL once done */
+    size_t copied;
+    uint64_t load_base;
+    char name[QPROF_ABI_NAME_LEN];
+    struct user_binary *bin; /* once done; NULL when the text could not be read */
+};
+
 /* What one vCPU looked like at the stop, copied while the guest was paused. */
 struct cpu_capture {
     struct qmp_regs regs;
@@ -37,7 +56,8 @@ struct cpu_capture {
     struct qprof_abi_regs trap; /* user registers saved at kernel entry */
     bool have_entry_regs;       /* user registers recovered through the entry stub's CFI */
     struct unw_regs entry_regs;
-    struct user_binary *bin;
+    struct proc_image *img;   /* the slot's process image, NULL when none */
+    struct user_binary *bin;  /* set after the guest resumed, from img */
     uint8_t *kstack, *ustack; /* KSTACK_WINDOW / USTACK_WINDOW bytes, allocated once */
     uint64_t kstack_addr, ustack_addr;
     size_t kstack_len, ustack_len;
@@ -74,6 +94,17 @@ struct prof_counters {
     uint64_t truncated[UNW_STOP_COUNT];
     uint64_t no_process_info; /* no ABI, or a torn slot */
     uint64_t at_kernel_entry; /* on the first instruction of an entry from user space */
+    uint64_t resets;          /* the guest's boot_id changed (reset or reboot) */
+    uint64_t abi_rejected;    /* a published qprof_abi failed its checks */
+    char abi_reject_reason[160];
+    uint64_t budget_hits; /* samples whose paused-time budget ran out */
+};
+
+/* What this sample may still read while the guest is paused (PROF_BUDGET_*). */
+struct pause_budget {
+    size_t bytes_left;
+    uint64_t round_trips_at_start;
+    bool hit;
 };
 
 struct prof_session {
@@ -83,11 +114,14 @@ struct prof_session {
     unw_space *kernel_space;
     sym_store *store;
     GHashTable *binaries; /* .text hash -> struct user_binary (owned) */
-    GHashTable *procs; /* (pid << 32 ^ generation) -> struct user_binary (borrowed, may be NULL) */
+    GHashTable *images;   /* struct image_key -> struct proc_image (owned, key inside) */
     uint64_t abi_addr;
     uint64_t boot_id;
-    struct qprof_abi abi;
+    struct qprof_abi abi; /* the header; slots are read from abi_bytes at the guest's stride */
+    uint8_t *abi_bytes;   /* PROF_ABI_MAX_BYTES */
+    size_t abi_len;
     bool have_abi;
+    struct pause_budget budget;
     int n_cpus;
     struct cpu_capture cap[QMP_MAX_CPUS];
     struct unw_frame *frames;  /* opts.max_depth scratch entries */

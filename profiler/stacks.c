@@ -281,11 +281,18 @@ static bool keep_sample(const prof_session *s, const struct prof_stack *st)
     }
 }
 
-int prof_session_sample(prof_session *s, prof_agg *agg, struct qp_error *err)
+int prof_session_sample(prof_session *s, prof_agg *agg, bool *taken, struct qp_error *err)
 {
+    *taken = false;
+    memset(&s->last_stats, 0, sizeof s->last_stats);
+    if (!qmp_guest_running(s->qmp))
+        return 0; /* paused by someone else: a frozen guest has no profile */
     int rc = prof_session_capture(s, &s->last_stats, err);
     if (rc)
         return rc;
+    if (s->last_stats.was_paused)
+        return 0; /* paused between the check and the stop */
+    *taken = true;
     GString *folded = g_string_sized_new(256);
     for (int i = 0; i < s->n_cpus; i++) {
         prof_build_stack(s, i, &s->stack);

@@ -92,6 +92,9 @@ int qmp_open(const char *address, const struct qmp_open_opts *opts, qmp_client *
              struct qp_error *err);
 void qmp_free(qmp_client *c); /* NULL is a no-op; never leaves a guest that it stopped paused */
 
+/* Changes the per-reply time-out of an open client (seconds > 0). */
+void qmp_set_timeout(qmp_client *c, double seconds);
+
 /* QEMU's version as "MAJOR.MINOR.MICRO" from the greeting. Valid while c lives. */
 const char *qmp_qemu_version(const qmp_client *c);
 
@@ -105,7 +108,9 @@ int qmp_execute(qmp_client *c, const char *command, struct json_object *args,
  * the text (caller frees with free()). HMP reports its own errors inside the text. */
 int qmp_hmp(qmp_client *c, const char *cmdline, int cpu_index, char **out, struct qp_error *err);
 
-/* Asynchronous events arrive interleaved with replies; they are queued, never dropped. */
+/* Asynchronous events arrive interleaved with replies; they are queued in order. The queue
+ * keeps the newest QMP_MAX_QUEUED_EVENTS: a client that never pops them does not grow. */
+#define QMP_MAX_QUEUED_EVENTS 256
 struct qmp_event {
     char name[48];
     int64_t ts_sec, ts_usec;  /* QEMU's timestamp */
@@ -115,6 +120,9 @@ struct qmp_event {
 /* Takes the oldest queued event: returns 1 and fills ev, or 0 when none is queued. Does not
  * read the socket. */
 int qmp_pop_event(qmp_client *c, struct qmp_event *ev);
+
+/* Events dropped from a full queue since the connection opened. */
+uint64_t qmp_events_dropped(const qmp_client *c);
 
 /* Whether the guest is running (query-status). */
 int qmp_query_running(qmp_client *c, bool *running, struct qp_error *err);
@@ -183,7 +191,12 @@ struct qmp_sample_stats {
     bool was_paused;      /* the guest was already paused: qprof neither stopped nor resumed it */
 };
 
-/* Stops the guest, reads all vCPUs' registers, calls fn, resumes. `cont` is sent on every path
+/* Whether the guest runs, from the events already received (no round trip). A guest that
+ * qprof paused and still owes a cont counts as running. */
+bool qmp_guest_running(qmp_client *c);
+
+/* Stops the guest, reads all vCPUs' registers, calls fn, resumes. A cont still owed from an
+ * earlier sample (it failed or timed out) is sent first. `cont` is sent on every path
  * (error, time-out, signal) unless the guest was paused before the call, in which case it is
  * left paused. stats may be NULL. */
 int qmp_sample(qmp_client *c, qmp_sample_fn fn, void *ctx, struct qmp_sample_stats *stats,

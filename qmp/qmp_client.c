@@ -156,17 +156,39 @@ static void free_event(gpointer p)
     g_free(ev);
 }
 
+/* QEMU's timestamps are seconds and microseconds since the epoch; anything else (negative,
+ * fractional, absurdly large) is treated as absent rather than trusted into arithmetic. */
+static int64_t timestamp_field(json_object *ts, const char *key, int64_t max)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(ts, key, &v) || !json_object_is_type(v, json_type_int))
+        return 0;
+    int64_t n = json_object_get_int64(v);
+    return n >= 0 && n <= max ? n : 0;
+}
+
+/* Keeps the queue bounded for events nobody pops: the oldest go first. */
+static void queue_event(qmp_client *c, struct qmp_event *ev)
+{
+    while (g_queue_get_length(c->events) >= QMP_MAX_QUEUED_EVENTS) {
+        free_event(g_queue_pop_head(c->events));
+        c->events_dropped++;
+    }
+    g_queue_push_tail(c->events, ev);
+}
+
 static void note_event(qmp_client *c, json_object *msg)
 {
     json_object *name = NULL, *ts = NULL, *v;
-    json_object_object_get_ex(msg, "event", &name);
+    if (!json_object_object_get_ex(msg, "event", &name) ||
+        !json_object_is_type(name, json_type_string))
+        return; /* not an event QEMU would send: nothing to name it by */
     struct qmp_event *ev = g_new0(struct qmp_event, 1);
     g_strlcpy(ev->name, json_object_get_string(name), sizeof ev->name);
     if (json_object_object_get_ex(msg, "timestamp", &ts)) {
-        if (json_object_object_get_ex(ts, "seconds", &v))
-            ev->ts_sec = json_object_get_int64(v);
-        if (json_object_object_get_ex(ts, "microseconds", &v))
-            ev->ts_usec = json_object_get_int64(v);
+        /* Up to the year 33658: enough, and far from overflowing the microsecond sum. */
+        ev->ts_sec = timestamp_field(ts, "seconds", INT64_C(1) << 40);
+        ev->ts_usec = timestamp_field(ts, "microseconds", 999999);
     }
     if (json_object_object_get_ex(msg, "data", &v))
         ev->data = json_object_get(v);
@@ -187,7 +209,7 @@ static void note_event(qmp_client *c, json_object *msg)
     if (own)
         free_event(ev);
     else
-        g_queue_push_tail(c->events, ev);
+        queue_event(c, ev);
 }
 
 /* Sorts one message: events are queued, replies stored by id. */
@@ -224,20 +246,30 @@ static int reply_result(json_object *reply, json_object **ret, struct qp_error *
     return rc;
 }
 
-int qmp__wait(qmp_client *c, unsigned id, json_object **ret, struct qp_error *err)
+void qmp__dispatch_parsed(qmp_client *c)
 {
-    int64_t deadline = qmp__now_us() + (int64_t)c->timeout_ms * 1000;
+    json_object *msg;
+    while (qmp_parser_next(c->parser, &msg) == 1)
+        dispatch(c, msg);
+}
+
+int qmp__wait_until(qmp_client *c, unsigned id, int64_t deadline_us, json_object **ret,
+                    struct qp_error *err)
+{
     for (;;) {
-        json_object *msg;
-        while (qmp_parser_next(c->parser, &msg) == 1)
-            dispatch(c, msg);
+        qmp__dispatch_parsed(c);
         gpointer reply;
         if (g_hash_table_steal_extended(c->replies, GUINT_TO_POINTER(id), NULL, &reply))
             return reply_result(reply, ret, err);
-        int rc = read_some(c, deadline, err);
+        int rc = read_some(c, deadline_us, err);
         if (rc < 0)
             return rc;
     }
+}
+
+int qmp__wait(qmp_client *c, unsigned id, json_object **ret, struct qp_error *err)
+{
+    return qmp__wait_until(c, id, qmp__now_us() + (int64_t)c->timeout_ms * 1000, ret, err);
 }
 
 unsigned qmp__request(qmp_client *c, GString *out, const char *command, json_object *args)
@@ -299,9 +331,7 @@ int qmp_hmp(qmp_client *c, const char *cmdline, int cpu_index, char **out, struc
 
 int qmp_pop_event(qmp_client *c, struct qmp_event *ev)
 {
-    json_object *msg;
-    while (qmp_parser_next(c->parser, &msg) == 1)
-        dispatch(c, msg); /* already read from the socket: sort without reading more */
+    qmp__dispatch_parsed(c); /* already read from the socket: sort without reading more */
     struct qmp_event *head = g_queue_pop_head(c->events);
     if (!head)
         return 0;
@@ -333,6 +363,17 @@ int qmp_read_registers(qmp_client *c, struct qmp_regs *out, int max, int *n_cpus
         rc = qmp_parse_registers(text, out, max, n_cpus, err);
     free(text);
     return rc;
+}
+
+void qmp_set_timeout(qmp_client *c, double seconds)
+{
+    if (seconds > 0)
+        c->timeout_ms = (int)(seconds * 1000);
+}
+
+uint64_t qmp_events_dropped(const qmp_client *c)
+{
+    return c->events_dropped;
 }
 
 uint64_t qmp_round_trips(const qmp_client *c)

@@ -25,7 +25,8 @@ struct qmp_client {
     char address[256];
     int timeout_ms;
     unsigned next_id;
-    GQueue *events;      /* struct qmp_event *, oldest first */
+    GQueue *events; /* struct qmp_event *, oldest first, at most QMP_MAX_QUEUED_EVENTS */
+    uint64_t events_dropped;
     GHashTable *replies; /* id -> json reply that arrived before anyone waited for it */
     uint64_t round_trips;
     bool dead;                         /* the connection failed: no further I/O */
@@ -45,12 +46,23 @@ int qmp__send(qmp_client *c, const char *buf, size_t len, struct qp_error *err);
 /* Waits for the reply to id: 0 with *ret (return value, may be NULL), -EREMOTEIO for an error
  * reply, or an I/O error. */
 int qmp__wait(qmp_client *c, unsigned id, json_object **ret, struct qp_error *err);
+/* The same with an absolute deadline (qmp__now_us clock), for draining several replies within
+ * one time-out instead of one each. */
+int qmp__wait_until(qmp_client *c, unsigned id, int64_t deadline_us, json_object **ret,
+                    struct qp_error *err);
+/* Sorts messages the parser already holds (events queued, replies stored) without reading. */
+void qmp__dispatch_parsed(qmp_client *c);
 /* The text of a human-monitor-command reply. */
 /* human-monitor-command arguments; cpu_index < 0 omits it. */
 json_object *qmp__hmp_args(const char *cmdline, int cpu_index);
 int qmp__hmp_text(json_object *ret, char **out, struct qp_error *err);
 
 int qmp__direct_setup(qmp_client *c, struct qp_error *err);
+/* The direct backend's pieces, for tests: the RAM ranges of `backend` from `info mtree -f`
+ * text, and one read through them (d->map must hold the mapped file). */
+void qmp__parse_mtree(struct qmp_direct *d, const char *text, const char *backend);
+void qmp__direct_read(const struct qmp_direct *d, const struct qmp_regs *cpu,
+                      struct qmp_mem_req *r);
 void qmp__direct_close(qmp_client *c);
 int qmp__memsave_setup(qmp_client *c, struct qp_error *err);
 void qmp__memsave_close(qmp_client *c);

@@ -15,6 +15,12 @@
 #define PTE_ADDR    0x000ffffffffff000ull /* bits 51..12; NX and flag bits masked off */
 #define PAGE_SIZE   4096ull
 #define PIPELINE    8 /* QEMU queues at most 8 requests per monitor without oob */
+/* HMP prints 8 bytes as ~19 characters: 64 KiB per x command keeps each reply near 160 KB,
+ * far below the parser's message cap, whatever length the caller asks for. */
+#define HMP_CHUNK (64u << 10)
+/* A memsave range that crosses a hole is redone page by page; at most this many pages, so one
+ * unmapped page cannot turn a large read into thousands of requests. */
+#define MEMSAVE_SPLIT_MAX_PAGES 16
 
 /* ---- Page-table walk -------------------------------------------------------------------- */
 
@@ -51,11 +57,14 @@ static const uint8_t *direct_ptr(const struct qmp_direct *d, uint64_t paddr, uin
         if (paddr < r->start || paddr > r->end)
             continue;
         uint64_t off = r->offset + (paddr - r->start);
-        if (off >= d->map_len)
+        if (off < r->offset || off >= d->map_len)
             return NULL;
-        *avail = r->end - paddr + 1;
-        if (*avail > d->map_len - off)
-            *avail = d->map_len - off;
+        /* end - paddr + 1 would wrap to 0 for a range ending at 2^64 - 1; the file bounds it
+         * anyway. */
+        uint64_t in_range = r->end - paddr;
+        *avail = d->map_len - off;
+        if (in_range < *avail)
+            *avail = in_range + 1;
         return d->map + off;
     }
     return NULL;
@@ -85,8 +94,7 @@ static int direct_translate(const struct qmp_direct *d, const struct qmp_regs *c
     return qmp_translate(cpu->cr3, vaddr, direct_phys_read, (void *)d, paddr, page_size);
 }
 
-static void direct_read(const struct qmp_direct *d, const struct qmp_regs *cpu,
-                        struct qmp_mem_req *r)
+void qmp__direct_read(const struct qmp_direct *d, const struct qmp_regs *cpu, struct qmp_mem_req *r)
 {
     r->got = 0;
     while (r->got < r->len) {
@@ -99,6 +107,8 @@ static void direct_read(const struct qmp_direct *d, const struct qmp_regs *cpu,
         uint64_t n = size - (pa & (size - 1));
         n = n < avail ? n : avail;
         n = n < r->len - r->got ? n : r->len - r->got;
+        if (n == 0)
+            break; /* cannot happen with sane ranges; never loop without progress */
         memcpy((uint8_t *)r->buf + r->got, p, n);
         r->got += n;
     }
@@ -116,11 +126,13 @@ static void parse_mtree_line(struct qmp_direct *d, const char *line, const char 
         return;
     if (strcmp(kind, "ram") != 0 && strcmp(kind, "rom") != 0)
         return;
+    if (end < start || off + (end - start) < off)
+        return; /* reversed, or its file offsets would wrap: not a range we can serve */
     d->ranges[d->n_ranges++] = (struct ram_range){start, end, off};
 }
 
 /* Takes the flat view of the "memory" address space, else the first that shows the backend. */
-static void parse_mtree(struct qmp_direct *d, const char *text, const char *backend)
+void qmp__parse_mtree(struct qmp_direct *d, const char *text, const char *backend)
 {
     gchar **views = g_strsplit(text, "FlatView #", -1);
     gchar **chosen = NULL;
@@ -222,7 +234,7 @@ int qmp__direct_setup(qmp_client *c, struct qp_error *err)
     if (rc == 0)
         rc = qmp_hmp(c, "info mtree -f", -1, &mtree, err);
     if (rc == 0) {
-        parse_mtree(&c->direct, mtree, id);
+        qmp__parse_mtree(&c->direct, mtree, id);
         if (c->direct.n_ranges == 0)
             rc = qp_error_set(err, -EPROTO, "info mtree -f shows no RAM range of backend %s", id);
     }
@@ -410,42 +422,84 @@ static int run_jobs(qmp_client *c, enum qmp_mem_backend b, const struct qmp_regs
             break;
         rc = job_collect(c, b, &jobs[done], (int)(done % PIPELINE), err);
     }
-    /* Replies to requests still in flight must not be mistaken for later ones: drain them. */
+    /* Replies to requests still in flight must not be mistaken for later ones: drain them,
+     * all within one time-out (not one each: the guest may be paused meanwhile). */
+    int64_t drain_deadline = qmp__now_us() + (int64_t)c->timeout_ms * 1000;
     for (size_t i = done; rc < 0 && i < sent && !c->dead; i++)
-        qmp__wait(c, jobs[i].id, NULL, NULL);
+        if (qmp__wait_until(c, jobs[i].id, drain_deadline, NULL, NULL) == -ETIMEDOUT)
+            break;
     g_string_free(out, TRUE);
     return rc;
 }
 
-/* A memsave range crossing an unmapped page fails whole: redo it page by page and keep the
- * pages before the first hole. */
+/* Splits [vaddr, vaddr + len) into jobs at `step`-aligned boundaries, at most max_jobs; returns
+ * the number made. Offsets, not end addresses, so that a range ending at the top of the address
+ * space does not wrap. */
+static size_t split_jobs(uint64_t vaddr, size_t len, uint8_t *dst, uint64_t step,
+                         struct mem_job *jobs, size_t max_jobs)
+{
+    size_t n = 0;
+    for (uint64_t off = 0; off < len && n < max_jobs;) {
+        uint64_t in_step = step - ((vaddr + off) & (step - 1));
+        uint64_t piece = in_step < len - off ? in_step : len - off;
+        jobs[n++] = (struct mem_job){.vaddr = vaddr + off, .len = piece, .dst = dst + off};
+        off += piece;
+    }
+    return n;
+}
+
+/* Bytes read from the start: the full jobs in order, up to and including the first short one. */
+static size_t jobs_prefix(const struct mem_job *jobs, size_t n)
+{
+    size_t got = 0;
+    for (size_t i = 0; i < n && jobs[i].rc == 0; i++) {
+        got += jobs[i].got;
+        if (jobs[i].got < jobs[i].len)
+            break;
+    }
+    return got;
+}
+
+/* A memsave range crossing an unmapped page fails whole: redo it page by page (its first
+ * MEMSAVE_SPLIT_MAX_PAGES pages) and keep the pages before the first hole. */
 static int memsave_split(qmp_client *c, const struct qmp_regs *cpu, struct qmp_mem_req *r,
                          struct qp_error *err)
 {
-    size_t n = 0;
-    for (uint64_t va = r->vaddr; va < r->vaddr + r->len; va = (va & ~(PAGE_SIZE - 1)) + PAGE_SIZE)
-        n++;
-    struct mem_job *jobs = g_new0(struct mem_job, n);
-    uint64_t va = r->vaddr;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t end = (va & ~(PAGE_SIZE - 1)) + PAGE_SIZE;
-        if (end > r->vaddr + r->len)
-            end = r->vaddr + r->len;
-        jobs[i] = (struct mem_job){
-            .vaddr = va, .len = end - va, .dst = (uint8_t *)r->buf + (va - r->vaddr)};
-        va = end;
-    }
+    struct mem_job jobs[MEMSAVE_SPLIT_MAX_PAGES];
+    size_t n = split_jobs(r->vaddr, r->len, r->buf, PAGE_SIZE, jobs, MEMSAVE_SPLIT_MAX_PAGES);
     int rc = run_jobs(c, QMP_MEM_MEMSAVE, cpu, jobs, n, err);
-    r->got = 0;
-    for (size_t i = 0; rc == 0 && i < n && jobs[i].rc == 0; i++)
-        r->got += jobs[i].got;
+    r->got = rc == 0 ? jobs_prefix(jobs, n) : 0;
     r->rc = r->got > 0 || r->len == 0 ? 0 : -EFAULT;
+    return rc;
+}
+
+/* HMP requests go out in HMP_CHUNK pieces; the request's result is the prefix they read. */
+static int hmp_read(qmp_client *c, const struct qmp_regs *cpu, struct qmp_mem_req *reqs, size_t n,
+                    struct qp_error *err)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += (reqs[i].len + HMP_CHUNK - 1) / HMP_CHUNK + 1;
+    struct mem_job *jobs = g_new0(struct mem_job, total);
+    size_t *first = g_new0(size_t, n + 1), n_jobs = 0;
+    for (size_t i = 0; i < n; i++) {
+        first[i] = n_jobs;
+        n_jobs += split_jobs(reqs[i].vaddr, reqs[i].len, reqs[i].buf, HMP_CHUNK, jobs + n_jobs,
+                             total - n_jobs);
+    }
+    first[n] = n_jobs;
+    int rc = run_jobs(c, QMP_MEM_HMP, cpu, jobs, n_jobs, err);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        reqs[i].got = jobs_prefix(jobs + first[i], first[i + 1] - first[i]);
+        reqs[i].rc = reqs[i].got > 0 || reqs[i].len == 0 ? 0 : -EFAULT;
+    }
+    g_free(first);
     g_free(jobs);
     return rc;
 }
 
-static int qmp_side_read(qmp_client *c, const struct qmp_regs *cpu, struct qmp_mem_req *reqs,
-                         size_t n, struct qp_error *err)
+static int memsave_read(qmp_client *c, const struct qmp_regs *cpu, struct qmp_mem_req *reqs,
+                        size_t n, struct qp_error *err)
 {
     struct mem_job *jobs = g_new0(struct mem_job, n);
     size_t *req_of = g_new0(size_t, n), n_jobs = 0;
@@ -456,12 +510,12 @@ static int qmp_side_read(qmp_client *c, const struct qmp_regs *cpu, struct qmp_m
         jobs[n_jobs++] =
             (struct mem_job){.vaddr = reqs[i].vaddr, .len = reqs[i].len, .dst = reqs[i].buf};
     }
-    int rc = run_jobs(c, c->backend, cpu, jobs, n_jobs, err);
+    int rc = run_jobs(c, QMP_MEM_MEMSAVE, cpu, jobs, n_jobs, err);
     for (size_t k = 0; rc == 0 && k < n_jobs; k++) {
         struct qmp_mem_req *r = &reqs[req_of[k]];
         r->got = jobs[k].got;
         r->rc = jobs[k].rc;
-        if (c->backend == QMP_MEM_MEMSAVE && jobs[k].rc < 0)
+        if (jobs[k].rc < 0)
             rc = memsave_split(c, cpu, r, err);
     }
     g_free(req_of);
@@ -475,13 +529,18 @@ int qmp_mem_read_many(qmp_client *c, const struct qmp_regs *cpu, struct qmp_mem_
     for (size_t i = 0; i < n; i++) {
         reqs[i].got = 0;
         reqs[i].rc = reqs[i].len ? -EFAULT : 0;
+        /* Nothing lies past the top of the address space: the read ends there. */
+        if (reqs[i].vaddr && reqs[i].len > 0 - reqs[i].vaddr)
+            reqs[i].len = 0 - reqs[i].vaddr;
     }
     if (c->backend == QMP_MEM_DIRECT) {
         for (size_t i = 0; i < n; i++)
-            direct_read(&c->direct, cpu, &reqs[i]);
+            qmp__direct_read(&c->direct, cpu, &reqs[i]);
         return 0;
     }
-    return qmp_side_read(c, cpu, reqs, n, err);
+    if (c->backend == QMP_MEM_HMP)
+        return hmp_read(c, cpu, reqs, n, err);
+    return memsave_read(c, cpu, reqs, n, err);
 }
 
 int qmp_mem_read(qmp_client *c, const struct qmp_regs *cpu, uint64_t vaddr, void *buf, size_t len,

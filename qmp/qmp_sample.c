@@ -20,13 +20,13 @@ static void absorb_pending(qmp_client *c)
             break;
         }
     }
-    struct qmp_event ev;
-    GQueue keep = G_QUEUE_INIT;
-    /* qmp_pop_event sorts parsed messages; put the events back for the caller. */
-    while (qmp_pop_event(c, &ev) == 1)
-        g_queue_push_tail(&keep, g_memdup2(&ev, sizeof ev));
-    while (!g_queue_is_empty(&keep))
-        g_queue_push_tail(c->events, g_queue_pop_head(&keep));
+    qmp__dispatch_parsed(c);
+}
+
+bool qmp_guest_running(qmp_client *c)
+{
+    absorb_pending(c);
+    return c->running || c->stopped_by_us;
 }
 
 /* Sends stop and `info registers -a` back to back: one write, two replies. */
@@ -85,6 +85,14 @@ int qmp_sample(qmp_client *c, qmp_sample_fn fn, void *ctx, struct qmp_sample_sta
     uint64_t rt0 = c->round_trips;
     absorb_pending(c);
     int rc;
+    /* A cont that failed or timed out last time is still owed: the guest is paused because of
+     * us, not by someone else, and must not be sampled frozen. */
+    if (c->stopped_by_us && (rc = resume(c, err)) < 0) {
+        st.round_trips = (unsigned)(c->round_trips - rt0);
+        if (stats)
+            *stats = st;
+        return qp_error_prefix(err, "resuming the guest left paused by the last sample");
+    }
     if (!c->running) {
         st.was_paused = true;
         rc = sample_paused(c, fn, ctx, err);

@@ -16,19 +16,24 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 enum scenario {
     SC_NORMAL,
-    SC_EVENTS,    /* an event before every reply */
-    SC_CLOSE_MID, /* query-kvm: half a reply, then close */
-    SC_NO_ANSWER, /* query-kvm: never answered */
-    SC_NOT_QMP,   /* an SSH banner instead of a greeting */
-    SC_SILENT,    /* accepts, never greets (QEMU busy with another client) */
-    SC_HANG_REGS, /* info registers never answered; cont is */
-    SC_PAUSED,    /* the guest is paused already */
-    SC_SLOW_REGS, /* info registers answered after 300 ms */
-    SC_HANG_CONT, /* the first cont is never answered */
+    SC_EVENTS,       /* an event before every reply */
+    SC_CLOSE_MID,    /* query-kvm: half a reply, then close */
+    SC_NO_ANSWER,    /* query-kvm: never answered */
+    SC_NOT_QMP,      /* an SSH banner instead of a greeting */
+    SC_SILENT,       /* accepts, never greets (QEMU busy with another client) */
+    SC_HANG_REGS,    /* info registers never answered; cont is */
+    SC_PAUSED,       /* the guest is paused already */
+    SC_SLOW_REGS,    /* info registers answered after 300 ms */
+    SC_HANG_CONT,    /* the first cont is never answered */
+    SC_CONT_FAILS,   /* the first cont gets an error reply (and the guest stays paused) */
+    SC_ODD_EVENTS,   /* before every reply: events without a name, with absurd timestamps */
+    SC_MEMSAVE_ERR,  /* every memsave fails ("Invalid addr"), as for an unmapped range */
+    SC_HANG_MEMSAVE, /* memsave is never answered */
 };
 
 struct fake {
@@ -39,6 +44,15 @@ struct fake {
     GString *log; /* command names received, each followed by ',' */
     int conts;
 };
+
+/* Events no QEMU sends, which a client must survive: no name, a name that is not a string,
+ * timestamps that overflow microsecond arithmetic. */
+static const char odd_events[] =
+    "{\"event\": null, \"timestamp\": {\"seconds\": 1, \"microseconds\": 2}}\r\n"
+    "{\"event\": 5}\r\n"
+    "{\"event\": \"HUGE\", \"timestamp\": {\"seconds\": 1e49, \"microseconds\": 1}}\r\n"
+    "{\"event\": \"MAX\", \"timestamp\": {\"seconds\": 9223372036854775807, "
+    "\"microseconds\": 999999}}\r\n";
 
 static const char greeting[] = "{\"QMP\": {\"version\": {\"qemu\": {\"micro\": 22, \"minor\": 2, "
                                "\"major\": 7}, \"package\": \"\"}, \"capabilities\": []}}\r\n";
@@ -72,7 +86,16 @@ static bool answer(struct fake *f, int fd, json_object *req)
     json_object *cmd = NULL;
     json_object_object_get_ex(req, "execute", &cmd);
     const char *name = json_object_get_string(cmd);
-    g_string_append_printf(f->log, "%s,", name);
+    json_object *args = NULL, *line = NULL;
+    json_object_object_get_ex(req, "arguments", &args);
+    json_object_object_get_ex(args, "command-line", &line);
+    if (line && g_str_has_prefix(json_object_get_string(line), "x/"))
+        g_string_append_printf(f->log, "%.*s,", (int)strcspn(json_object_get_string(line), " "),
+                               json_object_get_string(line));
+    else
+        g_string_append_printf(f->log, "%s,", name);
+    if (f->sc == SC_ODD_EVENTS)
+        say(fd, odd_events);
     if (f->sc == SC_EVENTS)
         say(fd, "{\"timestamp\": {\"seconds\": 7, \"microseconds\": 42}, \"event\": "
                 "\"RTC_CHANGE\", \"data\": {\"offset\": 1}}\r\n");
@@ -87,6 +110,10 @@ static bool answer(struct fake *f, int fd, json_object *req)
     } else if (strcmp(name, "cont") == 0) {
         if (f->sc == SC_HANG_CONT && f->conts++ == 0)
             return true;
+        if (f->sc == SC_CONT_FAILS && f->conts++ == 0) {
+            reply(fd, req, "\"error\": {\"class\": \"GenericError\", \"desc\": \"no\"}");
+            return true;
+        }
         say(fd, "{\"timestamp\": {\"seconds\": 100, \"microseconds\": 600}, \"event\": "
                 "\"RESUME\"}\r\n");
         reply(fd, req, "\"return\": {}");
@@ -102,6 +129,10 @@ static bool answer(struct fake *f, int fd, json_object *req)
         g_free(payload);
         json_object_put(s);
         g_free(text);
+    } else if (strcmp(name, "memsave") == 0 && f->sc == SC_HANG_MEMSAVE) {
+        return true;
+    } else if (strcmp(name, "memsave") == 0 && f->sc == SC_MEMSAVE_ERR) {
+        reply(fd, req, "\"error\": {\"class\": \"GenericError\", \"desc\": \"Invalid addr\"}");
     } else if (strcmp(name, "bogus") == 0) {
         reply(fd, req,
               "\"error\": {\"class\": \"CommandNotFound\", \"desc\": \"The command bogus has "
@@ -185,14 +216,22 @@ static char *fake_stop(struct fake *f)
     return log;
 }
 
-static const struct qmp_open_opts quick = {.timeout_s = 0.4, .backend = QMP_MEM_MEMSAVE};
+/* Replies the fake does give may take long on a loaded machine: wait for them patiently. The
+ * scenarios that withhold a reply switch to a short time-out once connected (the time-out is
+ * what they test, and a short one keeps the test quick). */
+static const struct qmp_open_opts patient = {.timeout_s = 60, .backend = QMP_MEM_MEMSAVE};
+static const struct qmp_open_opts quick = {.timeout_s = 1, .backend = QMP_MEM_MEMSAVE};
+#define SHORT_TIMEOUT_S 1.0
 
 static qmp_client *open_fake(struct fake *f)
 {
     qmp_client *c = NULL;
     struct qp_error err = {0};
-    int rc = qmp_open(f->path, &quick, &c, &err);
+    int rc = qmp_open(f->path, &patient, &c, &err);
     CHECK_MSG(rc == 0, "qmp_open: %s", err.msg);
+    if (c && (f->sc == SC_NO_ANSWER || f->sc == SC_HANG_REGS || f->sc == SC_HANG_CONT ||
+              f->sc == SC_HANG_MEMSAVE))
+        qmp_set_timeout(c, SHORT_TIMEOUT_S);
     return c;
 }
 
@@ -219,7 +258,7 @@ static void test_tcp(void)
     struct fake *f = fake_start_tcp(SC_NORMAL, address, sizeof address);
     qmp_client *c = NULL;
     struct qp_error err = {0};
-    CHECK_MSG(qmp_open(address, &quick, &c, &err) == 0, "%s: %s", address, err.msg);
+    CHECK_MSG(qmp_open(address, &patient, &c, &err) == 0, "%s: %s", address, err.msg);
     bool running = false;
     if (c)
         CHECK_INT(qmp_query_running(c, &running, NULL), 0);
@@ -459,6 +498,178 @@ static void test_free_resumes(void)
     g_free(log);
 }
 
+/* A cont that timed out leaves the guest paused by us: the next sample resumes it first, and
+ * never samples it frozen as if someone else had paused it. */
+static void test_sample_after_cont_timeout(void)
+{
+    struct fake *f = fake_start(SC_HANG_CONT);
+    qmp_client *c = open_fake(f);
+    REQUIRE(c);
+    struct qp_error err = {0};
+    struct cb_state s = {0};
+    struct qmp_sample_stats st;
+    CHECK_INT(qmp_sample(c, callback, &s, &st, &err), -ETIMEDOUT);
+    CHECK_INT(qmp_sample(c, callback, &s, &st, &err), 0);
+    CHECK(!st.was_paused);
+    CHECK_INT(s.calls, 2);
+    qmp_free(c);
+    char *log = fake_stop(f);
+    CHECK_STR(log, "qmp_capabilities,query-status,stop,human-monitor-command,cont,"
+                   "cont,stop,human-monitor-command,cont,");
+    g_free(log);
+}
+
+static void test_sample_after_cont_error(void)
+{
+    struct fake *f = fake_start(SC_CONT_FAILS);
+    qmp_client *c = open_fake(f);
+    REQUIRE(c);
+    struct qp_error err = {0};
+    struct cb_state s = {0};
+    struct qmp_sample_stats st;
+    CHECK_INT(qmp_sample(c, callback, &s, &st, &err), -EREMOTEIO);
+    CHECK_INT(qmp_sample(c, callback, &s, &st, &err), 0);
+    CHECK(!st.was_paused);
+    qmp_free(c);
+    char *log = fake_stop(f);
+    CHECK_STR(log, "qmp_capabilities,query-status,stop,human-monitor-command,cont,"
+                   "cont,stop,human-monitor-command,cont,");
+    g_free(log);
+}
+
+/* Nameless events and overflowing timestamps are survived (UBSan aborts on the overflow);
+ * the named ones are kept with their timestamps treated as absent. */
+static void test_odd_events(void)
+{
+    struct fake *f = fake_start(SC_ODD_EVENTS);
+    qmp_client *c = open_fake(f);
+    REQUIRE(c);
+    CHECK_INT(qmp_execute(c, "query-kvm", NULL, NULL, NULL), 0);
+    struct qmp_event ev;
+    int huge = 0, max = 0, other = 0;
+    while (qmp_pop_event(c, &ev) == 1) {
+        if (strcmp(ev.name, "HUGE") == 0)
+            huge++;
+        else if (strcmp(ev.name, "MAX") == 0)
+            max++;
+        else
+            other++;
+        CHECK_INT(ev.ts_sec, 0);
+        json_object_put(ev.data);
+    }
+    CHECK_INT(huge, 3); /* one per request: capabilities, query-status, query-kvm */
+    CHECK_INT(max, 3);
+    CHECK_INT(other, 0);
+    qmp_free(c);
+    g_free(fake_stop(f));
+}
+
+/* Events nobody pops are bounded: the queue keeps the newest QMP_MAX_QUEUED_EVENTS. */
+static void test_event_queue_bounded(void)
+{
+    struct fake *f = fake_start(SC_EVENTS);
+    qmp_client *c = open_fake(f);
+    REQUIRE(c);
+    for (int i = 0; i < QMP_MAX_QUEUED_EVENTS + 50; i++)
+        CHECK_INT(qmp_execute(c, "query-kvm", NULL, NULL, NULL), 0);
+    int queued = 0;
+    struct qmp_event ev;
+    while (qmp_pop_event(c, &ev) == 1) {
+        json_object_put(ev.data);
+        queued++;
+    }
+    CHECK_INT(queued, QMP_MAX_QUEUED_EVENTS);
+    CHECK_U64(qmp_events_dropped(c), 2 + 50); /* capabilities and query-status sent one each */
+    qmp_free(c);
+    g_free(fake_stop(f));
+}
+
+static struct qmp_regs cpu_for_reads(void)
+{
+    struct qmp_regs cpu = {.cpu_index = 0, .long_mode = true, .cr0 = 0x80000011, .cr3 = 0x1000};
+    return cpu;
+}
+
+/* A stack window that ends at the top of the address space, refused by memsave: the page split
+ * must not wrap around to address 0 (it looped forever, the guest left paused). */
+static void test_memsave_top_of_address_space(void)
+{
+    struct fake *f = fake_start(SC_MEMSAVE_ERR);
+    qmp_client *c = open_fake(f);
+    REQUIRE(c);
+    struct qmp_regs cpu = cpu_for_reads();
+    static uint8_t buf[16384];
+    size_t got = 1;
+    /* 4 KiB from 0xffffffffffffefd0 ends just below 2^64: two pages, and the old split's next
+     * page after 0xfffffffffffff000 wrapped to 0, forever below the end */
+    uint64_t rt0 = qmp_round_trips(c);
+    CHECK_INT(qmp_mem_read(c, &cpu, 0xffffffffffffefd0ull, buf, 4096, &got, NULL), -EFAULT);
+    CHECK_U64(got, 0);
+    CHECK_U64(qmp_round_trips(c) - rt0, 3); /* 1 try + 2 pages */
+    /* 16 KiB would pass 2^64: the read is cut at the top (4144 bytes, 2 pages) */
+    rt0 = qmp_round_trips(c);
+    CHECK_INT(qmp_mem_read(c, &cpu, 0xffffffffffffefd0ull, buf, sizeof buf, &got, NULL), -EFAULT);
+    CHECK_U64(qmp_round_trips(c) - rt0, 3);
+    /* a large read refused whole is split into at most 16 pages, not thousands */
+    static uint8_t big[4 << 20];
+    rt0 = qmp_round_trips(c);
+    CHECK_INT(qmp_mem_read(c, &cpu, 0x400000, big, sizeof big, &got, NULL), -EFAULT);
+    CHECK(qmp_round_trips(c) - rt0 <= 17);
+    qmp_free(c);
+    g_free(fake_stop(f));
+}
+
+/* HMP reads are chunked: a large read never asks for one reply bigger than the parser takes. */
+static void test_hmp_chunks(void)
+{
+    struct fake *f = fake_start(SC_NORMAL);
+    qmp_client *c = open_fake(f);
+    REQUIRE(c);
+    REQUIRE(qmp_mem_set_backend(c, QMP_MEM_HMP, NULL) == 0);
+    struct qmp_regs cpu = cpu_for_reads();
+    static uint8_t big[1 << 20];
+    size_t got;
+    /* the fake answers with register text, not a dump: nothing is read, but the requests show */
+    CHECK_INT(qmp_mem_read(c, &cpu, 0x400000, big, sizeof big, &got, NULL), -EFAULT);
+    qmp_free(c);
+    char *log = fake_stop(f);
+    gchar **cmds = g_strsplit(log, ",", -1);
+    int dumps = 0;
+    for (gchar **p = cmds; *p; p++) {
+        if (!g_str_has_prefix(*p, "x/"))
+            continue;
+        dumps++;
+        CHECK_MSG(strtoull(*p + 2, NULL, 10) <= 8192, "one dump asks for %s", *p);
+    }
+    CHECK_INT(dumps, 16);
+    g_strfreev(cmds);
+    g_free(log);
+}
+
+/* Requests still in flight after a time-out are drained within one more time-out, not one
+ * each (8 pipelined memsaves used to keep a paused guest waiting 8 time-outs). */
+static void test_drain_one_deadline(void)
+{
+    struct fake *f = fake_start(SC_HANG_MEMSAVE);
+    qmp_client *c = open_fake(f);
+    REQUIRE(c);
+    struct qmp_regs cpu = cpu_for_reads();
+    static uint8_t bufs[8][64];
+    struct qmp_mem_req reqs[8];
+    for (int i = 0; i < 8; i++)
+        reqs[i] = (struct qmp_mem_req){.vaddr = 0x400000 + 4096 * i, .len = 64, .buf = bufs[i]};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_INT(qmp_mem_read_many(c, &cpu, reqs, 8, NULL), -ETIMEDOUT);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    /* two time-outs of SHORT_TIMEOUT_S (the first reply, then the drain) plus slack; the old
+     * code took eight */
+    CHECK_MSG(took < 4 * SHORT_TIMEOUT_S + 1, "gave up after %.1f s", took);
+    qmp_free(c);
+    g_free(fake_stop(f));
+}
+
 static volatile sig_atomic_t alarms;
 
 static void on_alarm(int sig)
@@ -506,5 +717,12 @@ int main(void)
     test_sample_already_paused();
     test_sample_signal();
     test_free_resumes();
+    test_sample_after_cont_timeout();
+    test_sample_after_cont_error();
+    test_odd_events();
+    test_event_queue_bounded();
+    test_memsave_top_of_address_space();
+    test_hmp_chunks();
+    test_drain_one_deadline();
     return harness_result();
 }

@@ -1,6 +1,7 @@
 /* The direct backend's page-table walker on a synthetic in-memory page table. */
 #include "harness.h"
 #include "qmp.h"
+#include "qmp_internal.h"
 
 #define RAM_SIZE (64u << 20)
 #define P        0x1ull
@@ -34,8 +35,39 @@ static int walk(uint64_t cr3, uint64_t va, uint64_t *pa, uint64_t *size)
     return qmp_translate(cr3, va, read_phys, NULL, pa, size);
 }
 
+/* info mtree ranges from QEMU are checked, and a range ending at 2^64 - 1 (QEMU prints
+ * "0000000000000000-ffffffffffffffff" for some regions) is served without its length wrapping
+ * to 0: the read loop made no progress, forever. */
+static void test_direct_ranges(void)
+{
+    static uint8_t file[64 << 10];
+    for (size_t i = 0; i < sizeof file; i++)
+        file[i] = (uint8_t)i;
+    struct qmp_direct d = {.map = file, .map_len = sizeof file};
+    qmp__parse_mtree(&d,
+                     "FlatView #0\n AS \"memory\", root: system\n"
+                     "  0000000000000000-ffffffffffffffff (prio 0, ram): ram @0000000000000000\n"
+                     "  0000000000002000-0000000000001000 (prio 0, ram): ram @0000000000000000\n"
+                     "  0000000000003000-0000000000003fff (prio 0, ram): ram @ffffffffffffff00\n",
+                     "ram");
+    CHECK_INT(d.n_ranges, 1);        /* the reversed and the wrapping-offset ranges are refused */
+    struct qmp_regs real_mode = {0}; /* paging off: virtual = physical */
+    uint8_t buf[32];
+    struct qmp_mem_req r = {.vaddr = 0, .len = sizeof buf, .buf = buf};
+    qmp__direct_read(&d, &real_mode, &r);
+    CHECK_INT(r.rc, 0);
+    CHECK_U64(r.got, sizeof buf);
+    CHECK_INT(buf[0], 0x00);
+    CHECK_INT(buf[31], 0x1f);
+    /* past the file's end: nothing, and no loop */
+    r = (struct qmp_mem_req){.vaddr = sizeof file - 8, .len = sizeof buf, .buf = buf};
+    qmp__direct_read(&d, &real_mode, &r);
+    CHECK_U64(r.got, 8);
+}
+
 int main(void)
 {
+    test_direct_ranges();
     ram = calloc(1, RAM_SIZE);
     REQUIRE(ram);
     const uint64_t pml4 = 0x1000, pdpt = 0x2000, pd = 0x3000, pt = 0x4000, pdpt_hi = 0x5000;
