@@ -11,7 +11,8 @@
  *
  * Layout rules: every field has a fixed size and natural alignment; there is no implicit
  * padding; all integers are little-endian (x86_64). A reader checks magic, version, and that
- * `size` and `cpu_slot_size` are at least what it knows; newer minor additions append fields.
+ * `size` and `cpu_slot_size` are at least what it knows; newer minor additions append fields,
+ * so a reader finds slot i at offsetof(cpu) + i * cpu_slot_size, never at its own stride.
  */
 #ifndef QPROF_GUEST_ABI_H
 #define QPROF_GUEST_ABI_H

@@ -4,7 +4,9 @@
 #include "harness.h"
 #include "profiler.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static int parse(struct prof_options *o, const char *const *args)
@@ -179,8 +181,93 @@ static void test_next_deadline(void)
     CHECK_MSG(mid > 12.0 && mid < 12.5, "behind, random gap: %f", mid);
 }
 
+/* --samples alone has no time limit (the default 5 s would cut a fixed count short); with
+ * --duration, whichever comes first. */
+static void test_samples_option(void)
+{
+    struct prof_options o;
+    CHECK_INT(parse(&o, (const char *[]){"--samples", "4000", NULL}), -1);
+    CHECK_U64(o.max_samples, 4000);
+    CHECK(o.duration_s == 0);
+    CHECK_INT(parse(&o, (const char *[]){"--duration", "3", "--samples", "50", NULL}), -1);
+    CHECK_U64(o.max_samples, 50);
+    CHECK(o.duration_s == 3);
+    CHECK_INT(parse(&o, (const char *[]){"--samples", "0", NULL}), PROF_EXIT_USAGE);
+    CHECK_INT(parse(&o, (const char *[]){"--samples", "-3", NULL}), PROF_EXIT_USAGE);
+    CHECK_INT(parse(&o, (const char *[]){"--progress", NULL}), -1);
+    CHECK(o.progress);
+}
+
+/* A well-formed ABI as the demo kernel lays it out, with cpu_count slots of `stride` bytes. */
+static size_t make_abi(uint8_t *buf, size_t cap, uint32_t count, uint32_t stride)
+{
+    memset(buf, 0, cap);
+    struct qprof_abi h = {.magic = QPROF_ABI_MAGIC,
+                          .version = QPROF_ABI_VERSION,
+                          .size = (uint32_t)(48 + count * stride),
+                          .cpu_count = count,
+                          .cpu_slot_size = stride};
+    if (h.size < sizeof(struct qprof_abi))
+        h.size = sizeof(struct qprof_abi);
+    memcpy(buf, &h, 48);
+    for (uint32_t i = 0; i < count; i++) {
+        struct qprof_abi_cpu slot = {.state = QPROF_CPU_USER, .pid = 100 + i};
+        memcpy(slot.name, "0123456789abcdef", 16); /* no terminator */
+        memcpy(buf + 48 + (size_t)i * stride, &slot, sizeof slot);
+    }
+    return 48 + (size_t)count * stride;
+}
+
+static void test_abi_checks(void)
+{
+    static uint8_t buf[PROF_ABI_MAX_BYTES];
+    struct qprof_abi h;
+    struct qprof_abi_cpu slot;
+    size_t need = 0;
+    struct qp_error err = {0};
+
+    size_t len = make_abi(buf, sizeof buf, 2, sizeof(struct qprof_abi_cpu));
+    CHECK_INT(prof_abi_check(buf, sizeof(struct qprof_abi), &h, &need, &err), 0);
+    CHECK_INT(prof_abi_slot(buf, sizeof(struct qprof_abi), &h, 1, &slot), 0);
+    CHECK_INT(slot.pid, 101);
+    CHECK_STR(slot.name, "0123456789abcde"); /* the guest forgot the NUL: cut, not overrun */
+    CHECK_INT(prof_abi_slot(buf, len, &h, 2, &slot), -ENOENT);
+
+    /* a newer guest with bigger slots: its stride, not ours, and more bytes to copy */
+    len = make_abi(buf, sizeof buf, 3, sizeof(struct qprof_abi_cpu) + 64);
+    CHECK_INT(prof_abi_check(buf, sizeof(struct qprof_abi), &h, &need, &err), 0);
+    CHECK_INT(prof_abi_check(buf, 200, &h, &need, &err), -ENODATA);
+    CHECK_U64(need, len);
+    CHECK_INT(prof_abi_slot(buf, len, &h, 2, &slot), 0);
+    CHECK_INT(slot.pid, 102);
+
+    /* hostile or broken headers are refused with a reason */
+    make_abi(buf, sizeof buf, 1, sizeof(struct qprof_abi_cpu));
+    ((struct qprof_abi *)buf)->size = 16;
+    CHECK_INT(prof_abi_check(buf, sizeof(struct qprof_abi), &h, &need, &err), -EPROTO);
+    CHECK(strstr(err.msg, "size 16") != NULL);
+    make_abi(buf, sizeof buf, 1, sizeof(struct qprof_abi_cpu));
+    ((struct qprof_abi *)buf)->cpu_count = 0xffffffff;
+    CHECK_INT(prof_abi_check(buf, sizeof(struct qprof_abi), &h, &need, &err), -EPROTO);
+    CHECK(strstr(err.msg, "cpu_count") != NULL);
+    make_abi(buf, sizeof buf, 1, sizeof(struct qprof_abi_cpu));
+    ((struct qprof_abi *)buf)->cpu_slot_size = 0x7fffffff;
+    CHECK_INT(prof_abi_check(buf, sizeof(struct qprof_abi), &h, &need, &err), -EPROTO);
+    make_abi(buf, sizeof buf, 1, sizeof(struct qprof_abi_cpu));
+    ((struct qprof_abi *)buf)->cpu_slot_size = 8; /* smaller than the fields we read */
+    CHECK_INT(prof_abi_check(buf, sizeof(struct qprof_abi), &h, &need, &err), -EPROTO);
+    make_abi(buf, sizeof buf, 1, sizeof(struct qprof_abi_cpu));
+    ((struct qprof_abi *)buf)->version = 2;
+    CHECK_INT(prof_abi_check(buf, sizeof(struct qprof_abi), &h, &need, &err), -EPROTO);
+    ((struct qprof_abi *)buf)->magic = 0;
+    CHECK_INT(prof_abi_check(buf, sizeof(struct qprof_abi), &h, &need, &err), -EAGAIN);
+    CHECK_INT(prof_abi_check(buf, 10, &h, &need, &err), -EPROTO);
+}
+
 int main(void)
 {
+    test_samples_option();
+    test_abi_checks();
     test_defaults_and_values();
     test_usage_errors();
     test_cpu_list();
