@@ -194,14 +194,17 @@ static bool wait_samples(struct qprof *q, uint64_t n)
     }
 }
 
-/* Shows what qprof said once it has exited. An ASan or UBSan report there means qprof read or
- * wrote what it must not, whatever else it printed. */
-static void check_no_sanitizer_report(const char *err)
+/* What an exited qprof said (caller g_free()s it), shown in the test's log, so that the checks
+ * on it need not repeat it. An ASan or UBSan report there means qprof read or wrote what it
+ * must not, whatever else it printed. */
+static char *finished_stderr(const struct qprof *q, const char *who)
 {
-    show_stderr("qprof", err);
+    char *err = qprof_stderr(q);
+    show_stderr(who, err);
     CHECK_MSG(!strstr(err, "AddressSanitizer") && !strstr(err, "LeakSanitizer") &&
                   !strstr(err, "runtime error:"),
-              "sanitizer report on qprof's stderr:\n%s", err);
+              "sanitizer report on %s's stderr", who);
+    return err;
 }
 
 static int count_lines(const char *text)
@@ -304,7 +307,7 @@ static struct folded check_written(const char *err, const char *output)
     unsigned long stacks = 0, samples = 0;
     bool ok = line && strstr(line, needle) &&
               sscanf(line, "qprof: wrote %lu stacks (%lu samples)", &stacks, &samples) == 2;
-    CHECK_MSG(ok, "no 'qprof: wrote N stacks (M samples) to %s' line:\n%s", output, err);
+    CHECK_MSG(ok, "no 'qprof: wrote N stacks (M samples) to %s' line", output);
     if (ok) {
         CHECK_MSG(samples == f.total, "qprof says %lu samples, %s holds %lu", samples, output,
                   (unsigned long)f.total);
@@ -425,9 +428,8 @@ static void start_on_guest(struct qprof *q, struct guest *g, const char *const *
 static struct folded finish_run(struct qprof *q, struct guest *g, int code, char **err_out)
 {
     int rc = wait_qprof(q, RUN_DEADLINE_S);
-    char *err = qprof_stderr(q);
-    CHECK_MSG(rc == code, "qprof exited %d, want %d; stderr:\n%s", rc, code, err);
-    check_no_sanitizer_report(err);
+    char *err = finished_stderr(q, "qprof");
+    CHECK_MSG(rc == code, "qprof exited %d, want %d", rc, code);
     struct folded f = check_written(err, g->output);
     check_no_tmp_left(g->output);
     if (vm_alive(g->vm))
@@ -490,8 +492,8 @@ static bool process_stack_ok(const char *stack, const sym_table *own, const stru
     return ok;
 }
 
-/* Checks every process stack against its program; returns the samples of root `root_prefix`
- * (e.g. "sys (1)") in *counts as the caller asks, by a NULL-terminated list of roots. */
+/* Checks every process stack against its program, and adds the samples rooted at roots[i]
+ * (NULL-terminated, e.g. "sys (1)") to counts[i]. */
 static void check_process_stacks(const struct folded *f, const struct names *n,
                                  const char *const *roots, uint64_t *counts)
 {
@@ -522,7 +524,7 @@ static void case_sigkill_qemu(void)
         kill(vm_pid(g.vm), SIGKILL);
     char *err;
     struct folded f = finish_run(&q, &g, 1, &err);
-    CHECK_MSG(strstr(err, "qprof: stopping:"), "no 'qprof: stopping:' after QEMU died:\n%s", err);
+    CHECK_MSG(strstr(err, "qprof: stopping:"), "no 'qprof: stopping:' after QEMU died");
     CHECK_MSG(f.total >= 100, "only %lu samples written", (unsigned long)f.total);
     CHECK(!vm_alive(g.vm));
     folded_free(&f);
@@ -543,7 +545,7 @@ static void case_signal(int sig)
     char *err;
     struct folded f = finish_run(&q, &g, 0, &err);
     char *said = g_strdup_printf("interrupted by %s", strsignal(sig));
-    CHECK_MSG(strstr(err, said), "no '%s' on stderr:\n%s", said, err);
+    CHECK_MSG(strstr(err, said), "no '%s' on stderr", said);
     CHECK_MSG(f.total >= 100, "only %lu samples written", (unsigned long)f.total);
     g_free(said);
     folded_free(&f);
@@ -565,7 +567,7 @@ static struct folded profile_across_reset(struct guest *g, const char *cmdline, 
     struct folded f = finish_run(&q, g, 0, err);
     CHECK_MSG(vm_count_serial(g->vm, "qprof-guest: boot") == 2,
               "the guest did not boot again during the run");
-    CHECK_MSG(strstr(*err, "guest reset"), "no 'guest reset' in the summary:\n%s", *err);
+    CHECK_MSG(strstr(*err, "guest reset"), "no 'guest reset' in the summary");
     return f;
 }
 
@@ -638,10 +640,9 @@ static void case_paused_before(void)
     struct qprof q;
     start_on_guest(&q, &g, (const char *[]){"--samples", "50", "--duration", "3", NULL});
     int rc = wait_qprof(&q, RUN_DEADLINE_S);
-    char *err = qprof_stderr(&q);
-    CHECK_MSG(rc == 0, "qprof exited %d; stderr:\n%s", rc, err);
-    check_no_sanitizer_report(err);
-    CHECK_MSG(strstr(err, "paused by another client"), "no 'paused by another client':\n%s", err);
+    char *err = finished_stderr(&q, "qprof");
+    CHECK_MSG(rc == 0, "qprof exited %d", rc);
+    CHECK_MSG(strstr(err, "paused by another client"), "no 'paused by another client'");
     struct folded f = check_written(err, g.output);
     CHECK_MSG(f.total == 0, "%lu samples counted from a guest paused all along",
               (unsigned long)f.total);
@@ -693,10 +694,9 @@ static void case_paused_during(void)
         kill(q.pid, SIGINT);
     }
     int rc = wait_qprof(&q, RUN_DEADLINE_S);
-    char *err = qprof_stderr(&q);
-    CHECK_MSG(rc == 0, "qprof exited %d; stderr:\n%s", rc, err);
-    check_no_sanitizer_report(err);
-    CHECK_MSG(strstr(err, "interrupted by Interrupt"), "no 'interrupted by Interrupt':\n%s", err);
+    char *err = finished_stderr(&q, "qprof");
+    CHECK_MSG(rc == 0, "qprof exited %d", rc);
+    CHECK_MSG(strstr(err, "interrupted by Interrupt"), "no 'interrupted by Interrupt'");
     struct folded f = check_written(err, g.output);
     CHECK_MSG(f.total >= 100, "only %lu samples written", (unsigned long)f.total);
     check_no_tmp_left(g.output);
@@ -748,11 +748,10 @@ static void case_dev_full(void)
         vm_stop(g.vm);
         exit(VM_SKIP);
     }
-    char *err = qprof_stderr(&q);
-    CHECK_MSG(rc == 1, "qprof exited %d, want 1; stderr:\n%s", rc, err);
-    check_no_sanitizer_report(err);
+    char *err = finished_stderr(&q, "qprof");
+    CHECK_MSG(rc == 1, "qprof exited %d, want 1", rc);
     CHECK_MSG(strstr(err, "/dev/full") && strstr(err, "No space left on device"),
-              "no '/dev/full' and 'No space left on device' on stderr:\n%s", err);
+              "no '/dev/full' and 'No space left on device' on stderr");
     CHECK_MSG(stat("/dev/full", &st) == 0 && S_ISCHR(st.st_mode),
               "/dev/full is no longer a character device");
     check_no_dev_full_litter();
@@ -770,10 +769,9 @@ static void expect_unwritable(struct guest *g, const char *output)
     struct qprof q;
     start_qprof(&q, vm_dir(g->vm), "qprof", args, false);
     int rc = wait_qprof(&q, RUN_DEADLINE_S);
-    char *err = qprof_stderr(&q);
-    CHECK_MSG(rc == 1, "-o %s: qprof exited %d, want 1; stderr:\n%s", output, rc, err);
-    check_no_sanitizer_report(err);
-    CHECK_MSG(strstr(err, output), "the message does not name %s:\n%s", output, err);
+    char *err = finished_stderr(&q, "qprof");
+    CHECK_MSG(rc == 1, "-o %s: qprof exited %d, want 1", output, rc);
+    CHECK_MSG(strstr(err, output), "the message does not name %s", output);
     CHECK_MSG(access(output, F_OK) != 0, "%s exists", output);
     check_no_tmp_left(output);
     CHECK_MSG(guest_running(g, false), "guest left paused");
@@ -819,11 +817,10 @@ static void case_second_qprof(void)
         start_qprof(&second, vm_dir(g.vm), "second", args, false);
         /* qprof waits 5 s for a greeting QEMU sends only when the first client leaves */
         int rc = wait_qprof(&second, SHORT_RUN_S);
-        char *err = qprof_stderr(&second);
-        CHECK_MSG(rc == 1, "the second qprof exited %d, want 1; stderr:\n%s", rc, err);
-        check_no_sanitizer_report(err);
-        CHECK_MSG(strstr(err, "another client"), "no 'another client' on stderr:\n%s", err);
-        CHECK_MSG(count_lines(err) <= 2, "more than a clear line:\n%s", err);
+        char *err = finished_stderr(&second, "the second qprof");
+        CHECK_MSG(rc == 1, "the second qprof exited %d, want 1", rc);
+        CHECK_MSG(strstr(err, "another client"), "no 'another client' on stderr");
+        CHECK_MSG(count_lines(err) <= 2, "more than a clear line");
         CHECK_MSG(access(output2, F_OK) != 0, "the second qprof wrote %s", output2);
         g_free(err);
         g_free(output2);
@@ -833,7 +830,7 @@ static void case_second_qprof(void)
     char *err;
     struct folded f = finish_run(&first, &g, 0, &err);
     CHECK_MSG(f.total >= 50, "only %lu samples written", (unsigned long)f.total);
-    CHECK_MSG(strstr(err, "interrupted by Interrupt"), "no 'interrupted by Interrupt':\n%s", err);
+    CHECK_MSG(strstr(err, "interrupted by Interrupt"), "no 'interrupted by Interrupt'");
     folded_free(&f);
     g_free(err);
     vm_stop(g.vm);
@@ -861,7 +858,7 @@ static void case_hostile_abi(const char *variant)
     if (rejected) {
         CHECK_MSG(g_str_has_prefix(err, "qprof_abi rejected:") ||
                       strstr(err, "\nqprof_abi rejected:"),
-                  "no line starting 'qprof_abi rejected:':\n%s", err);
+                  "no line starting 'qprof_abi rejected:'");
     }
     uint64_t spin1 = 0;
     for (guint i = 0; i < f.stacks->len; i++) {
@@ -900,13 +897,12 @@ static void case_socket_closed_mid_reply(void)
     struct qprof q;
     start_qprof(&q, dir, "qprof", args, false);
     int rc = wait_qprof(&q, 30);
-    char *err = qprof_stderr(&q);
+    char *err = finished_stderr(&q, "qprof");
     char *log = fake_qmp_stop(fake, 5);
-    CHECK_MSG(rc == 1, "qprof exited %d, want 1; stderr:\n%s", rc, err);
-    check_no_sanitizer_report(err);
+    CHECK_MSG(rc == 1, "qprof exited %d, want 1", rc);
     CHECK_MSG(strstr(err, "QEMU closed the QMP connection"),
-              "no 'QEMU closed the QMP connection' on stderr:\n%s", err);
-    CHECK_MSG(count_lines(err) == 1, "not a one-line message:\n%s", err);
+              "no 'QEMU closed the QMP connection' on stderr");
+    CHECK_MSG(count_lines(err) == 1, "not a one-line message");
     CHECK_MSG(strstr(log, "human-monitor-command,"), "qprof never asked for registers: %s", log);
     g_free(log);
     g_free(err);
