@@ -97,6 +97,18 @@ void abi_init(void);
 void abi_enter_from_user(struct qprof_abi_regs *regs);
 void abi_return_to_user(void);
 
+/* Test aid (command line abi_fault=VARIANT, guest/README.md): from now on publish a hostile
+ * qprof_abi, so that tests can prove the profiler checks what it reads. */
+enum abi_fault {
+    ABI_FAULT_NONE,
+    ABI_FAULT_SIZE,   /* size smaller than the struct the kernel built */
+    ABI_FAULT_STRIDE, /* cpu_slot_size larger than the slots really are */
+    ABI_FAULT_TEXT,   /* text_size 0x7fffffffffff in every slot */
+    ABI_FAULT_NAME,   /* a name with no NUL, a ';' and a newline */
+    ABI_FAULT_COUNT,  /* cpu_count 0xffffffff */
+};
+void abi_set_fault(enum abi_fault fault);
+
 /* ---- syscall.c ---- */
 void syscall_dispatch(struct qprof_abi_regs *regs);
 

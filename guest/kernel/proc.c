@@ -5,6 +5,7 @@
 __attribute__((section(".qprof_abi"), aligned(4096), used)) struct qprof_abi qprof_abi;
 
 static struct qprof_abi_cpu *const abi_cpu = &qprof_abi.cpu[0];
+static enum abi_fault abi_fault;
 
 static inline void abi_write_begin(void)
 {
@@ -37,6 +38,37 @@ void abi_init(void)
     qprof_abi.magic = QPROF_ABI_MAGIC; /* last */
 }
 
+/* Spoils the per-slot fields that the chosen fault names; the slot must be open for writing. */
+static void abi_fault_slot(struct qprof_abi_cpu *slot)
+{
+    if (abi_fault == ABI_FAULT_TEXT)
+        slot->text_size = 0x7fffffffffffull;
+    else if (abi_fault == ABI_FAULT_NAME)
+        memcpy(slot->name, "evil;name\nqprof!", QPROF_ABI_NAME_LEN); /* 16 bytes, no NUL */
+}
+
+/* The header fields are spoiled once; the bytes of the slots stay where sizeof says, so with
+ * the stride fault a reader that trusts the declared cpu_slot_size would read the wrong bytes
+ * for every slot past the first. Every slot gets the per-slot fault, the unused ones too. */
+void abi_set_fault(enum abi_fault fault)
+{
+    abi_fault = fault;
+    if (fault == ABI_FAULT_SIZE)
+        qprof_abi.size = 16;
+    else if (fault == ABI_FAULT_STRIDE)
+        qprof_abi.cpu_slot_size = sizeof(struct qprof_abi_cpu) + 64;
+    else if (fault == ABI_FAULT_COUNT)
+        qprof_abi.cpu_count = 0xffffffffu;
+    for (int i = 0; i < QPROF_ABI_MAX_CPUS; i++) {
+        struct qprof_abi_cpu *slot = &qprof_abi.cpu[i];
+        slot->seq++;
+        barrier();
+        abi_fault_slot(slot);
+        barrier();
+        slot->seq++;
+    }
+}
+
 /* Publishes p (or the idle context when p is the idle proc) as current in slot 0. */
 static void abi_publish(struct proc *p, int idle)
 {
@@ -54,6 +86,8 @@ static void abi_publish(struct proc *p, int idle)
     abi_cpu->cr3 = p->cr3;
     abi_cpu->kstack_lo = p->kstack_lo;
     abi_cpu->kstack_hi = p->kstack_hi;
+    if (abi_fault != ABI_FAULT_NONE)
+        abi_fault_slot(abi_cpu);
     abi_write_end();
 }
 

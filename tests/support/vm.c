@@ -19,6 +19,7 @@ struct test_vm {
     bool exited;
     char dir[256];
     char qmp[300];
+    char qmp2[300]; /* empty without opts.second_qmp */
     char serial[300];
     char ram[300];
 };
@@ -103,13 +104,17 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
         return -1;
     }
     snprintf(vm->qmp, sizeof vm->qmp, "%s/qmp", vm->dir);
+    if (opts->second_qmp)
+        snprintf(vm->qmp2, sizeof vm->qmp2, "%s/qmp2", vm->dir);
     snprintf(vm->serial, sizeof vm->serial, "%s/serial.log", vm->dir);
     snprintf(vm->ram, sizeof vm->ram, "%s/ram", vm->dir);
 
-    char kernel_arg[1024], serial_arg[400], qmp_arg[400], smp_arg[32], mem_arg[32], ram_arg[512];
+    char kernel_arg[1024], serial_arg[400], qmp_arg[400], qmp2_arg[400], smp_arg[32], mem_arg[32],
+        ram_arg[512];
     snprintf(kernel_arg, sizeof kernel_arg, "%s", opts->kernel ? opts->kernel : QPROF_GUEST_KERNEL);
     snprintf(serial_arg, sizeof serial_arg, "file:%s", vm->serial);
     snprintf(qmp_arg, sizeof qmp_arg, "unix:%s,server=on,wait=off", vm->qmp);
+    snprintf(qmp2_arg, sizeof qmp2_arg, "unix:%s,server=on,wait=off", vm->qmp2);
     snprintf(smp_arg, sizeof smp_arg, "%d", opts->smp > 0 ? opts->smp : 1);
     int mem = opts->mem_mb > 0 ? opts->mem_mb : 256;
     snprintf(mem_arg, sizeof mem_arg, "%dM", mem);
@@ -119,11 +124,19 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
 
     const char *argv[MAX_ARGS];
     int argc = 0;
-    const char *fixed[] = {"qemu-system-x86_64", "-display", "none", "-no-reboot", "-nodefaults",
+    const char *fixed[] = {"qemu-system-x86_64", "-display", "none", "-nodefaults",
                            "-kernel", kernel_arg, "-serial", serial_arg, "-qmp", qmp_arg,
                            "-smp", smp_arg, "-m", mem_arg, "-accel", accel ? accel : "tcg"};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         push(argv, &argc, fixed[i]);
+    /* -no-reboot turns every reset, a QMP system_reset too, into QEMU's exit: a guest that
+     * crashes ends the test at once instead of rebooting in a loop. */
+    if (!opts->allow_reset)
+        push(argv, &argc, "-no-reboot");
+    if (opts->second_qmp) {
+        push(argv, &argc, "-qmp");
+        push(argv, &argc, qmp2_arg);
+    }
     if (opts->shared_ram) {
         push(argv, &argc, "-object");
         push(argv, &argc, ram_arg);
@@ -151,10 +164,10 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
         _exit(127);
     }
     vm->pid = pid;
-    /* The QMP socket appears once QEMU has parsed its options. */
+    /* The QMP sockets appear once QEMU has parsed its options. */
     double deadline = now_s() + 30;
     struct stat st;
-    while (stat(vm->qmp, &st) != 0) {
+    while (stat(vm->qmp, &st) != 0 || (vm->qmp2[0] && stat(vm->qmp2, &st) != 0)) {
         if (!vm_alive(vm) || now_s() > deadline) {
             fprintf(stderr, "QEMU did not open its QMP socket (exit status %d)\n",
                     vm->exit_status);
@@ -238,6 +251,11 @@ int vm_wait_serial(test_vm *vm, const char *needle, double timeout_s)
 const char *vm_qmp_path(const test_vm *vm)
 {
     return vm->qmp;
+}
+
+const char *vm_qmp2_path(const test_vm *vm)
+{
+    return vm->qmp2[0] ? vm->qmp2 : NULL;
 }
 
 const char *vm_dir(const test_vm *vm)

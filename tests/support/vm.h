@@ -18,6 +18,8 @@ struct vm_opts {
     bool shared_ram;        /* RAM as a shared file backend (for qmp's direct backend) */
     const char *const *extra_args; /* NULL-terminated, appended to QEMU's command line */
     const char *cmdline;    /* guest kernel command line (-append), may be NULL */
+    bool second_qmp;        /* a second QMP socket (vm_qmp2_path), for a client beside qprof */
+    bool allow_reset;       /* no -no-reboot: a reset reboots the guest instead of ending QEMU */
 };
 
 typedef struct test_vm test_vm;
@@ -36,6 +38,9 @@ int vm_count_serial(test_vm *vm, const char *needle);
 char *vm_serial_text(test_vm *vm);
 
 const char *vm_qmp_path(const test_vm *vm); /* UNIX socket path */
+/* The second QMP socket's path (QEMU serves one client per socket, so a test that talks to
+ * QEMU while qprof holds the first uses this one); NULL unless opts.second_qmp. */
+const char *vm_qmp2_path(const test_vm *vm);
 const char *vm_dir(const test_vm *vm);      /* private directory for this VM's files */
 pid_t vm_pid(const test_vm *vm);
 bool vm_alive(test_vm *vm);
