@@ -15,6 +15,9 @@
 #define USER_HALF_END UINT64_C(0x0000800000000000)
 #define KERNEL_HALF   UINT64_C(0xffff800000000000)
 
+/* The root of a sample taken while a vCPU ran outside long mode (firmware, early boot). */
+#define PROF_ROOT_BOOT "[firmware or early boot]"
+
 #define KSTACK_WINDOW (16u << 10)
 #define USTACK_WINDOW (16u << 10)
 

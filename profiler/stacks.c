@@ -211,6 +211,13 @@ void prof_build_stack(prof_session *s, int i, struct prof_stack *st)
     st->skip_reason = NULL;
     st->root[0] = '\0';
     st->kernel_stop = st->user_stop = UNW_STOP_OUTERMOST;
+    if (c->selected && !c->regs.long_mode && !c->regs.halted) {
+        /* Running, but not yet (or no longer, after a reset) in the 64-bit kernel: firmware or
+         * the guest's early boot code. A real sample of where the time went, without a stack
+         * qprof can unwind. (A vCPU the guest never started waits halted.) */
+        g_strlcpy(st->root, PROF_ROOT_BOOT, sizeof st->root);
+        return;
+    }
     if (!c->selected || !c->started) {
         st->skipped = true;
         st->skip_reason = c->selected ? "not started by the guest" : "not selected (--cpus)";

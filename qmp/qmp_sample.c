@@ -78,6 +78,14 @@ static int sample_paused(qmp_client *c, qmp_sample_fn fn, void *ctx, struct qp_e
     return rc;
 }
 
+/* Worth saying only while QEMU lives: then the guest may be left paused until the next try. */
+static void append_cont_failure(struct qp_error *err, int rc, const struct qp_error *cont_err)
+{
+    char first[QP_ERROR_MSG_MAX];
+    g_strlcpy(first, err->msg, sizeof first);
+    qp_error_set(err, rc, "%s; resuming the guest failed too (%s)", first, cont_err->msg);
+}
+
 int qmp_sample(qmp_client *c, qmp_sample_fn fn, void *ctx, struct qmp_sample_stats *stats,
                struct qp_error *err)
 {
@@ -109,8 +117,8 @@ int qmp_sample(qmp_client *c, qmp_sample_fn fn, void *ctx, struct qmp_sample_sta
         int cont_rc = resume(c, rc < 0 ? &cont_err : err);
         if (rc == 0)
             rc = cont_rc;
-        else if (cont_rc < 0)
-            qp_error_prefix(err, "and resuming the guest failed too (%s)", cont_err.msg);
+        else if (cont_rc < 0 && !c->dead && err)
+            append_cont_failure(err, rc, &cont_err);
         int64_t t1 = qmp__now_us();
         bool have_ts = c->stop_ts_us > 0 && c->resume_ts_us >= c->stop_ts_us;
         st.paused_ns = (uint64_t)(have_ts ? c->resume_ts_us - c->stop_ts_us : t1 - t0) * 1000;

@@ -230,7 +230,7 @@ struct folded {
 static bool root_well_formed(const char *root)
 {
     if (strcmp(root, "idle") == 0 || strcmp(root, "kernel") == 0 ||
-        strcmp(root, "[unknown process]") == 0)
+        strcmp(root, "[unknown process]") == 0 || strcmp(root, "[firmware or early boot]") == 0)
         return true;
     const char *open = strrchr(root, '(');
     if (!open || open - root < 2 || open[-1] != ' ' || root[0] == ' ')
