@@ -472,13 +472,16 @@ static bool has_frame(const char *stack, const char *frame)
     return false;
 }
 
-/* A stack rooted at a process of program `own` (spin or sys) starts at _start;main, and every
- * frame below the root is a function of that program or of the kernel: a stack unwound with
- * another program's tables, or with the wrong process's memory, names foreign functions. */
+/* A stack rooted at a process of program `own` (spin or sys) starts at _start (then main, or
+ * nothing more for a sample on _start itself, as a process just started after a reset shows),
+ * and every frame below the root is a function of that program or of the kernel: a stack
+ * unwound with another program's tables, or with the wrong process's memory, names foreign
+ * functions. */
 static bool process_stack_ok(const char *stack, const sym_table *own, const struct names *n)
 {
     const char *after_root = strchr(stack, ';');
-    if (!after_root || !g_str_has_prefix(after_root, ";_start;main"))
+    if (!after_root || !g_str_has_prefix(after_root, ";_start") ||
+        (after_root[7] != '\0' && after_root[7] != ';'))
         return false;
     gchar **frames = g_strsplit(after_root + 1, ";", -1);
     bool ok = true;
