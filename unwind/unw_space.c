@@ -208,9 +208,13 @@ int unw_space_add_eh_frame(unw_space *s, const char *name, uint64_t text_addr, u
     if (s == NULL || name == NULL || eh_frame == NULL || eh_frame_len == 0 || text_size == 0 ||
         text_addr + text_size < text_addr)
         return qp_error_set(err, -EINVAL, "unw_space_add_eh_frame: bad arguments");
+    /* The bytes come from the guest: libdw must never see a table it would choke on. */
+    int rc = unw_cfi_check_eh_frame(eh_frame, eh_frame_len, err);
+    if (rc < 0)
+        return qp_error_prefix(err, "unwind space %s: %s", s->name, name);
     struct unw_source *src = g_new0(struct unw_source, 1);
-    int rc = unw_build_eh_frame_image(text_addr, text_size, eh_frame_addr, eh_frame, eh_frame_len,
-                                      &src->image, &src->image_len);
+    rc = unw_build_eh_frame_image(text_addr, text_size, eh_frame_addr, eh_frame, eh_frame_len,
+                                  &src->image, &src->image_len);
     if (rc < 0) {
         source_free(src);
         return qp_error_set(err, rc, "unwind space %s: building ELF image for %s", s->name, name);

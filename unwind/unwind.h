@@ -115,10 +115,25 @@ int unw_space_add_elf(unw_space *s, const char *path, int64_t bias, struct qp_er
 
 /* Adds CFI from .eh_frame bytes read out of guest memory when no host ELF matches: code in
  * [text_addr, text_addr + text_size), eh_frame_addr is where the bytes live in the guest
- * (pc-relative encodings need it). The bytes are copied. */
+ * (pc-relative encodings need it). The bytes are copied. They are checked first
+ * (unw_cfi_check_eh_frame): a table that fails gives -EINVAL and adds nothing. */
 int unw_space_add_eh_frame(unw_space *s, const char *name, uint64_t text_addr, uint64_t text_size,
                            uint64_t eh_frame_addr, const void *eh_frame, size_t eh_frame_len,
                            struct qp_error *err);
+
+/* Checks .eh_frame bytes from an untrusted source (guest memory) in one linear pass, the way
+ * unw_space_add_eh_frame does before libdw sees them: every entry's length in bounds, every
+ * FDE's CIE pointer at a CIE before it, augmentations and pointer encodings that libdw knows,
+ * every DW_CFA opcode known with its operands (LEB128s of at most 10 bytes) inside the entry,
+ * register numbers at most UNW_CFI_MAX_REGNO, DW_CFA_remember_state nested at most
+ * UNW_CFI_MAX_STATE_DEPTH deep, and DWARF expressions of at most UNW_CFI_MAX_EXPR bytes made
+ * only of operations libdwfl evaluates, with forward branches only. Stricter than DWARF, so
+ * that libdw's costs stay proportional to the table and its error paths (some of which leak)
+ * stay out of reach. Returns 0, or -EINVAL with the offset and the reason in err. */
+#define UNW_CFI_MAX_REGNO       125 /* the highest x86_64 psABI DWARF register (k7) */
+#define UNW_CFI_MAX_EXPR        512
+#define UNW_CFI_MAX_STATE_DEPTH 64
+int unw_cfi_check_eh_frame(const void *eh_frame, size_t len, struct qp_error *err);
 
 /* Walks the stack starting at regs (the interrupted state, innermost frame first). Frames come
  * out innermost first, at most max_depth. Never loops, never reads outside what mem serves.

@@ -1,0 +1,44 @@
+/* Fuzz target: qmp_translate, the x86_64 page-table walker of the direct memory backend, over
+ * page tables the guest controls.
+ *
+ * Input: cr3 (8 bytes LE), vaddr (8 bytes LE), then guest-physical memory from address 0.
+ * read_phys serves the input and fails outside it. A translation must keep vaddr's offset in
+ * its page, and the walk must read at most one entry per level. */
+#include <string.h>
+
+#include "fuzz.h"
+#include "qmp.h"
+
+struct phys {
+    const uint8_t *mem;
+    size_t len;
+    unsigned reads;
+};
+
+static int read_phys(void *ctx, uint64_t paddr, uint64_t *val)
+{
+    struct phys *ph = ctx;
+    ph->reads++;
+    if (paddr > ph->len || ph->len - paddr < 8)
+        return -EFAULT;
+    memcpy(val, ph->mem + paddr, 8);
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 16)
+        return 0;
+    uint64_t cr3 = fuzz_le(data, size, 0, 8), vaddr = fuzz_le(data, size, 8, 8);
+    struct phys ph = {.mem = data + 16, .len = size - 16};
+    uint64_t paddr = 0, page_size = 0;
+    int rc = qmp_translate(cr3, vaddr, read_phys, &ph, &paddr, &page_size);
+    FUZZ_ASSERT(ph.reads <= 4);
+    FUZZ_ASSERT(rc == 0 || rc == -EFAULT);
+    if (rc == 0) {
+        FUZZ_ASSERT(page_size == 1ull << 12 || page_size == 1ull << 21 || page_size == 1ull << 30);
+        FUZZ_ASSERT((paddr & (page_size - 1)) == (vaddr & (page_size - 1)));
+        FUZZ_ASSERT(paddr < 1ull << 52); /* MAXPHYADDR */
+    }
+    return 0;
+}

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Writes the fuzz seed corpora (tests/fuzz/corpus/<target>/) and the regression inputs of the
+known defects (tests/fuzz/regressions/<target>/) from material in the repository and a build
+directory (for the fixture and guest ELFs), then captures real stacks for unwind_stack:
+
+    python3 tests/fuzz/make_seeds.py build-asan
+
+The outputs are committed; run it again when an input format in fuzz_*.c changes. Crash inputs
+that libFuzzer finds are added to regressions/ by hand, not by this script.
+"""
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def write(kind, target, name, data):
+    d = os.path.join(HERE, kind, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def seed(target, name, data):
+    write("corpus", target, name, data)
+
+
+def regression(target, name, data):
+    write("regressions", target, name, data)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def elf_sections(path):
+    """{name: (addr, bytes)} of a little-endian ELF64 file."""
+    b = read(path)
+    shoff, = struct.unpack_from("<Q", b, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", b, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQ", b, shoff + i * shentsize) for i in range(shnum)]
+    strtab = headers[shstrndx]
+    out = {}
+    for name_off, _type, _flags, addr, off, size in headers:
+        start = strtab[4] + name_off
+        name = b[start:b.index(b"\0", start)].decode()
+        out[name] = (addr, b[off:off + size])
+    return out
+
+
+# ---- .eh_frame tables (the same builder as tests/unwind/test_cfi_check.c) -------------------
+
+TEXT, TEXT_SIZE, EH_FRAME_ADDR = 0x401000, 0x1000, 0x500000
+
+
+def entry(body):
+    """Length + body, padded with DW_CFA_nop to 8 bytes."""
+    body += b"\0" * (-(len(body) + 4) % 8)
+    return struct.pack("<I", len(body)) + body
+
+
+def table(instructions):
+    """CIE "zR" (udata4, code 1, data -8, RA 16, CFA rsp+8, RA at CFA-8), one FDE over the
+    text with these instructions, the terminator."""
+    cie = entry(struct.pack("<I", 0) + bytes([1]) + b"zR\0" +
+                bytes([1, 0x78, 16, 1, 0x03, 0x0c, 7, 8, 0x90, 1]))
+    fde_ptr = len(cie) + 4
+    fde = entry(struct.pack("<IIIB", fde_ptr, TEXT, TEXT_SIZE, 0) + bytes(instructions))
+    return cie + fde + struct.pack("<I", 0)
+
+
+def eh_frame_input(eh_frame, text=TEXT, text_size=TEXT_SIZE, pc_off=8, addr=EH_FRAME_ADDR):
+    return struct.pack("<QIIQ", text, text_size, pc_off, addr) + eh_frame
+
+
+def eh_frame_seeds(build):
+    seed("eh_frame", "prologue", eh_frame_input(table(
+        [0x41, 0x0e, 0x10, 0x86, 0x02, 0x0a, 0x41, 0x0e, 0x08, 0x0b, 0xc6])))
+    seed("eh_frame", "expressions", eh_frame_input(table(
+        [0x0f, 3, 0x77, 0xa0, 0x01, 0x10, 16, 2, 0x77, 0x28, 0x16, 6, 5, 0x76, 0x10, 0x06,
+         0x23, 0x08, 0x0f, 6, 0x30, 0x28, 0x01, 0x00, 0x96, 0x31])))
+    seed("eh_frame", "gnu-ops", eh_frame_input(table(
+        [0x2e, 0x10, 0x2f, 3, 2, 0x14, 3, 1, 0x15, 3, 0x7e, 0x13, 0x7f, 0x07, 16])))
+    for elf in ("user/spin", "user-nofp/sys", "kernel.elf"):
+        path = os.path.join(build, "guest", elf)
+        if not os.path.exists(path):
+            print("no %s: skipped" % path)
+            continue
+        secs = elf_sections(path)
+        text_addr, text = secs[".text"]
+        eh_addr, eh = secs[".eh_frame"]
+        seed("eh_frame", "guest-" + elf.replace("/", "-"),
+             eh_frame_input(eh, text_addr, len(text), 0x20, eh_addr))
+
+    # The known defects: libdw's register table sized by a register number (24 s, 2.1 GB per
+    # walk), and expressions whose evaluation leaks 256 bytes per walk in libdwfl 0.188.
+    regression("eh_frame", "huge-register-undefined",
+               eh_frame_input(table([0x07, 0xfe, 0xff, 0xff, 0x7f])))
+    regression("eh_frame", "expression-xderef-leak",
+               eh_frame_input(table([0x10, 16, 2, 0x30, 0x18])))
+    regression("eh_frame", "expression-skip-loop-leak",
+               eh_frame_input(table([0x10, 16, 3, 0x2f, 0xfd, 0xff])))
+    regression("eh_frame", "expression-overlong-sleb-leak",
+               eh_frame_input(table([0x10, 16, 13, 0x11] + [0x80] * 10 + [0x18])))
+    regression("eh_frame", "advance-loc1-past-end",
+               eh_frame_input(table([0x41] * 6 + [0x02])))
+
+
+# ---- The other targets ----------------------------------------------------------------------
+
+QMP_MESSAGES = [
+    b'{"QMP": {"version": {"qemu": {"micro": 22, "minor": 2, "major": 7}, '
+    b'"package": "Debian 1:7.2+dfsg-7+deb12u18+b3"}, "capabilities": ["oob"]}}\r\n',
+    b'{"return": {}, "id": 1}\r\n',
+    b'{"timestamp": {"seconds": 1795290133, "microseconds": 291249}, "event": "STOP"}\r\n',
+    b'{"return": "fffffffffffffff0: Cannot access memory\\r\\n", "id": 3}\r\n',
+    b'{"id": 4, "error": {"class": "GenericError", "desc": "Invalid addr '
+    b'0xfffffffffffffff0/size 16 specified"}}\r\n',
+    b'{"return": {"status": "running", "singlestep": false, "running": true}, "id": 5}\r\n',
+]
+
+
+def qmp_seeds():
+    seed("qmp_parser", "session", bytes([0x80]) + b"".join(QMP_MESSAGES))
+    for i, m in enumerate(QMP_MESSAGES):
+        seed("qmp_parser", "message-%d" % i, bytes([(i * 53) % 256]) + m)
+    regs = read(os.path.join(ROOT, "tests/data/qemu-transcripts/info_registers_cpl3.txt"))
+    hmp = regs.decode().replace("\\", "\\\\").replace('"', '\\"').replace("\r", "\\r")
+    hmp = hmp.replace("\n", "\\r\\n")
+    seed("qmp_parser", "hmp-registers",
+         bytes([0x40]) + b'{"return": "' + hmp.encode() + b'", "id": 7}\r\n')
+    seed("qmp_parser", "values", bytes([0x20]) +
+         b'{"a": [1, -2.5e3, 18446744073709551615, true, null, {"b": "\\u00e9\\ud83d\\ude00"}]}\n')
+    seed("qmp_parser", "not-qmp", bytes([0x10]) + b"SSH-2.0-OpenSSH_9.2\r\n")
+
+    for name in ("info_registers_a_smp2.txt", "info_registers_cpl0.txt",
+                 "info_registers_cpl3.txt"):
+        seed("registers", name, read(os.path.join(ROOT, "tests/data/qemu-transcripts", name)))
+
+
+def symbol_seeds(build):
+    for name in ("kernel.map", "kallsyms.txt", "kallsyms_hidden.txt"):
+        seed("symmap", name, read(os.path.join(ROOT, "tests/symbols/data", name)))
+    fixtures = os.path.join(build, "tests/symbols/fixtures")
+    for name in ("fx.map", "fx", "fxcpp"):
+        path = os.path.join(fixtures, name)
+        if os.path.exists(path):
+            seed("symmap" if name.endswith(".map") else "elf_symbols", name, read(path))
+        else:
+            print("no %s: skipped" % path)
+
+
+def pagewalk_seeds():
+    def walk(cr3, vaddr, *entries):
+        return struct.pack("<QQ", cr3, vaddr) + b"".join(struct.pack("<Q", e) for e in entries)
+
+    # Each table is the page at 0: entry 0 leads back to it, so every level reads one entry.
+    seed("pagewalk", "4k", walk(0, 0x123, 0x3))
+    seed("pagewalk", "1g", walk(0, 0x12345678, 0x83))
+    seed("pagewalk", "2m", walk(0, (1 << 21) | 0x456, 0x3, 0x200083))
+    seed("pagewalk", "not-present", walk(0, 0x1000, 0x3, 0x2))
+    seed("pagewalk", "kernel-half", walk(0x8000000000000000, 0xffffffff80100000, 0x3))
+
+
+def unwind_seeds(build):
+    regs = b"".join(struct.pack("<Q", v) for v in range(16))
+    seed("unwind_stack", "synthetic", struct.pack("<BBHI", 0x02, 0, 0, 0x40) + regs +
+         struct.pack("<QQ", 0, 0x7ffffff00000) + b"".join(
+             struct.pack("<Q", 0x401200 + 8 * i) for i in range(32)))
+    if subprocess.call(["cmake", "--build", build, "--target", "gen_unwind_seeds"]) == 0:
+        out = os.path.join(HERE, "corpus", "unwind_stack")
+        subprocess.check_call([os.path.join(build, "tests/fuzz/gen_unwind_seeds"), out])
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: make_seeds.py BUILD_DIR")
+    build = os.path.abspath(sys.argv[1])
+    for kind in ("corpus",):
+        d = os.path.join(HERE, kind)
+        if os.path.isdir(d):
+            shutil.rmtree(d)
+    eh_frame_seeds(build)
+    qmp_seeds()
+    symbol_seeds(build)
+    pagewalk_seeds()
+    unwind_seeds(build)
+
+
+if __name__ == "__main__":
+    main()
