@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Writes the fuzz seed corpora (tests/fuzz/corpus/<target>/) and the regression inputs of the
-known defects (tests/fuzz/regressions/<target>/) from material in the repository and a build
-directory (for the fixture and guest ELFs), then captures real stacks for unwind_stack:
+"""Writes the fuzz seed corpora of the targets in GENERATED (tests/fuzz/corpus/<target>/) and
+the regression inputs of the known defects (tests/fuzz/regressions/<target>/) from material in
+the repository and a build directory (for the fixture and guest ELFs), then captures real stacks
+for unwind_stack:
 
     python3 tests/fuzz/make_seeds.py build-asan
 
-The outputs are committed; run it again when an input format in fuzz_*.c changes. Crash inputs
-that libFuzzer finds are added to regressions/ by hand, not by this script.
+The outputs are committed; run it again when an input format in fuzz_*.c changes (the stack
+captures differ from run to run: the fixture's stack is placed at random). Crash inputs that
+libFuzzer finds are added to regressions/ by hand, not by this script.
 """
 import os
 import shutil
@@ -177,12 +179,17 @@ def unwind_seeds(build):
         subprocess.check_call([os.path.join(build, "tests/fuzz/gen_unwind_seeds"), out])
 
 
+GENERATED = ("eh_frame", "qmp_parser", "registers", "symmap", "elf_symbols", "pagewalk",
+             "unwind_stack")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: make_seeds.py BUILD_DIR")
     build = os.path.abspath(sys.argv[1])
-    for kind in ("corpus",):
-        d = os.path.join(HERE, kind)
+    # Only the corpora made here are rewritten; other targets keep theirs (guest_abi).
+    for target in GENERATED:
+        d = os.path.join(HERE, "corpus", target)
         if os.path.isdir(d):
             shutil.rmtree(d)
     eh_frame_seeds(build)

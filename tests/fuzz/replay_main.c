@@ -5,7 +5,10 @@
  *
  *   replay_<target> tests/fuzz/corpus/<target> tests/fuzz/regressions/<target>
  *
- * Exit codes: 0 every input ran, 1 an input could not be read, 2 usage. */
+ * A directory that does not exist counts as empty (a target's regressions/ before its first
+ * saved input), but a run that replays nothing at all fails: the arguments are wrong.
+ *
+ * Exit codes: 0 every input ran, 1 an input could not be read or there was none, 2 usage. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -85,12 +88,16 @@ int main(int argc, char **argv)
     int total = 0;
     for (int i = 1; i < argc; i++) {
         struct stat st;
-        bool is_dir = stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode);
+        if (stat(argv[i], &st) != 0 && errno == ENOENT) {
+            fprintf(stderr, "replay: %s does not exist: no inputs from it\n", argv[i]);
+            continue;
+        }
+        bool is_dir = S_ISDIR(st.st_mode);
         int n = is_dir ? replay_dir(argv[i]) : replay_file(argv[i]) == 0 ? 1 : -1;
         if (n < 0)
             return 1;
         total += n;
     }
     printf("replayed %d inputs\n", total);
-    return 0;
+    return total > 0 ? 0 : 1;
 }
