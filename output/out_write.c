@@ -1,0 +1,116 @@
+/* Choosing a format, and writing a file so that a crash never leaves half of one. */
+#include "output.h"
+
+#include <errno.h>
+#include <glib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *const format_names[OUT_FORMAT_COUNT] = {
+    [OUT_FOLDED] = "folded", [OUT_SPEEDSCOPE] = "speedscope", [OUT_PPROF] = "pprof",
+    [OUT_SVG] = "svg",       [OUT_RECORD] = "record",
+};
+
+/* Longest suffix first: ".speedscope.json" before a plain ".json" would ever match. */
+static const struct {
+    const char *suffix;
+    enum out_format format;
+} suffixes[] = {
+    {".speedscope.json", OUT_SPEEDSCOPE},
+    {".pb.gz", OUT_PPROF},
+    {".pprof", OUT_PPROF},
+    {".folded", OUT_FOLDED},
+    {".txt", OUT_FOLDED},
+    {".svg", OUT_SVG},
+    {".data", OUT_RECORD},
+    {".qprof", OUT_RECORD},
+};
+
+int out_format_from_path(const char *path)
+{
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++)
+        if (g_str_has_suffix(path, suffixes[i].suffix))
+            return suffixes[i].format;
+    return -1;
+}
+
+const char *out_format_name(enum out_format f)
+{
+    return (unsigned)f < OUT_FORMAT_COUNT ? format_names[f] : "?";
+}
+
+int out_format_from_name(const char *name)
+{
+    for (int i = 0; i < OUT_FORMAT_COUNT; i++)
+        if (strcmp(name, format_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+int out_write(const out_profile *p, out_names *n, enum out_format format,
+              const struct out_write_opts *o, FILE *f, struct qp_error *err)
+{
+    static const struct out_write_opts defaults = {0};
+    o = o ? o : &defaults;
+    int rc;
+    switch (format) {
+    case OUT_FOLDED:
+        rc = out_write_folded(p, n, o, f, err);
+        break;
+    case OUT_SPEEDSCOPE:
+        rc = out_write_speedscope(p, n, o, f, err);
+        break;
+    case OUT_PPROF:
+        rc = out_write_pprof(p, n, o, f, err);
+        break;
+    case OUT_SVG:
+        rc = out_write_svg(p, n, o, f, err);
+        break;
+    default:
+        return qp_error_set(err, -EINVAL,
+                            "format %s is not written from a profile (use the "
+                            "recorder)",
+                            out_format_name(format));
+    }
+    errno = 0;
+    if (rc == 0 && (fflush(f) != 0 || ferror(f)))
+        rc = qp_error_set(err, errno ? -errno : -EIO, "writing %s output: %s",
+                          out_format_name(format), strerror(errno ? errno : EIO));
+    return rc;
+}
+
+/* A device or a pipe (/dev/null, /dev/full, a FIFO) is written in place: a temporary file and
+ * a rename would replace the device node itself. */
+static bool is_special_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && !S_ISREG(st.st_mode);
+}
+
+int out_write_file(const out_profile *p, out_names *n, enum out_format format,
+                   const struct out_write_opts *o, const char *path, struct qp_error *err)
+{
+    if (strcmp(path, "-") == 0)
+        return out_write(p, n, format, o, stdout, err);
+    bool in_place = is_special_file(path);
+    char *tmp = in_place ? g_strdup(path) : g_strdup_printf("%s.tmp.%d", path, (int)getpid());
+    int rc = 0;
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        rc = qp_error_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
+        goto out;
+    }
+    rc = out_write(p, n, format, o, f, err);
+    if (fclose(f) != 0 && rc == 0)
+        rc = qp_error_set(err, -errno, "writing %s: %s", path, strerror(errno));
+    else if (rc)
+        qp_error_prefix(err, "%s", path);
+    if (!in_place && rc == 0 && rename(tmp, path) != 0)
+        rc = qp_error_set(err, -errno, "renaming %s to %s: %s", tmp, path, strerror(errno));
+    if (!in_place && rc != 0)
+        unlink(tmp);
+out:
+    g_free(tmp);
+    return rc;
+}
