@@ -75,6 +75,7 @@ static void name_of(out_names *n, const struct out_frame *f, struct out_name *ou
     char text[256];
     if (m && n->symbolize && n->symbolize(n->ctx, m, f->pc, f->exact, &sym) == 0 && sym.function) {
         out->has_symbol = true;
+        out->offset = sym.offset;
         out->name = clean(n, sym.function);
         out->file = sym.file ? clean(n, sym.file) : NULL;
         out->line = sym.line;

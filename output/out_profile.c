@@ -76,6 +76,12 @@ uint32_t out_profile_add_module(out_profile *p, const struct out_module *m)
     return p->modules->len - 1;
 }
 
+void out_profile_set_module_base(out_profile *p, uint32_t index, uint64_t base)
+{
+    if (index < p->modules->len)
+        g_array_index(p->modules, struct out_module, index).base = base;
+}
+
 size_t out_profile_module_count(const out_profile *p)
 {
     return p->modules->len;

@@ -97,6 +97,8 @@ void out_profile_free(out_profile *p); /* NULL is a no-op */
 
 /* Adds a module (copied) and returns its index. Modules are never removed. */
 uint32_t out_profile_add_module(out_profile *p, const struct out_module *m);
+/* Sets a module's base once it is learnt (a kernel's .text from the guest ABI). */
+void out_profile_set_module_base(out_profile *p, uint32_t index, uint64_t base);
 size_t out_profile_module_count(const out_profile *p);
 const struct out_module *out_profile_module(const out_profile *p, uint32_t index);
 
