@@ -162,6 +162,7 @@ struct out_name {
     const char *file;   /* source file, NULL when unknown */
     int line;           /* 0 when unknown */
     uint64_t pc;
+    uint64_t offset; /* pc - function start, when has_symbol */
     bool kernel;
     bool has_symbol; /* name is a function */
     bool marker;     /* a "[truncated]" marker, not code */

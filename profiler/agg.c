@@ -187,6 +187,13 @@ int prof_agg_read_file(prof_agg *a, const char *path, struct qp_error *err)
     FILE *f = fopen(path, "r");
     if (!f)
         return qp_error_set(err, -errno, "cannot read %s: %s", path, strerror(errno));
+    int rc = prof_agg_read_stream(a, f, path, err);
+    fclose(f);
+    return rc;
+}
+
+int prof_agg_read_stream(prof_agg *a, FILE *f, const char *path, struct qp_error *err)
+{
     char *line = NULL;
     size_t cap = 0;
     int rc = 0, lineno = 0;
@@ -198,7 +205,24 @@ int prof_agg_read_file(prof_agg *a, const char *path, struct qp_error *err)
         }
     }
     free(line);
+    return rc;
+}
+
+int prof_agg_from_profile(prof_agg *a, const out_profile *p, out_names *n, bool per_cpu,
+                          struct qp_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    struct out_write_opts o = {.per_cpu = per_cpu};
+    int rc = out_write(p, n, OUT_FOLDED, &o, f, err);
     fclose(f);
+    if (rc == 0) {
+        f = fmemopen(text, len ? len : 1, "r");
+        rc = prof_agg_read_stream(a, f, "(profile)", err);
+        fclose(f);
+    }
+    free(text);
     return rc;
 }
 

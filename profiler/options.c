@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "output.h"
 #include "unwind.h"
 
 void prof_options_init(struct prof_options *o)
@@ -200,6 +201,8 @@ enum {
     OPT_NO_PROGRESS,
     OPT_PROGRESS,
     OPT_SAMPLES,
+    OPT_FORMAT,
+    OPT_PER_CPU,
     OPT_VERSION,
 };
 
@@ -224,6 +227,8 @@ static const struct option long_options[] = {
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
     {"progress", no_argument, NULL, OPT_PROGRESS},
     {"samples", required_argument, NULL, OPT_SAMPLES},
+    {"format", required_argument, NULL, OPT_FORMAT},
+    {"per-cpu", no_argument, NULL, OPT_PER_CPU},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -253,7 +258,24 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
         o->qmp_socket = arg;
         return 0;
     case 'o':
-        o->output = arg;
+        if (o->n_outputs == PROF_MAX_OUTPUTS) {
+            fprintf(stderr, "qprof: -o: at most %d outputs\n", PROF_MAX_OUTPUTS);
+            return -1;
+        }
+        if (!o->output)
+            o->output = arg;
+        o->outputs[o->n_outputs++] = arg;
+        return 0;
+    case OPT_FORMAT:
+        if (out_format_from_name(arg) < 0 || out_format_from_name(arg) == OUT_RECORD) {
+            fprintf(stderr, "qprof: --format: '%s' is not one of folded, speedscope, pprof, svg\n",
+                    arg);
+            return -1;
+        }
+        o->format = arg;
+        return 0;
+    case OPT_PER_CPU:
+        o->per_cpu = true;
         return 0;
     case OPT_INTERVAL:
         if (parse_double("--interval", arg, 0.1, 60000, &o->interval_ms))

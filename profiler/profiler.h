@@ -11,25 +11,32 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "output.h"
 #include "qp_error.h"
 #include "qprof/guest_abi.h"
 
 /* ---- Command line ------------------------------------------------------------------------ */
 
 #define PROF_MAX_USER_DIRS 8
+#define PROF_MAX_OUTPUTS   8
+#define PROF_MAX_OUTPUTS   8
 
 enum prof_mode_filter { PROF_ALL_MODES = 0, PROF_KERNEL_ONLY, PROF_USER_ONLY };
 
 /* Every option with its default (prof_options_init). */
 struct prof_options {
-    const char *qmp_socket; /* --qmp-socket, "./qmp-socket" */
-    const char *output;     /* -o, NULL: summary only; "-": folded stacks on stdout */
-    double interval_ms;     /* --interval, 10 */
-    double duration_s;      /* --duration, 5; 0 = until Ctrl-C (or --samples) */
-    uint64_t max_samples;   /* --samples, 0 = no limit; without --duration no time limit */
-    bool one_shot;          /* --one-shot */
-    bool show_addresses;    /* --show-addresses */
-    bool verbose;           /* --verbose */
+    const char *qmp_socket;                /* --qmp-socket, "./qmp-socket" */
+    const char *output;                    /* the first -o, NULL: summary only; "-": stdout */
+    const char *outputs[PROF_MAX_OUTPUTS]; /* every -o: format by extension or --format */
+    int n_outputs;
+    const char *format;   /* --format: overrides the extensions; NULL */
+    bool per_cpu;         /* --per-cpu: stacks rooted at cpuN */
+    double interval_ms;   /* --interval, 10 */
+    double duration_s;    /* --duration, 5; 0 = until Ctrl-C (or --samples) */
+    uint64_t max_samples; /* --samples, 0 = no limit; without --duration no time limit */
+    bool one_shot;        /* --one-shot */
+    bool show_addresses;  /* --show-addresses */
+    bool verbose;         /* --verbose */
     enum prof_mode_filter mode_filter;         /* --kernel-only / --user-only */
     const char *kernel;                        /* --kernel ELF|System.map */
     int64_t kernel_slide;                      /* --kernel-slide */
@@ -91,8 +98,20 @@ int prof_agg_write_file(const prof_agg *a, const char *path, struct qp_error *er
  * a long run does not end in a write error. "-" and devices always pass. */
 int prof_output_check(const char *path, struct qp_error *err);
 
-/* Loads a folded file (for tests and `qprof --summarize`). */
+/* Loads a folded file (for tests and `qprof --summarize`), or the folded lines of a stream
+ * (path names it in errors). */
 int prof_agg_read_file(prof_agg *a, const char *path, struct qp_error *err);
+/* The same from an open stream; path names it in errors. */
+int prof_agg_read_stream(prof_agg *a, FILE *f, const char *path, struct qp_error *err);
+
+/* Adds the folded stacks of a profile (the summary's view of it). */
+int prof_agg_from_profile(prof_agg *a, const out_profile *p, out_names *n, bool per_cpu,
+                          struct qp_error *err);
+int prof_agg_read_stream(prof_agg *a, FILE *f, const char *path, struct qp_error *err);
+
+/* Adds the folded stacks of a profile (the summary's view of it). */
+int prof_agg_from_profile(prof_agg *a, const out_profile *p, out_names *n, bool per_cpu,
+                          struct qp_error *err);
 
 /* Prints the top stacks, the top functions by self and total share, and the share of each root
  * (process) to f. */
@@ -148,9 +167,17 @@ typedef struct prof_session prof_session;
 int prof_session_open(const struct prof_options *o, prof_session **out, struct qp_error *err);
 void prof_session_free(prof_session *s); /* NULL is a no-op; never leaves the guest paused */
 
-/* Takes one sample of every selected vCPU into agg (folded stacks, one per vCPU). *taken is
- * false when the guest was paused by someone else: nothing was sampled, and qprof left it so. */
-int prof_session_sample(prof_session *s, prof_agg *agg, bool *taken, struct qp_error *err);
+/* Takes one sample of every selected vCPU into the session's profile (one out_sample per vCPU,
+ * stamped time_ns and weight_ns). *taken is false when the guest was paused by someone else:
+ * nothing was sampled, and qprof left it so. */
+int prof_session_sample(prof_session *s, uint64_t time_ns, uint64_t weight_ns, bool *taken,
+                        struct qp_error *err);
+
+/* The session's samples and modules (borrowed, valid until prof_session_free). */
+out_profile *prof_session_profile(prof_session *s);
+
+/* A name cache that symbolizes with the session's kernel and user binaries (caller frees). */
+out_names *prof_session_names(prof_session *s);
 
 /* Work done while the guest is paused, per sample, is capped: guest memory copied, and QMP
  * round trips for memory reads. What does not fit waits for a later sample (a large binary's

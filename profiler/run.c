@@ -96,7 +96,8 @@ _Static_assert(sizeof failure_codes / sizeof failure_codes[0] == N_FAILURE_KINDS
 struct run_state {
     const struct prof_options *o;
     prof_session *session;
-    prof_agg *agg;
+    prof_agg *agg; /* the folded view of the profile, for the summary (made at the end) */
+    double last_sample;
     struct prof_hist paused;
     uint64_t samples, failed, round_trips;
     uint64_t failed_by_code[N_FAILURE_KINDS]; /* indexed by failure_slot */
@@ -190,7 +191,10 @@ static void take_sample(struct run_state *r)
 {
     struct qp_error err = {0};
     bool taken = false;
-    if (prof_session_sample(r->session, r->agg, &taken, &err) != 0) {
+    double now = now_s();
+    double weight = r->samples ? now - r->last_sample : r->o->interval_ms / 1000.0;
+    if (prof_session_sample(r->session, (uint64_t)((now - r->start) * 1e9),
+                            (uint64_t)(weight * 1e9), &taken, &err) != 0) {
         if (!(stop_signal && err.code == -EINTR))
             record_failure(r, &err);
         return;
@@ -199,6 +203,7 @@ static void take_sample(struct run_state *r)
     note_paused_by_other(r, !taken);
     if (!taken)
         return;
+    r->last_sample = now;
     r->samples++;
     prof_hist_add(&r->paused, r->session->last_stats.paused_ns);
     r->round_trips += r->session->last_stats.round_trips;
@@ -330,27 +335,70 @@ static int one_shot(prof_session *s)
     return PROF_EXIT_OK;
 }
 
+static enum out_format format_of(const struct prof_options *o, const char *path)
+{
+    if (o->format)
+        return (enum out_format)out_format_from_name(o->format);
+    int f = out_format_from_path(path);
+    return f < 0 || f == OUT_RECORD ? OUT_FOLDED : (enum out_format)f;
+}
+
+/* Writes every -o; returns false when one could not be written. */
+static bool write_outputs(struct run_state *r, out_names *names)
+{
+    const struct prof_options *o = r->o;
+    struct out_write_opts wo = {.per_cpu = o->per_cpu,
+                                .interval_ns = (uint64_t)(o->interval_ms * 1e6)};
+    bool ok = true;
+    for (int i = 0; i < o->n_outputs; i++) {
+        struct qp_error err = {0};
+        enum out_format f = format_of(o, o->outputs[i]);
+        if (out_write_file(prof_session_profile(r->session), names, f, &wo, o->outputs[i], &err) !=
+            0) {
+            fprintf(stderr, "qprof: %s\n", err.msg);
+            ok = false;
+        } else if (strcmp(o->outputs[i], "-") != 0) {
+            fprintf(stderr, "qprof: wrote %zu stacks (%" PRIu64 " samples) to %s (%s)\n",
+                    prof_agg_unique(r->agg), prof_agg_total(r->agg), o->outputs[i],
+                    out_format_name(f));
+        }
+    }
+    return ok;
+}
+
 static int finish(struct run_state *r)
 {
     double elapsed = now_s() - r->start;
     progress_line(r, now_s(), true);
     int exit_code = r->qemu_gone ? PROF_EXIT_RUNTIME : PROF_EXIT_OK;
-    FILE *summary = r->o->output ? stderr : stdout;
+    FILE *summary = r->o->n_outputs ? stderr : stdout;
     if (stop_signal)
         fprintf(stderr, "qprof: interrupted by %s after %.1f s; writing what was sampled\n",
                 strsignal(stop_signal), elapsed);
-    if (r->o->output) {
+    /* Names are looked up here, once per distinct PC, for every output and the summary. */
+    out_names *names = prof_session_names(r->session);
+    struct qp_error err = {0};
+    if (prof_agg_from_profile(r->agg, prof_session_profile(r->session), names, r->o->per_cpu,
+                              &err) != 0)
+        fprintf(stderr, "qprof: %s\n", err.msg);
+    if (!write_outputs(r, names))
+        exit_code = PROF_EXIT_RUNTIME;
+    print_summary(r, elapsed, summary);
+    out_names_free(names);
+    return exit_code;
+}
+
+/* Before sampling: every output can be created (a long run must not end in a write error). */
+static int check_outputs(const struct prof_options *o)
+{
+    for (int i = 0; i < o->n_outputs; i++) {
         struct qp_error err = {0};
-        if (prof_agg_write_file(r->agg, r->o->output, &err) != 0) {
+        if (prof_output_check(o->outputs[i], &err) != 0) {
             fprintf(stderr, "qprof: %s\n", err.msg);
-            exit_code = PROF_EXIT_RUNTIME;
-        } else if (strcmp(r->o->output, "-") != 0) {
-            fprintf(stderr, "qprof: wrote %zu stacks (%" PRIu64 " samples) to %s\n",
-                    prof_agg_unique(r->agg), prof_agg_total(r->agg), r->o->output);
+            return -1;
         }
     }
-    print_summary(r, elapsed, summary);
-    return exit_code;
+    return 0;
 }
 
 int prof_main(const struct prof_options *o)
@@ -359,10 +407,8 @@ int prof_main(const struct prof_options *o)
     srandom((unsigned)(time(NULL) ^ getpid()));
     prof_session *s = NULL;
     struct qp_error err = {0};
-    if (!o->one_shot && o->output && prof_output_check(o->output, &err) != 0) {
-        fprintf(stderr, "qprof: %s\n", err.msg);
+    if (!o->one_shot && check_outputs(o) != 0)
         return PROF_EXIT_RUNTIME;
-    }
     if (prof_session_open(o, &s, &err) != 0) {
         fprintf(stderr, "qprof: %s\n", err.msg);
         return PROF_EXIT_RUNTIME;

@@ -87,6 +87,43 @@ static int load_symbols(prof_session *s, struct qp_error *err)
     return 0;
 }
 
+uint32_t prof_session_add_module(prof_session *s, const struct out_module *m, const sym_table *syms)
+{
+    uint32_t index = out_profile_add_module(s->profile, m);
+    g_ptr_array_add(s->module_syms, (gpointer)syms);
+    return index;
+}
+
+/* The kernel is module 0: its ELF or symbol map when given; offsets count from its .text (the
+ * ELF's, or the guest ABI's once read). */
+static void add_kernel_module(prof_session *s)
+{
+    struct out_module m = {.kernel = true};
+    g_strlcpy(m.name, s->kernel_syms ? sym_table_name(s->kernel_syms) : "kernel", sizeof m.name);
+    if (s->opts.kernel)
+        g_strlcpy(m.path, s->opts.kernel, sizeof m.path);
+    if (s->kernel_syms) {
+        m.base = sym_table_text_addr(s->kernel_syms);
+        m.text_hash = sym_table_text_hash(s->kernel_syms);
+    }
+    s->kernel_module = prof_session_add_module(s, &m, s->kernel_syms);
+}
+
+int prof_session_symbolize(void *ctx, const struct out_module *m, uint64_t pc, bool exact,
+                           struct out_symbol *sym)
+{
+    prof_session *s = ctx;
+    uint32_t index = (uint32_t)(m - out_profile_module(s->profile, 0));
+    const sym_table *syms =
+        index < s->module_syms->len ? g_ptr_array_index(s->module_syms, index) : NULL;
+    struct sym_info info;
+    /* A return address points after the call: look up the call itself. */
+    if (!syms || sym_lookup(syms, exact || pc == 0 ? pc : pc - 1, &info) != 0)
+        return -ENOENT;
+    *sym = (struct out_symbol){.function = info.name, .offset = pc - info.start};
+    return 0;
+}
+
 static enum qmp_mem_backend backend_by_name(const char *name)
 {
     if (strcmp(name, "direct") == 0)
@@ -106,10 +143,13 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     s->binaries = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, binary_free);
     s->images = g_hash_table_new_full(image_key_hash, image_key_equal, NULL, image_free);
     s->abi_bytes = g_malloc0(PROF_ABI_MAX_BYTES);
+    s->profile = out_profile_new();
+    s->module_syms = g_ptr_array_new();
     s->frames = g_new(struct unw_frame, o->max_depth);
     int rc = load_symbols(s, err);
     if (rc)
         goto fail;
+    add_kernel_module(s);
     struct qmp_open_opts qo = {.timeout_s = 5, .backend = backend_by_name(o->memory_backend)};
     rc = qmp_open(o->qmp_socket, &qo, &s->qmp, err);
     if (rc)
@@ -141,6 +181,9 @@ void prof_session_free(prof_session *s)
     if (s->images)
         g_hash_table_destroy(s->images);
     g_free(s->abi_bytes);
+    out_profile_free(s->profile);
+    if (s->module_syms)
+        g_ptr_array_free(s->module_syms, TRUE);
     for (int i = 0; i < QMP_MAX_CPUS; i++) {
         g_free(s->cap[i].kstack);
         g_free(s->cap[i].ustack);
@@ -282,6 +325,11 @@ static void image_identify(prof_session *s, struct proc_image *img)
         b->text_addr = k->text_addr;
         b->load_base = img->load_base;
         g_strlcpy(b->name, b->syms ? sym_table_name(b->syms) : img->name, sizeof b->name);
+        struct out_module m = {.text_hash = hash, .base = b->load_base};
+        g_strlcpy(m.name, b->name, sizeof m.name);
+        if (b->syms)
+            g_strlcpy(m.path, sym_table_path(b->syms), sizeof m.path);
+        b->module = prof_session_add_module(s, &m, b->syms);
         if (s->opts.verbose)
             fprintf(stderr, "qprof: pid %" PRIu64 " (%s): .text hash %016" PRIx64 " %s%s\n", k->pid,
                     img->name, hash, b->syms ? "is " : "matches no file under --user-dir",
@@ -334,6 +382,9 @@ static bool read_abi(prof_session *s, const struct qmp_regs *cpu)
     if (rc)
         return false;
     s->abi_len = got;
+    const struct out_module *k = out_profile_module(s->profile, s->kernel_module);
+    if (k && !k->base && s->abi.kernel_text_addr)
+        out_profile_set_module_base(s->profile, s->kernel_module, s->abi.kernel_text_addr);
     if (s->abi.boot_id != s->boot_id) {
         /* The guest rebooted: pids and generations start over. */
         if (s->boot_id)

@@ -3,6 +3,7 @@
 #ifndef PROF_SESSION_IMPL_H
 #define PROF_SESSION_IMPL_H
 
+#include "output.h"
 #include "profiler.h"
 #include "qmp.h"
 #include "qprof/guest_abi.h"
@@ -27,7 +28,8 @@ struct user_binary {
     const sym_table *syms; /* borrowed from the store; NULL when no file matched */
     unw_space *space;      /* owned; NULL when no unwind tables could be had */
     uint64_t text_addr, load_base;
-    char name[64]; /* module name: the file's, else the process's */
+    char name[64];   /* module name: the file's, else the process's */
+    uint32_t module; /* its index in the session's out_profile */
 };
 
 /* One exec image of one process: (pid, generation) plus the .text and .eh_frame the slot
@@ -66,26 +68,13 @@ struct cpu_capture {
     size_t kstack_len, ustack_len;
 };
 
-/* A resolved frame, for folding and for --one-shot. */
-struct prof_frame {
-    uint64_t pc;
-    bool kernel;
-    char name[160];  /* function, or module+0xOFF, or 0xADDR */
-    char module[64]; /* "" when unknown */
-    uint64_t offset; /* from the function start when has_symbol */
-    bool has_symbol;
-    bool truncation; /* the [truncated] marker */
-};
-
-/* A vCPU's whole stack, root first. */
+/* A vCPU's whole stack as unsymbolized frames, outermost first (see struct out_sample). */
 struct prof_stack {
     int cpu;
-    char root[96];
-    bool idle, user_mode, skipped;
+    bool skipped;
     const char *skip_reason;
-    enum unw_stop kernel_stop, user_stop;
-    int n;
-    struct prof_frame *frames; /* outermost first */
+    struct out_sample sample; /* frames point into `frames` */
+    struct out_frame *frames;
     int cap;
 };
 
@@ -129,7 +118,10 @@ struct prof_session {
     struct cpu_capture cap[QMP_MAX_CPUS];
     struct unw_frame *frames;  /* opts.max_depth scratch entries */
     unw_space *fallback_space; /* user code without tables: frame pointers only */
-    struct prof_stack stack;   /* scratch, reused by every sample */
+    out_profile *profile;      /* every sample, and the modules their PCs belong to */
+    uint32_t kernel_module;
+    GPtrArray *module_syms;  /* module index -> const sym_table * (may be NULL) */
+    struct prof_stack stack; /* scratch, reused by every sample */
     struct qmp_sample_stats last_stats;
     struct prof_counters counters;
 };
@@ -146,5 +138,13 @@ bool prof_recover_user_regs(prof_session *s, struct cpu_capture *c);
 /* Builds the stack of captured vCPU i into st (frames array grown as needed). */
 void prof_build_stack(prof_session *s, int i, struct prof_stack *st);
 void prof_stack_free(struct prof_stack *st);
+
+/* Registers a module in the session's profile with its symbols (may be NULL). */
+uint32_t prof_session_add_module(prof_session *s, const struct out_module *m,
+                                 const sym_table *syms);
+
+/* The symbolizer the session's out_names use (ctx: the session). */
+int prof_session_symbolize(void *ctx, const struct out_module *m, uint64_t pc, bool exact,
+                           struct out_symbol *sym);
 
 #endif

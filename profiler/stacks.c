@@ -95,78 +95,35 @@ static unw_space *fallback_user_space(prof_session *s)
     return s->fallback_space;
 }
 
-static struct prof_frame *push_frame(struct prof_stack *st)
+static struct out_frame *push_frame(struct prof_stack *st)
 {
-    if (st->n == st->cap) {
+    if (st->sample.n_frames == st->cap) {
         st->cap = st->cap ? st->cap * 2 : 64;
-        st->frames = g_renew(struct prof_frame, st->frames, st->cap);
+        st->frames = g_renew(struct out_frame, st->frames, st->cap);
     }
-    struct prof_frame *f = &st->frames[st->n++];
-    memset(f, 0, sizeof *f);
-    return f;
+    return &st->frames[st->sample.n_frames++];
 }
 
-static void push_truncation(struct prof_stack *st, bool kernel)
-{
-    struct prof_frame *f = push_frame(st);
-    f->truncation = true;
-    f->kernel = kernel;
-    g_strlcpy(f->name, "[truncated]", sizeof f->name);
-}
-
-static void name_frame(prof_session *s, const struct unw_frame *uf, bool kernel,
-                       const struct user_binary *bin, struct prof_frame *f)
-{
-    const sym_table *syms = kernel ? s->kernel_syms : (bin ? bin->syms : NULL);
-    uint64_t base =
-        kernel ? (s->have_abi ? s->abi.kernel_text_addr : 0) : (bin ? bin->load_base : 0);
-    f->pc = uf->pc;
-    f->kernel = kernel;
-    if (kernel)
-        g_strlcpy(f->module, syms ? sym_table_name(syms) : (base ? "kernel" : ""),
-                  sizeof f->module);
-    else if (bin)
-        g_strlcpy(f->module, bin->name, sizeof f->module);
-    /* A return address points after the call: look up the call itself. */
-    uint64_t lookup = uf->activation || uf->pc == 0 ? uf->pc : uf->pc - 1;
-    struct sym_info info;
-    if (syms && sym_lookup(syms, lookup, &info) == 0) {
-        f->has_symbol = true;
-        f->offset = uf->pc - info.start;
-        prof_sanitize_name(info.name, f->name, sizeof f->name);
-    } else if (f->module[0] && base && uf->pc >= base) {
-        char raw[160];
-        snprintf(raw, sizeof raw, "%s+0x%" PRIx64, f->module, uf->pc - base);
-        prof_sanitize_name(raw, f->name, sizeof f->name);
-    } else {
-        snprintf(f->name, sizeof f->name, "0x%" PRIx64, uf->pc);
-    }
-}
-
-/* Appends frames[n-1] .. frames[0] (outermost first), preceded by the truncation marker when
- * the walk was cut short. */
+/* Appends frames[n-1] .. frames[0] (outermost first) of one walk, in module `module`. */
 static void append_walk(prof_session *s, struct prof_stack *st, int n, enum unw_stop stop,
-                        bool kernel, const struct user_binary *bin)
+                        bool kernel, uint32_t module)
 {
-    if (unw_stop_is_truncation(stop)) {
+    if (unw_stop_is_truncation(stop))
         s->counters.truncated[stop]++;
-        push_truncation(st, kernel);
-    }
     for (int i = n - 1; i >= 0; i--)
-        name_frame(s, &s->frames[i], kernel, bin, push_frame(st));
+        *push_frame(st) = (struct out_frame){.pc = s->frames[i].pc,
+                                             .module = module,
+                                             .exact = s->frames[i].activation || !s->frames[i].pc,
+                                             .kernel = kernel};
 }
 
-static void set_root(const struct cpu_capture *c, struct prof_stack *st)
+static void set_process(const struct cpu_capture *c, struct out_sample *o)
 {
     if (c->have_slot && c->slot.state == QPROF_CPU_USER && c->slot.pid) {
-        char name[QPROF_ABI_NAME_LEN * 2];
-        prof_sanitize_name(c->slot.name, name, sizeof name);
-        snprintf(st->root, sizeof st->root, "%s (%u)", name[0] ? name : "?", c->slot.pid);
-    } else if (c->regs.cpl == 3) {
-        g_strlcpy(st->root, "[unknown process]", sizeof st->root);
-    } else {
-        g_strlcpy(st->root, "kernel", sizeof st->root);
+        o->pid = c->slot.pid;
+        g_strlcpy(o->comm, c->slot.name[0] ? c->slot.name : "?", sizeof o->comm);
     }
+    o->mode = c->regs.cpl == 3 ? OUT_MODE_USER : OUT_MODE_KERNEL;
 }
 
 static void user_part(prof_session *s, struct cpu_capture *c, const struct unw_regs *regs,
@@ -176,8 +133,9 @@ static void user_part(prof_session *s, struct cpu_capture *c, const struct unw_r
     unw_space *space = c->bin && c->bin->space ? c->bin->space : fallback_user_space(s);
     enum unw_stop stop = UNW_STOP_ERROR;
     int n = space ? walk(s, space, regs, &w, &stop) : 0;
-    st->user_stop = stop;
-    append_walk(s, st, n, stop, false, c->bin);
+    st->sample.user_stop = stop;
+    append_walk(s, st, n, stop, false, c->bin ? c->bin->module : OUT_NO_MODULE);
+    st->sample.n_user = st->sample.n_frames;
 }
 
 bool prof_recover_user_regs(prof_session *s, struct cpu_capture *c)
@@ -202,20 +160,52 @@ bool prof_recover_user_regs(prof_session *s, struct cpu_capture *c)
     return true;
 }
 
+/* How a stop that QEMU took late shows (README, "TCG and the moment of a sample"): a kernel
+ * walk of one frame, on the first instruction of a kernel function, entered from user space. */
+static bool at_kernel_entry(const prof_session *s, int n, enum unw_stop stop)
+{
+    struct sym_info info;
+    return n == 1 && stop == UNW_STOP_LEFT_SPACE && s->kernel_syms &&
+           sym_lookup(s->kernel_syms, s->frames[0].pc, &info) == 0 && info.start == s->frames[0].pc;
+}
+
+static void kernel_part(prof_session *s, struct cpu_capture *c, struct prof_stack *st)
+{
+    if (c->have_trap) {
+        struct unw_regs user_regs;
+        regs_from_trap(&c->trap, &user_regs);
+        user_part(s, c, &user_regs, st);
+    } else if (c->have_entry_regs) {
+        user_part(s, c, &c->entry_regs, st);
+    }
+    struct unw_regs regs;
+    regs_from_cpu(&c->regs, &regs);
+    struct window w = {c->kstack_addr, c->kstack, c->kstack_len};
+    enum unw_stop stop;
+    int n = walk(s, s->kernel_space, &regs, &w, &stop);
+    /* Stepping out of the kernel half is where a system call or interrupt entered; it is only a
+     * proper end when we know which user frames follow, or there are none. */
+    st->sample.kernel_stop = stop;
+    append_walk(s, st, n, stop, true, s->kernel_module);
+    if (at_kernel_entry(s, n, stop))
+        s->counters.at_kernel_entry++;
+}
+
 void prof_build_stack(prof_session *s, int i, struct prof_stack *st)
 {
     struct cpu_capture *c = &s->cap[i];
     st->cpu = i;
-    st->n = 0;
-    st->idle = st->user_mode = st->skipped = false;
+    st->skipped = false;
     st->skip_reason = NULL;
-    st->root[0] = '\0';
-    st->kernel_stop = st->user_stop = UNW_STOP_OUTERMOST;
+    st->sample =
+        (struct out_sample){.cpu = (uint32_t)(c->regs.cpu_index > 0 ? c->regs.cpu_index : i),
+                            .user_stop = UNW_STOP_OUTERMOST,
+                            .kernel_stop = UNW_STOP_OUTERMOST};
     if (c->selected && !c->regs.long_mode && !c->regs.halted) {
         /* Running, but not yet (or no longer, after a reset) in the 64-bit kernel: firmware or
          * the guest's early boot code. A real sample of where the time went, without a stack
          * qprof can unwind. (A vCPU the guest never started waits halted.) */
-        g_strlcpy(st->root, PROF_ROOT_BOOT, sizeof st->root);
+        st->sample.mode = OUT_MODE_BOOT;
         return;
     }
     if (!c->selected || !c->started) {
@@ -224,71 +214,54 @@ void prof_build_stack(prof_session *s, int i, struct prof_stack *st)
         return;
     }
     if (c->regs.halted) {
-        st->idle = true;
-        g_strlcpy(st->root, "idle", sizeof st->root);
+        st->sample.mode = OUT_MODE_IDLE;
         return;
     }
-    set_root(c, st);
+    set_process(c, &st->sample);
     if (!c->have_slot)
         s->counters.no_process_info++;
-    struct unw_regs regs;
     if (c->regs.cpl == 3) {
-        st->user_mode = true;
+        struct unw_regs regs;
         regs_from_cpu(&c->regs, &regs);
         user_part(s, c, &regs, st);
-        return;
+    } else {
+        kernel_part(s, c, st);
     }
-    if (c->have_trap) {
-        struct unw_regs user_regs;
-        regs_from_trap(&c->trap, &user_regs);
-        user_part(s, c, &user_regs, st);
-    } else if (c->have_entry_regs) {
-        user_part(s, c, &c->entry_regs, st);
-    }
-    regs_from_cpu(&c->regs, &regs);
-    struct window w = {c->kstack_addr, c->kstack, c->kstack_len};
-    enum unw_stop stop;
-    int n = walk(s, s->kernel_space, &regs, &w, &stop);
-    /* Stepping out of the kernel half is where a system call or interrupt entered; it is only a
-     * proper end when we know which user frames follow, or there are none. */
-    st->kernel_stop = stop;
-    append_walk(s, st, n, stop, true, NULL);
-    /* How a stop that QEMU took late shows (README, "TCG and the moment of a sample"). */
-    if (n == 1 && stop == UNW_STOP_LEFT_SPACE && st->n > 0 && st->frames[st->n - 1].has_symbol &&
-        st->frames[st->n - 1].offset == 0)
-        s->counters.at_kernel_entry++;
+    st->sample.frames = st->frames;
 }
 
 void prof_stack_free(struct prof_stack *st)
 {
     g_free(st->frames);
     st->frames = NULL;
-    st->n = st->cap = 0;
+    st->cap = 0;
 }
 
-/* root;frame;...;leaf */
-static void fold(const struct prof_stack *st, GString *out)
+static bool keep_sample(const prof_session *s, const struct out_sample *o)
 {
-    g_string_assign(out, st->root);
-    for (int i = 0; i < st->n; i++) {
-        g_string_append_c(out, ';');
-        g_string_append(out, st->frames[i].name);
-    }
-}
-
-static bool keep_sample(const prof_session *s, const struct prof_stack *st)
-{
+    bool user = o->mode == OUT_MODE_USER;
     switch (s->opts.mode_filter) {
     case PROF_KERNEL_ONLY:
-        return !st->user_mode;
+        return !user;
     case PROF_USER_ONLY:
-        return st->user_mode;
+        return user;
     default:
         return true;
     }
 }
 
-int prof_session_sample(prof_session *s, prof_agg *agg, bool *taken, struct qp_error *err)
+out_profile *prof_session_profile(prof_session *s)
+{
+    return s->profile;
+}
+
+out_names *prof_session_names(prof_session *s)
+{
+    return out_names_new(s->profile, prof_session_symbolize, s);
+}
+
+int prof_session_sample(prof_session *s, uint64_t time_ns, uint64_t weight_ns, bool *taken,
+                        struct qp_error *err)
 {
     *taken = false;
     memset(&s->last_stats, 0, sizeof s->last_stats);
@@ -300,43 +273,40 @@ int prof_session_sample(prof_session *s, prof_agg *agg, bool *taken, struct qp_e
     if (s->last_stats.was_paused)
         return 0; /* paused between the check and the stop */
     *taken = true;
-    GString *folded = g_string_sized_new(256);
     for (int i = 0; i < s->n_cpus; i++) {
         prof_build_stack(s, i, &s->stack);
         if (s->stack.skipped)
             continue;
         s->counters.vcpu_samples++;
-        if (s->stack.idle)
+        if (s->stack.sample.mode == OUT_MODE_IDLE)
             s->counters.idle++;
-        if (!keep_sample(s, &s->stack)) {
+        if (!keep_sample(s, &s->stack.sample)) {
             s->counters.dropped_by_filter++;
             continue;
         }
-        fold(&s->stack, folded);
-        prof_agg_add(agg, folded->str, 1);
+        s->stack.sample.time_ns = time_ns;
+        s->stack.sample.weight_ns = weight_ns;
+        out_profile_add(s->profile, &s->stack.sample);
     }
-    g_string_free(folded, TRUE);
     return 0;
 }
 
 /* ---- --one-shot -------------------------------------------------------------------------- */
 
-static const char *mode_text(const struct cpu_capture *c, const struct prof_stack *st)
+static const char *mode_text(const struct cpu_capture *c, const struct out_sample *o)
 {
-    if (st->idle)
+    if (o->mode == OUT_MODE_IDLE)
         return "halted (idle)";
-    if (st->user_mode)
+    if (o->mode == OUT_MODE_BOOT)
+        return "outside long mode (firmware or early boot)";
+    if (o->mode == OUT_MODE_USER)
         return "user mode";
     return c->have_trap || c->have_entry_regs ? "kernel mode, entered from user mode"
                                               : "kernel mode";
 }
 
-static void print_frame(const prof_session *s, const struct prof_frame *f, int index, FILE *out)
+static void print_frame(const prof_session *s, const struct out_name *f, int index, FILE *out)
 {
-    if (f->truncation) {
-        fprintf(out, "    [truncated]\n");
-        return;
-    }
     fprintf(out, "  #%-3d", index);
     if (s->opts.show_addresses)
         fprintf(out, " 0x%016" PRIx64, f->pc);
@@ -351,7 +321,8 @@ static void print_frame(const prof_session *s, const struct prof_frame *f, int i
 
 /* Innermost first, like eu-stack and gdb. The truncation marker of a walk stands where the walk
  * ended, with the reason. */
-static void print_stack(const prof_session *s, const struct prof_stack *st, FILE *out)
+static void print_stack(const prof_session *s, out_names *names, const struct prof_stack *st,
+                        FILE *out)
 {
     const struct cpu_capture *c = &s->cap[st->cpu];
     fprintf(out, "vCPU %d: ", st->cpu);
@@ -359,19 +330,33 @@ static void print_stack(const prof_session *s, const struct prof_stack *st, FILE
         fprintf(out, "%s\n", st->skip_reason);
         return;
     }
-    fprintf(out, "%s, %s, RIP 0x%016" PRIx64 "\n", st->root, mode_text(c, st), c->regs.rip);
+    struct out_stack as_stack = {.pid = st->sample.pid,
+                                 .mode = st->sample.mode,
+                                 .user_stop = st->sample.user_stop,
+                                 .kernel_stop = st->sample.kernel_stop,
+                                 .n_frames = st->sample.n_frames,
+                                 .n_user = st->sample.n_user,
+                                 .frames = st->sample.frames};
+    g_strlcpy(as_stack.comm, st->sample.comm, sizeof as_stack.comm);
+    char root[64];
+    fprintf(out, "%s, %s, RIP 0x%016" PRIx64 "\n", out_stack_root(&as_stack, root, sizeof root),
+            mode_text(c, &st->sample), c->regs.rip);
+    int len = out_stack_display_len(&as_stack);
+    const struct out_name **shown = g_new(const struct out_name *, len ? len : 1);
+    out_stack_display(names, &as_stack, shown);
     int index = 0;
-    for (int i = st->n - 1; i >= 0; i--) {
-        const struct prof_frame *f = &st->frames[i];
-        if (f->truncation) {
-            enum unw_stop why = f->kernel ? st->kernel_stop : st->user_stop;
+    for (int i = len - 1; i >= 0; i--) {
+        const struct out_name *f = shown[i];
+        if (f->marker) {
+            enum unw_stop why = f->kernel ? st->sample.kernel_stop : st->sample.user_stop;
             fprintf(out, "    [truncated: %s]\n", unw_stop_str(why));
             continue;
         }
-        if (i + 1 < st->n && !f->kernel && st->frames[i + 1].kernel)
+        if (i + 1 < len && !f->kernel && shown[i + 1]->kernel)
             fprintf(out, "    -- entered the kernel from user mode here --\n");
         print_frame(s, f, index++, out);
     }
+    g_free(shown);
 }
 
 int prof_session_one_shot(prof_session *s, FILE *out, struct qp_error *err)
@@ -379,10 +364,12 @@ int prof_session_one_shot(prof_session *s, FILE *out, struct qp_error *err)
     int rc = prof_session_capture(s, &s->last_stats, err);
     if (rc)
         return rc;
+    out_names *names = out_names_new(s->profile, prof_session_symbolize, s);
     for (int i = 0; i < s->n_cpus; i++) {
         prof_build_stack(s, i, &s->stack);
-        print_stack(s, &s->stack, out);
+        print_stack(s, names, &s->stack, out);
     }
+    out_names_free(names);
     fprintf(out, "(guest paused %.3f ms for this sample, %u QMP round trips)\n",
             s->last_stats.paused_ns / 1e6, s->last_stats.round_trips);
     return 0;

@@ -4,7 +4,7 @@
 
 /* Buckets 0..1023 hold 1 us each (0..1 ms); from 1 ms on each bucket is 1% wider than the last,
  * so 2048 buckets reach about 26 s with flat memory. */
-#define HIST_LINEAR 1024
+#define HIST_LINEAR  1024
 #define HIST_BUCKETS (sizeof(((struct prof_hist *)0)->buckets) / sizeof(uint64_t))
 
 static size_t hist_bucket(uint64_t ns)
