@@ -523,7 +523,7 @@ static bool check_aug_data(struct cfi_check *ck, struct cur *c, const char *aug,
 static bool check_cie(struct cfi_check *ck, size_t entry_off, struct cur *c)
 {
     struct cie_info cie = {.offset = entry_off, .fde_enc = PE_absptr};
-    uint8_t version, u8;
+    uint8_t version = 0, u8; /* printed when the CIE ends before its version byte */
     uint64_t v;
     if (!rd_u8(c, &version) || (version != 1 && version != 3 && version != 4))
         return fail(ck, entry_off, "CIE version %u", version);
