@@ -353,6 +353,21 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
     }
 }
 
+int prof_options_for_record(struct prof_options *o)
+{
+    if (o->n_outputs != 1 || strcmp(o->outputs[0], "-") == 0) {
+        fprintf(stderr, "qprof record: name one record file with -o, e.g. -o qprof.data\n");
+        return -1;
+    }
+    if (o->one_shot) {
+        fprintf(stderr, "qprof record: --one-shot records nothing\n");
+        return -1;
+    }
+    o->record = o->outputs[0];
+    o->n_outputs = 0;
+    return 0;
+}
+
 int prof_parse_args(int argc, char **argv, struct prof_options *o)
 {
     int c;
@@ -386,6 +401,19 @@ int prof_parse_args(int argc, char **argv, struct prof_options *o)
     /* A fixed sample count is the point of --samples: the default duration must not cut it. */
     if (o->max_samples && !duration_given)
         o->duration_s = 0;
+    for (int i = 0; i < o->n_outputs; i++) {
+        if (o->format || out_format_from_path(o->outputs[i]) != OUT_RECORD)
+            continue;
+        if (o->record) {
+            fprintf(stderr, "qprof: one record file per run (-o %s and -o %s)\n", o->record,
+                    o->outputs[i]);
+            return usage_error();
+        }
+        o->record = o->outputs[i];
+        memmove(&o->outputs[i], &o->outputs[i + 1], sizeof o->outputs[0] * (o->n_outputs - i - 1));
+        o->n_outputs--;
+        i--;
+    }
     if (o->show_addresses && !o->one_shot) {
         fprintf(stderr, "qprof: --show-addresses goes with --one-shot\n");
         return usage_error();

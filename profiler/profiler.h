@@ -31,6 +31,8 @@ struct prof_options {
     int n_outputs;
     const char *format;   /* --format: overrides the extensions; NULL */
     bool per_cpu;         /* --per-cpu: stacks rooted at cpuN */
+    const char *record;   /* `qprof record`, or an -o naming a .data/.qprof file: the record
+                             file, streamed to disk while sampling */
     double interval_ms;   /* --interval, 10 */
     double duration_s;    /* --duration, 5; 0 = until Ctrl-C (or --samples) */
     uint64_t max_samples; /* --samples, 0 = no limit; without --duration no time limit */
@@ -98,15 +100,9 @@ int prof_agg_write_file(const prof_agg *a, const char *path, struct qp_error *er
  * a long run does not end in a write error. "-" and devices always pass. */
 int prof_output_check(const char *path, struct qp_error *err);
 
-/* Loads a folded file (for tests and `qprof --summarize`), or the folded lines of a stream
- * (path names it in errors). */
+/* Loads a folded file (for tests and `qprof --summarize`). */
 int prof_agg_read_file(prof_agg *a, const char *path, struct qp_error *err);
 /* The same from an open stream; path names it in errors. */
-int prof_agg_read_stream(prof_agg *a, FILE *f, const char *path, struct qp_error *err);
-
-/* Adds the folded stacks of a profile (the summary's view of it). */
-int prof_agg_from_profile(prof_agg *a, const out_profile *p, out_names *n, bool per_cpu,
-                          struct qp_error *err);
 int prof_agg_read_stream(prof_agg *a, FILE *f, const char *path, struct qp_error *err);
 
 /* Adds the folded stacks of a profile (the summary's view of it). */
@@ -173,6 +169,9 @@ void prof_session_free(prof_session *s); /* NULL is a no-op; never leaves the gu
 int prof_session_sample(prof_session *s, uint64_t time_ns, uint64_t weight_ns, bool *taken,
                         struct qp_error *err);
 
+/* QEMU's version, "MAJOR.MINOR.MICRO". */
+const char *prof_session_qemu_version(const prof_session *s);
+
 /* The session's samples and modules (borrowed, valid until prof_session_free). */
 out_profile *prof_session_profile(prof_session *s);
 
@@ -187,6 +186,13 @@ out_names *prof_session_names(prof_session *s);
 
 /* Prints one stack per vCPU, eu-stack style, to f. */
 int prof_session_one_shot(prof_session *s, FILE *f, struct qp_error *err);
+
+/* `qprof record`: the one -o is the record file (whatever its name); checks and sets
+ * o->record. Returns 0, or -1 after printing a usage error. */
+int prof_options_for_record(struct prof_options *o);
+
+/* `qprof report ARGS` (argv[0] is "report"): returns the process exit code. */
+int prof_report_main(int argc, char **argv);
 
 /* The whole `qprof` run for parsed options: returns the process exit code. */
 int prof_main(const struct prof_options *o);

@@ -98,6 +98,9 @@ struct run_state {
     prof_session *session;
     prof_agg *agg; /* the folded view of the profile, for the summary (made at the end) */
     double last_sample;
+    out_recorder *recorder; /* with a record file: written as sampling goes */
+    double last_flush;
+    bool record_failed;
     struct prof_hist paused;
     uint64_t samples, failed, round_trips;
     uint64_t failed_by_code[N_FAILURE_KINDS]; /* indexed by failure_slot */
@@ -209,6 +212,21 @@ static void take_sample(struct run_state *r)
     r->round_trips += r->session->last_stats.round_trips;
 }
 
+/* The record file gets what was sampled at least once a second, so that a run killed outright
+ * loses at most the last second. */
+static void record_some(struct run_state *r, double now)
+{
+    if (!r->recorder || r->record_failed || now - r->last_flush < 1.0)
+        return;
+    struct qp_error err = {0};
+    if (out_recorder_sync(r->recorder, prof_session_profile(r->session), &err) != 0 ||
+        out_recorder_flush(r->recorder, &err) != 0) {
+        r->record_failed = true;
+        fprintf(stderr, "\nqprof: %s: %s\n", r->o->record, err.msg);
+    }
+    r->last_flush = now;
+}
+
 static void sampling_loop(struct run_state *r)
 {
     double interval = r->o->interval_ms / 1000.0;
@@ -224,6 +242,7 @@ static void sampling_loop(struct run_state *r)
         if (limit && r->samples >= limit)
             break;
         now = now_s();
+        record_some(r, now);
         progress_line(r, now, false);
         warn_if_slow(r, now);
         next = prof_next_deadline(next, now, interval, uniform01(), uniform01());
@@ -371,7 +390,7 @@ static int finish(struct run_state *r)
     double elapsed = now_s() - r->start;
     progress_line(r, now_s(), true);
     int exit_code = r->qemu_gone ? PROF_EXIT_RUNTIME : PROF_EXIT_OK;
-    FILE *summary = r->o->n_outputs ? stderr : stdout;
+    FILE *summary = r->o->n_outputs || r->o->record ? stderr : stdout;
     if (stop_signal)
         fprintf(stderr, "qprof: interrupted by %s after %.1f s; writing what was sampled\n",
                 strsignal(stop_signal), elapsed);
@@ -383,9 +402,32 @@ static int finish(struct run_state *r)
         fprintf(stderr, "qprof: %s\n", err.msg);
     if (!write_outputs(r, names))
         exit_code = PROF_EXIT_RUNTIME;
+    if (r->recorder) {
+        if (out_recorder_close(r->recorder, prof_session_profile(r->session), &err) != 0 ||
+            r->record_failed) {
+            if (!r->record_failed)
+                fprintf(stderr, "qprof: %s: %s\n", r->o->record, err.msg);
+            exit_code = PROF_EXIT_RUNTIME;
+        } else {
+            fprintf(stderr, "qprof: recorded %" PRIu64 " samples to %s (qprof report -i %s)\n",
+                    prof_agg_total(r->agg), r->o->record, r->o->record);
+        }
+    }
     print_summary(r, elapsed, summary);
     out_names_free(names);
     return exit_code;
+}
+
+static int open_recorder(struct run_state *r)
+{
+    char *meta = g_strdup_printf("qprof=%s\nqemu=%s\ninterval_ms=%g\n", QPROF_VERSION,
+                                 prof_session_qemu_version(r->session), r->o->interval_ms);
+    struct qp_error err = {0};
+    int rc = out_recorder_open(r->o->record, meta, &r->recorder, &err);
+    g_free(meta);
+    if (rc != 0)
+        fprintf(stderr, "qprof: %s\n", err.msg);
+    return rc;
 }
 
 /* Before sampling: every output can be created (a long run must not end in a write error). */
@@ -419,6 +461,11 @@ int prof_main(const struct prof_options *o)
         return rc;
     }
     struct run_state r = {.o = o, .session = s, .agg = prof_agg_new()};
+    if (o->record && open_recorder(&r) != 0) {
+        prof_agg_free(r.agg);
+        prof_session_free(s);
+        return PROF_EXIT_RUNTIME;
+    }
     r.start = now_s();
     if (o->progress && o->max_samples)
         fprintf(stderr, "qprof: taking %" PRIu64 " samples every ~%.3g ms; Ctrl-C stops early\n",

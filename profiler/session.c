@@ -87,6 +87,11 @@ static int load_symbols(prof_session *s, struct qp_error *err)
     return 0;
 }
 
+const char *prof_session_qemu_version(const prof_session *s)
+{
+    return qmp_qemu_version(s->qmp);
+}
+
 uint32_t prof_session_add_module(prof_session *s, const struct out_module *m, const sym_table *syms)
 {
     uint32_t index = out_profile_add_module(s->profile, m);
