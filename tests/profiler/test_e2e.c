@@ -10,6 +10,7 @@
 
 #include <fcntl.h>
 #include <glib.h>
+#include <json-c/json.h>
 #include <math.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -552,16 +553,23 @@ static void case_one_shot(void)
 
 /* The sample count of qprof's last progress line ("\rqprof:    1.2 s       345 samples ..."),
  * 0 before the first. */
-static uint64_t progress_samples(const char *err_text)
+static uint64_t progress_at(const char *err_text, double *secs_out)
 {
     const char *last = NULL;
     for (const char *p = strstr(err_text, "\rqprof:"); p; p = strstr(p + 1, "\rqprof:"))
         last = p;
-    double secs;
-    unsigned long long n;
+    double secs = 0;
+    unsigned long long n = 0;
     if (!last || sscanf(last, "\rqprof: %lf s %llu samples", &secs, &n) != 2)
-        return 0;
+        n = 0, secs = 0;
+    if (secs_out)
+        *secs_out = secs;
     return n;
+}
+
+static uint64_t progress_samples(const char *err_text)
+{
+    return progress_at(err_text, NULL);
 }
 
 /* Waits until the running qprof (pid, writing dir/qprof.err) has taken at least n samples. */
@@ -637,6 +645,191 @@ static void case_qemu_exit(void)
     vm_stop(g.vm);
 }
 
+/* ---- Outputs: one run in every format; record / report ------------------------------------ */
+
+/* hot_a and hot_b samples of a speedscope file: every sample of every profile whose stack
+ * (frame indices) holds that function; *total gets every sample. */
+static void speedscope_counts(const char *path, uint64_t *a, uint64_t *b, uint64_t *total)
+{
+    *a = *b = *total = 0;
+    json_object *root = json_object_from_file(path), *shared, *frames, *profiles;
+    REQUIRE(root && json_object_object_get_ex(root, "shared", &shared) &&
+            json_object_object_get_ex(shared, "frames", &frames) &&
+            json_object_object_get_ex(root, "profiles", &profiles));
+    size_t n_frames = json_object_array_length(frames);
+    int hot_a = -1, hot_b = -1;
+    for (size_t i = 0; i < n_frames; i++) {
+        json_object *name;
+        json_object_object_get_ex(json_object_array_get_idx(frames, i), "name", &name);
+        if (strcmp(json_object_get_string(name), "hot_a") == 0)
+            hot_a = (int)i;
+        if (strcmp(json_object_get_string(name), "hot_b") == 0)
+            hot_b = (int)i;
+    }
+    for (size_t p = 0; p < json_object_array_length(profiles); p++) {
+        json_object *samples, *prof = json_object_array_get_idx(profiles, p);
+        REQUIRE(json_object_object_get_ex(prof, "samples", &samples));
+        for (size_t i = 0; i < json_object_array_length(samples); i++) {
+            json_object *stack = json_object_array_get_idx(samples, i);
+            (*total)++;
+            for (size_t k = 0; k < json_object_array_length(stack); k++) {
+                int f = json_object_get_int(json_object_array_get_idx(stack, k));
+                *a += f == hot_a;
+                *b += f == hot_b;
+            }
+        }
+    }
+    json_object_put(root);
+}
+
+/* Flat sample counts of hot_a and hot_b, and which function `go tool pprof -top` lists first. */
+static bool pprof_counts(const char *dir, const char *path, uint64_t *a, uint64_t *b, char *first,
+                         size_t cap)
+{
+    char *cmd = g_strdup_printf("cd %s && HOME=%s GOCACHE=%s/gocache go tool pprof -top "
+                                "-sample_index=samples %s 2>&1",
+                                dir, dir, dir, path);
+    FILE *f = popen(cmd, "r");
+    g_free(cmd);
+    char line[512];
+    bool table = false;
+    *a = *b = 0;
+    first[0] = '\0';
+    while (f && fgets(line, sizeof line, f)) {
+        if (strstr(line, "flat%")) {
+            table = true;
+            continue;
+        }
+        unsigned long long flat;
+        char name[256];
+        if (!table || sscanf(line, " %llu %*s %*s %*s %*s %255s", &flat, name) != 2)
+            continue;
+        if (!first[0])
+            g_strlcpy(first, name, cap);
+        if (strcmp(name, "hot_a") == 0)
+            *a = flat;
+        if (strcmp(name, "hot_b") == 0)
+            *b = flat;
+    }
+    return f && pclose(f) == 0 && table;
+}
+
+/* Samples the SVG attributes to hot_a and hot_b: the sums of their nodes' "(N samples" titles. */
+static void svg_counts(const char *path, uint64_t *a, uint64_t *b)
+{
+    char *text = slurp(path);
+    *a = *b = 0;
+    for (const char *p = strstr(text, "<title>"); p; p = strstr(p + 1, "<title>")) {
+        char name[128];
+        unsigned long long n;
+        if (sscanf(p, "<title>%127[^ (<] (%llu sample", name, &n) != 2)
+            continue;
+        *a += strcmp(name, "hot_a") == 0 ? n : 0;
+        *b += strcmp(name, "hot_b") == 0 ? n : 0;
+    }
+    CHECK_MSG(strstr(text, "<svg") && strstr(text, "</svg>"), "%s is not a whole SVG", path);
+    g_free(text);
+}
+
+static void check_share(const char *format, uint64_t a, uint64_t b)
+{
+    double share = a + b ? (double)a / (double)(a + b) : 0;
+    double tol = share_tolerance(0.75, a + b, 0.03);
+    fprintf(stderr, "%s: hot_a %lu hot_b %lu share %.3f\n", format, (unsigned long)a,
+            (unsigned long)b, share);
+    CHECK_MSG(a + b > 0 && fabs(share - 0.75) < tol, "%s: hot_a share %.3f, designed 0.75 +- %.3f",
+              format, share, tol);
+}
+
+/* One run written as folded, speedscope JSON, pprof, SVG and a record file agrees on the
+ * samples and on hot_a's share of spin; `qprof report` gives back the same folded stacks. */
+static void case_formats(void)
+{
+    struct guest g;
+    boot(&g, "spin", false);
+    const char *dir = vm_dir(g.vm);
+    char *folded = g_strdup_printf("%s/a.folded", dir),
+         *ss = g_strdup_printf("%s/a.speedscope.json", dir);
+    char *pb = g_strdup_printf("%s/a.pb.gz", dir), *svg = g_strdup_printf("%s/a.svg", dir);
+    char *data = g_strdup_printf("%s/a.data", dir), *again = g_strdup_printf("%s/b.folded", dir);
+    const char *args[] = {GUEST_ARGS(&g), "--samples", "3000", "--interval", "1",  "--no-progress",
+                          "-o",           folded,      "-o",   ss,           "-o", pb,
+                          "-o",           svg,         "-o",   data,         NULL};
+    struct qprof_run r = run_qprof(dir, args, run_deadline_s(3000));
+    CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
+    run_free(&r);
+    struct folded f = read_folded(folded);
+    CHECK_U64(f.total, 3000);
+    check_share("folded", count_matching(&f, pred_has_frame, "hot_a"),
+                count_matching(&f, pred_has_frame, "hot_b"));
+    uint64_t a, b, total;
+    speedscope_counts(ss, &a, &b, &total);
+    CHECK_U64(total, 3000);
+    CHECK_U64(a, count_matching(&f, pred_has_frame, "hot_a"));
+    check_share("speedscope", a, b);
+    char first[256];
+    CHECK_MSG(pprof_counts(dir, pb, &a, &b, first, sizeof first), "go tool pprof -top failed");
+    CHECK_STR(first, "hot_a");
+    check_share("pprof", a, b);
+    svg_counts(svg, &a, &b);
+    check_share("svg", a, b);
+    const char *report[] = {"report",   "-i",     data,         "-o",       again,
+                            "--kernel", g.kernel, "--user-dir", g.user_dir, NULL};
+    r = run_qprof(dir, report, 120);
+    CHECK_MSG(r.exit_code == 0, "qprof report exited %d: %s", r.exit_code, r.err);
+    run_free(&r);
+    char *x = slurp(folded), *y = slurp(again);
+    CHECK_MSG(strcmp(x, y) == 0, "report's folded output differs from the run's");
+    g_free(x);
+    g_free(y);
+    folded_free(&f);
+    g_free(folded), g_free(ss), g_free(pb), g_free(svg), g_free(data), g_free(again);
+    vm_stop(g.vm);
+}
+
+/* A record file keeps what was sampled up to the last second before qprof was killed. */
+static void case_record_sigkill(void)
+{
+    struct guest g;
+    boot(&g, "spin,sys", false);
+    const char *dir = vm_dir(g.vm);
+    char *data = g_strdup_printf("%s/r.data", dir), *out = g_strdup_printf("%s/r.folded", dir);
+    const char *args[] = {"record", GUEST_ARGS(&g), "--duration", "0",  "--interval",
+                          "1",      "--progress",   "-o",         data, NULL};
+    pid_t pid = start_qprof(dir, args);
+    REQUIRE(wait_for_samples(dir, pid, 1000, 120));
+    /* qprof flushes the record file at least once a second of its own clock, before it prints
+     * the progress line of that loop: once a line stamped a second after the one counted here
+     * is out, those samples are on disk. */
+    char *err_path = g_strdup_printf("%s/qprof.err", dir);
+    char *text = slurp(err_path);
+    double t_before, t_now = 0;
+    uint64_t before = progress_at(text, &t_before);
+    g_free(text);
+    double deadline = now_s() + 120;
+    while (t_now < t_before + 1.0 && now_s() < deadline) {
+        usleep(20000);
+        text = slurp(err_path);
+        progress_at(text, &t_now);
+        g_free(text);
+    }
+    CHECK_MSG(t_now >= t_before + 1.0, "qprof's progress stopped at %.1f s", t_now);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    const char *report[] = {"report", "-i", data, "-o", out, NULL};
+    struct qprof_run r = run_qprof(dir, report, 120);
+    CHECK_MSG(r.exit_code == 0, "report of a killed recording exited %d: %s", r.exit_code, r.err);
+    run_free(&r);
+    struct folded f = read_folded(out);
+    fprintf(stderr, "%lu samples taken 1.5 s before the kill, %lu in the report\n",
+            (unsigned long)before, (unsigned long)f.total);
+    CHECK_MSG(f.total >= before, "the report holds %lu samples, %lu were taken 1.5 s before",
+              (unsigned long)f.total, (unsigned long)before);
+    folded_free(&f);
+    g_free(err_path), g_free(data), g_free(out);
+    vm_stop(g.vm);
+}
+
 /* ---- Test 8: usage errors ---------------------------------------------------------------- */
 
 static int count_lines(const char *text)
@@ -701,6 +894,10 @@ int main(int argc, char **argv)
         case_qemu_exit();
     else if (strcmp(which, "usage") == 0)
         case_usage();
+    else if (strcmp(which, "formats") == 0)
+        case_formats();
+    else if (strcmp(which, "record-sigkill") == 0)
+        case_record_sigkill();
     else {
         fprintf(stderr, "unknown case '%s'\n", which);
         return 2;
