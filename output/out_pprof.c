@@ -169,7 +169,10 @@ static const struct stack_locations *stack_locations(struct pprof_builder *b, ui
     return out;
 }
 
-static pb_label *label_new(struct pprof_builder *b, const char *key, const char *str, int64_t num)
+/* num_unit matters for a number that can be 0 (the vCPU): on the wire a num of 0 without a unit
+ * is no label at all, and pprof drops it. pprof shows no unit it does not know. */
+static pb_label *label_new(struct pprof_builder *b, const char *key, const char *str, int64_t num,
+                           const char *num_unit)
 {
     pb_label *l = arena_new(b, sizeof *l);
     *l = (pb_label)PERFTOOLS__PROFILES__LABEL__INIT;
@@ -178,6 +181,8 @@ static pb_label *label_new(struct pprof_builder *b, const char *key, const char 
         l->str = string_id(b, str);
     else
         l->num = num;
+    if (num_unit)
+        l->num_unit = string_id(b, num_unit);
     return l;
 }
 
@@ -194,10 +199,10 @@ static pb_sample *sample_new(struct pprof_builder *b, const struct out_record *r
     sample->value = arena_new(b, 2 * sizeof *sample->value);
     sample->label = arena_new(b, 3 * sizeof *sample->label);
     if (s->pid)
-        sample->label[sample->n_label++] = label_new(b, "pid", NULL, s->pid);
+        sample->label[sample->n_label++] = label_new(b, "pid", NULL, s->pid, NULL);
     if (s->comm[0])
-        sample->label[sample->n_label++] = label_new(b, "comm", s->comm, 0);
-    sample->label[sample->n_label++] = label_new(b, "cpu", NULL, r->cpu);
+        sample->label[sample->n_label++] = label_new(b, "comm", s->comm, 0, NULL);
+    sample->label[sample->n_label++] = label_new(b, "cpu", NULL, r->cpu, "index");
     g_ptr_array_add(b->samples, sample);
     return sample;
 }

@@ -29,4 +29,12 @@ if [ "$hottest" != hot_a ]; then
     exit 1
 fi
 grep -q ' spin (1)$' top.txt || { echo "FAIL: the root 'spin (1)' is not among the functions"; exit 1; }
+# Both vCPUs show as cpu label values: a cpu label of 0 must not vanish.
+go tool pprof -tags p.pb.gz >tags.txt 2>/dev/null
+cpus=$(awk '/^ *cpu:/ { on = 1; next } on && NF == 0 { exit } on { print $NF }' tags.txt | sort | tr '\n' ' ')
+if [ "$cpus" != "0 1 " ]; then
+    cat tags.txt
+    echo "FAIL: pprof -tags shows cpu values '$cpus', expected '0 1 '"
+    exit 1
+fi
 echo "ok: hot_a is hottest"

@@ -193,7 +193,7 @@ static char *sample_names(const pb_profile *pb, const pb_sample *s)
     return g_string_free(out, FALSE);
 }
 
-/* "pid=1 comm=spin cpu=0": the labels in order. */
+/* "pid=1 comm=spin cpu=0[index]": the labels in order, a number's unit in brackets. */
 static char *sample_labels(const pb_profile *pb, const pb_sample *s)
 {
     GString *out = g_string_new(NULL);
@@ -203,6 +203,8 @@ static char *sample_labels(const pb_profile *pb, const pb_sample *s)
             g_string_append_printf(out, "%s%s=%s", i ? " " : "", str(pb, l->key), str(pb, l->str));
         else
             g_string_append_printf(out, "%s%s=%" PRId64, i ? " " : "", str(pb, l->key), l->num);
+        if (l->num_unit)
+            g_string_append_printf(out, "[%s]", str(pb, l->num_unit));
     }
     return g_string_free(out, FALSE);
 }
@@ -213,14 +215,14 @@ static void check_samples(const pb_profile *pb)
         const char *names, *labels;
         int64_t count, ns;
     } expected[] = {
-        {"hot_a;main;_start;spin (1)", "pid=1 comm=spin cpu=0", 3, 3000},
-        {"cold_b;main;_start;spin (1)", "pid=1 comm=spin cpu=1", 1, 2000},
-        {"sys_work;isr128;[truncated];main;_start;sys (2)", "pid=2 comm=sys cpu=1", 1, 1000},
-        {"hot_a;main;_start;spin (1)", "pid=1 comm=spin cpu=1", 1, 1000},
-        {"idle", "cpu=0", 1, 1000},
-        {"0x7777;[truncated];[unknown process]", "cpu=1", 1, 1000},
-        {"spin+0x5000;_start;spin (1)", "pid=1 comm=spin cpu=0", 1, 1000},
-        {"blob+0x10;blob (3)", "pid=3 comm=blob cpu=1", 1, 1000},
+        {"hot_a;main;_start;spin (1)", "pid=1 comm=spin cpu=0[index]", 3, 3000},
+        {"cold_b;main;_start;spin (1)", "pid=1 comm=spin cpu=1[index]", 1, 2000},
+        {"sys_work;isr128;[truncated];main;_start;sys (2)", "pid=2 comm=sys cpu=1[index]", 1, 1000},
+        {"hot_a;main;_start;spin (1)", "pid=1 comm=spin cpu=1[index]", 1, 1000},
+        {"idle", "cpu=0[index]", 1, 1000},
+        {"0x7777;[truncated];[unknown process]", "cpu=1[index]", 1, 1000},
+        {"spin+0x5000;_start;spin (1)", "pid=1 comm=spin cpu=0[index]", 1, 1000},
+        {"blob+0x10;blob (3)", "pid=3 comm=blob cpu=1[index]", 1, 1000},
     };
     size_t n = sizeof expected / sizeof expected[0];
     REQUIRE(pb->n_sample == n);
