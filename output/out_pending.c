@@ -4,12 +4,6 @@
 
 #include <errno.h>
 
-int out_write_speedscope(const out_profile *p, out_names *n, const struct out_write_opts *o,
-                         FILE *f, struct qp_error *err)
-{
-    return qp_error_set(err, -ENOTSUP, "speedscope output is not written yet");
-}
-
 int out_write_pprof(const out_profile *p, out_names *n, const struct out_write_opts *o, FILE *f,
                     struct qp_error *err)
 {
