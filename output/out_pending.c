@@ -9,9 +9,3 @@ int out_write_pprof(const out_profile *p, out_names *n, const struct out_write_o
 {
     return qp_error_set(err, -ENOTSUP, "pprof output is not written yet");
 }
-
-int out_write_svg(const out_profile *p, out_names *n, const struct out_write_opts *o, FILE *f,
-                  struct qp_error *err)
-{
-    return qp_error_set(err, -ENOTSUP, "SVG output is not written yet");
-}
