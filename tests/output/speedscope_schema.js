@@ -1,14 +1,35 @@
 // Checks speedscope files against speedscope's published JSON schema, then against what its
 // importer (importSpeedscopeProfile) needs that the schema cannot say: frame indexes in range,
 // as many weights as samples, no negative weight.
-// Usage: node speedscope_schema.js NODE_MODULES SCHEMA FILE...
+// Usage: node speedscope_schema.js NODE_MODULES DIR (run by node_test.sh: it checks every
+// DIR/*.speedscope.json with the schema found in NODE_MODULES/speedscope).
 // With ajv in NODE_MODULES the schema is checked by ajv; without it by the small validator
 // below, which refuses any schema keyword it does not implement rather than pass it silently.
 'use strict';
 const fs = require('fs');
 const path = require('path');
 
-const [modules, schemaPath, ...files] = process.argv.slice(2);
+const [modules, dir] = process.argv.slice(2);
+const files = fs.readdirSync(dir).filter((f) => f.endsWith('.speedscope.json')).sort()
+    .map((f) => path.join(dir, f));
+
+// Where the package keeps it (dist/release/ in 1.x), found rather than assumed.
+function findSchema(at) {
+    for (const entry of fs.readdirSync(at, {withFileTypes: true})) {
+        const full = path.join(at, entry.name);
+        if (entry.isFile() && entry.name === 'file-format-schema.json') return full;
+        if (entry.isDirectory() && entry.name !== 'node_modules') {
+            const found = findSchema(full);
+            if (found) return found;
+        }
+    }
+    return null;
+}
+const schemaPath = findSchema(path.join(modules, 'speedscope'));
+if (!schemaPath) {
+    console.error('SKIP: the speedscope npm package has no file-format-schema.json');
+    process.exit(77);
+}
 const schema = JSON.parse(fs.readFileSync(schemaPath, 'utf8'));
 let failures = 0;
 
@@ -131,7 +152,7 @@ try {
     speedscopeVersion = require(path.join(modules, 'speedscope', 'package.json')).version;
 } catch (e) {}
 console.log(`schema ${schemaPath} (speedscope ${speedscopeVersion}), validator: ${validator.name}`);
-if (files.length === 0 || !fs.existsSync(files[0])) {
+if (files.length === 0) {
     console.error('FAIL: no speedscope files to validate');
     process.exit(1);
 }

@@ -2,7 +2,10 @@
  * one <g class="frame"> per node of the flame graph that the folded output of the same profile
  * describes (the tree is rebuilt from the boxes' geometry alone), names and sample counts in
  * <title> and <text>, widths that tile (a parent is its children plus its own samples),
- * children sorted, colors by kind, special characters escaped, the same bytes every time. */
+ * children sorted, colors by kind, special characters escaped, the same bytes every time.
+ *
+ * With a directory argument it also writes flame graphs there (*.svg), for svg_viewer.js to
+ * click and search through in jsdom (see node_test.sh). */
 #define _GNU_SOURCE
 #include "harness.h"
 #include "output.h"
@@ -12,6 +15,17 @@
 #include <string.h>
 
 #define WIDTH_H (1180 * 100) /* drawing width in hundredths of a pixel */
+
+static const char *out_dir; /* where to leave the files, NULL: nowhere */
+
+static void save(const char *file_name, const char *text)
+{
+    if (!out_dir)
+        return;
+    char *path = g_build_filename(out_dir, file_name, NULL);
+    CHECK(g_file_set_contents(path, text, -1, NULL));
+    g_free(path);
+}
 
 /* User functions from 0x401000 and kernel ones from 0xffffffff80101000, 0x100 bytes each, with
  * names that XML must escape. */
@@ -436,6 +450,7 @@ static void test_against_folded(void)
     CHECK(strstr(svg, "a&gt;b&amp;c") != NULL);
     CHECK(strstr(svg, "&lt;x&amp;y &quot;q&quot; &apos;z&apos;&gt; (3)") != NULL);
     CHECK(strstr(svg, "operator<<") == NULL);
+    save("per-process.svg", svg);
     /* self-contained: the only URL is the SVG namespace, nothing is loaded */
     CHECK(strstr(svg, "href") == NULL);
     CHECK(strstr(svg, "src=") == NULL);
@@ -453,6 +468,7 @@ static void test_against_folded(void)
      * cpu1: spin (1), _start, main, op<<, tmpl, spin+0x5000, the system call's 4, idle, the
      * unknown process and its 2, the escaped comm and its 2 */
     svg = check_against_folded(p, true, 1 + (1 + 8 + 1 + 2) + (1 + 10 + 1 + 3 + 3));
+    save("per-cpu.svg", svg);
     free(svg);
     out_profile_free(p);
 }
@@ -553,8 +569,10 @@ static void test_title_and_empty(void)
     out_profile_free(p);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc > 1)
+        out_dir = argv[1];
     test_against_folded();
     test_per_cpu_levels();
     test_deterministic();
