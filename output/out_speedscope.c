@@ -9,13 +9,13 @@
 #include <glib.h>
 #include <inttypes.h>
 #include <json-c/json.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define SCHEMA_URL "https://www.speedscope.app/file-format-schema.json"
 
 /* speedscope keys a frame by its index in shared.frames, so frames that should merge in its
- * views (the same function sampled at two PCs) must share one entry. */
+ * views (the same function sampled at two PCs) must share one entry: one per (name, module,
+ * file), as a function is known by. */
 struct ss_frame {
     const char *name, *file;
     int line; /* the lowest line seen: nearest the function's start, the line speedscope shows
@@ -25,7 +25,7 @@ struct ss_frame {
 struct ss_profile {
     char *name;
     uint32_t cpu;    /* with per_cpu */
-    GArray *records; /* indexes into the profile's records */
+    GArray *records; /* guint indexes into out_profile_samples() */
 };
 
 struct ss_writer {
@@ -33,6 +33,7 @@ struct ss_writer {
     out_names *n;
     GArray *frames;        /* struct ss_frame */
     GHashTable *frame_ids; /* key text -> index + 1 */
+    GHashTable *name_ids;  /* struct out_name * -> index + 1: the key text once per name */
     GStringChunk *strings;
     GArray **stack_frames; /* per stack id: frame indexes root-first, NULL until seen */
     GPtrArray *profiles;   /* struct ss_profile * */
@@ -88,7 +89,13 @@ static GArray *stack_frames(struct ss_writer *w, uint32_t id)
     g_array_append_val(ids, k);
     for (int i = 0; i < len; i++) {
         const struct out_name *fn = w->scratch[i];
-        k = frame_id(w, fn->marker ? 'm' : 'c', fn->name, fn->module, fn->file, fn->line);
+        gpointer known = g_hash_table_lookup(w->name_ids, fn);
+        if (known) {
+            k = GPOINTER_TO_UINT(known) - 1;
+        } else {
+            k = frame_id(w, fn->marker ? 'm' : 'c', fn->name, fn->module, fn->file, fn->line);
+            g_hash_table_insert(w->name_ids, (gpointer)fn, GUINT_TO_POINTER(k + 1));
+        }
         g_array_append_val(ids, k);
     }
     w->stack_frames[id] = ids;
@@ -208,6 +215,7 @@ int out_write_speedscope(const out_profile *p, out_names *n, const struct out_wr
         .n = n,
         .frames = g_array_new(FALSE, FALSE, sizeof(struct ss_frame)),
         .frame_ids = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL),
+        .name_ids = g_hash_table_new(g_direct_hash, g_direct_equal),
         .strings = g_string_chunk_new(4096),
         .stack_frames = g_new0(GArray *, out_profile_stack_count(p) + 1),
         .profiles = g_ptr_array_new_with_free_func(profile_free),
@@ -246,6 +254,7 @@ int out_write_speedscope(const out_profile *p, out_names *n, const struct out_wr
     g_ptr_array_free(w.profiles, TRUE);
     g_string_chunk_free(w.strings);
     g_hash_table_destroy(w.frame_ids);
+    g_hash_table_destroy(w.name_ids);
     g_array_free(w.frames, TRUE);
     return 0; /* out_write checks the stream */
 }

@@ -28,35 +28,48 @@ enum fg_kind { FG_ROOT, FG_USER, FG_KERNEL, FG_MARKER };
 
 struct fg_node {
     const char *name; /* borrowed from the out_names cache or the graph's strings */
+    struct fg_node *parent, *first_child, *next_sibling;
+    uint64_t count; /* samples through this node */
     uint8_t kind;
-    uint64_t count;      /* samples through this node */
-    GHashTable *by_name; /* children by name, NULL until the first */
-    GPtrArray *children; /* struct fg_node *, sorted by name before drawing */
+    bool sorted; /* children linked in name order */
 };
+
+/* Nodes come from blocks and children are found through one table of (parent, name) for the
+ * whole graph: a profile with a million distinct stacks makes millions of nodes, and a table
+ * or array per node would weigh more than the nodes. */
+#define NODE_BLOCK 4096
 
 struct fg_graph {
     struct fg_node *all;
-    GPtrArray *nodes; /* every node, owned: freed in one loop, however deep the graph */
+    GPtrArray *blocks; /* struct fg_node[NODE_BLOCK], owned */
+    guint used;        /* nodes taken from the last block */
+    GHashTable *nodes; /* a set of every node but "all", by (parent, name) */
     GStringChunk *strings;
 };
 
-static struct fg_node *node_new(struct fg_graph *g, const char *name, uint8_t kind)
+static guint node_hash(gconstpointer p)
 {
-    struct fg_node *node = g_new0(struct fg_node, 1);
-    node->name = name;
-    node->kind = kind;
-    g_ptr_array_add(g->nodes, node);
-    return node;
+    const struct fg_node *node = p;
+    return g_str_hash(node->name) ^ g_direct_hash(node->parent);
 }
 
-static void node_free(gpointer data)
+static gboolean node_equal(gconstpointer a, gconstpointer b)
 {
-    struct fg_node *node = data;
-    if (node->by_name)
-        g_hash_table_destroy(node->by_name);
-    if (node->children)
-        g_ptr_array_free(node->children, TRUE);
-    g_free(node);
+    const struct fg_node *na = a, *nb = b;
+    return na->parent == nb->parent && strcmp(na->name, nb->name) == 0;
+}
+
+static struct fg_node *node_new(struct fg_graph *g, struct fg_node *parent, const char *name,
+                                uint8_t kind)
+{
+    if (g->blocks->len == 0 || g->used == NODE_BLOCK) {
+        g_ptr_array_add(g->blocks, g_new(struct fg_node, NODE_BLOCK));
+        g->used = 0;
+    }
+    struct fg_node *node =
+        (struct fg_node *)g_ptr_array_index(g->blocks, g->blocks->len - 1) + g->used++;
+    *node = (struct fg_node){.name = name, .parent = parent, .kind = kind};
+    return node;
 }
 
 /* Nodes merge by name, as in flamegraph.pl; a merged node takes the strongest kind among its
@@ -64,15 +77,13 @@ static void node_free(gpointer data)
 static struct fg_node *child(struct fg_graph *g, struct fg_node *parent, const char *name,
                              uint8_t kind)
 {
-    if (!parent->by_name) {
-        parent->by_name = g_hash_table_new(g_str_hash, g_str_equal);
-        parent->children = g_ptr_array_new();
-    }
-    struct fg_node *c = g_hash_table_lookup(parent->by_name, name);
+    struct fg_node probe = {.name = name, .parent = parent};
+    struct fg_node *c = g_hash_table_lookup(g->nodes, &probe);
     if (!c) {
-        c = node_new(g, name, kind);
-        g_hash_table_insert(parent->by_name, (gpointer)c->name, c);
-        g_ptr_array_add(parent->children, c);
+        c = node_new(g, parent, name, kind);
+        c->next_sibling = parent->first_child;
+        parent->first_child = c;
+        g_hash_table_add(g->nodes, c);
     } else if (kind > c->kind) {
         c->kind = kind;
     }
@@ -109,9 +120,10 @@ static void add_path(struct fg_graph *g, out_names *n, const struct out_stack *s
 static struct fg_graph *build(const out_profile *p, out_names *n, bool per_cpu)
 {
     struct fg_graph *g = g_new0(struct fg_graph, 1);
-    g->nodes = g_ptr_array_new_with_free_func(node_free);
+    g->blocks = g_ptr_array_new_with_free_func(g_free);
+    g->nodes = g_hash_table_new(node_hash, node_equal);
     g->strings = g_string_chunk_new(1024);
-    g->all = node_new(g, "all", FG_ROOT);
+    g->all = node_new(g, NULL, "all", FG_ROOT);
     /* Samples per (vCPU, stack) first: a path is walked once per distinct stack, not per
      * sample. */
     GHashTable *counts = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
@@ -147,7 +159,8 @@ static struct fg_graph *build(const out_profile *p, out_names *n, bool per_cpu)
 
 static void graph_free(struct fg_graph *g)
 {
-    g_ptr_array_free(g->nodes, TRUE);
+    g_hash_table_destroy(g->nodes);
+    g_ptr_array_free(g->blocks, TRUE);
     g_string_chunk_free(g->strings);
     g_free(g);
 }
@@ -277,10 +290,28 @@ static void put_frame(GString *out, const struct fg_layout *l, const struct fg_n
 }
 
 struct fg_visit {
-    const struct fg_node *node;
+    struct fg_node *node;
     uint64_t offset; /* samples left of it */
     int depth;
 };
+
+/* Links node's children in name order, once. */
+static void sort_children(struct fg_node *node, GPtrArray *scratch)
+{
+    if (node->sorted)
+        return;
+    node->sorted = true;
+    g_ptr_array_set_size(scratch, 0);
+    for (struct fg_node *c = node->first_child; c; c = c->next_sibling)
+        g_ptr_array_add(scratch, c);
+    g_ptr_array_sort(scratch, by_name);
+    struct fg_node **link = &node->first_child;
+    for (guint i = 0; i < scratch->len; i++) {
+        *link = g_ptr_array_index(scratch, i);
+        link = &(*link)->next_sibling;
+    }
+    *link = NULL;
+}
 
 /* Walks the boxes wide enough to draw, parents before children, children by name, without
  * recursion (a record file may hold stacks thousands deep). With out NULL it only measures the
@@ -288,6 +319,7 @@ struct fg_visit {
 static int walk(struct fg_graph *g, const struct fg_layout *l, GString *out, FILE *f)
 {
     GArray *todo = g_array_new(FALSE, FALSE, sizeof(struct fg_visit));
+    GPtrArray *scratch = g_ptr_array_new();
     struct fg_visit v = {g->all, 0, 0};
     int max_depth = 0;
     g_array_append_val(todo, v);
@@ -301,22 +333,23 @@ static int walk(struct fg_graph *g, const struct fg_layout *l, GString *out, FIL
             put_frame(out, l, v.node, v.offset, v.depth);
             fputs(out->str, f);
         }
-        if (!v.node->children)
-            continue;
-        g_ptr_array_sort(v.node->children, by_name);
-        /* pushed last to first, so that the first child is drawn next */
-        uint64_t end = v.offset;
-        for (guint i = 0; i < v.node->children->len; i++)
-            end += ((struct fg_node *)g_ptr_array_index(v.node->children, i))->count;
-        for (guint i = v.node->children->len; i-- > 0;) {
-            const struct fg_node *c = g_ptr_array_index(v.node->children, i);
-            end -= c->count;
-            if (x_at(l, end + c->count) - x_at(l, end) < MIN_WIDTH_H)
-                continue;
-            struct fg_visit cv = {c, end, v.depth + 1};
-            g_array_append_val(todo, cv);
+        sort_children(v.node, scratch);
+        guint first = todo->len;
+        uint64_t offset = v.offset;
+        for (struct fg_node *c = v.node->first_child; c; c = c->next_sibling) {
+            struct fg_visit cv = {c, offset, v.depth + 1};
+            offset += c->count;
+            if (x_at(l, offset) - x_at(l, cv.offset) >= MIN_WIDTH_H)
+                g_array_append_val(todo, cv);
+        }
+        /* reversed, so that the first child is drawn next */
+        for (guint i = first, end = todo->len; i + 1 < end; i++, end--) {
+            struct fg_visit swap = g_array_index(todo, struct fg_visit, i);
+            g_array_index(todo, struct fg_visit, i) = g_array_index(todo, struct fg_visit, end - 1);
+            g_array_index(todo, struct fg_visit, end - 1) = swap;
         }
     }
+    g_ptr_array_free(scratch, TRUE);
     g_array_free(todo, TRUE);
     return max_depth;
 }
