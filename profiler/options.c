@@ -355,7 +355,9 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
 
 int prof_options_for_record(struct prof_options *o)
 {
-    if (o->n_outputs != 1 || strcmp(o->outputs[0], "-") == 0) {
+    /* A .data or .qprof name was taken as the record file already; any other single -o is. */
+    bool named = o->record && o->n_outputs == 0;
+    if (!named && (o->record || o->n_outputs != 1 || strcmp(o->outputs[0], "-") == 0)) {
         fprintf(stderr, "qprof record: name one record file with -o, e.g. -o qprof.data\n");
         return -1;
     }
@@ -363,7 +365,8 @@ int prof_options_for_record(struct prof_options *o)
         fprintf(stderr, "qprof record: --one-shot records nothing\n");
         return -1;
     }
-    o->record = o->outputs[0];
+    if (!named)
+        o->record = o->outputs[0];
     o->n_outputs = 0;
     return 0;
 }

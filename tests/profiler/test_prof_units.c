@@ -264,8 +264,33 @@ static void test_abi_checks(void)
     CHECK_INT(prof_abi_check(buf, 10, &h, &need, &err), -EPROTO);
 }
 
+/* Several -o; a .data name is the record file in any run; `qprof record` takes one -o. */
+static void test_outputs_and_record(void)
+{
+    struct prof_options o;
+    CHECK_INT(parse(&o, (const char *[]){"-o", "a.folded", "-o", "b.svg", "-o", "r.data", NULL}),
+              -1);
+    CHECK_INT(o.n_outputs, 2);
+    CHECK_STR(o.outputs[1], "b.svg");
+    CHECK_STR(o.record, "r.data");
+    CHECK_INT(parse(&o, (const char *[]){"-o", "r.data", NULL}), -1);
+    CHECK_INT(prof_options_for_record(&o), 0);
+    CHECK_STR(o.record, "r.data");
+    CHECK_INT(parse(&o, (const char *[]){"-o", "trace.bin", NULL}), -1);
+    CHECK_INT(prof_options_for_record(&o), 0);
+    CHECK_STR(o.record, "trace.bin");
+    CHECK_INT(o.n_outputs, 0);
+    CHECK_INT(parse(&o, (const char *[]){"-o", "a.folded", "-o", "b.folded", NULL}), -1);
+    CHECK_INT(prof_options_for_record(&o), -1);
+    CHECK_INT(parse(&o, (const char *[]){"-o", "a.data", "-o", "b.data", NULL}), PROF_EXIT_USAGE);
+    CHECK_INT(parse(&o, (const char *[]){"--format", "svg", "-o", "x", NULL}), -1);
+    CHECK_STR(o.format, "svg");
+    CHECK_INT(parse(&o, (const char *[]){"--format", "record", NULL}), PROF_EXIT_USAGE);
+}
+
 int main(void)
 {
+    test_outputs_and_record();
     test_samples_option();
     test_abi_checks();
     test_defaults_and_values();
