@@ -305,6 +305,7 @@ static int symbolize(void *ctx, const struct out_module *m, uint64_t pc, bool ex
     if (!t || sym_lookup(t, exact || pc == 0 ? pc : pc - 1, &info) != 0)
         return -ENOENT;
     *sym = (struct out_symbol){.function = info.name, .offset = pc - info.start};
+    sym_lookup_line(t, exact || pc == 0 ? pc : pc - 1, &sym->file, &sym->line);
     return 0;
 }
 

@@ -126,6 +126,7 @@ int prof_session_symbolize(void *ctx, const struct out_module *m, uint64_t pc, b
     if (!syms || sym_lookup(syms, exact || pc == 0 ? pc : pc - 1, &info) != 0)
         return -ENOENT;
     *sym = (struct out_symbol){.function = info.name, .offset = pc - info.start};
+    sym_lookup_line(syms, exact || pc == 0 ? pc : pc - 1, &sym->file, &sym->line);
     return 0;
 }
 

@@ -152,6 +152,7 @@ int sym_table_open_elf(const char *path, sym_table **out, struct qp_error *err)
     if (rc < 0)
         goto out;
     t = sym_table_builder_new(path);
+    sym_table_mark_elf(t);
     load_text(&f, t);
     /* .dynsym is a subset of .symtab; read it only when the file was stripped. */
     Elf_Scn *symbols = f.symtab ? f.symtab : f.dynsym;

@@ -27,6 +27,9 @@ sym_table *sym_table_builder_new(const char *path);
 void sym_table_builder_add(sym_table *t, const char *raw_name, uint64_t start, uint64_t size,
                            uint64_t limit, enum sym_rank rank, bool is_func);
 
+/* The table was loaded from an ELF file: sym_lookup_line may read its DWARF. */
+void sym_table_mark_elf(sym_table *t);
+
 void sym_table_builder_set_text(sym_table *t, uint64_t addr, uint64_t size, uint64_t hash);
 
 /* Sorts the collected symbols into their lookup arrays; the table is then complete. */
@@ -38,5 +41,11 @@ char *sym_demangle(const char *name);
 
 /* The .text hash from a SHA-256 GChecksum fed with all of .text (for .text read in pieces). */
 uint64_t sym_text_hash_from_checksum(GChecksum *sha256);
+
+/* DWARF line tables of one ELF (sym_lines.c); a table opens them on its first line lookup. */
+typedef struct sym_lines sym_lines;
+sym_lines *sym_lines_open(const char *path); /* never NULL; finds nothing without DWARF */
+void sym_lines_free(sym_lines *l);
+int sym_lines_find(sym_lines *l, uint64_t addr, const char **file, int *line);
 
 #endif

@@ -42,6 +42,9 @@ struct sym_table {
     size_t count;          /* function symbols loaded, aliases included */
     GStringChunk *strings; /* every name the table hands out */
     GArray *pending;       /* struct sym_candidate, only while building */
+    bool is_elf;           /* line lookups make sense */
+    sym_lines *lines;      /* opened on the first sym_lookup_line */
+    GMutex lines_lock;     /* lookups on a const table may open it */
 };
 
 sym_table *sym_table_builder_new(const char *path)
@@ -188,8 +191,29 @@ void sym_table_free(sym_table *t)
     g_free(t->funcs);
     g_free(t->named);
     g_string_chunk_free(t->strings);
+    sym_lines_free(t->lines);
     g_free(t->path);
     g_free(t);
+}
+
+void sym_table_mark_elf(sym_table *t)
+{
+    t->is_elf = true;
+}
+
+int sym_lookup_line(const sym_table *t, uint64_t addr, const char **file, int *line)
+{
+    if (!t->is_elf)
+        return -ENOENT;
+    /* Opening the line tables is an implementation detail of a table that is otherwise
+     * read-only, so lookups on a const table may do it. */
+    sym_table *mut = (sym_table *)t;
+    g_mutex_lock(&mut->lines_lock);
+    if (!mut->lines)
+        mut->lines = sym_lines_open(t->path);
+    int rc = sym_lines_find(mut->lines, addr - (uint64_t)t->slide, file, line);
+    g_mutex_unlock(&mut->lines_lock);
+    return rc;
 }
 
 void sym_table_set_slide(sym_table *t, int64_t slide)

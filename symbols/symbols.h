@@ -48,6 +48,11 @@ void sym_table_set_slide(sym_table *t, int64_t slide);
  * first name wins. Returns 0 and fills out, or -ENOENT. */
 int sym_lookup(const sym_table *t, uint64_t addr, struct sym_info *out);
 
+/* The source file and line of the instruction at addr (after the table's slide), from the ELF's
+ * DWARF line table, read on the first call. Returns 0 with *file (valid while the table lives)
+ * and *line, or -ENOENT (no DWARF, a symbol map, or addr not covered). */
+int sym_lookup_line(const sym_table *t, uint64_t addr, const char **file, int *line);
+
 /* Short module name: the file's basename, e.g. "spin" or "kernel.elf". */
 const char *sym_table_name(const sym_table *t);
 /* Path it was loaded from. */

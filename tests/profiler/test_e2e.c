@@ -659,10 +659,19 @@ static void speedscope_counts(const char *path, uint64_t *a, uint64_t *b, uint64
     size_t n_frames = json_object_array_length(frames);
     int hot_a = -1, hot_b = -1;
     for (size_t i = 0; i < n_frames; i++) {
-        json_object *name;
-        json_object_object_get_ex(json_object_array_get_idx(frames, i), "name", &name);
-        if (strcmp(json_object_get_string(name), "hot_a") == 0)
+        json_object *name, *file = NULL, *line = NULL,
+                           *frame = json_object_array_get_idx(frames, i);
+        json_object_object_get_ex(frame, "name", &name);
+        if (strcmp(json_object_get_string(name), "hot_a") == 0) {
             hot_a = (int)i;
+            /* the demo's user programs are built with DWARF: frames carry their source */
+            json_object_object_get_ex(frame, "file", &file);
+            json_object_object_get_ex(frame, "line", &line);
+            CHECK_MSG(file && g_str_has_suffix(json_object_get_string(file), "spin.c") && line &&
+                          json_object_get_int(line) > 0,
+                      "speedscope's hot_a frame has no spin.c line: %s",
+                      json_object_to_json_string(frame));
+        }
         if (strcmp(json_object_get_string(name), "hot_b") == 0)
             hot_b = (int)i;
     }

@@ -217,6 +217,22 @@ static void test_elf_slide(sym_table *t)
     expect_sym(t, sized, "asm_sized", sized, 32);
 }
 
+/* Source lines come from DWARF when the ELF has it; without it (-g0, a map) there are none. */
+static void test_lines(void)
+{
+    sym_table *plain = open_elf(FX("fx")), *g = open_elf(FX("fx.g"));
+    const char *file = NULL;
+    int line = 0;
+    CHECK_INT(sym_lookup_line(plain, addr_of(plain, "fx_add"), &file, &line), -ENOENT);
+    CHECK_INT(sym_lookup_line(g, addr_of(g, "fx_add") + 1, &file, &line), 0);
+    CHECK_MSG(file && g_str_has_suffix(file, "fx_main.c"), "file %s", file ? file : "(none)");
+    /* fx_add's body is on lines 7..11 of fx_main.c */
+    CHECK_MSG(line >= 7 && line <= 11, "fx_add at line %d", line);
+    CHECK_INT(sym_lookup_line(g, 0x10, &file, &line), -ENOENT);
+    sym_table_free(plain);
+    sym_table_free(g);
+}
+
 static void test_elf(void)
 {
     static struct nm_sym syms[256];
@@ -472,7 +488,7 @@ static const struct {
 } cases[] = {
     {"hash", test_hash},         {"elf", test_elf},           {"stripped", test_stripped},
     {"dynsym", test_dynsym},     {"demangle", test_demangle}, {"map", test_map},
-    {"kallsyms", test_kallsyms}, {"store", test_store},
+    {"kallsyms", test_kallsyms}, {"store", test_store},       {"lines", test_lines},
 };
 
 int main(int argc, char **argv)

@@ -1,0 +1,48 @@
+/* Source lines from an ELF's DWARF (.debug_line), through libdw. Opened on the first lookup:
+ * a store indexes every ELF under --user-dir, and most of them are never asked for a line. */
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "sym_internal.h"
+
+struct sym_lines {
+    int fd;
+    Dwarf *dw; /* NULL when the file has no usable DWARF */
+};
+
+sym_lines *sym_lines_open(const char *path)
+{
+    sym_lines *l = g_new0(sym_lines, 1);
+    l->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (l->fd >= 0)
+        l->dw = dwarf_begin(l->fd, DWARF_C_READ);
+    return l;
+}
+
+void sym_lines_free(sym_lines *l)
+{
+    if (!l)
+        return;
+    if (l->dw)
+        dwarf_end(l->dw);
+    if (l->fd >= 0)
+        close(l->fd);
+    g_free(l);
+}
+
+int sym_lines_find(sym_lines *l, uint64_t addr, const char **file, int *line)
+{
+    Dwarf_Die cu;
+    if (!l->dw || !dwarf_addrdie(l->dw, addr, &cu))
+        return -ENOENT;
+    Dwarf_Line *dl = dwarf_getsrc_die(&cu, addr);
+    int lineno = 0;
+    const char *src = dl ? dwarf_linesrc(dl, NULL, NULL) : NULL;
+    if (!src || dwarf_lineno(dl, &lineno) != 0 || lineno <= 0)
+        return -ENOENT;
+    *file = src;
+    *line = lineno;
+    return 0;
+}
