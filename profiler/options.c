@@ -28,6 +28,8 @@ void prof_print_help(FILE *out)
 {
     fputs(
         "Usage: qprof [OPTIONS]\n"
+        "       qprof record [OPTIONS] -o FILE      sample into a record file\n"
+        "       qprof report -i FILE [OPTIONS]      write any output from it (report --help)\n"
         "Sample a guest running under QEMU through its QMP socket: every interval the guest is\n"
         "stopped for a moment, each vCPU's kernel and user stack is unwinded with DWARF CFI, and\n"
         "the stacks are counted. Output is one folded stack per line (\"frame;frame;leaf "
@@ -84,6 +86,10 @@ void prof_print_help(FILE *out)
         "      sample for 5 s at ~100 Hz, write stack.folded, print a summary\n"
         "  qprof --one-shot --show-addresses --kernel kernel.elf\n"
         "      print what every vCPU is doing right now\n"
+        "  qprof --samples 5000 -o stack.folded -o profile.speedscope.json -o flame.svg\n"
+        "      take 5000 samples, write folded stacks, speedscope JSON and a flame graph\n"
+        "  qprof record --duration 60 -o qprof.data; qprof report -i qprof.data --pid 3 -o p.pb.gz\n"
+        "      record a minute, then a pprof profile of process 3 from the record\n"
         "  qprof --samples 5000 --interval 1 -o stack.folded\n"
         "      take exactly 5000 samples at ~1 kHz, however long that takes\n"
         "  qprof --duration 0 --interval 1 -o - > stack.folded\n"
