@@ -339,8 +339,8 @@ static int write_all(const struct report_options *o, const out_profile *p, out_n
             fprintf(stderr, "qprof report: %s\n", err.msg);
             rc = -1;
         } else if (strcmp(o->outputs[i], "-") != 0) {
-            fprintf(stderr, "qprof report: wrote %zu stacks (%" PRIu64 " samples) to %s (%s)\n",
-                    prof_agg_unique(agg), prof_agg_total(agg), o->outputs[i], out_format_name(f));
+            fprintf(stderr, "qprof report: wrote %zu stacks (%" PRIu64 " samples) to %s\n",
+                    prof_agg_unique(agg), prof_agg_total(agg), o->outputs[i]);
         }
     }
     return rc;

@@ -377,9 +377,8 @@ static bool write_outputs(struct run_state *r, out_names *names)
             fprintf(stderr, "qprof: %s\n", err.msg);
             ok = false;
         } else if (strcmp(o->outputs[i], "-") != 0) {
-            fprintf(stderr, "qprof: wrote %zu stacks (%" PRIu64 " samples) to %s (%s)\n",
-                    prof_agg_unique(r->agg), prof_agg_total(r->agg), o->outputs[i],
-                    out_format_name(f));
+            fprintf(stderr, "qprof: wrote %zu stacks (%" PRIu64 " samples) to %s\n",
+                    prof_agg_unique(r->agg), prof_agg_total(r->agg), o->outputs[i]);
         }
     }
     return ok;
