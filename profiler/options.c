@@ -66,6 +66,9 @@ void prof_print_help(FILE *out)
         "                         matched to processes by the hash of their .text; repeatable\n"
         "  --abi-addr ADDR        address of the guest's struct qprof_abi when the kernel ELF\n"
         "                         is not given (see docs/guest-abi.md)\n"
+        "  --os auto|qprof-abi|none what the guest kernel tells about processes [auto: the\n"
+        "                         qprof_abi struct when the kernel ELF has it or --abi-addr is\n"
+        "                         given, else none: user or kernel by privilege level only]\n"
         "Output:\n"
         "  -o, --output FILE      write folded stacks to FILE (\"-\" for stdout); the summary "
         "goes\n"
@@ -203,6 +206,7 @@ enum {
     OPT_CPUS,
     OPT_ABI_ADDR,
     OPT_MEMORY,
+    OPT_OS,
     OPT_TOP,
     OPT_NO_PROGRESS,
     OPT_PROGRESS,
@@ -229,6 +233,7 @@ static const struct option long_options[] = {
     {"cpus", required_argument, NULL, OPT_CPUS},
     {"abi-addr", required_argument, NULL, OPT_ABI_ADDR},
     {"memory", required_argument, NULL, OPT_MEMORY},
+    {"os", required_argument, NULL, OPT_OS},
     {"top", required_argument, NULL, OPT_TOP},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
     {"progress", no_argument, NULL, OPT_PROGRESS},
@@ -331,6 +336,18 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
         return 0;
     case OPT_ABI_ADDR:
         return parse_u64("--abi-addr", arg, &o->abi_addr);
+    case OPT_OS:
+        if (strcmp(arg, "auto") == 0)
+            o->os = PROF_OS_AUTO;
+        else if (strcmp(arg, "qprof-abi") == 0)
+            o->os = PROF_OS_QPROF_ABI;
+        else if (strcmp(arg, "none") == 0)
+            o->os = PROF_OS_NONE;
+        else {
+            fprintf(stderr, "qprof: --os: '%s' is not one of auto, qprof-abi, none\n", arg);
+            return -1;
+        }
+        return 0;
     case OPT_MEMORY:
         if (!valid_backend(arg)) {
             fprintf(stderr, "qprof: --memory: '%s' is not one of auto, direct, memsave, hmp\n",

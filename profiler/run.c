@@ -313,8 +313,7 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
                 "trips per sample (memory: %s)\n",
                 prof_hist_percentile(&r->paused, 50) / 1e6,
                 prof_hist_percentile(&r->paused, 99) / 1e6, r->paused.max_ns / 1e6,
-                (double)r->round_trips / r->samples,
-                qmp_mem_backend_name(qmp_mem_backend_in_use(r->session->qmp)));
+                (double)r->round_trips / r->samples, prof_target_describe(r->session->target));
     fprintf(f, "vCPU stacks: %" PRIu64 " (idle %" PRIu64 "), unique stacks: %zu\n", c->vcpu_samples,
             c->idle, prof_agg_unique(r->agg));
     if (c->dropped_by_filter)

@@ -1,12 +1,12 @@
-/* One profiling session: a QMP connection, the kernel's and the user binaries' symbols and
- * unwind tables, and the per-sample capture and stack building.
+/* One profiling session: a target (today QEMU's QMP monitor), an OS adapter, the kernel's and the
+ * user binaries' symbols and unwind tables, and the per-sample capture and stack building.
  *
  * A sample has two halves. While the guest is stopped (capture_cb) we copy only what the
- * unwinder will need: the ABI struct, each vCPU's stack window, the user register frame of a
- * process inside a system call and that user stack. After the guest has resumed we unwind and
- * symbolize from those copies, so that unwinding never adds to the time the guest is paused. A
- * walk that leaves the copied windows ends the stack as truncated rather than reading memory
- * that the running guest has changed since. */
+ * unwinder will need: what the OS adapter reads (the demo guest's ABI struct), each vCPU's stack
+ * window, the user register frame of a process inside a system call and that user stack. After the
+ * guest has resumed we unwind and symbolize from those copies, so that unwinding never adds to the
+ * time the guest is paused. A walk that leaves the copied windows ends the stack as truncated
+ * rather than reading memory that the running guest has changed since. */
 #include "profiler.h"
 #include "session_impl.h"
 
@@ -64,14 +64,15 @@ static int load_kernel(prof_session *s, struct qp_error *err)
     if (rc)
         return qp_error_prefix(err, "loading kernel unwind tables from %s", path);
     uint64_t abi = 0;
-    if (!s->abi_addr && sym_find_by_name(s->kernel_syms, QPROF_ABI_SYMBOL, &abi) == 0)
+    if (!s->abi_addr && s->opts.os != PROF_OS_NONE &&
+        sym_find_by_name(s->kernel_syms, QPROF_ABI_SYMBOL, &abi) == 0)
         s->abi_addr = abi;
     return 0;
 }
 
 static int load_symbols(prof_session *s, struct qp_error *err)
 {
-    int rc = unw_space_new("kernel", KERNEL_HALF, UINT64_MAX, &s->kernel_space, err);
+    int rc = unw_space_new("kernel", s->split.kernel_start, UINT64_MAX, &s->kernel_space, err);
     if (rc)
         return rc;
     if (s->opts.kernel && (rc = load_kernel(s, err)))
@@ -89,7 +90,7 @@ static int load_symbols(prof_session *s, struct qp_error *err)
 
 const char *prof_session_qemu_version(const prof_session *s)
 {
-    return qmp_qemu_version(s->qmp);
+    return prof_target_version(s->target);
 }
 
 uint32_t prof_session_add_module(prof_session *s, const struct out_module *m, const sym_table *syms)
@@ -130,25 +131,26 @@ int prof_session_symbolize(void *ctx, const struct out_module *m, uint64_t pc, b
     return 0;
 }
 
-static enum qmp_mem_backend backend_by_name(const char *name)
+/* Chosen once: the demo ABI when the guest can be asked for it (the kernel ELF has the symbol,
+ * or --abi-addr), else nothing known; --os overrides. */
+static int open_os(prof_session *s, struct qp_error *err)
 {
-    if (strcmp(name, "direct") == 0)
-        return QMP_MEM_DIRECT;
-    if (strcmp(name, "memsave") == 0)
-        return QMP_MEM_MEMSAVE;
-    if (strcmp(name, "hmp") == 0)
-        return QMP_MEM_HMP;
-    return QMP_MEM_AUTO;
+    bool abi = s->opts.os == PROF_OS_QPROF_ABI || (s->opts.os == PROF_OS_AUTO && s->abi_addr);
+    const struct prof_os_ops *ops = abi ? &prof_os_qprof_abi_ops : &prof_os_none_ops;
+    struct prof_os_config cfg = {.abi_addr = s->abi_addr, .split = s->split};
+    int rc = prof_os_open(ops, &cfg, &s->os);
+    return rc ? qp_error_set(err, rc, "opening the %s OS adapter", ops->name) : 0;
 }
 
 int prof_session_open(const struct prof_options *o, prof_session **out, struct qp_error *err)
 {
     prof_session *s = g_new0(prof_session, 1);
     s->opts = *o;
-    s->abi_addr = o->abi_addr;
+    s->abi_addr = o->os == PROF_OS_NONE ? 0 : o->abi_addr; /* --os none: never read the ABI */
+    const struct prof_target_ops *target_ops = &prof_target_qmp_ops;
+    s->split = target_ops->split;
     s->binaries = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, binary_free);
     s->images = g_hash_table_new_full(image_key_hash, image_key_equal, NULL, image_free);
-    s->abi_bytes = g_malloc0(PROF_ABI_MAX_BYTES);
     s->profile = out_profile_new();
     s->module_syms = g_ptr_array_new();
     s->frames = g_new(struct unw_frame, o->max_depth);
@@ -156,15 +158,19 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     if (rc)
         goto fail;
     add_kernel_module(s);
-    struct qmp_open_opts qo = {.timeout_s = 5, .backend = backend_by_name(o->memory_backend)};
-    rc = qmp_open(o->qmp_socket, &qo, &s->qmp, err);
+    if ((rc = open_os(s, err)))
+        goto fail;
+    struct prof_target_open_opts to = {
+        .address = o->qmp_socket, .memory_backend = o->memory_backend, .timeout_s = 5};
+    rc = prof_target_open(target_ops, &to, &s->target, err);
     if (rc)
         goto fail;
     if (o->verbose)
         fprintf(stderr,
                 "qprof: connected to QEMU %s, memory backend %s, qprof_abi at 0x%" PRIx64 "\n",
-                qmp_qemu_version(s->qmp), qmp_mem_backend_name(qmp_mem_backend_in_use(s->qmp)),
-                s->abi_addr);
+                prof_target_version(s->target), prof_target_describe(s->target), s->abi_addr);
+    if (o->verbose)
+        fprintf(stderr, "qprof: OS adapter: %s\n", prof_os_name(s->os));
     *out = s;
     return 0;
 fail:
@@ -176,7 +182,8 @@ void prof_session_free(prof_session *s)
 {
     if (!s)
         return;
-    qmp_free(s->qmp);
+    prof_target_free(s->target);
+    prof_os_free(s->os);
     sym_table_free(s->kernel_syms);
     unw_space_free(s->kernel_space);
     unw_space_free(s->fallback_space);
@@ -186,11 +193,10 @@ void prof_session_free(prof_session *s)
         g_hash_table_destroy(s->binaries);
     if (s->images)
         g_hash_table_destroy(s->images);
-    g_free(s->abi_bytes);
     out_profile_free(s->profile);
     if (s->module_syms)
         g_ptr_array_free(s->module_syms, TRUE);
-    for (int i = 0; i < QMP_MAX_CPUS; i++) {
+    for (int i = 0; i < PROF_MAX_VCPUS; i++) {
         g_free(s->cap[i].kstack);
         g_free(s->cap[i].ustack);
     }
@@ -204,10 +210,11 @@ void prof_session_free(prof_session *s)
  * to identify again (the binaries themselves stay known by hash). */
 #define MAX_IMAGES 4096
 
-static struct proc_image *image_for(prof_session *s, const struct qprof_abi_cpu *slot)
+static struct proc_image *image_for(prof_session *s, const struct prof_task *t)
 {
-    struct image_key key = {slot->pid,       slot->generation,    slot->text_addr,
-                            slot->text_size, slot->eh_frame_addr, slot->eh_frame_size};
+    const struct prof_image_id *id = &t->image;
+    struct image_key key = {t->pid,        id->generation,    id->text_addr,
+                            id->text_size, id->eh_frame_addr, id->eh_frame_size};
     struct proc_image *img = g_hash_table_lookup(s->images, &key);
     if (img)
         return img;
@@ -215,16 +222,16 @@ static struct proc_image *image_for(prof_session *s, const struct qprof_abi_cpu 
         g_hash_table_remove_all(s->images);
     img = g_new0(struct proc_image, 1);
     img->key = key;
-    img->load_base = slot->load_base ? slot->load_base : slot->text_addr;
-    g_strlcpy(img->name, slot->name, sizeof img->name);
-    bool readable = slot->text_size && slot->text_size <= MAX_TEXT_TO_HASH &&
-                    slot->eh_frame_size <= MAX_EH_FRAME;
+    img->load_base = id->load_base ? id->load_base : id->text_addr;
+    g_strlcpy(img->name, t->comm, sizeof img->name);
+    bool readable =
+        id->text_size && id->text_size <= MAX_TEXT_TO_HASH && id->eh_frame_size <= MAX_EH_FRAME;
     if (readable)
-        img->copy = g_try_malloc(slot->text_size + slot->eh_frame_size);
+        img->copy = g_try_malloc(id->text_size + id->eh_frame_size);
     img->state = img->copy ? IMAGE_COPYING : IMAGE_DONE;
     if (!img->copy && s->opts.verbose)
-        fprintf(stderr, "qprof: pid %u (%s): .text of %" PRIu64 " bytes not identified\n",
-                slot->pid, img->name, slot->text_size);
+        fprintf(stderr, "qprof: pid %u (%s): .text of %" PRIu64 " bytes not identified\n", t->pid,
+                img->name, id->text_size);
     g_hash_table_insert(s->images, &img->key, img);
     return img;
 }
@@ -233,15 +240,15 @@ static struct proc_image *image_for(prof_session *s, const struct qprof_abi_cpu 
 
 static void budget_start(prof_session *s)
 {
-    s->budget = (struct pause_budget){PROF_BUDGET_BYTES, qmp_round_trips(s->qmp), false};
+    s->budget = (struct pause_budget){PROF_BUDGET_BYTES, prof_target_round_trips(s->target), false};
 }
 
 /* How much of a len-byte read the budget allows now: all of it, less, or 0. */
 static size_t budget_allow(prof_session *s, size_t len)
 {
     bool out_of_requests =
-        qmp_mem_backend_in_use(s->qmp) != QMP_MEM_DIRECT &&
-        qmp_round_trips(s->qmp) - s->budget.round_trips_at_start >= PROF_BUDGET_REQUESTS;
+        prof_target_reads_cost_round_trips(s->target) &&
+        prof_target_round_trips(s->target) - s->budget.round_trips_at_start >= PROF_BUDGET_REQUESTS;
     size_t allowed = out_of_requests ? 0 : len < s->budget.bytes_left ? len : s->budget.bytes_left;
     if (allowed < len)
         s->budget.hit = true;
@@ -250,21 +257,37 @@ static size_t budget_allow(prof_session *s, size_t len)
 
 /* Reads up to len bytes at addr through cpu's page tables, as the budget allows; *got is what
  * was read from the start. Returns 0 when anything was read. */
-static int paused_read(prof_session *s, const struct qmp_regs *cpu, uint64_t addr, void *buf,
+static int target_read(prof_session *s, const struct prof_vcpu *cpu, uint64_t addr, void *buf,
+                       size_t len, size_t *got)
+{
+    struct prof_mem_req req = {.vaddr = addr, .len = len, .buf = buf};
+    int rc = prof_target_read(s->target, cpu, &req, 1, NULL);
+    *got = req.got;
+    return rc ? rc : req.rc;
+}
+
+static int paused_read(prof_session *s, const struct prof_vcpu *cpu, uint64_t addr, void *buf,
                        size_t len, size_t *got)
 {
     *got = 0;
     size_t allowed = budget_allow(s, len);
     if (!allowed)
         return -ENOSPC;
-    int rc = qmp_mem_read(s->qmp, cpu, addr, buf, allowed, got, NULL);
+    int rc = target_read(s, cpu, addr, buf, allowed, got);
     s->budget.bytes_left -= allowed;
     return rc;
 }
 
+/* The OS adapter reads through here, so its reads count against the sample's budget too. */
+static int os_read(void *ctx, const struct prof_vcpu *cpu, uint64_t addr, void *buf, size_t len,
+                   size_t *got)
+{
+    return paused_read(ctx, cpu, addr, buf, len, got);
+}
+
 /* Copies the next part of an image's .text and .eh_frame; the copy completes over several
  * samples when it is larger than what one sample may read. */
-static void image_copy_some(prof_session *s, const struct qmp_regs *cpu, struct proc_image *img)
+static void image_copy_some(prof_session *s, const struct prof_vcpu *cpu, struct proc_image *img)
 {
     const struct image_key *k = &img->key;
     while (img->state == IMAGE_COPYING) {
@@ -276,7 +299,7 @@ static void image_copy_some(prof_session *s, const struct qmp_regs *cpu, struct 
         size_t allowed = budget_allow(s, want), got = 0;
         if (!allowed)
             return; /* the rest in a later sample */
-        int rc = qmp_mem_read(s->qmp, cpu, addr, img->copy + img->copied, allowed, &got, NULL);
+        int rc = target_read(s, cpu, addr, img->copy + img->copied, allowed, &got);
         s->budget.bytes_left -= allowed;
         img->copied += got;
         if (rc < 0 || got < allowed) {
@@ -301,7 +324,7 @@ static void binary_load_unwind(prof_session *s, struct user_binary *b, const str
 {
     struct qp_error err = {0};
     const struct image_key *k = &img->key;
-    if (unw_space_new(b->name, 0, USER_HALF_END, &b->space, &err))
+    if (unw_space_new(b->name, 0, s->split.user_end, &b->space, &err))
         goto fail;
     if (b->syms) {
         if (unw_space_add_elf(b->space, sym_table_path(b->syms), 0, &err) == 0)
@@ -362,131 +385,91 @@ static void identify_captured(prof_session *s)
 
 /* ---- Capture (guest stopped) ------------------------------------------------------------- */
 
-static void reject_abi(prof_session *s, const struct qp_error *why)
+static void reject_abi(prof_session *s, const char *why)
 {
     s->counters.abi_rejected++;
-    g_strlcpy(s->counters.abi_reject_reason, why->msg, sizeof s->counters.abi_reject_reason);
+    g_strlcpy(s->counters.abi_reject_reason, why, sizeof s->counters.abi_reject_reason);
     if (s->opts.verbose)
-        fprintf(stderr, "qprof: qprof_abi rejected: %s\n", why->msg);
+        fprintf(stderr, "qprof: qprof_abi rejected: %s\n", why);
 }
 
-static bool read_abi(prof_session *s, const struct qmp_regs *cpu)
+/* Asks the OS adapter what it can tell about this stop, and acts on what it saw. */
+static void refresh_os(prof_session *s, const struct prof_vcpu *cpus, int n_cpus)
 {
-    size_t got = 0, need = 0;
-    struct qp_error why = {0};
-    if (!s->abi_addr ||
-        paused_read(s, cpu, s->abi_addr, s->abi_bytes, sizeof(struct qprof_abi), &got) != 0)
-        return false;
-    int rc = prof_abi_check(s->abi_bytes, got, &s->abi, &need, &why);
-    if (rc == -ENODATA && need <= PROF_ABI_MAX_BYTES && got == sizeof(struct qprof_abi)) {
-        /* a guest whose slots are larger than ours: copy the layout it declares */
-        paused_read(s, cpu, s->abi_addr, s->abi_bytes, need, &got);
-        rc = prof_abi_check(s->abi_bytes, got, &s->abi, &need, &why);
-    }
-    if (rc == -EPROTO || rc == -ENODATA)
-        reject_abi(s, &why);
-    if (rc)
-        return false;
-    s->abi_len = got;
+    struct prof_os_mem mem = {.read = os_read, .ctx = s};
+    struct prof_os_refresh r;
+    prof_os_refresh(s->os, cpus, n_cpus, &mem, &r);
+    if (r.rejected)
+        reject_abi(s, r.reject_reason);
+    if (!r.published)
+        return;
     const struct out_module *k = out_profile_module(s->profile, s->kernel_module);
-    if (k && !k->base && s->abi.kernel_text_addr)
-        out_profile_set_module_base(s->profile, s->kernel_module, s->abi.kernel_text_addr);
-    if (s->abi.boot_id != s->boot_id) {
+    if (k && !k->base && r.kernel_text_addr)
+        out_profile_set_module_base(s->profile, s->kernel_module, r.kernel_text_addr);
+    if (r.reset) {
         /* The guest rebooted: pids and generations start over. */
-        if (s->boot_id)
-            s->counters.resets++;
+        s->counters.resets++;
         g_hash_table_remove_all(s->images);
-        s->boot_id = s->abi.boot_id;
     }
-    return true;
 }
 
-static void read_window(prof_session *s, const struct qmp_regs *cpu, uint64_t addr, uint8_t *buf,
+static void read_window(prof_session *s, const struct prof_vcpu *cpu, uint64_t addr, uint8_t *buf,
                         size_t cap, uint64_t *win_addr, size_t *win_len)
 {
     *win_addr = addr;
     paused_read(s, cpu, addr, buf, cap, win_len);
 }
 
-static size_t kernel_window_len(const struct cpu_capture *c)
-{
-    uint64_t rsp = c->regs.rsp;
-    if (c->have_slot && c->slot.kstack_hi > rsp && c->slot.kstack_lo <= rsp &&
-        c->slot.kstack_hi - rsp <= KSTACK_WINDOW)
-        return c->slot.kstack_hi - rsp;
-    return KSTACK_WINDOW;
-}
-
 /* Stacks first: they are what this sample is for. A new binary's copy takes what is left. */
 static void capture_cpu(prof_session *s, struct cpu_capture *c)
 {
-    const struct qmp_regs *r = &c->regs;
-    if (c->have_slot && c->slot.state == QPROF_CPU_USER)
-        c->img = image_for(s, &c->slot);
-    if (r->cpl == 3) {
-        read_window(s, r, r->rsp, c->ustack, USTACK_WINDOW, &c->ustack_addr, &c->ustack_len);
+    const struct prof_vcpu *v = &c->vcpu;
+    struct prof_os_mem mem = {.read = os_read, .ctx = s};
+    if (c->task.known && c->task.has_image)
+        c->img = image_for(s, &c->task);
+    if (v->user) {
+        read_window(s, v, v->sp, c->ustack, USTACK_WINDOW, &c->ustack_addr, &c->ustack_len);
         return;
     }
-    read_window(s, r, r->rsp, c->kstack, kernel_window_len(c), &c->kstack_addr, &c->kstack_len);
+    read_window(s, v, v->sp, c->kstack, prof_os_kernel_stack_len(s->os, v, &c->task, KSTACK_WINDOW),
+                &c->kstack_addr, &c->kstack_len);
     if (!c->img)
         return;
-    if (!c->slot.user_regs) {
+    if (!c->task.user_regs_at) {
         if (prof_recover_user_regs(s, c))
-            read_window(s, r, c->entry_regs.r[UNW_RSP], c->ustack, USTACK_WINDOW, &c->ustack_addr,
+            read_window(s, v, c->entry_regs.r[UNW_RSP], c->ustack, USTACK_WINDOW, &c->ustack_addr,
                         &c->ustack_len);
         return;
     }
-    size_t got = 0;
-    if (paused_read(s, r, c->slot.user_regs, &c->trap, sizeof c->trap, &got) == 0 &&
-        got == sizeof c->trap && c->trap.rip < USER_HALF_END) {
+    if (prof_os_user_regs(s->os, v, &c->task, &mem, &c->trap) == 0) {
         c->have_trap = true;
-        read_window(s, r, c->trap.rsp, c->ustack, USTACK_WINDOW, &c->ustack_addr, &c->ustack_len);
+        read_window(s, v, c->trap.r[UNW_RSP], c->ustack, USTACK_WINDOW, &c->ustack_addr,
+                    &c->ustack_len);
     }
 }
 
-#define CR3_ADDR_MASK UINT64_C(0x000ffffffffff000)
-
-/* A slot is usable when the kernel was not halfway through rewriting it, and, for a process,
- * when it describes the address space the vCPU is in: a context switch loads CR3 and republishes
- * the slot a few instructions apart, and a sample between the two would otherwise read one
- * process's stack through another's page tables. */
-static bool slot_for(const prof_session *s, const struct qmp_regs *regs, int cpu,
-                     struct qprof_abi_cpu *out)
-{
-    if (prof_abi_slot(s->abi_bytes, s->abi_len, &s->abi, (unsigned)cpu, out) != 0)
-        return false;
-    if (out->seq & 1)
-        return false;
-    if (out->state == QPROF_CPU_USER && out->cr3 &&
-        (out->cr3 & CR3_ADDR_MASK) != (regs->cr3 & CR3_ADDR_MASK))
-        return false;
-    return true;
-}
-
-static int capture_cb(qmp_client *q, const struct qmp_regs *cpus, int n_cpus, void *ctx,
+static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, void *ctx,
                       struct qp_error *err)
 {
+    (void)t, (void)err;
     prof_session *s = ctx;
     budget_start(s);
-    s->n_cpus = n_cpus < QMP_MAX_CPUS ? n_cpus : QMP_MAX_CPUS;
-    s->have_abi = false;
+    s->n_cpus = n_cpus < PROF_MAX_VCPUS ? n_cpus : PROF_MAX_VCPUS;
     for (int i = 0; i < s->n_cpus; i++) {
         struct cpu_capture *c = &s->cap[i];
-        c->regs = cpus[i];
+        c->vcpu = cpus[i];
         c->selected = (s->opts.cpu_mask >> (i & 63)) & 1;
-        c->have_slot = c->have_trap = c->have_entry_regs = false;
+        c->have_trap = c->have_entry_regs = false;
         c->img = NULL;
         c->bin = NULL;
         c->kstack_len = c->ustack_len = 0;
-        if (!s->have_abi && c->regs.long_mode)
-            s->have_abi = read_abi(s, &c->regs);
     }
+    refresh_os(s, cpus, s->n_cpus);
     for (int i = 0; i < s->n_cpus; i++) {
         struct cpu_capture *c = &s->cap[i];
-        if (s->have_abi)
-            c->have_slot = slot_for(s, &c->regs, i, &c->slot);
-        c->started = c->regs.long_mode && !(c->have_slot && c->slot.state == QPROF_CPU_OFFLINE);
-        if (c->selected && c->started && !c->regs.halted) {
+        prof_os_task(s->os, &cpus[i], i, &c->task);
+        c->started = c->vcpu.paging64 && !(c->task.known && c->task.state == PROF_TASK_OFFLINE);
+        if (c->selected && c->started && !c->vcpu.halted) {
             if (!c->kstack) {
                 c->kstack = g_malloc(KSTACK_WINDOW);
                 c->ustack = g_malloc(USTACK_WINDOW);
@@ -496,15 +479,15 @@ static int capture_cb(qmp_client *q, const struct qmp_regs *cpus, int n_cpus, vo
     }
     for (int i = 0; i < s->n_cpus; i++)
         if (s->cap[i].img)
-            image_copy_some(s, &s->cap[i].regs, s->cap[i].img);
+            image_copy_some(s, &cpus[i], s->cap[i].img);
     if (s->budget.hit)
         s->counters.budget_hits++;
     return 0;
 }
 
-int prof_session_capture(prof_session *s, struct qmp_sample_stats *stats, struct qp_error *err)
+int prof_session_capture(prof_session *s, struct prof_target_stats *stats, struct qp_error *err)
 {
-    int rc = qmp_sample(s->qmp, capture_cb, s, stats, err);
+    int rc = prof_target_sample(s->target, capture_cb, s, stats, err);
     if (rc == 0)
         identify_captured(s);
     return rc;

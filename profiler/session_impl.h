@@ -3,18 +3,14 @@
 #ifndef PROF_SESSION_IMPL_H
 #define PROF_SESSION_IMPL_H
 
+#include "os.h"
 #include "output.h"
 #include "profiler.h"
-#include "qmp.h"
-#include "qprof/guest_abi.h"
 #include "symbols.h"
+#include "target.h"
 #include "unwind.h"
 
 #include <glib.h>
-
-/* x86_64 canonical halves: user code lives below USER_HALF_END, the kernel at KERNEL_HALF up. */
-#define USER_HALF_END UINT64_C(0x0000800000000000)
-#define KERNEL_HALF   UINT64_C(0xffff800000000000)
 
 /* The root of a sample taken while a vCPU ran outside long mode (firmware, early boot). */
 #define PROF_ROOT_BOOT "[firmware or early boot]"
@@ -32,7 +28,7 @@ struct user_binary {
     uint32_t module; /* its index in the session's out_profile */
 };
 
-/* One exec image of one process: (pid, generation) plus the .text and .eh_frame the slot
+/* One exec image of one process: (pid, generation) plus the .text and .eh_frame the OS adapter
  * names. Its .text (and .eh_frame) are copied while the guest is paused, within the sample's
  * budget and across samples if need be; hashing and matching wait until the guest runs. */
 struct image_key {
@@ -47,21 +43,20 @@ struct proc_image {
     uint8_t *copy; /* text_size + eh_frame_size bytes while copying, NULL once done */
     size_t copied;
     uint64_t load_base;
-    char name[QPROF_ABI_NAME_LEN];
+    char name[PROF_COMM_LEN];
     struct user_binary *bin; /* once done; NULL when the text could not be read */
 };
 
 /* What one vCPU looked like at the stop, copied while the guest was paused. */
 struct cpu_capture {
-    struct qmp_regs regs;
+    struct prof_vcpu vcpu; /* its target_cpu is stale once the guest runs again */
     bool selected, started;
-    bool have_slot;
-    struct qprof_abi_cpu slot;
+    struct prof_task task; /* what the OS adapter said; task.known false when nothing */
     bool have_trap;
-    struct qprof_abi_regs trap; /* user registers saved at kernel entry */
-    bool have_entry_regs;       /* user registers recovered through the entry stub's CFI */
+    struct unw_regs trap; /* user registers saved at kernel entry */
+    bool have_entry_regs; /* user registers recovered through the entry stub's CFI */
     struct unw_regs entry_regs;
-    struct proc_image *img;   /* the slot's process image, NULL when none */
+    struct proc_image *img;   /* the task's process image, NULL when none */
     struct user_binary *bin;  /* set after the guest resumed, from img */
     uint8_t *kstack, *ustack; /* KSTACK_WINDOW / USTACK_WINDOW bytes, allocated once */
     uint64_t kstack_addr, ustack_addr;
@@ -84,7 +79,7 @@ struct prof_counters {
     uint64_t dropped_by_filter;
     uint64_t idle;
     uint64_t truncated[UNW_STOP_COUNT];
-    uint64_t no_process_info; /* no ABI, or a torn slot */
+    uint64_t no_process_info; /* the OS adapter knew nothing (no ABI, or a torn slot) */
     uint64_t at_kernel_entry; /* on the first instruction of an entry from user space */
     uint64_t resets;          /* the guest's boot_id changed (reset or reboot) */
     uint64_t abi_rejected;    /* a published qprof_abi failed its checks */
@@ -101,33 +96,30 @@ struct pause_budget {
 
 struct prof_session {
     struct prof_options opts;
-    qmp_client *qmp;
+    prof_target *target;
+    struct prof_addr_split split; /* the target's: which addresses are user, which kernel */
+    prof_os *os;
     sym_table *kernel_syms; /* NULL without --kernel */
     unw_space *kernel_space;
     sym_store *store;
     GHashTable *binaries; /* .text hash -> struct user_binary (owned) */
     GHashTable *images;   /* struct image_key -> struct proc_image (owned, key inside) */
     uint64_t abi_addr;
-    uint64_t boot_id;
-    struct qprof_abi abi; /* the header; slots are read from abi_bytes at the guest's stride */
-    uint8_t *abi_bytes;   /* PROF_ABI_MAX_BYTES */
-    size_t abi_len;
-    bool have_abi;
     struct pause_budget budget;
     int n_cpus;
-    struct cpu_capture cap[QMP_MAX_CPUS];
+    struct cpu_capture cap[PROF_MAX_VCPUS];
     struct unw_frame *frames;  /* opts.max_depth scratch entries */
     unw_space *fallback_space; /* user code without tables: frame pointers only */
     out_profile *profile;      /* every sample, and the modules their PCs belong to */
     uint32_t kernel_module;
     GPtrArray *module_syms;  /* module index -> const sym_table * (may be NULL) */
     struct prof_stack stack; /* scratch, reused by every sample */
-    struct qmp_sample_stats last_stats;
+    struct prof_target_stats last_stats;
     struct prof_counters counters;
 };
 
 /* Stops the guest, copies what unwinding needs, resumes. */
-int prof_session_capture(prof_session *s, struct qmp_sample_stats *stats, struct qp_error *err);
+int prof_session_capture(prof_session *s, struct prof_target_stats *stats, struct qp_error *err);
 
 /* For a process in the kernel that has not published its user register frame yet (a sample in
  * an entry stub): walks the captured kernel stack and, if it steps into user space, sets

@@ -1,5 +1,5 @@
 /* Turning a captured vCPU into a named stack: unwinding from the copied windows, crossing from
- * kernel into user frames through the register frame the guest ABI publishes, symbolizing,
+ * kernel into user frames through the register frame the OS adapter found, symbolizing,
  * folding. Runs after the guest has resumed. */
 #include "session_impl.h"
 
@@ -25,32 +25,6 @@ static int window_read(void *ctx, uint64_t addr, void *buf, size_t len, size_t *
     *got = len < avail ? len : avail;
     memcpy(buf, w->bytes + off, *got);
     return 0;
-}
-
-/* struct qmp_regs (the vCPU) and struct qprof_abi_regs (the saved user frame) name their
- * registers alike; one copier serves both. */
-#define REGS_TO_DWARF(src, u)                                                                      \
-    do {                                                                                           \
-        memset((u), 0, sizeof *(u));                                                               \
-        (u)->r[UNW_RAX] = (src)->rax, (u)->r[UNW_RDX] = (src)->rdx;                                \
-        (u)->r[UNW_RCX] = (src)->rcx, (u)->r[UNW_RBX] = (src)->rbx;                                \
-        (u)->r[UNW_RSI] = (src)->rsi, (u)->r[UNW_RDI] = (src)->rdi;                                \
-        (u)->r[UNW_RBP] = (src)->rbp, (u)->r[UNW_RSP] = (src)->rsp;                                \
-        (u)->r[UNW_R8] = (src)->r8, (u)->r[UNW_R9] = (src)->r9;                                    \
-        (u)->r[UNW_R10] = (src)->r10, (u)->r[UNW_R11] = (src)->r11;                                \
-        (u)->r[UNW_R12] = (src)->r12, (u)->r[UNW_R13] = (src)->r13;                                \
-        (u)->r[UNW_R14] = (src)->r14, (u)->r[UNW_R15] = (src)->r15;                                \
-        (u)->r[UNW_RIP] = (src)->rip;                                                              \
-    } while (0)
-
-static void regs_from_cpu(const struct qmp_regs *q, struct unw_regs *u)
-{
-    REGS_TO_DWARF(q, u);
-}
-
-static void regs_from_trap(const struct qprof_abi_regs *t, struct unw_regs *u)
-{
-    REGS_TO_DWARF(t, u);
 }
 
 /* Walks one stack into s->frames; returns the number of frames and sets *stop (and *res_out
@@ -91,7 +65,7 @@ static int walk(prof_session *s, unw_space *space, const struct unw_regs *regs,
 static unw_space *fallback_user_space(prof_session *s)
 {
     if (!s->fallback_space)
-        unw_space_new("user", 0, USER_HALF_END, &s->fallback_space, NULL);
+        unw_space_new("user", 0, s->split.user_end, &s->fallback_space, NULL);
     return s->fallback_space;
 }
 
@@ -119,11 +93,12 @@ static void append_walk(prof_session *s, struct prof_stack *st, int n, enum unw_
 
 static void set_process(const struct cpu_capture *c, struct out_sample *o)
 {
-    if (c->have_slot && c->slot.state == QPROF_CPU_USER && c->slot.pid) {
-        o->pid = c->slot.pid;
-        g_strlcpy(o->comm, c->slot.name[0] ? c->slot.name : "?", sizeof o->comm);
+    const struct prof_task *t = &c->task;
+    if (t->known && t->state == PROF_TASK_USER && t->pid) {
+        o->pid = t->pid;
+        g_strlcpy(o->comm, t->comm[0] ? t->comm : "?", sizeof o->comm);
     }
-    o->mode = c->regs.cpl == 3 ? OUT_MODE_USER : OUT_MODE_KERNEL;
+    o->mode = c->vcpu.user ? OUT_MODE_USER : OUT_MODE_KERNEL;
 }
 
 static void user_part(prof_session *s, struct cpu_capture *c, const struct unw_regs *regs,
@@ -140,22 +115,21 @@ static void user_part(prof_session *s, struct cpu_capture *c, const struct unw_r
 
 bool prof_recover_user_regs(prof_session *s, struct cpu_capture *c)
 {
-    struct unw_regs regs;
+    const struct unw_regs *regs = &c->vcpu.regs;
     struct unw_result res;
     enum unw_stop stop;
     struct window w = {c->kstack_addr, c->kstack, c->kstack_len};
     const uint32_t need = (1u << UNW_RSP) | (1u << UNW_RIP);
-    regs_from_cpu(&c->regs, &regs);
-    walk_full(s, s->kernel_space, &regs, &w, &stop, &res);
+    walk_full(s, s->kernel_space, regs, &w, &stop, &res);
     if (stop != UNW_STOP_LEFT_SPACE || (res.next_regs_known & need) != need ||
-        res.next_regs.r[UNW_RIP] >= USER_HALF_END)
+        res.next_regs.r[UNW_RIP] >= s->split.user_end)
         return false;
     c->entry_regs = res.next_regs;
     /* Registers the entry CFI does not mention still hold the user values (the stub has not
      * touched them yet); the ones it recovered replace them. */
     for (int r = 0; r < UNW_NREGS; r++)
         if (!(res.next_regs_known & (1u << r)))
-            c->entry_regs.r[r] = regs.r[r];
+            c->entry_regs.r[r] = regs->r[r];
     c->have_entry_regs = true;
     return true;
 }
@@ -171,18 +145,13 @@ static bool at_kernel_entry(const prof_session *s, int n, enum unw_stop stop)
 
 static void kernel_part(prof_session *s, struct cpu_capture *c, struct prof_stack *st)
 {
-    if (c->have_trap) {
-        struct unw_regs user_regs;
-        regs_from_trap(&c->trap, &user_regs);
-        user_part(s, c, &user_regs, st);
-    } else if (c->have_entry_regs) {
+    if (c->have_trap)
+        user_part(s, c, &c->trap, st);
+    else if (c->have_entry_regs)
         user_part(s, c, &c->entry_regs, st);
-    }
-    struct unw_regs regs;
-    regs_from_cpu(&c->regs, &regs);
     struct window w = {c->kstack_addr, c->kstack, c->kstack_len};
     enum unw_stop stop;
-    int n = walk(s, s->kernel_space, &regs, &w, &stop);
+    int n = walk(s, s->kernel_space, &c->vcpu.regs, &w, &stop);
     /* Stepping out of the kernel half is where a system call or interrupt entered; it is only a
      * proper end when we know which user frames follow, or there are none. */
     st->sample.kernel_stop = stop;
@@ -197,11 +166,10 @@ void prof_build_stack(prof_session *s, int i, struct prof_stack *st)
     st->cpu = i;
     st->skipped = false;
     st->skip_reason = NULL;
-    st->sample =
-        (struct out_sample){.cpu = (uint32_t)(c->regs.cpu_index > 0 ? c->regs.cpu_index : i),
-                            .user_stop = UNW_STOP_OUTERMOST,
-                            .kernel_stop = UNW_STOP_OUTERMOST};
-    if (c->selected && !c->regs.long_mode && !c->regs.halted) {
+    st->sample = (struct out_sample){.cpu = (uint32_t)(c->vcpu.index > 0 ? c->vcpu.index : i),
+                                     .user_stop = UNW_STOP_OUTERMOST,
+                                     .kernel_stop = UNW_STOP_OUTERMOST};
+    if (c->selected && !c->vcpu.paging64 && !c->vcpu.halted) {
         /* Running, but not yet (or no longer, after a reset) in the 64-bit kernel: firmware or
          * the guest's early boot code. A real sample of where the time went, without a stack
          * qprof can unwind. (A vCPU the guest never started waits halted.) */
@@ -213,17 +181,15 @@ void prof_build_stack(prof_session *s, int i, struct prof_stack *st)
         st->skip_reason = c->selected ? "not started by the guest" : "not selected (--cpus)";
         return;
     }
-    if (c->regs.halted) {
+    if (c->vcpu.halted) {
         st->sample.mode = OUT_MODE_IDLE;
         return;
     }
     set_process(c, &st->sample);
-    if (!c->have_slot)
+    if (!c->task.known)
         s->counters.no_process_info++;
-    if (c->regs.cpl == 3) {
-        struct unw_regs regs;
-        regs_from_cpu(&c->regs, &regs);
-        user_part(s, c, &regs, st);
+    if (c->vcpu.user) {
+        user_part(s, c, &c->vcpu.regs, st);
     } else {
         kernel_part(s, c, st);
     }
@@ -265,7 +231,7 @@ int prof_session_sample(prof_session *s, uint64_t time_ns, uint64_t weight_ns, b
 {
     *taken = false;
     memset(&s->last_stats, 0, sizeof s->last_stats);
-    if (!qmp_guest_running(s->qmp))
+    if (!prof_target_running(s->target))
         return 0; /* paused by someone else: a frozen guest has no profile */
     int rc = prof_session_capture(s, &s->last_stats, err);
     if (rc)
@@ -340,7 +306,7 @@ static void print_stack(const prof_session *s, out_names *names, const struct pr
     g_strlcpy(as_stack.comm, st->sample.comm, sizeof as_stack.comm);
     char root[64];
     fprintf(out, "%s, %s, RIP 0x%016" PRIx64 "\n", out_stack_root(&as_stack, root, sizeof root),
-            mode_text(c, &st->sample), c->regs.rip);
+            mode_text(c, &st->sample), c->vcpu.pc);
     int len = out_stack_display_len(&as_stack);
     const struct out_name **shown = g_new(const struct out_name *, len ? len : 1);
     out_stack_display(names, &as_stack, shown);

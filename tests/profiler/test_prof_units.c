@@ -1,5 +1,5 @@
 /* Unit tests of the profiler's pieces that need no QEMU: options, names, aggregation, the
- * folded file, the paused-time histogram. */
+ * folded file, the paused-time histogram, the OS adapters over a fake target. */
 #define _GNU_SOURCE
 #include "harness.h"
 #include "profiler.h"
@@ -196,6 +196,12 @@ static void test_samples_option(void)
     CHECK_INT(parse(&o, (const char *[]){"--samples", "-3", NULL}), PROF_EXIT_USAGE);
     CHECK_INT(parse(&o, (const char *[]){"--progress", NULL}), -1);
     CHECK(o.progress);
+    CHECK(o.os == PROF_OS_AUTO);
+    CHECK_INT(parse(&o, (const char *[]){"--os", "none", NULL}), -1);
+    CHECK(o.os == PROF_OS_NONE);
+    CHECK_INT(parse(&o, (const char *[]){"--os", "qprof-abi", NULL}), -1);
+    CHECK(o.os == PROF_OS_QPROF_ABI);
+    CHECK_INT(parse(&o, (const char *[]){"--os", "linux", NULL}), PROF_EXIT_USAGE);
 }
 
 /* A well-formed ABI as the demo kernel lays it out, with cpu_count slots of `stride` bytes. */
@@ -288,11 +294,166 @@ static void test_outputs_and_record(void)
     CHECK_INT(parse(&o, (const char *[]){"--format", "record", NULL}), PROF_EXIT_USAGE);
 }
 
+/* ---- The seams: a fake target serving a buffer, and the two OS adapters --------------------- */
+
+/* Guest memory: one window of bytes at `base`; reads outside it fail like an unmapped page. */
+struct fake_guest {
+    uint64_t base;
+    const uint8_t *bytes;
+    size_t len;
+    unsigned reads;
+};
+
+static int fake_open(const struct prof_target_open_opts *o, void **impl, struct qp_error *err)
+{
+    (void)err;
+    *impl = (void *)o->address; /* the test passes its struct fake_guest here */
+    return 0;
+}
+
+static int fake_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req *reqs, size_t n,
+                     struct qp_error *err)
+{
+    (void)cpu, (void)err;
+    struct fake_guest *g = impl;
+    for (size_t i = 0; i < n; i++) {
+        struct prof_mem_req *r = &reqs[i];
+        g->reads++;
+        r->got = 0;
+        r->rc = -EFAULT;
+        if (r->vaddr < g->base || r->vaddr - g->base >= g->len)
+            continue;
+        size_t off = r->vaddr - g->base, avail = g->len - off;
+        r->got = r->len < avail ? r->len : avail;
+        memcpy(r->buf, g->bytes + off, r->got);
+        r->rc = 0;
+    }
+    return 0;
+}
+
+static void fake_free(void *impl)
+{
+    (void)impl;
+}
+
+static const struct prof_target_ops fake_target_ops = {
+    .name = "fake",
+    .split = {.user_end = UINT64_C(0x0000800000000000),
+              .kernel_start = UINT64_C(0xffff800000000000)},
+    .open = fake_open,
+    .read = fake_read,
+    .free = fake_free,
+};
+
+/* The adapter's reader, as the session's but without a budget. */
+static int read_through_target(void *ctx, const struct prof_vcpu *cpu, uint64_t addr, void *buf,
+                               size_t len, size_t *got)
+{
+    struct prof_mem_req req = {.vaddr = addr, .len = len, .buf = buf};
+    int rc = prof_target_read(ctx, cpu, &req, 1, NULL);
+    *got = req.got;
+    return rc ? rc : req.rc;
+}
+
+static void test_os_none(void)
+{
+    prof_os *os = NULL;
+    struct prof_os_config cfg = {0};
+    struct prof_os_mem mem = {0};
+    struct prof_os_refresh r;
+    struct prof_task t;
+    struct prof_vcpu cpus[3] = {{.user = true, .privilege = 3, .paging64 = true},
+                                {.privilege = 0, .paging64 = true},
+                                {.halted = true, .paging64 = true}};
+    CHECK_INT(prof_os_open(&prof_os_none_ops, &cfg, &os), 0);
+    CHECK_STR(prof_os_name(os), "none");
+    prof_os_refresh(os, cpus, 3, &mem, &r);
+    CHECK(!r.published && !r.rejected && !r.reset);
+    prof_os_task(os, &cpus[0], 0, &t);
+    CHECK(!t.known && t.state == PROF_TASK_USER && !t.has_image && t.pid == 0);
+    prof_os_task(os, &cpus[1], 1, &t);
+    CHECK(!t.known && t.state == PROF_TASK_KERNEL);
+    CHECK_INT((int)prof_os_kernel_stack_len(os, &cpus[1], &t, 4096), 4096);
+    prof_os_task(os, &cpus[2], 2, &t);
+    CHECK(!t.known && t.state == PROF_TASK_IDLE);
+    prof_os_free(os);
+}
+
+static void test_os_qprof_abi(void)
+{
+    static uint8_t guest[PROF_ABI_MAX_BYTES + 4096];
+    const uint64_t abi_at = UINT64_C(0xffff800000100000), regs_at = abi_at + PROF_ABI_MAX_BYTES;
+    size_t len = make_abi(guest, PROF_ABI_MAX_BYTES, 3, sizeof(struct qprof_abi_cpu));
+    struct qprof_abi *h = (struct qprof_abi *)guest;
+    h->boot_id = 7;
+    h->kernel_text_addr = UINT64_C(0xffff800000000000);
+    struct qprof_abi_cpu *slot = (struct qprof_abi_cpu *)(guest + 48);
+    /* 0: a process whose CR3 (flags and PCID bits aside) is the vCPU's, inside a system call */
+    slot[0].cr3 = 0x5000 | 0x18 | 0x3;
+    slot[0].text_addr = 0x401000, slot[0].text_size = 0x2000, slot[0].generation = 2;
+    slot[0].kstack_lo = 0xffff800000200000, slot[0].kstack_hi = 0xffff800000204000;
+    slot[0].user_regs = regs_at;
+    /* 1: published for the next process, but the vCPU still runs on the old page tables */
+    slot[1].cr3 = 0x9000;
+    /* 2: the kernel is rewriting it */
+    slot[2].seq = 3;
+    struct qprof_abi_regs frame = {.rip = 0x401234, .rsp = 0x7ffffff000, .rbp = 0x7ffffff100};
+    memcpy(guest + PROF_ABI_MAX_BYTES, &frame, sizeof frame);
+    (void)len;
+
+    struct fake_guest g = {.base = abi_at, .bytes = guest, .len = sizeof guest};
+    prof_target *target = NULL;
+    struct prof_target_open_opts to = {.address = (const char *)&g};
+    CHECK_INT(prof_target_open(&fake_target_ops, &to, &target, NULL), 0);
+    prof_os *os = NULL;
+    struct prof_os_config cfg = {.abi_addr = abi_at, .split = *prof_target_split(target)};
+    CHECK_INT(prof_os_open(&prof_os_qprof_abi_ops, &cfg, &os), 0);
+    struct prof_os_mem mem = {.read = read_through_target, .ctx = target};
+    struct prof_vcpu cpus[3] = {{.paging64 = true, .as_root = 0x5000, .sp = 0xffff800000203f00},
+                                {.paging64 = true, .as_root = 0x5000},
+                                {.paging64 = true, .as_root = 0x5000}};
+    struct prof_os_refresh r;
+    prof_os_refresh(os, cpus, 3, &mem, &r);
+    CHECK(r.published && !r.rejected && !r.reset);
+    CHECK_INT(g.reads, 1); /* the whole ABI in one read */
+    CHECK(r.kernel_text_addr == UINT64_C(0xffff800000000000));
+
+    struct prof_task t;
+    prof_os_task(os, &cpus[0], 0, &t);
+    CHECK(t.known && t.state == PROF_TASK_USER && t.has_image);
+    CHECK_INT((int)t.pid, 100);
+    CHECK_STR(t.comm, "0123456789abcde");
+    CHECK(t.image.text_addr == 0x401000 && t.image.text_size == 0x2000);
+    CHECK(t.image.generation == 2);
+    CHECK_INT((int)prof_os_kernel_stack_len(os, &cpus[0], &t, 16384), 0x100);
+    struct unw_regs u;
+    CHECK_INT(prof_os_user_regs(os, &cpus[0], &t, &mem, &u), 0);
+    CHECK(u.r[UNW_RIP] == 0x401234 && u.r[UNW_RSP] == 0x7ffffff000 && u.r[UNW_RBP] == 0x7ffffff100);
+    prof_os_task(os, &cpus[1], 1, &t);
+    CHECK(!t.known); /* CR3 and slot disagree */
+    prof_os_task(os, &cpus[2], 2, &t);
+    CHECK(!t.known); /* odd seq */
+
+    /* a new boot_id is a reset; a broken header is a rejection with its reason */
+    h->boot_id = 8;
+    prof_os_refresh(os, cpus, 3, &mem, &r);
+    CHECK(r.published && r.reset);
+    h->version = 99;
+    prof_os_refresh(os, cpus, 3, &mem, &r);
+    CHECK(!r.published && r.rejected && strstr(r.reject_reason, "version 99"));
+    prof_os_task(os, &cpus[0], 0, &t);
+    CHECK(!t.known);
+    prof_os_free(os);
+    prof_target_free(target);
+}
+
 int main(void)
 {
     test_outputs_and_record();
     test_samples_option();
     test_abi_checks();
+    test_os_none();
+    test_os_qprof_abi();
     test_defaults_and_values();
     test_usage_errors();
     test_cpu_list();

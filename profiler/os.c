@@ -1,0 +1,63 @@
+/* The OS adapter handle: an adapter's table and its state. */
+#include "os.h"
+
+#include <errno.h>
+#include <glib.h>
+
+struct prof_os {
+    const struct prof_os_ops *ops;
+    void *impl;
+};
+
+int prof_os_open(const struct prof_os_ops *ops, const struct prof_os_config *cfg, prof_os **out)
+{
+    void *impl = NULL;
+    int rc = ops->open(cfg, &impl);
+    if (rc)
+        return rc;
+    prof_os *os = g_new0(prof_os, 1);
+    os->ops = ops;
+    os->impl = impl;
+    *out = os;
+    return 0;
+}
+
+void prof_os_free(prof_os *os)
+{
+    if (!os)
+        return;
+    os->ops->free(os->impl);
+    g_free(os);
+}
+
+const char *prof_os_name(const prof_os *os)
+{
+    return os->ops->name;
+}
+
+void prof_os_refresh(prof_os *os, const struct prof_vcpu *cpus, int n_cpus,
+                     const struct prof_os_mem *mem, struct prof_os_refresh *out)
+{
+    *out = (struct prof_os_refresh){0};
+    os->ops->refresh(os->impl, cpus, n_cpus, mem, out);
+}
+
+void prof_os_task(prof_os *os, const struct prof_vcpu *cpu, int i, struct prof_task *out)
+{
+    *out = (struct prof_task){0};
+    os->ops->task(os->impl, cpu, i, out);
+}
+
+size_t prof_os_kernel_stack_len(prof_os *os, const struct prof_vcpu *cpu, const struct prof_task *t,
+                                size_t max)
+{
+    return os->ops->kernel_stack_len(os->impl, cpu, t, max);
+}
+
+int prof_os_user_regs(prof_os *os, const struct prof_vcpu *cpu, const struct prof_task *t,
+                      const struct prof_os_mem *mem, struct unw_regs *out)
+{
+    if (!t->user_regs_at)
+        return -ENOENT;
+    return os->ops->user_regs(os->impl, cpu, t, mem, out);
+}

@@ -1,0 +1,103 @@
+/* The OS adapter: what the guest kernel tells us about the vCPUs the target stopped.
+ *
+ * While the target is stopped the sampler asks the adapter to refresh (it reads what it needs
+ * through a reader the sampler gives it, so that its reads count against the sample's budget),
+ * then, per vCPU, for the current task, its kernel stack and the user registers saved at
+ * kernel entry. An adapter is a `static const struct prof_os_ops` in its own file, chosen once
+ * when the session opens: os_qprof_abi.c (the demo guest's struct qprof_abi) and os_none.c
+ * (nothing known). */
+#ifndef PROF_OS_H
+#define PROF_OS_H
+
+#include "target.h"
+
+enum prof_task_state {
+    PROF_TASK_UNKNOWN = 0, /* the OS told us nothing about this vCPU */
+    PROF_TASK_OFFLINE,     /* the guest never started it */
+    PROF_TASK_IDLE,        /* in the idle loop */
+    PROF_TASK_KERNEL,      /* kernel code with no process */
+    PROF_TASK_USER,        /* a process is current (it may be in the kernel for it) */
+};
+
+/* One exec image of a process: enough to copy its .text and .eh_frame and to tell a new exec
+ * from the same one. */
+struct prof_image_id {
+    uint64_t text_addr, text_size, eh_frame_addr, eh_frame_size;
+    uint64_t load_base; /* lowest address of the image; 0: text_addr */
+    uint64_t generation;
+};
+
+#define PROF_COMM_LEN 16
+
+struct prof_task {
+    bool known; /* the adapter vouches for what follows */
+    enum prof_task_state state;
+    uint32_t pid; /* 0 when none */
+    char comm[PROF_COMM_LEN];
+    bool has_image; /* a process is current: image names its binary */
+    struct prof_image_id image;
+    uint64_t kstack_lo, kstack_hi; /* the kernel stack of the current context; 0, 0: unknown */
+    uint64_t user_regs_at;         /* where the user registers were saved; 0: not (yet) */
+};
+
+/* Reads len bytes at addr through cpu's address space (while stopped); *got counts from the
+ * start. Returns 0 when anything was read. */
+struct prof_os_mem {
+    int (*read)(void *ctx, const struct prof_vcpu *cpu, uint64_t addr, void *buf, size_t len,
+                size_t *got);
+    void *ctx;
+};
+
+/* What a refresh saw, for the sampler to act on. */
+struct prof_os_refresh {
+    bool published; /* per-task information is available for this stop */
+    bool reset;     /* the guest rebooted since the last refresh: drop per-process state */
+    uint64_t kernel_text_addr; /* the kernel .text the guest declares, 0 when it does not */
+    bool rejected;             /* what the guest published failed the checks */
+    char reject_reason[160];
+};
+
+struct prof_os_config {
+    uint64_t abi_addr;            /* qprof_abi: where the guest publishes it */
+    struct prof_addr_split split; /* the target's */
+};
+
+struct prof_os_ops {
+    const char *name;
+    int (*open)(const struct prof_os_config *cfg, void **impl);
+    void (*free)(void *impl);
+    void (*refresh)(void *impl, const struct prof_vcpu *cpus, int n_cpus,
+                    const struct prof_os_mem *mem, struct prof_os_refresh *out);
+    /* The task on cpus[i] of the last refresh. */
+    void (*task)(void *impl, const struct prof_vcpu *cpu, int i, struct prof_task *out);
+    /* How much of the kernel stack above cpu->sp to copy, at most max. */
+    size_t (*kernel_stack_len)(void *impl, const struct prof_vcpu *cpu, const struct prof_task *t,
+                               size_t max);
+    /* Reads the user registers t->user_regs_at names: 0, or negative when unreadable or not
+     * a user-mode frame. */
+    int (*user_regs)(void *impl, const struct prof_vcpu *cpu, const struct prof_task *t,
+                     const struct prof_os_mem *mem, struct unw_regs *out);
+};
+
+extern const struct prof_os_ops prof_os_qprof_abi_ops;
+extern const struct prof_os_ops prof_os_none_ops;
+
+/* --os */
+enum prof_os_choice { PROF_OS_AUTO = 0, PROF_OS_QPROF_ABI, PROF_OS_NONE };
+
+typedef struct prof_os prof_os;
+
+/* Opens an adapter (ops borrowed, static). *out is the caller's (prof_os_free). */
+int prof_os_open(const struct prof_os_ops *ops, const struct prof_os_config *cfg, prof_os **out);
+void prof_os_free(prof_os *os); /* NULL is a no-op */
+const char *prof_os_name(const prof_os *os);
+
+void prof_os_refresh(prof_os *os, const struct prof_vcpu *cpus, int n_cpus,
+                     const struct prof_os_mem *mem, struct prof_os_refresh *out);
+void prof_os_task(prof_os *os, const struct prof_vcpu *cpu, int i, struct prof_task *out);
+size_t prof_os_kernel_stack_len(prof_os *os, const struct prof_vcpu *cpu, const struct prof_task *t,
+                                size_t max);
+int prof_os_user_regs(prof_os *os, const struct prof_vcpu *cpu, const struct prof_task *t,
+                      const struct prof_os_mem *mem, struct unw_regs *out);
+
+#endif

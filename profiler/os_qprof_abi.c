@@ -1,0 +1,183 @@
+/* The adapter for the demo guest: one struct qprof_abi (docs/guest-abi.md) at a kernel address,
+ * read in one go per stop. prof_abi_check and prof_abi_slot (abi.c) parse it; this file decides
+ * when a slot can be believed and reads the user register frame a slot points to. */
+#include "os.h"
+#include "profiler.h"
+
+#include <errno.h>
+#include <glib.h>
+#include <string.h>
+
+/* The ABI publishes a raw CR3; bits 12..51 are the page table's address, the rest flags/PCID. */
+#define CR3_ADDR_MASK UINT64_C(0x000ffffffffff000)
+
+struct os_abi {
+    struct prof_os_config cfg;
+    uint64_t boot_id;
+    struct qprof_abi abi; /* the header; slots are read from bytes at the guest's stride */
+    uint8_t *bytes;       /* PROF_ABI_MAX_BYTES */
+    size_t len;
+    bool have_abi; /* this stop's copy passed the checks */
+};
+
+static int abi_open(const struct prof_os_config *cfg, void **impl)
+{
+    struct os_abi *a = g_new0(struct os_abi, 1);
+    a->cfg = *cfg;
+    a->bytes = g_malloc0(PROF_ABI_MAX_BYTES);
+    *impl = a;
+    return 0;
+}
+
+static void abi_free(void *impl)
+{
+    struct os_abi *a = impl;
+    if (!a)
+        return;
+    g_free(a->bytes);
+    g_free(a);
+}
+
+static void reject(struct prof_os_refresh *out, const struct qp_error *why)
+{
+    out->rejected = true;
+    g_strlcpy(out->reject_reason, why->msg, sizeof out->reject_reason);
+}
+
+static bool read_abi(struct os_abi *a, const struct prof_vcpu *cpu, const struct prof_os_mem *mem,
+                     struct prof_os_refresh *out)
+{
+    size_t got = 0, need = 0;
+    struct qp_error why = {0};
+    if (!a->cfg.abi_addr ||
+        mem->read(mem->ctx, cpu, a->cfg.abi_addr, a->bytes, sizeof(struct qprof_abi), &got) != 0)
+        return false;
+    int rc = prof_abi_check(a->bytes, got, &a->abi, &need, &why);
+    if (rc == -ENODATA && need <= PROF_ABI_MAX_BYTES && got == sizeof(struct qprof_abi)) {
+        /* a guest whose slots are larger than ours: copy the layout it declares */
+        mem->read(mem->ctx, cpu, a->cfg.abi_addr, a->bytes, need, &got);
+        rc = prof_abi_check(a->bytes, got, &a->abi, &need, &why);
+    }
+    if (rc == -EPROTO || rc == -ENODATA)
+        reject(out, &why);
+    if (rc)
+        return false;
+    a->len = got;
+    out->kernel_text_addr = a->abi.kernel_text_addr;
+    if (a->abi.boot_id != a->boot_id) {
+        /* The guest rebooted: pids and generations start over. The first boot seen is none. */
+        out->reset = a->boot_id != 0;
+        a->boot_id = a->abi.boot_id;
+    }
+    return true;
+}
+
+/* The ABI lives in kernel memory, which any vCPU in 64-bit mode maps; the first one serves. */
+static void abi_refresh(void *impl, const struct prof_vcpu *cpus, int n_cpus,
+                        const struct prof_os_mem *mem, struct prof_os_refresh *out)
+{
+    struct os_abi *a = impl;
+    a->have_abi = false;
+    for (int i = 0; i < n_cpus && !a->have_abi; i++)
+        if (cpus[i].paging64)
+            a->have_abi = read_abi(a, &cpus[i], mem, out);
+    out->published = a->have_abi;
+}
+
+/* A slot is usable when the kernel was not halfway through rewriting it, and, for a process,
+ * when it describes the address space the vCPU is in: a context switch loads CR3 and republishes
+ * the slot a few instructions apart, and a sample between the two would otherwise read one
+ * process's stack through another's page tables. */
+static bool slot_for(const struct os_abi *a, const struct prof_vcpu *cpu, int i,
+                     struct qprof_abi_cpu *slot)
+{
+    if (!a->have_abi || prof_abi_slot(a->bytes, a->len, &a->abi, (unsigned)i, slot) != 0)
+        return false;
+    if (slot->seq & 1)
+        return false;
+    if (slot->state == QPROF_CPU_USER && slot->cr3 &&
+        (slot->cr3 & CR3_ADDR_MASK) != (cpu->as_root & CR3_ADDR_MASK))
+        return false;
+    return true;
+}
+
+static enum prof_task_state task_state(uint32_t state)
+{
+    switch (state) {
+    case QPROF_CPU_OFFLINE:
+        return PROF_TASK_OFFLINE;
+    case QPROF_CPU_IDLE:
+        return PROF_TASK_IDLE;
+    case QPROF_CPU_KERNEL:
+        return PROF_TASK_KERNEL;
+    case QPROF_CPU_USER:
+        return PROF_TASK_USER;
+    default:
+        return PROF_TASK_UNKNOWN;
+    }
+}
+
+static void abi_task(void *impl, const struct prof_vcpu *cpu, int i, struct prof_task *out)
+{
+    struct qprof_abi_cpu slot;
+    if (!slot_for(impl, cpu, i, &slot))
+        return;
+    out->known = true;
+    out->state = task_state(slot.state);
+    out->kstack_lo = slot.kstack_lo;
+    out->kstack_hi = slot.kstack_hi;
+    if (out->state != PROF_TASK_USER)
+        return;
+    out->pid = slot.pid;
+    g_strlcpy(out->comm, slot.name, sizeof out->comm);
+    out->has_image = true;
+    out->image = (struct prof_image_id){.text_addr = slot.text_addr,
+                                        .text_size = slot.text_size,
+                                        .eh_frame_addr = slot.eh_frame_addr,
+                                        .eh_frame_size = slot.eh_frame_size,
+                                        .load_base = slot.load_base,
+                                        .generation = slot.generation};
+    out->user_regs_at = slot.user_regs;
+}
+
+/* The stack from sp up to the top of the context's kernel stack when the slot's bounds hold sp
+ * and fit; the guest's numbers are not trusted further than that. */
+static size_t abi_kernel_stack_len(void *impl, const struct prof_vcpu *cpu,
+                                   const struct prof_task *t, size_t max)
+{
+    (void)impl;
+    uint64_t sp = cpu->sp;
+    if (t->known && t->kstack_hi > sp && t->kstack_lo <= sp && t->kstack_hi - sp <= max)
+        return t->kstack_hi - sp;
+    return max;
+}
+
+static int abi_user_regs(void *impl, const struct prof_vcpu *cpu, const struct prof_task *t,
+                         const struct prof_os_mem *mem, struct unw_regs *u)
+{
+    const struct os_abi *a = impl;
+    struct qprof_abi_regs f;
+    size_t got = 0;
+    if (mem->read(mem->ctx, cpu, t->user_regs_at, &f, sizeof f, &got) != 0 || got != sizeof f)
+        return -EFAULT;
+    if (f.rip >= a->cfg.split.user_end)
+        return -EPROTO; /* not a frame saved on entry from user mode */
+    memset(u, 0, sizeof *u);
+    u->r[UNW_RAX] = f.rax, u->r[UNW_RDX] = f.rdx, u->r[UNW_RCX] = f.rcx;
+    u->r[UNW_RBX] = f.rbx, u->r[UNW_RSI] = f.rsi, u->r[UNW_RDI] = f.rdi;
+    u->r[UNW_RBP] = f.rbp, u->r[UNW_RSP] = f.rsp, u->r[UNW_R8] = f.r8;
+    u->r[UNW_R9] = f.r9, u->r[UNW_R10] = f.r10, u->r[UNW_R11] = f.r11;
+    u->r[UNW_R12] = f.r12, u->r[UNW_R13] = f.r13, u->r[UNW_R14] = f.r14;
+    u->r[UNW_R15] = f.r15, u->r[UNW_RIP] = f.rip;
+    return 0;
+}
+
+const struct prof_os_ops prof_os_qprof_abi_ops = {
+    .name = "qprof-abi",
+    .open = abi_open,
+    .free = abi_free,
+    .refresh = abi_refresh,
+    .task = abi_task,
+    .kernel_stack_len = abi_kernel_stack_len,
+    .user_regs = abi_user_regs,
+};

@@ -1,0 +1,73 @@
+/* The target handle: a backend's table and its state, so that callers never see which. */
+#include "target.h"
+
+#include <glib.h>
+
+struct prof_target {
+    const struct prof_target_ops *ops;
+    void *impl;
+};
+
+int prof_target_open(const struct prof_target_ops *ops, const struct prof_target_open_opts *o,
+                     prof_target **out, struct qp_error *err)
+{
+    void *impl = NULL;
+    int rc = ops->open(o, &impl, err);
+    if (rc)
+        return rc;
+    prof_target *t = g_new0(prof_target, 1);
+    t->ops = ops;
+    t->impl = impl;
+    *out = t;
+    return 0;
+}
+
+void prof_target_free(prof_target *t)
+{
+    if (!t)
+        return;
+    t->ops->free(t->impl);
+    g_free(t);
+}
+
+int prof_target_sample(prof_target *t, prof_target_stopped_fn fn, void *ctx,
+                       struct prof_target_stats *stats, struct qp_error *err)
+{
+    return t->ops->sample(t->impl, t, fn, ctx, stats, err);
+}
+
+int prof_target_read(prof_target *t, const struct prof_vcpu *cpu, struct prof_mem_req *reqs,
+                     size_t n, struct qp_error *err)
+{
+    return t->ops->read(t->impl, cpu, reqs, n, err);
+}
+
+bool prof_target_running(prof_target *t)
+{
+    return t->ops->running(t->impl);
+}
+
+uint64_t prof_target_round_trips(const prof_target *t)
+{
+    return t->ops->round_trips(t->impl);
+}
+
+bool prof_target_reads_cost_round_trips(const prof_target *t)
+{
+    return t->ops->reads_cost_round_trips(t->impl);
+}
+
+const char *prof_target_version(const prof_target *t)
+{
+    return t->ops->version(t->impl);
+}
+
+const char *prof_target_describe(const prof_target *t)
+{
+    return t->ops->describe(t->impl);
+}
+
+const struct prof_addr_split *prof_target_split(const prof_target *t)
+{
+    return &t->ops->split;
+}

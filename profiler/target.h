@@ -1,0 +1,108 @@
+/* The target: the machine being profiled, seen as stoppable vCPUs and their memory.
+ *
+ * The sampler never talks to QEMU directly: it stops the target, gets every vCPU's registers as
+ * an architecture-neutral struct prof_vcpu, reads memory through the target while it is stopped,
+ * and the target resumes it on every path. A backend is a `static const struct
+ * prof_target_ops` (designated initialisers) in its own file: target_qmp.c today; a gdbstub
+ * backend is another such file. Every function returning int returns 0 or a negative
+ * errno-style code and fills the optional `err`. */
+#ifndef PROF_TARGET_H
+#define PROF_TARGET_H
+
+#include "qp_error.h"
+#include "unwind.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROF_MAX_VCPUS 16
+
+/* One vCPU at the stop. */
+struct prof_vcpu {
+    int index;            /* the target's number for it (QEMU cpu-index) */
+    struct unw_regs regs; /* general registers, DWARF numbering */
+    uint64_t pc, sp;
+    int privilege;          /* 0 is the most privileged level */
+    bool user;              /* at the level user code runs at */
+    bool halted;            /* idle, or never started by the guest */
+    bool paging64;          /* in 64-bit paging mode: addresses mean what the unwinder expects */
+    uint64_t as_root;       /* address-space root: the top-level page table's address bits */
+    const void *target_cpu; /* the backend's own record, for prof_target_read; valid only while
+                               the target is stopped */
+};
+
+/* Where user and kernel code live in a virtual address space of this architecture. */
+struct prof_addr_split {
+    uint64_t user_end;     /* user addresses are below this */
+    uint64_t kernel_start; /* kernel addresses are at or above this */
+};
+
+struct prof_mem_req {
+    uint64_t vaddr;
+    size_t len;
+    void *buf;  /* len bytes, owned by the caller */
+    size_t got; /* out: bytes read from the start */
+    int rc;     /* out: 0 when got > 0 or len == 0, -EFAULT when the first byte is unmapped */
+};
+
+struct prof_target_stats {
+    uint64_t paused_ns;   /* how long the guest stood still for this sample */
+    unsigned round_trips; /* requests this sample cost */
+    bool was_paused;      /* someone else had paused it: we neither stopped nor resumed it */
+};
+
+struct prof_target_open_opts {
+    const char *address;        /* e.g. a QMP socket path, or "tcp:HOST:PORT" */
+    const char *memory_backend; /* backend-specific ("auto" when NULL) */
+    double timeout_s;           /* per-reply time-out, 0: the backend's default */
+};
+
+typedef struct prof_target prof_target;
+
+/* Called while every vCPU is stopped, with their registers (borrowed for the call). Return 0 to
+ * go on, a negative code to fail the sample: the target resumes all the same. */
+typedef int (*prof_target_stopped_fn)(prof_target *t, const struct prof_vcpu *cpus, int n_cpus,
+                                      void *ctx, struct qp_error *err);
+
+/* A backend. `impl` is what open made; the handle passes it back to every call. */
+struct prof_target_ops {
+    const char *name;
+    struct prof_addr_split split; /* the architecture's, known before open */
+    int (*open)(const struct prof_target_open_opts *o, void **impl, struct qp_error *err);
+    /* Stops, reads the registers into prof_vcpu, calls fn with t, resumes on every path. */
+    int (*sample)(void *impl, prof_target *t, prof_target_stopped_fn fn, void *ctx,
+                  struct prof_target_stats *stats, struct qp_error *err);
+    /* Several reads through one vCPU's address space, while stopped. */
+    int (*read)(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req *reqs, size_t n,
+                struct qp_error *err);
+    bool (*running)(void *impl); /* false when someone else paused the guest */
+    uint64_t (*round_trips)(const void *impl);
+    bool (*reads_cost_round_trips)(const void *impl);
+    const char *(*version)(const void *impl);  /* e.g. QEMU's "9.2.0" */
+    const char *(*describe)(const void *impl); /* how memory is read, e.g. "direct" */
+    void (*free)(void *impl);                  /* never leaves a guest it stopped paused */
+};
+
+/* QEMU's QMP monitor (target_qmp.c): x86_64 guests. */
+extern const struct prof_target_ops prof_target_qmp_ops;
+
+/* Opens a target through ops (borrowed, static). *out is the caller's (prof_target_free). */
+int prof_target_open(const struct prof_target_ops *ops, const struct prof_target_open_opts *o,
+                     prof_target **out, struct qp_error *err);
+void prof_target_free(prof_target *t); /* NULL is a no-op */
+
+int prof_target_sample(prof_target *t, prof_target_stopped_fn fn, void *ctx,
+                       struct prof_target_stats *stats, struct qp_error *err);
+/* Only while stopped, from inside the prof_target_stopped_fn, with one of its vCPUs. */
+int prof_target_read(prof_target *t, const struct prof_vcpu *cpu, struct prof_mem_req *reqs,
+                     size_t n, struct qp_error *err);
+bool prof_target_running(prof_target *t);
+uint64_t prof_target_round_trips(const prof_target *t);
+bool prof_target_reads_cost_round_trips(const prof_target *t);
+/* Strings valid while t lives. */
+const char *prof_target_version(const prof_target *t);
+const char *prof_target_describe(const prof_target *t);
+const struct prof_addr_split *prof_target_split(const prof_target *t);
+
+#endif

@@ -1,0 +1,176 @@
+/* The QMP target: QEMU's monitor socket, x86_64 guests. The qmp/ module does the protocol work
+ * (stop, `info registers -a`, memory, a cont on every path); this file turns its HMP-shaped
+ * register record into struct prof_vcpu and keeps the x86 facts that go with it. */
+#include "target.h"
+
+#include "qmp.h"
+
+#include <errno.h>
+#include <glib.h>
+#include <string.h>
+
+/* CR3 bits 12..51 hold the top-level table's physical address; the rest are flags and PCID. */
+#define CR3_ADDR_MASK UINT64_C(0x000ffffffffff000)
+
+struct target_qmp {
+    qmp_client *qmp;
+    struct qmp_regs regs[PROF_MAX_VCPUS]; /* the stop's records, behind prof_vcpu.target_cpu */
+    struct prof_vcpu vcpus[PROF_MAX_VCPUS];
+    prof_target *handle;
+    prof_target_stopped_fn fn;
+    void *fn_ctx;
+};
+
+static enum qmp_mem_backend backend_by_name(const char *name)
+{
+    if (!name)
+        return QMP_MEM_AUTO;
+    if (strcmp(name, "direct") == 0)
+        return QMP_MEM_DIRECT;
+    if (strcmp(name, "memsave") == 0)
+        return QMP_MEM_MEMSAVE;
+    if (strcmp(name, "hmp") == 0)
+        return QMP_MEM_HMP;
+    return QMP_MEM_AUTO;
+}
+
+static int tq_open(const struct prof_target_open_opts *o, void **impl, struct qp_error *err)
+{
+    struct target_qmp *t = g_new0(struct target_qmp, 1);
+    struct qmp_open_opts qo = {.timeout_s = o->timeout_s ? o->timeout_s : 5,
+                               .backend = backend_by_name(o->memory_backend)};
+    int rc = qmp_open(o->address, &qo, &t->qmp, err);
+    if (rc) {
+        g_free(t);
+        return rc;
+    }
+    *impl = t;
+    return 0;
+}
+
+static void vcpu_from_regs(const struct qmp_regs *q, struct prof_vcpu *v)
+{
+    struct unw_regs *u = &v->regs;
+    memset(v, 0, sizeof *v);
+    u->r[UNW_RAX] = q->rax, u->r[UNW_RDX] = q->rdx, u->r[UNW_RCX] = q->rcx;
+    u->r[UNW_RBX] = q->rbx, u->r[UNW_RSI] = q->rsi, u->r[UNW_RDI] = q->rdi;
+    u->r[UNW_RBP] = q->rbp, u->r[UNW_RSP] = q->rsp, u->r[UNW_R8] = q->r8;
+    u->r[UNW_R9] = q->r9, u->r[UNW_R10] = q->r10, u->r[UNW_R11] = q->r11;
+    u->r[UNW_R12] = q->r12, u->r[UNW_R13] = q->r13, u->r[UNW_R14] = q->r14;
+    u->r[UNW_R15] = q->r15, u->r[UNW_RIP] = q->rip;
+    v->index = q->cpu_index;
+    v->pc = q->rip;
+    v->sp = q->rsp;
+    v->privilege = q->cpl;
+    v->user = q->cpl == 3;
+    v->halted = q->halted;
+    v->paging64 = q->long_mode;
+    v->as_root = q->cr3 & CR3_ADDR_MASK;
+    v->target_cpu = q;
+}
+
+static int tq_stopped(qmp_client *q, const struct qmp_regs *cpus, int n_cpus, void *ctx,
+                      struct qp_error *err)
+{
+    (void)q;
+    struct target_qmp *t = ctx;
+    int n = n_cpus < PROF_MAX_VCPUS ? n_cpus : PROF_MAX_VCPUS;
+    for (int i = 0; i < n; i++) {
+        t->regs[i] = cpus[i];
+        vcpu_from_regs(&t->regs[i], &t->vcpus[i]);
+    }
+    return t->fn(t->handle, t->vcpus, n, t->fn_ctx, err);
+}
+
+static int tq_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn, void *ctx,
+                     struct prof_target_stats *stats, struct qp_error *err)
+{
+    struct target_qmp *t = impl;
+    struct qmp_sample_stats qs = {0};
+    t->handle = handle;
+    t->fn = fn;
+    t->fn_ctx = ctx;
+    int rc = qmp_sample(t->qmp, tq_stopped, t, &qs, err);
+    if (stats)
+        *stats = (struct prof_target_stats){qs.paused_ns, qs.round_trips, qs.was_paused};
+    return rc;
+}
+
+static int tq_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req *reqs, size_t n,
+                   struct qp_error *err)
+{
+    struct target_qmp *t = impl;
+    const struct qmp_regs *q = cpu->target_cpu;
+    if (n == 1) {
+        reqs[0].rc =
+            qmp_mem_read(t->qmp, q, reqs[0].vaddr, reqs[0].buf, reqs[0].len, &reqs[0].got, err);
+        return 0;
+    }
+    struct qmp_mem_req *qr = g_new(struct qmp_mem_req, n ? n : 1);
+    for (size_t i = 0; i < n; i++)
+        qr[i] =
+            (struct qmp_mem_req){.vaddr = reqs[i].vaddr, .len = reqs[i].len, .buf = reqs[i].buf};
+    int rc = qmp_mem_read_many(t->qmp, q, qr, n, err);
+    for (size_t i = 0; i < n; i++) {
+        reqs[i].got = qr[i].got;
+        reqs[i].rc = rc ? rc : qr[i].rc;
+    }
+    g_free(qr);
+    return rc;
+}
+
+static bool tq_running(void *impl)
+{
+    struct target_qmp *t = impl;
+    return qmp_guest_running(t->qmp);
+}
+
+static uint64_t tq_round_trips(const void *impl)
+{
+    const struct target_qmp *t = impl;
+    return qmp_round_trips(t->qmp);
+}
+
+static bool tq_reads_cost_round_trips(const void *impl)
+{
+    const struct target_qmp *t = impl;
+    return qmp_mem_backend_in_use(t->qmp) != QMP_MEM_DIRECT;
+}
+
+static const char *tq_version(const void *impl)
+{
+    const struct target_qmp *t = impl;
+    return qmp_qemu_version(t->qmp);
+}
+
+static const char *tq_describe(const void *impl)
+{
+    const struct target_qmp *t = impl;
+    return qmp_mem_backend_name(qmp_mem_backend_in_use(t->qmp));
+}
+
+static void tq_free(void *impl)
+{
+    struct target_qmp *t = impl;
+    if (!t)
+        return;
+    qmp_free(t->qmp);
+    g_free(t);
+}
+
+/* x86_64 canonical halves: user code below 0x0000800000000000, the kernel from
+ * 0xffff800000000000 up. */
+const struct prof_target_ops prof_target_qmp_ops = {
+    .name = "qmp",
+    .split = {.user_end = UINT64_C(0x0000800000000000),
+              .kernel_start = UINT64_C(0xffff800000000000)},
+    .open = tq_open,
+    .sample = tq_sample,
+    .read = tq_read,
+    .running = tq_running,
+    .round_trips = tq_round_trips,
+    .reads_cost_round_trips = tq_reads_cost_round_trips,
+    .version = tq_version,
+    .describe = tq_describe,
+    .free = tq_free,
+};
