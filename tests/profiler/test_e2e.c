@@ -6,6 +6,7 @@
 #include "harness.h"
 #include "qmp.h"
 #include "symbols.h"
+#include "guest_names.h"
 #include "vm.h"
 
 #include <fcntl.h>
@@ -144,15 +145,6 @@ static void folded_free(struct folded *f)
 #define STACK(f, i) ((const char *)g_ptr_array_index((f)->stacks, i))
 #define COUNT(f, i) (g_array_index((f)->counts, uint64_t, i))
 
-static bool has_frame(const char *stack, const char *frame)
-{
-    size_t n = strlen(frame);
-    for (const char *p = strstr(stack, frame); p; p = strstr(p + 1, frame))
-        if (p[-1] == ';' && (p[n] == ';' || p[n] == '\0'))
-            return true;
-    return false;
-}
-
 static uint64_t count_matching(const struct folded *f, bool (*pred)(const char *, const void *),
                                const void *arg)
 {
@@ -165,7 +157,7 @@ static uint64_t count_matching(const struct folded *f, bool (*pred)(const char *
 
 static bool pred_has_frame(const char *stack, const void *frame)
 {
-    return has_frame(stack, frame);
+    return folded_has_frame(stack, frame);
 }
 
 static bool pred_root_prefix(const char *stack, const void *prefix)
@@ -273,7 +265,7 @@ static void check_spin_stacks(const struct folded *f, GHashTable *spin_roots)
         CHECK_MSG(after_root && g_str_has_prefix(after_root, ";_start;main"),
                   "orphan spin stack: %s", s);
         CHECK_MSG(!strstr(s, "[truncated]"), "truncated spin stack: %s", s);
-        bool hot = has_frame(s, "hot_a") || has_frame(s, "hot_b");
+        bool hot = folded_has_frame(s, "hot_a") || folded_has_frame(s, "hot_b");
         if (hot) {
             char *a = g_strdup_printf("%s;_start;main;compute;hot_a", root);
             char *b = g_strdup_printf("%s;_start;main;compute;hot_b", root);
@@ -345,45 +337,18 @@ static void case_spin(bool nofp)
     vm_stop(g.vm);
 }
 
-struct names {
-    sym_table *kernel, *spin, *sys;
-};
-
-static void load_names(struct guest *g, struct names *n)
-{
-    char path[512];
-    REQUIRE(sym_table_open_elf(g->kernel, &n->kernel, NULL) == 0);
-    snprintf(path, sizeof path, "%s/spin", g->user_dir);
-    REQUIRE(sym_table_open_elf(path, &n->spin, NULL) == 0);
-    snprintf(path, sizeof path, "%s/sys", g->user_dir);
-    REQUIRE(sym_table_open_elf(path, &n->sys, NULL) == 0);
-}
-
-static void free_names(struct names *n)
-{
-    sym_table_free(n->kernel);
-    sym_table_free(n->spin);
-    sym_table_free(n->sys);
-}
-
-static bool is_function_of(const sym_table *t, const char *name)
-{
-    uint64_t addr;
-    return sym_find_by_name(t, name, &addr) == 0;
-}
-
 /* A sample stopped in an entry stub (isrN) entered from user code: the frame before the stub
  * is a function of the sys program, not of the kernel. */
 static bool pred_stub_below_user(const char *stack, const void *arg)
 {
-    const struct names *n = arg;
+    const struct guest_names *n = arg;
     const char *leaf = strrchr(stack, ';');
     if (!leaf || !g_str_has_prefix(leaf, ";isr") || !g_ascii_isdigit(leaf[4]))
         return false;
     char *prev = g_strndup(stack, (size_t)(leaf - stack));
     const char *semi = strrchr(prev, ';');
     const char *caller = semi ? semi + 1 : prev;
-    bool user = is_function_of(n->sys, caller) && !is_function_of(n->kernel, caller);
+    bool user = guest_is_function_of(n->sys, caller) && !guest_is_function_of(n->kernel, caller);
     g_free(prev);
     return user;
 }
@@ -397,7 +362,7 @@ static void case_sys(bool nofp)
     uint64_t kernel_work = 0, chained = 0;
     for (guint i = 0; i < f.stacks->len; i++) {
         const char *s = STACK(&f, i);
-        if (!has_frame(s, "kwork_mix"))
+        if (!folded_has_frame(s, "kwork_mix"))
             continue;
         kernel_work += COUNT(&f, i);
         /* user frames, the trap into the kernel, the syscall path down to the work function */
@@ -416,8 +381,8 @@ static void case_sys(bool nofp)
      * count matches the stacks that end in a stub right below user frames (within a few: a
      * stop can also fall on the first instruction of the common entry code the stub jumps
      * to). sys enters the kernel all the time, so some samples always land there. */
-    struct names n;
-    load_names(&g, &n);
+    struct guest_names n;
+    REQUIRE(guest_names_load(g.kernel, g.user_dir, &n) == 0);
     uint64_t in_stub = count_matching(&f, pred_stub_below_user, &n);
     fprintf(stderr, "at a kernel entry: %lu in the summary, %lu stacks end in a stub\n",
             (unsigned long)f.at_kernel_entry, (unsigned long)in_stub);
@@ -437,7 +402,7 @@ static void case_sys(bool nofp)
               tol);
     if (harness_failures)
         dump_folded(&f);
-    free_names(&n);
+    guest_names_free(&n);
     folded_free(&f);
     vm_stop(g.vm);
 }
@@ -454,14 +419,14 @@ static void case_modes(void)
 {
     struct guest g;
     boot(&g, "spin,sys", false);
-    struct names n;
-    load_names(&g, &n);
+    struct guest_names n;
+    REQUIRE(guest_names_load(g.kernel, g.user_dir, &n) == 0);
 
     struct folded k = profile(&g, 600, "2", "--kernel-only");
     REQUIRE(k.total > 0);
     for (guint i = 0; i < k.stacks->len; i++) {
         const char *s = STACK(&k, i), *leaf = leaf_of(s);
-        CHECK_MSG(strcmp(s, "idle") == 0 || is_function_of(n.kernel, leaf),
+        CHECK_MSG(strcmp(s, "idle") == 0 || guest_is_function_of(n.kernel, leaf),
                   "--kernel-only kept a sample whose leaf is not kernel code: %s", s);
     }
     struct folded u = profile(&g, 600, "2", "--user-only");
@@ -470,25 +435,25 @@ static void case_modes(void)
         const char *s = STACK(&u, i), *leaf = leaf_of(s);
         CHECK_MSG(!g_str_has_prefix(s, "idle") && !g_str_has_prefix(s, "kernel"),
                   "--user-only kept %s", s);
-        CHECK_MSG(is_function_of(n.spin, leaf) || is_function_of(n.sys, leaf),
+        CHECK_MSG(guest_is_function_of(n.spin, leaf) || guest_is_function_of(n.sys, leaf),
                   "--user-only kept a sample whose leaf is not user code: %s", s);
         gchar **frames = g_strsplit(s, ";", -1);
         for (gchar **fr = frames + 1; *fr; fr++)
-            CHECK_MSG(!is_function_of(n.kernel, *fr) || is_function_of(n.spin, *fr) ||
-                          is_function_of(n.sys, *fr),
+            CHECK_MSG(!guest_is_function_of(n.kernel, *fr) || guest_is_function_of(n.spin, *fr) ||
+                          guest_is_function_of(n.sys, *fr),
                       "--user-only stack has kernel frame %s: %s", *fr, s);
         g_strfreev(frames);
     }
     folded_free(&k);
     folded_free(&u);
     CHECK(guest_running(&g));
-    free_names(&n);
+    guest_names_free(&n);
     vm_stop(g.vm);
 }
 
 /* Checks one frame line "  #N  0xADDR name+0xOFF [module]": the address lies in the named
  * function at that offset. */
-static void check_one_shot_frame(const char *line, const struct names *n)
+static void check_one_shot_frame(const char *line, const struct guest_names *n)
 {
     unsigned long long addr = 0, off = 0;
     char name[160] = "", module[64] = "";
@@ -517,8 +482,8 @@ static void case_one_shot(void)
 {
     struct guest g;
     boot(&g, "spin,sys", false);
-    struct names n;
-    load_names(&g, &n);
+    struct guest_names n;
+    REQUIRE(guest_names_load(g.kernel, g.user_dir, &n) == 0);
     int frames_checked = 0, user_stacks = 0;
     for (int round = 0; round < 8; round++) {
         const char *args[] = {GUEST_ARGS(&g), "--one-shot", "--show-addresses", NULL};
@@ -545,7 +510,7 @@ static void case_one_shot(void)
     }
     CHECK_MSG(user_stacks >= 2, "only %d of 8 one-shots caught a process", user_stacks);
     CHECK_MSG(frames_checked >= 10, "only %d frames checked", frames_checked);
-    free_names(&n);
+    guest_names_free(&n);
     vm_stop(g.vm);
 }
 

@@ -15,6 +15,7 @@
 #include "harness.h"
 #include "qmp.h"
 #include "symbols.h"
+#include "guest_names.h"
 #include "vm.h"
 
 #include <dirent.h>
@@ -436,48 +437,12 @@ static struct folded finish_run(struct qprof *q, struct guest *g, int code, char
 
 /* ---- Symbols, for checking what stacks name ---------------------------------------------- */
 
-struct names {
-    sym_table *kernel, *spin, *sys;
-};
-
-static void load_names(struct guest *g, struct names *n)
-{
-    char path[512];
-    REQUIRE(sym_table_open_elf(g->kernel, &n->kernel, NULL) == 0);
-    snprintf(path, sizeof path, "%s/spin", g->user_dir);
-    REQUIRE(sym_table_open_elf(path, &n->spin, NULL) == 0);
-    snprintf(path, sizeof path, "%s/sys", g->user_dir);
-    REQUIRE(sym_table_open_elf(path, &n->sys, NULL) == 0);
-}
-
-static void free_names(struct names *n)
-{
-    sym_table_free(n->kernel);
-    sym_table_free(n->spin);
-    sym_table_free(n->sys);
-}
-
-static bool is_function_of(const sym_table *t, const char *name)
-{
-    uint64_t addr;
-    return sym_find_by_name(t, name, &addr) == 0;
-}
-
-static bool has_frame(const char *stack, const char *frame)
-{
-    size_t n = strlen(frame);
-    for (const char *p = strstr(stack, frame); p; p = strstr(p + 1, frame))
-        if (p > stack && p[-1] == ';' && (p[n] == ';' || p[n] == '\0'))
-            return true;
-    return false;
-}
-
 /* A stack rooted at a process of program `own` (spin or sys) starts at _start (then main, or
  * nothing more for a sample on _start itself, as a process just started after a reset shows),
  * and every frame below the root is a function of that program or of the kernel: a stack
  * unwound with another program's tables, or with the wrong process's memory, names foreign
  * functions. */
-static bool process_stack_ok(const char *stack, const sym_table *own, const struct names *n)
+static bool process_stack_ok(const char *stack, const sym_table *own, const struct guest_names *n)
 {
     const char *after_root = strchr(stack, ';');
     if (!after_root || !g_str_has_prefix(after_root, ";_start") ||
@@ -486,14 +451,14 @@ static bool process_stack_ok(const char *stack, const sym_table *own, const stru
     gchar **frames = g_strsplit(after_root + 1, ";", -1);
     bool ok = true;
     for (gchar **f = frames; ok && *f; f++)
-        ok = is_function_of(own, *f) || is_function_of(n->kernel, *f);
+        ok = guest_is_function_of(own, *f) || guest_is_function_of(n->kernel, *f);
     g_strfreev(frames);
     return ok;
 }
 
 /* Checks every process stack against its program, and adds the samples rooted at roots[i]
  * (NULL-terminated, e.g. "sys (1)") to counts[i]. */
-static void check_process_stacks(const struct folded *f, const struct names *n,
+static void check_process_stacks(const struct folded *f, const struct guest_names *n,
                                  const char *const *roots, uint64_t *counts)
 {
     for (guint i = 0; i < f->stacks->len; i++) {
@@ -579,14 +544,14 @@ static void case_reset(void)
     struct folded f = profile_across_reset(&g, "run=spin", &err);
     CHECK_MSG(f.total == 3000, "%lu vCPU stacks written for 3000 samples of 1 vCPU",
               (unsigned long)f.total);
-    struct names n;
-    load_names(&g, &n);
+    struct guest_names n;
+    REQUIRE(guest_names_load(g.kernel, g.user_dir, &n) == 0);
     uint64_t spin1 = 0;
     check_process_stacks(&f, &n, (const char *[]){"spin (1)", NULL}, &spin1);
     CHECK_MSG(spin1 >= 1000, "only %lu samples of spin (1)", (unsigned long)spin1);
     if (harness_failures)
         dump_folded(&f);
-    free_names(&n);
+    guest_names_free(&n);
     folded_free(&f);
     g_free(err);
     vm_stop(g.vm);
@@ -601,8 +566,8 @@ static void case_reboot(void)
     char *err;
     struct folded f = profile_across_reset(&g, "run=spin reset_run=sys,spin", &err);
     CHECK_MSG(vm_count_serial(g.vm, "start pid=1 name=sys") == 1, "sys is not pid 1 after reset");
-    struct names n;
-    load_names(&g, &n);
+    struct guest_names n;
+    REQUIRE(guest_names_load(g.kernel, g.user_dir, &n) == 0);
     uint64_t counts[3] = {0};
     check_process_stacks(&f, &n, (const char *[]){"spin (1)", "sys (1)", "spin (2)", NULL}, counts);
     fprintf(stderr, "spin (1): %lu, sys (1): %lu, spin (2): %lu samples\n",
@@ -613,9 +578,10 @@ static void case_reboot(void)
     for (guint i = 0; i < f.stacks->len; i++) {
         const char *s = STACK(&f, i);
         if (g_str_has_prefix(s, "sys (1);") &&
-            (has_frame(s, "user_mix") || has_frame(s, "kwork_mix")))
+            (folded_has_frame(s, "user_mix") || folded_has_frame(s, "kwork_mix")))
             sys_work += COUNT(&f, i);
-        if (g_str_has_prefix(s, "spin (2);") && (has_frame(s, "hot_a") || has_frame(s, "hot_b")))
+        if (g_str_has_prefix(s, "spin (2);") &&
+            (folded_has_frame(s, "hot_a") || folded_has_frame(s, "hot_b")))
             spin_work += COUNT(&f, i);
     }
     CHECK_MSG(sys_work > 0 && spin_work > 0,
@@ -623,7 +589,7 @@ static void case_reboot(void)
               (unsigned long)sys_work, (unsigned long)spin_work);
     if (harness_failures)
         dump_folded(&f);
-    free_names(&n);
+    guest_names_free(&n);
     folded_free(&f);
     g_free(err);
     vm_stop(g.vm);
