@@ -211,7 +211,7 @@ static int next_reply(gdb_client *c, bool want_stop, char **out, size_t *len, st
                 free(p);
                 return rc;
             }
-            if (p[0] == 'O' && p[1] && !want_stop) {
+            if (p[0] == 'O' && g_ascii_isxdigit(p[1]) && !want_stop) {
                 free(p);
                 continue;
             }
@@ -417,7 +417,12 @@ void gdb_free(gdb_client *c)
         /* Never leave the guest stopped: `D` resumes it, and needs it stopped first. */
         c->timeout_ms = c->timeout_ms < 2000 ? c->timeout_ms : 2000;
         char *r = NULL;
-        if (gdb_interrupt(c, NULL, NULL) == 0 && gdb_command(c, "D", &r, NULL, NULL) == 0)
+        /* With multiprocess QEMU wants the pid (`D;1`) and answers a bare `D` with E22. */
+        char cmd[48] = "D";
+        if (c->multiprocess && c->threads[0][0] == 'p')
+            snprintf(cmd, sizeof cmd, "D;%.*s", (int)strcspn(c->threads[0] + 1, "."),
+                     c->threads[0] + 1);
+        if (gdb_interrupt(c, NULL, NULL) == 0 && gdb_command(c, cmd, &r, NULL, NULL) == 0)
             free(r);
     }
     close(c->fd);
