@@ -19,7 +19,10 @@ struct gdb_client {
     char address[256];
     gdb_parser *parser;
     int timeout_ms;
-    bool dead, no_ack, stopped, multiprocess, stop_pending;
+    bool dead, no_ack, stopped, multiprocess;
+    /* A reply timed out: it may still come and be taken for the next one. A stop reply ends
+     * the stream of late replies (the stub answers in order), so `?` puts it back in step. */
+    bool out_of_step;
     size_t packet_size;
     struct gdb_stop stop;
     char threads[GDB_MAX_THREADS][32];
@@ -218,11 +221,9 @@ static int next_reply(gdb_client *c, bool want_stop, char **out, size_t *len, st
             if (is_stop_reply(p)) {
                 note_stop(c, p);
                 if (!want_stop) {
-                    c->stop_pending = true;
                     free(p);
                     continue;
                 }
-                c->stop_pending = false;
             } else if (want_stop) {
                 free(p); /* e.g. a late OK: not what stops the guest */
                 continue;
@@ -234,9 +235,28 @@ static int next_reply(gdb_client *c, bool want_stop, char **out, size_t *len, st
             return 0;
         }
         int rc = read_some(c, deadline, err);
+        if (rc == -ETIMEDOUT)
+            c->out_of_step = true;
         if (rc < 0)
             return rc;
     }
+}
+
+/* While stopped after a time-out: `?` and drop everything up to its stop reply. */
+static int resync(gdb_client *c, struct qp_error *err)
+{
+    if (!c->out_of_step || !c->stopped)
+        return 0;
+    GString *s = g_string_new(NULL);
+    add_frame(s, "?");
+    int rc = send_packets(c, s, err);
+    g_string_free(s, TRUE);
+    char *r = NULL;
+    if (rc == 0 && (rc = next_reply(c, true, &r, NULL, err)) == 0) {
+        free(r);
+        c->out_of_step = false;
+    }
+    return rc < 0 ? qp_error_prefix(err, "getting back in step with the gdbstub") : 0;
 }
 
 /* An `Exx` reply as -EIO; anything else 0. */
@@ -252,9 +272,12 @@ static int remote_error(const char *reply, const char *what, int *code, struct q
 
 int gdb_command(gdb_client *c, const char *cmd, char **reply, int *code, struct qp_error *err)
 {
+    int rc = resync(c, err);
+    if (rc < 0)
+        return rc;
     GString *s = g_string_new(NULL);
     add_frame(s, cmd);
-    int rc = send_packets(c, s, err);
+    rc = send_packets(c, s, err);
     g_string_free(s, TRUE);
     char *r = NULL;
     if (rc == 0)
@@ -486,29 +509,32 @@ int gdb_interrupt(gdb_client *c, struct gdb_stop *stop, struct qp_error *err)
 {
     int rc;
     if (!c->stopped) {
-        /* A stop reply may be waiting already (the guest stopped on its own). */
+        /* A stop reply may be in already (the guest stopped on its own): take it, send nothing. */
         if ((rc = read_some(c, 0, err)) < 0)
             return rc;
         char *p;
         while (!c->stopped && gdb_parser_next(c->parser, &p, NULL) == 1) {
+            if (p[0] == 'W' || p[0] == 'X') {
+                c->dead = true;
+                rc = qp_error_set(err, -EPIPE, "the guest exited (%s)", p);
+                free(p);
+                return rc;
+            }
             if (is_stop_reply(p))
-                note_stop(c, p);
+                note_stop(c, p); /* anything else is a reply that came too late: dropped */
             free(p);
         }
     }
-    if (!c->stopped || c->stop_pending) {
-        if (!c->stopped && (rc = send_raw(c, "\x03", 1, err)) < 0)
+    if (!c->stopped) {
+        if ((rc = send_raw(c, "\x03", 1, err)) < 0)
             return rc;
         c->round_trips++;
         char *r = NULL;
-        if (c->stop_pending) {
-            c->stop_pending = false;
-        } else {
-            if ((rc = next_reply(c, true, &r, NULL, err)) < 0)
-                return qp_error_prefix(err, "interrupting the guest");
-            free(r);
-        }
+        if ((rc = next_reply(c, true, &r, NULL, err)) < 0)
+            return qp_error_prefix(err, "interrupting the guest");
+        free(r);
     }
+    c->out_of_step = false; /* late replies come before the stop reply */
     if (stop)
         *stop = c->stop;
     return 0;
@@ -522,10 +548,8 @@ int gdb_continue(gdb_client *c, struct qp_error *err)
     add_frame(s, "c");
     int rc = send_packets(c, s, err);
     g_string_free(s, TRUE);
-    if (rc == 0) {
+    if (rc == 0)
         c->stopped = false;
-        c->stop_pending = false;
-    }
     return rc;
 }
 
@@ -575,6 +599,10 @@ int gdb_read_registers_all(gdb_client *c, struct gdb_regset *out, int max, int *
 {
     if (!c->stopped)
         return qp_error_set(err, -EBUSY, "reading registers: the guest is running");
+    *n = 0;
+    int rc = resync(c, err);
+    if (rc < 0)
+        return rc;
     int count = c->n_threads < max ? c->n_threads : max;
     GString *s = g_string_new(NULL);
     for (int i = 0; i < count; i++) {
@@ -583,9 +611,8 @@ int gdb_read_registers_all(gdb_client *c, struct gdb_regset *out, int max, int *
         add_frame(s, cmd);
         add_frame(s, "g");
     }
-    int rc = send_packets(c, s, err);
+    rc = send_packets(c, s, err);
     g_string_free(s, TRUE);
-    *n = 0;
     /* Every reply is read even after a failure, so the stream stays in step. */
     int first = rc;
     for (int i = 0; rc == 0 && i < count; i++) {
@@ -690,6 +717,9 @@ int gdb_mem_read_many(gdb_client *c, int thread, struct gdb_mem_req *reqs, size_
         return qp_error_set(err, -EBUSY, "reading memory: the guest is running");
     if (thread < 0 || thread >= c->n_threads)
         return qp_error_set(err, -EINVAL, "reading memory: no thread %d", thread);
+    int rc = resync(c, err);
+    if (rc < 0)
+        return rc;
     /* A reply is 2 hex digits a byte plus the framing, within PacketSize. */
     size_t chunk = (c->packet_size - 8) / 2;
     GString *s = g_string_new(NULL);
@@ -706,7 +736,7 @@ int gdb_mem_read_many(gdb_client *c, int thread, struct gdb_mem_req *reqs, size_
             add_frame(s, cmd);
         }
     }
-    int rc = send_packets(c, s, err);
+    rc = send_packets(c, s, err);
     g_string_free(s, TRUE);
     char *r = NULL;
     if (rc == 0 && (rc = next_reply(c, false, &r, NULL, err)) == 0) {
