@@ -170,6 +170,7 @@ static void test_tdesc(void)
     const char *xml = "<?xml version=\"1.0\"?><!DOCTYPE target SYSTEM \"gdb-target.dtd\">"
                       "<target><architecture>i386:x86-64</architecture>"
                       "<feature name=\"a\"><reg name=\"rax\" bitsize=\"64\" type=\"int64\"/>"
+                      "<!-- <reg name=\"ss_base\" bitsize=\"64\"/> -->"
                       "<reg name=\"eflags\" bitsize=\"32\"/>"
                       "<reg name=\"xmm0\" bitsize=\"128\" regnum=\"5\"/>"
                       "<reg name=\"mxcsr\" bitsize=\"32\"/></feature></target>";

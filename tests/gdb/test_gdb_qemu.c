@@ -91,12 +91,20 @@ int main(void)
         CHECK_MSG(gdb_x86_regs_from(c, &rs[0], &x, &err) == 0, "%s", err.msg);
         fprintf(stderr,
                 "vCPU0 rip %#" PRIx64 " rsp %#" PRIx64 " rbp %#" PRIx64 " cs %#x eflags %#" PRIx64
-                " fs_base %d gs_base %d cr0 %d cr3 %d (%#" PRIx64 ") efer %d\n",
-                x.rip, x.rsp, x.rbp, x.cs, x.eflags, x.has_fs_base, x.has_gs_base, x.has_cr0,
-                x.has_cr3, x.cr3, x.has_efer);
+                " cr0 %#" PRIx64 " cr3 %#" PRIx64 " efer %#" PRIx64 " fs_base %d gs_base %d\n",
+                x.rip, x.rsp, x.rbp, x.cs, x.eflags, x.cr0, x.cr3, x.efer, x.has_fs_base,
+                x.has_gs_base);
         CHECK_MSG(x.rip >= KERNEL_LO || (x.rip >= USER_LO && x.rip < USER_HI),
                   "rip %#" PRIx64 " outside kernel and user ranges", x.rip);
         CHECK((x.cs & 3) == 0 || (x.cs & 3) == 3);
+        /* Offsets from the XML are right only if the control registers read as a 64-bit
+         * guest's: CR0.PG and PE, EFER.LMA and LME, a page-aligned CR3. */
+        CHECK(x.has_cr0 && x.has_cr3 && x.has_efer && x.has_fs_base && x.has_gs_base);
+        CHECK_U64(x.cr0 & 0x80000001u, 0x80000001u);
+        CHECK_U64(x.efer & 0x500, 0x500);
+        CHECK(x.cr3 != 0 && (x.cr3 & 0xfff) == 0);
+        CHECK_INT(gdb_target(c)->g_size, rs[0].len);
+        CHECK(rs[0].valid[rs[0].len - 1]);
         uint8_t stack[64];
         struct gdb_mem_req req = {.vaddr = x.rsp, .len = sizeof stack, .buf = stack};
         CHECK_MSG(gdb_mem_read_many(c, 0, &req, 1, &err) == 0, "%s", err.msg);
