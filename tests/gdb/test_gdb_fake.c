@@ -17,6 +17,7 @@ enum scenario {
     SC_NORMAL,
     SC_UNASKED_STOP, /* after `c`, a stop reply at once (a breakpoint, a monitor stop) */
     SC_CLOSE_MID,    /* `g`: half a packet, then close */
+    SC_PLAIN,        /* no multiprocess, no QStartNoAckMode: thread ids "1", "2", acks */
     SC_LATE_ANSWER,  /* `m` answered after 500 ms, past the client's time-out */
 };
 
@@ -75,13 +76,15 @@ static bool answer(struct fake *f, int fd, const char *p)
     g_string_append_printf(f->log, "%s ", p);
     if (g_str_has_prefix(p, "qSupported")) {
         say(fd, "T02thread:01;"); /* QEMU 7.2 reports the stop on attach before any reply */
-        say(fd, "PacketSize=1000;qXfer:features:read+;multiprocess+;QStartNoAckMode+");
+        say(fd, f->sc == SC_PLAIN
+                    ? "PacketSize=1000;qXfer:features:read+"
+                    : "PacketSize=1000;qXfer:features:read+;multiprocess+;QStartNoAckMode+");
     } else if (strcmp(p, "QStartNoAckMode") == 0) {
         say(fd, "OK");
     } else if (strcmp(p, "?") == 0) {
         say(fd, "T05thread:p01.01;");
     } else if (strcmp(p, "qfThreadInfo") == 0) {
-        say(fd, "mp01.01,p01.02");
+        say(fd, f->sc == SC_PLAIN ? "m1,2" : "mp01.01,p01.02");
     } else if (strcmp(p, "qsThreadInfo") == 0) {
         say(fd, "l");
     } else if (g_str_has_prefix(p, "qXfer:features:read:target.xml:")) {
@@ -97,7 +100,7 @@ static bool answer(struct fake *f, int fd, const char *p)
         say(fd, r);
         g_free(r);
     } else if (g_str_has_prefix(p, "Hg")) {
-        f->thread_sel = strcmp(p, "Hgp01.02") == 0 ? 2 : 1;
+        f->thread_sel = strcmp(p, "Hgp01.02") == 0 || strcmp(p, "Hg2") == 0 ? 2 : 1;
         say(fd, "OK");
     } else if (strcmp(p, "g") == 0) {
         if (f->sc == SC_CLOSE_MID) {
@@ -309,6 +312,32 @@ static void test_close_mid_packet(void)
     fake_stop(f);
 }
 
+static void test_plain_thread_ids(void)
+{
+    struct fake *f = fake_start(SC_PLAIN);
+    gdb_client *c = open_fake(f);
+    struct qp_error err = {0};
+    CHECK(!gdb_multiprocess(c));
+    CHECK_STR(gdb_thread_id(c, 0), "1");
+    CHECK_STR(gdb_thread_id(c, 1), "2");
+    CHECK_INT(gdb_interrupt(c, NULL, &err), 0);
+    struct gdb_regset rs[4];
+    int n = 0;
+    CHECK_MSG(gdb_read_registers_all(c, rs, 4, &n, &err) == 0, "%s", err.msg);
+    REQUIRE(n == 2);
+    uint64_t rip = 0;
+    CHECK_INT(gdb_reg_get(c, &rs[1], "rip", &rip), 0);
+    CHECK_U64(rip, 0x1002);
+    for (int i = 0; i < n; i++)
+        gdb_regset_clear(&rs[i]);
+    gdb_free(c);
+    fake_join(f);
+    /* Ack mode: no QStartNoAckMode; a plain `D` without multiprocess. */
+    CHECK(strstr(f->log->str, "QStartNoAckMode") == NULL);
+    CHECK_MSG(g_str_has_suffix(f->log->str, "Hg1 g Hg2 g D "), "log: %s", f->log->str);
+    fake_stop(f);
+}
+
 static void test_late_answer(void)
 {
     struct fake *f = fake_start(SC_LATE_ANSWER);
@@ -342,6 +371,7 @@ int main(void)
     test_session();
     test_unasked_stop();
     test_close_mid_packet();
+    test_plain_thread_ids();
     test_late_answer();
     return harness_result();
 }
