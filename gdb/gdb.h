@@ -6,9 +6,19 @@
  * adapter: gdb_interrupt + gdb_read_registers_all (one write for every vCPU) + gdb_mem_read_many
  * (one write for every read) + gdb_continue is one sample.
  *
- * QEMU facts this relies on: QEMU stops the guest when a debugger connects and when any byte
- * arrives while it runs; `D` resumes it; each vCPU is a thread (`p1.N` with multiprocess, plain
- * hex without); register layout comes from target.xml, never from a hard-coded table.
+ * QEMU facts this relies on (checked against 7.2 by tests/gdb/test_gdb_qemu.c): QEMU stops the
+ * guest when a debugger connects, and says so with a `T02` nobody asked for; any byte that arrives
+ * while the guest runs stops it (0x03 gets a `T02` stop reply); `D` resumes it, and with
+ * multiprocess it must be `D;PID` (a bare `D` gets E22); each vCPU is a thread (`p01.02` with
+ * multiprocess, plain hex without); 7.2 does not offer QStartNoAckMode, so the client acks, which
+ * does not stop pipelining; an unmapped `m` gets E14. The register layout comes from target.xml,
+ * never from a table: 7.2's i386-64bit.xml has rax..r15, rip, eflags, cs..gs, fs_base, gs_base,
+ * k_gs_base, cr0, cr2, cr3, cr4, cr8, efer, st0-7, the x87 control words, xmm0-15 and mxcsr (66
+ * registers, a 608-byte `g`), with ss_base/ds_base/es_base commented out.
+ *
+ * For profiler/target_gdb.c: privilege is cs & 3, the address-space root is cr3, an E reply to a
+ * read at its first byte is the unmapped case (-EFAULT there); the stub does not say whether a
+ * vCPU is halted.
  */
 #ifndef GDB_H
 #define GDB_H
@@ -93,8 +103,9 @@ struct gdb_open_opts {
 };
 
 /* Connects to "tcp:HOST:PORT" or "unix:PATH" (a bare path is a UNIX socket too) and runs the
- * handshake: qSupported, QStartNoAckMode, `?`, the thread list and target.xml with its
- * includes. opts may be NULL. *out is the caller's (gdb_free). */
+ * handshake: qSupported, QStartNoAckMode when offered, `?`, the thread list and target.xml with
+ * its includes. opts may be NULL. *out is the caller's (gdb_free). A guest QEMU started with -S
+ * starts running here unless opts->keep_stopped. */
 int gdb_open(const char *address, const struct gdb_open_opts *opts, gdb_client **out,
              struct qp_error *err);
 /* Stops the guest if it runs, detaches (`D`: QEMU resumes it) and closes. NULL is a no-op. */
@@ -128,7 +139,10 @@ int gdb_interrupt(gdb_client *c, struct gdb_stop *stop, struct qp_error *err);
 int gdb_continue(gdb_client *c, struct qp_error *err);
 
 /* Runs one command while stopped and returns its reply (caller frees). An `Exx` reply gives -EIO
- * with "Exx" in err and *code (if not NULL) set to xx. */
+ * with "Exx" in err and *code (if not NULL) set to xx. After a reply timed out (-ETIMEDOUT), the
+ * next request first sends `?` and drops what comes before its stop reply, so that a late reply
+ * is not taken for a later request's. -EPIPE when the stub closed the connection or the guest
+ * exited. */
 int gdb_command(gdb_client *c, const char *cmd, char **reply, int *code, struct qp_error *err);
 
 /* One vCPU's registers: the decoded `g` reply, laid out as gdb_target() says. */
