@@ -144,16 +144,24 @@ static void *serve(void *arg)
     ssize_t n;
     bool go_on = true;
     while (go_on && (n = recv(fd, buf, sizeof buf, 0)) > 0) {
-        if (memchr(buf, 0x03, n)) {
-            g_string_append(f->log, "^C ");
-            say(fd, "T02thread:p01.01;");
-        }
-        if (gdb_parser_feed(p, buf, n, NULL) < 0)
-            break;
-        char *pl;
-        while (go_on && gdb_parser_next(p, &pl, NULL) == 1) {
-            go_on = answer(f, fd, pl);
-            free(pl);
+        /* In stream order, as a stub sees them: `c` and the 0x03 after it may share a read. */
+        for (ssize_t i = 0, j; go_on && i < n; i = j) {
+            for (j = i; j < n && buf[j] != 0x03; j++)
+                ;
+            if (gdb_parser_feed(p, buf + i, j - i, NULL) < 0) {
+                go_on = false;
+                break;
+            }
+            char *pl;
+            while (go_on && gdb_parser_next(p, &pl, NULL) == 1) {
+                go_on = answer(f, fd, pl);
+                free(pl);
+            }
+            if (go_on && j < n) {
+                g_string_append(f->log, "^C ");
+                say(fd, "T02thread:p01.01;");
+                j++;
+            }
         }
     }
     gdb_parser_free(p);
