@@ -1,0 +1,777 @@
+/* GDB remote-protocol connection: handshake, pipelined reads, stop/continue (see gdb.h). */
+#define _GNU_SOURCE
+#include "gdb.h"
+
+#include <glib.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+struct gdb_client {
+    int fd;
+    char address[256];
+    gdb_parser *parser;
+    int timeout_ms;
+    bool dead, no_ack, stopped, multiprocess;
+    /* A reply timed out: it may still come and be taken for the next one. A stop reply ends
+     * the stream of late replies (the stub answers in order), so `?` puts it back in step. */
+    bool out_of_step;
+    size_t packet_size;
+    struct gdb_stop stop;
+    char threads[GDB_MAX_THREADS][32];
+    int n_threads;
+    struct gdb_tdesc tdesc;
+    uint64_t replies, round_trips;
+};
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ---- Sockets ---------------------------------------------------------------------------- */
+
+static int connect_unix(const char *path, int *fd, struct qp_error *err)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path)
+        return qp_error_set(err, -EINVAL, "gdbstub socket path too long: %s", path);
+    strcpy(sa.sun_path, path);
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return qp_error_set(err, -errno, "socket: %s", strerror(errno));
+    if (connect(s, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        int e = errno;
+        close(s);
+        return qp_error_set(err, e == ECONNREFUSED ? -EPIPE : -e,
+                            "cannot connect to the gdbstub at unix:%s (%s): start QEMU with "
+                            "-chardev socket,path=%s,server=on,wait=off,id=g -gdb chardev:g",
+                            path, strerror(e), path);
+    }
+    *fd = s;
+    return 0;
+}
+
+static int connect_tcp(const char *hostport, int *fd, struct qp_error *err)
+{
+    char host[256];
+    const char *colon = strrchr(hostport, ':');
+    if (!colon || (size_t)(colon - hostport) >= sizeof host)
+        return qp_error_set(err, -EINVAL, "bad gdbstub address tcp:%s: expected tcp:HOST:PORT",
+                            hostport);
+    memcpy(host, hostport, colon - hostport);
+    host[colon - hostport] = '\0';
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int gai = getaddrinfo(host[0] ? host : "127.0.0.1", colon + 1, &hints, &res);
+    if (gai != 0)
+        return qp_error_set(err, -ENOENT, "resolving %s: %s", hostport, gai_strerror(gai));
+    int rc = -ECONNREFUSED, s = -1;
+    for (struct addrinfo *a = res; a && s < 0; a = a->ai_next) {
+        s = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (s >= 0 && connect(s, a->ai_addr, a->ai_addrlen) != 0) {
+            rc = -errno;
+            close(s);
+            s = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (s < 0)
+        return qp_error_set(err, rc,
+                            "cannot connect to the gdbstub at tcp:%s (%s): start QEMU with "
+                            "-gdb tcp:%s",
+                            hostport, strerror(-rc), hostport);
+    *fd = s;
+    return 0;
+}
+
+static int send_raw(gdb_client *c, const char *buf, size_t len, struct qp_error *err)
+{
+    if (c->dead)
+        return qp_error_set(err, -EPIPE, "gdbstub connection to %s already failed", c->address);
+    while (len > 0) {
+        ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            c->dead = true;
+            return qp_error_set(err, -EPIPE, "writing to the gdbstub at %s: %s", c->address,
+                                strerror(errno));
+        }
+        buf += n;
+        len -= n;
+    }
+    return 0;
+}
+
+/* Reads what is available into the parser, waiting up to the deadline (0: do not wait). */
+static int read_some(gdb_client *c, int64_t deadline_us, struct qp_error *err)
+{
+    if (c->dead)
+        return qp_error_set(err, -EPIPE, "gdbstub connection to %s already failed", c->address);
+    for (;;) {
+        int64_t left = deadline_us ? deadline_us - now_us() : 0;
+        if (deadline_us && left <= 0)
+            return qp_error_set(err, -ETIMEDOUT, "the gdbstub did not answer within %.1f s on %s",
+                                c->timeout_ms / 1000.0, c->address);
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        int r = poll(&pfd, 1, deadline_us ? (int)((left + 999) / 1000) : 0);
+        if (r < 0 && errno == EINTR)
+            continue; /* finish the exchange: the guest must not be left stopped */
+        if (r < 0)
+            return qp_error_set(err, -errno, "poll: %s", strerror(errno));
+        if (r == 0) {
+            if (!deadline_us)
+                return 0;
+            continue;
+        }
+        char buf[65536];
+        ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            c->dead = true;
+            return qp_error_set(err, -EPIPE, "the gdbstub at %s closed the connection%s%s",
+                                c->address, n < 0 ? ": " : " (QEMU exited?)",
+                                n < 0 ? strerror(errno) : "");
+        }
+        uint64_t before = gdb_parser_packets(c->parser), bad = gdb_parser_bad_checksums(c->parser);
+        int rc = gdb_parser_feed(c->parser, buf, n, err);
+        if (rc < 0) {
+            c->dead = true;
+            return rc;
+        }
+        if (!c->no_ack) {
+            /* Ack mode: every packet is answered, `-` asks for a resend. */
+            for (uint64_t i = before; i < gdb_parser_packets(c->parser); i++)
+                if ((rc = send_raw(c, "+", 1, err)) < 0)
+                    return rc;
+            for (uint64_t i = bad; i < gdb_parser_bad_checksums(c->parser); i++)
+                if ((rc = send_raw(c, "-", 1, err)) < 0)
+                    return rc;
+        }
+        return 0;
+    }
+}
+
+static int send_packets(gdb_client *c, GString *frames, struct qp_error *err)
+{
+    c->round_trips++;
+    return send_raw(c, frames->str, frames->len, err);
+}
+
+static void add_frame(GString *s, const char *payload)
+{
+    size_t n;
+    char *f = gdb_frame(payload, strlen(payload), &n);
+    g_string_append_len(s, f, n);
+    free(f);
+}
+
+/* ---- Replies ---------------------------------------------------------------------------- */
+
+static bool is_stop_reply(const char *p)
+{
+    return (p[0] == 'T' || p[0] == 'S') && g_ascii_isxdigit(p[1]) && g_ascii_isxdigit(p[2]);
+}
+
+static void note_stop(gdb_client *c, const char *p)
+{
+    memset(&c->stop, 0, sizeof c->stop);
+    c->stop.signal = (int)strtol((char[]){p[1], p[2], 0}, NULL, 16);
+    const char *t = strstr(p, "thread:");
+    if (t) {
+        t += 7;
+        size_t n = strcspn(t, ";");
+        if (n >= sizeof c->stop.thread)
+            n = sizeof c->stop.thread - 1;
+        memcpy(c->stop.thread, t, n);
+    }
+    c->stopped = true;
+}
+
+/* Takes the next reply. Stop replies that arrive while another reply is awaited (the stub
+ * stopped on its own: a breakpoint, a monitor `stop`) are recorded, not returned; `O` console
+ * output is dropped. want_stop: the reply awaited is a stop reply. */
+static int next_reply(gdb_client *c, bool want_stop, char **out, size_t *len, struct qp_error *err)
+{
+    int64_t deadline = now_us() + (int64_t)c->timeout_ms * 1000;
+    for (;;) {
+        char *p;
+        size_t n;
+        while (gdb_parser_next(c->parser, &p, &n) == 1) {
+            if (p[0] == 'W' || p[0] == 'X') {
+                c->dead = true;
+                int rc = qp_error_set(err, -EPIPE, "the guest exited (%s)", p);
+                free(p);
+                return rc;
+            }
+            if (p[0] == 'O' && g_ascii_isxdigit(p[1]) && !want_stop) {
+                free(p);
+                continue;
+            }
+            if (is_stop_reply(p)) {
+                note_stop(c, p);
+                if (!want_stop) {
+                    free(p);
+                    continue;
+                }
+            } else if (want_stop) {
+                free(p); /* e.g. a late OK: not what stops the guest */
+                continue;
+            }
+            c->replies++;
+            *out = p;
+            if (len)
+                *len = n;
+            return 0;
+        }
+        int rc = read_some(c, deadline, err);
+        if (rc == -ETIMEDOUT)
+            c->out_of_step = true;
+        if (rc < 0)
+            return rc;
+    }
+}
+
+/* While stopped after a time-out: `?` and drop everything up to its stop reply. */
+static int resync(gdb_client *c, struct qp_error *err)
+{
+    if (!c->out_of_step || !c->stopped)
+        return 0;
+    GString *s = g_string_new(NULL);
+    add_frame(s, "?");
+    int rc = send_packets(c, s, err);
+    g_string_free(s, TRUE);
+    char *r = NULL;
+    if (rc == 0 && (rc = next_reply(c, true, &r, NULL, err)) == 0) {
+        free(r);
+        c->out_of_step = false;
+    }
+    return rc < 0 ? qp_error_prefix(err, "getting back in step with the gdbstub") : 0;
+}
+
+/* An `Exx` reply as -EIO; anything else 0. */
+static int remote_error(const char *reply, const char *what, int *code, struct qp_error *err)
+{
+    if (reply[0] != 'E' || !g_ascii_isxdigit(reply[1]) || !g_ascii_isxdigit(reply[2]) || reply[3])
+        return 0;
+    int e = (int)strtol(reply + 1, NULL, 16);
+    if (code)
+        *code = e;
+    return qp_error_set(err, -EIO, "%s: the gdbstub replied %s", what, reply);
+}
+
+int gdb_command(gdb_client *c, const char *cmd, char **reply, int *code, struct qp_error *err)
+{
+    int rc = resync(c, err);
+    if (rc < 0)
+        return rc;
+    GString *s = g_string_new(NULL);
+    add_frame(s, cmd);
+    rc = send_packets(c, s, err);
+    g_string_free(s, TRUE);
+    char *r = NULL;
+    if (rc == 0)
+        rc = next_reply(c, strcmp(cmd, "?") == 0, &r, NULL, err);
+    if (rc < 0)
+        return qp_error_prefix(err, "%s", cmd);
+    if ((rc = remote_error(r, cmd, code, err)) < 0) {
+        free(r);
+        return rc;
+    }
+    if (reply)
+        *reply = r;
+    else
+        free(r);
+    return 0;
+}
+
+/* ---- Handshake -------------------------------------------------------------------------- */
+
+static int xfer_read(void *ctx, const char *annex, char **text, struct qp_error *err)
+{
+    gdb_client *c = ctx;
+    GString *doc = g_string_new(NULL);
+    size_t chunk = c->packet_size > 64 ? c->packet_size - 32 : 1000;
+    for (;;) {
+        char cmd[256], *r = NULL;
+        size_t n;
+        snprintf(cmd, sizeof cmd, "qXfer:features:read:%s:%zx,%zx", annex, doc->len, chunk);
+        GString *s = g_string_new(NULL);
+        add_frame(s, cmd);
+        int rc = send_packets(c, s, err);
+        g_string_free(s, TRUE);
+        if (rc == 0)
+            rc = next_reply(c, false, &r, &n, err);
+        if (rc == 0 && (rc = remote_error(r, cmd, NULL, err)) == 0 && r[0] != 'm' && r[0] != 'l')
+            rc = qp_error_set(err, -EPROTO, "%s: unexpected reply \"%.20s\"", cmd, r);
+        if (rc < 0) {
+            free(r);
+            g_string_free(doc, TRUE);
+            return rc;
+        }
+        g_string_append_len(doc, r + 1, n - 1);
+        bool last = r[0] == 'l';
+        free(r);
+        if (last)
+            break;
+        if (doc->len > GDB_MAX_PACKET) {
+            g_string_free(doc, TRUE);
+            return qp_error_set(err, -EPROTO, "%s larger than 1 MiB", annex);
+        }
+    }
+    *text = g_string_free(doc, FALSE);
+    /* The caller frees with free(): g_free and free are the same allocator in GLib >= 2.46. */
+    return 0;
+}
+
+static int add_threads(gdb_client *c, const char *list)
+{
+    while (*list) {
+        size_t n = strcspn(list, ",");
+        if (n > 0 && n < sizeof c->threads[0] && c->n_threads < GDB_MAX_THREADS) {
+            memcpy(c->threads[c->n_threads], list, n);
+            c->threads[c->n_threads][n] = '\0';
+            if (list[0] == 'p')
+                c->multiprocess = true;
+            c->n_threads++;
+        }
+        list += n;
+        if (*list == ',')
+            list++;
+    }
+    return 0;
+}
+
+static int handshake(gdb_client *c, struct qp_error *err)
+{
+    char *r = NULL;
+    int rc =
+        gdb_command(c, "qSupported:multiprocess+;xmlRegisters=i386;qRelocInsn+", &r, NULL, err);
+    if (rc < 0)
+        return rc;
+    const char *ps = strstr(r, "PacketSize=");
+    c->packet_size = ps ? strtoul(ps + 11, NULL, 16) : 4096;
+    if (c->packet_size < 64)
+        c->packet_size = 64;
+    bool xml = strstr(r, "qXfer:features:read+") != NULL, noack = strstr(r, "QStartNoAckMode+");
+    if (strstr(r, "multiprocess+"))
+        c->multiprocess = true;
+    free(r);
+    if (noack) {
+        if ((rc = gdb_command(c, "QStartNoAckMode", &r, NULL, err)) < 0)
+            return rc;
+        if (strcmp(r, "OK") == 0) {
+            c->no_ack = true;
+            gdb_parser_set_no_ack(c->parser, true);
+        }
+        free(r);
+    }
+    if ((rc = gdb_command(c, "?", &r, NULL, err)) < 0)
+        return rc;
+    free(r); /* next_reply recorded it */
+    for (const char *q = "qfThreadInfo";; q = "qsThreadInfo") {
+        if ((rc = gdb_command(c, q, &r, NULL, err)) < 0)
+            return rc;
+        bool more = r[0] == 'm';
+        if (more)
+            add_threads(c, r + 1);
+        free(r);
+        if (!more)
+            break;
+    }
+    if (c->n_threads == 0)
+        return qp_error_set(err, -EPROTO, "the gdbstub at %s listed no threads", c->address);
+    if (!xml)
+        return qp_error_set(err, -ENOTSUP,
+                            "the gdbstub at %s sends no target description (qXfer:features)",
+                            c->address);
+    char *doc = NULL;
+    if ((rc = xfer_read(c, "target.xml", &doc, err)) < 0)
+        return rc;
+    rc = gdb_tdesc_parse(&c->tdesc, doc, xfer_read, c, err);
+    free(doc);
+    if (rc == 0 && c->tdesc.n_regs == 0)
+        rc =
+            qp_error_set(err, -EPROTO, "the target description of %s has no registers", c->address);
+    return rc;
+}
+
+int gdb_open(const char *address, const struct gdb_open_opts *opts, gdb_client **out,
+             struct qp_error *err)
+{
+    int fd = -1, rc;
+    if (strncmp(address, "tcp:", 4) == 0)
+        rc = connect_tcp(address + 4, &fd, err);
+    else
+        rc = connect_unix(strncmp(address, "unix:", 5) == 0 ? address + 5 : address, &fd, err);
+    if (rc < 0)
+        return rc;
+    gdb_client *c = g_new0(gdb_client, 1);
+    c->fd = fd;
+    g_strlcpy(c->address, address, sizeof c->address);
+    c->parser = gdb_parser_new();
+    c->timeout_ms = opts && opts->timeout_s > 0 ? (int)(opts->timeout_s * 1000) : 5000;
+    /* QEMU stops the guest when a debugger connects; `?` below confirms it. */
+    c->stopped = true;
+    if ((rc = handshake(c, err)) < 0 ||
+        (!(opts && opts->keep_stopped) && (rc = gdb_continue(c, err)) < 0)) {
+        gdb_free(c);
+        return qp_error_prefix(err, "gdbstub at %s", address);
+    }
+    *out = c;
+    return 0;
+}
+
+void gdb_free(gdb_client *c)
+{
+    if (!c)
+        return;
+    if (!c->dead) {
+        /* Never leave the guest stopped: `D` resumes it, and needs it stopped first. */
+        c->timeout_ms = c->timeout_ms < 2000 ? c->timeout_ms : 2000;
+        char *r = NULL;
+        /* With multiprocess QEMU wants the pid (`D;1`) and answers a bare `D` with E22. */
+        char cmd[48] = "D";
+        if (c->multiprocess && c->threads[0][0] == 'p')
+            snprintf(cmd, sizeof cmd, "D;%.*s", (int)strcspn(c->threads[0] + 1, "."),
+                     c->threads[0] + 1);
+        if (gdb_interrupt(c, NULL, NULL) == 0 && gdb_command(c, cmd, &r, NULL, NULL) == 0)
+            free(r);
+    }
+    close(c->fd);
+    gdb_parser_free(c->parser);
+    g_free(c);
+}
+
+void gdb_set_timeout(gdb_client *c, double seconds)
+{
+    c->timeout_ms = (int)(seconds * 1000);
+}
+
+const struct gdb_tdesc *gdb_target(const gdb_client *c)
+{
+    return &c->tdesc;
+}
+
+size_t gdb_packet_size(const gdb_client *c)
+{
+    return c->packet_size;
+}
+
+bool gdb_multiprocess(const gdb_client *c)
+{
+    return c->multiprocess;
+}
+
+int gdb_thread_count(const gdb_client *c)
+{
+    return c->n_threads;
+}
+
+const char *gdb_thread_id(const gdb_client *c, int i)
+{
+    return i >= 0 && i < c->n_threads ? c->threads[i] : NULL;
+}
+
+bool gdb_stopped(const gdb_client *c)
+{
+    return c->stopped;
+}
+
+const struct gdb_stop *gdb_last_stop(const gdb_client *c)
+{
+    return &c->stop;
+}
+
+uint64_t gdb_replies(const gdb_client *c)
+{
+    return c->replies;
+}
+
+uint64_t gdb_round_trips(const gdb_client *c)
+{
+    return c->round_trips;
+}
+
+/* ---- Stop and go ------------------------------------------------------------------------ */
+
+int gdb_interrupt(gdb_client *c, struct gdb_stop *stop, struct qp_error *err)
+{
+    int rc;
+    if (!c->stopped) {
+        /* A stop reply may be in already (the guest stopped on its own): take it, send nothing. */
+        if ((rc = read_some(c, 0, err)) < 0)
+            return rc;
+        char *p;
+        while (!c->stopped && gdb_parser_next(c->parser, &p, NULL) == 1) {
+            if (p[0] == 'W' || p[0] == 'X') {
+                c->dead = true;
+                rc = qp_error_set(err, -EPIPE, "the guest exited (%s)", p);
+                free(p);
+                return rc;
+            }
+            if (is_stop_reply(p))
+                note_stop(c, p); /* anything else is a reply that came too late: dropped */
+            free(p);
+        }
+    }
+    if (!c->stopped) {
+        if ((rc = send_raw(c, "\x03", 1, err)) < 0)
+            return rc;
+        c->round_trips++;
+        char *r = NULL;
+        if ((rc = next_reply(c, true, &r, NULL, err)) < 0)
+            return qp_error_prefix(err, "interrupting the guest");
+        free(r);
+    }
+    c->out_of_step = false; /* late replies come before the stop reply */
+    if (stop)
+        *stop = c->stop;
+    return 0;
+}
+
+int gdb_continue(gdb_client *c, struct qp_error *err)
+{
+    if (!c->stopped)
+        return 0;
+    GString *s = g_string_new(NULL);
+    add_frame(s, "c");
+    int rc = send_packets(c, s, err);
+    g_string_free(s, TRUE);
+    if (rc == 0)
+        c->stopped = false;
+    return rc;
+}
+
+/* ---- Registers -------------------------------------------------------------------------- */
+
+void gdb_regset_clear(struct gdb_regset *r)
+{
+    free(r->raw);
+    free(r->valid);
+    r->raw = r->valid = NULL;
+    r->len = 0;
+}
+
+static int hexv(int ch)
+{
+    return g_ascii_xdigit_value((char)ch);
+}
+
+static int decode_g(gdb_client *c, const char *hex, struct gdb_regset *out, struct qp_error *err)
+{
+    size_t n = strlen(hex) / 2;
+    out->raw = calloc(n ? n : 1, 1);
+    out->valid = calloc(n ? n : 1, 1);
+    out->len = n;
+    for (size_t i = 0; i < n; i++) {
+        int hi = hexv(hex[2 * i]), lo = hexv(hex[2 * i + 1]);
+        if (hex[2 * i] == 'x' && hex[2 * i + 1] == 'x')
+            continue;
+        if (hi < 0 || lo < 0)
+            return qp_error_set(err, -EPROTO, "g reply is not hex at byte %zu", i);
+        out->raw[i] = (uint8_t)(hi << 4 | lo);
+        out->valid[i] = 1;
+    }
+    if (n < c->tdesc.g_size) {
+        /* QEMU may stop short of the description (registers it cannot read): mark them. */
+        out->raw = realloc(out->raw, c->tdesc.g_size);
+        out->valid = realloc(out->valid, c->tdesc.g_size);
+        memset(out->raw + n, 0, c->tdesc.g_size - n);
+        memset(out->valid + n, 0, c->tdesc.g_size - n);
+        out->len = c->tdesc.g_size;
+    }
+    return 0;
+}
+
+int gdb_read_registers_all(gdb_client *c, struct gdb_regset *out, int max, int *n,
+                           struct qp_error *err)
+{
+    if (!c->stopped)
+        return qp_error_set(err, -EBUSY, "reading registers: the guest is running");
+    *n = 0;
+    int rc = resync(c, err);
+    if (rc < 0)
+        return rc;
+    int count = c->n_threads < max ? c->n_threads : max;
+    GString *s = g_string_new(NULL);
+    for (int i = 0; i < count; i++) {
+        char cmd[48];
+        snprintf(cmd, sizeof cmd, "Hg%s", c->threads[i]);
+        add_frame(s, cmd);
+        add_frame(s, "g");
+    }
+    rc = send_packets(c, s, err);
+    g_string_free(s, TRUE);
+    /* Every reply is read even after a failure, so the stream stays in step. */
+    int first = rc;
+    for (int i = 0; rc == 0 && i < count; i++) {
+        char *hg = NULL, *g = NULL;
+        memset(&out[i], 0, sizeof out[i]);
+        out[i].thread = i;
+        if ((rc = next_reply(c, false, &hg, NULL, err)) < 0)
+            break;
+        rc = next_reply(c, false, &g, NULL, err);
+        if (rc == 0 && first == 0) {
+            char what[64];
+            snprintf(what, sizeof what, "Hg%s", c->threads[i]);
+            if ((first = remote_error(hg, what, NULL, err)) == 0 &&
+                (first = remote_error(g, "g", NULL, err)) == 0) {
+                first = decode_g(c, g, &out[i], err);
+                if (first == 0)
+                    (*n)++;
+                else
+                    gdb_regset_clear(&out[i]);
+            }
+        }
+        free(hg);
+        free(g);
+    }
+    if (rc < 0 || first < 0) {
+        for (int i = 0; i < *n; i++)
+            gdb_regset_clear(&out[i]);
+        *n = 0;
+        return rc < 0 ? rc : first;
+    }
+    return 0;
+}
+
+int gdb_reg_get(const gdb_client *c, const struct gdb_regset *r, const char *name, uint64_t *val)
+{
+    int i = gdb_tdesc_find(&c->tdesc, name);
+    if (i < 0)
+        return -ENOENT;
+    const struct gdb_reg *g = &c->tdesc.regs[i];
+    size_t w = g->bitsize / 8 < 8 ? g->bitsize / 8 : 8;
+    if (g->offset + w > r->len)
+        return -ENODATA;
+    uint64_t v = 0;
+    for (size_t k = 0; k < w; k++) {
+        if (!r->valid[g->offset + k])
+            return -ENODATA;
+        v |= (uint64_t)r->raw[g->offset + k] << (8 * k);
+    }
+    *val = v;
+    return 0;
+}
+
+int gdb_x86_regs_from(const gdb_client *c, const struct gdb_regset *r, struct gdb_x86_regs *o,
+                      struct qp_error *err)
+{
+    memset(o, 0, sizeof *o);
+    struct {
+        const char *name;
+        uint64_t *v;
+    } gen[] = {{"rax", &o->rax}, {"rbx", &o->rbx},      {"rcx", &o->rcx}, {"rdx", &o->rdx},
+               {"rsi", &o->rsi}, {"rdi", &o->rdi},      {"rbp", &o->rbp}, {"rsp", &o->rsp},
+               {"r8", &o->r8},   {"r9", &o->r9},        {"r10", &o->r10}, {"r11", &o->r11},
+               {"r12", &o->r12}, {"r13", &o->r13},      {"r14", &o->r14}, {"r15", &o->r15},
+               {"rip", &o->rip}, {"eflags", &o->eflags}};
+    for (size_t i = 0; i < sizeof gen / sizeof gen[0]; i++)
+        if (gdb_reg_get(c, r, gen[i].name, gen[i].v) < 0)
+            return qp_error_set(err, -ENOENT, "the target has no readable register %s",
+                                gen[i].name);
+    struct {
+        const char *name;
+        uint32_t *v;
+    } seg[] = {{"cs", &o->cs}, {"ss", &o->ss}, {"ds", &o->ds},
+               {"es", &o->es}, {"fs", &o->fs}, {"gs", &o->gs}};
+    for (size_t i = 0; i < sizeof seg / sizeof seg[0]; i++) {
+        uint64_t v = 0;
+        if (gdb_reg_get(c, r, seg[i].name, &v) < 0 && i == 0)
+            return qp_error_set(err, -ENOENT, "the target has no readable register cs");
+        *seg[i].v = (uint32_t)v;
+    }
+    struct {
+        const char *name;
+        uint64_t *v;
+        bool *has;
+    } opt[] = {{"fs_base", &o->fs_base, &o->has_fs_base},
+               {"gs_base", &o->gs_base, &o->has_gs_base},
+               {"k_gs_base", &o->k_gs_base, &o->has_k_gs_base},
+               {"cr0", &o->cr0, &o->has_cr0},
+               {"cr3", &o->cr3, &o->has_cr3},
+               {"cr4", &o->cr4, &o->has_cr4},
+               {"efer", &o->efer, &o->has_efer}};
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
+        *opt[i].has = gdb_reg_get(c, r, opt[i].name, opt[i].v) == 0;
+    return 0;
+}
+
+/* ---- Memory ----------------------------------------------------------------------------- */
+
+int gdb_mem_read_many(gdb_client *c, int thread, struct gdb_mem_req *reqs, size_t n,
+                      struct qp_error *err)
+{
+    if (!c->stopped)
+        return qp_error_set(err, -EBUSY, "reading memory: the guest is running");
+    if (thread < 0 || thread >= c->n_threads)
+        return qp_error_set(err, -EINVAL, "reading memory: no thread %d", thread);
+    int rc = resync(c, err);
+    if (rc < 0)
+        return rc;
+    /* A reply is 2 hex digits a byte plus the framing, within PacketSize. */
+    size_t chunk = (c->packet_size - 8) / 2;
+    GString *s = g_string_new(NULL);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "Hg%s", c->threads[thread]);
+    add_frame(s, cmd);
+    for (size_t i = 0; i < n; i++) {
+        reqs[i].got = 0;
+        reqs[i].rc = 0;
+        reqs[i].remote_error = 0;
+        for (size_t off = 0; off < reqs[i].len; off += chunk) {
+            size_t len = reqs[i].len - off < chunk ? reqs[i].len - off : chunk;
+            snprintf(cmd, sizeof cmd, "m%" PRIx64 ",%zx", reqs[i].vaddr + off, len);
+            add_frame(s, cmd);
+        }
+    }
+    rc = send_packets(c, s, err);
+    g_string_free(s, TRUE);
+    char *r = NULL;
+    if (rc == 0 && (rc = next_reply(c, false, &r, NULL, err)) == 0) {
+        rc = remote_error(r, "Hg", NULL, err);
+        free(r);
+    }
+    int first = rc;
+    for (size_t i = 0; i < n && !c->dead; i++) {
+        bool stopped = false; /* past the first failing chunk: the rest is not used */
+        for (size_t off = 0; off < reqs[i].len; off += chunk) {
+            size_t len = reqs[i].len - off < chunk ? reqs[i].len - off : chunk;
+            if ((rc = next_reply(c, false, &r, NULL, err)) < 0)
+                return rc;
+            int code = 0;
+            size_t hexlen = strlen(r);
+            if (remote_error(r, "m", &code, NULL) < 0) {
+                if (!stopped && off == 0) {
+                    reqs[i].rc = -EIO;
+                    reqs[i].remote_error = code;
+                }
+                stopped = true;
+            } else if (!stopped && first == 0) {
+                size_t k = 0;
+                for (; k < len && 2 * k + 1 < hexlen; k++) {
+                    int hi = hexv(r[2 * k]), lo = hexv(r[2 * k + 1]);
+                    if (hi < 0 || lo < 0)
+                        break;
+                    ((uint8_t *)reqs[i].buf)[off + k] = (uint8_t)(hi << 4 | lo);
+                }
+                reqs[i].got += k;
+                if (k < len)
+                    stopped = true;
+            }
+            free(r);
+        }
+    }
+    return first;
+}
