@@ -45,6 +45,9 @@ void prof_print_help(FILE *out)
         "\n"
         "Connection:\n"
         "  --qmp-socket PATH|tcp:HOST:PORT  QMP socket of the QEMU to profile [./qmp-socket]\n"
+        "  --gdb unix:PATH|tcp:HOST:PORT    profile through QEMU's gdbstub instead of QMP (QEMU\n"
+        "                                   started with -gdb, e.g. -gdb tcp::1234); the QMP\n"
+        "                                   socket is then not needed\n"
         "  --memory auto|direct|memsave|hmp how to read guest memory [auto: direct if RAM is\n"
         "                                   a shared file, else memsave]\n"
         "Sampling:\n"
@@ -94,6 +97,7 @@ void prof_print_help(FILE *out)
         "\n"
         "EXAMPLES\n"
         "  qprof --qmp-socket ./qmp-socket -o stack.folded --kernel kernel.elf --user-dir bin/\n"
+        "  qprof --gdb tcp:localhost:1234 -o stack.folded --kernel kernel.elf --user-dir bin/\n"
         "      sample for 5 s at ~100 Hz, write stack.folded, print a summary\n"
         "  qprof --one-shot --show-addresses --kernel kernel.elf\n"
         "      print what every vCPU is doing right now\n"
@@ -202,6 +206,7 @@ int prof_parse_cpu_list(const char *text, uint64_t *mask, struct qp_error *err)
 
 enum {
     OPT_QMP = 1000,
+    OPT_GDB,
     OPT_INTERVAL,
     OPT_DURATION,
     OPT_ONE_SHOT,
@@ -227,6 +232,7 @@ enum {
 
 static const struct option long_options[] = {
     {"qmp-socket", required_argument, NULL, OPT_QMP},
+    {"gdb", required_argument, NULL, OPT_GDB},
     {"output", required_argument, NULL, 'o'},
     {"interval", required_argument, NULL, OPT_INTERVAL},
     {"duration", required_argument, NULL, OPT_DURATION},
@@ -276,6 +282,14 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
     switch (c) {
     case OPT_QMP:
         o->qmp_socket = arg;
+        return 0;
+    case OPT_GDB:
+        if ((strncmp(arg, "tcp:", 4) != 0 && strncmp(arg, "unix:", 5) != 0) ||
+            !arg[strncmp(arg, "tcp:", 4) == 0 ? 4 : 5]) {
+            fprintf(stderr, "qprof: --gdb: '%s' is not tcp:HOST:PORT or unix:PATH\n", arg);
+            return -1;
+        }
+        o->gdb_address = arg;
         return 0;
     case 'o':
         if (o->n_outputs == PROF_MAX_OUTPUTS) {

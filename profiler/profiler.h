@@ -27,6 +27,7 @@ enum prof_mode_filter { PROF_ALL_MODES = 0, PROF_KERNEL_ONLY, PROF_USER_ONLY };
 /* Every option with its default (prof_options_init). */
 struct prof_options {
     const char *qmp_socket;                /* --qmp-socket, "./qmp-socket" */
+    const char *gdb_address;               /* --gdb: the gdbstub target instead of QMP */
     const char *output;                    /* the first -o, NULL: summary only; "-": stdout */
     const char *outputs[PROF_MAX_OUTPUTS]; /* every -o: format by extension or --format */
     int n_outputs;

@@ -147,7 +147,8 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     prof_session *s = g_new0(prof_session, 1);
     s->opts = *o;
     s->abi_addr = o->os == PROF_OS_NONE ? 0 : o->abi_addr; /* --os none: never read the ABI */
-    const struct prof_target_ops *target_ops = &prof_target_qmp_ops;
+    const struct prof_target_ops *target_ops =
+        o->gdb_address ? &prof_target_gdb_ops : &prof_target_qmp_ops;
     s->split = target_ops->split;
     s->binaries = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, binary_free);
     s->images = g_hash_table_new_full(image_key_hash, image_key_equal, NULL, image_free);
@@ -160,8 +161,9 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     add_kernel_module(s);
     if ((rc = open_os(s, err)))
         goto fail;
-    struct prof_target_open_opts to = {
-        .address = o->qmp_socket, .memory_backend = o->memory_backend, .timeout_s = 5};
+    struct prof_target_open_opts to = {.address = o->gdb_address ? o->gdb_address : o->qmp_socket,
+                                       .memory_backend = o->memory_backend,
+                                       .timeout_s = 5};
     rc = prof_target_open(target_ops, &to, &s->target, err);
     if (rc)
         goto fail;

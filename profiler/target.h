@@ -86,6 +86,8 @@ struct prof_target_ops {
 
 /* QEMU's QMP monitor (target_qmp.c): x86_64 guests. */
 extern const struct prof_target_ops prof_target_qmp_ops;
+/* QEMU's gdbstub (target_gdb.c): x86_64 guests. */
+extern const struct prof_target_ops prof_target_gdb_ops;
 
 /* Opens a target through ops (borrowed, static). *out is the caller's (prof_target_free). */
 int prof_target_open(const struct prof_target_ops *ops, const struct prof_target_open_opts *o,

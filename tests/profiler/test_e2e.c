@@ -178,19 +178,25 @@ struct guest {
     const char *kernel, *user_dir;
 };
 
-static int boot(struct guest *g, const char *run, bool nofp)
+static int boot_with(struct guest *g, const char *run, bool nofp, const char *const *extra_args)
 {
     g->kernel = nofp ? QPROF_GUEST_KERNEL_NOFP : QPROF_GUEST_KERNEL;
     g->user_dir = nofp ? QPROF_GUEST_USER_DIR_NOFP : QPROF_GUEST_USER_DIR;
     char cmdline[128];
     snprintf(cmdline, sizeof cmdline, "run=%s", run);
-    struct vm_opts opts = {.kernel = g->kernel, .shared_ram = true, .cmdline = cmdline};
+    struct vm_opts opts = {
+        .kernel = g->kernel, .shared_ram = true, .cmdline = cmdline, .extra_args = extra_args};
     int rc = vm_start(&opts, &g->vm);
     if (rc == VM_SKIP)
         exit(VM_SKIP);
     REQUIRE(rc == 0);
     REQUIRE(vm_wait_serial(g->vm, "ready", 60) == 0);
     return 0;
+}
+
+static int boot(struct guest *g, const char *run, bool nofp)
+{
+    return boot_with(g, run, nofp, NULL);
 }
 
 /* qprof's arguments that point it at the guest: its QMP socket, kernel and user programs. */
@@ -847,6 +853,82 @@ static void case_usage(void)
     rmdir(dir);
 }
 
+/* ---- --gdb: the gdbstub target ----------------------------------------------------------- */
+
+/* The guest keeps running: spin's "] iter=" lines go on appearing. Polls, with a generous
+ * deadline, until one more than `before` has been printed. */
+static bool serial_grows(struct guest *g, int before, double timeout_s)
+{
+    double deadline = now_s() + timeout_s;
+    while (now_s() < deadline) {
+        if (vm_count_serial(g->vm, "] iter=") > before)
+            return true;
+        if (!vm_alive(g->vm))
+            return false;
+        usleep(20 * 1000);
+    }
+    return false;
+}
+
+/* The same spin checks as case_spin, through --gdb instead of QMP; then --one-shot --gdb. */
+static void case_gdb_spin(void)
+{
+    char dir[] = "/tmp/qpgdbXXXXXX";
+    REQUIRE(mkdtemp(dir));
+    char chardev[256], sock[128], addr[140];
+    snprintf(sock, sizeof sock, "%s/gdb", dir);
+    snprintf(addr, sizeof addr, "unix:%s", sock);
+    snprintf(chardev, sizeof chardev, "socket,path=%s,server=on,wait=off,id=g", sock);
+    const char *extra[] = {"-chardev", chardev, "-gdb", "chardev:g", NULL};
+    struct guest g;
+    boot_with(&g, "spin", false, extra);
+
+    char output[512];
+    snprintf(output, sizeof output, "%s/out.folded", vm_dir(g.vm));
+    const unsigned samples = 2000;
+    const char *args[] = {"--gdb",    addr,        "--kernel",      g.kernel,     "--user-dir",
+                          g.user_dir, "--samples", "2000",          "--interval", "1",
+                          "-o",       output,      "--no-progress", NULL};
+    double t0 = now_s();
+    struct qprof_run r = run_qprof(vm_dir(g.vm), args, run_deadline_s(samples));
+    double secs = now_s() - t0;
+    CHECK_MSG(r.exit_code == 0, "qprof --gdb exited %d: %s", r.exit_code, r.err);
+    fprintf(stderr, "%s", r.err);
+    fprintf(stderr, "gdb-spin: %u samples in %.2f s, %.0f samples/s (wall, incl. start-up)\n",
+            samples, secs, samples / secs);
+    run_free(&r);
+    struct folded f = read_folded(output);
+    CHECK_MSG(f.total == samples, "asked for %u samples, the file holds %lu", samples,
+              (unsigned long)f.total);
+    GHashTable *roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    check_spin_stacks(&f, roots);
+    CHECK_MSG(g_hash_table_size(roots) == 1, "expected 1 spin process, got %u",
+              g_hash_table_size(roots));
+    check_spin_ratio(&f);
+    if (harness_failures)
+        dump_folded(&f);
+    g_hash_table_destroy(roots);
+    folded_free(&f);
+
+    /* Detached: QEMU runs the guest on. */
+    CHECK_MSG(serial_grows(&g, vm_count_serial(g.vm, "] iter="), 60),
+              "the guest stopped printing after qprof --gdb");
+    CHECK(guest_running(&g));
+
+    const char *one[] = {"--gdb",      addr,       "--kernel",   g.kernel,
+                         "--user-dir", g.user_dir, "--one-shot", NULL};
+    r = run_qprof(vm_dir(g.vm), one, 60);
+    CHECK_MSG(r.exit_code == 0, "one-shot --gdb exited %d: %s", r.exit_code, r.err);
+    CHECK_MSG(g_str_has_prefix(r.out, "vCPU 0: "), "one-shot --gdb output: %s", r.out);
+    fprintf(stderr, "one-shot --gdb:\n%s", r.out);
+    run_free(&r);
+    CHECK_MSG(serial_grows(&g, vm_count_serial(g.vm, "] iter="), 60),
+              "the guest stopped printing after qprof --one-shot --gdb");
+    vm_stop(g.vm);
+    unlink(sock);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "";
@@ -860,6 +942,8 @@ int main(int argc, char **argv)
         case_sys(true);
     else if (strcmp(which, "modes") == 0)
         case_modes();
+    else if (strcmp(which, "gdb-spin") == 0)
+        case_gdb_spin();
     else if (strcmp(which, "one-shot") == 0)
         case_one_shot();
     else if (strcmp(which, "sigint") == 0)

@@ -54,6 +54,21 @@ static void test_defaults_and_values(void)
     CHECK_INT(o.mode_filter, PROF_USER_ONLY);
 }
 
+static void test_gdb_option(void)
+{
+    struct prof_options o;
+    CHECK_INT(parse(&o, (const char *[]){"-o", "x.folded", NULL}), -1);
+    CHECK(o.gdb_address == NULL);
+    CHECK_INT(parse(&o, (const char *[]){"--gdb", "unix:/tmp/g.sock", "-o", "x.folded", NULL}), -1);
+    CHECK_STR(o.gdb_address, "unix:/tmp/g.sock");
+    CHECK_INT(parse(&o, (const char *[]){"--gdb", "tcp:localhost:1234", "-o", "x.folded", NULL}),
+              -1);
+    CHECK_STR(o.gdb_address, "tcp:localhost:1234");
+    CHECK_INT(parse(&o, (const char *[]){"--gdb", "/tmp/g.sock", NULL}), PROF_EXIT_USAGE);
+    CHECK_INT(parse(&o, (const char *[]){"--gdb", "tcp:", NULL}), PROF_EXIT_USAGE);
+    CHECK_INT(parse(&o, (const char *[]){"--gdb", NULL}), PROF_EXIT_USAGE);
+}
+
 static void test_usage_errors(void)
 {
     struct prof_options o;
@@ -455,6 +470,7 @@ int main(void)
     test_os_none();
     test_os_qprof_abi();
     test_defaults_and_values();
+    test_gdb_option();
     test_usage_errors();
     test_cpu_list();
     test_sanitize();

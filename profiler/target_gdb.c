@@ -1,0 +1,222 @@
+/* The gdbstub target: QEMU's -gdb socket, x86_64 guests. The gdb/ module does the protocol work
+ * (interrupt, pipelined Hg/g for every vCPU, pipelined `m`, continue); this file turns its
+ * register sets into struct prof_vcpu and maps the stub's answers onto the target seam. The stub
+ * cannot say whether a vCPU is halted, so halted is always false here. */
+#include "target.h"
+
+#include "gdb.h"
+
+#include <errno.h>
+#include <glib.h>
+#include <string.h>
+#include <time.h>
+
+/* CR3 bits 12..51 hold the top-level table's physical address; the rest are flags and PCID. */
+#define CR3_ADDR_MASK UINT64_C(0x000ffffffffff000)
+#define CR0_PG        (UINT64_C(1) << 31)
+#define EFER_LMA      (UINT64_C(1) << 10)
+
+struct target_gdb {
+    gdb_client *gdb;
+    int threads[PROF_MAX_VCPUS]; /* thread index per vCPU, behind prof_vcpu.target_cpu */
+    struct prof_vcpu vcpus[PROF_MAX_VCPUS];
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int tg_open(const struct prof_target_open_opts *o, void **impl, struct qp_error *err)
+{
+    struct target_gdb *t = g_new0(struct target_gdb, 1);
+    struct gdb_open_opts go = {.timeout_s = o->timeout_s ? o->timeout_s : 5};
+    int rc = gdb_open(o->address, &go, &t->gdb, err);
+    if (rc) {
+        g_free(t);
+        return rc;
+    }
+    *impl = t;
+    return 0;
+}
+
+static void vcpu_from_regs(const struct gdb_x86_regs *q, int index, const int *thread,
+                           struct prof_vcpu *v)
+{
+    struct unw_regs *u = &v->regs;
+    memset(v, 0, sizeof *v);
+    u->r[UNW_RAX] = q->rax, u->r[UNW_RDX] = q->rdx, u->r[UNW_RCX] = q->rcx;
+    u->r[UNW_RBX] = q->rbx, u->r[UNW_RSI] = q->rsi, u->r[UNW_RDI] = q->rdi;
+    u->r[UNW_RBP] = q->rbp, u->r[UNW_RSP] = q->rsp, u->r[UNW_R8] = q->r8;
+    u->r[UNW_R9] = q->r9, u->r[UNW_R10] = q->r10, u->r[UNW_R11] = q->r11;
+    u->r[UNW_R12] = q->r12, u->r[UNW_R13] = q->r13, u->r[UNW_R14] = q->r14;
+    u->r[UNW_R15] = q->r15, u->r[UNW_RIP] = q->rip;
+    v->index = index;
+    v->pc = q->rip;
+    v->sp = q->rsp;
+    v->privilege = (int)(q->cs & 3);
+    v->user = v->privilege == 3;
+    v->halted = false; /* the stub cannot tell */
+    /* Without cr0/efer in the XML, assume a 64-bit guest (i386-64bit.xml has both). */
+    bool pg = q->has_cr0 ? (q->cr0 & CR0_PG) != 0 : true;
+    bool lma = q->has_efer ? (q->efer & EFER_LMA) != 0 : true;
+    v->paging64 = pg && lma;
+    v->as_root = q->has_cr3 ? q->cr3 & CR3_ADDR_MASK : 0;
+    v->target_cpu = thread;
+}
+
+/* Stopped: every vCPU's registers, then fn. */
+static int tg_stopped(struct target_gdb *t, prof_target *handle, prof_target_stopped_fn fn,
+                      void *ctx, struct qp_error *err)
+{
+    struct gdb_regset sets[PROF_MAX_VCPUS];
+    int n = 0;
+    memset(sets, 0, sizeof sets);
+    int rc = gdb_read_registers_all(t->gdb, sets, PROF_MAX_VCPUS, &n, err);
+    for (int i = 0; !rc && i < n; i++) {
+        struct gdb_x86_regs x;
+        rc = gdb_x86_regs_from(t->gdb, &sets[i], &x, err);
+        if (rc)
+            break;
+        t->threads[i] = sets[i].thread;
+        vcpu_from_regs(&x, sets[i].thread, &t->threads[i], &t->vcpus[i]);
+    }
+    for (int i = 0; i < n; i++)
+        gdb_regset_clear(&sets[i]);
+    if (rc)
+        return rc;
+    return fn(handle, t->vcpus, n, ctx, err);
+}
+
+static int tg_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn, void *ctx,
+                     struct prof_target_stats *stats, struct qp_error *err)
+{
+    struct target_gdb *t = impl;
+    uint64_t trips0 = gdb_round_trips(t->gdb);
+    uint64_t t0 = now_ns();
+    int rc = gdb_interrupt(t->gdb, NULL, err);
+    if (!rc)
+        rc = tg_stopped(t, handle, fn, ctx, err);
+    /* Resume on every path; the first error is the one reported. */
+    if (gdb_stopped(t->gdb)) {
+        struct qp_error cerr = {0};
+        int crc = gdb_continue(t->gdb, rc ? &cerr : err);
+        if (!rc)
+            rc = crc;
+    }
+    if (stats)
+        *stats = (struct prof_target_stats){
+            .paused_ns = now_ns() - t0,
+            .round_trips = (unsigned)(gdb_round_trips(t->gdb) - trips0),
+            .was_paused = false,
+        };
+    return rc;
+}
+
+/* QEMU answers a whole `m` with E14 when any byte of it is unmapped, so each request is split
+ * at page boundaries (all pieces still go in one write): a read that runs off the end of a
+ * mapping keeps the pages before it. */
+#define PAGE_SIZE 4096u
+
+static int tg_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req *reqs, size_t n,
+                   struct qp_error *err)
+{
+    struct target_gdb *t = impl;
+    const int *thread = cpu->target_cpu;
+    size_t n_parts = 0;
+    for (size_t i = 0; i < n; i++)
+        n_parts += reqs[i].len ? (reqs[i].vaddr % PAGE_SIZE + reqs[i].len - 1) / PAGE_SIZE + 1 : 1;
+    struct gdb_mem_req *gr = g_new(struct gdb_mem_req, n_parts ? n_parts : 1);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t off = 0;
+        do {
+            uint64_t va = reqs[i].vaddr + off;
+            size_t len = PAGE_SIZE - va % PAGE_SIZE;
+            if (len > reqs[i].len - off)
+                len = reqs[i].len - off;
+            gr[k++] =
+                (struct gdb_mem_req){.vaddr = va, .len = len, .buf = (uint8_t *)reqs[i].buf + off};
+            off += len;
+        } while (off < reqs[i].len);
+    }
+    int rc = gdb_mem_read_many(t->gdb, *thread, gr, k, err);
+    k = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t got = 0, off = 0;
+        bool whole = true;
+        int first_rc = 0;
+        do {
+            struct gdb_mem_req *p = &gr[k++];
+            if (off == 0)
+                first_rc = p->rc;
+            if (whole && !rc && p->rc == 0)
+                got += p->got;
+            if (p->rc != 0 || p->got < p->len)
+                whole = false;
+            off += p->len;
+        } while (off < reqs[i].len);
+        reqs[i].got = rc ? 0 : got;
+        /* An E reply at the first byte is the unmapped case. */
+        reqs[i].rc = rc ? rc : first_rc == -EIO ? -EFAULT : first_rc;
+    }
+    g_free(gr);
+    return rc;
+}
+
+static bool tg_running(void *impl)
+{
+    (void)impl; /* only this client stops the guest through the stub */
+    return true;
+}
+
+static uint64_t tg_round_trips(const void *impl)
+{
+    const struct target_gdb *t = impl;
+    return gdb_round_trips(t->gdb);
+}
+
+static bool tg_reads_cost_round_trips(const void *impl)
+{
+    (void)impl;
+    return true;
+}
+
+static const char *tg_version(const void *impl)
+{
+    (void)impl; /* the stub does not say which QEMU it is */
+    return "gdbstub";
+}
+
+static const char *tg_describe(const void *impl)
+{
+    (void)impl;
+    return "gdbstub";
+}
+
+static void tg_free(void *impl)
+{
+    struct target_gdb *t = impl;
+    if (!t)
+        return;
+    gdb_free(t->gdb); /* stops if running, detaches: QEMU resumes the guest */
+    g_free(t);
+}
+
+/* x86_64 canonical halves, as in target_qmp.c. */
+const struct prof_target_ops prof_target_gdb_ops = {
+    .name = "gdb",
+    .split = {.user_end = UINT64_C(0x0000800000000000),
+              .kernel_start = UINT64_C(0xffff800000000000)},
+    .open = tg_open,
+    .sample = tg_sample,
+    .read = tg_read,
+    .running = tg_running,
+    .round_trips = tg_round_trips,
+    .reads_cost_round_trips = tg_reads_cost_round_trips,
+    .version = tg_version,
+    .describe = tg_describe,
+    .free = tg_free,
+};
