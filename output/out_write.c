@@ -88,6 +88,21 @@ static bool is_special_file(const char *path)
     return stat(path, &st) == 0 && !S_ISREG(st.st_mode);
 }
 
+int out_check_writable(const char *path, struct qp_error *err)
+{
+    if (strcmp(path, "-") == 0 || is_special_file(path))
+        return 0;
+    char *tmp = g_strdup_printf("%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    int rc = f ? 0 : qp_error_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
+    if (f) {
+        fclose(f);
+        unlink(tmp);
+    }
+    g_free(tmp);
+    return rc;
+}
+
 int out_write_file(const out_profile *p, out_names *n, enum out_format format,
                    const struct out_write_opts *o, const char *path, struct qp_error *err)
 {

@@ -213,6 +213,10 @@ int out_write(const out_profile *p, out_names *n, enum out_format format,
 int out_write_file(const out_profile *p, out_names *n, enum out_format format,
                    const struct out_write_opts *o, const char *path, struct qp_error *err);
 
+/* Checks before a long run that out_write_file(path) will be able to write: its temporary file
+ * can be created ("-", devices and FIFOs always pass). Returns 0 or -errno with err. */
+int out_check_writable(const char *path, struct qp_error *err);
+
 /* The writers behind out_write, one per format (output/out_<format>.c). */
 int out_write_folded(const out_profile *p, out_names *n, const struct out_write_opts *o, FILE *f,
                      struct qp_error *err);

@@ -5,7 +5,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 struct prof_agg {
@@ -100,67 +99,6 @@ int prof_agg_write(const prof_agg *a, FILE *f, struct qp_error *err)
         return qp_error_set(err, errno ? -errno : -EIO, "writing folded stacks: %s",
                             strerror(errno ? errno : EIO));
     return 0;
-}
-
-/* A device or a pipe (/dev/null, /dev/full, a FIFO) is written in place: a temporary file and
- * a rename would replace the device node itself. */
-static bool is_special_file(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && !S_ISREG(st.st_mode);
-}
-
-static int write_in_place(const prof_agg *a, const char *path, struct qp_error *err)
-{
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return qp_error_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
-    int rc = prof_agg_write(a, f, err);
-    if (fclose(f) != 0 && rc == 0)
-        rc = qp_error_set(err, -errno, "writing %s: %s", path, strerror(errno));
-    return rc ? qp_error_prefix(err, "%s", path) : 0;
-}
-
-int prof_output_check(const char *path, struct qp_error *err)
-{
-    if (strcmp(path, "-") == 0 || is_special_file(path))
-        return 0;
-    char *tmp = g_strdup_printf("%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    int rc = f ? 0 : qp_error_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
-    if (f) {
-        fclose(f);
-        unlink(tmp);
-    }
-    g_free(tmp);
-    return rc;
-}
-
-int prof_agg_write_file(const prof_agg *a, const char *path, struct qp_error *err)
-{
-    if (strcmp(path, "-") == 0)
-        return prof_agg_write(a, stdout, err);
-    if (is_special_file(path))
-        return write_in_place(a, path, err);
-    char *tmp = g_strdup_printf("%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    int rc = 0;
-    if (!f) {
-        rc = qp_error_set(err, -errno, "cannot write %s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    rc = prof_agg_write(a, f, err);
-    if (fclose(f) != 0 && rc == 0)
-        rc = qp_error_set(err, -errno, "writing %s: %s", tmp, strerror(errno));
-    else if (rc)
-        qp_error_prefix(err, "%s", path);
-    if (rc == 0 && rename(tmp, path) != 0)
-        rc = qp_error_set(err, -errno, "renaming %s to %s: %s", tmp, path, strerror(errno));
-    if (rc != 0)
-        unlink(tmp);
-out:
-    g_free(tmp);
-    return rc;
 }
 
 /* Parses "stack COUNT": the count is after the last space. */

@@ -95,14 +95,6 @@ uint64_t prof_agg_count(const prof_agg *a, const char *folded);
 /* Writes "stack COUNT\n" lines sorted by stack text (stable diffs) to f. */
 int prof_agg_write(const prof_agg *a, FILE *f, struct qp_error *err);
 
-/* Writes the folded file to path via a temporary name and rename, so a crash never leaves half
- * a file that looks whole. path "-" writes to stdout. */
-int prof_agg_write_file(const prof_agg *a, const char *path, struct qp_error *err);
-
-/* Checks before sampling that path can be written (its temporary file can be created), so that
- * a long run does not end in a write error. "-" and devices always pass. */
-int prof_output_check(const char *path, struct qp_error *err);
-
 /* Loads a folded file (for tests and `qprof --summarize`). */
 int prof_agg_read_file(prof_agg *a, const char *path, struct qp_error *err);
 /* The same from an open stream; path names it in errors. */

@@ -433,7 +433,7 @@ static int check_outputs(const struct prof_options *o)
 {
     for (int i = 0; i < o->n_outputs; i++) {
         struct qp_error err = {0};
-        if (prof_output_check(o->outputs[i], &err) != 0) {
+        if (out_check_writable(o->outputs[i], &err) != 0) {
             fprintf(stderr, "qprof: %s\n", err.msg);
             return -1;
         }
