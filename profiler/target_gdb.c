@@ -3,6 +3,7 @@
  * register sets into struct prof_vcpu and maps the stub's answers onto the target seam. The stub
  * cannot say whether a vCPU is halted, so halted is always false here. */
 #include "target.h"
+#include "target_x86.h"
 
 #include "gdb.h"
 
@@ -10,11 +11,6 @@
 #include <glib.h>
 #include <string.h>
 #include <time.h>
-
-/* CR3 bits 12..51 hold the top-level table's physical address; the rest are flags and PCID. */
-#define CR3_ADDR_MASK UINT64_C(0x000ffffffffff000)
-#define CR0_PG        (UINT64_C(1) << 31)
-#define EFER_LMA      (UINT64_C(1) << 10)
 
 struct target_gdb {
     gdb_client *gdb;
@@ -60,10 +56,10 @@ static void vcpu_from_regs(const struct gdb_x86_regs *q, int index, const int *t
     v->user = v->privilege == 3;
     v->halted = false; /* the stub cannot tell */
     /* Without cr0/efer in the XML, assume a 64-bit guest (i386-64bit.xml has both). */
-    bool pg = q->has_cr0 ? (q->cr0 & CR0_PG) != 0 : true;
-    bool lma = q->has_efer ? (q->efer & EFER_LMA) != 0 : true;
+    bool pg = q->has_cr0 ? (q->cr0 & X86_CR0_PG) != 0 : true;
+    bool lma = q->has_efer ? (q->efer & X86_EFER_LMA) != 0 : true;
     v->paging64 = pg && lma;
-    v->as_root = q->has_cr3 ? q->cr3 & CR3_ADDR_MASK : 0;
+    v->as_root = q->has_cr3 ? q->cr3 & X86_CR3_ADDR_MASK : 0;
     v->target_cpu = thread;
 }
 
@@ -205,11 +201,9 @@ static void tg_free(void *impl)
     g_free(t);
 }
 
-/* x86_64 canonical halves, as in target_qmp.c. */
 const struct prof_target_ops prof_target_gdb_ops = {
     .name = "gdb",
-    .split = {.user_end = UINT64_C(0x0000800000000000),
-              .kernel_start = UINT64_C(0xffff800000000000)},
+    .split = X86_64_ADDR_SPLIT,
     .open = tg_open,
     .sample = tg_sample,
     .read = tg_read,

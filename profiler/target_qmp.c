@@ -2,15 +2,13 @@
  * (stop, `info registers -a`, memory, a cont on every path); this file turns its HMP-shaped
  * register record into struct prof_vcpu and keeps the x86 facts that go with it. */
 #include "target.h"
+#include "target_x86.h"
 
 #include "qmp.h"
 
 #include <errno.h>
 #include <glib.h>
 #include <string.h>
-
-/* CR3 bits 12..51 hold the top-level table's physical address; the rest are flags and PCID. */
-#define CR3_ADDR_MASK UINT64_C(0x000ffffffffff000)
 
 struct target_qmp {
     qmp_client *qmp;
@@ -65,7 +63,7 @@ static void vcpu_from_regs(const struct qmp_regs *q, struct prof_vcpu *v)
     v->user = q->cpl == 3;
     v->halted = q->halted;
     v->paging64 = q->long_mode;
-    v->as_root = q->cr3 & CR3_ADDR_MASK;
+    v->as_root = q->cr3 & X86_CR3_ADDR_MASK;
     v->target_cpu = q;
 }
 
@@ -158,12 +156,9 @@ static void tq_free(void *impl)
     g_free(t);
 }
 
-/* x86_64 canonical halves: user code below 0x0000800000000000, the kernel from
- * 0xffff800000000000 up. */
 const struct prof_target_ops prof_target_qmp_ops = {
     .name = "qmp",
-    .split = {.user_end = UINT64_C(0x0000800000000000),
-              .kernel_start = UINT64_C(0xffff800000000000)},
+    .split = X86_64_ADDR_SPLIT,
     .open = tq_open,
     .sample = tq_sample,
     .read = tq_read,

@@ -1,0 +1,19 @@
+/* Private to the x86_64 target backends (target_qmp.c, target_gdb.c): the architecture facts
+ * both turn into struct prof_vcpu and struct prof_addr_split. */
+#ifndef PROF_TARGET_X86_H
+#define PROF_TARGET_X86_H
+
+#include <stdint.h>
+
+/* CR3 bits 12..51 hold the top-level table's physical address; the rest are flags and PCID. */
+#define X86_CR3_ADDR_MASK UINT64_C(0x000ffffffffff000)
+#define X86_CR0_PG        (UINT64_C(1) << 31)
+#define X86_EFER_LMA      (UINT64_C(1) << 10)
+
+/* Canonical halves: user code below 0x0000800000000000, the kernel from 0xffff800000000000 up. */
+#define X86_64_ADDR_SPLIT                                                                          \
+    {                                                                                              \
+        .user_end = UINT64_C(0x0000800000000000), .kernel_start = UINT64_C(0xffff800000000000)     \
+    }
+
+#endif
