@@ -88,10 +88,13 @@ static void abi_refresh(void *impl, const struct prof_vcpu *cpus, int n_cpus,
  * when it describes the address space the vCPU is in: a context switch loads CR3 and republishes
  * the slot a few instructions apart, and a sample between the two would otherwise read one
  * process's stack through another's page tables. */
-static bool slot_for(const struct os_abi *a, const struct prof_vcpu *cpu, int i,
+static bool slot_for(const struct os_abi *a, const struct prof_vcpu *cpu,
                      struct qprof_abi_cpu *slot)
 {
-    if (!a->have_abi || prof_abi_slot(a->bytes, a->len, &a->abi, (unsigned)i, slot) != 0)
+    /* The guest indexes its slots by APIC ID, its own name for the CPU; a vCPU past the slots
+     * the guest keeps has none (prof_abi_slot refuses it) and is sampled without a process. */
+    unsigned id = prof_vcpu_guest_id(cpu);
+    if (!a->have_abi || prof_abi_slot(a->bytes, a->len, &a->abi, id, slot) != 0)
         return false;
     if (slot->seq & 1)
         return false;
@@ -119,8 +122,9 @@ static enum prof_task_state task_state(uint32_t state)
 
 static void abi_task(void *impl, const struct prof_vcpu *cpu, int i, struct prof_task *out)
 {
+    (void)i;
     struct qprof_abi_cpu slot;
-    if (!slot_for(impl, cpu, i, &slot))
+    if (!slot_for(impl, cpu, &slot))
         return;
     out->known = true;
     out->state = task_state(slot.state);

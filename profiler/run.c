@@ -301,6 +301,43 @@ static void print_kernel_entries(const struct prof_counters *c, FILE *f)
                 "  (README: \"TCG and the moment of a sample\")\n");
 }
 
+static double pct(uint64_t part, uint64_t whole)
+{
+    return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+/* One line per sampled vCPU when there are several: how busy each was and with what, the way
+ * perf's --sort cpu shows an imbalance. */
+static void print_per_cpu(const struct prof_counters *c, FILE *f)
+{
+    int sampled = 0;
+    for (int i = 0; i < c->cpus_seen; i++) {
+        const struct prof_cpu_counts *n = &c->cpu[i];
+        sampled += n->user + n->kernel + n->idle + n->boot > 0;
+    }
+    if (sampled < 2)
+        return;
+    fprintf(f, "per vCPU (busy = user + kernel):\n");
+    for (int i = 0; i < c->cpus_seen; i++) {
+        const struct prof_cpu_counts *n = &c->cpu[i];
+        uint64_t all = n->user + n->kernel + n->idle + n->boot;
+        if (!all)
+            continue;
+        fprintf(f, "  cpu%-3d busy %5.1f%% (user %5.1f%%, kernel %5.1f%%)  idle %5.1f%%", i,
+                pct(all - n->idle, all), pct(n->user, all), pct(n->kernel + n->boot, all),
+                pct(n->idle, all));
+        const char *sep = "  ";
+        for (int k = 0; k < PROF_CPU_TOP_PROCS && n->procs[k].count; k++) {
+            fprintf(f, "%s%s (%" PRIu32 ") %.1f%%", sep, n->procs[k].comm, n->procs[k].pid,
+                    pct(n->procs[k].count, all));
+            sep = ", ";
+        }
+        if (n->other_procs)
+            fprintf(f, "%sothers %.1f%%", sep, pct(n->other_procs, all));
+        fputc('\n', f);
+    }
+}
+
 static void print_summary(const struct run_state *r, double elapsed, FILE *f)
 {
     const struct prof_counters *c = &r->session->counters;
@@ -322,7 +359,8 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
                 c->dropped_by_filter);
     if (c->no_process_info)
         fprintf(f,
-                "stacks without process information (no qprof_abi, or mid-update): %" PRIu64 "\n",
+                "stacks without process information (no qprof_abi, no slot for the vCPU, or "
+                "mid-update): %" PRIu64 "\n",
                 c->no_process_info);
     if (r->paused_intervals)
         fprintf(f, "guest paused by another client: %" PRIu64 " sampling intervals skipped\n",
@@ -338,6 +376,7 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
                 "paused-time budget hit in %" PRIu64 " samples (reads cut at %u requests / %zu "
                 "KiB per sample)\n",
                 c->budget_hits, PROF_BUDGET_REQUESTS, PROF_BUDGET_BYTES >> 10);
+    print_per_cpu(c, f);
     print_truncations(c, f);
     print_kernel_entries(c, f);
     prof_agg_print_report(r->agg, f, r->o->top);
@@ -441,6 +480,18 @@ static int check_outputs(const struct prof_options *o)
     return 0;
 }
 
+/* A machine with more vCPUs than one stop can hold is sampled on its first ones: say so once,
+ * before the run, rather than leave the rest silently out of the profile. */
+static void warn_vcpu_limit(prof_session *s)
+{
+    int n = prof_target_vcpu_count(s->target);
+    if (n > PROF_MAX_VCPUS)
+        fprintf(stderr,
+                "qprof: the guest has %d vCPUs; qprof samples the first %d (--cpus chooses "
+                "among 0-%d)\n",
+                n, PROF_MAX_VCPUS, PROF_MAX_VCPUS - 1);
+}
+
 int prof_main(const struct prof_options *o)
 {
     install_signal_handlers();
@@ -453,6 +504,7 @@ int prof_main(const struct prof_options *o)
         fprintf(stderr, "qprof: %s\n", err.msg);
         return PROF_EXIT_RUNTIME;
     }
+    warn_vcpu_limit(s);
     if (o->one_shot) {
         int rc = one_shot(s);
         prof_session_free(s);

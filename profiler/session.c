@@ -460,7 +460,9 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
     for (int i = 0; i < s->n_cpus; i++) {
         struct cpu_capture *c = &s->cap[i];
         c->vcpu = cpus[i];
-        c->selected = (s->opts.cpu_mask >> (i & 63)) & 1;
+        /* --cpus names QEMU's vCPU numbers, not positions in the stop's list. */
+        int index = cpus[i].index >= 0 ? cpus[i].index : i;
+        c->selected = index < 64 && ((s->opts.cpu_mask >> index) & 1);
         c->have_trap = c->have_entry_regs = false;
         c->img = NULL;
         c->bin = NULL;

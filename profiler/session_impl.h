@@ -73,8 +73,25 @@ struct prof_stack {
     int cap;
 };
 
+/* Where one vCPU's samples went, for the per-vCPU balance in the summary. */
+#define PROF_CPU_TOP_PROCS 4
+
+struct prof_cpu_proc {
+    uint32_t pid;
+    char comm[OUT_COMM_LEN];
+    uint64_t count;
+};
+
+struct prof_cpu_counts {
+    uint64_t user, kernel, idle, boot;
+    struct prof_cpu_proc procs[PROF_CPU_TOP_PROCS]; /* the first processes seen, by count */
+    uint64_t other_procs;                           /* samples of processes past those */
+};
+
 /* Why samples did not make it, and what stacks looked like. */
 struct prof_counters {
+    struct prof_cpu_counts cpu[PROF_MAX_VCPUS]; /* by the target's vCPU index */
+    int cpus_seen;                              /* highest index counted + 1 */
     uint64_t vcpu_samples;
     uint64_t dropped_by_filter;
     uint64_t idle;

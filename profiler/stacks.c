@@ -226,6 +226,42 @@ out_names *prof_session_names(prof_session *s)
     return out_names_new(s->profile, prof_session_symbolize, s);
 }
 
+static void count_proc(struct prof_cpu_counts *n, const struct out_sample *o)
+{
+    for (int i = 0; i < PROF_CPU_TOP_PROCS; i++) {
+        struct prof_cpu_proc *p = &n->procs[i];
+        if (!p->count) {
+            *p = (struct prof_cpu_proc){.pid = o->pid, .count = 1};
+            g_strlcpy(p->comm, o->comm, sizeof p->comm);
+            return;
+        }
+        if (p->pid == o->pid && strcmp(p->comm, o->comm) == 0) {
+            p->count++;
+            return;
+        }
+    }
+    n->other_procs++;
+}
+
+static void count_per_cpu(struct prof_counters *c, const struct out_sample *o)
+{
+    if (o->cpu >= PROF_MAX_VCPUS)
+        return;
+    struct prof_cpu_counts *n = &c->cpu[o->cpu];
+    if (o->mode == OUT_MODE_IDLE)
+        n->idle++;
+    else if (o->mode == OUT_MODE_BOOT)
+        n->boot++;
+    else if (o->mode == OUT_MODE_USER)
+        n->user++;
+    else
+        n->kernel++;
+    if (o->pid)
+        count_proc(n, o);
+    if ((int)o->cpu >= c->cpus_seen)
+        c->cpus_seen = (int)o->cpu + 1;
+}
+
 int prof_session_sample(prof_session *s, uint64_t time_ns, uint64_t weight_ns, bool *taken,
                         struct qp_error *err)
 {
@@ -246,6 +282,7 @@ int prof_session_sample(prof_session *s, uint64_t time_ns, uint64_t weight_ns, b
         s->counters.vcpu_samples++;
         if (s->stack.sample.mode == OUT_MODE_IDLE)
             s->counters.idle++;
+        count_per_cpu(&s->counters, &s->stack.sample);
         if (!keep_sample(s, &s->stack.sample)) {
             s->counters.dropped_by_filter++;
             continue;

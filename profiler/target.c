@@ -47,6 +47,11 @@ bool prof_target_running(prof_target *t)
     return t->ops->running(t->impl);
 }
 
+int prof_target_vcpu_count(const prof_target *t)
+{
+    return t->ops->vcpu_count ? t->ops->vcpu_count(t->impl) : -1;
+}
+
 uint64_t prof_target_round_trips(const prof_target *t)
 {
     return t->ops->round_trips(t->impl);

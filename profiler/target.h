@@ -16,11 +16,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROF_MAX_VCPUS 16
+/* vCPUs one stop samples: the width of --cpus (a 64-bit mask) and of qmp/'s and gdb/'s tables.
+ * A guest with more is sampled on its first PROF_MAX_VCPUS, and the run says so. */
+#define PROF_MAX_VCPUS 64
 
 /* One vCPU at the stop. */
 struct prof_vcpu {
     int index;            /* the target's number for it (QEMU cpu-index) */
+    bool apic_known;      /* the backend learnt apic_id (prof_vcpu_guest_id) */
+    uint32_t apic_id;     /* the guest's name for it: the x86 initial APIC ID */
     struct unw_regs regs; /* general registers, DWARF numbering */
     uint64_t pc, sp;
     int privilege;          /* 0 is the most privileged level */
@@ -31,6 +35,13 @@ struct prof_vcpu {
     const void *target_cpu; /* the backend's own record, for prof_target_read; valid only while
                                the target is stopped */
 };
+
+/* How the guest numbers this vCPU: its APIC ID where the backend knows it, else the target's
+ * index (the two agree for QEMU's default topologies). */
+static inline uint32_t prof_vcpu_guest_id(const struct prof_vcpu *v)
+{
+    return v->apic_known ? v->apic_id : (uint32_t)(v->index > 0 ? v->index : 0);
+}
 
 /* Where user and kernel code live in a virtual address space of this architecture. */
 struct prof_addr_split {
@@ -77,6 +88,8 @@ struct prof_target_ops {
     int (*read)(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req *reqs, size_t n,
                 struct qp_error *err);
     bool (*running)(void *impl); /* false when someone else paused the guest */
+    /* vCPUs the machine has (all of them, also beyond PROF_MAX_VCPUS), or -1 when unknown. */
+    int (*vcpu_count)(const void *impl);
     uint64_t (*round_trips)(const void *impl);
     bool (*reads_cost_round_trips)(const void *impl);
     const char *(*version)(const void *impl);  /* e.g. QEMU's "9.2.0" */
@@ -100,6 +113,7 @@ int prof_target_sample(prof_target *t, prof_target_stopped_fn fn, void *ctx,
 int prof_target_read(prof_target *t, const struct prof_vcpu *cpu, struct prof_mem_req *reqs,
                      size_t n, struct qp_error *err);
 bool prof_target_running(prof_target *t);
+int prof_target_vcpu_count(const prof_target *t); /* -1 when the backend cannot tell */
 uint64_t prof_target_round_trips(const prof_target *t);
 bool prof_target_reads_cost_round_trips(const prof_target *t);
 /* Strings valid while t lives. */

@@ -7,6 +7,7 @@
 #include "qmp.h"
 
 #include <errno.h>
+#include <json-c/json.h>
 #include <glib.h>
 #include <string.h>
 
@@ -14,6 +15,12 @@ struct target_qmp {
     qmp_client *qmp;
     struct qmp_regs regs[PROF_MAX_VCPUS]; /* the stop's records, behind prof_vcpu.target_cpu */
     struct prof_vcpu vcpus[PROF_MAX_VCPUS];
+    /* From query-cpus-fast at open: QEMU's cpu-index -> the vCPU's APIC ID, which is how an x86
+     * guest numbers its CPUs (and its qprof_abi slots). They differ as soon as the topology is
+     * not a power of two per level, e.g. -smp 6,sockets=2,cores=3. */
+    uint32_t apic_of[PROF_MAX_VCPUS];
+    bool apic_known[PROF_MAX_VCPUS];
+    int n_vcpus; /* -1: QEMU did not say */
     prof_target *handle;
     prof_target_stopped_fn fn;
     void *fn_ctx;
@@ -32,6 +39,51 @@ static enum qmp_mem_backend backend_by_name(const char *name)
     return QMP_MEM_AUTO;
 }
 
+/* The "apic-id" property of the vCPU object at qom_path; -1 when QEMU does not say. */
+static int64_t apic_id_of(qmp_client *q, const char *qom_path)
+{
+    struct json_object *args = json_object_new_object(), *ret = NULL;
+    json_object_object_add(args, "path", json_object_new_string(qom_path));
+    json_object_object_add(args, "property", json_object_new_string("apic-id"));
+    struct qp_error err = {0};
+    int64_t id = -1;
+    if (qmp_execute(q, "qom-get", args, &ret, &err) == 0 && json_object_is_type(ret, json_type_int))
+        id = json_object_get_int64(ret);
+    json_object_put(ret);
+    return id >= 0 && id <= UINT32_MAX ? id : -1;
+}
+
+/* Once per run, before the first stop: how many vCPUs there are and their APIC IDs. A QEMU that
+ * lacks either command (or a peer that is not QEMU) leaves the cpu-index as the guest's number. */
+static void learn_topology(struct target_qmp *t)
+{
+    t->n_vcpus = -1;
+    struct json_object *ret = NULL;
+    struct qp_error err = {0};
+    if (qmp_execute(t->qmp, "query-cpus-fast", NULL, &ret, &err) != 0 ||
+        !json_object_is_type(ret, json_type_array)) {
+        json_object_put(ret);
+        return;
+    }
+    size_t n = json_object_array_length(ret);
+    t->n_vcpus = n > INT32_MAX ? INT32_MAX : (int)n;
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *cpu = json_object_array_get_idx(ret, i), *idx, *path;
+        if (!json_object_object_get_ex(cpu, "cpu-index", &idx) ||
+            !json_object_object_get_ex(cpu, "qom-path", &path))
+            continue;
+        int64_t index = json_object_get_int64(idx);
+        if (index < 0 || index >= PROF_MAX_VCPUS)
+            continue;
+        int64_t apic = apic_id_of(t->qmp, json_object_get_string(path));
+        if (apic >= 0) {
+            t->apic_of[index] = (uint32_t)apic;
+            t->apic_known[index] = true;
+        }
+    }
+    json_object_put(ret);
+}
+
 static int tq_open(const struct prof_target_open_opts *o, void **impl, struct qp_error *err)
 {
     struct target_qmp *t = g_new0(struct target_qmp, 1);
@@ -42,6 +94,7 @@ static int tq_open(const struct prof_target_open_opts *o, void **impl, struct qp
         g_free(t);
         return rc;
     }
+    learn_topology(t);
     *impl = t;
     return 0;
 }
@@ -67,6 +120,14 @@ static void vcpu_from_regs(const struct qmp_regs *q, struct prof_vcpu *v)
     v->target_cpu = q;
 }
 
+static void set_apic_id(const struct target_qmp *t, struct prof_vcpu *v)
+{
+    if (v->index >= 0 && v->index < PROF_MAX_VCPUS && t->apic_known[v->index]) {
+        v->apic_known = true;
+        v->apic_id = t->apic_of[v->index];
+    }
+}
+
 static int tq_stopped(qmp_client *q, const struct qmp_regs *cpus, int n_cpus, void *ctx,
                       struct qp_error *err)
 {
@@ -76,6 +137,7 @@ static int tq_stopped(qmp_client *q, const struct qmp_regs *cpus, int n_cpus, vo
     for (int i = 0; i < n; i++) {
         t->regs[i] = cpus[i];
         vcpu_from_regs(&t->regs[i], &t->vcpus[i]);
+        set_apic_id(t, &t->vcpus[i]);
     }
     return t->fn(t->handle, t->vcpus, n, t->fn_ctx, err);
 }
@@ -123,6 +185,12 @@ static bool tq_running(void *impl)
     return qmp_guest_running(t->qmp);
 }
 
+static int tq_vcpu_count(const void *impl)
+{
+    const struct target_qmp *t = impl;
+    return t->n_vcpus;
+}
+
 static uint64_t tq_round_trips(const void *impl)
 {
     const struct target_qmp *t = impl;
@@ -163,6 +231,7 @@ const struct prof_target_ops prof_target_qmp_ops = {
     .sample = tq_sample,
     .read = tq_read,
     .running = tq_running,
+    .vcpu_count = tq_vcpu_count,
     .round_trips = tq_round_trips,
     .reads_cost_round_trips = tq_reads_cost_round_trips,
     .version = tq_version,

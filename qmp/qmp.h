@@ -38,7 +38,7 @@ int qmp_parser_next(qmp_parser *p, struct json_object **msg);
 
 /* ---- Registers -------------------------------------------------------------------------- */
 
-#define QMP_MAX_CPUS 16
+#define QMP_MAX_CPUS 64
 
 struct qmp_segment {
     uint16_t selector;
