@@ -50,6 +50,7 @@ static int64_t apic_id_of(qmp_client *q, const char *qom_path)
     if (qmp_execute(q, "qom-get", args, &ret, &err) == 0 && json_object_is_type(ret, json_type_int))
         id = json_object_get_int64(ret);
     json_object_put(ret);
+    json_object_put(args);
     return id >= 0 && id <= UINT32_MAX ? id : -1;
 }
 

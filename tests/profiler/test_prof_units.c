@@ -427,9 +427,12 @@ static void test_os_qprof_abi(void)
     struct prof_os_config cfg = {.abi_addr = abi_at, .split = *prof_target_split(target)};
     CHECK_INT(prof_os_open(&prof_os_qprof_abi_ops, &cfg, &os), 0);
     struct prof_os_mem mem = {.read = read_through_target, .ctx = target};
-    struct prof_vcpu cpus[3] = {{.paging64 = true, .as_root = 0x5000, .sp = 0xffff800000203f00},
-                                {.paging64 = true, .as_root = 0x5000},
-                                {.paging64 = true, .as_root = 0x5000}};
+    struct prof_vcpu cpus[4] = {
+        {.index = 0, .paging64 = true, .as_root = 0x5000, .sp = 0xffff800000203f00},
+        {.index = 1, .paging64 = true, .as_root = 0x5000},
+        {.index = 2, .paging64 = true, .as_root = 0x5000},
+        /* QEMU's vCPU 3 whose APIC ID is 0: the guest's slot 0 is its */
+        {.index = 3, .apic_known = true, .apic_id = 0, .paging64 = true, .as_root = 0x5000}};
     struct prof_os_refresh r;
     prof_os_refresh(os, cpus, 3, &mem, &r);
     CHECK(r.published && !r.rejected && !r.reset);
@@ -450,7 +453,9 @@ static void test_os_qprof_abi(void)
     prof_os_task(os, &cpus[1], 1, &t);
     CHECK(!t.known); /* CR3 and slot disagree */
     prof_os_task(os, &cpus[2], 2, &t);
-    CHECK(!t.known); /* odd seq */
+    CHECK(!t.known);                   /* odd seq */
+    prof_os_task(os, &cpus[3], 3, &t); /* slots go by APIC ID, not by position */
+    CHECK(t.known && t.pid == 100);
 
     /* a new boot_id is a reset; a broken header is a rejection with its reason */
     h->boot_id = 8;
