@@ -86,6 +86,43 @@ static void push(const char **argv, int *argc, const char *a)
         argv[(*argc)++] = a;
 }
 
+static bool has_arg(const char *const *args, const char *name)
+{
+    for (; args && *args; args++)
+        if (strcmp(*args, name) == 0)
+            return true;
+    return false;
+}
+
+static const char *accel_for(const struct vm_opts *opts)
+{
+    const char *accel = getenv("QPROF_ACCEL");
+    if (opts->accel)
+        accel = opts->accel;
+    return accel && *accel ? accel : "tcg";
+}
+
+int vm_kvm_usable(char *why, size_t len)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    bool hw = false;
+    char line[4096];
+    while (f && !hw && fgets(line, sizeof line, f))
+        if (strncmp(line, "flags", 5) == 0)
+            hw = strstr(line, " vmx") || strstr(line, " svm");
+    if (f)
+        fclose(f);
+    if (!hw) {
+        snprintf(why, len, "no hardware KVM: /proc/cpuinfo has neither vmx nor svm");
+        return -1;
+    }
+    if (access("/dev/kvm", R_OK | W_OK) != 0) {
+        snprintf(why, len, "/dev/kvm is not usable here: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int vm_start(const struct vm_opts *opts, test_vm **out)
 {
     static const struct vm_opts defaults = {0};
@@ -93,6 +130,11 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
         opts = &defaults;
     if (!have_qemu()) {
         fprintf(stderr, "qemu-system-x86_64 not found: skipping\n");
+        return VM_SKIP;
+    }
+    char why[200];
+    if (strncmp(accel_for(opts), "kvm", 3) == 0 && vm_kvm_usable(why, sizeof why) != 0) {
+        fprintf(stderr, "SKIP (KVM variant): %s\n", why);
         return VM_SKIP;
     }
     test_vm *vm = calloc(1, sizeof *vm);
@@ -120,15 +162,20 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
     snprintf(mem_arg, sizeof mem_arg, "%dM", mem);
     snprintf(ram_arg, sizeof ram_arg, "memory-backend-file,id=ram,size=%dM,mem-path=%s,share=on",
              mem, vm->ram);
-    const char *accel = getenv("QPROF_ACCEL");
+    const char *accel = accel_for(opts);
 
     const char *argv[MAX_ARGS];
     int argc = 0;
-    const char *fixed[] = {"qemu-system-x86_64", "-display", "none", "-nodefaults",
-                           "-kernel", kernel_arg, "-serial", serial_arg, "-qmp", qmp_arg,
-                           "-smp", smp_arg, "-m", mem_arg, "-accel", accel ? accel : "tcg"};
+    const char *fixed[] = {
+        "qemu-system-x86_64", "-display", "none",  "-nodefaults", "-kernel", kernel_arg, "-serial",
+        serial_arg,           "-qmp",     qmp_arg, "-smp",        smp_arg,   "-m",       mem_arg};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         push(argv, &argc, fixed[i]);
+    /* QEMU takes the first -accel that works, so a test's own (MTTCG, say) must be the only one. */
+    if (!has_arg(opts->extra_args, "-accel")) {
+        push(argv, &argc, "-accel");
+        push(argv, &argc, accel);
+    }
     /* -no-reboot turns every reset, a QMP system_reset too, into QEMU's exit: a guest that
      * crashes ends the test at once instead of rebooting in a loop. */
     if (!opts->allow_reset)
@@ -169,8 +216,7 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
     struct stat st;
     while (stat(vm->qmp, &st) != 0 || (vm->qmp2[0] && stat(vm->qmp2, &st) != 0)) {
         if (!vm_alive(vm) || now_s() > deadline) {
-            fprintf(stderr, "QEMU did not open its QMP socket (exit status %d)\n",
-                    vm->exit_status);
+            fprintf(stderr, "QEMU did not open its QMP socket (exit status %d)\n", vm->exit_status);
             vm_stop(vm);
             return -1;
         }

@@ -12,17 +12,24 @@
 #define VM_SKIP 77 /* ctest SKIP_RETURN_CODE */
 
 struct vm_opts {
-    const char *kernel;     /* NULL: QPROF_GUEST_KERNEL */
-    int smp;                /* 0: 1 vCPU */
-    int mem_mb;             /* 0: 256 */
-    bool shared_ram;        /* RAM as a shared file backend (for qmp's direct backend) */
+    const char *kernel;            /* NULL: QPROF_GUEST_KERNEL */
+    int smp;                       /* 0: 1 vCPU */
+    int mem_mb;                    /* 0: 256 */
+    bool shared_ram;               /* RAM as a shared file backend (for qmp's direct backend) */
     const char *const *extra_args; /* NULL-terminated, appended to QEMU's command line */
-    const char *cmdline;    /* guest kernel command line (-append), may be NULL */
-    bool second_qmp;        /* a second QMP socket (vm_qmp2_path), for a client beside qprof */
-    bool allow_reset;       /* no -no-reboot: a reset reboots the guest instead of ending QEMU */
+    const char *cmdline;           /* guest kernel command line (-append), may be NULL */
+    bool second_qmp;   /* a second QMP socket (vm_qmp2_path), for a client beside qprof */
+    bool allow_reset;  /* no -no-reboot: a reset reboots the guest instead of ending QEMU */
+    const char *accel; /* -accel value; NULL: $QPROF_ACCEL, else tcg. An -accel in
+                          extra_args replaces it. */
 };
 
 typedef struct test_vm test_vm;
+
+/* Whether hardware KVM can run the guest here: 0, or -1 with the reason in why. A test that
+ * needs KVM exits VM_SKIP with that reason (a nested kvm_pvm /dev/kvm without vmx/svm does not
+ * count: Debian's kernel does not even boot on it). */
+int vm_kvm_usable(char *why, size_t len);
 
 /* Starts QEMU. Returns 0, VM_SKIP when qemu-system-x86_64 is not installed (the caller should
  * exit with it), or -1 with a message on stderr. */
@@ -41,7 +48,7 @@ const char *vm_qmp_path(const test_vm *vm); /* UNIX socket path */
 /* The second QMP socket's path (QEMU serves one client per socket, so a test that talks to
  * QEMU while qprof holds the first uses this one); NULL unless opts.second_qmp. */
 const char *vm_qmp2_path(const test_vm *vm);
-const char *vm_dir(const test_vm *vm);      /* private directory for this VM's files */
+const char *vm_dir(const test_vm *vm); /* private directory for this VM's files */
 pid_t vm_pid(const test_vm *vm);
 bool vm_alive(test_vm *vm);
 
