@@ -24,8 +24,9 @@ NOINLINE uint64_t sys_work(uint64_t n)
 {
     if (n > 10000000)
         n = 10000000;
+    uint64_t pid = (uint64_t)current->pid; /* before sti: once preemptible, it may migrate */
     __asm__ volatile("sti");
-    uint64_t r = kwork_checksum((uint64_t)current->pid, n);
+    uint64_t r = kwork_checksum(pid, n);
     __asm__ volatile("cli");
     return r;
 }
