@@ -511,28 +511,28 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *name = argv[1];
-    /* Intervals: under MTTCG, back-to-back pauses of 1 ms leave the vCPU threads too little
-     * host time to run between samples and the guest looks idle (measured 52%); 10 ms is
-     * enough for the shares to settle at their designed values. */
+    /* Intervals: under MTTCG, with back-to-back samples (1 ms, 4 vCPUs, the slower memsave
+     * memory backend) the vCPU threads got too little host time between pauses and the guest
+     * looked 52% idle instead of ~15%; 10 ms leaves the shares at their designed values. */
     static const struct smp_case smp2_pinned = {.accel = "tcg",
                                                 .smp = 2,
                                                 .progs = {SPIN(1, 0), SPIN(2, 1)},
                                                 .n_progs = 2,
-                                                .samples = 1000,
+                                                .samples = 1500,
                                                 .interval_ms = "5"};
     static const struct smp_case smp4_pinned = {
         .accel = "tcg,thread=multi",
         .smp = 4,
         .progs = {SPIN(1, 0), SPIN(2, 1), SYS(3, 2), SPIN(4, 3)},
         .n_progs = 4,
-        .samples = 600,
+        .samples = 1200,
         .interval_ms = "10"};
     static const struct smp_case smp4_unpinned = {
         .accel = "tcg,thread=multi",
         .smp = 4,
         .progs = {SPIN(1, -1), SPIN(2, -1), SYS(3, -1), SPIN(4, -1)},
         .n_progs = 4,
-        .samples = 600,
+        .samples = 1200,
         .interval_ms = "10"};
     if (strcmp(name, "smp2_pinned") == 0) {
         run_case(&smp2_pinned);
