@@ -158,6 +158,7 @@ static void dump_profile(const struct profile *pr)
     }
 }
 
+/* Whether frame is one of s's frames (folded_has_frame skips a root, hence the stand-in). */
 static bool has_frame(const struct stack *s, const char *frame)
 {
     char *joined = g_strdup_printf("x;%s", s->frames);
@@ -514,6 +515,8 @@ int main(int argc, char **argv)
     /* Intervals: under MTTCG, with back-to-back samples (1 ms, 4 vCPUs, the slower memsave
      * memory backend) the vCPU threads got too little host time between pauses and the guest
      * looked 52% idle instead of ~15%; 10 ms leaves the shares at their designed values. */
+    /* Single-threaded TCG runs the vCPUs round robin in slices of up to 100 ms, so an AP woken
+     * at the end of the duty cycle's sleep can wait for its turn: idle reads ~28%, not ~15%. */
     static const struct smp_case smp2_pinned = {.accel = "tcg",
                                                 .smp = 2,
                                                 .progs = {SPIN(1, 0), SPIN(2, 1)},
