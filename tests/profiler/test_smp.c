@@ -7,10 +7,13 @@
 #define _GNU_SOURCE
 #include "harness.h"
 #include "guest_names.h"
+#include "qmp.h"
+#include "qprof/guest_abi.h"
 #include "vm.h"
 
 #include <fcntl.h>
 #include <glib.h>
+#include <json-c/json.h>
 #include <math.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -245,6 +248,92 @@ static struct profile profile(struct guest *g, const struct smp_case *c)
     return pr;
 }
 
+/* ---- The guest's qprof_abi --------------------------------------------------------------- */
+
+#define KERNEL_VMA 0xffffffff80000000ull
+
+/* Reads the guest's struct qprof_abi (physical address from the serial line "qprof_abi at VA")
+ * while the guest is stopped. 0, or -1 with a failed check. */
+static int read_abi(qmp_client *c, test_vm *vm, struct qprof_abi *abi)
+{
+    char *serial = vm_serial_text(vm);
+    const char *at = strstr(serial, "qprof_abi at 0x");
+    uint64_t va = at ? strtoull(at + strlen("qprof_abi at "), NULL, 16) : 0;
+    free(serial);
+    CHECK_MSG(va > KERNEL_VMA, "no 'qprof_abi at VA' line in the serial log");
+    if (va <= KERNEL_VMA)
+        return -1;
+    char *path = g_strdup_printf("%s/abi.bin", vm_dir(vm));
+    struct json_object *args = json_object_new_object();
+    json_object_object_add(args, "val", json_object_new_int64((int64_t)(va - KERNEL_VMA)));
+    json_object_object_add(args, "size", json_object_new_int64(sizeof *abi));
+    json_object_object_add(args, "filename", json_object_new_string(path));
+    struct qp_error err = {0};
+    int rc = qmp_execute(c, "pmemsave", args, NULL, &err);
+    json_object_put(args);
+    CHECK_MSG(rc == 0, "pmemsave: %s", err.msg);
+    gchar *bytes = NULL;
+    gsize len = 0;
+    bool ok = rc == 0 && g_file_get_contents(path, &bytes, &len, NULL) && len == sizeof *abi;
+    CHECK_MSG(ok, "could not read %zu bytes of qprof_abi", sizeof *abi);
+    if (ok)
+        memcpy(abi, bytes, sizeof *abi);
+    g_free(bytes);
+    unlink(path);
+    g_free(path);
+    return ok ? 0 : -1;
+}
+
+/* The per-CPU slots as a user of the ABI relies on them (docs/guest-abi.md, "SMP"): magic set,
+ * cpu_count = the number of vCPUs (default topology), every running CPU's slot in use and the
+ * others OFFLINE, every CPU on its own idle stack, and no process current on two CPUs at once
+ * (slots caught mid-update excepted). Read at `rounds` moments while the guest runs. */
+static void check_abi_slots(test_vm *vm, int smp, int rounds)
+{
+    qmp_client *c = NULL;
+    struct qp_error err = {0};
+    REQUIRE(qmp_open(vm_qmp_path(vm), NULL, &c, &err) == 0);
+    for (int r = 0; r < rounds; r++) {
+        struct qprof_abi abi;
+        CHECK_MSG(qmp_execute(c, "stop", NULL, NULL, &err) == 0, "stop: %s", err.msg);
+        int rc = read_abi(c, vm, &abi);
+        CHECK_MSG(qmp_execute(c, "cont", NULL, NULL, &err) == 0, "cont: %s", err.msg);
+        if (rc < 0)
+            break;
+        CHECK_U64(abi.magic, QPROF_ABI_MAGIC);
+        CHECK_INT(abi.cpu_count, smp);
+        uint32_t user_pids[QPROF_ABI_MAX_CPUS] = {0};
+        for (int k = 0; k < QPROF_ABI_MAX_CPUS; k++) {
+            const struct qprof_abi_cpu *s = &abi.cpu[k];
+            if (k >= smp) {
+                CHECK_MSG(s->seq == 0 && s->state == QPROF_CPU_OFFLINE,
+                          "slot %d of a %d-vCPU guest: seq %lu state %u", k, smp,
+                          (unsigned long)s->seq, s->state);
+                continue;
+            }
+            CHECK_MSG(s->state != QPROF_CPU_OFFLINE, "cpu%d's slot is OFFLINE", k);
+            if (s->seq & 1)
+                continue;
+            CHECK_MSG(s->kstack_lo && s->kstack_hi > s->kstack_lo,
+                      "cpu%d's slot has no kernel stack", k);
+            if (s->state == QPROF_CPU_USER) {
+                for (int j = 0; j < k; j++)
+                    CHECK_MSG(user_pids[j] != s->pid, "pid %u current on cpu%d and cpu%d", s->pid,
+                              j, k);
+                user_pids[k] = s->pid;
+            }
+            if (s->state == QPROF_CPU_IDLE) {
+                for (int j = 0; j < smp; j++)
+                    if (j != k && !(abi.cpu[j].seq & 1) && abi.cpu[j].state == QPROF_CPU_IDLE)
+                        CHECK_MSG(abi.cpu[j].kstack_lo != s->kstack_lo,
+                                  "cpu%d and cpu%d idle on the same stack", j, k);
+            }
+        }
+        usleep(37000);
+    }
+    qmp_free(c);
+}
+
 /* ---- Checks -------------------------------------------------------------------------------- */
 
 /* The band a measured share may stray from its designed value p over n samples: 4.4 standard
@@ -453,6 +542,7 @@ static void run_case(const struct smp_case *c)
 {
     struct guest g;
     boot(&g, c);
+    check_abi_slots(g.vm, c->smp, 25);
     struct profile pr = profile(&g, c);
     struct per_cpu pc[MAX_VCPUS];
     check_stacks(c, &g, &pr, pc);
