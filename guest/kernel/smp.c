@@ -300,7 +300,7 @@ void smp_init(uint64_t rsdp_hint)
     const uint8_t *madt = find_madt(find_rsdp(rsdp_hint), &len);
     int n = madt ? madt_cpus(madt, len, ids, 64) : 0;
     if (!madt)
-        kprintf("smp: no ACPI MADT, only the boot CPU runs\n");
+        kprintf("smp: no ACPI MADT in the first 1 GiB, only the boot CPU runs\n");
     if (n > 1) {
         uint64_t us = start_aps(bsp, ids, n);
         kprintf("smp: %d cpus online, APs started in %lu us\n", smp_online, us);

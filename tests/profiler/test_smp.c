@@ -637,7 +637,6 @@ int main(int argc, char **argv)
         const char *why = kvm_unavailable();
         if (why) {
             printf("skipped: no KVM: %s\n", why);
-            fprintf(stderr, "skipped: no KVM: %s\n", why);
             return VM_SKIP;
         }
         struct smp_case kvm = smp4_pinned;
