@@ -40,6 +40,7 @@ static uint8_t ap_stacks[MAX_CPUS][KSTACK_SIZE] __attribute__((aligned(4096)));
 
 int smp_cpu_limit = 1;
 int smp_online = 1;
+static volatile int ap_abandoned[MAX_CPUS]; /* timed out: if it runs after all, it halts */
 
 static inline uint32_t lapic_read(uint32_t reg)
 {
@@ -217,6 +218,8 @@ static int madt_cpus(const uint8_t *madt, uint32_t len, uint32_t *ids, int max)
 void ap_main(int cpu);
 void ap_main(int cpu)
 {
+    while (ap_abandoned[cpu])
+        __asm__ volatile("cli; hlt");
     write_cr3(kernel_pml4_pa());
     arch_init_ap(cpu); /* from here on cpu_id() works */
     lapic_enable(0);
@@ -245,8 +248,10 @@ static int start_ap(uint32_t id)
     }
     uint64_t t0 = pit_clock_us();
     while (!__atomic_load_n(&cpus[id].online, __ATOMIC_ACQUIRE)) {
-        if (pit_clock_us() - t0 > AP_START_TIMEOUT_US)
+        if (pit_clock_us() - t0 > AP_START_TIMEOUT_US) {
+            ap_abandoned[id] = 1;
             return -1;
+        }
         cpu_relax();
     }
     return 0;

@@ -32,12 +32,17 @@ NOINLINE uint64_t sys_work(uint64_t n)
 }
 
 /* User memory is reachable directly (the process's page tables are loaded); only the range is
- * checked, a bad but in-range pointer faults and kills the process. */
+ * checked, a bad but in-range pointer faults and kills the process. The bytes are copied first
+ * (into this CPU's buffer; system calls run with interrupts off, so nothing else uses it): a
+ * fault while the print lock is held would deadlock the kill message. */
 static NOINLINE uint64_t sys_write(uint64_t buf, uint64_t len)
 {
+    static char copy[MAX_CPUS][4096];
     if (buf >= 0x800000000000ull || len > 4096 || buf + len >= 0x800000000000ull)
         return (uint64_t)-1;
-    kputs_n((const char *)buf, len);
+    char *dst = copy[cpu_id()];
+    memcpy(dst, (const char *)buf, len);
+    kputs_n(dst, len);
     return len;
 }
 
