@@ -1,7 +1,6 @@
 /* Kernel entry after long mode: set up the machine, start the other CPUs, start the programs
  * named on the command line (run=a,b@1,c; default spin,spin,sys), then become the boot CPU's
- * idle loop. abi_fault= and
- * reset_run= are test aids (guest/README.md). */
+ * idle loop. abi_fault= and reset_run= are test aids (guest/README.md). */
 #include "kernel.h"
 
 struct program {
