@@ -611,21 +611,21 @@ int main(int argc, char **argv)
                                                 .smp = 2,
                                                 .progs = {SPIN(1, 0), SPIN(2, 1)},
                                                 .n_progs = 2,
-                                                .samples = 1500,
+                                                .samples = 1200,
                                                 .interval_ms = "5"};
     static const struct smp_case smp4_pinned = {
         .accel = "tcg,thread=multi",
         .smp = 4,
         .progs = {SPIN(1, 0), SPIN(2, 1), SYS(3, 2), SPIN(4, 3)},
         .n_progs = 4,
-        .samples = 1200,
+        .samples = 900,
         .interval_ms = "10"};
     static const struct smp_case smp4_unpinned = {
         .accel = "tcg,thread=multi",
         .smp = 4,
         .progs = {SPIN(1, -1), SPIN(2, -1), SYS(3, -1), SPIN(4, -1)},
         .n_progs = 4,
-        .samples = 1200,
+        .samples = 900,
         .interval_ms = "10"};
     if (strcmp(name, "smp2_pinned") == 0) {
         run_case(&smp2_pinned);
