@@ -1,4 +1,5 @@
-/* x86_64 plumbing: COM1, GDT with TSS, IDT, 8259 PIC, 8254 PIT, and the interrupt dispatcher. */
+/* x86_64 plumbing: COM1, GDT with one TSS per CPU, IDT, 8259 PIC, 8254 PIT, and the interrupt
+ * dispatcher. */
 #include "kernel.h"
 
 #define COM1 0x3f8
@@ -38,8 +39,10 @@ struct __attribute__((packed)) tss64 {
     uint16_t reserved3, iomap_base;
 };
 
-static struct tss64 tss;
-static uint64_t gdt[7] __attribute__((aligned(16)));
+/* One GDT for all CPUs: the four code/data segments, then a 16-byte TSS descriptor per CPU
+ * (selector SEL_TSS + 16 * APIC ID). Each CPU writes only its own descriptor. */
+static struct tss64 tss[MAX_CPUS];
+static uint64_t gdt[5 + 2 * MAX_CPUS] __attribute__((aligned(16)));
 
 struct __attribute__((packed)) desc_ptr {
     uint16_t limit;
@@ -48,21 +51,29 @@ struct __attribute__((packed)) desc_ptr {
 
 void tss_set_rsp0(uint64_t rsp0)
 {
-    tss.rsp0 = rsp0;
+    tss[cpu_id()].rsp0 = rsp0;
 }
 
-static void gdt_init(void)
+static void gdt_fill_segments(void)
 {
     gdt[0] = 0;
     gdt[1] = 0x00af9a000000ffffull; /* 0x08 kernel code */
     gdt[2] = 0x00cf92000000ffffull; /* 0x10 kernel data */
     gdt[3] = 0x00cff2000000ffffull; /* 0x18 user data (DPL 3) */
     gdt[4] = 0x00affa000000ffffull; /* 0x20 user code (DPL 3, 64-bit) */
-    uint64_t base = (uint64_t)&tss, limit = sizeof tss - 1;
-    gdt[5] = (limit & 0xffff) | ((base & 0xffffff) << 16) | (0x89ull << 40) |
-             (((limit >> 16) & 0xf) << 48) | (((base >> 24) & 0xff) << 56);
-    gdt[6] = base >> 32;
-    tss.iomap_base = sizeof tss;
+}
+
+/* Installs cpu's TSS descriptor, loads the GDT, reloads the segment registers and the task
+ * register (which from now on names the CPU, see cpu_id). */
+static void gdt_load(int cpu)
+{
+    struct tss64 *t = &tss[cpu];
+    uint64_t base = (uint64_t)t, limit = sizeof *t - 1;
+    int slot = (SEL_TSS >> 3) + 2 * cpu;
+    gdt[slot] = (limit & 0xffff) | ((base & 0xffffff) << 16) | (0x89ull << 40) |
+                (((limit >> 16) & 0xf) << 48) | (((base >> 24) & 0xff) << 56);
+    gdt[slot + 1] = base >> 32;
+    t->iomap_base = sizeof *t;
     struct desc_ptr p = {sizeof gdt - 1, (uint64_t)gdt};
     __asm__ volatile("lgdt %0\n\t"
                      "pushq %1\n\t"
@@ -76,7 +87,7 @@ static void gdt_init(void)
                      "mov %%ax, %%ss\n\t"
                      "ltr %w3"
                      :
-                     : "m"(p), "i"(SEL_KCODE), "i"(SEL_KDATA), "r"(SEL_TSS)
+                     : "m"(p), "i"(SEL_KCODE), "i"(SEL_KDATA), "r"(SEL_TSS + 16 * cpu)
                      : "rax", "memory");
 }
 
@@ -104,9 +115,13 @@ static void idt_set(int vec, uint64_t handler, int dpl)
 
 static void idt_init(void)
 {
-    for (int v = 0; v < 48; v++)
+    for (int v = 0; v < 64; v++)
         idt_set(v, isr_table[v], 0);
     idt_set(SYSCALL_VECTOR, (uint64_t)isr128, 3);
+}
+
+static void idt_load(void)
+{
     struct desc_ptr p = {sizeof idt - 1, (uint64_t)idt};
     __asm__ volatile("lidt %0" ::"m"(p));
 }
@@ -134,12 +149,20 @@ static void pit_init(void)
     outb(0x40, (divisor >> 8) & 0xff);
 }
 
-void arch_init(void)
+void arch_init(int cpu)
 {
-    gdt_init();
+    gdt_fill_segments();
+    gdt_load(cpu);
     idt_init();
+    idt_load();
     pic_init();
     pit_init();
+}
+
+void arch_init_ap(int cpu)
+{
+    gdt_load(cpu);
+    idt_load();
 }
 
 /* ---- Dispatch ---- */
@@ -184,6 +207,11 @@ void isr_dispatch(struct qprof_abi_regs *regs)
     if (regs->vector == TIMER_VECTOR) {
         outb(0x20, 0x20);
         timer_tick();
+    } else if (regs->vector == IPI_TICK_VECTOR) {
+        lapic_eoi();
+        cpu_tick();
+    } else if (regs->vector == SPURIOUS_VECTOR) {
+        /* a spurious LAPIC interrupt takes no EOI */
     } else if (regs->vector == SYSCALL_VECTOR) {
         syscall_dispatch(regs);
     } else if (regs->vector < 32) {

@@ -100,6 +100,6 @@ boot_pml4:      .skip 4096
 boot_pdpt_low:  .skip 4096
 boot_pdpt_high: .skip 4096
 boot_pd:        .skip 4096
-    .globl boot_stack_lo, boot_stack_hi, boot_pml4
+    .globl boot_stack_lo, boot_stack_hi, boot_pml4, boot_pdpt_low, boot_pdpt_high
 boot_stack_lo:  .skip 16384
 boot_stack_hi:

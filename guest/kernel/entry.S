@@ -96,6 +96,9 @@ ISR_NOERR 44
 ISR_NOERR 45
 ISR_NOERR 46
 ISR_NOERR 47
+    .irp n, 48,49,50,51,52,53,54,55,56,57,58,59,60,61,62,63
+ISR_NOERR \n
+    .endr
 ISR_NOERR 128
 
 /* Common path: rsp points at the vector slot; push the general registers in reverse order of
@@ -204,6 +207,7 @@ proc_first_entry:
     .cfi_signal_frame
     .cfi_def_cfa rsp, REGS_SIZE
     IRET_FRAME_CFI
+    call sched_unlock        /* the lock schedule() took on the CPU that switched here */
     call abi_return_to_user
     jmp isr_return
     .cfi_endproc
@@ -251,11 +255,11 @@ swtch:
     .cfi_endproc
     .size swtch, . - swtch
 
-/* Table of stub addresses for the IDT (vectors 0..47); vector 0x80 is isr128. */
+/* Table of stub addresses for the IDT (vectors 0..63); vector 0x80 is isr128. */
     .section .rodata
     .balign 8
     .globl isr_table
 isr_table:
-    .irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,37,38,39,40,41,42,43,44,45,46,47
+    .irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,37,38,39,40,41,42,43,44,45,46,47,48,49,50,51,52,53,54,55,56,57,58,59,60,61,62,63
     .quad isr\n
     .endr

@@ -53,7 +53,10 @@ int strcmp(const char *a, const char *b)
     return strncmp(a, b, (size_t)-1);
 }
 
-void kputs_n(const char *s, size_t n)
+/* One line at a time on the shared UART: every print takes this lock (interrupts off). */
+static struct spinlock print_lock;
+
+static void puts_raw(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (s[i] == '\n')
@@ -111,7 +114,7 @@ static void kvprintf(const char *fmt, va_list ap)
             break;
         case 's': {
             const char *s = va_arg(ap, const char *);
-            kputs_n(s ? s : "(null)", strlen(s ? s : "(null)"));
+            puts_raw(s ? s : "(null)", strlen(s ? s : "(null)"));
             break;
         }
         case 'c':
@@ -124,12 +127,25 @@ static void kvprintf(const char *fmt, va_list ap)
     }
 }
 
+void kputs_n(const char *s, size_t n)
+{
+    uint64_t flags = irq_save();
+    spin_lock(&print_lock);
+    puts_raw(s, n);
+    spin_unlock(&print_lock);
+    irq_restore(flags);
+}
+
 void kprintf(const char *fmt, ...)
 {
     va_list ap;
+    uint64_t flags = irq_save();
+    spin_lock(&print_lock);
     va_start(ap, fmt);
     kvprintf(fmt, ap);
     va_end(ap);
+    spin_unlock(&print_lock);
+    irq_restore(flags);
 }
 
 void panic(const char *fmt, ...)

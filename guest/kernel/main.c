@@ -1,6 +1,6 @@
-/* Kernel entry after long mode: set up the machine, start the programs named on the command
- * line (run=a,b,c; default spin,spin,sys), then become the idle loop. abi_fault= and
- * reset_run= are test aids (guest/README.md). */
+/* Kernel entry after long mode: set up the machine, start the other CPUs, start the programs
+ * named on the command line (run=a,b@1,c; default spin,spin,sys), then become the boot CPU's
+ * idle loop. abi_fault= and reset_run= are test aids (guest/README.md). */
 #include "kernel.h"
 
 struct program {
@@ -103,6 +103,29 @@ static void apply_abi_fault(const char *cmdline)
     kprintf("'\n");
 }
 
+/* One run= entry: NAME or NAME@CPU (pinned to the CPU with that APIC ID). Returns the program
+ * or NULL; *pin is -1 when unpinned. */
+static const struct program *parse_entry(const char *entry, size_t len, int *pin)
+{
+    size_t name_len = 0;
+    while (name_len < len && entry[name_len] != '@')
+        name_len++;
+    *pin = -1;
+    if (name_len < len) {
+        size_t digits = len - name_len - 1;
+        if (digits == 0 || digits > 3)
+            return 0;
+        int cpu = 0;
+        for (size_t k = name_len + 1; k < len; k++) {
+            if (entry[k] < '0' || entry[k] > '9')
+                return 0;
+            cpu = cpu * 10 + (entry[k] - '0');
+        }
+        *pin = cpu;
+    }
+    return find_program(entry, name_len);
+}
+
 static void start_programs(const char *cmdline)
 {
     size_t len;
@@ -112,20 +135,49 @@ static void start_programs(const char *cmdline)
         size_t j = i;
         while (j < len && list[j] != ',')
             j++;
-        const struct program *prog = find_program(list + i, j - i);
+        int pin;
+        const struct program *prog = parse_entry(list + i, j - i, &pin);
         if (!prog) {
             kprintf("unknown program '");
             kputs_n(list + i, j - i);
             kprintf("'\n");
         } else {
-            int pid = proc_spawn(prog->name, prog->start, (size_t)(prog->end - prog->start));
+            int pid = proc_spawn(prog->name, prog->start, (size_t)(prog->end - prog->start), pin);
             if (pid < 0)
                 kprintf("cannot start %s\n", prog->name);
-            else
+            else if (pin < 0)
                 kprintf("start pid=%d name=%s\n", pid, prog->name);
+            else
+                kprintf("start pid=%d name=%s cpu=%d%s\n", pid, prog->name, pin,
+                        pin < MAX_CPUS && cpus[pin].online ? "" : " (not online: never runs)");
         }
         i = j + 1;
     }
+}
+
+/* The command line is copied: the page it sits in is not reserved, and AP start-up writes the
+ * trampoline into low memory. */
+static char cmdline_buf[1024];
+
+/* hvm_start_info (Xen's PVH start info): magic at 0, cmdline_paddr at 24, rsdp_paddr at 32. */
+static const char *read_start_info(uint64_t start_info_pa, uint64_t *rsdp_pa)
+{
+    const uint8_t *info = P2V(start_info_pa);
+    *rsdp_pa = 0;
+    if (!start_info_pa || *(const uint32_t *)info != 0x336ec578)
+        return "";
+    uint64_t cmd_pa = *(const uint64_t *)(info + 24);
+    *rsdp_pa = *(const uint64_t *)(info + 32);
+    if (!cmd_pa)
+        return "";
+    const char *src = P2V(cmd_pa);
+    size_t n = 0;
+    while (n < sizeof cmdline_buf - 1 && src[n]) {
+        cmdline_buf[n] = src[n];
+        n++;
+    }
+    cmdline_buf[n] = 0;
+    return cmdline_buf;
 }
 
 void kmain(uint64_t start_info_pa);
@@ -133,22 +185,24 @@ void kmain(uint64_t start_info_pa)
 {
     serial_init();
     kprintf("qprof-guest: boot\n");
-    abi_init();
-    arch_init();
+    int bsp = (int)cpuid_apic_id();
+    if (bsp >= MAX_CPUS)
+        panic("boot CPU has APIC ID %d, qprof_abi has %d slots", bsp, MAX_CPUS);
+    arch_init(bsp); /* loads the TSS that makes cpu_id() work */
+    lapic_map();
+    cpu_init_idle(bsp, (uint64_t)boot_stack_lo, (uint64_t)boot_stack_hi);
+    abi_init(bsp);
     mm_init(V2P(__kernel_end), 64ull << 20);
-    proc_init();
 
-    const char *cmdline = "";
-    const uint32_t *info = P2V(start_info_pa);
-    if (start_info_pa && info[0] == 0x336ec578) { /* hvm_start_info magic */
-        uint64_t cmd_pa = *(const uint64_t *)((const uint8_t *)info + 24);
-        if (cmd_pa)
-            cmdline = P2V(cmd_pa);
-    }
+    uint64_t rsdp_pa;
+    const char *cmdline = read_start_info(start_info_pa, &rsdp_pa);
     kprintf("cmdline: %s\n", cmdline);
     kprintf("qprof_abi at %p, kernel text %p-%p\n", &qprof_abi, __text_start, __text_end);
+    smp_init(rsdp_pa);
+    abi_publish_header(smp_cpu_limit);
     apply_abi_fault(cmdline);
     start_programs(cmdline);
     kprintf("ready\n");
+    abi_publish_idle();
     idle_loop();
 }

@@ -1,39 +1,50 @@
-/* Processes, the round-robin scheduler, the ELF loader, and the qprof ABI slot of CPU 0. */
+/* Processes, the round-robin scheduler shared by all CPUs, the ELF loader, and each CPU's
+ * qprof ABI slot. */
 #include "kernel.h"
 
 /* ---- qprof ABI ---- */
 __attribute__((section(".qprof_abi"), aligned(4096), used)) struct qprof_abi qprof_abi;
 
-static struct qprof_abi_cpu *const abi_cpu = &qprof_abi.cpu[0];
 static enum abi_fault abi_fault;
 
-static inline void abi_write_begin(void)
+/* Every CPU writes only its own slot (index = its APIC ID), so the seqlock needs no atomics. */
+static inline void abi_write_begin(struct qprof_abi_cpu *slot)
 {
-    abi_cpu->seq++;
+    slot->seq++;
     barrier();
 }
 
-static inline void abi_write_end(void)
+static inline void abi_write_end(struct qprof_abi_cpu *slot)
 {
     barrier();
-    abi_cpu->seq++;
+    slot->seq++;
 }
 
-void abi_init(void)
+/* The header without magic, and the boot CPU's slot; abi_publish_header completes it once
+ * every AP is up. */
+void abi_init(int boot_cpu)
 {
     qprof_abi.version = QPROF_ABI_VERSION;
     qprof_abi.size = sizeof(struct qprof_abi);
-    qprof_abi.cpu_count = 1; /* only the boot CPU runs; other vCPUs are never started */
+    qprof_abi.cpu_count = (uint32_t)boot_cpu + 1;
     qprof_abi.cpu_slot_size = sizeof(struct qprof_abi_cpu);
     qprof_abi.kernel_text_addr = (uint64_t)__text_start;
     qprof_abi.kernel_text_size = (uint64_t)(__text_end - __text_start);
     qprof_abi.boot_id = rdtsc() ^ 0x9e3779b97f4a7c15ull;
-    abi_write_begin();
-    abi_cpu->state = QPROF_CPU_KERNEL;
-    abi_cpu->cr3 = read_cr3();
-    abi_cpu->kstack_lo = (uint64_t)boot_stack_lo;
-    abi_cpu->kstack_hi = (uint64_t)boot_stack_hi;
-    abi_write_end();
+    struct qprof_abi_cpu *slot = &qprof_abi.cpu[boot_cpu];
+    abi_write_begin(slot);
+    slot->state = QPROF_CPU_KERNEL;
+    slot->cr3 = read_cr3();
+    slot->kstack_lo = (uint64_t)boot_stack_lo;
+    slot->kstack_hi = (uint64_t)boot_stack_hi;
+    abi_write_end(slot);
+}
+
+/* cpu_count = max APIC ID + 1 of the running CPUs; every started AP has published its slot
+ * before it reported online, so magic (last) makes a complete structure valid. */
+void abi_publish_header(int cpu_count)
+{
+    qprof_abi.cpu_count = (uint32_t)cpu_count;
     barrier();
     qprof_abi.magic = QPROF_ABI_MAGIC; /* last */
 }
@@ -49,7 +60,9 @@ static void abi_fault_slot(struct qprof_abi_cpu *slot)
 
 /* The header fields are spoiled once; the bytes of the slots stay where sizeof says, so with
  * the stride fault a reader that trusts the declared cpu_slot_size would read the wrong bytes
- * for every slot past the first. Every slot gets the per-slot fault, the unused ones too. */
+ * for every slot past the first. Every slot gets the per-slot fault, the unused ones too.
+ * Called on the boot CPU before any process exists: the APs sit in their idle loops and do not
+ * write their slots until they first switch to a process. */
 void abi_set_fault(enum abi_fault fault)
 {
     abi_fault = fault;
@@ -61,66 +74,81 @@ void abi_set_fault(enum abi_fault fault)
         qprof_abi.cpu_count = 0xffffffffu;
     for (int i = 0; i < QPROF_ABI_MAX_CPUS; i++) {
         struct qprof_abi_cpu *slot = &qprof_abi.cpu[i];
-        slot->seq++;
-        barrier();
+        abi_write_begin(slot);
         abi_fault_slot(slot);
-        barrier();
-        slot->seq++;
+        abi_write_end(slot);
     }
 }
 
-/* Publishes p (or the idle context when p is the idle proc) as current in slot 0. */
-static void abi_publish(struct proc *p, int idle)
+/* Publishes p (or the idle context when p is the idle proc) as current in this CPU's slot. */
+static void abi_publish(struct qprof_abi_cpu *slot, struct proc *p, int idle)
 {
-    abi_write_begin();
-    abi_cpu->state = idle ? QPROF_CPU_IDLE : QPROF_CPU_USER;
-    abi_cpu->pid = (uint32_t)p->pid;
-    memcpy(abi_cpu->name, p->name, QPROF_ABI_NAME_LEN);
-    abi_cpu->text_addr = p->text_addr;
-    abi_cpu->text_size = p->text_size;
-    abi_cpu->eh_frame_addr = p->eh_frame_addr;
-    abi_cpu->eh_frame_size = p->eh_frame_size;
-    abi_cpu->load_base = p->load_base;
-    abi_cpu->generation = p->generation;
-    abi_cpu->user_regs = p->user_regs;
-    abi_cpu->cr3 = p->cr3;
-    abi_cpu->kstack_lo = p->kstack_lo;
-    abi_cpu->kstack_hi = p->kstack_hi;
+    abi_write_begin(slot);
+    slot->state = idle ? QPROF_CPU_IDLE : QPROF_CPU_USER;
+    slot->pid = (uint32_t)p->pid;
+    memcpy(slot->name, p->name, QPROF_ABI_NAME_LEN);
+    slot->text_addr = p->text_addr;
+    slot->text_size = p->text_size;
+    slot->eh_frame_addr = p->eh_frame_addr;
+    slot->eh_frame_size = p->eh_frame_size;
+    slot->load_base = p->load_base;
+    slot->generation = p->generation;
+    slot->user_regs = p->user_regs;
+    slot->cr3 = p->cr3;
+    slot->kstack_lo = p->kstack_lo;
+    slot->kstack_hi = p->kstack_hi;
     if (abi_fault != ABI_FAULT_NONE)
-        abi_fault_slot(abi_cpu);
-    abi_write_end();
+        abi_fault_slot(slot);
+    abi_write_end(slot);
+}
+
+void abi_publish_idle(void)
+{
+    struct cpu *c = this_cpu();
+    abi_publish(c->abi, &c->idle, 1);
 }
 
 void abi_enter_from_user(struct qprof_abi_regs *regs)
 {
-    current->user_regs = (uint64_t)regs;
-    abi_write_begin();
-    abi_cpu->user_regs = (uint64_t)regs;
-    abi_write_end();
+    struct cpu *c = this_cpu();
+    c->proc->user_regs = (uint64_t)regs;
+    abi_write_begin(c->abi);
+    c->abi->user_regs = (uint64_t)regs;
+    abi_write_end(c->abi);
 }
 
 void abi_return_to_user(void)
 {
-    current->user_regs = 0;
-    abi_write_begin();
-    abi_cpu->user_regs = 0;
-    abi_write_end();
+    struct cpu *c = this_cpu();
+    c->proc->user_regs = 0;
+    abi_write_begin(c->abi);
+    c->abi->user_regs = 0;
+    abi_write_end(c->abi);
 }
 
 /* ---- processes ---- */
+/* One run queue for all CPUs: procs[] under sched_lock. A process is RUNNING on at most one
+ * CPU; the lock is held across swtch and released by the context switched to (xv6's rule), so
+ * no other CPU can pick a process whose registers are still being saved. */
 static struct proc procs[MAX_PROCS];
-static struct proc idle_proc; /* the boot stack context; pid 0 */
-struct proc *current = &idle_proc;
+static struct spinlock sched_lock;
+struct cpu cpus[MAX_CPUS];
 static int next_pid = 1;
 static uint64_t exec_generation;
 
-void proc_init(void)
+/* cpu's idle context (pid 0) lives on the given boot/idle stack; it starts as current. */
+void cpu_init_idle(int cpu, uint64_t stack_lo, uint64_t stack_hi)
 {
-    idle_proc.pid = 0;
-    idle_proc.state = P_RUNNABLE;
-    idle_proc.kstack_lo = (uint64_t)boot_stack_lo;
-    idle_proc.kstack_hi = (uint64_t)boot_stack_hi;
-    idle_proc.cr3 = kernel_pml4_pa();
+    struct cpu *c = &cpus[cpu];
+    c->id = cpu;
+    c->abi = &qprof_abi.cpu[cpu];
+    c->idle.pid = 0;
+    c->idle.state = P_RUNNING;
+    c->idle.pin = cpu;
+    c->idle.kstack_lo = stack_lo;
+    c->idle.kstack_hi = stack_hi;
+    c->idle.cr3 = kernel_pml4_pa();
+    c->proc = &c->idle;
 }
 
 struct elf64_ehdr {
@@ -205,7 +233,7 @@ static uint64_t elf_load(struct proc *p, const uint8_t *elf, size_t size)
     return eh->entry;
 }
 
-int proc_spawn(const char *name, const uint8_t *elf, size_t elf_size)
+int proc_spawn(const char *name, const uint8_t *elf, size_t elf_size, int pin)
 {
     struct proc *p = 0;
     for (int i = 0; i < MAX_PROCS && !p; i++)
@@ -246,70 +274,110 @@ int proc_spawn(const char *name, const uint8_t *elf, size_t elf_size)
         *--sp = 0; /* rbp rbx r12-r15 */
     p->ksp = (uint64_t)sp;
     p->pid = next_pid++;
+    p->pin = pin;
+    spin_lock(&sched_lock); /* an idle AP may pick it up at once */
     p->state = P_RUNNABLE;
+    spin_unlock(&sched_lock);
     return p->pid;
 }
 
-/* Round robin: the next runnable process after current, or the idle context. */
-static struct proc *pick_next(void)
+/* Round robin: the next runnable process after this CPU's current that may run here (not
+ * pinned elsewhere), or the CPU's idle context. */
+static struct proc *pick_next(struct cpu *c)
 {
-    int start = current == &idle_proc ? MAX_PROCS - 1 : (int)(current - procs);
+    int start = c->proc == &c->idle ? MAX_PROCS - 1 : (int)(c->proc - procs);
     for (int k = 1; k <= MAX_PROCS; k++) {
         struct proc *p = &procs[(start + k) % MAX_PROCS];
-        if (p->state == P_RUNNABLE)
+        if (p->state == P_RUNNABLE && (p->pin < 0 || p->pin == c->id))
             return p;
     }
-    return &idle_proc;
+    return &c->idle;
 }
 
-static NOINLINE void switch_to(struct proc *next)
+/* sched_lock held. Everything per-CPU is done before swtch: when swtch returns, this context
+ * may be running on another CPU. */
+static NOINLINE void switch_to(struct cpu *c, struct proc *next)
 {
-    struct proc *prev = current;
+    struct proc *prev = c->proc;
     if (next == prev)
         return;
-    current = next;
+    c->proc = next;
     tss_set_rsp0(next->kstack_hi);
     write_cr3(next->cr3);
-    abi_publish(next, next == &idle_proc);
+    abi_publish(c->abi, next, next == &c->idle);
     swtch(&prev->ksp, next->ksp);
+}
+
+/* sched_lock held: gives up the CPU (current stays RUNNABLE unless it sleeps or died). */
+static void sched_locked(void)
+{
+    struct cpu *c = this_cpu();
+    struct proc *prev = c->proc;
+    if (prev != &c->idle && prev->state == P_RUNNING)
+        prev->state = P_RUNNABLE;
+    struct proc *next = pick_next(c);
+    if (next != &c->idle)
+        next->state = P_RUNNING;
+    switch_to(c, next);
 }
 
 void schedule(void)
 {
-    switch_to(pick_next());
+    spin_lock(&sched_lock);
+    sched_locked();
+    spin_unlock(&sched_lock);
 }
 
+/* A new process's first code (proc_first_entry) releases the lock its first switch took. */
+void sched_unlock(void);
+void sched_unlock(void)
+{
+    spin_unlock(&sched_lock);
+}
+
+/* The boot CPU's PIT tick: the only place the global tick advances. */
 void timer_tick(void)
 {
+    spin_lock(&sched_lock);
     clock_page.ticks++;
     for (int i = 0; i < MAX_PROCS; i++)
         if (procs[i].state == P_SLEEPING && procs[i].wake_tick <= clock_page.ticks)
             procs[i].state = P_RUNNABLE;
+    spin_unlock(&sched_lock);
+    smp_tick_others();
+    schedule();
+}
+
+/* An AP's tick (the IPI the boot CPU forwards): preemption only. */
+void cpu_tick(void)
+{
     schedule();
 }
 
 void proc_sleep_until(uint64_t tick)
 {
-    if (tick <= clock_page.ticks)
-        return;
-    current->wake_tick = tick;
-    current->state = P_SLEEPING;
-    schedule();
+    spin_lock(&sched_lock);
+    if (tick > clock_page.ticks) {
+        current->wake_tick = tick;
+        current->state = P_SLEEPING;
+        sched_locked();
+    }
+    spin_unlock(&sched_lock);
 }
 
 void proc_exit(int code)
 {
     kprintf("exit pid=%d name=%s code=%d\n", current->pid, current->name, code);
+    spin_lock(&sched_lock);
     current->state = P_DEAD;
-    schedule();
+    sched_locked();
     panic("dead process scheduled");
 }
 
-/* The boot context becomes the idle loop: halt until an interrupt makes something runnable
- * (the timer handler switches away from here). */
+/* A CPU's boot context becomes its idle loop: halt until an interrupt makes something runnable
+ * (the tick handler switches away from here). The caller has published the idle slot. */
 void idle_loop(void)
 {
-    abi_publish(&idle_proc, 1);
     for (;;) {
         __asm__ volatile("cli");
         schedule();

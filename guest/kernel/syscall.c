@@ -24,19 +24,25 @@ NOINLINE uint64_t sys_work(uint64_t n)
 {
     if (n > 10000000)
         n = 10000000;
+    uint64_t pid = (uint64_t)current->pid; /* before sti: once preemptible, it may migrate */
     __asm__ volatile("sti");
-    uint64_t r = kwork_checksum((uint64_t)current->pid, n);
+    uint64_t r = kwork_checksum(pid, n);
     __asm__ volatile("cli");
     return r;
 }
 
 /* User memory is reachable directly (the process's page tables are loaded); only the range is
- * checked, a bad but in-range pointer faults and kills the process. */
+ * checked, a bad but in-range pointer faults and kills the process. The bytes are copied first
+ * (into this CPU's buffer; system calls run with interrupts off, so nothing else uses it): a
+ * fault while the print lock is held would deadlock the kill message. */
 static NOINLINE uint64_t sys_write(uint64_t buf, uint64_t len)
 {
+    static char copy[MAX_CPUS][4096];
     if (buf >= 0x800000000000ull || len > 4096 || buf + len >= 0x800000000000ull)
         return (uint64_t)-1;
-    kputs_n((const char *)buf, len);
+    char *dst = copy[cpu_id()];
+    memcpy(dst, (const char *)buf, len);
+    kputs_n(dst, len);
     return len;
 }
 

@@ -807,8 +807,8 @@ static void case_hostile_abi(const char *variant)
 {
     struct guest g;
     char *cmdline = g_strdup_printf("run=spin,sys abi_fault=%s", variant);
-    /* Two vCPUs: the second is never started, so a count or stride fault also meets a slot
-     * that the reader must look up for a vCPU the kernel does not maintain. */
+    /* Two vCPUs, both running (SMP guest): a stride fault also misplaces the live second slot,
+     * which a reader that trusts the declared stride reads from the wrong bytes. */
     boot(&g, &(struct boot_opts){.cmdline = cmdline, .smp = 2});
     char *fault = g_strdup_printf("qprof_abi fault: %s", variant);
     REQUIRE(vm_count_serial(g.vm, fault) == 1);
