@@ -100,12 +100,23 @@ struct gdb_open_opts {
     double timeout_s;  /* per-reply time-out; 0 means 5 s */
     bool keep_stopped; /* leave the guest stopped after the handshake (QEMU stops it on attach);
                           by default it is resumed */
+    /* Start a guardian process that detaches (and so resumes the guest) if this process dies
+     * without gdb_free: QEMU 7.2 keeps a guest paused when its debugger's connection just
+     * closes. The guardian holds a copy of the socket, ignores SIGINT/SIGTERM/SIGHUP and ends
+     * when gdb_free says goodbye. */
+    bool guard;
+    /* gdb_read_registers_all also asks each thread's state (qThreadExtraInfo, in the same
+     * write): QEMU says "[halted ]" for a vCPU waiting in hlt. */
+    bool thread_state;
 };
 
 /* Connects to "tcp:HOST:PORT" or "unix:PATH" (a bare path is a UNIX socket too) and runs the
  * handshake: qSupported, QStartNoAckMode when offered, `?`, the thread list and target.xml with
- * its includes. opts may be NULL. *out is the caller's (gdb_free). A guest QEMU started with -S
- * starts running here unless opts->keep_stopped. */
+ * its includes. QEMU serves one debugger at a time and leaves a second connection unanswered
+ * (7.2 accepts it and reads nothing until the first closes): a stub that says nothing at all
+ * within the time-out gives -EBUSY with a message that says so. opts may be NULL. *out is the
+ * caller's (gdb_free). A guest QEMU started with -S starts running here unless opts->keep_stopped.
+ */
 int gdb_open(const char *address, const struct gdb_open_opts *opts, gdb_client **out,
              struct qp_error *err);
 /* Stops the guest if it runs, detaches (`D`: QEMU resumes it) and closes. NULL is a no-op. */
@@ -148,6 +159,7 @@ int gdb_command(gdb_client *c, const char *cmd, char **reply, int *code, struct 
 /* One vCPU's registers: the decoded `g` reply, laid out as gdb_target() says. */
 struct gdb_regset {
     int thread; /* index into the thread list */
+    int halted; /* with opts.thread_state: 1 halted (hlt), 0 running; -1 when not known */
     uint8_t *raw;
     uint8_t *valid; /* per byte: 0 where the stub sent `xx` (unavailable) */
     size_t len;

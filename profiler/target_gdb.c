@@ -1,7 +1,8 @@
 /* The gdbstub target: QEMU's -gdb socket, x86_64 guests. The gdb/ module does the protocol work
  * (interrupt, pipelined Hg/g for every vCPU, pipelined `m`, continue); this file turns its
- * register sets into struct prof_vcpu and maps the stub's answers onto the target seam. The stub
- * cannot say whether a vCPU is halted, so halted is always false here. */
+ * register sets into struct prof_vcpu and maps the stub's answers onto the target seam. Whether
+ * a vCPU waits in hlt comes from qThreadExtraInfo ("[halted ]"), asked in the same write as the
+ * registers: one more packet per vCPU, no more round trips. */
 #include "target.h"
 #include "target_x86.h"
 
@@ -28,7 +29,8 @@ static uint64_t now_ns(void)
 static int tg_open(const struct prof_target_open_opts *o, void **impl, struct qp_error *err)
 {
     struct target_gdb *t = g_new0(struct target_gdb, 1);
-    struct gdb_open_opts go = {.timeout_s = o->timeout_s ? o->timeout_s : 5};
+    struct gdb_open_opts go = {
+        .timeout_s = o->timeout_s ? o->timeout_s : 5, .guard = true, .thread_state = true};
     int rc = gdb_open(o->address, &go, &t->gdb, err);
     if (rc) {
         g_free(t);
@@ -38,7 +40,7 @@ static int tg_open(const struct prof_target_open_opts *o, void **impl, struct qp
     return 0;
 }
 
-static void vcpu_from_regs(const struct gdb_x86_regs *q, int index, const int *thread,
+static void vcpu_from_regs(const struct gdb_x86_regs *q, int index, int halted, const int *thread,
                            struct prof_vcpu *v)
 {
     struct unw_regs *u = &v->regs;
@@ -54,7 +56,7 @@ static void vcpu_from_regs(const struct gdb_x86_regs *q, int index, const int *t
     v->sp = q->rsp;
     v->privilege = (int)(q->cs & 3);
     v->user = v->privilege == 3;
-    v->halted = false; /* the stub cannot tell */
+    v->halted = halted == 1;
     /* Without cr0/efer in the XML, assume a 64-bit guest (i386-64bit.xml has both). */
     bool pg = q->has_cr0 ? (q->cr0 & X86_CR0_PG) != 0 : true;
     bool lma = q->has_efer ? (q->efer & X86_EFER_LMA) != 0 : true;
@@ -77,7 +79,7 @@ static int tg_stopped(struct target_gdb *t, prof_target *handle, prof_target_sto
         if (rc)
             break;
         t->threads[i] = sets[i].thread;
-        vcpu_from_regs(&x, sets[i].thread, &t->threads[i], &t->vcpus[i]);
+        vcpu_from_regs(&x, sets[i].thread, sets[i].halted, &t->threads[i], &t->vcpus[i]);
     }
     for (int i = 0; i < n; i++)
         gdb_regset_clear(&sets[i]);

@@ -12,14 +12,15 @@
 #define VM_SKIP 77 /* ctest SKIP_RETURN_CODE */
 
 struct vm_opts {
-    const char *kernel;     /* NULL: QPROF_GUEST_KERNEL */
-    int smp;                /* 0: 1 vCPU */
-    int mem_mb;             /* 0: 256 */
-    bool shared_ram;        /* RAM as a shared file backend (for qmp's direct backend) */
+    const char *kernel;            /* NULL: QPROF_GUEST_KERNEL */
+    int smp;                       /* 0: 1 vCPU */
+    int mem_mb;                    /* 0: 256 */
+    bool shared_ram;               /* RAM as a shared file backend (for qmp's direct backend) */
     const char *const *extra_args; /* NULL-terminated, appended to QEMU's command line */
-    const char *cmdline;    /* guest kernel command line (-append), may be NULL */
-    bool second_qmp;        /* a second QMP socket (vm_qmp2_path), for a client beside qprof */
-    bool allow_reset;       /* no -no-reboot: a reset reboots the guest instead of ending QEMU */
+    const char *cmdline;           /* guest kernel command line (-append), may be NULL */
+    bool second_qmp;  /* a second QMP socket (vm_qmp2_path), for a client beside qprof */
+    bool allow_reset; /* no -no-reboot: a reset reboots the guest instead of ending QEMU */
+    bool gdbstub;     /* a gdbstub on a UNIX socket (vm_gdb_address), for qprof --gdb */
 };
 
 typedef struct test_vm test_vm;
@@ -41,7 +42,9 @@ const char *vm_qmp_path(const test_vm *vm); /* UNIX socket path */
 /* The second QMP socket's path (QEMU serves one client per socket, so a test that talks to
  * QEMU while qprof holds the first uses this one); NULL unless opts.second_qmp. */
 const char *vm_qmp2_path(const test_vm *vm);
-const char *vm_dir(const test_vm *vm);      /* private directory for this VM's files */
+/* "unix:PATH" of the gdbstub, as qprof --gdb takes it; NULL unless opts.gdbstub. */
+const char *vm_gdb_address(const test_vm *vm);
+const char *vm_dir(const test_vm *vm); /* private directory for this VM's files */
 pid_t vm_pid(const test_vm *vm);
 bool vm_alive(test_vm *vm);
 
