@@ -52,6 +52,11 @@ uint64_t prof_target_round_trips(const prof_target *t)
     return t->ops->round_trips(t->impl);
 }
 
+const char *prof_target_round_trip_name(const prof_target *t)
+{
+    return t->ops->round_trip_name ? t->ops->round_trip_name : "round trips";
+}
+
 bool prof_target_reads_cost_round_trips(const prof_target *t)
 {
     return t->ops->reads_cost_round_trips(t->impl);

@@ -68,6 +68,7 @@ typedef int (*prof_target_stopped_fn)(prof_target *t, const struct prof_vcpu *cp
 /* A backend. `impl` is what open made; the handle passes it back to every call. */
 struct prof_target_ops {
     const char *name;
+    const char *round_trip_name;  /* what round_trips counts, for summaries: "QMP round trips" */
     struct prof_addr_split split; /* the architecture's, known before open */
     int (*open)(const struct prof_target_open_opts *o, void **impl, struct qp_error *err);
     /* Stops, reads the registers into prof_vcpu, calls fn with t, resumes on every path. */
@@ -101,6 +102,8 @@ int prof_target_read(prof_target *t, const struct prof_vcpu *cpu, struct prof_me
                      size_t n, struct qp_error *err);
 bool prof_target_running(prof_target *t);
 uint64_t prof_target_round_trips(const prof_target *t);
+/* What prof_target_round_trips counts, e.g. "QMP round trips" (static). */
+const char *prof_target_round_trip_name(const prof_target *t);
 bool prof_target_reads_cost_round_trips(const prof_target *t);
 /* Strings valid while t lives. */
 const char *prof_target_version(const prof_target *t);

@@ -205,6 +205,8 @@ static void tg_free(void *impl)
 
 const struct prof_target_ops prof_target_gdb_ops = {
     .name = "gdb",
+    /* one write of pipelined packets (or a ^C) and the replies to it */
+    .round_trip_name = "gdbstub round trips",
     .split = X86_64_ADDR_SPLIT,
     .open = tg_open,
     .sample = tg_sample,
