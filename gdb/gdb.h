@@ -41,8 +41,10 @@ typedef struct gdb_parser gdb_parser;
 gdb_parser *gdb_parser_new(void);
 void gdb_parser_free(gdb_parser *p); /* NULL is a no-op */
 
-/* In ack mode a packet with a bad checksum is dropped and counted (the caller answers `-` and
- * the stub resends); in no-ack mode nobody resends, so it is -EPROTO. */
+/* In ack mode a packet with a bad checksum is dropped, counted and leaves a gap that
+ * gdb_parser_next reports where the packet was (the caller cannot ask for it again: with
+ * pipelined requests a stub's resend on `-` is some other reply, or none); in no-ack mode it is
+ * -EPROTO. */
 void gdb_parser_set_no_ack(gdb_parser *p, bool no_ack);
 
 /* Consumes len bytes. Returns 0, or -EPROTO with err filled for a bad checksum in no-ack mode,
@@ -50,7 +52,8 @@ void gdb_parser_set_no_ack(gdb_parser *p, bool no_ack);
 int gdb_parser_feed(gdb_parser *p, const char *bytes, size_t len, struct qp_error *err);
 
 /* Takes the next complete packet: returns 1 and sets *payload (NUL-terminated, caller frees
- * with free()) and *len (payloads may hold NUL bytes), or 0 when none is buffered. */
+ * with free()) and *len (payloads may hold NUL bytes); 2 with *payload NULL where a packet with a
+ * bad checksum was dropped (ack mode); 0 when none is buffered. */
 int gdb_parser_next(gdb_parser *p, char **payload, size_t *len);
 
 /* Packets taken from the stream so far (good ones) and ones dropped for a bad checksum. */

@@ -157,15 +157,14 @@ static int read_some(gdb_client *c, int64_t deadline_us, struct qp_error *err)
             c->dead = true;
             return rc;
         }
-        if (!c->no_ack) {
-            /* Ack mode: every packet is answered, `-` asks for a resend. */
+        /* Ack mode: every good packet is acked. A bad one gets no `-`: with pipelined requests
+         * the stub would resend some other reply (it keeps only its last), and a `-` it does
+         * not wait for stops a running guest. next_reply fails the request it belonged to. */
+        (void)bad;
+        if (!c->no_ack)
             for (uint64_t i = before; i < gdb_parser_packets(c->parser); i++)
                 if ((rc = send_raw(c, "+", 1, err)) < 0)
                     return rc;
-            for (uint64_t i = bad; i < gdb_parser_bad_checksums(c->parser); i++)
-                if ((rc = send_raw(c, "-", 1, err)) < 0)
-                    return rc;
-        }
         return 0;
     }
 }
@@ -215,7 +214,15 @@ static int next_reply(gdb_client *c, bool want_stop, char **out, size_t *len, st
     for (;;) {
         char *p;
         size_t n;
-        while (gdb_parser_next(c->parser, &p, &n) == 1) {
+        int got;
+        while ((got = gdb_parser_next(c->parser, &p, &n)) > 0) {
+            if (got == 2) {
+                /* Which reply was lost is unknown to the caller's bookkeeping only if it goes
+                 * on: fail this request, and get back in step before the next. */
+                c->out_of_step = true;
+                return qp_error_set(
+                    err, -EPROTO, "a reply from the gdbstub at %s had a bad checksum", c->address);
+            }
             if (p[0] == 'W' || p[0] == 'X') {
                 c->dead = true;
                 int rc = qp_error_set(err, -EPIPE, "the guest exited (%s)", p);
@@ -647,7 +654,10 @@ int gdb_interrupt(gdb_client *c, struct gdb_stop *stop, struct qp_error *err)
         if ((rc = read_some(c, 0, err)) < 0)
             return rc;
         char *p;
-        while (!c->stopped && gdb_parser_next(c->parser, &p, NULL) == 1) {
+        int got;
+        while (!c->stopped && (got = gdb_parser_next(c->parser, &p, NULL)) > 0) {
+            if (got == 2)
+                continue; /* a late reply, lost: nothing waits for it */
             if (p[0] == 'W' || p[0] == 'X') {
                 c->dead = true;
                 rc = qp_error_set(err, -EPIPE, "the guest exited (%s)", p);
