@@ -860,6 +860,8 @@ static void case_usage(void)
     expect_failure(dir, (const char *[]){"--bogus", NULL}, 2, "unknown option '--bogus'");
     expect_failure(dir, (const char *[]){"--interval", "0", NULL}, 2, "--interval");
     expect_failure(dir, (const char *[]){"--max-depth", "x", NULL}, 2, "--max-depth");
+    expect_failure(dir, (const char *[]){"--transport", "serial", NULL}, 2, "--transport");
+    expect_failure(dir, (const char *[]){"--transport", "gdb", NULL}, 2, "needs --gdb");
     expect_failure(dir, (const char *[]){"--qmp-socket", "./nope", NULL}, 1,
                    "no QMP socket at ./nope");
     char file[600];
@@ -912,6 +914,54 @@ static void case_gdb_busy(void)
     vm_stop(g.vm);
 }
 
+/* Runs 300 samples with args (NULL-terminated, after the guest's kernel and user programs) and
+ * returns qprof's stderr (caller g_free()s it). */
+static char *run_with(struct guest *g, const char *const *args)
+{
+    const char *all[24] = {"--kernel",      g->kernel, "--user-dir", g->user_dir,
+                           "--samples",     "300",     "--interval", "1",
+                           "--no-progress", "-o",      "auto.folded"};
+    int n = 11;
+    for (; *args && n < 23; args++)
+        all[n++] = *args;
+    all[n] = NULL;
+    struct qprof_run r = run_qprof(vm_dir(g->vm), all, run_deadline_s(300));
+    CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
+    g_free(r.out);
+    return r.err;
+}
+
+/* --transport auto with both --gdb and --qmp-socket: the gdbstub when it answers, with the
+ * shared RAM file QMP finds (no `m` packets); QMP, after a note, when it does not; and what the
+ * summary says names the transport and its round trips. --transport qmp picks QMP. */
+static void case_gdb_auto(void)
+{
+    struct guest g;
+    boot(&g, "spin", false);
+    const char *gdb = vm_gdb_address(g.vm), *qmp = vm_qmp_path(g.vm);
+    char *err = run_with(&g, (const char *[]){"--gdb", gdb, "--qmp-socket", qmp, NULL});
+    CHECK_MSG(strstr(err, "gdbstub round trips per sample (transport: gdbstub, memory: direct)"),
+              "both given: not the gdbstub with the RAM file: %s", err);
+    g_free(err);
+    err = run_with(&g, (const char *[]){"--gdb", gdb, NULL});
+    CHECK_MSG(strstr(err, "(transport: gdbstub, memory: gdbstub m packets)"),
+              "--gdb alone: not `m` packets: %s", err);
+    g_free(err);
+    char *nowhere = g_strdup_printf("unix:%s/no-such-socket", vm_dir(g.vm));
+    err = run_with(&g, (const char *[]){"--gdb", nowhere, "--qmp-socket", qmp, NULL});
+    CHECK_MSG(strstr(err, "sampling through QMP instead"), "no note about the fallback: %s", err);
+    CHECK_MSG(strstr(err, "QMP round trips per sample (transport: QMP, memory: direct)"),
+              "no fallback to QMP: %s", err);
+    g_free(err);
+    err = run_with(&g,
+                   (const char *[]){"--gdb", gdb, "--qmp-socket", qmp, "--transport", "qmp", NULL});
+    CHECK_MSG(strstr(err, "(transport: QMP, memory: direct)"), "--transport qmp: %s", err);
+    g_free(err);
+    g_free(nowhere);
+    CHECK(guest_running(&g));
+    vm_stop(g.vm);
+}
+
 /* qprof SIGKILLed mid-run: nobody sends QEMU a `D`, and 7.2 keeps a guest paused when its
  * debugger's connection just closes; qprof's guardian process detaches for it. Several kills
  * at different moments, so that some land while the guest is stopped for a sample. */
@@ -939,7 +989,10 @@ int main(int argc, char **argv)
             case_gdb_busy();
         else if (strcmp(which, "sigkill") == 0)
             case_gdb_sigkill();
-        if (strcmp(which, "busy") == 0 || strcmp(which, "sigkill") == 0)
+        else if (strcmp(which, "auto") == 0)
+            case_gdb_auto();
+        if (strcmp(which, "busy") == 0 || strcmp(which, "sigkill") == 0 ||
+            strcmp(which, "auto") == 0)
             return harness_result();
     }
     if (strcmp(which, "spin") == 0)
