@@ -414,7 +414,7 @@ transport_row() { # N qmp|gdb
         "$(ms "$qp50")" "$(ms "$(qprof_fig "$label" p99)")" \
         "$(awk -v q="$qp50" -v f="$fp50" 'BEGIN { if (f > 0) printf "%.2fx", q * 1000 / f; else print "-" }')" \
         "$(qprof_fig "$label" trips)" "$(qprof_fig "$label" rate)" \
-        "$(awk '/^vCPU stacks:/ { gsub(/[(),]/, " "); printf "%d of %d", $5, $3 }' "$WORK/$label.summary")"
+        "$(awk '/^vCPU stacks:/ { gsub(/[(),]/, " "); printf "%d (%d idle)", $3, $5 }' "$WORK/$label.summary")"
 }
 
 transports_section() {
@@ -436,11 +436,12 @@ transports_section() {
     echo "in one write + \`c\`. QMP's paused time comes from QEMU's STOP/RESUME events; the gdbstub's"
     echo "from the client clock, before the ^C to after the \`c\` (a gdb client sees no events), so it"
     echo "also counts the ^C's trip. -smp 2, 4, 8 use MTTCG (\`-accel tcg,thread=multi\`), every"
-    echo "vCPU thread on host CPU $VCPU_CPU. The last column says how many vCPU stacks were idle"
-    echo "(halted): the demo guest does not start its application processors yet, so at -smp > 1"
-    echo "the extra vCPUs wait halted and cost their register reads but run nothing."
+    echo "vCPU thread on host CPU $VCPU_CPU. The last column counts the vCPU stacks of the run and"
+    echo "the idle (halted) ones among them; vCPUs the guest never started are not counted: the demo"
+    echo "guest of this run does not start its application processors, so at -smp > 1 the extra"
+    echo "vCPUs wait halted in real mode, cost their register reads and run nothing."
     echo
-    echo "| vCPUs | transport | raw floor: paused p50 / p99 | raw floor: samples/s | qprof paused p50 / p99 | qprof / floor (p50) | round trips per sample | qprof closed loop: samples/s | idle vCPU stacks |"
+    echo "| vCPUs | transport | raw floor: paused p50 / p99 | raw floor: samples/s | qprof paused p50 / p99 | qprof / floor (p50) | round trips per sample | qprof closed loop: samples/s | vCPU stacks (idle) |"
     echo "|---|---|---|---|---|---|---|---|---|"
     for n in 1 "${SMPS[@]}"; do
         transport_row "$n" qmp
