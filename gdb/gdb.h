@@ -206,6 +206,13 @@ struct gdb_mem_req {
 int gdb_mem_read_many(gdb_client *c, int thread, struct gdb_mem_req *reqs, size_t n,
                       struct qp_error *err);
 
+/* The same, with `p` for register `reg` of that thread after the last `m`, in the same write:
+ * *value is its value once the reads are done and *ok says whether the stub gave it (false for
+ * an unknown name, an E reply or `xx`). A caller compares it with the value at the stop to learn
+ * whether the reads saw the same state (a reset of the machine mid-sample changes CR3). */
+int gdb_mem_read_then_reg(gdb_client *c, int thread, struct gdb_mem_req *reqs, size_t n,
+                          const char *reg, uint64_t *value, bool *ok, struct qp_error *err);
+
 /* Packets answered by the stub since the connection opened (round trips are fewer: pipelined). */
 uint64_t gdb_replies(const gdb_client *c);
 uint64_t gdb_round_trips(const gdb_client *c);

@@ -888,8 +888,42 @@ int gdb_x86_regs_from(const gdb_client *c, const struct gdb_regset *r, struct gd
 
 /* ---- Memory ----------------------------------------------------------------------------- */
 
+/* The reply to `p`: the register's bytes, little-endian as x86 sends them. */
+static bool decode_p(const char *r, uint64_t *value)
+{
+    size_t len = strlen(r);
+    if (len < 2 || len % 2 || r[0] == 'E' || r[0] == 'x')
+        return false;
+    uint64_t v = 0;
+    for (size_t k = 0; k < len / 2 && k < 8; k++) {
+        int hi = hexv(r[2 * k]), lo = hexv(r[2 * k + 1]);
+        if (hi < 0 || lo < 0)
+            return false;
+        v |= (uint64_t)(hi << 4 | lo) << (8 * k);
+    }
+    *value = v;
+    return true;
+}
+
+static int mem_read(gdb_client *c, int thread, struct gdb_mem_req *reqs, size_t n, int regnum,
+                    uint64_t *reg_value, bool *reg_ok, struct qp_error *err);
+
 int gdb_mem_read_many(gdb_client *c, int thread, struct gdb_mem_req *reqs, size_t n,
                       struct qp_error *err)
+{
+    return mem_read(c, thread, reqs, n, -1, NULL, NULL, err);
+}
+
+int gdb_mem_read_then_reg(gdb_client *c, int thread, struct gdb_mem_req *reqs, size_t n,
+                          const char *reg, uint64_t *value, bool *ok, struct qp_error *err)
+{
+    int i = gdb_tdesc_find(&c->tdesc, reg);
+    *ok = false;
+    return mem_read(c, thread, reqs, n, i < 0 ? -1 : c->tdesc.regs[i].regnum, value, ok, err);
+}
+
+static int mem_read(gdb_client *c, int thread, struct gdb_mem_req *reqs, size_t n, int regnum,
+                    uint64_t *reg_value, bool *reg_ok, struct qp_error *err)
 {
     if (!c->stopped)
         return qp_error_set(err, -EBUSY, "reading memory: the guest is running");
@@ -913,6 +947,10 @@ int gdb_mem_read_many(gdb_client *c, int thread, struct gdb_mem_req *reqs, size_
             snprintf(cmd, sizeof cmd, "m%" PRIx64 ",%zx", reqs[i].vaddr + off, len);
             add_frame(s, cmd);
         }
+    }
+    if (regnum >= 0) {
+        snprintf(cmd, sizeof cmd, "p%x", regnum);
+        add_frame(s, cmd);
     }
     rc = send_packets(c, s, err);
     g_string_free(s, TRUE);
@@ -950,6 +988,12 @@ int gdb_mem_read_many(gdb_client *c, int thread, struct gdb_mem_req *reqs, size_
             }
             free(r);
         }
+    }
+    if (regnum >= 0 && !c->dead) {
+        if ((rc = next_reply(c, false, &r, NULL, err)) < 0)
+            return rc;
+        *reg_ok = first == 0 && decode_p(r, reg_value);
+        free(r);
     }
     return first;
 }

@@ -22,7 +22,8 @@ struct gdb_cpu {
 
 struct target_gdb {
     gdb_client *gdb;
-    qmp_client *ram; /* a QMP client whose direct backend maps the RAM file; NULL: `m` packets */
+    qmp_client *ram;    /* a QMP client whose direct backend maps the RAM file; NULL: `m` packets */
+    bool state_changed; /* this sample's reads saw another CR3 than its registers */
     struct gdb_cpu cpus[PROF_MAX_VCPUS];
     struct prof_vcpu vcpus[PROF_MAX_VCPUS];
 };
@@ -142,9 +143,14 @@ static int tg_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
     struct target_gdb *t = impl;
     uint64_t trips0 = gdb_round_trips(t->gdb);
     uint64_t t0 = now_ns();
+    t->state_changed = false;
     int rc = gdb_interrupt(t->gdb, NULL, err);
     if (!rc)
         rc = tg_stopped(t, handle, fn, ctx, err);
+    /* Whatever the session made of reads from another state, it is not this stop's sample. */
+    if (!rc && t->state_changed)
+        rc = qp_error_set(err, -EAGAIN,
+                          "the machine was reset during the sample (CR3 changed): dropped");
     /* Resume on every path; the first error is the one reported. */
     if (gdb_stopped(t->gdb)) {
         struct qp_error cerr = {0};
@@ -206,7 +212,19 @@ static int tg_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
             off += len;
         } while (off < reqs[i].len);
     }
-    int rc = gdb_mem_read_many(t->gdb, gc->thread, gr, k, err);
+    /* QEMU translates `m` addresses with the vCPU's state now, not at the stop: a reset by
+     * another client mid-sample (CR3 back to 0) would have these reads come from another
+     * address space than the registers. CR3 read after them in the same write tells. */
+    uint64_t cr3_after = 0;
+    bool have_cr3 = false;
+    int rc = gdb_mem_read_then_reg(t->gdb, gc->thread, gr, k, "cr3", &cr3_after, &have_cr3, err);
+    if (rc == 0 && have_cr3 && cr3_after != gc->mmu.cr3) {
+        t->state_changed = true;
+        rc = qp_error_set(err, -EAGAIN,
+                          "the vCPU's CR3 changed during the sample (0x%llx, then 0x%llx): the "
+                          "machine was reset; the sample is dropped",
+                          (unsigned long long)gc->mmu.cr3, (unsigned long long)cr3_after);
+    }
     k = 0;
     for (size_t i = 0; i < n; i++) {
         size_t got = 0, off = 0;

@@ -184,6 +184,8 @@ static bool answer(struct fake *f, int fd, const char *p)
             say(fd, "E14");
         else
             say(fd, "0102030405060708");
+    } else if (strcmp(p, "p13") == 0) { /* cr3, register 19 of regs.xml */
+        say(fd, f->thread_sel == 1 ? "xxxxxxxxxxxxxxxx" : "0060000000000000");
     } else if (strcmp(p, "c") == 0) {
         if (f->sc == SC_UNASKED_STOP) {
             say(fd, "T05thread:p01.02;");
@@ -343,6 +345,20 @@ static void test_session(void)
     CHECK_INT(reqs[1].remote_error, 0x14);
     CHECK_INT(reqs[1].got, 0);
     CHECK_INT(reqs[2].got, 8);
+    /* A register read after the reads, in the same write: what a reset mid-sample would change
+     * (vCPU 2's CR3 is 0x6000 by now; vCPU 1's cannot be read). */
+    uint64_t cr3 = 0;
+    bool ok = false;
+    rt = gdb_round_trips(c);
+    CHECK_MSG(gdb_mem_read_then_reg(c, 1, reqs, 1, "cr3", &cr3, &ok, &err) == 0, "%s", err.msg);
+    CHECK_INT(gdb_round_trips(c), rt + 1);
+    CHECK(ok);
+    CHECK_U64(cr3, 0x6000);
+    CHECK_INT(reqs[0].got, 8);
+    CHECK_MSG(gdb_mem_read_then_reg(c, 0, reqs, 1, "cr3", &cr3, &ok, &err) == 0, "%s", err.msg);
+    CHECK(!ok);
+    CHECK_MSG(gdb_mem_read_then_reg(c, 1, reqs, 1, "cr9", &cr3, &ok, &err) == 0, "%s", err.msg);
+    CHECK(!ok);
     char *r = NULL;
     int code = 0;
     CHECK_INT(gdb_command(c, "mdead,8", &r, &code, &err), -EIO);
@@ -354,6 +370,8 @@ static void test_session(void)
     /* QStartNoAckMode accepted; Hg and m pipelined; detach with the pid. */
     CHECK(strstr(f->log->str, "QStartNoAckMode ? qfThreadInfo qsThreadInfo qXfer") != NULL);
     CHECK(strstr(f->log->str, "Hgp01.02 m1000,8 mdead,8 m2000,8 ") != NULL);
+    CHECK(strstr(f->log->str, "Hgp01.02 m1000,8 p13 Hgp01.01 m1000,8 p13 Hgp01.02 m1000,8 ") !=
+          NULL);
     CHECK_MSG(g_str_has_suffix(f->log->str, "c ^C D;01 "), "log: %s", f->log->str);
     fake_stop(f);
 }
