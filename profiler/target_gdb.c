@@ -144,6 +144,10 @@ static int tg_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
     uint64_t trips0 = gdb_round_trips(t->gdb);
     uint64_t t0 = now_ns();
     t->state_changed = false;
+    /* QEMU sends every monitor a STOP and a RESUME per sample; the RAM file's QMP client must
+     * take them off its socket (no round trip), or QEMU buffers them without bound. */
+    if (t->ram)
+        (void)qmp_guest_running(t->ram);
     int rc = gdb_interrupt(t->gdb, NULL, err);
     if (!rc)
         rc = tg_stopped(t, handle, fn, ctx, err);
