@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# xtask bench: qprof against the per-frame QMP baseline, on one demo guest, in one run.
+# xtask bench: qprof against the per-frame QMP baseline, on one demo guest, in one run; then qprof
+# over QMP and over the gdbstub side by side, with each transport's raw floor, at -smp 1, 2, 4, 8.
 # Usage: bench/run.sh BUILD_DIR   (a Release build; writes bench/results.md)
+#
+# The guest has a QMP socket and a gdbstub (-chardev socket + -gdb chardev:) at once. -smp 1 is
+# the main guest; -smp 2, 4 and 8 are booted one after the other with MTTCG (-accel
+# tcg,thread=multi), all vCPU threads on host CPU 1.
 #
 # One QEMU boots the demo guest (`run=spin,sys`, TCG, RAM in a shared file) and serves every
 # row. Its vCPU thread is pinned to host CPU 1; QEMU's other threads, qprof, the baseline and
@@ -27,13 +32,14 @@ die() { say "$*"; exit 1; }
 secs() { awk -v s="$1" -v k="$SCALE" 'BEGIN { v = s * k; if (v < 2) v = 2; printf "%.1f", v }'; }
 
 for f in "$QPROF" "$KERNEL" "$BUILD/bench/hmp_baseline" "$BUILD/bench/unwind_bench" \
-         "$BUILD/bench/qmp_sample_bench"; do
+         "$BUILD/bench/qmp_sample_bench" "$BUILD/bench/transport_floor"; do
     [ -e "$f" ] || die "missing $f: build first (xtask/xtask build)"
 done
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not installed"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qprof-bench.XXXXXX")
 SOCK=$WORK/qmp
+GDB=$WORK/gdb
 RAM=/dev/shm/qprof-bench-ram-$$
 QEMU_PID=
 cleanup() {
@@ -65,12 +71,15 @@ stamp_lines() {
     while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "${line%$'\r'}"; done
 }
 
-boot_guest() {
-    local accel=tcg
+boot_guest() { # [SMP]
+    local accel=tcg smp=${1:-1}
+    [ "$smp" -gt 1 ] && accel=tcg,thread=multi
     [ "${QPROF_ACCEL:-}" = kvm ] && accel=kvm
+    rm -f "$SOCK" "$GDB" "$WORK/serial"
     qemu-system-x86_64 -kernel "$KERNEL" -append "$GUEST_CMDLINE" -display none -no-reboot \
-        -nodefaults -m 256M -accel "$accel" -name qprof-bench,debug-threads=on \
+        -nodefaults -m 256M -smp "$smp" -accel "$accel" -name qprof-bench,debug-threads=on \
         -qmp "unix:$SOCK,server=on,wait=off" \
+        -chardev "socket,path=$GDB,server=on,wait=off,id=gdb0" -gdb chardev:gdb0 \
         -object "memory-backend-file,id=ram,size=256M,mem-path=$RAM,share=on" \
         -machine memory-backend=ram -serial stdio </dev/null \
         > >(stamp_lines > "$WORK/serial") 2> "$WORK/qemu.err" &
@@ -84,15 +93,15 @@ boot_guest() {
     done
 }
 
-# Moves the vCPU thread to VCPU_CPU (QEMU's other threads stay on PROFILER_CPU) and describes
+# Moves the vCPU threads to VCPU_CPU (QEMU's other threads stay on PROFILER_CPU) and describes
 # where every thread may run.
 pin_vcpu() {
-    local t vcpu_tid=
+    local t vcpu_tids=()
     for t in /proc/"$QEMU_PID"/task/*; do
-        case $(cat "$t/comm") in "CPU 0/"*) vcpu_tid=${t##*/} ;; esac
+        case $(cat "$t/comm") in "CPU "*/*) vcpu_tids+=("${t##*/}") ;; esac
     done
-    [ -n "$vcpu_tid" ] || die "no 'CPU 0/...' thread in QEMU (debug-threads=on not honoured?)"
-    taskset -p -c "$VCPU_CPU" "$vcpu_tid" >/dev/null
+    [ ${#vcpu_tids[@]} -gt 0 ] || die "no 'CPU 0/...' thread in QEMU (debug-threads=on not honoured?)"
+    for t in "${vcpu_tids[@]}"; do taskset -p -c "$VCPU_CPU" "$t" >/dev/null; done
     PLACEMENT=""
     for t in /proc/"$QEMU_PID"/task/*; do
         PLACEMENT+="\`$(cat "$t/comm")\` CPU $(awk '/^Cpus_allowed_list/ { print $2 }' "$t/status"), "
@@ -112,13 +121,23 @@ unprofiled() { # LABEL SECONDS
     stretch "$1" "$t0" "$EPOCHREALTIME"
 }
 
+# How qprof reaches the guest (run_qprof): QMP by default; over_gdb sets the gdbstub, with QMP
+# beside it for the shared RAM file (direct) or alone (`m` packets).
+QPROF_TARGET=(--qmp-socket "$SOCK")
+over_qmp() { QPROF_TARGET=(--qmp-socket "$SOCK"); }
+over_gdb() { # direct|m
+    QPROF_TARGET=(--gdb "unix:$GDB")
+    [ "$1" = direct ] && QPROF_TARGET+=(--qmp-socket "$SOCK")
+    return 0
+}
+
 # qprof LABEL BACKEND INTERVAL_MS SECONDS [rss]: one qprof run; summary, folded stacks, and with
 # rss the resident set every second and /usr/bin/time's peak.
 run_qprof() {
     local label=$1 backend=$2 interval=$3 seconds=$4 rss=${5:-} out=$WORK/$1
     local t0=$EPOCHREALTIME
     /usr/bin/time -f 'maxrss_kb=%M user_s=%U sys_s=%S' -o "$out.time" \
-        "$QPROF" --qmp-socket "$SOCK" --kernel "$KERNEL" --user-dir "$USER_DIR" \
+        "$QPROF" "${QPROF_TARGET[@]}" --kernel "$KERNEL" --user-dir "$USER_DIR" \
         --memory "$backend" --interval "$interval" --duration "$seconds" --no-progress \
         -o "$out.folded" 2> "$out.summary" &
     local time_pid=$! pid='' i=0
@@ -266,6 +285,19 @@ for b in "${BACKENDS[@]}"; do
     say "unprofiled ${GAP} s"
     unprofiled "unprofiled-after-$b" "$GAP"
 done
+for m in direct m; do
+    over_gdb "$m"
+    say "qprof over the gdbstub, memory $m: closed loop, 100 Hz, 1000 Hz"
+    run_qprof "gdb-$m-closed" auto 0.1 "$CLOSED"
+    run_qprof "gdb-$m-100" auto 10 "$AT100"
+    run_qprof "gdb-$m-1000" auto 1 "$AT1000"
+    say "unprofiled ${GAP} s"
+    unprofiled "unprofiled-after-gdb-$m" "$GAP"
+done
+over_qmp
+say "raw floors of both transports, -smp 1 (transport_floor)"
+"$BUILD/bench/transport_floor" -q "$SOCK" -g "unix:$GDB" -n 300 qmp qmp-mem gdb gdb-state gdb-mem \
+    > "$WORK/floor-1" 2>&1 || die "transport_floor failed: $(cat "$WORK/floor-1")"
 say "library-level sample cost (qmp_sample_bench) and offline unwinding (unwind_bench)"
 "$BUILD/bench/qmp_sample_bench" -q "$SOCK" -n 300 > "$WORK/qmp_sample_bench" 2>&1 ||
     die "qmp_sample_bench failed: $(cat "$WORK/qmp_sample_bench")"
@@ -275,6 +307,29 @@ wait "$QEMU_PID" 2>/dev/null || true
 QEMU_PID=
 "$BUILD/bench/unwind_bench" > "$WORK/unwind_bench" 2>&1 || die "unwind_bench failed: $(cat "$WORK/unwind_bench")"
 work_rates
+
+# ---- Both transports at -smp 2, 4, 8 ---------------------------------------------------------
+
+SMPS=(2 4 8)
+SWEEP=$(secs 4)
+for n in "${SMPS[@]}"; do
+    say "-smp $n (MTTCG): booting; raw floors; qprof over QMP and over the gdbstub, closed loop"
+    boot_guest "$n"
+    pin_vcpu
+    sleep "$(secs 2)"
+    "$BUILD/bench/transport_floor" -q "$SOCK" -g "unix:$GDB" -n 200 qmp gdb gdb-state \
+        > "$WORK/floor-$n" 2>&1 || die "transport_floor (-smp $n) failed: $(cat "$WORK/floor-$n")"
+    over_qmp
+    run_qprof "smp$n-qmp" auto 0.1 "$SWEEP"
+    over_gdb direct
+    run_qprof "smp$n-gdb" auto 0.1 "$SWEEP"
+    over_qmp
+    # what qprof saw of the vCPUs: idle ones are halted (APs the demo guest has not started)
+    awk '/^vCPU stacks:/' "$WORK/smp$n-gdb.summary" > "$WORK/vcpus-$n"
+    kill "$QEMU_PID"
+    wait "$QEMU_PID" 2>/dev/null || true
+    QEMU_PID=
+done
 
 # ---- The report ----------------------------------------------------------------------------
 
@@ -296,9 +351,13 @@ baseline_row() { # LABEL_PREFIX TITLE
 }
 
 qprof_row() { # BACKEND
-    local b=$1
     # shellcheck disable=SC2016 # the backquotes are markdown
-    printf '| qprof, `--memory %s` | %s unwound | %s | %s | %s | %.0f (p50 %s) | %s | %s |\n' "$b" \
+    qprof_row_as "$1" "qprof, \`--memory $1\`"
+}
+
+qprof_row_as() { # LABEL_PREFIX TITLE
+    local b=$1
+    printf '| %s | %s unwound | %s | %s | %s | %.0f (p50 %s) | %s | %s |\n' "$2" \
         "$(folded_frames "$b-100")" "$(qprof_fig "$b-100" trips)" \
         "$(ms "$(qprof_fig "$b-100" p50)")" "$(ms "$(qprof_fig "$b-100" p99)")" \
         "$(qprof_fig "$b-closed" rate)" "$(ms "$(qprof_fig "$b-closed" p50)")" \
@@ -326,6 +385,95 @@ CPU_PER_SAMPLE=$(awk -v n="$(awk '/samples in/ { print $2 }' "$WORK/direct-1000.
     END { printf "%.0f", (v["user_s"] + v["sys_s"]) / n * 1e6 }' "$WORK/direct-1000.time")
 DIRECT_SLOW_WALL=$(slowdown direct-100 3)
 DIRECT_SLOW_GUEST=$(slowdown direct-100 2)
+
+# transport_floor's figure: FILE_SUFFIX MODE KEY (floor-1, floor-2, ...)
+floor_fig() {
+    awk -v m="$2" -v k="$3" '$1 == m { for (i = 2; i <= NF; i++) { split($i, a, "="); if (a[1] == k) print a[2] } }' \
+        "$WORK/floor-$1"
+}
+
+# qprof's label for a transport at -smp N: the main guest's closed-loop runs for N = 1.
+sweep_label() { # N qmp|gdb
+    if [ "$1" = 1 ]; then
+        [ "$2" = qmp ] && echo direct-closed || echo gdb-direct-closed
+    else
+        echo "smp$1-$2"
+    fi
+}
+
+transport_row() { # N qmp|gdb
+    local n=$1 t=$2 label floor_mode name
+    label=$(sweep_label "$n" "$t")
+    if [ "$t" = qmp ]; then floor_mode=qmp name=QMP; else floor_mode=gdb name=gdbstub; fi
+    local fp50 qp50
+    fp50=$(floor_fig "$n" "$floor_mode" p50_us)
+    qp50=$(qprof_fig "$label" p50)
+    printf '| %s | %s | %s / %s | %s | %s / %s | %s | %s | %s | %s |\n' "$n" "$name" \
+        "$(us_to_ms "$fp50")" "$(us_to_ms "$(floor_fig "$n" "$floor_mode" p99_us)")" \
+        "$(floor_fig "$n" "$floor_mode" rate)" \
+        "$(ms "$qp50")" "$(ms "$(qprof_fig "$label" p99)")" \
+        "$(awk -v q="$qp50" -v f="$fp50" 'BEGIN { if (f > 0) printf "%.2fx", q * 1000 / f; else print "-" }')" \
+        "$(qprof_fig "$label" trips)" "$(qprof_fig "$label" rate)" \
+        "$(awk '/^vCPU stacks:/ { gsub(/[(),]/, " "); printf "%d (%d idle)", $3, $5 }' "$WORK/$label.summary")"
+}
+
+transports_section() {
+    local gdb1 gdb8 growth m_p50 ms_p50 slow1000
+    gdb1=$(qprof_fig gdb-direct-closed p50)
+    gdb8=$(qprof_fig smp8-gdb p50)
+    growth=$(awk -v a="$gdb1" -v b="$gdb8" 'BEGIN { printf "%.3f", (b - a) / 7 }')
+    m_p50=$(qprof_fig gdb-m-100 p50)
+    ms_p50=$(qprof_fig memsave-100 p50)
+    slow1000=$(slowdown gdb-direct-1000 3)
+    echo "## Transports: QMP and the gdbstub, side by side"
+    echo
+    echo "The same guest serves both: qprof over QMP (\`--qmp-socket\`, memory from the shared RAM"
+    echo "file) and over the gdbstub (\`--gdb\` + \`--qmp-socket\`: registers through the stub, memory"
+    echo "from the RAM file QMP finds), closed loop (\`--interval 0.1\`, $CLOSED s at -smp 1, $SWEEP s"
+    echo "at 2, 4, 8). Raw floor: the transport alone with the project's client code, no profiler work"
+    echo "(\`bench/transport_floor\`, 300 or 200 samples, closed loop): QMP = \`stop\` + \`info"
+    echo "registers -a\` + \`cont\` (qmp_sample); gdbstub = ^C + \`Hg\`/\`g\` of every vCPU pipelined"
+    echo "in one write + \`c\`. QMP's paused time comes from QEMU's STOP/RESUME events; the gdbstub's"
+    echo "from the client clock, before the ^C to after the \`c\` (a gdb client sees no events), so it"
+    echo "also counts the ^C's trip. -smp 2, 4, 8 use MTTCG (\`-accel tcg,thread=multi\`), every"
+    echo "vCPU thread on host CPU $VCPU_CPU. The last column counts the vCPU stacks of the run and"
+    echo "the idle (halted) ones among them; vCPUs the guest never started are not counted: the demo"
+    echo "guest of this run does not start its application processors, so at -smp > 1 the extra"
+    echo "vCPUs wait halted in real mode, cost their register reads and run nothing."
+    echo
+    echo "| vCPUs | transport | raw floor: paused p50 / p99 | raw floor: samples/s | qprof paused p50 / p99 | qprof / floor (p50) | round trips per sample | qprof closed loop: samples/s | vCPU stacks (idle) |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+    for n in 1 "${SMPS[@]}"; do
+        transport_row "$n" qmp
+        transport_row "$n" gdb
+    done
+    echo
+    echo "- gdbstub ^C alone (stop until the stop reply), p50: $(for n in 1 "${SMPS[@]}"; do printf '%s vCPU %s; ' "$n" "$(us_to_ms "$(floor_fig "$n" gdb stop_p50_us)")"; done | sed 's/; $//')."
+    echo "- qThreadExtraInfo for every vCPU in the same write (qprof asks it: it is how a halted vCPU is"
+    echo "  told), raw floor p50: $(for n in 1 "${SMPS[@]}"; do printf '%s vCPU %s; ' "$n" "$(us_to_ms "$(floor_fig "$n" gdb-state p50_us)")"; done | sed 's/; $//')."
+    echo "- growth of qprof's paused p50 over the gdbstub per added vCPU (1 to 8): $growth ms."
+    echo
+    echo "Memory without a shared RAM file (1 vCPU): QMP has \`memsave\` (a file per read),"
+    echo "the gdbstub pipelined \`m\` packets."
+    echo
+    echo "| | QMP \`memsave\` | gdbstub \`m\` packets |"
+    echo "|---|---|---|"
+    echo "| qprof paused p50 / p99 at 100 Hz | $(ms "$ms_p50") / $(ms "$(qprof_fig memsave-100 p99)") | $(ms "$m_p50") / $(ms "$(qprof_fig gdb-m-100 p99)") |"
+    echo "| qprof round trips per sample | $(qprof_fig memsave-100 trips) | $(qprof_fig gdb-m-100 trips) |"
+    echo "| raw floor + one 8 KiB read at the stack pointer, p50 | $(us_to_ms "$(floor_fig 1 qmp-mem p50_us)") | $(us_to_ms "$(floor_fig 1 gdb-mem p50_us)") |"
+    echo
+    echo "Targets of the gdbstub transport (issue 14):"
+    echo
+    echo "| target | this run | |"
+    echo "|---|---|---|"
+    echo "| 1 vCPU: paused p50 <= 0.25 ms | $(ms "$(qprof_fig gdb-direct-100 p50)") at 100 Hz, $(ms "$gdb1") closed loop | $(verdict "$(qprof_fig gdb-direct-100 p50)" 0.25 '<=') |"
+    echo "| 1 vCPU: <= 1.2x the raw gdbstub floor | $(awk -v q="$gdb1" -v f="$(floor_fig 1 gdb p50_us)" 'BEGIN { printf "%.2fx", q * 1000 / f }') (closed loop p50 over floor p50) | $(verdict "$(awk -v q="$gdb1" -v f="$(floor_fig 1 gdb p50_us)" 'BEGIN { printf "%.2f", q * 1000 / f }')" 1.2 '<=') |"
+    echo "| 1 vCPU: closed loop >= 3000 samples/s | $(qprof_fig gdb-direct-closed rate)/s | $(verdict "$(qprof_fig gdb-direct-closed rate)" 3000 '>=') |"
+    echo "| 8 vCPUs (MTTCG): paused p50 <= 0.6 ms | $(ms "$gdb8") (closed loop; $growth ms per added vCPU) | $(verdict "$gdb8" 0.6 '<=') |"
+    echo "| slowdown at 1000 Hz, 1 vCPU <= 25% | $slow1000 wall time | $(verdict "${slow1000%\%}" 25 '<=') |"
+    echo "| no shared RAM file: paused p50 <= 1 ms | $(ms "$m_p50") with \`m\` packets ($(ms "$ms_p50") with memsave) | $(verdict "$m_p50" 1 '<=') |"
+    echo
+}
 
 other_load_note() {
     [ "$OTHER_QEMUS" -gt 0 ] || return 0
@@ -358,6 +506,10 @@ report() {
     baseline_row baseline 'baseline: `stop`, `info registers`, one `x/2gx` per frame, `cont`'
     baseline_row baseline16 'the same baseline paying for 16 frames (chain padded with re-reads)'
     for b in "${BACKENDS[@]}"; do qprof_row "$b"; done
+    # shellcheck disable=SC2016 # the backquotes are markdown
+    qprof_row_as gdb-direct 'qprof over the gdbstub, memory from the RAM file (`--gdb` + `--qmp-socket`)'
+    # shellcheck disable=SC2016
+    qprof_row_as gdb-m 'qprof over the gdbstub alone, memory in pipelined `m` packets'
     echo
     echo "- Floor of any QMP sampler, \`stop\` + \`info registers -a\` + \`cont\` with no memory read" \
          "(closed loop): paused p50 $(us_to_ms "$(kv floor paused_p50_us)"), p99" \
@@ -384,6 +536,7 @@ report() {
             if (!n++ || $3 < lo) lo = $3; if ($3 > hi) hi = $3; sum += $3 }
          END { if (n) printf "; wall-rate spread %.1f%% of the mean\n", 100 * (hi - lo) / (sum / n) }' "$WORK/rates"
     echo
+    transports_section
     echo "## Offline cost"
     echo
     echo "- Unwinding + symbolizing one 16-frame stack from a snapshot: $UNWIND_US us (\`unwind_bench\`):"

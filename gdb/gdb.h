@@ -41,8 +41,10 @@ typedef struct gdb_parser gdb_parser;
 gdb_parser *gdb_parser_new(void);
 void gdb_parser_free(gdb_parser *p); /* NULL is a no-op */
 
-/* In ack mode a packet with a bad checksum is dropped and counted (the caller answers `-` and
- * the stub resends); in no-ack mode nobody resends, so it is -EPROTO. */
+/* In ack mode a packet with a bad checksum is dropped, counted and leaves a gap that
+ * gdb_parser_next reports where the packet was (the caller cannot ask for it again: with
+ * pipelined requests a stub's resend on `-` is some other reply, or none); in no-ack mode it is
+ * -EPROTO. */
 void gdb_parser_set_no_ack(gdb_parser *p, bool no_ack);
 
 /* Consumes len bytes. Returns 0, or -EPROTO with err filled for a bad checksum in no-ack mode,
@@ -50,7 +52,8 @@ void gdb_parser_set_no_ack(gdb_parser *p, bool no_ack);
 int gdb_parser_feed(gdb_parser *p, const char *bytes, size_t len, struct qp_error *err);
 
 /* Takes the next complete packet: returns 1 and sets *payload (NUL-terminated, caller frees
- * with free()) and *len (payloads may hold NUL bytes), or 0 when none is buffered. */
+ * with free()) and *len (payloads may hold NUL bytes); 2 with *payload NULL where a packet with a
+ * bad checksum was dropped (ack mode); 0 when none is buffered. */
 int gdb_parser_next(gdb_parser *p, char **payload, size_t *len);
 
 /* Packets taken from the stream so far (good ones) and ones dropped for a bad checksum. */
@@ -100,12 +103,23 @@ struct gdb_open_opts {
     double timeout_s;  /* per-reply time-out; 0 means 5 s */
     bool keep_stopped; /* leave the guest stopped after the handshake (QEMU stops it on attach);
                           by default it is resumed */
+    /* Start a guardian process that detaches (and so resumes the guest) if this process dies
+     * without gdb_free: QEMU 7.2 keeps a guest paused when its debugger's connection just
+     * closes. The guardian holds a copy of the socket, ignores SIGINT/SIGTERM/SIGHUP and ends
+     * when gdb_free says goodbye. */
+    bool guard;
+    /* gdb_read_registers_all also asks each thread's state (qThreadExtraInfo, in the same
+     * write): QEMU says "[halted ]" for a vCPU waiting in hlt. */
+    bool thread_state;
 };
 
 /* Connects to "tcp:HOST:PORT" or "unix:PATH" (a bare path is a UNIX socket too) and runs the
  * handshake: qSupported, QStartNoAckMode when offered, `?`, the thread list and target.xml with
- * its includes. opts may be NULL. *out is the caller's (gdb_free). A guest QEMU started with -S
- * starts running here unless opts->keep_stopped. */
+ * its includes. QEMU serves one debugger at a time and leaves a second connection unanswered
+ * (7.2 accepts it and reads nothing until the first closes): a stub that says nothing at all
+ * within the time-out gives -EBUSY with a message that says so. opts may be NULL. *out is the
+ * caller's (gdb_free). A guest QEMU started with -S starts running here unless opts->keep_stopped.
+ */
 int gdb_open(const char *address, const struct gdb_open_opts *opts, gdb_client **out,
              struct qp_error *err);
 /* Stops the guest if it runs, detaches (`D`: QEMU resumes it) and closes. NULL is a no-op. */
@@ -148,6 +162,7 @@ int gdb_command(gdb_client *c, const char *cmd, char **reply, int *code, struct 
 /* One vCPU's registers: the decoded `g` reply, laid out as gdb_target() says. */
 struct gdb_regset {
     int thread; /* index into the thread list */
+    int halted; /* with opts.thread_state: 1 halted (hlt), 0 running; -1 when not known */
     uint8_t *raw;
     uint8_t *valid; /* per byte: 0 where the stub sent `xx` (unavailable) */
     size_t len;
@@ -190,6 +205,13 @@ struct gdb_mem_req {
  * has its own rc. While stopped only. */
 int gdb_mem_read_many(gdb_client *c, int thread, struct gdb_mem_req *reqs, size_t n,
                       struct qp_error *err);
+
+/* The same, with `p` for register `reg` of that thread after the last `m`, in the same write:
+ * *value is its value once the reads are done and *ok says whether the stub gave it (false for
+ * an unknown name, an E reply or `xx`). A caller compares it with the value at the stop to learn
+ * whether the reads saw the same state (a reset of the machine mid-sample changes CR3). */
+int gdb_mem_read_then_reg(gdb_client *c, int thread, struct gdb_mem_req *reqs, size_t n,
+                          const char *reg, uint64_t *value, bool *ok, struct qp_error *err);
 
 /* Packets answered by the stub since the connection opened (round trips are fewer: pipelined). */
 uint64_t gdb_replies(const gdb_client *c);

@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "gdb.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <glib.h>
 #include <inttypes.h>
 #include <netdb.h>
@@ -9,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,7 +23,10 @@ struct gdb_client {
     char address[256];
     gdb_parser *parser;
     int timeout_ms;
-    bool dead, no_ack, stopped, multiprocess;
+    bool dead, no_ack, stopped, multiprocess, thread_state;
+    bool heard;      /* the stub has sent at least one byte */
+    pid_t guard_pid; /* the guardian process, 0 without opts.guard */
+    int guard_pipe;  /* its lifeline: EOF without a goodbye means this process died */
     /* A reply timed out: it may still come and be taken for the next one. A stop reply ends
      * the stream of late replies (the stub answers in order), so `?` puts it back in step. */
     bool out_of_step;
@@ -143,21 +150,21 @@ static int read_some(gdb_client *c, int64_t deadline_us, struct qp_error *err)
                                 c->address, n < 0 ? ": " : " (QEMU exited?)",
                                 n < 0 ? strerror(errno) : "");
         }
+        c->heard = true;
         uint64_t before = gdb_parser_packets(c->parser), bad = gdb_parser_bad_checksums(c->parser);
         int rc = gdb_parser_feed(c->parser, buf, n, err);
         if (rc < 0) {
             c->dead = true;
             return rc;
         }
-        if (!c->no_ack) {
-            /* Ack mode: every packet is answered, `-` asks for a resend. */
+        /* Ack mode: every good packet is acked. A bad one gets no `-`: with pipelined requests
+         * the stub would resend some other reply (it keeps only its last), and a `-` it does
+         * not wait for stops a running guest. next_reply fails the request it belonged to. */
+        (void)bad;
+        if (!c->no_ack)
             for (uint64_t i = before; i < gdb_parser_packets(c->parser); i++)
                 if ((rc = send_raw(c, "+", 1, err)) < 0)
                     return rc;
-            for (uint64_t i = bad; i < gdb_parser_bad_checksums(c->parser); i++)
-                if ((rc = send_raw(c, "-", 1, err)) < 0)
-                    return rc;
-        }
         return 0;
     }
 }
@@ -207,7 +214,15 @@ static int next_reply(gdb_client *c, bool want_stop, char **out, size_t *len, st
     for (;;) {
         char *p;
         size_t n;
-        while (gdb_parser_next(c->parser, &p, &n) == 1) {
+        int got;
+        while ((got = gdb_parser_next(c->parser, &p, &n)) > 0) {
+            if (got == 2) {
+                /* Which reply was lost is unknown to the caller's bookkeeping only if it goes
+                 * on: fail this request, and get back in step before the next. */
+                c->out_of_step = true;
+                return qp_error_set(
+                    err, -EPROTO, "a reply from the gdbstub at %s had a bad checksum", c->address);
+            }
             if (p[0] == 'W' || p[0] == 'X') {
                 c->dead = true;
                 int rc = qp_error_set(err, -EPIPE, "the guest exited (%s)", p);
@@ -406,6 +421,114 @@ static int handshake(gdb_client *c, struct qp_error *err)
     return rc;
 }
 
+/* ---- Guardian --------------------------------------------------------------------------- */
+
+/* `D` as this stub wants it: with multiprocess QEMU wants the pid (`D;1`) and answers a bare `D`
+ * with E22. */
+static void detach_command(const gdb_client *c, char *cmd, size_t cap)
+{
+    snprintf(cmd, cap, "D");
+    if (c->multiprocess && c->threads[0][0] == 'p')
+        snprintf(cmd, cap, "D;%.*s", (int)strcspn(c->threads[0] + 1, "."), c->threads[0] + 1);
+}
+
+static void close_all_but(int a, int b)
+{
+    int lo = a < b ? a : b, hi = a < b ? b : a;
+    if (lo > 0)
+        close_range(0, lo - 1, 0);
+    if (hi > lo + 1)
+        close_range(lo + 1, hi - 1, 0);
+    close_range(hi + 1, ~0u, 0);
+}
+
+/* The guardian's whole life: wait for the owner's goodbye; if the lifeline breaks without one,
+ * get the stub back to a known state and detach. "#00" ends a packet the owner left half
+ * written (QEMU answers its bad checksum with `-`) and is ignored by an idle stub; a guest that
+ * runs is stopped by its first byte; `$` also drops a reply QEMU still waits to have acked. */
+static void guard_main(int sock, int lifeline, const char *detach, bool late)
+{
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+    close_all_but(sock, lifeline);
+    char b;
+    ssize_t n;
+    do
+        n = read(lifeline, &b, 1);
+    while (n < 0 && errno == EINTR);
+    if (n == 1)
+        _exit(0);
+    size_t len;
+    char *frame = gdb_frame(detach, strlen(detach), &len);
+    GString *rescue = g_string_new("#00#00");
+    g_string_append_len(rescue, frame, (gssize)len);
+    if (send(sock, rescue->str, rescue->len, MSG_NOSIGNAL) < 0)
+        _exit(1);
+    /* Wait for the OK (or the close), so that QEMU has read the D before the socket goes. No
+     * acks: a byte QEMU does not wait for stops a running guest again. */
+    char reply[4096];
+    GString *seen = g_string_new(NULL);
+    int64_t deadline = now_us() + 2000000;
+    while (!strstr(seen->str, "$OK#") && (late || now_us() < deadline)) {
+        struct pollfd pfd = {.fd = sock, .events = POLLIN};
+        if (poll(&pfd, 1, 100) > 0) {
+            ssize_t got = recv(sock, reply, sizeof reply, 0);
+            if (got <= 0)
+                break;
+            g_string_append_len(seen, reply, got);
+        }
+    }
+    _exit(0);
+}
+
+/* late: the stub has not taken the connection on yet (another debugger holds it). QEMU will
+ * once that one leaves, and stop the guest as it does for every new debugger; the guardian
+ * waits for that as long as it takes (or until QEMU closes the socket), then detaches. */
+static int guard_start(gdb_client *c, bool late, struct qp_error *err)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return qp_error_set(err, -errno, "pipe: %s", strerror(errno));
+    char detach[48];
+    detach_command(c, detach, sizeof detach);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(fds[0]);
+        close(fds[1]);
+        return qp_error_set(err, -e, "fork: %s", strerror(e));
+    }
+    if (pid == 0)
+        guard_main(c->fd, fds[0], detach, late);
+    close(fds[0]);
+    if (late) {
+        close(fds[1]); /* no goodbye: the guardian detaches when it can */
+        return 0;
+    }
+    c->guard_pid = pid;
+    c->guard_pipe = fds[1];
+    return 0;
+}
+
+/* Goodbye only when nothing is left to do (detached, or the stub is gone); otherwise the
+ * guardian tries the detach itself on its copy of the socket. */
+static void guard_stop(gdb_client *c, bool goodbye)
+{
+    if (!c->guard_pid)
+        return;
+    ssize_t n = 0;
+    while (goodbye && (n = write(c->guard_pipe, "x", 1)) < 0 && errno == EINTR)
+        ;
+    close(c->guard_pipe);
+    waitpid(c->guard_pid, NULL, 0);
+    c->guard_pid = 0;
+}
+
+/* ---- Open and close --------------------------------------------------------------------- */
+
 int gdb_open(const char *address, const struct gdb_open_opts *opts, gdb_client **out,
              struct qp_error *err)
 {
@@ -421,10 +544,28 @@ int gdb_open(const char *address, const struct gdb_open_opts *opts, gdb_client *
     g_strlcpy(c->address, address, sizeof c->address);
     c->parser = gdb_parser_new();
     c->timeout_ms = opts && opts->timeout_s > 0 ? (int)(opts->timeout_s * 1000) : 5000;
+    c->thread_state = opts && opts->thread_state;
     /* QEMU stops the guest when a debugger connects; `?` below confirms it. */
     c->stopped = true;
-    if ((rc = handshake(c, err)) < 0 ||
-        (!(opts && opts->keep_stopped) && (rc = gdb_continue(c, err)) < 0)) {
+    rc = handshake(c, err);
+    if (rc == -ETIMEDOUT && !c->heard) {
+        /* The connection waits in QEMU's queue: it is taken on (and the guest stopped) when
+         * the other debugger leaves, so it must not just be dropped. qSupported:multiprocess
+         * went first, so QEMU will want `D;1`. */
+        g_strlcpy(c->threads[0], "p1.1", sizeof c->threads[0]);
+        c->multiprocess = true;
+        c->dead = true;
+        if (opts && opts->guard)
+            guard_start(c, true, NULL);
+        rc = qp_error_set(err, -EBUSY,
+                          "it accepted the connection but said nothing in %.1f s: QEMU's gdbstub "
+                          "serves one debugger at a time, so another gdb (or qprof) is probably "
+                          "attached; detach it, or profile through QMP (--qmp-socket)",
+                          c->timeout_ms / 1000.0);
+    }
+    if (rc == 0 && opts && opts->guard)
+        rc = guard_start(c, false, err);
+    if (rc < 0 || (!(opts && opts->keep_stopped) && (rc = gdb_continue(c, err)) < 0)) {
         gdb_free(c);
         return qp_error_prefix(err, "gdbstub at %s", address);
     }
@@ -436,18 +577,18 @@ void gdb_free(gdb_client *c)
 {
     if (!c)
         return;
+    bool detached = c->dead;
     if (!c->dead) {
         /* Never leave the guest stopped: `D` resumes it, and needs it stopped first. */
         c->timeout_ms = c->timeout_ms < 2000 ? c->timeout_ms : 2000;
-        char *r = NULL;
-        /* With multiprocess QEMU wants the pid (`D;1`) and answers a bare `D` with E22. */
-        char cmd[48] = "D";
-        if (c->multiprocess && c->threads[0][0] == 'p')
-            snprintf(cmd, sizeof cmd, "D;%.*s", (int)strcspn(c->threads[0] + 1, "."),
-                     c->threads[0] + 1);
-        if (gdb_interrupt(c, NULL, NULL) == 0 && gdb_command(c, cmd, &r, NULL, NULL) == 0)
+        char *r = NULL, cmd[48];
+        detach_command(c, cmd, sizeof cmd);
+        if (gdb_interrupt(c, NULL, NULL) == 0 && gdb_command(c, cmd, &r, NULL, NULL) == 0) {
+            detached = true;
             free(r);
+        }
     }
+    guard_stop(c, detached || c->dead);
     close(c->fd);
     gdb_parser_free(c->parser);
     g_free(c);
@@ -513,7 +654,10 @@ int gdb_interrupt(gdb_client *c, struct gdb_stop *stop, struct qp_error *err)
         if ((rc = read_some(c, 0, err)) < 0)
             return rc;
         char *p;
-        while (!c->stopped && gdb_parser_next(c->parser, &p, NULL) == 1) {
+        int got;
+        while (!c->stopped && (got = gdb_parser_next(c->parser, &p, NULL)) > 0) {
+            if (got == 2)
+                continue; /* a late reply, lost: nothing waits for it */
             if (p[0] == 'W' || p[0] == 'X') {
                 c->dead = true;
                 rc = qp_error_set(err, -EPIPE, "the guest exited (%s)", p);
@@ -594,6 +738,33 @@ static int decode_g(gdb_client *c, const char *hex, struct gdb_regset *out, stru
     return 0;
 }
 
+/* The reply to qThreadExtraInfo: hex of e.g. "CPU#0 [halted ]" (QEMU 7.2; with multiprocess
+ * the CPU's type and QOM name come first). Anything else leaves *halted at -1. */
+static int read_thread_state(gdb_client *c, int *halted, struct qp_error *err)
+{
+    char *r = NULL;
+    int rc = next_reply(c, false, &r, NULL, err);
+    if (rc < 0)
+        return rc;
+    size_t n = strlen(r) / 2;
+    char *text = g_malloc(n + 1);
+    size_t k = 0;
+    for (; k < n; k++) {
+        int hi = hexv(r[2 * k]), lo = hexv(r[2 * k + 1]);
+        if (hi < 0 || lo < 0)
+            break;
+        text[k] = (char)(hi << 4 | lo);
+    }
+    text[k] = '\0';
+    if (k == n && strstr(text, "[halted"))
+        *halted = 1;
+    else if (k == n && strstr(text, "[running"))
+        *halted = 0;
+    g_free(text);
+    free(r);
+    return 0;
+}
+
 int gdb_read_registers_all(gdb_client *c, struct gdb_regset *out, int max, int *n,
                            struct qp_error *err)
 {
@@ -606,10 +777,14 @@ int gdb_read_registers_all(gdb_client *c, struct gdb_regset *out, int max, int *
     int count = c->n_threads < max ? c->n_threads : max;
     GString *s = g_string_new(NULL);
     for (int i = 0; i < count; i++) {
-        char cmd[48];
+        char cmd[64];
         snprintf(cmd, sizeof cmd, "Hg%s", c->threads[i]);
         add_frame(s, cmd);
         add_frame(s, "g");
+        if (c->thread_state) {
+            snprintf(cmd, sizeof cmd, "qThreadExtraInfo,%s", c->threads[i]);
+            add_frame(s, cmd);
+        }
     }
     rc = send_packets(c, s, err);
     g_string_free(s, TRUE);
@@ -619,9 +794,12 @@ int gdb_read_registers_all(gdb_client *c, struct gdb_regset *out, int max, int *
         char *hg = NULL, *g = NULL;
         memset(&out[i], 0, sizeof out[i]);
         out[i].thread = i;
+        out[i].halted = -1;
         if ((rc = next_reply(c, false, &hg, NULL, err)) < 0)
             break;
         rc = next_reply(c, false, &g, NULL, err);
+        if (rc == 0 && c->thread_state)
+            rc = read_thread_state(c, &out[i].halted, err);
         if (rc == 0 && first == 0) {
             char what[64];
             snprintf(what, sizeof what, "Hg%s", c->threads[i]);
@@ -710,8 +888,42 @@ int gdb_x86_regs_from(const gdb_client *c, const struct gdb_regset *r, struct gd
 
 /* ---- Memory ----------------------------------------------------------------------------- */
 
+/* The reply to `p`: the register's bytes, little-endian as x86 sends them. */
+static bool decode_p(const char *r, uint64_t *value)
+{
+    size_t len = strlen(r);
+    if (len < 2 || len % 2 || r[0] == 'E' || r[0] == 'x')
+        return false;
+    uint64_t v = 0;
+    for (size_t k = 0; k < len / 2 && k < 8; k++) {
+        int hi = hexv(r[2 * k]), lo = hexv(r[2 * k + 1]);
+        if (hi < 0 || lo < 0)
+            return false;
+        v |= (uint64_t)(hi << 4 | lo) << (8 * k);
+    }
+    *value = v;
+    return true;
+}
+
+static int mem_read(gdb_client *c, int thread, struct gdb_mem_req *reqs, size_t n, int regnum,
+                    uint64_t *reg_value, bool *reg_ok, struct qp_error *err);
+
 int gdb_mem_read_many(gdb_client *c, int thread, struct gdb_mem_req *reqs, size_t n,
                       struct qp_error *err)
+{
+    return mem_read(c, thread, reqs, n, -1, NULL, NULL, err);
+}
+
+int gdb_mem_read_then_reg(gdb_client *c, int thread, struct gdb_mem_req *reqs, size_t n,
+                          const char *reg, uint64_t *value, bool *ok, struct qp_error *err)
+{
+    int i = gdb_tdesc_find(&c->tdesc, reg);
+    *ok = false;
+    return mem_read(c, thread, reqs, n, i < 0 ? -1 : c->tdesc.regs[i].regnum, value, ok, err);
+}
+
+static int mem_read(gdb_client *c, int thread, struct gdb_mem_req *reqs, size_t n, int regnum,
+                    uint64_t *reg_value, bool *reg_ok, struct qp_error *err)
 {
     if (!c->stopped)
         return qp_error_set(err, -EBUSY, "reading memory: the guest is running");
@@ -735,6 +947,10 @@ int gdb_mem_read_many(gdb_client *c, int thread, struct gdb_mem_req *reqs, size_
             snprintf(cmd, sizeof cmd, "m%" PRIx64 ",%zx", reqs[i].vaddr + off, len);
             add_frame(s, cmd);
         }
+    }
+    if (regnum >= 0) {
+        snprintf(cmd, sizeof cmd, "p%x", regnum);
+        add_frame(s, cmd);
     }
     rc = send_packets(c, s, err);
     g_string_free(s, TRUE);
@@ -772,6 +988,12 @@ int gdb_mem_read_many(gdb_client *c, int thread, struct gdb_mem_req *reqs, size_
             }
             free(r);
         }
+    }
+    if (regnum >= 0 && !c->dead) {
+        if ((rc = next_reply(c, false, &r, NULL, err)) < 0)
+            return rc;
+        *reg_ok = first == 0 && decode_p(r, reg_value);
+        free(r);
     }
     return first;
 }

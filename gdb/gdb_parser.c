@@ -132,6 +132,10 @@ static int finish(gdb_parser *p, uint8_t sum, struct qp_error *err)
                      want);
             return fail(p, err, why);
         }
+        /* A marker where the packet was (real packets hold at least their NUL), so the reader
+         * knows which reply is missing; a notification is nobody's reply. */
+        if (!p->notification)
+            g_queue_push_tail(p->ready, g_byte_array_new());
         return 0;
     }
     if (p->notification)
@@ -193,6 +197,13 @@ int gdb_parser_next(gdb_parser *p, char **payload, size_t *len)
     GByteArray *a = g_queue_pop_head(p->ready);
     if (!a)
         return 0;
+    if (a->len == 0) {
+        g_byte_array_free(a, TRUE);
+        *payload = NULL;
+        if (len)
+            *len = 0;
+        return 2;
+    }
     size_t n = a->len - 1;
     char *s = malloc(a->len);
     memcpy(s, a->data, a->len);

@@ -45,11 +45,15 @@ void prof_print_help(FILE *out)
         "\n"
         "Connection:\n"
         "  --qmp-socket PATH|tcp:HOST:PORT  QMP socket of the QEMU to profile [./qmp-socket]\n"
-        "  --gdb unix:PATH|tcp:HOST:PORT    profile through QEMU's gdbstub instead of QMP (QEMU\n"
-        "                                   started with -gdb, e.g. -gdb tcp::1234); the QMP\n"
-        "                                   socket is then not needed\n"
+        "  --gdb unix:PATH|tcp:HOST:PORT    profile through QEMU's gdbstub (QEMU started with\n"
+        "                                   -gdb, e.g. -gdb tcp::1234): the guest is paused\n"
+        "                                   3-5x less per sample than through QMP. With\n"
+        "                                   --qmp-socket too, QMP only finds the shared RAM file\n"
+        "  --transport auto|qmp|gdb         which to sample through [auto: the gdbstub when\n"
+        "                                   --gdb is given and it answers, else QMP]\n"
         "  --memory auto|direct|memsave|hmp how to read guest memory [auto: direct if RAM is\n"
-        "                                   a shared file, else memsave]\n"
+        "                                   a shared file, else memsave over QMP, `m` packets\n"
+        "                                   over the gdbstub]\n"
         "Sampling:\n"
         "  --interval MS          mean time between samples, jittered +-50% to avoid locking\n"
         "                         onto the guest's timer [10]\n"
@@ -207,6 +211,7 @@ int prof_parse_cpu_list(const char *text, uint64_t *mask, struct qp_error *err)
 enum {
     OPT_QMP = 1000,
     OPT_GDB,
+    OPT_TRANSPORT,
     OPT_INTERVAL,
     OPT_DURATION,
     OPT_ONE_SHOT,
@@ -233,6 +238,7 @@ enum {
 static const struct option long_options[] = {
     {"qmp-socket", required_argument, NULL, OPT_QMP},
     {"gdb", required_argument, NULL, OPT_GDB},
+    {"transport", required_argument, NULL, OPT_TRANSPORT},
     {"output", required_argument, NULL, 'o'},
     {"interval", required_argument, NULL, OPT_INTERVAL},
     {"duration", required_argument, NULL, OPT_DURATION},
@@ -282,6 +288,19 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
     switch (c) {
     case OPT_QMP:
         o->qmp_socket = arg;
+        o->qmp_socket_given = true;
+        return 0;
+    case OPT_TRANSPORT:
+        if (strcmp(arg, "auto") == 0)
+            o->transport = PROF_TRANSPORT_AUTO;
+        else if (strcmp(arg, "qmp") == 0)
+            o->transport = PROF_TRANSPORT_QMP;
+        else if (strcmp(arg, "gdb") == 0)
+            o->transport = PROF_TRANSPORT_GDB;
+        else {
+            fprintf(stderr, "qprof: --transport: '%s' is not one of auto, qmp, gdb\n", arg);
+            return -1;
+        }
         return 0;
     case OPT_GDB:
         if ((strncmp(arg, "tcp:", 4) != 0 && strncmp(arg, "unix:", 5) != 0) ||
@@ -465,6 +484,10 @@ int prof_parse_args(int argc, char **argv, struct prof_options *o)
     }
     if (o->show_addresses && !o->one_shot) {
         fprintf(stderr, "qprof: --show-addresses goes with --one-shot\n");
+        return usage_error();
+    }
+    if (o->transport == PROF_TRANSPORT_GDB && !o->gdb_address) {
+        fprintf(stderr, "qprof: --transport gdb needs --gdb ADDRESS\n");
         return usage_error();
     }
     return -1;

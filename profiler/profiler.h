@@ -14,6 +14,7 @@
 #include "output.h"
 #include "qp_error.h"
 #include "os.h"
+#include "target.h"
 #include "qprof/guest_abi.h"
 
 /* ---- Command line ------------------------------------------------------------------------ */
@@ -27,7 +28,9 @@ enum prof_mode_filter { PROF_ALL_MODES = 0, PROF_KERNEL_ONLY, PROF_USER_ONLY };
 /* Every option with its default (prof_options_init). */
 struct prof_options {
     const char *qmp_socket;                /* --qmp-socket, "./qmp-socket" */
+    bool qmp_socket_given;                 /* --qmp-socket was on the command line */
     const char *gdb_address;               /* --gdb: the gdbstub target instead of QMP */
+    enum prof_transport transport;         /* --transport, PROF_TRANSPORT_AUTO */
     const char *output;                    /* the first -o, NULL: summary only; "-": stdout */
     const char *outputs[PROF_MAX_OUTPUTS]; /* every -o: format by extension or --format */
     int n_outputs;

@@ -345,12 +345,14 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
             r->samples, elapsed, elapsed > 0 ? r->samples / elapsed : 0.0, r->failed);
     print_failures(r, f);
     if (r->samples)
-        fprintf(f,
-                "guest paused per sample: p50 %.3f ms, p99 %.3f ms, max %.3f ms; %.1f QMP round "
-                "trips per sample (memory: %s)\n",
-                prof_hist_percentile(&r->paused, 50) / 1e6,
-                prof_hist_percentile(&r->paused, 99) / 1e6, r->paused.max_ns / 1e6,
-                (double)r->round_trips / r->samples, prof_target_describe(r->session->target));
+        fprintf(
+            f,
+            "guest paused per sample: p50 %.3f ms, p99 %.3f ms, max %.3f ms; %.1f %s per "
+            "sample (transport: %s, memory: %s)\n",
+            prof_hist_percentile(&r->paused, 50) / 1e6, prof_hist_percentile(&r->paused, 99) / 1e6,
+            r->paused.max_ns / 1e6, (double)r->round_trips / r->samples,
+            prof_target_round_trip_name(r->session->target),
+            prof_target_transport(r->session->target), prof_target_describe(r->session->target));
     fprintf(f, "vCPU stacks: %" PRIu64 " (idle %" PRIu64 "), unique stacks: %zu\n", c->vcpu_samples,
             c->idle, prof_agg_unique(r->agg));
     if (c->dropped_by_filter)

@@ -161,10 +161,13 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     add_kernel_module(s);
     if ((rc = open_os(s, err)))
         goto fail;
-    struct prof_target_open_opts to = {.address = o->gdb_address ? o->gdb_address : o->qmp_socket,
+    struct prof_transport_choice tc = {.transport = o->transport,
+                                       .qmp_socket = o->qmp_socket,
+                                       .qmp_socket_given = o->qmp_socket_given,
+                                       .gdb_address = o->gdb_address,
                                        .memory_backend = o->memory_backend,
                                        .timeout_s = 5};
-    rc = prof_target_open(target_ops, &to, &s->target, err);
+    rc = prof_target_open_transport(&tc, &s->target, err);
     if (rc)
         goto fail;
     if (o->verbose)

@@ -373,7 +373,7 @@ int prof_session_one_shot(prof_session *s, FILE *out, struct qp_error *err)
         print_stack(s, names, &s->stack, out);
     }
     out_names_free(names);
-    fprintf(out, "(guest paused %.3f ms for this sample, %u QMP round trips)\n",
-            s->last_stats.paused_ns / 1e6, s->last_stats.round_trips);
+    fprintf(out, "(guest paused %.3f ms for this sample, %u %s)\n", s->last_stats.paused_ns / 1e6,
+            s->last_stats.round_trips, prof_target_round_trip_name(s->target));
     return 0;
 }

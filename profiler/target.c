@@ -2,6 +2,7 @@
 #include "target.h"
 
 #include <glib.h>
+#include <stdio.h>
 
 struct prof_target {
     const struct prof_target_ops *ops;
@@ -57,6 +58,16 @@ uint64_t prof_target_round_trips(const prof_target *t)
     return t->ops->round_trips(t->impl);
 }
 
+const char *prof_target_transport(const prof_target *t)
+{
+    return t->ops->transport ? t->ops->transport : t->ops->name;
+}
+
+const char *prof_target_round_trip_name(const prof_target *t)
+{
+    return t->ops->round_trip_name ? t->ops->round_trip_name : "round trips";
+}
+
 bool prof_target_reads_cost_round_trips(const prof_target *t)
 {
     return t->ops->reads_cost_round_trips(t->impl);
@@ -75,4 +86,28 @@ const char *prof_target_describe(const prof_target *t)
 const struct prof_addr_split *prof_target_split(const prof_target *t)
 {
     return &t->ops->split;
+}
+
+int prof_target_open_transport(const struct prof_transport_choice *c, prof_target **out,
+                               struct qp_error *err)
+{
+    bool gdb = c->transport == PROF_TRANSPORT_GDB ||
+               (c->transport == PROF_TRANSPORT_AUTO && c->gdb_address);
+    if (gdb) {
+        struct prof_target_open_opts to = {
+            .address = c->gdb_address,
+            .memory_backend = c->memory_backend,
+            .timeout_s = c->timeout_s,
+            .qmp_address = c->qmp_socket_given ? c->qmp_socket : NULL,
+        };
+        int rc = prof_target_open(&prof_target_gdb_ops, &to, out, err);
+        if (rc == 0 || c->transport == PROF_TRANSPORT_GDB || !c->qmp_socket_given)
+            return rc;
+        fprintf(stderr, "qprof: %s; sampling through QMP instead\n", err ? err->msg : "");
+        if (err)
+            *err = (struct qp_error){0};
+    }
+    struct prof_target_open_opts to = {
+        .address = c->qmp_socket, .memory_backend = c->memory_backend, .timeout_s = c->timeout_s};
+    return prof_target_open(&prof_target_qmp_ops, &to, out, err);
 }

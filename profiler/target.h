@@ -67,6 +67,9 @@ struct prof_target_open_opts {
     const char *address;        /* e.g. a QMP socket path, or "tcp:HOST:PORT" */
     const char *memory_backend; /* backend-specific ("auto" when NULL) */
     double timeout_s;           /* per-reply time-out, 0: the backend's default */
+    /* gdb: a QMP socket of the same QEMU, NULL if none. Only to find and map the shared RAM
+     * file (memory without round trips); the gdbstub does all the rest. */
+    const char *qmp_address;
 };
 
 typedef struct prof_target prof_target;
@@ -79,6 +82,8 @@ typedef int (*prof_target_stopped_fn)(prof_target *t, const struct prof_vcpu *cp
 /* A backend. `impl` is what open made; the handle passes it back to every call. */
 struct prof_target_ops {
     const char *name;
+    const char *transport;        /* for people: "QMP", "gdbstub" */
+    const char *round_trip_name;  /* what round_trips counts, for summaries: "QMP round trips" */
     struct prof_addr_split split; /* the architecture's, known before open */
     int (*open)(const struct prof_target_open_opts *o, void **impl, struct qp_error *err);
     /* Stops, reads the registers into prof_vcpu, calls fn with t, resumes on every path. */
@@ -102,6 +107,27 @@ extern const struct prof_target_ops prof_target_qmp_ops;
 /* QEMU's gdbstub (target_gdb.c): x86_64 guests. */
 extern const struct prof_target_ops prof_target_gdb_ops;
 
+/* Which of QEMU's interfaces to sample through (--transport). */
+enum prof_transport {
+    PROF_TRANSPORT_AUTO = 0, /* the gdbstub when given and it answers, else QMP */
+    PROF_TRANSPORT_QMP,
+    PROF_TRANSPORT_GDB,
+};
+
+struct prof_transport_choice {
+    enum prof_transport transport;
+    const char *qmp_socket;     /* always set (the default socket when not given) */
+    bool qmp_socket_given;      /* named by the user: also good for the gdbstub's RAM file */
+    const char *gdb_address;    /* NULL: not given */
+    const char *memory_backend; /* --memory */
+    double timeout_s;
+};
+
+/* Opens the target the choice names. With both given and AUTO, the gdbstub when it connects
+ * (QMP then only finds the RAM file), else QMP, after a one-line note on stderr saying why. */
+int prof_target_open_transport(const struct prof_transport_choice *c, prof_target **out,
+                               struct qp_error *err);
+
 /* Opens a target through ops (borrowed, static). *out is the caller's (prof_target_free). */
 int prof_target_open(const struct prof_target_ops *ops, const struct prof_target_open_opts *o,
                      prof_target **out, struct qp_error *err);
@@ -115,6 +141,10 @@ int prof_target_read(prof_target *t, const struct prof_vcpu *cpu, struct prof_me
 bool prof_target_running(prof_target *t);
 int prof_target_vcpu_count(const prof_target *t); /* -1 when the backend cannot tell */
 uint64_t prof_target_round_trips(const prof_target *t);
+/* "QMP" or "gdbstub" (static). */
+const char *prof_target_transport(const prof_target *t);
+/* What prof_target_round_trips counts, e.g. "QMP round trips" (static). */
+const char *prof_target_round_trip_name(const prof_target *t);
 bool prof_target_reads_cost_round_trips(const prof_target *t);
 /* Strings valid while t lives. */
 const char *prof_target_version(const prof_target *t);

@@ -1,22 +1,57 @@
 /* The gdbstub target: QEMU's -gdb socket, x86_64 guests. The gdb/ module does the protocol work
  * (interrupt, pipelined Hg/g for every vCPU, pipelined `m`, continue); this file turns its
- * register sets into struct prof_vcpu and maps the stub's answers onto the target seam. The stub
- * cannot say whether a vCPU is halted, so halted is always false here. */
+ * register sets into struct prof_vcpu and maps the stub's answers onto the target seam. Whether
+ * a vCPU waits in hlt comes from qThreadExtraInfo ("[halted ]"), asked in the same write as the
+ * registers: one more packet per vCPU, no more round trips. */
 #include "target.h"
 #include "target_x86.h"
 
 #include "gdb.h"
+#include "qmp.h"
 
 #include <errno.h>
 #include <glib.h>
 #include <string.h>
 #include <time.h>
 
+/* What tg_read needs of one vCPU, behind prof_vcpu.target_cpu. */
+struct gdb_cpu {
+    int thread;          /* index into the stub's thread list */
+    struct qmp_regs mmu; /* cr0, cr3, cr4, long mode: for the direct backend's page walk */
+};
+
 struct target_gdb {
     gdb_client *gdb;
-    int threads[PROF_MAX_VCPUS]; /* thread index per vCPU, behind prof_vcpu.target_cpu */
+    qmp_client *ram;    /* a QMP client whose direct backend maps the RAM file; NULL: `m` packets */
+    bool state_changed; /* this sample's reads saw another CR3 than its registers */
+    struct gdb_cpu cpus[PROF_MAX_VCPUS];
     struct prof_vcpu vcpus[PROF_MAX_VCPUS];
 };
+
+/* With a QMP socket too, memory comes from the shared RAM file that QMP finds (the same
+ * discovery as the QMP target's direct backend), with no round trip; without, or when the RAM
+ * is not a shared file, through pipelined `m` packets. --memory direct makes that an error;
+ * memsave and hmp are QMP's ways and mean `m` packets here. */
+static int open_ram(struct target_gdb *t, const struct prof_target_open_opts *o,
+                    struct qp_error *err)
+{
+    const char *want = o->memory_backend ? o->memory_backend : "auto";
+    bool direct = strcmp(want, "direct") == 0;
+    if (!direct && strcmp(want, "auto") != 0)
+        return 0;
+    if (!o->qmp_address)
+        return direct ? qp_error_set(err, -EINVAL,
+                                     "--memory direct through the gdbstub needs --qmp-socket "
+                                     "too: QMP finds the shared RAM file")
+                      : 0;
+    struct qmp_open_opts qo = {.timeout_s = o->timeout_s ? o->timeout_s : 5,
+                               .backend = QMP_MEM_DIRECT};
+    struct qp_error qerr = {0};
+    int rc = qmp_open(o->qmp_address, &qo, &t->ram, direct ? err : &qerr);
+    if (rc && direct)
+        return qp_error_prefix(err, "the shared RAM file, through QMP");
+    return 0; /* auto: `m` packets */
+}
 
 static uint64_t now_ns(void)
 {
@@ -28,9 +63,13 @@ static uint64_t now_ns(void)
 static int tg_open(const struct prof_target_open_opts *o, void **impl, struct qp_error *err)
 {
     struct target_gdb *t = g_new0(struct target_gdb, 1);
-    struct gdb_open_opts go = {.timeout_s = o->timeout_s ? o->timeout_s : 5};
-    int rc = gdb_open(o->address, &go, &t->gdb, err);
+    struct gdb_open_opts go = {
+        .timeout_s = o->timeout_s ? o->timeout_s : 5, .guard = true, .thread_state = true};
+    int rc = open_ram(t, o, err);
+    if (!rc)
+        rc = gdb_open(o->address, &go, &t->gdb, err);
     if (rc) {
+        qmp_free(t->ram);
         g_free(t);
         return rc;
     }
@@ -38,8 +77,19 @@ static int tg_open(const struct prof_target_open_opts *o, void **impl, struct qp
     return 0;
 }
 
-static void vcpu_from_regs(const struct gdb_x86_regs *q, int index, const int *thread,
-                           struct prof_vcpu *v)
+static void mmu_from_regs(const struct gdb_x86_regs *q, int index, bool paging64,
+                          struct qmp_regs *m)
+{
+    memset(m, 0, sizeof *m);
+    m->cpu_index = index;
+    m->cr0 = q->has_cr0 ? q->cr0 : X86_CR0_PG;
+    m->cr3 = q->cr3;
+    m->cr4 = q->cr4;
+    m->long_mode = paging64;
+}
+
+static void vcpu_from_regs(const struct gdb_x86_regs *q, int index, int halted,
+                           const struct gdb_cpu *cpu, struct prof_vcpu *v)
 {
     struct unw_regs *u = &v->regs;
     memset(v, 0, sizeof *v);
@@ -54,13 +104,13 @@ static void vcpu_from_regs(const struct gdb_x86_regs *q, int index, const int *t
     v->sp = q->rsp;
     v->privilege = (int)(q->cs & 3);
     v->user = v->privilege == 3;
-    v->halted = false; /* the stub cannot tell */
+    v->halted = halted == 1;
     /* Without cr0/efer in the XML, assume a 64-bit guest (i386-64bit.xml has both). */
     bool pg = q->has_cr0 ? (q->cr0 & X86_CR0_PG) != 0 : true;
     bool lma = q->has_efer ? (q->efer & X86_EFER_LMA) != 0 : true;
     v->paging64 = pg && lma;
     v->as_root = q->has_cr3 ? q->cr3 & X86_CR3_ADDR_MASK : 0;
-    v->target_cpu = thread;
+    v->target_cpu = cpu;
 }
 
 /* Stopped: every vCPU's registers, then fn. */
@@ -76,8 +126,9 @@ static int tg_stopped(struct target_gdb *t, prof_target *handle, prof_target_sto
         rc = gdb_x86_regs_from(t->gdb, &sets[i], &x, err);
         if (rc)
             break;
-        t->threads[i] = sets[i].thread;
-        vcpu_from_regs(&x, sets[i].thread, &t->threads[i], &t->vcpus[i]);
+        t->cpus[i].thread = sets[i].thread;
+        vcpu_from_regs(&x, sets[i].thread, sets[i].halted, &t->cpus[i], &t->vcpus[i]);
+        mmu_from_regs(&x, sets[i].thread, t->vcpus[i].paging64, &t->cpus[i].mmu);
     }
     for (int i = 0; i < n; i++)
         gdb_regset_clear(&sets[i]);
@@ -92,9 +143,18 @@ static int tg_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
     struct target_gdb *t = impl;
     uint64_t trips0 = gdb_round_trips(t->gdb);
     uint64_t t0 = now_ns();
+    t->state_changed = false;
+    /* QEMU sends every monitor a STOP and a RESUME per sample; the RAM file's QMP client must
+     * take them off its socket (no round trip), or QEMU buffers them without bound. */
+    if (t->ram)
+        (void)qmp_guest_running(t->ram);
     int rc = gdb_interrupt(t->gdb, NULL, err);
     if (!rc)
         rc = tg_stopped(t, handle, fn, ctx, err);
+    /* Whatever the session made of reads from another state, it is not this stop's sample. */
+    if (!rc && t->state_changed)
+        rc = qp_error_set(err, -EAGAIN,
+                          "the machine was reset during the sample (CR3 changed): dropped");
     /* Resume on every path; the first error is the one reported. */
     if (gdb_stopped(t->gdb)) {
         struct qp_error cerr = {0};
@@ -116,11 +176,29 @@ static int tg_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
  * mapping keeps the pages before it. */
 #define PAGE_SIZE 4096u
 
+static int read_direct(struct target_gdb *t, const struct gdb_cpu *gc, struct prof_mem_req *reqs,
+                       size_t n, struct qp_error *err)
+{
+    struct qmp_mem_req *qr = g_new(struct qmp_mem_req, n ? n : 1);
+    for (size_t i = 0; i < n; i++)
+        qr[i] =
+            (struct qmp_mem_req){.vaddr = reqs[i].vaddr, .len = reqs[i].len, .buf = reqs[i].buf};
+    int rc = qmp_mem_read_many(t->ram, &gc->mmu, qr, n, err);
+    for (size_t i = 0; i < n; i++) {
+        reqs[i].got = qr[i].got;
+        reqs[i].rc = rc ? rc : qr[i].rc;
+    }
+    g_free(qr);
+    return rc;
+}
+
 static int tg_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req *reqs, size_t n,
                    struct qp_error *err)
 {
     struct target_gdb *t = impl;
-    const int *thread = cpu->target_cpu;
+    const struct gdb_cpu *gc = cpu->target_cpu;
+    if (t->ram)
+        return read_direct(t, gc, reqs, n, err);
     size_t n_parts = 0;
     for (size_t i = 0; i < n; i++)
         n_parts += reqs[i].len ? (reqs[i].vaddr % PAGE_SIZE + reqs[i].len - 1) / PAGE_SIZE + 1 : 1;
@@ -138,7 +216,19 @@ static int tg_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
             off += len;
         } while (off < reqs[i].len);
     }
-    int rc = gdb_mem_read_many(t->gdb, *thread, gr, k, err);
+    /* QEMU translates `m` addresses with the vCPU's state now, not at the stop: a reset by
+     * another client mid-sample (CR3 back to 0) would have these reads come from another
+     * address space than the registers. CR3 read after them in the same write tells. */
+    uint64_t cr3_after = 0;
+    bool have_cr3 = false;
+    int rc = gdb_mem_read_then_reg(t->gdb, gc->thread, gr, k, "cr3", &cr3_after, &have_cr3, err);
+    if (rc == 0 && have_cr3 && cr3_after != gc->mmu.cr3) {
+        t->state_changed = true;
+        rc = qp_error_set(err, -EAGAIN,
+                          "the vCPU's CR3 changed during the sample (0x%llx, then 0x%llx): the "
+                          "machine was reset; the sample is dropped",
+                          (unsigned long long)gc->mmu.cr3, (unsigned long long)cr3_after);
+    }
     k = 0;
     for (size_t i = 0; i < n; i++) {
         size_t got = 0, off = 0;
@@ -176,20 +266,21 @@ static uint64_t tg_round_trips(const void *impl)
 
 static bool tg_reads_cost_round_trips(const void *impl)
 {
-    (void)impl;
-    return true;
+    const struct target_gdb *t = impl;
+    return t->ram == NULL;
 }
 
 static const char *tg_version(const void *impl)
 {
-    (void)impl; /* the stub does not say which QEMU it is */
-    return "gdbstub";
+    const struct target_gdb *t = impl;
+    /* the stub does not say which QEMU it is; QMP does */
+    return t->ram ? qmp_qemu_version(t->ram) : "(gdbstub)";
 }
 
 static const char *tg_describe(const void *impl)
 {
-    (void)impl;
-    return "gdbstub";
+    const struct target_gdb *t = impl;
+    return t->ram ? "direct" : "gdbstub m packets";
 }
 
 static void tg_free(void *impl)
@@ -198,11 +289,15 @@ static void tg_free(void *impl)
     if (!t)
         return;
     gdb_free(t->gdb); /* stops if running, detaches: QEMU resumes the guest */
+    qmp_free(t->ram);
     g_free(t);
 }
 
 const struct prof_target_ops prof_target_gdb_ops = {
     .name = "gdb",
+    .transport = "gdbstub",
+    /* one write of pipelined packets (or a ^C) and the replies to it */
+    .round_trip_name = "gdbstub round trips",
     .split = X86_64_ADDR_SPLIT,
     .open = tg_open,
     .sample = tg_sample,

@@ -227,6 +227,8 @@ static void tq_free(void *impl)
 
 const struct prof_target_ops prof_target_qmp_ops = {
     .name = "qmp",
+    .transport = "QMP",
+    .round_trip_name = "QMP round trips",
     .split = X86_64_ADDR_SPLIT,
     .open = tq_open,
     .sample = tq_sample,

@@ -1,6 +1,8 @@
 /* The client against a scripted fake gdbstub (a thread on a UNIX socket in a mkdtemp directory),
  * for what QEMU does not do on demand: no-ack mode, an include, E replies, a stop reply nobody
- * asked for, a stub that closes mid-packet. */
+ * asked for (after `c`, and in the middle of a pipelined batch), a stub that closes mid-packet,
+ * replies written one byte at a time, run-length encoding, a bad checksum answered with `-` and
+ * sent again, thread states. */
 #define _GNU_SOURCE
 #include "gdb.h"
 #include "harness.h"
@@ -19,6 +21,10 @@ enum scenario {
     SC_CLOSE_MID,    /* `g`: half a packet, then close */
     SC_PLAIN,        /* no multiprocess, no QStartNoAckMode: thread ids "1", "2", acks */
     SC_LATE_ANSWER,  /* `m` answered after 500 ms, past the client's time-out */
+    SC_WIRE, /* as SC_PLAIN (ack mode), but the register replies go out one byte per write, `g`
+                run-length encoded, the first `g` with a bad checksum (never sent again, as a
+                stub busy with pipelined requests cannot), and a stop reply nobody asked for
+                between each first Hg's OK and its `g` */
 };
 
 struct fake {
@@ -29,6 +35,7 @@ struct fake {
     GString *log; /* packets received, each followed by ' '; 0x03 as "^C" */
     int thread_sel;
     atomic_bool stop_sent; /* SC_UNASKED_STOP: the stop reply is on its way */
+    bool bad_sent;         /* SC_WIRE: the bad checksum went out */
 };
 
 static const char target_xml[] = "<?xml version=\"1.0\"?><target><architecture>i386:x86-64"
@@ -57,6 +64,47 @@ static void say(int fd, const char *payload)
     free(f);
 }
 
+/* SC_WIRE: bytes one write each, so that the client's reads end anywhere. */
+static void send_bytewise(int fd, const char *bytes, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (send(fd, bytes + i, 1, MSG_NOSIGNAL) < 0) {
+            perror("fake stub: send");
+            return;
+        }
+        usleep(20);
+    }
+}
+
+/* `$body#xx` with runs of 4 or more equal characters run-length encoded, as QEMU does: "c*N"
+ * repeats c (N - 29) more times; N may not be '#' or '$' (6 or 7 more). bad_checksum: off by
+ * one. Caller frees. */
+static char *frame_rle(const char *body, bool bad_checksum)
+{
+    GString *s = g_string_new("$");
+    for (size_t i = 0; body[i];) {
+        size_t run = 1;
+        while (body[i + run] == body[i])
+            run++;
+        size_t more = run - 1;
+        if (more > 97)
+            more = 97;
+        if (more == 6 || more == 7)
+            more = 5;
+        g_string_append_c(s, body[i]);
+        if (more >= 3)
+            g_string_append_printf(s, "*%c", (char)(29 + more));
+        else
+            more = 0;
+        i += 1 + more;
+    }
+    unsigned sum = 0;
+    for (size_t i = 1; i < s->len; i++)
+        sum += (unsigned char)s->str[i];
+    g_string_append_printf(s, "#%02x", (sum + (bad_checksum ? 1 : 0)) & 0xff);
+    return g_string_free(s, FALSE);
+}
+
 /* A `g` reply: rip, 16 general registers, eflags, cs, cr3; rip is 0x1000 + the thread. */
 static char *g_reply(int thread)
 {
@@ -76,7 +124,7 @@ static bool answer(struct fake *f, int fd, const char *p)
     g_string_append_printf(f->log, "%s ", p);
     if (g_str_has_prefix(p, "qSupported")) {
         say(fd, "T02thread:01;"); /* QEMU 7.2 reports the stop on attach before any reply */
-        say(fd, f->sc == SC_PLAIN
+        say(fd, f->sc == SC_PLAIN || f->sc == SC_WIRE
                     ? "PacketSize=1000;qXfer:features:read+"
                     : "PacketSize=1000;qXfer:features:read+;multiprocess+;QStartNoAckMode+");
     } else if (strcmp(p, "QStartNoAckMode") == 0) {
@@ -84,7 +132,7 @@ static bool answer(struct fake *f, int fd, const char *p)
     } else if (strcmp(p, "?") == 0) {
         say(fd, "T05thread:p01.01;");
     } else if (strcmp(p, "qfThreadInfo") == 0) {
-        say(fd, f->sc == SC_PLAIN ? "m1,2" : "mp01.01,p01.02");
+        say(fd, f->sc == SC_PLAIN || f->sc == SC_WIRE ? "m1,2" : "mp01.01,p01.02");
     } else if (strcmp(p, "qsThreadInfo") == 0) {
         say(fd, "l");
     } else if (g_str_has_prefix(p, "qXfer:features:read:target.xml:")) {
@@ -102,6 +150,24 @@ static bool answer(struct fake *f, int fd, const char *p)
     } else if (g_str_has_prefix(p, "Hg")) {
         f->thread_sel = strcmp(p, "Hgp01.02") == 0 || strcmp(p, "Hg2") == 0 ? 2 : 1;
         say(fd, "OK");
+        if (f->sc == SC_WIRE && f->thread_sel == 1)
+            say(fd, "T05thread:02;");
+    } else if (f->sc == SC_WIRE && strcmp(p, "g") == 0) {
+        char *r = g_reply(f->thread_sel);
+        char *sent = frame_rle(r, !f->bad_sent);
+        f->bad_sent = true;
+        send_bytewise(fd, sent, strlen(sent));
+        g_free(sent);
+        g_free(r);
+    } else if (g_str_has_prefix(p, "qThreadExtraInfo,")) {
+        /* QEMU 7.2's words, hex-encoded */
+        const char *text =
+            strcmp(p, "qThreadExtraInfo,2") == 0 ? "CPU#1 [halted ]" : "CPU#0 [running]";
+        GString *hex = g_string_new(NULL);
+        for (const char *c = text; *c; c++)
+            g_string_append_printf(hex, "%02x", (unsigned char)*c);
+        say(fd, hex->str);
+        g_string_free(hex, TRUE);
     } else if (strcmp(p, "g") == 0) {
         if (f->sc == SC_CLOSE_MID) {
             const char half[] = "$01100000";
@@ -118,6 +184,8 @@ static bool answer(struct fake *f, int fd, const char *p)
             say(fd, "E14");
         else
             say(fd, "0102030405060708");
+    } else if (strcmp(p, "p13") == 0) { /* cr3, register 19 of regs.xml */
+        say(fd, f->thread_sel == 1 ? "xxxxxxxxxxxxxxxx" : "0060000000000000");
     } else if (strcmp(p, "c") == 0) {
         if (f->sc == SC_UNASKED_STOP) {
             say(fd, "T05thread:p01.02;");
@@ -144,6 +212,8 @@ static void *serve(void *arg)
     ssize_t n;
     bool go_on = true;
     while (go_on && (n = recv(fd, buf, sizeof buf, 0)) > 0) {
+        /* A `-` would ask for a resend QEMU cannot do right with pipelined requests. */
+        CHECK_MSG(memchr(buf, '-', n) == NULL, "the client sent a '-'");
         /* In stream order, as a stub sees them: `c` and the 0x03 after it may share a read. */
         for (ssize_t i = 0, j; go_on && i < n; i = j) {
             for (j = i; j < n && buf[j] != 0x03; j++)
@@ -201,17 +271,22 @@ static void fake_stop(struct fake *f)
     g_free(f);
 }
 
-static gdb_client *open_fake(struct fake *f)
+static gdb_client *open_fake_with(struct fake *f, bool thread_state)
 {
     char addr[128];
     snprintf(addr, sizeof addr, "unix:%s", f->path);
-    struct gdb_open_opts o = {.timeout_s = 5};
+    struct gdb_open_opts o = {.timeout_s = 5, .thread_state = thread_state};
     struct qp_error err = {0};
     gdb_client *c = NULL;
     int rc = gdb_open(addr, &o, &c, &err);
     CHECK_MSG(rc == 0, "open: %s", err.msg);
     REQUIRE(c);
     return c;
+}
+
+static gdb_client *open_fake(struct fake *f)
+{
+    return open_fake_with(f, false);
 }
 
 static void test_session(void)
@@ -270,6 +345,20 @@ static void test_session(void)
     CHECK_INT(reqs[1].remote_error, 0x14);
     CHECK_INT(reqs[1].got, 0);
     CHECK_INT(reqs[2].got, 8);
+    /* A register read after the reads, in the same write: what a reset mid-sample would change
+     * (vCPU 2's CR3 is 0x6000 by now; vCPU 1's cannot be read). */
+    uint64_t cr3 = 0;
+    bool ok = false;
+    rt = gdb_round_trips(c);
+    CHECK_MSG(gdb_mem_read_then_reg(c, 1, reqs, 1, "cr3", &cr3, &ok, &err) == 0, "%s", err.msg);
+    CHECK_INT(gdb_round_trips(c), rt + 1);
+    CHECK(ok);
+    CHECK_U64(cr3, 0x6000);
+    CHECK_INT(reqs[0].got, 8);
+    CHECK_MSG(gdb_mem_read_then_reg(c, 0, reqs, 1, "cr3", &cr3, &ok, &err) == 0, "%s", err.msg);
+    CHECK(!ok);
+    CHECK_MSG(gdb_mem_read_then_reg(c, 1, reqs, 1, "cr9", &cr3, &ok, &err) == 0, "%s", err.msg);
+    CHECK(!ok);
     char *r = NULL;
     int code = 0;
     CHECK_INT(gdb_command(c, "mdead,8", &r, &code, &err), -EIO);
@@ -281,6 +370,8 @@ static void test_session(void)
     /* QStartNoAckMode accepted; Hg and m pipelined; detach with the pid. */
     CHECK(strstr(f->log->str, "QStartNoAckMode ? qfThreadInfo qsThreadInfo qXfer") != NULL);
     CHECK(strstr(f->log->str, "Hgp01.02 m1000,8 mdead,8 m2000,8 ") != NULL);
+    CHECK(strstr(f->log->str, "Hgp01.02 m1000,8 p13 Hgp01.01 m1000,8 p13 Hgp01.02 m1000,8 ") !=
+          NULL);
     CHECK_MSG(g_str_has_suffix(f->log->str, "c ^C D;01 "), "log: %s", f->log->str);
     fake_stop(f);
 }
@@ -374,6 +465,46 @@ static void test_late_answer(void)
     fake_stop(f);
 }
 
+/* Every reply byte in its own write, `g` run-length encoded, a stop reply in the middle of each
+ * batch, and the first `g` with a bad checksum: that read fails (it never takes another vCPU's
+ * reply for the lost one), the next gets back in step and decodes exactly, each vCPU its own,
+ * with the thread states. */
+static void test_hostile_wire(void)
+{
+    struct fake *f = fake_start(SC_WIRE);
+    gdb_client *c = open_fake_with(f, true);
+    struct qp_error err = {0};
+    CHECK_INT(gdb_interrupt(c, NULL, &err), 0);
+    struct gdb_regset rs[4];
+    int n = 5;
+    CHECK_INT(gdb_read_registers_all(c, rs, 4, &n, &err), -EPROTO);
+    CHECK_INT(n, 0);
+    CHECK_MSG(strstr(err.msg, "checksum"), "%s", err.msg);
+    CHECK_MSG(gdb_read_registers_all(c, rs, 4, &n, &err) == 0, "%s", err.msg);
+    REQUIRE(n == 2);
+    for (int i = 0; i < 2; i++) {
+        struct gdb_x86_regs x;
+        CHECK_MSG(gdb_x86_regs_from(c, &rs[i], &x, &err) == 0, "%s", err.msg);
+        CHECK_U64(x.rip, 0x1001 + (uint64_t)i);
+        CHECK_U64(x.rax, 0x20);
+        CHECK_U64(x.r15, 0x2f);
+        CHECK_U64(x.eflags, 0x246);
+        CHECK_INT(x.cs, 0x33);
+    }
+    CHECK_INT(rs[0].halted, 0);
+    CHECK_INT(rs[1].halted, 1);
+    for (int i = 0; i < n; i++)
+        gdb_regset_clear(&rs[i]);
+    /* the stop reply in the middle was taken as news, not as a reply */
+    CHECK_STR(gdb_last_stop(c)->thread, "02");
+    gdb_free(c);
+    fake_join(f);
+    CHECK_MSG(g_str_has_suffix(f->log->str, "qThreadExtraInfo,2 ? Hg1 g qThreadExtraInfo,1 Hg2 g "
+                                            "qThreadExtraInfo,2 D "),
+              "log: %s", f->log->str);
+    fake_stop(f);
+}
+
 int main(void)
 {
     test_session();
@@ -381,5 +512,6 @@ int main(void)
     test_close_mid_packet();
     test_plain_thread_ids();
     test_late_answer();
+    test_hostile_wire();
     return harness_result();
 }

@@ -39,7 +39,7 @@ static GString *stream(void)
         free(f);
         g_string_append(s, i == 1 ? "+\x03" : "+");
         if (i == 2)
-            g_string_append(s, "%Stop:T05thread:p01.01;#f4");
+            g_string_append(s, "%Stop:T05thread:p01.01;#e6");
     }
     return s;
 }
@@ -89,9 +89,12 @@ static void test_bad_checksum(void)
     gdb_parser *p = gdb_parser_new();
     struct qp_error err = {0};
     char *pl;
-    /* Ack mode: dropped and counted, the next packet still parses. */
+    /* Ack mode: dropped and counted, a gap where it was, the next packet still parses. */
     CHECK_INT(gdb_parser_feed(p, "$OK#00$OK#9a", 12, &err), 0);
     CHECK_INT(gdb_parser_bad_checksums(p), 1);
+    pl = (char *)"x";
+    CHECK_INT(gdb_parser_next(p, &pl, NULL), 2);
+    CHECK(pl == NULL);
     REQUIRE(gdb_parser_next(p, &pl, NULL) == 1);
     CHECK_STR(pl, "OK");
     free(pl);

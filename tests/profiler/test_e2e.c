@@ -173,6 +173,12 @@ static void dump_folded(const struct folded *f)
 
 /* ---- Guest + qprof ----------------------------------------------------------------------- */
 
+/* Which of QEMU's interfaces qprof samples through: a case named gdb-X runs case X over the
+ * gdbstub (--gdb), with the same assertions. The guest then has a gdbstub too, and QMP stays
+ * free for the test's own checks. */
+enum transport { OVER_QMP, OVER_GDB };
+static enum transport transport = OVER_QMP;
+
 struct guest {
     test_vm *vm;
     const char *kernel, *user_dir;
@@ -184,8 +190,11 @@ static int boot_with(struct guest *g, const char *run, bool nofp, const char *co
     g->user_dir = nofp ? QPROF_GUEST_USER_DIR_NOFP : QPROF_GUEST_USER_DIR;
     char cmdline[128];
     snprintf(cmdline, sizeof cmdline, "run=%s", run);
-    struct vm_opts opts = {
-        .kernel = g->kernel, .shared_ram = true, .cmdline = cmdline, .extra_args = extra_args};
+    struct vm_opts opts = {.kernel = g->kernel,
+                           .shared_ram = true,
+                           .cmdline = cmdline,
+                           .extra_args = extra_args,
+                           .gdbstub = transport == OVER_GDB};
     int rc = vm_start(&opts, &g->vm);
     if (rc == VM_SKIP)
         exit(VM_SKIP);
@@ -199,9 +208,12 @@ static int boot(struct guest *g, const char *run, bool nofp)
     return boot_with(g, run, nofp, NULL);
 }
 
-/* qprof's arguments that point it at the guest: its QMP socket, kernel and user programs. */
+/* qprof's arguments that point it at the guest: its QMP socket or gdbstub, kernel and user
+ * programs. */
 #define GUEST_ARGS(g)                                                                              \
-    "--qmp-socket", vm_qmp_path((g)->vm), "--kernel", (g)->kernel, "--user-dir", (g)->user_dir
+    transport == OVER_GDB ? "--gdb" : "--qmp-socket",                                              \
+        transport == OVER_GDB ? vm_gdb_address((g)->vm) : vm_qmp_path((g)->vm), "--kernel",        \
+        (g)->kernel, "--user-dir", (g)->user_dir
 
 /* How long a run of n samples may take before the test gives up: generous, so that a slow or
  * loaded machine only makes the test slower, never red. */
@@ -248,6 +260,16 @@ static bool guest_running(struct guest *g)
         HARNESS_FAIL("query-status: %s", err.msg);
     qmp_free(c);
     return running;
+}
+
+/* The guest runs within timeout_s (after qprof's exit, whoever detaches does so at once; the
+ * deadline is only for a loaded machine). */
+static bool guest_running_soon(struct guest *g, double timeout_s)
+{
+    double deadline = now_s() + timeout_s;
+    while (!guest_running(g) && now_s() < deadline)
+        usleep(50 * 1000);
+    return guest_running(g);
 }
 
 /* ---- Checks shared by the spin cases ----------------------------------------------------- */
@@ -838,6 +860,8 @@ static void case_usage(void)
     expect_failure(dir, (const char *[]){"--bogus", NULL}, 2, "unknown option '--bogus'");
     expect_failure(dir, (const char *[]){"--interval", "0", NULL}, 2, "--interval");
     expect_failure(dir, (const char *[]){"--max-depth", "x", NULL}, 2, "--max-depth");
+    expect_failure(dir, (const char *[]){"--transport", "serial", NULL}, 2, "--transport");
+    expect_failure(dir, (const char *[]){"--transport", "gdb", NULL}, 2, "needs --gdb");
     expect_failure(dir, (const char *[]){"--qmp-socket", "./nope", NULL}, 1,
                    "no QMP socket at ./nope");
     char file[600];
@@ -853,85 +877,124 @@ static void case_usage(void)
     rmdir(dir);
 }
 
-/* ---- --gdb: the gdbstub target ----------------------------------------------------------- */
+/* ---- Over the gdbstub only ------------------------------------------------------------- */
 
-/* The guest keeps running: spin's "] iter=" lines go on appearing. Polls, with a generous
- * deadline, until one more than `before` has been printed. */
-static bool serial_grows(struct guest *g, int before, double timeout_s)
+/* QEMU serves one debugger at a time, and 7.2 accepts a second connection without ever
+ * answering it: qprof says so in one clear line and exits 1, and neither it nor the qprof
+ * already attached leaves the guest paused, once that one is gone too (QEMU takes the queued
+ * connection on then, and stops the guest for it). */
+static void case_gdb_busy(void)
 {
-    double deadline = now_s() + timeout_s;
-    while (now_s() < deadline) {
-        if (vm_count_serial(g->vm, "] iter=") > before)
-            return true;
-        if (!vm_alive(g->vm))
-            return false;
-        usleep(20 * 1000);
-    }
-    return false;
+    struct guest g;
+    boot(&g, "spin", false);
+    char output[512];
+    pid_t first = start_open_ended_run(&g, output, sizeof output, 100);
+    /* its own directory: qprof.out and qprof.err of the first are in use */
+    char *second_dir = g_strdup_printf("%s/second", vm_dir(g.vm));
+    REQUIRE(mkdir(second_dir, 0700) == 0);
+    const char *args[] = {GUEST_ARGS(&g), "--samples", "10", "-o", "second.folded", NULL};
+    struct qprof_run r = run_qprof(second_dir, args, 60);
+    fprintf(stderr, "second qprof: %s", r.err);
+    CHECK_MSG(r.exit_code == 1, "a second qprof on a busy gdbstub exited %d", r.exit_code);
+    CHECK_MSG(strstr(r.err, "one debugger at a time"), "no clear message: %s", r.err);
+    CHECK_MSG(count_lines(r.err) <= 1, "more than one line: %s", r.err);
+    run_free(&r);
+    CHECK_MSG(waitpid(first, NULL, WNOHANG) == 0, "the first qprof ended");
+    kill(first, SIGINT);
+    r = wait_qprof(vm_dir(g.vm), first, 30);
+    CHECK_MSG(r.exit_code == 0, "the first qprof exited %d: %s", r.exit_code, r.err);
+    run_free(&r);
+    CHECK_MSG(guest_running_soon(&g, 30), "guest left paused after the busy gdbstub");
+    char *paths[] = {g_strdup_printf("%s/qprof.out", second_dir),
+                     g_strdup_printf("%s/qprof.err", second_dir)};
+    for (int i = 0; i < 2; i++)
+        unlink(paths[i]), g_free(paths[i]);
+    rmdir(second_dir);
+    g_free(second_dir);
+    vm_stop(g.vm);
 }
 
-/* The same spin checks as case_spin, through --gdb instead of QMP; then --one-shot --gdb. */
-static void case_gdb_spin(void)
+/* Runs 300 samples with args (NULL-terminated, after the guest's kernel and user programs) and
+ * returns qprof's stderr (caller g_free()s it). */
+static char *run_with(struct guest *g, const char *const *args)
 {
-    char dir[] = "/tmp/qpgdbXXXXXX";
-    REQUIRE(mkdtemp(dir));
-    char chardev[256], sock[128], addr[140];
-    snprintf(sock, sizeof sock, "%s/gdb", dir);
-    snprintf(addr, sizeof addr, "unix:%s", sock);
-    snprintf(chardev, sizeof chardev, "socket,path=%s,server=on,wait=off,id=g", sock);
-    const char *extra[] = {"-chardev", chardev, "-gdb", "chardev:g", NULL};
+    const char *all[24] = {"--kernel",      g->kernel, "--user-dir", g->user_dir,
+                           "--samples",     "300",     "--interval", "1",
+                           "--no-progress", "-o",      "auto.folded"};
+    int n = 11;
+    for (; *args && n < 23; args++)
+        all[n++] = *args;
+    all[n] = NULL;
+    struct qprof_run r = run_qprof(vm_dir(g->vm), all, run_deadline_s(300));
+    CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
+    g_free(r.out);
+    return r.err;
+}
+
+/* --transport auto with both --gdb and --qmp-socket: the gdbstub when it answers, with the
+ * shared RAM file QMP finds (no `m` packets); QMP, after a note, when it does not; and what the
+ * summary says names the transport and its round trips. --transport qmp picks QMP. */
+static void case_gdb_auto(void)
+{
     struct guest g;
-    boot_with(&g, "spin", false, extra);
-
-    char output[512];
-    snprintf(output, sizeof output, "%s/out.folded", vm_dir(g.vm));
-    const unsigned samples = 2000;
-    const char *args[] = {"--gdb",    addr,        "--kernel",      g.kernel,     "--user-dir",
-                          g.user_dir, "--samples", "2000",          "--interval", "1",
-                          "-o",       output,      "--no-progress", NULL};
-    double t0 = now_s();
-    struct qprof_run r = run_qprof(vm_dir(g.vm), args, run_deadline_s(samples));
-    double secs = now_s() - t0;
-    CHECK_MSG(r.exit_code == 0, "qprof --gdb exited %d: %s", r.exit_code, r.err);
-    fprintf(stderr, "%s", r.err);
-    fprintf(stderr, "gdb-spin: %u samples in %.2f s, %.0f samples/s (wall, incl. start-up)\n",
-            samples, secs, samples / secs);
-    run_free(&r);
-    struct folded f = read_folded(output);
-    CHECK_MSG(f.total == samples, "asked for %u samples, the file holds %lu", samples,
-              (unsigned long)f.total);
-    GHashTable *roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-    check_spin_stacks(&f, roots);
-    CHECK_MSG(g_hash_table_size(roots) == 1, "expected 1 spin process, got %u",
-              g_hash_table_size(roots));
-    check_spin_ratio(&f);
-    if (harness_failures)
-        dump_folded(&f);
-    g_hash_table_destroy(roots);
-    folded_free(&f);
-
-    /* Detached: QEMU runs the guest on. */
-    CHECK_MSG(serial_grows(&g, vm_count_serial(g.vm, "] iter="), 60),
-              "the guest stopped printing after qprof --gdb");
+    boot(&g, "spin", false);
+    const char *gdb = vm_gdb_address(g.vm), *qmp = vm_qmp_path(g.vm);
+    char *err = run_with(&g, (const char *[]){"--gdb", gdb, "--qmp-socket", qmp, NULL});
+    CHECK_MSG(strstr(err, "gdbstub round trips per sample (transport: gdbstub, memory: direct)"),
+              "both given: not the gdbstub with the RAM file: %s", err);
+    g_free(err);
+    err = run_with(&g, (const char *[]){"--gdb", gdb, NULL});
+    CHECK_MSG(strstr(err, "(transport: gdbstub, memory: gdbstub m packets)"),
+              "--gdb alone: not `m` packets: %s", err);
+    g_free(err);
+    char *nowhere = g_strdup_printf("unix:%s/no-such-socket", vm_dir(g.vm));
+    err = run_with(&g, (const char *[]){"--gdb", nowhere, "--qmp-socket", qmp, NULL});
+    CHECK_MSG(strstr(err, "sampling through QMP instead"), "no note about the fallback: %s", err);
+    CHECK_MSG(strstr(err, "QMP round trips per sample (transport: QMP, memory: direct)"),
+              "no fallback to QMP: %s", err);
+    g_free(err);
+    err = run_with(&g,
+                   (const char *[]){"--gdb", gdb, "--qmp-socket", qmp, "--transport", "qmp", NULL});
+    CHECK_MSG(strstr(err, "(transport: QMP, memory: direct)"), "--transport qmp: %s", err);
+    g_free(err);
+    g_free(nowhere);
     CHECK(guest_running(&g));
-
-    const char *one[] = {"--gdb",      addr,       "--kernel",   g.kernel,
-                         "--user-dir", g.user_dir, "--one-shot", NULL};
-    r = run_qprof(vm_dir(g.vm), one, 60);
-    CHECK_MSG(r.exit_code == 0, "one-shot --gdb exited %d: %s", r.exit_code, r.err);
-    CHECK_MSG(g_str_has_prefix(r.out, "vCPU 0: "), "one-shot --gdb output: %s", r.out);
-    fprintf(stderr, "one-shot --gdb:\n%s", r.out);
-    run_free(&r);
-    CHECK_MSG(serial_grows(&g, vm_count_serial(g.vm, "] iter="), 60),
-              "the guest stopped printing after qprof --one-shot --gdb");
     vm_stop(g.vm);
-    unlink(sock);
-    rmdir(dir);
+}
+
+/* qprof SIGKILLed mid-run: nobody sends QEMU a `D`, and 7.2 keeps a guest paused when its
+ * debugger's connection just closes; qprof's guardian process detaches for it. Several kills
+ * at different moments, so that some land while the guest is stopped for a sample. */
+static void case_gdb_sigkill(void)
+{
+    struct guest g;
+    boot(&g, "spin", false);
+    for (int round = 0; round < 5; round++) {
+        char output[512];
+        pid_t pid = start_open_ended_run(&g, output, sizeof output, 50 + 37 * round);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        CHECK_MSG(guest_running_soon(&g, 30), "guest left paused after SIGKILL (round %d)", round);
+    }
+    vm_stop(g.vm);
 }
 
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "";
+    if (g_str_has_prefix(which, "gdb-")) {
+        transport = OVER_GDB;
+        which += 4;
+        if (strcmp(which, "busy") == 0)
+            case_gdb_busy();
+        else if (strcmp(which, "sigkill") == 0)
+            case_gdb_sigkill();
+        else if (strcmp(which, "auto") == 0)
+            case_gdb_auto();
+        if (strcmp(which, "busy") == 0 || strcmp(which, "sigkill") == 0 ||
+            strcmp(which, "auto") == 0)
+            return harness_result();
+    }
     if (strcmp(which, "spin") == 0)
         case_spin(false);
     else if (strcmp(which, "spin-nofp") == 0)
@@ -942,8 +1005,6 @@ int main(int argc, char **argv)
         case_sys(true);
     else if (strcmp(which, "modes") == 0)
         case_modes();
-    else if (strcmp(which, "gdb-spin") == 0)
-        case_gdb_spin();
     else if (strcmp(which, "one-shot") == 0)
         case_one_shot();
     else if (strcmp(which, "sigint") == 0)

@@ -334,6 +334,11 @@ static void check_no_tmp_left(const char *output)
 
 /* ---- The guest --------------------------------------------------------------------------- */
 
+/* Which of QEMU's interfaces qprof samples through: a case named gdb_X runs case X over the
+ * gdbstub (--gdb), with the same assertions; QMP then stays free for the test's checks. */
+enum transport { OVER_QMP, OVER_GDB };
+static enum transport transport = OVER_QMP;
+
 struct guest {
     test_vm *vm;
     const char *kernel, *user_dir;
@@ -355,7 +360,8 @@ static void boot(struct guest *g, const struct boot_opts *b)
                            .cmdline = b->cmdline,
                            .smp = b->smp,
                            .second_qmp = b->second_qmp,
-                           .allow_reset = b->allow_reset};
+                           .allow_reset = b->allow_reset,
+                           .gdbstub = transport == OVER_GDB};
     int rc = vm_start(&opts, &g->vm);
     if (rc == VM_SKIP)
         exit(VM_SKIP);
@@ -364,9 +370,12 @@ static void boot(struct guest *g, const struct boot_opts *b)
     snprintf(g->output, sizeof g->output, "%s/out.folded", vm_dir(g->vm));
 }
 
-/* qprof's arguments that point it at the guest: its QMP socket, kernel and user programs. */
+/* qprof's arguments that point it at the guest: its QMP socket or gdbstub, kernel and user
+ * programs. */
 #define GUEST_ARGS(g)                                                                              \
-    "--qmp-socket", vm_qmp_path((g)->vm), "--kernel", (g)->kernel, "--user-dir", (g)->user_dir
+    transport == OVER_GDB ? "--gdb" : "--qmp-socket",                                              \
+        transport == OVER_GDB ? vm_gdb_address((g)->vm) : vm_qmp_path((g)->vm), "--kernel",        \
+        (g)->kernel, "--user-dir", (g)->user_dir
 
 /* A client on the given socket; the test fails and ends when QEMU does not answer. */
 static qmp_client *qmp_connect(const char *path)
@@ -879,6 +888,10 @@ static void case_socket_closed_mid_reply(void)
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "";
+    if (g_str_has_prefix(which, "gdb_")) {
+        transport = OVER_GDB;
+        which += 4;
+    }
     if (strcmp(which, "sigkill_qemu") == 0)
         case_sigkill_qemu();
     else if (strcmp(which, "sigint") == 0)

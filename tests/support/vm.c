@@ -20,6 +20,8 @@ struct test_vm {
     char dir[256];
     char qmp[300];
     char qmp2[300]; /* empty without opts.second_qmp */
+    char gdb[300];  /* the gdbstub's socket path, empty without opts.gdbstub */
+    char gdb_address[310];
     char serial[300];
     char ram[300];
 };
@@ -148,15 +150,20 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
     snprintf(vm->qmp, sizeof vm->qmp, "%s/qmp", vm->dir);
     if (opts->second_qmp)
         snprintf(vm->qmp2, sizeof vm->qmp2, "%s/qmp2", vm->dir);
+    if (opts->gdbstub) {
+        snprintf(vm->gdb, sizeof vm->gdb, "%s/gdb", vm->dir);
+        snprintf(vm->gdb_address, sizeof vm->gdb_address, "unix:%s", vm->gdb);
+    }
     snprintf(vm->serial, sizeof vm->serial, "%s/serial.log", vm->dir);
     snprintf(vm->ram, sizeof vm->ram, "%s/ram", vm->dir);
 
     char kernel_arg[1024], serial_arg[400], qmp_arg[400], qmp2_arg[400], smp_arg[32], mem_arg[32],
-        ram_arg[512];
+        ram_arg[512], gdb_arg[400];
     snprintf(kernel_arg, sizeof kernel_arg, "%s", opts->kernel ? opts->kernel : QPROF_GUEST_KERNEL);
     snprintf(serial_arg, sizeof serial_arg, "file:%s", vm->serial);
     snprintf(qmp_arg, sizeof qmp_arg, "unix:%s,server=on,wait=off", vm->qmp);
     snprintf(qmp2_arg, sizeof qmp2_arg, "unix:%s,server=on,wait=off", vm->qmp2);
+    snprintf(gdb_arg, sizeof gdb_arg, "socket,path=%s,server=on,wait=off,id=gdb0", vm->gdb);
     snprintf(smp_arg, sizeof smp_arg, "%d", opts->smp > 0 ? opts->smp : 1);
     int mem = opts->mem_mb > 0 ? opts->mem_mb : 256;
     snprintf(mem_arg, sizeof mem_arg, "%dM", mem);
@@ -183,6 +190,12 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
     if (opts->second_qmp) {
         push(argv, &argc, "-qmp");
         push(argv, &argc, qmp2_arg);
+    }
+    if (opts->gdbstub) {
+        push(argv, &argc, "-chardev");
+        push(argv, &argc, gdb_arg);
+        push(argv, &argc, "-gdb");
+        push(argv, &argc, "chardev:gdb0");
     }
     if (opts->shared_ram) {
         push(argv, &argc, "-object");
@@ -214,7 +227,8 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
     /* The QMP sockets appear once QEMU has parsed its options. */
     double deadline = now_s() + 30;
     struct stat st;
-    while (stat(vm->qmp, &st) != 0 || (vm->qmp2[0] && stat(vm->qmp2, &st) != 0)) {
+    while (stat(vm->qmp, &st) != 0 || (vm->qmp2[0] && stat(vm->qmp2, &st) != 0) ||
+           (vm->gdb[0] && stat(vm->gdb, &st) != 0)) {
         if (!vm_alive(vm) || now_s() > deadline) {
             fprintf(stderr, "QEMU did not open its QMP socket (exit status %d)\n", vm->exit_status);
             vm_stop(vm);
@@ -302,6 +316,11 @@ const char *vm_qmp_path(const test_vm *vm)
 const char *vm_qmp2_path(const test_vm *vm)
 {
     return vm->qmp2[0] ? vm->qmp2 : NULL;
+}
+
+const char *vm_gdb_address(const test_vm *vm)
+{
+    return vm->gdb[0] ? vm->gdb_address : NULL;
 }
 
 const char *vm_dir(const test_vm *vm)

@@ -22,6 +22,7 @@ struct vm_opts {
     bool allow_reset;  /* no -no-reboot: a reset reboots the guest instead of ending QEMU */
     const char *accel; /* -accel value; NULL: $QPROF_ACCEL, else tcg. An -accel in
                           extra_args replaces it. */
+    bool gdbstub;      /* a gdbstub on a UNIX socket (vm_gdb_address), for qprof --gdb */
 };
 
 typedef struct test_vm test_vm;
@@ -48,6 +49,8 @@ const char *vm_qmp_path(const test_vm *vm); /* UNIX socket path */
 /* The second QMP socket's path (QEMU serves one client per socket, so a test that talks to
  * QEMU while qprof holds the first uses this one); NULL unless opts.second_qmp. */
 const char *vm_qmp2_path(const test_vm *vm);
+/* "unix:PATH" of the gdbstub, as qprof --gdb takes it; NULL unless opts.gdbstub. */
+const char *vm_gdb_address(const test_vm *vm);
 const char *vm_dir(const test_vm *vm); /* private directory for this VM's files */
 pid_t vm_pid(const test_vm *vm);
 bool vm_alive(test_vm *vm);
