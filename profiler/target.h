@@ -28,6 +28,8 @@ struct prof_vcpu {
     bool halted;            /* idle, or never started by the guest */
     bool paging64;          /* in 64-bit paging mode: addresses mean what the unwinder expects */
     uint64_t as_root;       /* address-space root: the top-level page table's address bits */
+    uint64_t gs_base;       /* x86: the GS segment base (the per-CPU area in a Linux kernel) */
+    bool la57;              /* x86: 5-level paging (CR4.LA57) */
     const void *target_cpu; /* the backend's own record, for prof_target_read; valid only while
                                the target is stopped */
 };
@@ -58,6 +60,10 @@ struct prof_target_open_opts {
     double timeout_s;           /* per-reply time-out, 0: the backend's default */
 };
 
+struct prof_ram_range {
+    uint64_t start, end;
+};
+
 typedef struct prof_target prof_target;
 
 /* Called while every vCPU is stopped, with their registers (borrowed for the call). Return 0 to
@@ -77,6 +83,12 @@ struct prof_target_ops {
     int (*read)(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req *reqs, size_t n,
                 struct qp_error *err);
     bool (*running)(void *impl); /* false when someone else paused the guest */
+    /* Optional (NULL: not offered). Guest-physical memory, for an OS adapter that walks the
+     * kernel's own page tables: len bytes at paddr, 0 when all were read. While stopped. */
+    int (*read_phys)(void *impl, uint64_t paddr, void *buf, size_t len, struct qp_error *err);
+    /* Optional. The guest's RAM as [start, end) ranges, at most max. */
+    int (*ram_ranges)(void *impl, struct prof_ram_range *out, int max, int *n,
+                      struct qp_error *err);
     uint64_t (*round_trips)(const void *impl);
     bool (*reads_cost_round_trips)(const void *impl);
     const char *(*version)(const void *impl);  /* e.g. QEMU's "9.2.0" */
@@ -100,6 +112,11 @@ int prof_target_sample(prof_target *t, prof_target_stopped_fn fn, void *ctx,
 int prof_target_read(prof_target *t, const struct prof_vcpu *cpu, struct prof_mem_req *reqs,
                      size_t n, struct qp_error *err);
 bool prof_target_running(prof_target *t);
+/* -ENOTSUP when the backend offers no physical access. */
+int prof_target_read_phys(prof_target *t, uint64_t paddr, void *buf, size_t len,
+                          struct qp_error *err);
+int prof_target_ram_ranges(prof_target *t, struct prof_ram_range *out, int max, int *n,
+                           struct qp_error *err);
 uint64_t prof_target_round_trips(const prof_target *t);
 bool prof_target_reads_cost_round_trips(const prof_target *t);
 /* Strings valid while t lives. */
