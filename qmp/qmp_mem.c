@@ -617,8 +617,8 @@ int qmp_ram_ranges(qmp_client *c, struct qmp_ram_range *out, int max, int *n, st
     *n = 0;
     if (c->backend == QMP_MEM_DIRECT) {
         for (int i = 0; i < c->direct.n_ranges && *n < max; i++)
-            out[(*n)++] = (struct qmp_ram_range){c->direct.ranges[i].start,
-                                                 c->direct.ranges[i].end + 1};
+            out[(*n)++] =
+                (struct qmp_ram_range){c->direct.ranges[i].start, c->direct.ranges[i].end + 1};
         return 0;
     }
     json_object *ret = NULL, *base = NULL;

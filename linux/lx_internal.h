@@ -1,0 +1,45 @@
+/* Private to linux/: the kernel handle's state, shared by its source files. */
+#ifndef LX_INTERNAL_H
+#define LX_INTERNAL_H
+
+#include "linux.h"
+
+#include <glib.h>
+
+#define LX_START_KERNEL_MAP UINT64_C(0xffffffff80000000)
+#define LX_TLB_SIZE         64
+
+struct lx_tlb_entry {
+    uint64_t va_page, pa_page; /* 4 KiB granules; va_page 0 = empty */
+};
+
+/* One ORC entry, normalised (v1 layout). */
+struct lx_orc {
+    int16_t sp_offset, bp_offset;
+    uint8_t sp_reg, bp_reg, type;
+    bool end;
+};
+
+struct lx_kernel {
+    struct lx_vmcoreinfo vi;
+    const struct lx_phys *phys;
+    uint64_t pgd_paddr;
+    int levels;
+    struct lx_tlb_entry tlb[LX_TLB_SIZE];
+    /* kallsyms */
+    bool have_syms;
+    struct lx_symbol *syms;
+    size_t n_syms;
+    GStringChunk *names;
+    GHashTable *by_name; /* name -> struct lx_symbol * (the first of that name) */
+    /* ORC */
+    uint64_t *orc_ip; /* absolute addresses, ascending */
+    struct lx_orc *orc;
+    size_t n_orc;
+    uint64_t text_start, text_end;
+};
+
+/* Translates kva through the kernel page table: 0 with *paddr, or -EFAULT. */
+int lx__translate(lx_kernel *k, uint64_t kva, uint64_t *paddr);
+
+#endif

@@ -1,0 +1,139 @@
+/* The kernel handle: translation of kernel addresses through the kernel's own page table
+ * (init_top_pgt), with a small cache of translations per stop. */
+#define _GNU_SOURCE
+#include "lx_internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define PTE_PRESENT UINT64_C(0x1)
+#define PTE_HUGE    UINT64_C(0x80)
+#define PTE_ADDR    UINT64_C(0x000ffffffffff000)
+#define PAGE_MASK4K UINT64_C(0xfff)
+
+static bool canonical(uint64_t va, int levels)
+{
+    int bits = levels == 5 ? 57 : 48;
+    int64_t sext = (int64_t)(va << (64 - bits)) >> (64 - bits);
+    return (uint64_t)sext == va;
+}
+
+/* The walk itself: 4 or 5 levels, 1 GiB and 2 MiB pages. */
+static int walk(lx_kernel *k, uint64_t va, uint64_t *pa)
+{
+    if (!canonical(va, k->levels))
+        return -EFAULT;
+    uint64_t table = k->pgd_paddr;
+    for (int level = k->levels - 1; level >= 0; level--) {
+        int shift = 12 + 9 * level;
+        uint64_t entry;
+        if (k->phys->read(k->phys->ctx, table + ((va >> shift) & 511) * 8, &entry, 8) != 0 ||
+            !(entry & PTE_PRESENT))
+            return -EFAULT;
+        table = entry & PTE_ADDR;
+        if (level == 0 || ((level == 1 || level == 2) && (entry & PTE_HUGE))) {
+            uint64_t size = UINT64_C(1) << shift;
+            *pa = (table & ~(size - 1)) | (va & (size - 1));
+            return 0;
+        }
+    }
+    return -EFAULT;
+}
+
+int lx__translate(lx_kernel *k, uint64_t kva, uint64_t *paddr)
+{
+    uint64_t page = kva & ~PAGE_MASK4K;
+    struct lx_tlb_entry *e = &k->tlb[(page >> 12) % LX_TLB_SIZE];
+    if (e->va_page == page && page) {
+        *paddr = e->pa_page | (kva & PAGE_MASK4K);
+        return 0;
+    }
+    uint64_t pa;
+    int rc = walk(k, page, &pa);
+    if (rc)
+        return rc;
+    *e = (struct lx_tlb_entry){page, pa};
+    *paddr = pa | (kva & PAGE_MASK4K);
+    return 0;
+}
+
+int lx_kernel_read(lx_kernel *k, uint64_t kva, void *buf, size_t len)
+{
+    uint8_t *dst = buf;
+    while (len > 0) {
+        uint64_t pa;
+        if (lx__translate(k, kva, &pa) != 0)
+            return -EFAULT;
+        size_t n = 4096 - (kva & PAGE_MASK4K);
+        n = n < len ? n : len;
+        if (k->phys->read(k->phys->ctx, pa, dst, n) != 0)
+            return -EFAULT;
+        dst += n, kva += n, len -= n;
+    }
+    return 0;
+}
+
+void lx_kernel_forget_translations(lx_kernel *k)
+{
+    memset(k->tlb, 0, sizeof k->tlb);
+}
+
+/* init_uts_ns starts with struct new_utsname, whose release field must be the OSRELEASE of the
+ * vmcoreinfo just found: a check that the page table, phys_base and the note agree. */
+static int check_uts(lx_kernel *k, struct qp_error *err)
+{
+    char uts[512];
+    if (!k->vi.init_uts_ns)
+        return 0;
+    if (lx_kernel_read(k, k->vi.init_uts_ns, uts, sizeof uts) != 0)
+        return qp_error_set(err, -EFAULT,
+                            "init_uts_ns at 0x%llx is unreadable through init_top_pgt "
+                            "(phys_base 0x%llx): not a usable vmcoreinfo",
+                            (unsigned long long)k->vi.init_uts_ns,
+                            (unsigned long long)k->vi.phys_base);
+    if (!memmem(uts, sizeof uts, k->vi.osrelease, strlen(k->vi.osrelease) + 1))
+        return qp_error_set(err, -EPROTO,
+                            "init_uts_ns does not hold release %s: a stale vmcoreinfo copy?",
+                            k->vi.osrelease);
+    return 0;
+}
+
+int lx_kernel_open(const struct lx_vmcoreinfo *vi, const struct lx_phys *p, lx_kernel **out,
+                   struct qp_error *err)
+{
+    if (vi->init_top_pgt < LX_START_KERNEL_MAP)
+        return qp_error_set(err, -EPROTO,
+                            "vmcoreinfo: init_top_pgt 0x%llx is not in the kernel image",
+                            (unsigned long long)vi->init_top_pgt);
+    lx_kernel *k = g_new0(lx_kernel, 1);
+    k->vi = *vi;
+    k->phys = p;
+    k->levels = vi->pgtable_l5 ? 5 : 4;
+    k->pgd_paddr = vi->init_top_pgt - LX_START_KERNEL_MAP + vi->phys_base;
+    int rc = check_uts(k, err);
+    if (rc) {
+        lx_kernel_free(k);
+        return rc;
+    }
+    *out = k;
+    return 0;
+}
+
+void lx_kernel_free(lx_kernel *k)
+{
+    if (!k)
+        return;
+    g_free(k->syms);
+    if (k->names)
+        g_string_chunk_free(k->names);
+    if (k->by_name)
+        g_hash_table_destroy(k->by_name);
+    g_free(k->orc_ip);
+    g_free(k->orc);
+    g_free(k);
+}
+
+const struct lx_vmcoreinfo *lx_kernel_vmcoreinfo(const lx_kernel *k)
+{
+    return &k->vi;
+}
