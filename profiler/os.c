@@ -61,3 +61,16 @@ int prof_os_user_regs(prof_os *os, const struct prof_vcpu *cpu, const struct pro
         return -ENOENT;
     return os->ops->user_regs(os->impl, cpu, t, mem, out);
 }
+
+int prof_os_kernel_unwind(prof_os *os, const struct prof_vcpu *cpu, const struct prof_task *t,
+                          const struct prof_os_mem *mem, struct prof_kstack *out)
+{
+    if (!os->ops->kernel_unwind)
+        return -ENOTSUP;
+    return os->ops->kernel_unwind(os->impl, cpu, t, mem, out);
+}
+
+const sym_table *prof_os_kernel_symbols(prof_os *os)
+{
+    return os->ops->kernel_symbols ? os->ops->kernel_symbols(os->impl) : NULL;
+}
