@@ -36,7 +36,8 @@ struct lx_kernel {
     uint64_t *orc_ip; /* absolute addresses, ascending */
     struct lx_orc *orc;
     size_t n_orc;
-    uint64_t text_start, text_end;
+    uint64_t text_start, text_end; /* _text.._etext */
+    uint64_t init_start, init_end; /* _sinittext.._einittext */
 };
 
 /* Translates kva through the kernel page table: 0 with *paddr, or -EFAULT. */

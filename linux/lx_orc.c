@@ -78,9 +78,14 @@ static int find_tables(lx_kernel *k, uint64_t *ip_start, uint64_t *entries, size
         return qp_error_set(err, -EPROTO, "ORC ip table bounds 0x%llx..0x%llx are implausible",
                             (unsigned long long)*ip_start, (unsigned long long)ip_stop);
     *n = (ip_stop - *ip_start) / 4;
-    if (lx_kernel_symbol_addr(k, "_stext", &k->text_start) ||
+    if (lx_kernel_symbol_addr(k, "_text", &k->text_start) ||
         lx_kernel_symbol_addr(k, "_etext", &k->text_end))
-        return qp_error_set(err, -ENOENT, "kallsyms has no _stext/_etext");
+        return qp_error_set(err, -ENOENT, "kallsyms has no _text/_etext");
+    /* Boot stacks keep return addresses into .init.text (start_kernel), freed but still
+     * described by the table. */
+    if (lx_kernel_symbol_addr(k, "_sinittext", &k->init_start) ||
+        lx_kernel_symbol_addr(k, "_einittext", &k->init_end))
+        k->init_start = k->init_end = 0;
     return 0;
 }
 
@@ -159,7 +164,9 @@ size_t lx_kernel_orc_entries(const lx_kernel *k)
  * come first). */
 static const struct lx_orc *orc_find(const lx_kernel *k, uint64_t ip)
 {
-    if (!k->n_orc || ip < k->orc_ip[0] || ip < k->text_start || ip >= k->text_end)
+    bool in_text = ip >= k->text_start && ip < k->text_end;
+    bool in_init = ip >= k->init_start && ip < k->init_end;
+    if (!k->n_orc || ip < k->orc_ip[0] || !(in_text || in_init))
         return NULL;
     size_t lo = 0, hi = k->n_orc; /* answer in [lo, hi) */
     while (hi - lo > 1) {
