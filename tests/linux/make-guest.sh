@@ -77,6 +77,12 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 echo "qprof-linux: init up"
+# kallsyms first: the workloads would slow the dump down under TCG.
+if [ -c /dev/ttyS1 ]; then
+    stty -F /dev/ttyS1 raw 2>/dev/null
+    { echo qprof-kallsyms-begin; cat /proc/kallsyms; echo qprof-kallsyms-end; } > /dev/ttyS1
+    echo "qprof-linux: kallsyms done"
+fi
 for w in $(sed -n 's/.*qprof_run=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' '); do
     case $w in
     dd) dd if=/dev/zero of=/dev/null bs=1M 2>/dev/null & ;;
@@ -85,11 +91,6 @@ for w in $(sed -n 's/.*qprof_run=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' '); do
     esac
     echo "qprof-linux: ready pid=$! name=$w"
 done
-if [ -c /dev/ttyS1 ]; then
-    stty -F /dev/ttyS1 raw 2>/dev/null
-    { echo qprof-kallsyms-begin; cat /proc/kallsyms; echo qprof-kallsyms-end; } > /dev/ttyS1
-    echo "qprof-linux: kallsyms done"
-fi
 echo "qprof-linux: all started"
 while :; do sleep 3600; done
 INIT
