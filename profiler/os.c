@@ -74,3 +74,10 @@ const sym_table *prof_os_kernel_symbols(prof_os *os)
 {
     return os->ops->kernel_symbols ? os->ops->kernel_symbols(os->impl) : NULL;
 }
+
+void prof_os_while_running(prof_os *os, const struct prof_os_mem *mem, struct prof_os_refresh *out)
+{
+    *out = (struct prof_os_refresh){0};
+    if (os->ops->while_running)
+        os->ops->while_running(os->impl, mem, out);
+}

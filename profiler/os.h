@@ -105,6 +105,10 @@ struct prof_os_ops {
      * the session unwind it by CFI. */
     int (*kernel_unwind)(void *impl, const struct prof_vcpu *cpu, const struct prof_task *t,
                          const struct prof_os_mem *mem, struct prof_kstack *out);
+    /* Optional: work that needs no stopped guest (Linux: finding and loading the kernel's
+     * read-only tables), called before each sample while the guest runs. It may use
+     * mem->read_phys and mem->ram_ranges only; what it found goes into out as for refresh. */
+    void (*while_running)(void *impl, const struct prof_os_mem *mem, struct prof_os_refresh *out);
     /* Optional: kernel symbols found in the guest (borrowed, valid while the adapter lives),
      * NULL when none (yet). */
     const sym_table *(*kernel_symbols)(void *impl);
@@ -135,5 +139,6 @@ int prof_os_user_regs(prof_os *os, const struct prof_vcpu *cpu, const struct pro
 int prof_os_kernel_unwind(prof_os *os, const struct prof_vcpu *cpu, const struct prof_task *t,
                           const struct prof_os_mem *mem, struct prof_kstack *out);
 const sym_table *prof_os_kernel_symbols(prof_os *os);
+void prof_os_while_running(prof_os *os, const struct prof_os_mem *mem, struct prof_os_refresh *out);
 
 #endif

@@ -212,15 +212,8 @@ static void lx_refresh(void *impl, const struct prof_vcpu *cpus, int n_cpus,
 {
     struct os_linux *l = impl;
     l->mem = mem;
-    if (l->failed || !mem->read_phys)
-        return;
-    if (!l->kernel) {
-        /* Scanning RAM through round trips costs seconds: auto mode only does it when reads
-         * are free; --os linux or --vmcoreinfo always. */
-        if ((!mem->reads_are_cheap && !l->cfg.chosen && !l->cfg.vmcoreinfo_path) ||
-            now_ns() < l->next_try_ns || !find_kernel(l, out))
-            return;
-    }
+    if (!l->kernel)
+        return; /* found after a resume (lx_while_running) */
     lx_kernel_forget_translations(l->kernel);
     out->published = true;
     out->kernel_text_addr = lx_kernel_vmcoreinfo(l->kernel)->stext;
@@ -230,6 +223,23 @@ static void lx_refresh(void *impl, const struct prof_vcpu *cpus, int n_cpus,
 #else
     (void)cpus, (void)n_cpus;
 #endif
+}
+
+/* Finding the kernel reads only what the guest does not write once booted (the vmcoreinfo
+ * page, the kernel image's page tables, kallsyms, ORC), so it runs while the guest does. */
+static void lx_while_running(void *impl, const struct prof_os_mem *mem, struct prof_os_refresh *out)
+{
+    struct os_linux *l = impl;
+    if (l->kernel || l->failed || !mem->read_phys)
+        return;
+    /* Scanning RAM through round trips costs seconds: auto mode only does it when reads are
+     * free; --os linux or --vmcoreinfo always. */
+    if ((!mem->reads_are_cheap && !l->cfg.chosen && !l->cfg.vmcoreinfo_path) ||
+        now_ns() < l->next_try_ns)
+        return;
+    l->mem = mem;
+    find_kernel(l, out);
+    l->mem = NULL;
 }
 
 static void lx_task(void *impl, const struct prof_vcpu *cpu, int i, struct prof_task *out)
@@ -369,4 +379,5 @@ const struct prof_os_ops prof_os_linux_ops = {
     .user_regs = lx_user_regs,
     .kernel_unwind = lx_kernel_unwind,
     .kernel_symbols = lx_kernel_symbols_of,
+    .while_running = lx_while_running,
 };

@@ -564,6 +564,13 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
 
 int prof_session_capture(prof_session *s, struct prof_target_stats *stats, struct qp_error *err)
 {
+    /* While the guest runs: the adapter's one-time loads cost it no paused time (and are
+     * done before the first stop, so that a --one-shot sample has them too). */
+    struct prof_os_mem mem = os_mem(s);
+    struct prof_os_refresh r;
+    prof_os_while_running(s->os, &mem, &r);
+    if (r.kernel_found)
+        use_found_kernel(s, &r);
     int rc = prof_target_sample(s->target, capture_cb, s, stats, err);
     if (rc == 0)
         identify_captured(s);

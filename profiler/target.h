@@ -84,7 +84,8 @@ struct prof_target_ops {
                 struct qp_error *err);
     bool (*running)(void *impl); /* false when someone else paused the guest */
     /* Optional (NULL: not offered). Guest-physical memory, for an OS adapter that walks the
-     * kernel's own page tables: len bytes at paddr, 0 when all were read. While stopped. */
+     * kernel's own page tables: len bytes at paddr, 0 when all were read. Also while the guest
+     * runs (for memory it does not write, such as the kernel's read-only tables). */
     int (*read_phys)(void *impl, uint64_t paddr, void *buf, size_t len, struct qp_error *err);
     /* Optional. The guest's RAM as [start, end) ranges, at most max. */
     int (*ram_ranges)(void *impl, struct prof_ram_range *out, int max, int *n,
