@@ -18,7 +18,10 @@
 #include <string.h>
 #include <time.h>
 
-#define RETRY_NS     (UINT64_C(2) * 1000000000) /* a kernel not found yet: look again after */
+/* A kernel not found yet (a guest still booting) is looked for again after 2, 4, 8 ... s, a
+ * few times: each look reads all of guest RAM. */
+#define RETRY_NS     (UINT64_C(2) * 1000000000)
+#define MAX_TRIES    6
 #define MAX_RANGES   16
 #define THREAD_SIZE  (16u << 10)
 #define PT_REGS_SIZE 168
@@ -30,6 +33,8 @@ struct os_linux {
     lx_kernel *kernel;
     bool failed; /* for good: a kernel we cannot handle; answer as none */
     uint64_t next_try_ns;
+    int tries;
+    bool said; /* why the kernel was not found, once */
     sym_table *syms;
 #ifdef QPROF_HAVE_LX_TASK
     bool have_offsets;
@@ -74,11 +79,11 @@ static void lx_free(void *impl)
 
 /* Says why the kernel was not found, once, when the user asked for Linux (auto stays quiet
  * unless verbose: most guests it probes are not Linux). */
-static void give_up(struct os_linux *l, const struct qp_error *why)
+static void say_why(struct os_linux *l, const struct qp_error *why)
 {
-    l->failed = true;
-    if (l->cfg.chosen || l->cfg.verbose)
-        fprintf(stderr, "qprof: --os linux: %s; going on without OS information\n", why->msg);
+    if (!l->said && (l->cfg.chosen || l->cfg.verbose))
+        fprintf(stderr, "qprof: --os linux: %s; samples are split by address only\n", why->msg);
+    l->said = true;
 }
 
 static int find_vmcoreinfo(struct os_linux *l, struct lx_vmcoreinfo *vi, struct qp_error *err)
@@ -160,10 +165,10 @@ static bool find_kernel(struct os_linux *l, struct prof_os_refresh *out)
     if (rc == 0)
         rc = lx_kernel_load_kallsyms(l->kernel, &err);
     if (rc) {
-        bool again = rc == -ENOENT && !l->cfg.vmcoreinfo_path;
-        if (!again || l->cfg.chosen)
-            give_up(l, &err);
-        l->next_try_ns = now_ns() + RETRY_NS;
+        bool again = rc == -ENOENT && !l->cfg.vmcoreinfo_path && ++l->tries < MAX_TRIES;
+        say_why(l, &err);
+        l->failed = !again;
+        l->next_try_ns = now_ns() + (RETRY_NS << l->tries);
         lx_kernel_free(l->kernel);
         l->kernel = NULL;
         return false;
