@@ -10,7 +10,7 @@
 
 #define NOTE_NAME      "VMCOREINFO"
 #define NOTE_DESC_OFF  24 /* namesz, descsz, type (12 bytes), "VMCOREINFO\0" padded to 12 */
-#define VMCOREINFO_MAX 4096
+#define VMCOREINFO_MAX 8192 /* the text is one page; the note adds a header past it */
 
 static bool parse_hex(const char *v, uint64_t *out)
 {
@@ -147,8 +147,10 @@ static int candidate(const uint8_t *head)
 
 static int try_page(const struct lx_phys *p, uint64_t pa, int off, struct lx_vmcoreinfo *out)
 {
-    char *page = g_malloc(VMCOREINFO_MAX);
+    char *page = g_malloc0(VMCOREINFO_MAX);
     int rc = p->read(p->ctx, pa, page, VMCOREINFO_MAX);
+    if (rc) /* the last page of a RAM range */
+        rc = p->read(p->ctx, pa, page, 4096);
     if (rc == 0) {
         size_t len = strnlen(page + off, VMCOREINFO_MAX - (size_t)off);
         struct qp_error ignored = {0};
