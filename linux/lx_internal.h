@@ -11,6 +11,7 @@
 
 struct lx_tlb_entry {
     uint64_t va_page, pa_page; /* 4 KiB granules; va_page 0 = empty */
+    uint64_t page_size;        /* of the page the granule lies in */
 };
 
 /* One ORC entry, normalised (v1 layout). */
@@ -40,7 +41,8 @@ struct lx_kernel {
     uint64_t init_start, init_end; /* _sinittext.._einittext */
 };
 
-/* Translates kva through the kernel page table: 0 with *paddr, or -EFAULT. */
-int lx__translate(lx_kernel *k, uint64_t kva, uint64_t *paddr);
+/* Translates kva through the kernel page table: 0 with *paddr and the bytes physically
+ * contiguous from there (to the end of its page), or -EFAULT. */
+int lx__translate(lx_kernel *k, uint64_t kva, uint64_t *paddr, uint64_t *contiguous);
 
 #endif

@@ -18,8 +18,8 @@ static bool canonical(uint64_t va, int levels)
     return (uint64_t)sext == va;
 }
 
-/* The walk itself: 4 or 5 levels, 1 GiB and 2 MiB pages. */
-static int walk(lx_kernel *k, uint64_t va, uint64_t *pa)
+/* The walk itself: 4 or 5 levels, 1 GiB and 2 MiB pages; *size: the page's. */
+static int walk(lx_kernel *k, uint64_t va, uint64_t *pa, uint64_t *size)
 {
     if (!canonical(va, k->levels))
         return -EFAULT;
@@ -32,28 +32,30 @@ static int walk(lx_kernel *k, uint64_t va, uint64_t *pa)
             return -EFAULT;
         table = entry & PTE_ADDR;
         if (level == 0 || ((level == 1 || level == 2) && (entry & PTE_HUGE))) {
-            uint64_t size = UINT64_C(1) << shift;
-            *pa = (table & ~(size - 1)) | (va & (size - 1));
+            *size = UINT64_C(1) << shift;
+            *pa = (table & ~(*size - 1)) | (va & (*size - 1));
             return 0;
         }
     }
     return -EFAULT;
 }
 
-int lx__translate(lx_kernel *k, uint64_t kva, uint64_t *paddr)
+int lx__translate(lx_kernel *k, uint64_t kva, uint64_t *paddr, uint64_t *contiguous)
 {
     uint64_t page = kva & ~PAGE_MASK4K;
     struct lx_tlb_entry *e = &k->tlb[(page >> 12) % LX_TLB_SIZE];
+    uint64_t pa, size;
     if (e->va_page == page && page) {
-        *paddr = e->pa_page | (kva & PAGE_MASK4K);
-        return 0;
+        pa = e->pa_page, size = e->page_size;
+    } else {
+        int rc = walk(k, page, &pa, &size);
+        if (rc)
+            return rc;
+        *e = (struct lx_tlb_entry){page, pa, size};
     }
-    uint64_t pa;
-    int rc = walk(k, page, &pa);
-    if (rc)
-        return rc;
-    *e = (struct lx_tlb_entry){page, pa};
     *paddr = pa | (kva & PAGE_MASK4K);
+    /* To the end of the page holding kva (2 MiB or 1 GiB pages map the kernel image). */
+    *contiguous = size - (kva & (size - 1));
     return 0;
 }
 
@@ -61,11 +63,10 @@ int lx_kernel_read(lx_kernel *k, uint64_t kva, void *buf, size_t len)
 {
     uint8_t *dst = buf;
     while (len > 0) {
-        uint64_t pa;
-        if (lx__translate(k, kva, &pa) != 0)
+        uint64_t pa, contiguous;
+        if (lx__translate(k, kva, &pa, &contiguous) != 0)
             return -EFAULT;
-        size_t n = 4096 - (kva & PAGE_MASK4K);
-        n = n < len ? n : len;
+        size_t n = contiguous < len ? (size_t)contiguous : len;
         if (k->phys->read(k->phys->ctx, pa, dst, n) != 0)
             return -EFAULT;
         dst += n, kva += n, len -= n;

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #define NOTE_NAME      "VMCOREINFO"
-#define NOTE_DESC_OFF  24 /* namesz, descsz, type (12 bytes), "VMCOREINFO\0" padded to 12 */
+#define NOTE_DESC_OFF  24   /* namesz, descsz, type (12 bytes), "VMCOREINFO\0" padded to 12 */
 #define VMCOREINFO_MAX 8192 /* the text is one page; the note adds a header past it */
 
 static bool parse_hex(const char *v, uint64_t *out)
