@@ -309,8 +309,10 @@ static int case_dd(int smp)
     check_dd_stacks(folded, &g);
     run_free(&r);
 
+    /* Each --one-shot finds the kernel again (a second or more under ASan): stop as soon as
+     * one sample has shown enough kernel frames (dd is nearly always in the kernel). */
     int kernel_frames = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3 && kernel_frames < 5; i++) {
         const char *one[] = {"--qmp-socket", vm_qmp_path(g.vm), "--one-shot", "--show-addresses",
                              NULL};
         r = run_qprof(g.dir, one, 120);
@@ -318,7 +320,8 @@ static int case_dd(int smp)
         check_one_shot_addresses(r.out, syms, &kernel_frames);
         run_free(&r);
     }
-    CHECK_MSG(kernel_frames >= 5, "only %d kernel frames in 3 one-shot samples", kernel_frames);
+    CHECK_MSG(kernel_frames >= 5, "only %d kernel frames in up to 3 one-shot samples",
+              kernel_frames);
     for (guint i = 0; i < syms->len; i++)
         g_free(g_array_index(syms, struct ksym, i).name);
     g_array_free(syms, TRUE);
