@@ -68,8 +68,8 @@ const struct lx_vmcoreinfo *lx_kernel_vmcoreinfo(const lx_kernel *k);
 
 /* Reads len bytes at kernel virtual address kva: 0 when all were read, else -EFAULT. */
 int lx_kernel_read(lx_kernel *k, uint64_t kva, void *buf, size_t len);
-/* Drops cached translations: call once per stop, since vmalloc'd mappings (task stacks) come
- * and go while the guest runs. */
+/* Drops cached translations and the few physical pages kept for small reads: call once per
+ * stop, since vmalloc'd mappings (task stacks) and stack contents change while the guest runs. */
 void lx_kernel_forget_translations(lx_kernel *k);
 
 /* kallsyms decoded from guest memory (Linux 6.0+: vmcoreinfo names the tables). Decodes once;

@@ -8,6 +8,7 @@
 
 #define LX_START_KERNEL_MAP UINT64_C(0xffffffff80000000)
 #define LX_TLB_SIZE         64
+#define LX_PAGE_CACHE       16 /* physical pages kept per stop: page tables, stack pages */
 
 struct lx_tlb_entry {
     uint64_t va_page, pa_page; /* 4 KiB granules; va_page 0 = empty */
@@ -27,6 +28,11 @@ struct lx_kernel {
     uint64_t pgd_paddr;
     int levels;
     struct lx_tlb_entry tlb[LX_TLB_SIZE];
+    /* Small reads (page-table entries, stack words) are served from whole pages read once per
+     * stop: one round trip per page instead of one per word with a backend that has them. */
+    uint64_t cached_pa[LX_PAGE_CACHE]; /* page addresses + 1; 0 = empty */
+    uint8_t *cached[LX_PAGE_CACHE];
+    unsigned next_victim;
     /* kallsyms */
     bool have_syms;
     struct lx_symbol *syms;

@@ -11,6 +11,28 @@
 #define PTE_ADDR    UINT64_C(0x000ffffffffff000)
 #define PAGE_MASK4K UINT64_C(0xfff)
 
+/* len bytes at pa, within one 4 KiB page, through the page cache. */
+static int cached_read(lx_kernel *k, uint64_t pa, void *buf, size_t len)
+{
+    uint64_t page = pa & ~PAGE_MASK4K;
+    for (int i = 0; i < LX_PAGE_CACHE; i++) {
+        if (k->cached_pa[i] == page + 1) {
+            memcpy(buf, k->cached[i] + (pa & PAGE_MASK4K), len);
+            return 0;
+        }
+    }
+    unsigned slot = k->next_victim++ % LX_PAGE_CACHE;
+    if (!k->cached[slot])
+        k->cached[slot] = g_malloc(4096);
+    k->cached_pa[slot] = 0;
+    int rc = k->phys->read(k->phys->ctx, page, k->cached[slot], 4096);
+    if (rc)
+        return k->phys->read(k->phys->ctx, pa, buf, len); /* a page only partly RAM */
+    k->cached_pa[slot] = page + 1;
+    memcpy(buf, k->cached[slot] + (pa & PAGE_MASK4K), len);
+    return 0;
+}
+
 static bool canonical(uint64_t va, int levels)
 {
     int bits = levels == 5 ? 57 : 48;
@@ -27,7 +49,7 @@ static int walk(lx_kernel *k, uint64_t va, uint64_t *pa, uint64_t *size)
     for (int level = k->levels - 1; level >= 0; level--) {
         int shift = 12 + 9 * level;
         uint64_t entry;
-        if (k->phys->read(k->phys->ctx, table + ((va >> shift) & 511) * 8, &entry, 8) != 0 ||
+        if (cached_read(k, table + ((va >> shift) & 511) * 8, &entry, 8) != 0 ||
             !(entry & PTE_PRESENT))
             return -EFAULT;
         table = entry & PTE_ADDR;
@@ -67,7 +89,8 @@ int lx_kernel_read(lx_kernel *k, uint64_t kva, void *buf, size_t len)
         if (lx__translate(k, kva, &pa, &contiguous) != 0)
             return -EFAULT;
         size_t n = contiguous < len ? (size_t)contiguous : len;
-        if (k->phys->read(k->phys->ctx, pa, dst, n) != 0)
+        bool small = n <= 64 && (pa & PAGE_MASK4K) + n <= 4096;
+        if ((small ? cached_read(k, pa, dst, n) : k->phys->read(k->phys->ctx, pa, dst, n)) != 0)
             return -EFAULT;
         dst += n, kva += n, len -= n;
     }
@@ -77,6 +100,7 @@ int lx_kernel_read(lx_kernel *k, uint64_t kva, void *buf, size_t len)
 void lx_kernel_forget_translations(lx_kernel *k)
 {
     memset(k->tlb, 0, sizeof k->tlb);
+    memset(k->cached_pa, 0, sizeof k->cached_pa);
 }
 
 /* init_uts_ns starts with struct new_utsname, whose release field must be the OSRELEASE of the
@@ -124,6 +148,8 @@ void lx_kernel_free(lx_kernel *k)
 {
     if (!k)
         return;
+    for (int i = 0; i < LX_PAGE_CACHE; i++)
+        g_free(k->cached[i]);
     g_free(k->syms);
     if (k->names)
         g_string_chunk_free(k->names);
