@@ -259,7 +259,8 @@ static void lx_task(void *impl, const struct prof_vcpu *cpu, int i, struct prof_
     out->known = true;
     out->pid = (uint32_t)t->tgid;
     if (t->pid == 0) {
-        snprintf(out->comm, sizeof out->comm, "swapper/%d", cpu->index > 0 ? cpu->index : 0);
+        unsigned short n = (unsigned short)(cpu->index > 0 ? cpu->index : 0);
+        snprintf(out->comm, sizeof out->comm, "swapper/%hu", n);
         out->state = PROF_TASK_KERNEL; /* in the idle task, but not halted: real work */
         return;
     }
