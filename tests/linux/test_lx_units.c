@@ -237,7 +237,7 @@ static void test_orc(const struct lx_phys *p)
 
     /* A return address pointing back at itself: the stack pointer must grow. */
     put64(STACK + 16, KBASE + TEXT + 0x308);
-    put64(STACK + 8, bp - 16); /* bp chain that goes down */
+    put64(STACK + 8, bp - 16);        /* bp chain that goes down */
     lx_kernel_forget_translations(k); /* a new stop: memory changed */
     live = (struct lx_pt_regs){.ip = KBASE + TEXT + 0x308, .sp = sp, .bp = bp};
     lx_unwind(k, &live, f, 8, &res);
