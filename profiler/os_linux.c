@@ -24,6 +24,7 @@
 #define MAX_TRIES    6
 #define MAX_RANGES   16
 #define THREAD_SIZE  (16u << 10)
+#define VMCI_HEAD    512 /* OSRELEASE and the first SYMBOL() lines, which KASLR changes */
 #define PT_REGS_SIZE 168
 
 struct os_linux {
@@ -35,6 +36,11 @@ struct os_linux {
     uint64_t next_try_ns;
     int tries;
     bool said; /* why the kernel was not found, once */
+    /* Where vmcoreinfo was found and how it began: a guest that rebooted (new KASLR offset)
+     * no longer has the same bytes there. */
+    uint64_t vmci_paddr;
+    uint8_t vmci_head[VMCI_HEAD];
+    GPtrArray *old_syms; /* symbols of earlier boots: the session's older samples use them */
     sym_table *syms;
 #ifdef QPROF_HAVE_LX_TASK
     bool have_offsets;
@@ -63,6 +69,7 @@ static int lx_open(const struct prof_os_config *cfg, void **impl)
     struct os_linux *l = g_new0(struct os_linux, 1);
     l->cfg = *cfg;
     l->phys = (struct lx_phys){.read = phys_read, .ctx = l};
+    l->old_syms = g_ptr_array_new_with_free_func((GDestroyNotify)sym_table_free);
     *impl = l;
     return 0;
 }
@@ -74,6 +81,8 @@ static void lx_free(void *impl)
         return;
     lx_kernel_free(l->kernel);
     sym_table_free(l->syms);
+    if (l->old_syms)
+        g_ptr_array_free(l->old_syms, TRUE);
     g_free(l);
 }
 
@@ -102,6 +111,8 @@ static int find_vmcoreinfo(struct os_linux *l, struct lx_vmcoreinfo *vi, struct 
     int rc = lx_vmcoreinfo_find(&l->phys, lr, n, vi, &where, err);
     if (rc == 0 && l->cfg.verbose)
         fprintf(stderr, "qprof: Linux vmcoreinfo at guest-physical 0x%" PRIx64 "\n", where);
+    if (rc == 0 && l->phys.read(l->phys.ctx, where, l->vmci_head, VMCI_HEAD) == 0)
+        l->vmci_paddr = where;
     return rc;
 }
 
@@ -212,13 +223,40 @@ static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
 }
 #endif
 
+/* The guest rebooted when the vmcoreinfo bytes it was found with changed. Its kernel is
+ * dropped (the symbols stay alive for the samples already taken) and looked for again. */
+static bool rebooted(struct os_linux *l)
+{
+    uint8_t now[VMCI_HEAD];
+    if (!l->vmci_paddr || l->phys.read(l->phys.ctx, l->vmci_paddr, now, VMCI_HEAD) != 0 ||
+        memcmp(now, l->vmci_head, VMCI_HEAD) == 0)
+        return false;
+    if (l->cfg.verbose)
+        fprintf(stderr, "qprof: the Linux guest rebooted: looking for its kernel again\n");
+    lx_kernel_free(l->kernel);
+    l->kernel = NULL;
+    if (l->syms)
+        g_ptr_array_add(l->old_syms, l->syms);
+    l->syms = NULL;
+    l->vmci_paddr = 0;
+    l->tries = 0;
+    l->next_try_ns = 0;
+#ifdef QPROF_HAVE_LX_TASK
+    memset(l->task_ok, 0, sizeof l->task_ok);
+#endif
+    return true;
+}
+
 static void lx_refresh(void *impl, const struct prof_vcpu *cpus, int n_cpus,
                        const struct prof_os_mem *mem, struct prof_os_refresh *out)
 {
     struct os_linux *l = impl;
     l->mem = mem;
+    /* With free reads, every stop checks for a reboot; otherwise lx_while_running does. */
+    if (l->kernel && mem->reads_are_cheap && rebooted(l))
+        out->reset = true;
     if (!l->kernel)
-        return; /* found after a resume (lx_while_running) */
+        return; /* found while the guest runs (lx_while_running) */
     lx_kernel_forget_translations(l->kernel);
     out->published = true;
     out->kernel_text_addr = lx_kernel_vmcoreinfo(l->kernel)->stext;
@@ -235,8 +273,16 @@ static void lx_refresh(void *impl, const struct prof_vcpu *cpus, int n_cpus,
 static void lx_while_running(void *impl, const struct prof_os_mem *mem, struct prof_os_refresh *out)
 {
     struct os_linux *l = impl;
-    if (l->kernel || l->failed || !mem->read_phys)
+    if (l->failed || !mem->read_phys)
         return;
+    if (l->kernel) {
+        l->mem = mem;
+        if (!mem->reads_are_cheap && rebooted(l))
+            out->reset = true;
+        l->mem = NULL;
+        if (l->kernel)
+            return;
+    }
     /* Scanning RAM through round trips costs seconds: auto mode only does it when reads are
      * free; --os linux or --vmcoreinfo always. */
     if ((!mem->reads_are_cheap && !l->cfg.chosen && !l->cfg.vmcoreinfo_path) ||

@@ -442,7 +442,14 @@ static void use_found_kernel(prof_session *s, const struct prof_os_refresh *r)
 {
     const sym_table *found = prof_os_kernel_symbols(s->os);
     uint64_t stext;
-    if (!s->kernel_syms && found) {
+    if (!s->kernel_syms && found && s->found_kernel_syms && found != s->found_kernel_syms) {
+        /* A new boot (new KASLR offset): a new kernel module, so that the samples already
+         * taken keep the names of the kernel they ran. */
+        struct out_module m = {.kernel = true, .base = r->kernel_stext};
+        g_strlcpy(m.name, "kernel", sizeof m.name);
+        s->kernel_module = prof_session_add_module(s, &m, found);
+        s->found_kernel_syms = found;
+    } else if (!s->kernel_syms && found) {
         g_ptr_array_index(s->module_syms, s->kernel_module) = (gpointer)found;
         s->found_kernel_syms = found;
     } else if (s->kernel_syms && !s->opts.kernel_slide && r->kernel_stext &&
@@ -465,16 +472,16 @@ static void refresh_os(prof_session *s, const struct prof_vcpu *cpus, int n_cpus
         reject_abi(s, r.reject_reason);
     if (r.kernel_found)
         use_found_kernel(s, &r);
-    if (!r.published)
-        return;
-    const struct out_module *k = out_profile_module(s->profile, s->kernel_module);
-    if (k && !k->base && r.kernel_text_addr)
-        out_profile_set_module_base(s->profile, s->kernel_module, r.kernel_text_addr);
     if (r.reset) {
         /* The guest rebooted: pids and generations start over. */
         s->counters.resets++;
         g_hash_table_remove_all(s->images);
     }
+    if (!r.published)
+        return;
+    const struct out_module *k = out_profile_module(s->profile, s->kernel_module);
+    if (k && !k->base && r.kernel_text_addr)
+        out_profile_set_module_base(s->profile, s->kernel_module, r.kernel_text_addr);
 }
 
 static void read_window(prof_session *s, const struct prof_vcpu *cpu, uint64_t addr, uint8_t *buf,
@@ -569,6 +576,10 @@ int prof_session_capture(prof_session *s, struct prof_target_stats *stats, struc
     struct prof_os_mem mem = os_mem(s);
     struct prof_os_refresh r;
     prof_os_while_running(s->os, &mem, &r);
+    if (r.reset) {
+        s->counters.resets++;
+        g_hash_table_remove_all(s->images);
+    }
     if (r.kernel_found)
         use_found_kernel(s, &r);
     int rc = prof_target_sample(s->target, capture_cb, s, stats, err);
