@@ -143,8 +143,8 @@ int lx_kernel_load_orc(lx_kernel *k, struct qp_error *err)
 {
     if (k->n_orc)
         return 0;
-    uint64_t ip_start, entries;
-    size_t n;
+    uint64_t ip_start = 0, entries = 0;
+    size_t n = 0;
     int rc = check_orc_version(&k->vi, err);
     if (!rc)
         rc = lx_kernel_load_kallsyms(k, err);
