@@ -7,6 +7,8 @@
 
 #include <errno.h>
 #include <glib.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #define RAM_SIZE (8u << 20)
 #define KBASE    UINT64_C(0xffffffff80000000) /* mapped to physical 0 by 2 MiB pages */
@@ -285,11 +287,32 @@ static void test_parse(void)
     CHECK_INT(lx_vmcoreinfo_parse(t, strlen(t), &vi, &err), -EPROTO);
 }
 
+/* --vmcoreinfo FILE: the bare text, or a copy of the note with its header. */
+static void test_load_file(void)
+{
+    char path[] = "/tmp/lx-vmci-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    const char *text = vmcoreinfo_text("6.1.0-56-amd64");
+    CHECK(write(fd, "\x0b\0\0\0\0\0\0\0\0\0\0\0VMCOREINFO\0\0", 24) == 24);
+    CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    struct lx_vmcoreinfo vi;
+    struct qp_error err = {0};
+    CHECK_INT(lx_vmcoreinfo_load_file(path, &vi, &err), 0);
+    CHECK_STR(vi.osrelease, "6.1.0-56-amd64");
+    CHECK_U64(vi.init_top_pgt, KBASE + PGD);
+    unlink(path);
+    CHECK_INT(lx_vmcoreinfo_load_file(path, &vi, &err), -ENOENT);
+    CHECK(strstr(err.msg, path) != NULL);
+}
+
 int main(void)
 {
     ram = g_malloc0(RAM_SIZE);
     struct lx_phys p = {.read = ram_read};
     test_parse();
+    test_load_file();
     test_kallsyms(&p);
     test_orc(&p);
     test_unknown_orc_version(&p);
