@@ -73,9 +73,11 @@ void prof_print_help(FILE *out)
         "                         matched to processes by the hash of their .text; repeatable\n"
         "  --abi-addr ADDR        address of the guest's struct qprof_abi when the kernel ELF\n"
         "                         is not given (see docs/guest-abi.md)\n"
-        "  --os auto|qprof-abi|none what the guest kernel tells about processes [auto: the\n"
-        "                         qprof_abi struct when the kernel ELF has it or --abi-addr is\n"
-        "                         given, else none: user or kernel by privilege level only]\n"
+        "  --os auto|qprof-abi|linux|none what the guest kernel tells about processes [auto:\n"
+        "                         the qprof_abi struct when the kernel ELF has it or --abi-addr\n"
+        "                         is given, else linux when guest RAM holds a Linux kernel's\n"
+        "                         vmcoreinfo, else none: user or kernel by privilege level]\n"
+        "  --vmcoreinfo FILE      a Linux guest's vmcoreinfo text, instead of scanning its RAM\n"
         "Output:\n"
         "  -o, --output FILE      write the profile to FILE in the format its name ends with:\n"
         "                         .speedscope.json (speedscope, with a timeline), .pb.gz\n"
@@ -226,6 +228,7 @@ enum {
     OPT_ABI_ADDR,
     OPT_MEMORY,
     OPT_OS,
+    OPT_VMCOREINFO,
     OPT_TOP,
     OPT_NO_PROGRESS,
     OPT_PROGRESS,
@@ -255,6 +258,7 @@ static const struct option long_options[] = {
     {"abi-addr", required_argument, NULL, OPT_ABI_ADDR},
     {"memory", required_argument, NULL, OPT_MEMORY},
     {"os", required_argument, NULL, OPT_OS},
+    {"vmcoreinfo", required_argument, NULL, OPT_VMCOREINFO},
     {"top", required_argument, NULL, OPT_TOP},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
     {"progress", no_argument, NULL, OPT_PROGRESS},
@@ -385,10 +389,15 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
             o->os = PROF_OS_QPROF_ABI;
         else if (strcmp(arg, "none") == 0)
             o->os = PROF_OS_NONE;
+        else if (strcmp(arg, "linux") == 0)
+            o->os = PROF_OS_LINUX;
         else {
-            fprintf(stderr, "qprof: --os: '%s' is not one of auto, qprof-abi, none\n", arg);
+            fprintf(stderr, "qprof: --os: '%s' is not one of auto, qprof-abi, linux, none\n", arg);
             return -1;
         }
+        return 0;
+    case OPT_VMCOREINFO:
+        o->vmcoreinfo = arg;
         return 0;
     case OPT_MEMORY:
         if (!valid_backend(arg)) {

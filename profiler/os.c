@@ -61,3 +61,23 @@ int prof_os_user_regs(prof_os *os, const struct prof_vcpu *cpu, const struct pro
         return -ENOENT;
     return os->ops->user_regs(os->impl, cpu, t, mem, out);
 }
+
+int prof_os_kernel_unwind(prof_os *os, const struct prof_vcpu *cpu, const struct prof_task *t,
+                          const struct prof_os_mem *mem, struct prof_kstack *out)
+{
+    if (!os->ops->kernel_unwind)
+        return -ENOTSUP;
+    return os->ops->kernel_unwind(os->impl, cpu, t, mem, out);
+}
+
+const sym_table *prof_os_kernel_symbols(prof_os *os)
+{
+    return os->ops->kernel_symbols ? os->ops->kernel_symbols(os->impl) : NULL;
+}
+
+void prof_os_while_running(prof_os *os, const struct prof_os_mem *mem, struct prof_os_refresh *out)
+{
+    *out = (struct prof_os_refresh){0};
+    if (os->ops->while_running)
+        os->ops->while_running(os->impl, mem, out);
+}

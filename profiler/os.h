@@ -4,11 +4,12 @@
  * through a reader the sampler gives it, so that its reads count against the sample's budget),
  * then, per vCPU, for the current task, its kernel stack and the user registers saved at
  * kernel entry. An adapter is a `static const struct prof_os_ops` in its own file, chosen once
- * when the session opens: os_qprof_abi.c (the demo guest's struct qprof_abi) and os_none.c
- * (nothing known). */
+ * when the session opens: os_qprof_abi.c (the demo guest's struct qprof_abi), os_linux.c (a
+ * stock Linux kernel, found in guest memory) and os_none.c (nothing known). */
 #ifndef PROF_OS_H
 #define PROF_OS_H
 
+#include "symbols.h"
 #include "target.h"
 
 enum prof_task_state {
@@ -38,6 +39,7 @@ struct prof_task {
     struct prof_image_id image;
     uint64_t kstack_lo, kstack_hi; /* the kernel stack of the current context; 0, 0: unknown */
     uint64_t user_regs_at;         /* where the user registers were saved; 0: not (yet) */
+    bool user_leaf_only; /* user frames cannot be unwound (no tables): show the leaf only */
 };
 
 /* Reads len bytes at addr through cpu's address space (while stopped); *got counts from the
@@ -45,6 +47,11 @@ struct prof_task {
 struct prof_os_mem {
     int (*read)(void *ctx, const struct prof_vcpu *cpu, uint64_t addr, void *buf, size_t len,
                 size_t *got);
+    /* Guest-physical memory: 0 when all len bytes were read; NULL when the target has none. */
+    int (*read_phys)(void *ctx, uint64_t paddr, void *buf, size_t len);
+    /* The guest's RAM ranges; NULL when unknown. */
+    int (*ram_ranges)(void *ctx, struct prof_ram_range *out, int max, int *n);
+    bool reads_are_cheap; /* no round trip per read (QMP's direct backend) */
     void *ctx;
 };
 
@@ -55,11 +62,28 @@ struct prof_os_refresh {
     uint64_t kernel_text_addr; /* the kernel .text the guest declares, 0 when it does not */
     bool rejected;             /* what the guest published failed the checks */
     char reject_reason[160];
+    bool kernel_found;     /* the adapter found the kernel this stop (first time only) */
+    uint64_t kernel_stext; /* its run-time _stext, 0 when unknown */
+    int64_t kernel_slide;  /* its KASLR slide (run-time minus link-time addresses) */
+};
+
+/* A kernel stack the adapter unwound itself while the target was stopped. */
+#define PROF_KSTACK_MAX 128
+struct prof_kstack {
+    int n;
+    uint64_t pc[PROF_KSTACK_MAX]; /* innermost first */
+    bool exact[PROF_KSTACK_MAX];  /* the interrupted instruction, not a return address */
+    enum unw_stop stop;           /* UNW_STOP_OUTERMOST or _LEFT_SPACE when complete */
+    bool have_user_regs;          /* it ended at the entry from user mode */
+    struct unw_regs user_regs;
 };
 
 struct prof_os_config {
     uint64_t abi_addr;            /* qprof_abi: where the guest publishes it */
     struct prof_addr_split split; /* the target's */
+    const char *vmcoreinfo_path;  /* Linux: --vmcoreinfo, NULL to scan guest RAM */
+    bool chosen;                  /* named by --os (not picked by auto): say why it fails */
+    bool verbose;
 };
 
 struct prof_os_ops {
@@ -77,13 +101,25 @@ struct prof_os_ops {
      * a user-mode frame. */
     int (*user_regs)(void *impl, const struct prof_vcpu *cpu, const struct prof_task *t,
                      const struct prof_os_mem *mem, struct unw_regs *out);
+    /* Optional: unwinds cpu's kernel stack while stopped (Linux: ORC). 0, or negative to let
+     * the session unwind it by CFI. */
+    int (*kernel_unwind)(void *impl, const struct prof_vcpu *cpu, const struct prof_task *t,
+                         const struct prof_os_mem *mem, struct prof_kstack *out);
+    /* Optional: work that needs no stopped guest (Linux: finding and loading the kernel's
+     * read-only tables), called before each sample while the guest runs. It may use
+     * mem->read_phys and mem->ram_ranges only; what it found goes into out as for refresh. */
+    void (*while_running)(void *impl, const struct prof_os_mem *mem, struct prof_os_refresh *out);
+    /* Optional: kernel symbols found in the guest (borrowed, valid while the adapter lives),
+     * NULL when none (yet). */
+    const sym_table *(*kernel_symbols)(void *impl);
 };
 
 extern const struct prof_os_ops prof_os_qprof_abi_ops;
 extern const struct prof_os_ops prof_os_none_ops;
+extern const struct prof_os_ops prof_os_linux_ops;
 
 /* --os */
-enum prof_os_choice { PROF_OS_AUTO = 0, PROF_OS_QPROF_ABI, PROF_OS_NONE };
+enum prof_os_choice { PROF_OS_AUTO = 0, PROF_OS_QPROF_ABI, PROF_OS_NONE, PROF_OS_LINUX };
 
 typedef struct prof_os prof_os;
 
@@ -99,5 +135,10 @@ size_t prof_os_kernel_stack_len(prof_os *os, const struct prof_vcpu *cpu, const 
                                 size_t max);
 int prof_os_user_regs(prof_os *os, const struct prof_vcpu *cpu, const struct prof_task *t,
                       const struct prof_os_mem *mem, struct unw_regs *out);
+/* -ENOTSUP when the adapter leaves kernel stacks to the session. */
+int prof_os_kernel_unwind(prof_os *os, const struct prof_vcpu *cpu, const struct prof_task *t,
+                          const struct prof_os_mem *mem, struct prof_kstack *out);
+const sym_table *prof_os_kernel_symbols(prof_os *os);
+void prof_os_while_running(prof_os *os, const struct prof_os_mem *mem, struct prof_os_refresh *out);
 
 #endif

@@ -54,6 +54,7 @@ struct prof_options {
     uint64_t abi_addr;          /* --abi-addr, 0: the kernel ELF's qprof_abi symbol */
     const char *memory_backend; /* --memory auto|direct|memsave|hmp */
     enum prof_os_choice os;     /* --os, PROF_OS_AUTO */
+    const char *vmcoreinfo;     /* --vmcoreinfo FILE (Linux guests), NULL: scan guest RAM */
     int top;                    /* --top, 10 */
     bool progress;              /* live progress line (on a terminal unless --no-progress;
                                    --progress forces it, e.g. into a log file) */

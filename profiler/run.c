@@ -285,6 +285,18 @@ static void print_truncations(const struct prof_counters *c, FILE *f)
     fprintf(f, ")\n");
 }
 
+/* Kernel stacks the OS adapter unwound (Linux: ORC): how many reached where a kernel stack
+ * starts (the entry from user mode, or a kernel thread's or the boot stack's first frame). */
+static void print_kernel_completeness(const struct prof_counters *c, FILE *f)
+{
+    if (!c->kernel_stacks)
+        return;
+    fprintf(f,
+            "kernel stacks by ORC: %" PRIu64
+            ", complete (reach a user entry or a task's start): %.1f%%\n",
+            c->kernel_stacks, 100.0 * c->kernel_stacks_complete / c->kernel_stacks);
+}
+
 /* Under TCG a share of these well above the entry code's real cost means the stops were taken
  * late and the code that runs just after system calls or faults is under-sampled. */
 static void print_kernel_entries(const struct prof_counters *c, FILE *f)
@@ -380,6 +392,7 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
                 c->budget_hits, PROF_BUDGET_REQUESTS, PROF_BUDGET_BYTES >> 10);
     print_per_cpu(c, f);
     print_truncations(c, f);
+    print_kernel_completeness(c, f);
     print_kernel_entries(c, f);
     prof_agg_print_report(r->agg, f, r->o->top);
 }

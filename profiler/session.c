@@ -132,12 +132,30 @@ int prof_session_symbolize(void *ctx, const struct out_module *m, uint64_t pc, b
 }
 
 /* Chosen once: the demo ABI when the guest can be asked for it (the kernel ELF has the symbol,
- * or --abi-addr), else nothing known; --os overrides. */
+ * or --abi-addr), else Linux (which answers as "none" until it finds a Linux kernel in guest
+ * RAM); --os overrides. */
+static const struct prof_os_ops *os_ops(const prof_session *s)
+{
+    switch (s->opts.os) {
+    case PROF_OS_QPROF_ABI:
+        return &prof_os_qprof_abi_ops;
+    case PROF_OS_NONE:
+        return &prof_os_none_ops;
+    case PROF_OS_LINUX:
+        return &prof_os_linux_ops;
+    default:
+        return s->abi_addr ? &prof_os_qprof_abi_ops : &prof_os_linux_ops;
+    }
+}
+
 static int open_os(prof_session *s, struct qp_error *err)
 {
-    bool abi = s->opts.os == PROF_OS_QPROF_ABI || (s->opts.os == PROF_OS_AUTO && s->abi_addr);
-    const struct prof_os_ops *ops = abi ? &prof_os_qprof_abi_ops : &prof_os_none_ops;
-    struct prof_os_config cfg = {.abi_addr = s->abi_addr, .split = s->split};
+    const struct prof_os_ops *ops = os_ops(s);
+    struct prof_os_config cfg = {.abi_addr = s->abi_addr,
+                                 .split = s->split,
+                                 .vmcoreinfo_path = s->opts.vmcoreinfo,
+                                 .chosen = s->opts.os == PROF_OS_LINUX,
+                                 .verbose = s->opts.verbose};
     int rc = prof_os_open(ops, &cfg, &s->os);
     return rc ? qp_error_set(err, rc, "opening the %s OS adapter", ops->name) : 0;
 }
@@ -290,6 +308,29 @@ static int os_read(void *ctx, const struct prof_vcpu *cpu, uint64_t addr, void *
     return paused_read(ctx, cpu, addr, buf, len, got);
 }
 
+/* Physical reads (the Linux adapter's page walks, its one-time table copies) are not counted
+ * against the budget: with the direct backend they cost no round trip. */
+static int os_read_phys(void *ctx, uint64_t paddr, void *buf, size_t len)
+{
+    prof_session *s = ctx;
+    return prof_target_read_phys(s->target, paddr, buf, len, NULL);
+}
+
+static int os_ram_ranges(void *ctx, struct prof_ram_range *out, int max, int *n)
+{
+    prof_session *s = ctx;
+    return prof_target_ram_ranges(s->target, out, max, n, NULL);
+}
+
+static struct prof_os_mem os_mem(prof_session *s)
+{
+    return (struct prof_os_mem){.read = os_read,
+                                .read_phys = os_read_phys,
+                                .ram_ranges = os_ram_ranges,
+                                .reads_are_cheap = !prof_target_reads_cost_round_trips(s->target),
+                                .ctx = s};
+}
+
 /* Copies the next part of an image's .text and .eh_frame; the copy completes over several
  * samples when it is larger than what one sample may read. */
 static void image_copy_some(prof_session *s, const struct prof_vcpu *cpu, struct proc_image *img)
@@ -398,24 +439,52 @@ static void reject_abi(prof_session *s, const char *why)
         fprintf(stderr, "qprof: qprof_abi rejected: %s\n", why);
 }
 
+/* The adapter found the kernel in the guest: its symbols name kernel frames unless --kernel
+ * gave some, and a --kernel System.map (link-time addresses) gets the KASLR slide. */
+static void use_found_kernel(prof_session *s, const struct prof_os_refresh *r)
+{
+    const sym_table *found = prof_os_kernel_symbols(s->os);
+    uint64_t stext;
+    if (!s->kernel_syms && found && s->found_kernel_syms && found != s->found_kernel_syms) {
+        /* A new boot (new KASLR offset): a new kernel module, so that the samples already
+         * taken keep the names of the kernel they ran. */
+        struct out_module m = {.kernel = true, .base = r->kernel_stext};
+        g_strlcpy(m.name, "kernel", sizeof m.name);
+        s->kernel_module = prof_session_add_module(s, &m, found);
+        s->found_kernel_syms = found;
+    } else if (!s->kernel_syms && found) {
+        g_ptr_array_index(s->module_syms, s->kernel_module) = (gpointer)found;
+        s->found_kernel_syms = found;
+    } else if (s->kernel_syms && !s->opts.kernel_slide && r->kernel_stext &&
+               sym_find_by_name(s->kernel_syms, "_stext", &stext) == 0 &&
+               stext + (uint64_t)r->kernel_slide == r->kernel_stext && r->kernel_slide) {
+        sym_table_set_slide(s->kernel_syms, r->kernel_slide);
+        if (s->opts.verbose)
+            fprintf(stderr, "qprof: --kernel %s: KASLR slide 0x%" PRIx64 " applied\n",
+                    s->opts.kernel, (uint64_t)r->kernel_slide);
+    }
+}
+
 /* Asks the OS adapter what it can tell about this stop, and acts on what it saw. */
 static void refresh_os(prof_session *s, const struct prof_vcpu *cpus, int n_cpus)
 {
-    struct prof_os_mem mem = {.read = os_read, .ctx = s};
+    s->os_mem = os_mem(s);
     struct prof_os_refresh r;
-    prof_os_refresh(s->os, cpus, n_cpus, &mem, &r);
+    prof_os_refresh(s->os, cpus, n_cpus, &s->os_mem, &r);
     if (r.rejected)
         reject_abi(s, r.reject_reason);
-    if (!r.published)
-        return;
-    const struct out_module *k = out_profile_module(s->profile, s->kernel_module);
-    if (k && !k->base && r.kernel_text_addr)
-        out_profile_set_module_base(s->profile, s->kernel_module, r.kernel_text_addr);
+    if (r.kernel_found)
+        use_found_kernel(s, &r);
     if (r.reset) {
         /* The guest rebooted: pids and generations start over. */
         s->counters.resets++;
         g_hash_table_remove_all(s->images);
     }
+    if (!r.published)
+        return;
+    const struct out_module *k = out_profile_module(s->profile, s->kernel_module);
+    if (k && !k->base && r.kernel_text_addr)
+        out_profile_set_module_base(s->profile, s->kernel_module, r.kernel_text_addr);
 }
 
 static void read_window(prof_session *s, const struct prof_vcpu *cpu, uint64_t addr, uint8_t *buf,
@@ -429,7 +498,20 @@ static void read_window(prof_session *s, const struct prof_vcpu *cpu, uint64_t a
 static void capture_cpu(prof_session *s, struct cpu_capture *c)
 {
     const struct prof_vcpu *v = &c->vcpu;
-    struct prof_os_mem mem = {.read = os_read, .ctx = s};
+    struct prof_os_mem mem = os_mem(s);
+    c->have_kstack = false;
+    if (!v->user && prof_os_kernel_unwind(s->os, v, &c->task, &mem, &c->kst) == 0) {
+        /* The adapter walked the kernel stack itself; only the user stack is left to copy. */
+        c->have_kstack = true;
+        if (c->kst.have_user_regs) {
+            c->trap = c->kst.user_regs;
+            c->have_trap = true;
+            if (!c->task.user_leaf_only)
+                read_window(s, v, c->trap.r[UNW_RSP], c->ustack, USTACK_WINDOW, &c->ustack_addr,
+                            &c->ustack_len);
+        }
+        return;
+    }
     if (c->task.known && c->task.has_image)
         c->img = image_for(s, &c->task);
     if (v->user) {
@@ -494,6 +576,17 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
 
 int prof_session_capture(prof_session *s, struct prof_target_stats *stats, struct qp_error *err)
 {
+    /* While the guest runs: the adapter's one-time loads cost it no paused time (and are
+     * done before the first stop, so that a --one-shot sample has them too). */
+    struct prof_os_mem mem = os_mem(s);
+    struct prof_os_refresh r;
+    prof_os_while_running(s->os, &mem, &r);
+    if (r.reset) {
+        s->counters.resets++;
+        g_hash_table_remove_all(s->images);
+    }
+    if (r.kernel_found)
+        use_found_kernel(s, &r);
     int rc = prof_target_sample(s->target, capture_cb, s, stats, err);
     if (rc == 0)
         identify_captured(s);

@@ -58,6 +58,8 @@ struct cpu_capture {
     struct unw_regs entry_regs;
     struct proc_image *img;   /* the task's process image, NULL when none */
     struct user_binary *bin;  /* set after the guest resumed, from img */
+    bool have_kstack;         /* the OS adapter unwound the kernel stack while stopped */
+    struct prof_kstack kst;   /* its frames */
     uint8_t *kstack, *ustack; /* KSTACK_WINDOW / USTACK_WINDOW bytes, allocated once */
     uint64_t kstack_addr, ustack_addr;
     size_t kstack_len, ustack_len;
@@ -101,7 +103,8 @@ struct prof_counters {
     uint64_t resets;          /* the guest's boot_id changed (reset or reboot) */
     uint64_t abi_rejected;    /* a published qprof_abi failed its checks */
     char abi_reject_reason[160];
-    uint64_t budget_hits; /* samples whose paused-time budget ran out */
+    uint64_t budget_hits;                           /* samples whose paused-time budget ran out */
+    uint64_t kernel_stacks, kernel_stacks_complete; /* unwound by the OS adapter (ORC) */
 };
 
 /* What this sample may still read while the guest is paused (PROF_BUDGET_*). */
@@ -116,7 +119,9 @@ struct prof_session {
     prof_target *target;
     struct prof_addr_split split; /* the target's: which addresses are user, which kernel */
     prof_os *os;
-    sym_table *kernel_syms; /* NULL without --kernel */
+    sym_table *kernel_syms;             /* NULL without --kernel */
+    const sym_table *found_kernel_syms; /* the OS adapter's (borrowed), when no --kernel */
+    struct prof_os_mem os_mem;          /* this stop's reader for the adapter */
     unw_space *kernel_space;
     sym_store *store;
     GHashTable *binaries; /* .text hash -> struct user_binary (owned) */

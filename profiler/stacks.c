@@ -94,7 +94,8 @@ static void append_walk(prof_session *s, struct prof_stack *st, int n, enum unw_
 static void set_process(const struct cpu_capture *c, struct out_sample *o)
 {
     const struct prof_task *t = &c->task;
-    if (t->known && t->state == PROF_TASK_USER && t->pid) {
+    if (t->known && (t->state == PROF_TASK_USER || t->state == PROF_TASK_KERNEL) &&
+        (t->pid || t->comm[0])) {
         o->pid = t->pid;
         g_strlcpy(o->comm, t->comm[0] ? t->comm : "?", sizeof o->comm);
     }
@@ -104,6 +105,15 @@ static void set_process(const struct cpu_capture *c, struct out_sample *o)
 static void user_part(prof_session *s, struct cpu_capture *c, const struct unw_regs *regs,
                       struct prof_stack *st)
 {
+    if (c->task.user_leaf_only && !c->bin) {
+        /* No tables for this code, and guessing by frame pointers would invent callers. */
+        st->sample.user_stop = UNW_STOP_NO_CFI;
+        s->counters.truncated[UNW_STOP_NO_CFI]++;
+        *push_frame(st) = (struct out_frame){
+            .pc = regs->r[UNW_RIP], .module = OUT_NO_MODULE, .exact = true, .kernel = false};
+        st->sample.n_user = st->sample.n_frames;
+        return;
+    }
     struct window w = {c->ustack_addr, c->ustack, c->ustack_len};
     unw_space *space = c->bin && c->bin->space ? c->bin->space : fallback_user_space(s);
     enum unw_stop stop = UNW_STOP_ERROR;
@@ -149,6 +159,18 @@ static void kernel_part(prof_session *s, struct cpu_capture *c, struct prof_stac
         user_part(s, c, &c->trap, st);
     else if (c->have_entry_regs)
         user_part(s, c, &c->entry_regs, st);
+    if (c->have_kstack) {
+        const struct prof_kstack *k = &c->kst;
+        st->sample.kernel_stop = k->stop;
+        if (unw_stop_is_truncation(k->stop))
+            s->counters.truncated[k->stop]++;
+        s->counters.kernel_stacks++;
+        s->counters.kernel_stacks_complete += !unw_stop_is_truncation(k->stop);
+        for (int i = k->n - 1; i >= 0; i--)
+            *push_frame(st) = (struct out_frame){
+                .pc = k->pc[i], .module = s->kernel_module, .exact = k->exact[i], .kernel = true};
+        return;
+    }
     struct window w = {c->kstack_addr, c->kstack, c->kstack_len};
     enum unw_stop stop;
     int n = walk(s, s->kernel_space, &c->vcpu.regs, &w, &stop);

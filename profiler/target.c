@@ -43,6 +43,24 @@ int prof_target_read(prof_target *t, const struct prof_vcpu *cpu, struct prof_me
     return t->ops->read(t->impl, cpu, reqs, n, err);
 }
 
+int prof_target_read_phys(prof_target *t, uint64_t paddr, void *buf, size_t len,
+                          struct qp_error *err)
+{
+    if (!t->ops->read_phys)
+        return qp_error_set(err, -ENOTSUP, "the %s target cannot read guest-physical memory",
+                            t->ops->name);
+    return t->ops->read_phys(t->impl, paddr, buf, len, err);
+}
+
+int prof_target_ram_ranges(prof_target *t, struct prof_ram_range *out, int max, int *n,
+                           struct qp_error *err)
+{
+    *n = 0;
+    if (!t->ops->ram_ranges)
+        return qp_error_set(err, -ENOTSUP, "the %s target cannot list guest RAM", t->ops->name);
+    return t->ops->ram_ranges(t->impl, out, max, n, err);
+}
+
 bool prof_target_running(prof_target *t)
 {
     return t->ops->running(t->impl);

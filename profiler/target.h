@@ -32,6 +32,8 @@ struct prof_vcpu {
     bool halted;            /* idle, or never started by the guest */
     bool paging64;          /* in 64-bit paging mode: addresses mean what the unwinder expects */
     uint64_t as_root;       /* address-space root: the top-level page table's address bits */
+    uint64_t gs_base;       /* x86: the GS segment base (the per-CPU area in a Linux kernel) */
+    bool la57;              /* x86: 5-level paging (CR4.LA57) */
     const void *target_cpu; /* the backend's own record, for prof_target_read; valid only while
                                the target is stopped */
 };
@@ -72,6 +74,10 @@ struct prof_target_open_opts {
     const char *qmp_address;
 };
 
+struct prof_ram_range {
+    uint64_t start, end;
+};
+
 typedef struct prof_target prof_target;
 
 /* Called while every vCPU is stopped, with their registers (borrowed for the call). Return 0 to
@@ -95,6 +101,13 @@ struct prof_target_ops {
     bool (*running)(void *impl); /* false when someone else paused the guest */
     /* vCPUs the machine has (all of them, also beyond PROF_MAX_VCPUS), or -1 when unknown. */
     int (*vcpu_count)(const void *impl);
+    /* Optional (NULL: not offered). Guest-physical memory, for an OS adapter that walks the
+     * kernel's own page tables: len bytes at paddr, 0 when all were read. Also while the guest
+     * runs (for memory it does not write, such as the kernel's read-only tables). */
+    int (*read_phys)(void *impl, uint64_t paddr, void *buf, size_t len, struct qp_error *err);
+    /* Optional. The guest's RAM as [start, end) ranges, at most max. */
+    int (*ram_ranges)(void *impl, struct prof_ram_range *out, int max, int *n,
+                      struct qp_error *err);
     uint64_t (*round_trips)(const void *impl);
     bool (*reads_cost_round_trips)(const void *impl);
     const char *(*version)(const void *impl);  /* e.g. QEMU's "9.2.0" */
@@ -140,6 +153,11 @@ int prof_target_read(prof_target *t, const struct prof_vcpu *cpu, struct prof_me
                      size_t n, struct qp_error *err);
 bool prof_target_running(prof_target *t);
 int prof_target_vcpu_count(const prof_target *t); /* -1 when the backend cannot tell */
+/* -ENOTSUP when the backend offers no physical access. */
+int prof_target_read_phys(prof_target *t, uint64_t paddr, void *buf, size_t len,
+                          struct qp_error *err);
+int prof_target_ram_ranges(prof_target *t, struct prof_ram_range *out, int max, int *n,
+                           struct qp_error *err);
 uint64_t prof_target_round_trips(const prof_target *t);
 /* "QMP" or "gdbstub" (static). */
 const char *prof_target_transport(const prof_target *t);

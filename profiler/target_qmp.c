@@ -118,6 +118,8 @@ static void vcpu_from_regs(const struct qmp_regs *q, struct prof_vcpu *v)
     v->halted = q->halted;
     v->paging64 = q->long_mode;
     v->as_root = q->cr3 & X86_CR3_ADDR_MASK;
+    v->gs_base = q->gs.base;
+    v->la57 = (q->cr4 & X86_CR4_LA57) != 0;
     v->target_cpu = q;
 }
 
@@ -180,6 +182,23 @@ static int tq_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
     return rc;
 }
 
+static int tq_read_phys(void *impl, uint64_t paddr, void *buf, size_t len, struct qp_error *err)
+{
+    struct target_qmp *t = impl;
+    return qmp_phys_read(t->qmp, paddr, buf, len, err);
+}
+
+static int tq_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n,
+                         struct qp_error *err)
+{
+    struct target_qmp *t = impl;
+    struct qmp_ram_range r[16];
+    int rc = qmp_ram_ranges(t->qmp, r, max < 16 ? max : 16, n, err);
+    for (int i = 0; rc == 0 && i < *n; i++)
+        out[i] = (struct prof_ram_range){r[i].start, r[i].end};
+    return rc;
+}
+
 static bool tq_running(void *impl)
 {
     struct target_qmp *t = impl;
@@ -235,6 +254,8 @@ const struct prof_target_ops prof_target_qmp_ops = {
     .read = tq_read,
     .running = tq_running,
     .vcpu_count = tq_vcpu_count,
+    .read_phys = tq_read_phys,
+    .ram_ranges = tq_ram_ranges,
     .round_trips = tq_round_trips,
     .reads_cost_round_trips = tq_reads_cost_round_trips,
     .version = tq_version,

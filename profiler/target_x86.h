@@ -8,6 +8,7 @@
 /* CR3 bits 12..51 hold the top-level table's physical address; the rest are flags and PCID. */
 #define X86_CR3_ADDR_MASK UINT64_C(0x000ffffffffff000)
 #define X86_CR0_PG        (UINT64_C(1) << 31)
+#define X86_CR4_LA57      (UINT64_C(1) << 12)
 #define X86_EFER_LMA      (UINT64_C(1) << 10)
 
 /* Canonical halves: user code below 0x0000800000000000, the kernel from 0xffff800000000000 up. */

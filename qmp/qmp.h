@@ -166,6 +166,19 @@ struct qmp_mem_req {
 int qmp_mem_read_many(qmp_client *c, const struct qmp_regs *cpu, struct qmp_mem_req *reqs, size_t n,
                       struct qp_error *err);
 
+/* Reads len bytes of guest-physical memory (no page tables): straight from the mapped RAM with
+ * the direct backend, else with one QMP pmemsave. 0 when all len bytes were read, -EFAULT when
+ * a byte is not RAM (direct backend only: pmemsave reads holes as whatever QEMU returns). */
+int qmp_phys_read(qmp_client *c, uint64_t paddr, void *buf, size_t len, struct qp_error *err);
+
+/* Guest-physical RAM, [start, end). */
+struct qmp_ram_range {
+    uint64_t start, end;
+};
+/* The guest's RAM ranges: the mapped backend's with the direct backend, else what
+ * query-memory-size-summary implies for a PC machine (below 3 GiB, and above 4 GiB). */
+int qmp_ram_ranges(qmp_client *c, struct qmp_ram_range *out, int max, int *n, struct qp_error *err);
+
 /* ---- Page tables (the direct backend's walker, public so that tests can drive it) ------- */
 
 /* Reads the 8-byte little-endian word at guest-physical paddr: 0, or negative when paddr is not

@@ -130,6 +130,29 @@ static void add_lines(sym_table *t, const struct map_line *lines, size_t n)
     g_free(sizes);
 }
 
+int sym_table_from_entries(const char *name, const struct sym_map_entry *e, size_t n,
+                           sym_table **out, struct qp_error *err)
+{
+    GArray *lines = g_array_sized_new(FALSE, FALSE, sizeof(struct map_line), (guint)n);
+    g_array_set_clear_func(lines, clear_line);
+    for (size_t i = 0; i < n; i++) {
+        struct map_line l = {e[i].addr, e[i].type, g_strdup(e[i].name)};
+        g_array_append_val(lines, l);
+    }
+    int rc = 0;
+    if (n == 0 || all_zero((const struct map_line *)lines->data, lines->len)) {
+        rc = qp_error_set(err, -EINVAL, "%s: no symbol with an address", name);
+    } else {
+        g_array_sort(lines, cmp_line_addr);
+        sym_table *t = sym_table_builder_new(name);
+        add_lines(t, (const struct map_line *)lines->data, lines->len);
+        sym_table_builder_finish(t);
+        *out = t;
+    }
+    g_array_free(lines, TRUE);
+    return rc;
+}
+
 int sym_table_open_map(const char *path, sym_table **out, struct qp_error *err)
 {
     GArray *lines = g_array_new(FALSE, FALSE, sizeof(struct map_line));

@@ -38,6 +38,16 @@ int sym_table_open_elf(const char *path, sym_table **out, struct qp_error *err);
  * text symbols (t/T/w/W) only. */
 int sym_table_open_map(const char *path, sym_table **out, struct qp_error *err);
 
+/* One symbol of a list in System.map form. */
+struct sym_map_entry {
+    uint64_t addr;
+    char type; /* nm's letter */
+    const char *name;
+};
+/* A table from such a list (copied; any order), treated as sym_table_open_map treats a map;
+ * name stands in for the path. -EINVAL when no entry has an address. */
+int sym_table_from_entries(const char *name, const struct sym_map_entry *e, size_t n,
+                           sym_table **out, struct qp_error *err);
 void sym_table_free(sym_table *t); /* NULL is a no-op */
 
 /* Adds slide to every address (relocated or KASLR kernels); default 0. */

@@ -219,7 +219,11 @@ static void test_samples_option(void)
     CHECK(o.os == PROF_OS_NONE);
     CHECK_INT(parse(&o, (const char *[]){"--os", "qprof-abi", NULL}), -1);
     CHECK(o.os == PROF_OS_QPROF_ABI);
-    CHECK_INT(parse(&o, (const char *[]){"--os", "linux", NULL}), PROF_EXIT_USAGE);
+    CHECK_INT(parse(&o, (const char *[]){"--os", "linux", NULL}), -1);
+    CHECK(o.os == PROF_OS_LINUX);
+    CHECK_INT(parse(&o, (const char *[]){"--os", "windows", NULL}), PROF_EXIT_USAGE);
+    CHECK_INT(parse(&o, (const char *[]){"--vmcoreinfo", "vmci.txt", NULL}), -1);
+    CHECK_STR(o.vmcoreinfo, "vmci.txt");
 }
 
 /* A well-formed ABI as the demo kernel lays it out, with cpu_count slots of `stride` bytes. */

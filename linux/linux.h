@@ -1,0 +1,138 @@
+/* A stock Linux guest seen from outside: the kernel found in guest RAM with no input from the
+ * user (vmcoreinfo, the kernel's own page tables, kallsyms, ORC), through a reader of
+ * guest-physical memory. Prefix lx_. Nothing here talks to QEMU: the caller hands in a physical
+ * reader (struct lx_phys), which is how the same code serves QMP's direct and memsave backends
+ * and the tests.
+ *
+ * Formats are re-implemented from their documentation (../shared/LINUX-GUESTS.md): vmcoreinfo
+ * text, x86_64 4- and 5-level page tables, the 6.0+ kallsyms tables (6.1's two-byte name
+ * lengths, base-relative and absolute-percpu offsets), ORC version 1 (Linux 4.14 to 6.2). */
+#ifndef LINUX_H
+#define LINUX_H
+
+#include "qp_error.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Reads len bytes of guest-physical memory at paddr: 0 when all were read, else -errno. */
+struct lx_phys {
+    int (*read)(void *ctx, uint64_t paddr, void *buf, size_t len);
+    void *ctx;
+};
+
+struct lx_ram_range { /* [start, end) */
+    uint64_t start, end;
+};
+
+/* ---- vmcoreinfo ------------------------------------------------------------------------- */
+
+/* What qprof uses of the kernel's vmcoreinfo text. Addresses are run-time ones (KASLR
+ * applied); 0 when the key was absent. */
+struct lx_vmcoreinfo {
+    char osrelease[65];
+    int version_major, version_minor; /* from osrelease */
+    uint64_t page_size, kernel_offset, phys_base;
+    uint64_t init_top_pgt, stext, init_uts_ns;
+    bool pgtable_l5;
+    uint64_t kallsyms_names, kallsyms_num_syms, kallsyms_token_table, kallsyms_token_index;
+    uint64_t kallsyms_offsets, kallsyms_relative_base, kallsyms_addresses;
+};
+
+/* Parses vmcoreinfo text (KEY=VALUE lines). -EPROTO when OSRELEASE, phys_base or init_top_pgt
+ * is missing or a value does not parse. */
+int lx_vmcoreinfo_parse(const char *text, size_t len, struct lx_vmcoreinfo *out,
+                        struct qp_error *err);
+
+/* Reads a file holding vmcoreinfo text (e.g. a copy of the guest's note) and parses it. */
+int lx_vmcoreinfo_load_file(const char *path, struct lx_vmcoreinfo *out, struct qp_error *err);
+
+/* Scans the first bytes of every page of the given RAM for the VMCOREINFO ELF note (or the
+ * bare text page) and parses the first candidate that does. -ENOENT with a message when none:
+ * the guest is not Linux, or its kernel lacks CONFIG_CRASH_CORE. *paddr: where it was found. */
+int lx_vmcoreinfo_find(const struct lx_phys *p, const struct lx_ram_range *ram, int n_ram,
+                       struct lx_vmcoreinfo *out, uint64_t *paddr, struct qp_error *err);
+
+/* ---- The kernel ------------------------------------------------------------------------- */
+
+typedef struct lx_kernel lx_kernel;
+
+/* Sets up kernel-address translation through init_top_pgt (never a vCPU's CR3, which under
+ * PTI maps almost no kernel while user code runs) and checks it by finding OSRELEASE in
+ * init_uts_ns. p is borrowed and must outlive k. *out is the caller's (lx_kernel_free). */
+int lx_kernel_open(const struct lx_vmcoreinfo *vi, const struct lx_phys *p, lx_kernel **out,
+                   struct qp_error *err);
+void lx_kernel_free(lx_kernel *k); /* NULL is a no-op */
+const struct lx_vmcoreinfo *lx_kernel_vmcoreinfo(const lx_kernel *k);
+
+/* Reads len bytes at kernel virtual address kva: 0 when all were read, else -EFAULT. */
+int lx_kernel_read(lx_kernel *k, uint64_t kva, void *buf, size_t len);
+/* Drops cached translations and the few physical pages kept for small reads: call once per
+ * stop, since vmalloc'd mappings (task stacks) and stack contents change while the guest runs. */
+void lx_kernel_forget_translations(lx_kernel *k);
+
+/* kallsyms decoded from guest memory (Linux 6.0+: vmcoreinfo names the tables). Decodes once;
+ * later calls return at once. */
+int lx_kernel_load_kallsyms(lx_kernel *k, struct qp_error *err);
+
+struct lx_symbol {
+    uint64_t addr;
+    char type;        /* nm's letter: T t W w for text, A for absolute (per-CPU offsets), ... */
+    const char *name; /* valid while k lives */
+};
+/* Every symbol, by address (equal addresses in kallsyms order); NULL before the load. */
+const struct lx_symbol *lx_kernel_symbols(const lx_kernel *k, size_t *n);
+/* The run-time address of a symbol by name: 0 or -ENOENT. */
+int lx_kernel_symbol_addr(const lx_kernel *k, const char *name, uint64_t *addr);
+
+/* ---- ORC -------------------------------------------------------------------------------- */
+
+/* Copies vmlinux's ORC tables (a few MB, once) after checking that this kernel's ORC layout is
+ * one qprof knows (version 1: Linux 4.14 to 6.2, from OSRELEASE). Needs the kallsyms. */
+int lx_kernel_load_orc(lx_kernel *k, struct qp_error *err);
+size_t lx_kernel_orc_entries(const lx_kernel *k);
+
+/* struct pt_regs of x86_64 (168 bytes, in the kernel's order). */
+struct lx_pt_regs {
+    uint64_t r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax, ip, cs,
+        flags, sp, ss;
+};
+
+#define LX_UNWIND_ENDS(X)                                                                          \
+    X(LX_END_USER, "entered from user mode")                                                       \
+    X(LX_END_TASK_START, "start of a kernel thread or of the boot stack")                          \
+    X(LX_END_NO_ORC, "no ORC entry for the address")                                               \
+    X(LX_END_BAD_ORC, "ORC entry says the stack cannot be unwound here")                           \
+    X(LX_END_UNREADABLE, "stack memory unreadable")                                                \
+    X(LX_END_LOOP, "stack pointer went backwards")                                                 \
+    X(LX_END_DEPTH, "too many frames")
+
+enum lx_unwind_end {
+#define X(code, text) code,
+    LX_UNWIND_ENDS(X)
+#undef X
+};
+const char *lx_unwind_end_str(enum lx_unwind_end e);
+/* A clean end: the walk reached where a kernel stack starts. */
+bool lx_unwind_end_is_complete(enum lx_unwind_end e);
+
+struct lx_frame {
+    uint64_t pc;
+    bool exact; /* pc is the interrupted instruction itself, not a return address */
+};
+
+struct lx_unwind_result {
+    int n_frames;
+    enum lx_unwind_end end;
+    bool have_user_regs;    /* end == LX_END_USER: the registers user mode left the kernel with */
+    bool user_regs_partial; /* only ip, sp, flags (an iret frame): the rest are the live ones */
+    struct lx_pt_regs user_regs;
+};
+
+/* Walks the kernel stack from the live registers of a vCPU stopped in kernel mode, innermost
+ * first, into frames[0..max). Reads guest memory through k (call while the guest is stopped). */
+void lx_unwind(lx_kernel *k, const struct lx_pt_regs *live, struct lx_frame *frames, int max,
+               struct lx_unwind_result *out);
+
+#endif

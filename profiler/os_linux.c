@@ -1,0 +1,435 @@
+/* The adapter for a stock Linux guest: nothing installed in it, nothing asked of the user. The
+ * linux/ module finds the kernel in guest RAM (vmcoreinfo, then kallsyms and ORC through the
+ * kernel's own page table); this file turns that into what the sampler asks of an OS adapter:
+ * kernel symbols, kernel stacks unwound by ORC while the guest is stopped, the user registers
+ * where the stack entered the kernel, and (with the linuxt part: QPROF_HAVE_LX_TASK) the
+ * current task of each vCPU.
+ *
+ * Until the kernel is found the adapter answers as os_none.c does: a guest that is not Linux
+ * gets one line (when --os linux named it) and the address-split mode. */
+#include "linux.h"
+#include "lx_task.h"
+#include "os.h"
+
+#include <errno.h>
+#include <glib.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* A kernel not found yet (a guest still booting) is looked for again after 2, 4, 8 ... s, a
+ * few times: each look reads all of guest RAM. */
+#define RETRY_NS     (UINT64_C(2) * 1000000000)
+#define MAX_TRIES    6
+#define MAX_RANGES   16
+#define THREAD_SIZE  (16u << 10)
+#define VMCI_HEAD    512 /* OSRELEASE and the first SYMBOL() lines, which KASLR changes */
+#define PT_REGS_SIZE 168
+
+struct os_linux {
+    struct prof_os_config cfg;
+    const struct prof_os_mem *mem; /* this stop's, for the physical reader */
+    struct lx_phys phys;
+    lx_kernel *kernel;
+    bool failed; /* for good: a kernel we cannot handle; answer as none */
+    uint64_t next_try_ns;
+    int tries;
+    bool said; /* why the kernel was not found, once */
+    /* Where vmcoreinfo was found and how it began: a guest that rebooted (new KASLR offset)
+     * no longer has the same bytes there. */
+    uint64_t vmci_paddr;
+    uint8_t vmci_head[VMCI_HEAD];
+    GPtrArray *old_syms; /* symbols of earlier boots: the session's older samples use them */
+    sym_table *syms;
+#ifdef QPROF_HAVE_LX_TASK
+    bool have_offsets;
+    struct lx_offsets off;
+    uint64_t per_cpu_offset; /* __per_cpu_offset[] */
+    struct lx_task_info tasks[PROF_MAX_VCPUS];
+    bool task_ok[PROF_MAX_VCPUS];
+#endif
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+static int phys_read(void *ctx, uint64_t paddr, void *buf, size_t len)
+{
+    const struct os_linux *l = ctx;
+    return l->mem && l->mem->read_phys ? l->mem->read_phys(l->mem->ctx, paddr, buf, len) : -ENOTSUP;
+}
+
+static int lx_open(const struct prof_os_config *cfg, void **impl)
+{
+    struct os_linux *l = g_new0(struct os_linux, 1);
+    l->cfg = *cfg;
+    l->phys = (struct lx_phys){.read = phys_read, .ctx = l};
+    l->old_syms = g_ptr_array_new_with_free_func((GDestroyNotify)sym_table_free);
+    *impl = l;
+    return 0;
+}
+
+static void lx_free(void *impl)
+{
+    struct os_linux *l = impl;
+    if (!l)
+        return;
+    lx_kernel_free(l->kernel);
+    sym_table_free(l->syms);
+    if (l->old_syms)
+        g_ptr_array_free(l->old_syms, TRUE);
+    g_free(l);
+}
+
+/* Says why the kernel was not found, once, when the user asked for Linux (auto stays quiet
+ * unless verbose: most guests it probes are not Linux). */
+static void say_why(struct os_linux *l, const struct qp_error *why)
+{
+    if (!l->said && (l->cfg.chosen || l->cfg.verbose))
+        fprintf(stderr, "qprof: --os linux: %s; samples are split by address only\n", why->msg);
+    l->said = true;
+}
+
+static int find_vmcoreinfo(struct os_linux *l, struct lx_vmcoreinfo *vi, struct qp_error *err)
+{
+    if (l->cfg.vmcoreinfo_path)
+        return lx_vmcoreinfo_load_file(l->cfg.vmcoreinfo_path, vi, err);
+    struct prof_ram_range r[MAX_RANGES];
+    struct lx_ram_range lr[MAX_RANGES];
+    int n = 0;
+    if (!l->mem->ram_ranges || l->mem->ram_ranges(l->mem->ctx, r, MAX_RANGES, &n) != 0)
+        return qp_error_set(err, -ENOTSUP,
+                            "the target cannot list guest RAM to look for the kernel");
+    for (int i = 0; i < n; i++)
+        lr[i] = (struct lx_ram_range){r[i].start, r[i].end};
+    uint64_t where;
+    int rc = lx_vmcoreinfo_find(&l->phys, lr, n, vi, &where, err);
+    if (rc == 0 && l->cfg.verbose)
+        fprintf(stderr, "qprof: Linux vmcoreinfo at guest-physical 0x%" PRIx64 "\n", where);
+    if (rc == 0 && l->phys.read(l->phys.ctx, where, l->vmci_head, VMCI_HEAD) == 0)
+        l->vmci_paddr = where;
+    return rc;
+}
+
+static void build_symbols(struct os_linux *l)
+{
+    size_t n;
+    const struct lx_symbol *s = lx_kernel_symbols(l->kernel, &n);
+    struct sym_map_entry *e = g_new(struct sym_map_entry, n ? n : 1);
+    for (size_t i = 0; i < n; i++)
+        e[i] = (struct sym_map_entry){s[i].addr, s[i].type, s[i].name};
+    struct qp_error err = {0};
+    if (sym_table_from_entries("vmlinux", e, n, &l->syms, &err) && l->cfg.verbose)
+        fprintf(stderr, "qprof: kernel symbols: %s\n", err.msg);
+    g_free(e);
+}
+
+#ifdef QPROF_HAVE_LX_TASK
+static int kread(void *ctx, uint64_t kva, void *buf, size_t len)
+{
+    return lx_kernel_read(ctx, kva, buf, len);
+}
+
+/* BTF for task_struct and the per-CPU current task; without it stacks still come, unnamed. */
+static void load_task_offsets(struct os_linux *l)
+{
+    uint64_t start, stop;
+    struct qp_error err = {0};
+    lx_btf *btf = NULL;
+    if (lx_kernel_symbol_addr(l->kernel, "__start_BTF", &start) ||
+        lx_kernel_symbol_addr(l->kernel, "__stop_BTF", &stop) || stop <= start ||
+        stop - start > (64u << 20) ||
+        lx_kernel_symbol_addr(l->kernel, "__per_cpu_offset", &l->per_cpu_offset)) {
+        fprintf(stderr, "qprof: Linux kernel without BTF (__start_BTF): no process names\n");
+        return;
+    }
+    uint8_t *blob = g_malloc(stop - start);
+    int rc = lx_kernel_read(l->kernel, start, blob, stop - start);
+    if (rc == 0)
+        rc = lx_btf_new(blob, stop - start, &btf, &err);
+    if (rc == 0)
+        rc = lx_btf_offsets(btf, &l->off, &err);
+    l->have_offsets = rc == 0;
+    if (rc)
+        fprintf(stderr, "qprof: Linux BTF unusable (%s): no process names\n",
+                err.msg[0] ? err.msg : "unreadable");
+    lx_btf_free(btf);
+    g_free(blob);
+}
+#endif
+
+/* Finds and loads the kernel: vmcoreinfo, page tables, kallsyms, ORC. Done once per session
+ * (on the stop that finds it), while the guest is stopped. */
+static bool find_kernel(struct os_linux *l, struct prof_os_refresh *out)
+{
+    struct lx_vmcoreinfo vi;
+    struct qp_error err = {0};
+    uint64_t t0 = now_ns();
+    int rc = find_vmcoreinfo(l, &vi, &err);
+    if (rc == 0)
+        rc = lx_kernel_open(&vi, &l->phys, &l->kernel, &err);
+    if (rc == 0)
+        rc = lx_kernel_load_kallsyms(l->kernel, &err);
+    if (rc) {
+        bool again = rc == -ENOENT && !l->cfg.vmcoreinfo_path && ++l->tries < MAX_TRIES;
+        say_why(l, &err);
+        l->failed = !again;
+        l->next_try_ns = now_ns() + (RETRY_NS << l->tries);
+        lx_kernel_free(l->kernel);
+        l->kernel = NULL;
+        return false;
+    }
+    build_symbols(l);
+    if (lx_kernel_load_orc(l->kernel, &err))
+        fprintf(stderr, "qprof: Linux %s: %s; kernel stacks are unwound by CFI only\n",
+                vi.osrelease, err.msg);
+#ifdef QPROF_HAVE_LX_TASK
+    load_task_offsets(l);
+#endif
+    out->kernel_found = true;
+    out->kernel_stext = vi.stext;
+    out->kernel_slide = (int64_t)vi.kernel_offset;
+    if (l->cfg.verbose)
+        fprintf(stderr,
+                "qprof: Linux %s, KASLR offset 0x%" PRIx64 ", %zu ORC entries; found in %.1f ms\n",
+                vi.osrelease, vi.kernel_offset, lx_kernel_orc_entries(l->kernel),
+                (now_ns() - t0) / 1e6);
+    return true;
+}
+
+#ifdef QPROF_HAVE_LX_TASK
+/* The per-CPU area: GS base in kernel mode, else __per_cpu_offset[cpu] (QEMU numbers vCPUs as
+ * Linux numbers CPUs when nothing was hot-plugged); lx_current_task checks it either way. */
+static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
+{
+    struct lx_reader r = {.read = kread, .ctx = l->kernel};
+    uint64_t base = 0, task;
+    struct qp_error err = {0};
+    l->task_ok[i] = false;
+    if (!cpu->user && cpu->gs_base >= l->cfg.split.kernel_start)
+        base = cpu->gs_base;
+    else if (lx_kernel_read(l->kernel,
+                            l->per_cpu_offset + 8 * (uint64_t)(cpu->index > 0 ? cpu->index : 0),
+                            &base, 8))
+        return;
+    if (lx_current_task(&l->off, &r, base, &task, &err) == 0 &&
+        lx_task_read(&l->off, &r, task, &l->tasks[i], &err) == 0)
+        l->task_ok[i] = true;
+}
+#endif
+
+/* The guest rebooted when the vmcoreinfo bytes it was found with changed. Its kernel is
+ * dropped (the symbols stay alive for the samples already taken) and looked for again. */
+static bool rebooted(struct os_linux *l)
+{
+    uint8_t now[VMCI_HEAD];
+    if (!l->vmci_paddr || l->phys.read(l->phys.ctx, l->vmci_paddr, now, VMCI_HEAD) != 0 ||
+        memcmp(now, l->vmci_head, VMCI_HEAD) == 0)
+        return false;
+    if (l->cfg.verbose)
+        fprintf(stderr, "qprof: the Linux guest rebooted: looking for its kernel again\n");
+    lx_kernel_free(l->kernel);
+    l->kernel = NULL;
+    if (l->syms)
+        g_ptr_array_add(l->old_syms, l->syms);
+    l->syms = NULL;
+    l->vmci_paddr = 0;
+    l->tries = 0;
+    l->next_try_ns = 0;
+#ifdef QPROF_HAVE_LX_TASK
+    memset(l->task_ok, 0, sizeof l->task_ok);
+#endif
+    return true;
+}
+
+static void lx_refresh(void *impl, const struct prof_vcpu *cpus, int n_cpus,
+                       const struct prof_os_mem *mem, struct prof_os_refresh *out)
+{
+    struct os_linux *l = impl;
+    l->mem = mem;
+    /* With free reads, every stop checks for a reboot; otherwise lx_while_running does. */
+    if (l->kernel && mem->reads_are_cheap && rebooted(l))
+        out->reset = true;
+    if (!l->kernel)
+        return; /* found while the guest runs (lx_while_running) */
+    lx_kernel_forget_translations(l->kernel);
+    out->published = true;
+    out->kernel_text_addr = lx_kernel_vmcoreinfo(l->kernel)->stext;
+#ifdef QPROF_HAVE_LX_TASK
+    for (int i = 0; l->have_offsets && i < n_cpus && i < PROF_MAX_VCPUS; i++)
+        read_task(l, &cpus[i], i);
+#else
+    (void)cpus, (void)n_cpus;
+#endif
+}
+
+/* Finding the kernel reads only what the guest does not write once booted (the vmcoreinfo
+ * page, the kernel image's page tables, kallsyms, ORC), so it runs while the guest does. */
+static void lx_while_running(void *impl, const struct prof_os_mem *mem, struct prof_os_refresh *out)
+{
+    struct os_linux *l = impl;
+    if (l->failed || !mem->read_phys)
+        return;
+    if (l->kernel) {
+        l->mem = mem;
+        if (!mem->reads_are_cheap && rebooted(l))
+            out->reset = true;
+        l->mem = NULL;
+        if (l->kernel)
+            return;
+    }
+    /* Scanning RAM through round trips costs seconds: auto mode only does it when reads are
+     * free; --os linux or --vmcoreinfo always. */
+    if ((!mem->reads_are_cheap && !l->cfg.chosen && !l->cfg.vmcoreinfo_path) ||
+        now_ns() < l->next_try_ns)
+        return;
+    l->mem = mem;
+    find_kernel(l, out);
+    l->mem = NULL;
+}
+
+static void lx_task(void *impl, const struct prof_vcpu *cpu, int i, struct prof_task *out)
+{
+    struct os_linux *l = impl;
+    out->state = cpu->halted ? PROF_TASK_IDLE : cpu->user ? PROF_TASK_USER : PROF_TASK_KERNEL;
+    out->user_leaf_only = l->kernel != NULL; /* user unwinding tables: not yet */
+#ifdef QPROF_HAVE_LX_TASK
+    if (!l->kernel || i < 0 || i >= PROF_MAX_VCPUS || !l->task_ok[i])
+        return;
+    const struct lx_task_info *t = &l->tasks[i];
+    out->known = true;
+    out->pid = (uint32_t)t->tgid;
+    if (t->pid == 0) {
+        unsigned short n = (unsigned short)(cpu->index > 0 ? cpu->index : 0);
+        snprintf(out->comm, sizeof out->comm, "swapper/%hu", n);
+        out->state = PROF_TASK_KERNEL; /* in the idle task, but not halted: real work */
+        return;
+    }
+    g_strlcpy(out->comm, t->comm, sizeof out->comm);
+    out->state = t->kthread ? PROF_TASK_KERNEL : PROF_TASK_USER;
+    if (t->stack)
+        out->kstack_lo = t->stack, out->kstack_hi = t->stack + THREAD_SIZE;
+    if (!t->kthread && t->stack)
+        out->user_regs_at = t->stack + THREAD_SIZE - PT_REGS_SIZE;
+#else
+    (void)i;
+#endif
+}
+
+static size_t lx_kernel_stack_len(void *impl, const struct prof_vcpu *cpu,
+                                  const struct prof_task *t, size_t max)
+{
+    (void)impl, (void)cpu, (void)t;
+    return max;
+}
+
+static int lx_user_regs(void *impl, const struct prof_vcpu *cpu, const struct prof_task *t,
+                        const struct prof_os_mem *mem, struct unw_regs *out)
+{
+    (void)impl, (void)cpu, (void)t, (void)mem, (void)out;
+    return -ENOENT; /* the ORC walk hands them over (kernel_unwind) */
+}
+
+static void to_pt_regs(const struct unw_regs *u, struct lx_pt_regs *p)
+{
+    *p = (struct lx_pt_regs){.r15 = u->r[UNW_R15],
+                             .r14 = u->r[UNW_R14],
+                             .r13 = u->r[UNW_R13],
+                             .r12 = u->r[UNW_R12],
+                             .bp = u->r[UNW_RBP],
+                             .bx = u->r[UNW_RBX],
+                             .r11 = u->r[UNW_R11],
+                             .r10 = u->r[UNW_R10],
+                             .r9 = u->r[UNW_R9],
+                             .r8 = u->r[UNW_R8],
+                             .ax = u->r[UNW_RAX],
+                             .cx = u->r[UNW_RCX],
+                             .dx = u->r[UNW_RDX],
+                             .si = u->r[UNW_RSI],
+                             .di = u->r[UNW_RDI],
+                             .ip = u->r[UNW_RIP],
+                             .sp = u->r[UNW_RSP]};
+}
+
+static void from_pt_regs(const struct lx_pt_regs *p, struct unw_regs *u)
+{
+    memset(u, 0, sizeof *u);
+    u->r[UNW_R15] = p->r15, u->r[UNW_R14] = p->r14, u->r[UNW_R13] = p->r13;
+    u->r[UNW_R12] = p->r12, u->r[UNW_RBP] = p->bp, u->r[UNW_RBX] = p->bx;
+    u->r[UNW_R11] = p->r11, u->r[UNW_R10] = p->r10, u->r[UNW_R9] = p->r9;
+    u->r[UNW_R8] = p->r8, u->r[UNW_RAX] = p->ax, u->r[UNW_RCX] = p->cx;
+    u->r[UNW_RDX] = p->dx, u->r[UNW_RSI] = p->si, u->r[UNW_RDI] = p->di;
+    u->r[UNW_RIP] = p->ip, u->r[UNW_RSP] = p->sp;
+}
+
+static enum unw_stop stop_of(enum lx_unwind_end e)
+{
+    switch (e) {
+    case LX_END_USER:
+        return UNW_STOP_LEFT_SPACE;
+    case LX_END_TASK_START:
+        return UNW_STOP_OUTERMOST;
+    case LX_END_NO_ORC:
+    case LX_END_BAD_ORC:
+        return UNW_STOP_NO_CFI;
+    case LX_END_UNREADABLE:
+        return UNW_STOP_MEMORY;
+    case LX_END_LOOP:
+        return UNW_STOP_NOT_GROWING;
+    case LX_END_DEPTH:
+        return UNW_STOP_DEPTH;
+    }
+    return UNW_STOP_ERROR;
+}
+
+static int lx_kernel_unwind(void *impl, const struct prof_vcpu *cpu, const struct prof_task *t,
+                            const struct prof_os_mem *mem, struct prof_kstack *out)
+{
+    (void)t, (void)mem;
+    struct os_linux *l = impl;
+    if (!l->kernel || !lx_kernel_orc_entries(l->kernel) || cpu->user)
+        return -ENOTSUP;
+    struct lx_pt_regs live;
+    struct lx_frame frames[PROF_KSTACK_MAX];
+    struct lx_unwind_result res;
+    to_pt_regs(&cpu->regs, &live);
+    lx_unwind(l->kernel, &live, frames, PROF_KSTACK_MAX, &res);
+    out->n = res.n_frames;
+    for (int i = 0; i < res.n_frames; i++)
+        out->pc[i] = frames[i].pc, out->exact[i] = frames[i].exact;
+    out->stop = stop_of(res.end);
+    out->have_user_regs = res.have_user_regs;
+    if (res.have_user_regs) {
+        from_pt_regs(&res.user_regs, &out->user_regs);
+        if (res.user_regs_partial) { /* an iret frame only: the rest are still live */
+            struct unw_regs live_u = cpu->regs;
+            live_u.r[UNW_RIP] = res.user_regs.ip, live_u.r[UNW_RSP] = res.user_regs.sp;
+            out->user_regs = live_u;
+        }
+    }
+    return 0;
+}
+
+static const sym_table *lx_kernel_symbols_of(void *impl)
+{
+    const struct os_linux *l = impl;
+    return l->syms;
+}
+
+const struct prof_os_ops prof_os_linux_ops = {
+    .name = "linux",
+    .open = lx_open,
+    .free = lx_free,
+    .refresh = lx_refresh,
+    .task = lx_task,
+    .kernel_stack_len = lx_kernel_stack_len,
+    .user_regs = lx_user_regs,
+    .kernel_unwind = lx_kernel_unwind,
+    .kernel_symbols = lx_kernel_symbols_of,
+    .while_running = lx_while_running,
+};

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Builds the stock-Linux test guest into OUTDIR from Debian packages only:
+#   OUTDIR/vmlinuz        Debian's linux-image-6.1.0-*-amd64 kernel, as shipped
+#   OUTDIR/initrd.cpio    busybox-static and an /init that starts the workloads named on the
+#                         kernel command line (qprof_run=dd,shloop) and dumps /proc/kallsyms
+# Files already in OUTDIR are reused; .deb files are fetched with `apt-get download` (or copied
+# from $QPROF_LINUX_DEBS when that folder has them). Exits 77 with a reason when the packages
+# cannot be had (no network, no apt), so that ctest reports a skip, never a silent pass.
+#
+# The guest's /init prints, on the console (ttyS0):
+#   qprof-linux: ready pid=N name=WORKLOAD     once per workload started
+#   qprof-linux: kallsyms done                 after /proc/kallsyms (text symbols) went out on ttyS1
+# and writes /proc/kallsyms between "qprof-kallsyms-begin" / "qprof-kallsyms-end" lines on the
+# second serial port (ttyS1), so a test that gives QEMU `-serial file:K` can read it.
+set -euo pipefail
+
+out=${1:?usage: make-guest.sh OUTDIR}
+mkdir -p "$out"
+cd "$out"
+
+skip() { echo "make-guest.sh: SKIP: $*" >&2; exit 77; }
+
+for tool in dpkg-deb cpio; do
+    command -v "$tool" >/dev/null || skip "$tool is not installed (xtask/xtask deps installs it)"
+done
+
+if [ -s vmlinuz ] && [ -s initrd.cpio ] && [ initrd.cpio -nt "$0" ]; then
+    exit 0
+fi
+
+# The kernel package linux-image-amd64 points at today (linux-image-6.1.0-N-amd64).
+kernel_pkg() {
+    local name
+    name=$(ls linux-image-6.1.0-*-amd64_*.deb 2>/dev/null | head -n1 || true)
+    if [ -n "$name" ]; then
+        echo "${name%%_*}"
+        return
+    fi
+    command -v apt-cache >/dev/null || return 1
+    apt-cache depends linux-image-amd64 2>/dev/null |
+        sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*-amd64\)$/\1/p' | head -n1
+}
+
+fetch_deb() { # fetch_deb PACKAGE
+    local pkg=$1
+    ls "${pkg}"_*.deb >/dev/null 2>&1 && return 0
+    if [ -n "${QPROF_LINUX_DEBS:-}" ] && ls "$QPROF_LINUX_DEBS/${pkg}"_*.deb >/dev/null 2>&1; then
+        cp "$QPROF_LINUX_DEBS/${pkg}"_*.deb .
+        return 0
+    fi
+    command -v apt-get >/dev/null || skip "no apt-get to download $pkg"
+    apt-get download "$pkg" >/dev/null 2>apt-download.log ||
+        skip "apt-get download $pkg failed (no network?): $(tail -n1 apt-download.log)"
+}
+
+if [ -n "${QPROF_LINUX_DEBS:-}" ] && ! ls linux-image-6.1.0-*-amd64_*.deb >/dev/null 2>&1; then
+    cp "$QPROF_LINUX_DEBS"/linux-image-6.1.0-*-amd64_*.deb . 2>/dev/null || true
+fi
+kpkg=$(kernel_pkg) || true
+[ -n "$kpkg" ] || skip "cannot resolve linux-image-amd64's kernel package (apt-cache has no lists?)"
+fetch_deb "$kpkg"
+fetch_deb busybox-static
+
+rm -rf x-kernel x-busybox root
+dpkg-deb -x "${kpkg}"_*.deb x-kernel
+dpkg-deb -x busybox-static_*.deb x-busybox
+cp x-kernel/boot/vmlinuz-* vmlinuz.tmp && mv vmlinuz.tmp vmlinuz
+echo "${kpkg#linux-image-}" > kernel-release
+
+mkdir -p root/bin root/proc root/sys root/dev root/tmp
+cp x-busybox/bin/busybox root/bin/busybox
+cat > root/init <<'INIT'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+echo "qprof-linux: init up"
+# kallsyms first: the workloads would slow the dump down under TCG.
+if [ -c /dev/ttyS1 ]; then
+    stty -F /dev/ttyS1 raw 2>/dev/null
+    # text symbols only (what the tests check frames against): half the lines
+    { echo qprof-kallsyms-begin; grep -i ' [tw] ' /proc/kallsyms; echo qprof-kallsyms-end; } > /dev/ttyS1
+    echo "qprof-linux: kallsyms done"
+fi
+for w in $(sed -n 's/.*qprof_run=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' '); do
+    case $w in
+    dd) dd if=/dev/zero of=/dev/null bs=1M 2>/dev/null & ;;
+    shloop) sh -c 'i=0; while :; do i=$((i+1)); done' & ;;
+    *) echo "qprof-linux: unknown workload $w"; continue ;;
+    esac
+    echo "qprof-linux: ready pid=$! name=$w"
+done
+echo "qprof-linux: all started"
+while :; do sleep 3600; done
+INIT
+chmod 755 root/init
+(cd root && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) > initrd.tmp
+mv initrd.tmp initrd.cpio
+rm -rf x-kernel x-busybox root

@@ -1,0 +1,371 @@
+/* A stock Debian Linux guest (Debian's kernel and busybox, nothing else; KASLR on), profiled by
+ * the real qprof with no symbol options at all. Checks what a user checks by eye: dd's kernel
+ * time is named read_zero/clear_user* under ksys_read, do_syscall_64 and entry_SYSCALL_64*, in
+ * that order; every named kernel frame lies inside that symbol per the guest's own
+ * /proc/kallsyms; a guest that is not Linux gets one line and the address split.
+ *
+ * Usage: test_linux CASE   (dd-1cpu, dd-2cpu, not-linux) */
+#define _GNU_SOURCE
+#include "harness.h"
+#include "vm.h"
+
+#include <fcntl.h>
+#include <glib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define QPROF_BIN    QPROF_BUILD_DIR "/qprof"
+#define BOOT_TIMEOUT 300.0
+#define SAMPLES      "150"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Builds (or reuses) the guest; 77 when the Debian packages cannot be had. */
+static int make_guest(void)
+{
+    int st = system(QPROF_LINUX_MAKE_GUEST " " QPROF_LINUX_GUEST_DIR);
+    if (st == -1 || !WIFEXITED(st))
+        return -1;
+    return WEXITSTATUS(st);
+}
+
+struct run {
+    int exit_code;
+    char *out, *err;
+};
+
+/* Runs qprof with args (NULL-terminated) in dir, stdout and stderr to files, bounded time. */
+static struct run run_qprof(const char *dir, const char *const *args, double timeout_s)
+{
+    struct run r = {.exit_code = -1};
+    char out_path[512], err_path[512];
+    snprintf(out_path, sizeof out_path, "%s/qprof.out", dir);
+    snprintf(err_path, sizeof err_path, "%s/qprof.err", dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (chdir(dir) != 0 || out < 0 || err < 0)
+            _exit(126);
+        dup2(out, 1);
+        dup2(err, 2);
+        const char *argv[32] = {QPROF_BIN};
+        int n = 1;
+        for (; *args && n < 31; args++)
+            argv[n++] = *args;
+        execv(QPROF_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    double deadline = now_s() + timeout_s;
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (now_s() > deadline) {
+            HARNESS_FAIL("qprof did not finish within %.0f s", timeout_s);
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            break;
+        }
+        usleep(20000);
+    }
+    if (WIFEXITED(status))
+        r.exit_code = WEXITSTATUS(status);
+    if (!g_file_get_contents(out_path, &r.out, NULL, NULL))
+        r.out = g_strdup("");
+    if (!g_file_get_contents(err_path, &r.err, NULL, NULL))
+        r.err = g_strdup("");
+    return r;
+}
+
+static void run_free(struct run *r)
+{
+    g_free(r->out);
+    g_free(r->err);
+}
+
+/* ---- The guest's /proc/kallsyms (its text symbols) -------------------------------------- */
+
+struct ksym {
+    uint64_t addr;
+    char *name;
+};
+
+static int cmp_ksym(const void *a, const void *b)
+{
+    const struct ksym *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static GArray *read_kallsyms(const char *path)
+{
+    GArray *syms = g_array_new(FALSE, FALSE, sizeof(struct ksym));
+    char *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return syms;
+    gchar **lines = g_strsplit(text, "\n", -1);
+    for (gchar **l = lines; *l; l++) {
+        char name[256], type;
+        unsigned long long addr;
+        if (sscanf(*l, "%llx %c %255s", &addr, &type, name) != 3 || strchr(*l, '['))
+            continue;
+        if (type != 't' && type != 'T' && type != 'w' && type != 'W')
+            continue;
+        struct ksym k = {addr, g_strdup(name)};
+        g_array_append_val(syms, k);
+    }
+    g_strfreev(lines);
+    g_free(text);
+    g_array_sort(syms, cmp_ksym);
+    return syms;
+}
+
+/* pc (a return address unless exact) lies in a symbol called name: the symbol at or below pc
+ * (pc - 1 for a return address) has that name, or one of its aliases does. */
+static bool inside(GArray *syms, uint64_t pc, bool exact, const char *name)
+{
+    uint64_t at = exact ? pc : pc - 1;
+    const struct ksym *s = (const struct ksym *)syms->data;
+    size_t lo = 0, hi = syms->len;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s[mid].addr <= at)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    if (!syms->len || s[lo].addr > at)
+        return false;
+    for (size_t i = lo; i < syms->len && s[i].addr == s[lo].addr; i--) {
+        if (strcmp(s[i].name, name) == 0)
+            return true;
+        if (i == 0)
+            break;
+    }
+    return false;
+}
+
+/* ---- Booting -------------------------------------------------------------------------------- */
+
+struct guest {
+    test_vm *vm;
+    char dir[256];
+    char kallsyms[300];
+    int dd_pid;
+};
+
+static int boot(int smp, const char *run, struct guest *g)
+{
+    snprintf(g->dir, sizeof g->dir, "/tmp/qprof-linux-XXXXXX");
+    if (!mkdtemp(g->dir))
+        return -1;
+    snprintf(g->kallsyms, sizeof g->kallsyms, "%s/kallsyms.txt", g->dir);
+    char serial2[320];
+    snprintf(serial2, sizeof serial2, "file:%s", g->kallsyms);
+    const char *extra[] = {"-initrd", QPROF_LINUX_GUEST_DIR "/initrd.cpio", "-serial", serial2,
+                           NULL};
+    char cmdline[256];
+    snprintf(cmdline, sizeof cmdline, "console=ttyS0 quiet qprof_run=%s", run);
+    struct vm_opts o = {.kernel = QPROF_LINUX_GUEST_DIR "/vmlinuz",
+                        .smp = smp,
+                        .mem_mb = 512,
+                        .shared_ram = true,
+                        .extra_args = extra,
+                        .cmdline = cmdline};
+    double t0 = now_s();
+    int rc = vm_start(&o, &g->vm);
+    if (rc)
+        return rc;
+    if (vm_wait_serial(g->vm, "qprof-linux: all started", BOOT_TIMEOUT) != 0) {
+        char *log = vm_serial_text(g->vm);
+        fprintf(stderr, "the Linux guest did not come up; console:\n%s\n", log);
+        free(log);
+        return -1;
+    }
+    char *log = vm_serial_text(g->vm);
+    const char *ready = strstr(log, "qprof-linux: ready pid=");
+    g->dd_pid = ready ? atoi(ready + strlen("qprof-linux: ready pid=")) : -1;
+    free(log);
+    fprintf(stderr, "Linux guest (%d vCPUs) up in %.1f s, dd is pid %d\n", smp, now_s() - t0,
+            g->dd_pid);
+    return 0;
+}
+
+/* ---- Checks ------------------------------------------------------------------------------ */
+
+/* Position of frame name in a folded stack's frames, or -1; prefix matches names like
+ * entry_SYSCALL_64_after_hwframe or clear_user_rep_good. */
+static int frame_index(gchar **frames, const char *prefix)
+{
+    for (int i = 0; frames[i]; i++)
+        if (g_str_has_prefix(frames[i], prefix))
+            return i;
+    return -1;
+}
+
+/* dd's kernel samples: read_zero (or clear_user*, iov_iter_zero) under ksys_read under
+ * do_syscall_64 under entry_SYSCALL_64*, parent before child. */
+static void check_dd_stacks(const char *folded_path, const struct guest *g)
+{
+    char *text = NULL;
+    CHECK(g_file_get_contents(folded_path, &text, NULL, NULL));
+    gchar **lines = g_strsplit(text ? text : "", "\n", -1);
+    uint64_t busy = 0, dd_kernel = 0, ordered = 0;
+    for (gchar **l = lines; *l; l++) {
+        char *space = strrchr(*l, ' ');
+        if (!space)
+            continue;
+        uint64_t count = strtoull(space + 1, NULL, 10);
+        *space = '\0';
+        gchar **frames = g_strsplit(*l, ";", -1);
+        if (strcmp(frames[0], "idle") != 0)
+            busy += count;
+        int leaf = frame_index(frames, "read_zero");
+        if (leaf < 0)
+            leaf = frame_index(frames, "iov_iter_zero");
+        if (leaf < 0)
+            leaf = frame_index(frames, "clear_user");
+        if (leaf >= 0) {
+            dd_kernel += count;
+            int entry = frame_index(frames, "entry_SYSCALL_64");
+            int sys = frame_index(frames, "do_syscall_64");
+            int read = frame_index(frames, "ksys_read");
+            bool ok = entry >= 0 && entry < sys && sys < read && read < leaf;
+            CHECK_MSG(ok, "dd stack out of order: %s", *l);
+            ordered += ok ? count : 0;
+#ifdef QPROF_HAVE_LX_TASK
+            char root[64];
+            snprintf(root, sizeof root, "dd (%d)", g->dd_pid);
+            CHECK_MSG(strcmp(frames[0], root) == 0, "dd stack rooted at %s, not %s", frames[0],
+                      root);
+#endif
+        }
+        g_strfreev(frames);
+    }
+    (void)g;
+    fprintf(stderr, "busy samples %" PRIu64 ", dd in read_zero/clear_user %" PRIu64 "\n", busy,
+            dd_kernel);
+    /* dd spends nearly all its time clearing its buffer in the kernel; a quarter leaves room
+     * for TCG's late stops, interrupts and the other workloads. */
+    CHECK_MSG(busy > 0 && dd_kernel * 4 >= busy,
+              "only %" PRIu64 " of %" PRIu64 " busy samples in dd's read path", dd_kernel, busy);
+    CHECK(ordered == dd_kernel);
+    g_strfreev(lines);
+    g_free(text);
+}
+
+/* --one-shot --show-addresses prints "#N 0xPC name+0xOFF [module]" per frame. */
+static void check_one_shot_addresses(const char *text, GArray *syms, int *kernel_frames)
+{
+    gchar **lines = g_strsplit(text, "\n", -1);
+    for (gchar **l = lines; *l; l++) {
+        unsigned long long pc, off;
+        char name[256];
+        int index;
+        if (!strstr(*l, "[kernel]") ||
+            sscanf(*l, " #%d 0x%llx %255[^+]+0x%llx", &index, &pc, name, &off) != 4)
+            continue;
+        (*kernel_frames)++;
+        /* Frame 0 is the interrupted instruction; the others are return addresses. */
+        CHECK_MSG(inside(syms, pc, index == 0, name),
+                  "kernel frame 0x%llx named %s is not "
+                  "inside that symbol in the guest's /proc/kallsyms",
+                  pc, name);
+    }
+    g_strfreev(lines);
+}
+
+static int case_dd(int smp)
+{
+    struct guest g = {0};
+    int rc = make_guest();
+    if (rc == VM_SKIP)
+        return VM_SKIP;
+    CHECK_INT(rc, 0);
+    if (rc)
+        return harness_result();
+    rc = boot(smp, smp > 1 ? "dd,shloop" : "dd", &g);
+    if (rc == VM_SKIP)
+        return VM_SKIP;
+    CHECK_INT(rc, 0);
+    if (rc)
+        return harness_result();
+    GArray *syms = read_kallsyms(g.kallsyms);
+    CHECK_MSG(syms->len > 10000, "the guest's kallsyms dump has %u text symbols", syms->len);
+
+    char folded[320];
+    snprintf(folded, sizeof folded, "%s/linux.folded", g.dir);
+    const char *args[] = {"--qmp-socket", vm_qmp_path(g.vm), "--samples", SAMPLES, "-o",
+                          folded,         "--no-progress",   NULL};
+    struct run r = run_qprof(g.dir, args, 240);
+    CHECK_INT(r.exit_code, 0);
+    fprintf(stderr, "%s", r.err);
+    CHECK_MSG(strstr(r.err, "kernel stacks by ORC"), "no ORC summary line");
+    check_dd_stacks(folded, &g);
+    run_free(&r);
+
+    /* Each --one-shot finds the kernel again (a second or more under ASan): stop as soon as
+     * one sample has shown enough kernel frames (dd is nearly always in the kernel). */
+    int kernel_frames = 0;
+    for (int i = 0; i < 3 && kernel_frames < 5; i++) {
+        const char *one[] = {"--qmp-socket", vm_qmp_path(g.vm), "--one-shot", "--show-addresses",
+                             NULL};
+        r = run_qprof(g.dir, one, 120);
+        CHECK_INT(r.exit_code, 0);
+        check_one_shot_addresses(r.out, syms, &kernel_frames);
+        run_free(&r);
+    }
+    CHECK_MSG(kernel_frames >= 5, "only %d kernel frames in up to 3 one-shot samples",
+              kernel_frames);
+    for (guint i = 0; i < syms->len; i++)
+        g_free(g_array_index(syms, struct ksym, i).name);
+    g_array_free(syms, TRUE);
+    vm_stop(g.vm);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g.dir);
+    CHECK_INT(system(cmd), 0);
+    return harness_result();
+}
+
+/* The demo guest is not Linux: --os linux says so in one line and samples by address split. */
+static int case_not_linux(void)
+{
+    struct vm_opts o = {.shared_ram = true};
+    test_vm *vm = NULL;
+    int rc = vm_start(&o, &vm);
+    if (rc == VM_SKIP)
+        return VM_SKIP;
+    CHECK_INT(rc, 0);
+    if (rc)
+        return harness_result();
+    CHECK_INT(vm_wait_serial(vm, "qprof-guest: ", 120), 0);
+    const char *args[] = {"--qmp-socket", vm_qmp_path(vm), "--os", "linux", "--samples", "20", "-o",
+                          "out.folded",   "--no-progress", NULL};
+    struct run r = run_qprof(vm_dir(vm), args, 120);
+    CHECK_INT(r.exit_code, 0);
+    const char *line = strstr(r.err, "--os linux: no Linux vmcoreinfo");
+    CHECK_MSG(line != NULL, "no clear line for a guest that is not Linux:\n%s", r.err);
+    CHECK_MSG(!line || !strstr(line + 1, "--os linux:"), "said more than once:\n%s", r.err);
+    CHECK_MSG(strstr(r.err, "20 samples"), "no samples after the fallback:\n%s", r.err);
+    run_free(&r);
+    vm_stop(vm);
+    return harness_result();
+}
+
+int main(int argc, char **argv)
+{
+    const char *c = argc > 1 ? argv[1] : "";
+    if (strcmp(c, "dd-1cpu") == 0)
+        return case_dd(1);
+    if (strcmp(c, "dd-2cpu") == 0)
+        return case_dd(2);
+    if (strcmp(c, "not-linux") == 0)
+        return case_not_linux();
+    fprintf(stderr, "usage: test_linux dd-1cpu|dd-2cpu|not-linux\n");
+    return 2;
+}
