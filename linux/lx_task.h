@@ -1,0 +1,89 @@
+/* lx_task: what a stock Linux kernel's own memory says about tasks and address spaces, read from
+ * outside through a reader, with struct offsets taken from the kernel's BTF.
+ *
+ * Internal header of the linux/ module (lx_btf.c, lx_task.c). Everything here reads guest
+ * memory the guest may be rewriting, or that is plain garbage: every function bounds its loops
+ * and validates each pointer before following it, and answers an error (never a hang) when the
+ * data does not hold together.
+ *
+ * Ownership: an lx_btf owns a copy of the blob it was made from; lx_offsets is a plain value.
+ * The reader's ctx is borrowed for the call only.
+ */
+#ifndef LX_TASK_H
+#define LX_TASK_H
+
+#include "qp_error.h" /* struct qp_error, as used everywhere in the repo */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Reads len bytes at kernel virtual address kva; 0 when all len bytes were read, else -errno. */
+struct lx_reader {
+    int (*read)(void *ctx, uint64_t kva, void *buf, size_t len);
+    void *ctx;
+};
+
+typedef struct lx_btf lx_btf;
+/* Parses a BTF blob (the bytes __start_BTF..__stop_BTF) with libbpf; data is copied.
+ * Returns 0 and *out (free with lx_btf_free), or -EINVAL when the blob is not BTF. */
+int lx_btf_new(const void *data, size_t len, lx_btf **out, struct qp_error *err);
+void lx_btf_free(lx_btf *b); /* NULL is a no-op */
+
+/* Offsets resolved from BTF (recursing into anonymous struct/union members). */
+struct lx_offsets {
+    uint32_t task_size, task_pid, task_tgid, task_comm, task_mm, task_stack, task_flags;
+    uint32_t mm_pgd, mm_mt; /* mm_struct (members live in an anonymous struct in 6.1) */
+    uint32_t mt_root;       /* maple_tree.ma_root */
+    uint32_t vma_start, vma_end, vma_pgoff, vma_file, vma_flags;
+    uint32_t file_path, path_dentry, dentry_name, dentry_parent, qstr_name, qstr_len;
+    uint64_t percpu_current_task; /* offset of current_task (or pcpu_hot.current_task) in
+                                     .data..percpu */
+    uint64_t percpu_cpu_number, percpu_this_cpu_off;
+    bool has_pcpu_hot;
+    /* Added by linuxt (not in the first contract): the maple node layouts, from BTF.
+     * mt_r64_*: struct maple_range_64 (leaf_64 and range_64 nodes), mt_a64_*: struct
+     * maple_arange_64; *_pivots is the length of the pivot array (slots = pivots + 1);
+     * *_meta the offset of the maple_metadata whose first byte is the last used offset. */
+    uint32_t mt_r64_pivot, mt_r64_slot, mt_r64_meta, mt_r64_pivots;
+    uint32_t mt_a64_pivot, mt_a64_slot, mt_a64_meta, mt_a64_pivots;
+};
+/* Fills *out from b. Fails with -ENOENT and a message naming the missing type, member or
+ * per-CPU variable, or -EINVAL when a layout is not one this code can read. */
+int lx_btf_offsets(const lx_btf *b, struct lx_offsets *out, struct qp_error *err);
+
+/* The offsets of the Debian 12 6.1.0-56-amd64 build (as its BTF says): for tests and as a
+ * reference, never as a fallback for another kernel. */
+void lx_offsets_debian12_6_1(struct lx_offsets *out);
+
+struct lx_task_info {
+    uint64_t task; /* task_struct address */
+    int32_t pid, tgid;
+    char comm[16];  /* NUL-terminated */
+    uint64_t mm;    /* 0 for kernel threads */
+    uint64_t stack; /* task->stack (THREAD_SIZE 16 KiB below the top) */
+    bool kthread;   /* PF_KTHREAD */
+};
+/* The per-CPU base is the vCPU's GS base while in kernel mode (or __per_cpu_offset[cpu]);
+ * checks *(base + this_cpu_off) == base before trusting it. */
+int lx_current_task(const struct lx_offsets *o, const struct lx_reader *r, uint64_t percpu_base,
+                    uint64_t *task, struct qp_error *err);
+/* Reads pid, tgid, comm, mm, stack and flags of task (one read spanning those fields). */
+int lx_task_read(const struct lx_offsets *o, const struct lx_reader *r, uint64_t task,
+                 struct lx_task_info *out, struct qp_error *err);
+
+struct lx_vma {
+    uint64_t start, end, pgoff, flags, file;
+    char name[64]; /* the file's basename (dentry name), "" when anonymous */
+};
+/* The VMA of mm containing addr, by a maple tree walk: 0, -ENOENT when none, other -errno.
+ * A walk that meets a node the kernel is replacing answers -EAGAIN (retry later). */
+int lx_vma_find(const struct lx_offsets *o, const struct lx_reader *r, uint64_t mm, uint64_t addr,
+                struct lx_vma *out, struct qp_error *err);
+
+/* True for an address in the kernel half (bits 63..56 set: the 4- and 5-level kernel halves). */
+static inline bool lx_is_kernel_addr(uint64_t addr)
+{
+    return (addr >> 56) == 0xff;
+}
+
+#endif
