@@ -368,3 +368,104 @@ int lx_vma_find(const struct lx_offsets *o, const struct lx_reader *r, uint64_t 
         rc = vma_read(o, r, entry, addr, out, err);
     return rc;
 }
+
+/* ---- walking every VMA ---- */
+
+struct mt_walk {
+    const struct lx_offsets *o;
+    const struct lx_reader *r;
+    lx_vma_fn fn;
+    void *ctx;
+    unsigned nodes, vmas;
+    uint64_t prev_end;
+};
+
+/* One leaf entry covering [lo, ...]: a VMA that must hold lo and follow the previous one. */
+static int mt_walk_entry(struct mt_walk *w, uint64_t entry, uint64_t lo, struct qp_error *err)
+{
+    if (entry == 0 || (entry & 3) == 2)
+        return 0; /* a gap, or one of the kernel's internal placeholders */
+    if (++w->vmas > LX_VMA_MAX)
+        return qp_error_set(err, -E2BIG, "maple tree: more than %d VMAs", LX_VMA_MAX);
+    struct lx_vma v;
+    int rc = check_kernel_ptr(entry, "maple tree entry", err);
+    if (!rc)
+        rc = vma_read(w->o, w->r, entry, lo, &v, err);
+    if (rc)
+        return rc;
+    if (v.start < w->prev_end)
+        return qp_error_set(err, -EINVAL,
+                            "maple tree: VMA [0x%" PRIx64 ", 0x%" PRIx64
+                            ") overlaps the one before (ending 0x%" PRIx64 ")",
+                            v.start, v.end, w->prev_end);
+    w->prev_end = v.end;
+    return w->fn(w->ctx, &v);
+}
+
+static int mt_walk_node(struct mt_walk *w, uint64_t enode, uint64_t min, uint64_t max, int depth,
+                        struct qp_error *err);
+
+/* Slot i of n covering [lo, hi]: an entry of a leaf, or a child node to descend into. */
+static int mt_walk_slot(struct mt_walk *w, const struct mt_node *n, unsigned i, uint64_t lo,
+                        uint64_t hi, int depth, struct qp_error *err)
+{
+    uint64_t slot = mt_slot(n, i);
+    if (n->type == MT_LEAF_64)
+        return mt_walk_entry(w, slot, lo, err);
+    if (slot == 0 || (slot & 3) != 0)
+        return qp_error_set(err, -EINVAL,
+                            "maple tree: node 0x%" PRIx64 " slot %u holds 0x%" PRIx64
+                            ", not a child node",
+                            n->addr, i, slot);
+    return mt_walk_node(w, slot, lo, hi, depth + 1, err);
+}
+
+static int mt_walk_node(struct mt_walk *w, uint64_t enode, uint64_t min, uint64_t max, int depth,
+                        struct qp_error *err)
+{
+    if (depth >= MT_MAX_DEPTH)
+        return qp_error_set(err, -ELOOP, "maple tree: deeper than %d levels (a cycle or garbage)",
+                            MT_MAX_DEPTH);
+    if (++w->nodes > LX_MT_MAX_NODES)
+        return qp_error_set(err, -E2BIG, "maple tree: more than %d nodes", LX_MT_MAX_NODES);
+    struct mt_node n = {.min = min, .max = max};
+    unsigned end;
+    int rc = mt_node_read(w->o, w->r, enode, &n, err);
+    if (rc)
+        return rc;
+    if (n.type == MT_DENSE) {
+        for (unsigned i = 0; i < MT_DENSE_SLOTS && !rc && i <= max - min; i++)
+            rc = mt_walk_entry(w, mt_slot(&n, i), min + i, err);
+        return rc;
+    }
+    rc = mt_data_end(&n, &end, err);
+    uint64_t lo = min;
+    for (unsigned i = 0; i <= end && !rc; i++) {
+        uint64_t hi = i < end ? mt_pivot(&n, i) : max;
+        if (hi < lo || hi > max)
+            return qp_error_set(err, -EINVAL,
+                                "maple tree: node 0x%" PRIx64 " pivot %u (0x%" PRIx64
+                                ") lies outside 0x%" PRIx64 "..0x%" PRIx64,
+                                n.addr, i, hi, lo, max);
+        rc = mt_walk_slot(w, &n, i, lo, hi, depth, err);
+        if (hi == max)
+            break; /* the node's range is covered (and hi + 1 could wrap) */
+        lo = hi + 1;
+    }
+    return rc;
+}
+
+int lx_vma_for_each(const struct lx_offsets *o, const struct lx_reader *r, uint64_t mm,
+                    lx_vma_fn fn, void *ctx, struct qp_error *err)
+{
+    uint64_t root;
+    int rc = check_kernel_ptr(mm, "mm_struct", err);
+    if (!rc)
+        rc = read_u64(r, mm + o->mm_mt + o->mt_root, &root, "mm->mm_mt.ma_root", err);
+    if (rc)
+        return rc;
+    struct mt_walk w = {.o = o, .r = r, .fn = fn, .ctx = ctx};
+    if ((root & 3) == 2 && root > 4096)
+        return mt_walk_node(&w, root, 0, UINT64_MAX, 0, err);
+    return mt_walk_entry(&w, root, 0, err); /* empty, or one entry at index 0 */
+}

@@ -80,6 +80,16 @@ struct lx_vma {
 int lx_vma_find(const struct lx_offsets *o, const struct lx_reader *r, uint64_t mm, uint64_t addr,
                 struct lx_vma *out, struct qp_error *err);
 
+/* Added by linuxt: every VMA of mm in address order, for a per-mm cache (one walk instead of a
+ * lookup per user frame). Calls fn for each; a non-zero return from fn stops the walk and is
+ * returned. Garbage ends the walk with an error (VMAs out of order, more than LX_VMA_MAX VMAs or
+ * LX_MT_MAX_NODES nodes, the lookup's checks); VMAs already given to fn stay valid then. */
+#define LX_VMA_MAX      65536 /* above the kernel's default vm.max_map_count (65530) */
+#define LX_MT_MAX_NODES 16384
+typedef int (*lx_vma_fn)(void *ctx, const struct lx_vma *vma);
+int lx_vma_for_each(const struct lx_offsets *o, const struct lx_reader *r, uint64_t mm,
+                    lx_vma_fn fn, void *ctx, struct qp_error *err);
+
 /* True for an address in the kernel half (bits 63..56 set: the 4- and 5-level kernel halves). */
 static inline bool lx_is_kernel_addr(uint64_t addr)
 {

@@ -87,6 +87,49 @@ static void expect(struct live *l, uint64_t mm, uint64_t addr, int want_rc, uint
     }
 }
 
+struct walked {
+    struct lx_vma v[256];
+    unsigned n;
+};
+
+static int walked_add(void *ctx, const struct lx_vma *v)
+{
+    struct walked *w = ctx;
+    if (w->n < 256)
+        w->v[w->n] = *v;
+    w->n++;
+    return 0;
+}
+
+/* The whole-tree walk must give the maps file's VMAs, in order, and nothing else. */
+static void compare_walk(struct live *l, uint64_t mm, unsigned n_maps)
+{
+    static struct walked w;
+    struct lx_reader r = {.read = live_read, .ctx = l};
+    struct qp_error err = {0};
+    w.n = 0;
+    int rc = lx_vma_for_each(&l->o, &r, mm, walked_add, &w, &err);
+    FILE *f = fopen(l->maps_path, "r");
+    char line[512];
+    unsigned i = 0, bad = rc != 0 || w.n != n_maps;
+    while (f && fgets(line, sizeof(line), f) && i < w.n && i < 256) {
+        uint64_t start, end;
+        char path[256] = "";
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %*s %*s %*s %255[^\n]", &start, &end, path) <
+                2 ||
+            start >= 0x800000000000ull)
+            continue;
+        bad += w.v[i].start != start || w.v[i].end != end || strcmp(w.v[i].name, basename_of(path));
+        i++;
+    }
+    if (f)
+        fclose(f);
+    printf("whole-tree walk: rc %d%s%s, %u VMAs (maps: %u), %u differ\n", rc, rc ? ": " : "",
+           rc ? err.msg : "", w.n, n_maps, bad);
+    l->checks++;
+    l->mismatches += bad != 0;
+}
+
 /* Compares the maps file, line by line, with lookups in mm. */
 static void compare_maps(struct live *l, uint64_t mm)
 {
@@ -120,6 +163,7 @@ static void compare_maps(struct live *l, uint64_t mm)
     fclose(f);
     printf("%u VMAs, %u lookups, %u mismatches\n", n, l->checks, l->mismatches);
     l->compared = true;
+    compare_walk(l, mm, n);
 }
 
 static int on_sample(qmp_client *c, const struct qmp_regs *cpus, int n_cpus, void *ctx,

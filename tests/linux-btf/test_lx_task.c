@@ -417,6 +417,69 @@ static uint64_t rng(void)
     return rng_state;
 }
 
+struct collected {
+    struct lx_vma v[64];
+    unsigned n, stop_after;
+};
+
+static int collect(void *ctx, const struct lx_vma *v)
+{
+    struct collected *c = ctx;
+    if (c->n < 64)
+        c->v[c->n] = *v;
+    c->n++;
+    return c->stop_after && c->n == c->stop_after ? 7 : 0;
+}
+
+static void test_walk(void)
+{
+    struct fake_mem m;
+    fake_init(&m, 1 << 20);
+    struct lx_reader r = fake_reader(&m);
+    struct tree t;
+    make_tree(&m, &t);
+    struct collected c = {0};
+    struct qp_error err = {0};
+    int rc = lx_vma_for_each(&O, &r, t.mm, collect, &c, &err);
+    CHECK_MSG(rc == 0, "%s", err.msg);
+    /* prog, heap, the 8 even slots of the full leaf, the stack */
+    CHECK_INT(c.n, 11);
+    uint64_t want[11] = {0x400000, 0x601000};
+    for (unsigned i = 0; i < 8; i++)
+        want[2 + i] = 0x10000000 + 0x2000ull * i;
+    want[10] = 0x7ffffffde000;
+    for (unsigned i = 0; i < 11 && i < c.n; i++)
+        CHECK_MSG(c.v[i].start == want[i], "VMA %u starts at 0x%" PRIx64, i, c.v[i].start);
+    CHECK_STR(c.v[0].name, "prog");
+    CHECK_STR(c.v[9].name, "libc.so.6");
+    CHECK_STR(c.v[10].name, "");
+
+    /* fn stops the walk: its value comes back */
+    struct collected stop = {.stop_after = 3};
+    CHECK_INT(lx_vma_for_each(&O, &r, t.mm, collect, &stop, &err), 7);
+    CHECK_INT(stop.n, 3);
+
+    /* empty tree; a VMA listed twice (out of order); a cycle */
+    struct collected none = {0};
+    CHECK_INT(lx_vma_for_each(&O, &r, make_mm(&m, 0), collect, &none, &err), 0);
+    CHECK_INT(none.n, 0);
+    put_slot(&m, t.leaf_c, 1, t.heap); /* the stack's slot now holds the heap VMA */
+    struct collected dup = {0};
+    CHECK_INT(lx_vma_for_each(&O, &r, t.mm, collect, &dup, &err), -EINVAL);
+    CHECK(strstr(err.msg, "does not hold") != NULL);
+    make_tree(&m, &t);
+    /* a cycle whose ranges narrow: the pivots give it away; one whose ranges hold: the depth */
+    put_slot(&m, t.root & ~ROOT_NODE, 2, t.root & ~ROOT_NODE);
+    struct collected loop = {0};
+    CHECK_INT(lx_vma_for_each(&O, &r, t.mm, collect, &loop, &err), -EINVAL);
+    CHECK(strstr(err.msg, "lies outside") != NULL);
+    put_slot(&m, t.root & ~ROOT_NODE, 0, t.root & ~ROOT_NODE);
+    m.reads = 0;
+    CHECK_INT(lx_vma_for_each(&O, &r, t.mm, collect, &loop, &err), -ELOOP);
+    CHECK_MSG(m.reads <= 9, "%u reads", m.reads);
+    fake_fini(&m);
+}
+
 /* Valid trees with random words overwritten, some with plausible node pointers: every lookup
  * must end with few reads (ASan checks the rest), and a VMA it returns must hold the address. */
 static void test_maple_random(void)
@@ -425,7 +488,7 @@ static void test_maple_random(void)
     struct fake_mem m;
     fake_init(&m, size);
     struct lx_reader r = fake_reader(&m);
-    unsigned ok = 0, failed = 0, max_reads = 0;
+    unsigned ok = 0, failed = 0, max_reads = 0, walks_ok = 0, max_walk_reads = 0;
     for (int round = 0; round < 2000; round++) {
         memset(m.bytes, 0, size);
         m.used = 0;
@@ -461,10 +524,21 @@ static void test_maple_random(void)
             }
             max_reads = m.reads > max_reads ? m.reads : max_reads;
         }
+        struct collected c = {0};
+        m.reads = 0;
+        int rc = lx_vma_for_each(&O, &r, t.mm, collect, &c, NULL);
+        walks_ok += rc == 0;
+        for (unsigned i = 1; i < c.n && i < 64; i++)
+            CHECK(c.v[i - 1].end <= c.v[i].start);
+        max_walk_reads = m.reads > max_walk_reads ? m.reads : max_walk_reads;
     }
     fprintf(stderr, "damaged trees: %u lookups found a VMA, %u errors, at most %u reads\n", ok,
             failed, max_reads);
+    fprintf(stderr, "whole walks: %u of 2000 completed, at most %u reads\n", walks_ok,
+            max_walk_reads);
     CHECK(ok > 1000 && failed > 1000); /* both paths ran */
+    CHECK(walks_ok > 100 && walks_ok < 2000);
+    CHECK(max_walk_reads <= 1 + LX_MT_MAX_NODES + 5 * LX_VMA_MAX);
     CHECK(max_reads <= 1 + 8 + 1 + 4);
     fake_fini(&m);
 }
@@ -481,10 +555,12 @@ int main(int argc, char **argv)
         test_maple();
     else if (strcmp(which, "maple_garbage") == 0)
         test_maple_garbage();
+    else if (strcmp(which, "walk") == 0)
+        test_walk();
     else if (strcmp(which, "maple_random") == 0)
         test_maple_random();
     else {
-        fprintf(stderr, "usage: %s current|task|maple|maple_garbage|maple_random\n", argv[0]);
+        fprintf(stderr, "usage: %s current|task|maple|maple_garbage|walk|maple_random\n", argv[0]);
         return 2;
     }
     return harness_result();
