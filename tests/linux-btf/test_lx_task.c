@@ -543,10 +543,40 @@ static void test_maple_random(void)
     fake_fini(&m);
 }
 
+/* Writes seeds for fuzz_lx_maple into dir: an address, then a memory image whose first bytes are
+ * the mm (its maple root at offset 8) and a task, followed by a tree from make_tree. */
+static int write_seeds(const char *dir)
+{
+    const uint64_t addrs[] = {0x400000, 0x602fff, 0x1000e800, 0x7ffffffde000, 0x401000};
+    for (size_t k = 0; k < sizeof(addrs) / sizeof(addrs[0]); k++) {
+        struct fake_mem m;
+        fake_init(&m, 1 << 20);
+        uint64_t head = fake_alloc(&m, O.task_size, 256); /* at FAKE_BASE: the mm and a task */
+        struct tree t;
+        make_tree(&m, &t);
+        fake_put_u64(&m, head + O.mm_mt + O.mt_root, t.root);
+        fake_put_u32(&m, head + O.task_pid, 77);
+        fake_put_u32(&m, head + O.task_tgid, 77);
+        fake_put_bytes(&m, head + O.task_comm, "fuzz", 4);
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/tree-%zu", dir, k);
+        FILE *f = fopen(path, "wb");
+        if (!f || fwrite(&addrs[k], 8, 1, f) != 1 || fwrite(m.bytes, 1, m.used, f) != m.used) {
+            fprintf(stderr, "cannot write %s\n", path);
+            return 1;
+        }
+        fclose(f);
+        fake_fini(&m);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     lx_offsets_debian12_6_1(&O);
     const char *which = argc > 1 ? argv[1] : "";
+    if (strcmp(which, "seed") == 0 && argc > 2)
+        return write_seeds(argv[2]);
     if (strcmp(which, "current") == 0)
         test_current();
     else if (strcmp(which, "task") == 0)
