@@ -1,12 +1,13 @@
 #!/bin/sh
-# fetch-debs.sh CACHE_DIR [DEB_DIR] [busybox]: prints the path of Debian's current
+# fetch-debs.sh CACHE_DIR [DIRS] [busybox]: prints the path of Debian's current
 # linux-image-<version>-amd64 .deb (and, with "busybox", of busybox-static's on a second line).
-# Looks in DEB_DIR (or $QPROF_LINUX_DEB_DIR) first, then in CACHE_DIR (copies an earlier run
-# downloaded), else runs `apt-get download` into CACHE_DIR. Exits 77 with the reason on stderr
-# when a package cannot be had (offline, no apt), so that a test calling it can skip.
+# Looks in $QPROF_LINUX_DEBS (the development cache tests/linux uses too), then in DIRS (a
+# colon-separated list, e.g. tests/linux's guest folder, which keeps the .debs it downloaded),
+# then in CACHE_DIR, else runs `apt-get download` into CACHE_DIR. Exits 77 with the reason on
+# stderr when a package cannot be had (offline, no apt), so that a test calling it can skip.
 set -u
 cache=$1
-deb_dir=${2:-${QPROF_LINUX_DEB_DIR:-}}
+dirs="${QPROF_LINUX_DEBS:-}:${2:-}"
 want_busybox=${3:-}
 
 skip() {
@@ -31,10 +32,14 @@ download() { # download PACKAGE
 mkdir -p "$cache" || exit 1
 kernel=""
 busybox=""
-if [ -n "$deb_dir" ]; then
-    kernel=$(newest_kernel "$deb_dir")
-    busybox=$(newest_busybox "$deb_dir")
-fi
+old_ifs=$IFS
+IFS=:
+for dir in $dirs; do
+    [ -n "$dir" ] || continue
+    [ -n "$kernel" ] || kernel=$(newest_kernel "$dir")
+    [ -n "$busybox" ] || busybox=$(newest_busybox "$dir")
+done
+IFS=$old_ifs
 [ -n "$kernel" ] || kernel=$(newest_kernel "$cache")
 if [ -z "$kernel" ]; then
     command -v dpkg-deb >/dev/null 2>&1 || skip "dpkg-deb not found"

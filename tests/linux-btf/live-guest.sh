@@ -1,5 +1,5 @@
 #!/bin/sh
-# live-guest.sh LX_LIVE CACHE_DIR [DEB_DIR] [SMP] [SAMPLES]: an end-to-end check of lx_btf/lx_task
+# live-guest.sh LX_LIVE CACHE_DIR [DEB_DIRS] [SMP] [SAMPLES]: an end-to-end check of lx_btf/lx_task
 # on a stock Debian kernel (the ctest lx_live_debian). Boots the linux-image .deb's kernel (KASLR on, TCG) with a busybox
 # initramfs whose /init starts `dd if=/dev/zero of=/dev/null bs=1` and prints its pid and
 # /proc/PID/maps on the serial console; then runs LX_LIVE (tests/linux-btf/lx_live.c) against
@@ -9,7 +9,7 @@
 set -u
 lx_live=$1
 cache=$2
-deb_dir=${3:-${QPROF_LINUX_DEB_DIR:-}}
+deb_dir=${3:-}
 smp=${4:-1}
 samples=${5:-300}
 here=$(cd "$(dirname "$0")" && pwd)

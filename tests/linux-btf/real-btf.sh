@@ -1,12 +1,12 @@
 #!/bin/sh
-# real-btf.sh TEST_BIN WORKDIR [DEB_DIR]: runs `TEST_BIN real` on the .BTF of Debian's current
-# linux-image-amd64 kernel. fetch-debs.sh finds the .deb (DEB_DIR, $QPROF_LINUX_DEB_DIR, a copy
+# real-btf.sh TEST_BIN WORKDIR [DEB_DIRS]: runs `TEST_BIN real` on the .BTF of Debian's current
+# linux-image-amd64 kernel. fetch-debs.sh finds the .deb ($QPROF_LINUX_DEBS, DEB_DIRS, a copy
 # in WORKDIR/debs, or `apt-get download`), and exits 77 (ctest: skipped) with the reason when
 # none can be had.
 set -u
 test_bin=$1
 work=$2
-deb_dir=${3:-${QPROF_LINUX_DEB_DIR:-}}
+deb_dir=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
 
 debs=$("$here/fetch-debs.sh" "$work/debs" "$deb_dir")
