@@ -1,11 +1,12 @@
 #!/bin/sh
-# live-guest.sh LX_LIVE CACHE_DIR [DEB_DIRS] [SMP] [SAMPLES]: an end-to-end check of lx_btf/lx_task
-# on a stock Debian kernel (the ctest lx_live_debian). Boots the linux-image .deb's kernel (KASLR on, TCG) with a busybox
-# initramfs whose /init starts `dd if=/dev/zero of=/dev/null bs=1` and prints its pid and
-# /proc/PID/maps on the serial console; then runs LX_LIVE (tests/linux-btf/lx_live.c) against
-# QEMU's QMP socket: it prints the current task of every kernel-mode vCPU per sample and checks
-# the dd VMAs it finds in the maple tree against the guest's maps. fetch-debs.sh finds or
-# downloads the .debs into CACHE_DIR; exit 77 when they or QEMU cannot be had.
+# live-guest.sh LX_LIVE CACHE_DIR [DEB_DIRS] [SMP] [SAMPLES]: an end-to-end check of lx_btf and
+# lx_task on a stock Debian kernel (the ctest lx_live_debian). Boots the linux-image .deb's
+# kernel (KASLR on, TCG) with a busybox initramfs whose /init starts
+# `dd if=/dev/zero of=/dev/null bs=1` and, when a static C build works here, many_vmas.c (~440
+# VMAs), and prints their pids and /proc/PID/maps on the serial console; then runs LX_LIVE
+# (lx_live.c) against QEMU's QMP socket: it names the current task of every kernel-mode vCPU per
+# sample and checks the VMAs it finds in each maple tree against the guest's maps.
+# fetch-debs.sh finds or downloads the .debs; exit 77 when they or QEMU cannot be had.
 set -u
 lx_live=$1
 cache=$2
@@ -53,10 +54,28 @@ echo "LIVE uname $(uname -r)"
 echo "LIVE maps begin"
 cat /proc/$pid/maps
 echo "LIVE maps end"
+if [ -x /bin/many_vmas ]; then
+    /bin/many_vmas >/dev/null &
+    pid2=$!
+    n=0
+    while [ ! -e /many_vmas.ready ] && [ $n -lt 300 ]; do sleep 1; n=$((n + 1)); done
+    echo "LIVE many pid $pid2"
+    echo "LIVE maps2 begin"
+    cat /proc/$pid2/maps
+    echo "LIVE maps2 end"
+fi
 echo "LIVE ready"
 while :; do sleep 1000; done
 EOF
 chmod +x "$root/init"
+# A process with hundreds of VMAs (a maple tree several levels deep), when a static C build works.
+if cc -static -O1 -o "$root/bin/many_vmas" "$here/many_vmas.c" 2>"$work/cc.log"; then
+    smp_min=3 # dd, many_vmas, and an idle vCPU for swapper/N
+else
+    echo "note: no static C build ($(tail -n 1 "$work/cc.log")): checking dd only"
+    smp_min=1
+fi
+[ "$smp" -ge "$smp_min" ] || smp=$smp_min
 (cd "$root" && find . | cpio -o -H newc 2>/dev/null | gzip -1) >"$work/initrd.gz" || exit 1
 
 qemu-system-x86_64 -display none -nodefaults -no-reboot -accel tcg -cpu qemu64 -smp "$smp" -m 512 \
@@ -83,4 +102,11 @@ sed -n '/^LIVE maps begin/,/^LIVE maps end/p' "$work/serial.txt" | sed '1d;$d' >
 echo "guest kernel: $(sed -n 's/^LIVE uname //p' "$work/serial.txt") (KASLR on), $smp vCPU(s)"
 echo "guest /proc/$pid/maps:"
 cat "$work/maps.txt"
-"$lx_live" "$work/qmp.sock" "$work/vmlinux.btf" "$samples" "$pid" "$work/maps.txt"
+set -- "$pid" "$work/maps.txt"
+pid2=$(sed -n 's/^LIVE many pid \([0-9]*\).*/\1/p' "$work/serial.txt")
+if [ -n "$pid2" ]; then
+    sed -n '/^LIVE maps2 begin/,/^LIVE maps2 end/p' "$work/serial.txt" | sed '1d;$d' >"$work/maps2.txt"
+    echo "guest /proc/$pid2/maps: $(wc -l <"$work/maps2.txt") lines"
+    set -- "$@" "$pid2" "$work/maps2.txt"
+fi
+"$lx_live" "$work/qmp.sock" "$work/vmlinux.btf" "$samples" "$@"

@@ -24,12 +24,16 @@ struct live {
     struct lx_offsets o;
     qmp_client *c;
     struct qmp_regs kcpu; /* the vCPU being read, its CR3 turned into the kernel PGD */
-    int target_pid;
-    const char *maps_path;
-    bool compared;
+    struct target {
+        int pid;
+        const char *maps_path;
+        bool compared;
+        unsigned seen;
+    } targets[4], *target; /* target: the one being compared */
+    int n_targets;
     unsigned mismatches, checks;
     struct seen seen[64];
-    unsigned n_seen, user_mode, bad_base, errors, target_seen, swapper_seen;
+    unsigned n_seen, user_mode, bad_base, errors, swapper_seen, vmas_listed;
     int n_cpus;
 };
 
@@ -81,7 +85,7 @@ static void expect(struct live *l, uint64_t mm, uint64_t addr, int want_rc, uint
                ") \"%s\", want rc %d [%" PRIx64 ", %" PRIx64 ") \"%s\"\n",
                addr, rc, err.msg, rc ? 0 : v.start, rc ? 0 : v.end, rc ? "" : v.name, want_rc,
                start, end, name);
-    } else if (rc == 0 && addr == start) {
+    } else if (rc == 0 && addr == start && l->vmas_listed++ < 12) {
         printf("  %012" PRIx64 "-%012" PRIx64 " pgoff %-6" PRIx64 " flags %-6" PRIx64 " %s\n",
                v.start, v.end, v.pgoff, v.flags, v.name[0] ? v.name : "(anon)");
     }
@@ -109,7 +113,7 @@ static void compare_walk(struct live *l, uint64_t mm, unsigned n_maps)
     struct qp_error err = {0};
     w.n = 0;
     int rc = lx_vma_for_each(&l->o, &r, mm, walked_add, &w, &err);
-    FILE *f = fopen(l->maps_path, "r");
+    FILE *f = fopen(l->target->maps_path, "r");
     char line[512];
     unsigned i = 0, bad = rc != 0 || w.n != n_maps;
     while (f && fgets(line, sizeof(line), f) && i < w.n && i < 256) {
@@ -133,17 +137,19 @@ static void compare_walk(struct live *l, uint64_t mm, unsigned n_maps)
 /* Compares the maps file, line by line, with lookups in mm. */
 static void compare_maps(struct live *l, uint64_t mm)
 {
-    FILE *f = fopen(l->maps_path, "r");
+    FILE *f = fopen(l->target->maps_path, "r");
     if (!f) {
-        printf("cannot open %s\n", l->maps_path);
+        printf("cannot open %s\n", l->target->maps_path);
         l->mismatches++;
         return;
     }
     char line[512];
     uint64_t prev_end = 0;
+    unsigned checks0 = l->checks, mismatches0 = l->mismatches;
+    l->vmas_listed = 0;
     unsigned n = 0;
     printf("VMAs of pid %d read from the guest's maple tree (checked against /proc/%d/maps):\n",
-           l->target_pid, l->target_pid);
+           l->target->pid, l->target->pid);
     while (fgets(line, sizeof(line), f)) {
         uint64_t start, end;
         char path[256] = "";
@@ -161,8 +167,9 @@ static void compare_maps(struct live *l, uint64_t mm)
         n++;
     }
     fclose(f);
-    printf("%u VMAs, %u lookups, %u mismatches\n", n, l->checks, l->mismatches);
-    l->compared = true;
+    printf("%s%u VMAs, %u lookups, %u mismatches\n", n > 12 ? "  ...\n" : "", n,
+           l->checks - checks0, l->mismatches - mismatches0);
+    l->target->compared = true;
     compare_walk(l, mm, n);
 }
 
@@ -194,10 +201,16 @@ static int on_sample(qmp_client *c, const struct qmp_regs *cpus, int n_cpus, voi
         snprintf(name, sizeof(name), "%s (%d)%s", t.comm, t.tgid, t.kthread ? " [k]" : "");
         count(l, name);
         l->n_cpus = n_cpus;
-        l->target_seen += t.pid == l->target_pid && strcmp(t.comm, "dd") == 0;
+        for (int k = 0; k < l->n_targets; k++) {
+            struct target *tg = &l->targets[k];
+            if (t.pid != tg->pid)
+                continue;
+            tg->seen++;
+            l->target = tg;
+            if (t.mm && !tg->compared)
+                compare_maps(l, t.mm);
+        }
         l->swapper_seen += t.pid == 0 && t.kthread && strncmp(t.comm, "swapper/", 8) == 0;
-        if (l->target_pid && t.pid == l->target_pid && t.mm && !l->compared)
-            compare_maps(l, t.mm);
     }
     return 0;
 }
@@ -222,8 +235,8 @@ static void *slurp(const char *path, size_t *len)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4 && argc != 6) {
-        fprintf(stderr, "usage: %s QMP_SOCKET BTF_FILE SAMPLES [PID MAPS_FILE]\n", argv[0]);
+    if (argc < 4 || argc % 2 != 0 || argc > 4 + 2 * 4) {
+        fprintf(stderr, "usage: %s QMP_SOCKET BTF_FILE SAMPLES [PID MAPS_FILE]...\n", argv[0]);
         return 2;
     }
     static struct live l;
@@ -238,9 +251,9 @@ int main(int argc, char **argv)
     lx_btf_free(b);
     free(raw);
     int samples = atoi(argv[3]);
-    if (argc == 6) {
-        l.target_pid = atoi(argv[4]);
-        l.maps_path = argv[5];
+    for (int a = 4; a + 1 < argc; a += 2, l.n_targets++) {
+        l.targets[l.n_targets].pid = atoi(argv[a]);
+        l.targets[l.n_targets].maps_path = argv[a + 1];
     }
     if (qmp_open(argv[1], NULL, &l.c, &err)) {
         fprintf(stderr, "%s\n", err.msg);
@@ -258,15 +271,14 @@ int main(int argc, char **argv)
         printf("  %5u  %s\n", l.seen[i].count, l.seen[i].name);
     printf("vCPU samples in user mode: %u, GS base not a per-CPU base: %u, task errors: %u\n",
            l.user_mode, l.bad_base, l.errors);
-    if (l.target_pid && !l.compared) {
-        printf("pid %d was never seen current in kernel mode\n", l.target_pid);
-        return 1;
-    }
+    for (int k = 0; k < l.n_targets; k++)
+        if (!l.targets[k].compared) {
+            printf("FAIL: pid %d was never seen current in kernel mode with an mm\n",
+                   l.targets[k].pid);
+            return 1;
+        }
     /* what a user checks by eye: dd by its pid, and the idle vCPU as swapper/N */
-    if (l.target_pid && !l.target_seen) {
-        printf("FAIL: no sample showed dd (%d)\n", l.target_pid);
-        return 1;
-    }
+
     if (l.n_cpus > 1 && !l.swapper_seen) {
         printf("FAIL: %d vCPUs, dd busy on one, yet no sample showed swapper/N\n", l.n_cpus);
         return 1;
