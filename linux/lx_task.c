@@ -190,6 +190,11 @@ static int mt_node_read(const struct lx_offsets *o, const struct lx_reader *r, u
     if (n->type == MT_DENSE) {
         n->slot_at = 8;
         n->pivots = 0;
+    } else if (n->pivots == 0 || n->pivot_at + 8 * n->pivots > MT_NODE_SIZE ||
+               n->slot_at + 8 * (n->pivots + 1) > MT_NODE_SIZE || n->meta_at >= MT_NODE_SIZE) {
+        return qp_error_set(err, -EINVAL,
+                            "maple tree: node layout unknown (offsets not from "
+                            "lx_btf_offsets?)");
     }
     int rc = lx_read(r, n->addr, n->bytes, sizeof(n->bytes), "maple node", err);
     if (rc)

@@ -402,6 +402,16 @@ static void test_maple_garbage(void)
     fake_put_u64(&m, file + O.file_path + O.path_dentry, 0x1234);
     EXPECT_ERROR(&m, t.mm, 0x400000, -EINVAL, "dentry", 8);
 
+    /* offsets without the maple layout (a caller's struct not from lx_btf_offsets) */
+    make_tree(&m, &t);
+    struct lx_offsets saved = O;
+    O.mt_a64_pivots = 0;
+    EXPECT_ERROR(&m, t.mm, 0x400000, -EINVAL, "layout", 1);
+    O = saved;
+    O.mt_r64_slot = 250;
+    EXPECT_ERROR(&m, t.mm, 0x400000, -EINVAL, "layout", 2);
+    O = saved;
+
     /* the mm itself */
     EXPECT_ERROR(&m, 0, 0x400000, -EINVAL, "mm_struct", 0);
     EXPECT_ERROR(&m, 0xffffffffff000000ull, 0x400000, -EFAULT, "ma_root", 1);
