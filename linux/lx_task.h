@@ -1,4 +1,14 @@
-/* Tasks, BTF offsets and VMAs of a Linux guest (lx_btf.c, lx_task.c). Internal to linux/. */
+/* lx_task: what a stock Linux kernel's own memory says about tasks and address spaces, read from
+ * outside through a reader, with struct offsets taken from the kernel's BTF.
+ *
+ * Internal header of the linux/ module (lx_btf.c, lx_task.c). Everything here reads guest
+ * memory the guest may be rewriting, or that is plain garbage: every function bounds its loops
+ * and validates each pointer before following it, and answers an error (never a hang) when the
+ * data does not hold together.
+ *
+ * Ownership: an lx_btf owns a copy of the blob it was made from; lx_offsets is a plain value.
+ * The reader's ctx is borrowed for the call only.
+ */
 #ifndef LX_TASK_H
 #define LX_TASK_H
 
@@ -14,9 +24,10 @@ struct lx_reader {
 };
 
 typedef struct lx_btf lx_btf;
-/* Parses a BTF blob (the bytes __start_BTF..__stop_BTF) with libbpf; data is copied. */
+/* Parses a BTF blob (the bytes __start_BTF..__stop_BTF) with libbpf; data is copied.
+ * Returns 0 and *out (free with lx_btf_free), or -EINVAL when the blob is not BTF. */
 int lx_btf_new(const void *data, size_t len, lx_btf **out, struct qp_error *err);
-void lx_btf_free(lx_btf *b);
+void lx_btf_free(lx_btf *b); /* NULL is a no-op */
 
 /* Offsets resolved from BTF (recursing into anonymous struct/union members). */
 struct lx_offsets {
@@ -29,8 +40,20 @@ struct lx_offsets {
                                      .data..percpu */
     uint64_t percpu_cpu_number, percpu_this_cpu_off;
     bool has_pcpu_hot;
+    /* Added by linuxt (not in the first contract): the maple node layouts, from BTF.
+     * mt_r64_*: struct maple_range_64 (leaf_64 and range_64 nodes), mt_a64_*: struct
+     * maple_arange_64; *_pivots is the length of the pivot array (slots = pivots + 1);
+     * *_meta the offset of the maple_metadata whose first byte is the last used offset. */
+    uint32_t mt_r64_pivot, mt_r64_slot, mt_r64_meta, mt_r64_pivots;
+    uint32_t mt_a64_pivot, mt_a64_slot, mt_a64_meta, mt_a64_pivots;
 };
+/* Fills *out from b. Fails with -ENOENT and a message naming the missing type, member or
+ * per-CPU variable, or -EINVAL when a layout is not one this code can read. */
 int lx_btf_offsets(const lx_btf *b, struct lx_offsets *out, struct qp_error *err);
+
+/* The offsets of the Debian 12 6.1.0-56-amd64 build (as its BTF says): for tests and as a
+ * reference, never as a fallback for another kernel. */
+void lx_offsets_debian12_6_1(struct lx_offsets *out);
 
 struct lx_task_info {
     uint64_t task; /* task_struct address */
@@ -44,6 +67,7 @@ struct lx_task_info {
  * checks *(base + this_cpu_off) == base before trusting it. */
 int lx_current_task(const struct lx_offsets *o, const struct lx_reader *r, uint64_t percpu_base,
                     uint64_t *task, struct qp_error *err);
+/* Reads pid, tgid, comm, mm, stack and flags of task (one read spanning those fields). */
 int lx_task_read(const struct lx_offsets *o, const struct lx_reader *r, uint64_t task,
                  struct lx_task_info *out, struct qp_error *err);
 
@@ -51,8 +75,25 @@ struct lx_vma {
     uint64_t start, end, pgoff, flags, file;
     char name[64]; /* the file's basename (dentry name), "" when anonymous */
 };
-/* The VMA of mm containing addr, by a maple tree walk: 0, -ENOENT when none, other -errno. */
+/* The VMA of mm containing addr, by a maple tree walk: 0, -ENOENT when none, other -errno.
+ * A walk that meets a node the kernel is replacing answers -EAGAIN (retry later). */
 int lx_vma_find(const struct lx_offsets *o, const struct lx_reader *r, uint64_t mm, uint64_t addr,
                 struct lx_vma *out, struct qp_error *err);
+
+/* Added by linuxt: every VMA of mm in address order, for a per-mm cache (one walk instead of a
+ * lookup per user frame). Calls fn for each; a non-zero return from fn stops the walk and is
+ * returned. Garbage ends the walk with an error (VMAs out of order, more than LX_VMA_MAX VMAs or
+ * LX_MT_MAX_NODES nodes, the lookup's checks); VMAs already given to fn stay valid then. */
+#define LX_VMA_MAX      65536 /* above the kernel's default vm.max_map_count (65530) */
+#define LX_MT_MAX_NODES 16384
+typedef int (*lx_vma_fn)(void *ctx, const struct lx_vma *vma);
+int lx_vma_for_each(const struct lx_offsets *o, const struct lx_reader *r, uint64_t mm,
+                    lx_vma_fn fn, void *ctx, struct qp_error *err);
+
+/* True for an address in the kernel half (bits 63..56 set: the 4- and 5-level kernel halves). */
+static inline bool lx_is_kernel_addr(uint64_t addr)
+{
+    return (addr >> 56) == 0xff;
+}
 
 #endif

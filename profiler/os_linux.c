@@ -2,8 +2,8 @@
  * linux/ module finds the kernel in guest RAM (vmcoreinfo, then kallsyms and ORC through the
  * kernel's own page table); this file turns that into what the sampler asks of an OS adapter:
  * kernel symbols, kernel stacks unwound by ORC while the guest is stopped, the user registers
- * where the stack entered the kernel, and (with the linuxt part: QPROF_HAVE_LX_TASK) the
- * current task of each vCPU.
+ * where the stack entered the kernel, and the current task of each vCPU (BTF offsets, task_struct:
+ * lx_task.h).
  *
  * Until the kernel is found the adapter answers as os_none.c does: a guest that is not Linux
  * gets one line (when --os linux named it) and the address-split mode. */
@@ -42,13 +42,11 @@ struct os_linux {
     uint8_t vmci_head[VMCI_HEAD];
     GPtrArray *old_syms; /* symbols of earlier boots: the session's older samples use them */
     sym_table *syms;
-#ifdef QPROF_HAVE_LX_TASK
     bool have_offsets;
     struct lx_offsets off;
     uint64_t per_cpu_offset; /* __per_cpu_offset[] */
     struct lx_task_info tasks[PROF_MAX_VCPUS];
     bool task_ok[PROF_MAX_VCPUS];
-#endif
 };
 
 static uint64_t now_ns(void)
@@ -129,7 +127,6 @@ static void build_symbols(struct os_linux *l)
     g_free(e);
 }
 
-#ifdef QPROF_HAVE_LX_TASK
 static int kread(void *ctx, uint64_t kva, void *buf, size_t len)
 {
     return lx_kernel_read(ctx, kva, buf, len);
@@ -161,7 +158,6 @@ static void load_task_offsets(struct os_linux *l)
     lx_btf_free(btf);
     g_free(blob);
 }
-#endif
 
 /* Finds and loads the kernel: vmcoreinfo, page tables, kallsyms, ORC. Done once per session
  * (on the stop that finds it), while the guest is stopped. */
@@ -188,9 +184,7 @@ static bool find_kernel(struct os_linux *l, struct prof_os_refresh *out)
     if (lx_kernel_load_orc(l->kernel, &err))
         fprintf(stderr, "qprof: Linux %s: %s; kernel stacks are unwound by CFI only\n",
                 vi.osrelease, err.msg);
-#ifdef QPROF_HAVE_LX_TASK
     load_task_offsets(l);
-#endif
     out->kernel_found = true;
     out->kernel_stext = vi.stext;
     out->kernel_slide = (int64_t)vi.kernel_offset;
@@ -202,7 +196,6 @@ static bool find_kernel(struct os_linux *l, struct prof_os_refresh *out)
     return true;
 }
 
-#ifdef QPROF_HAVE_LX_TASK
 /* The per-CPU area: GS base in kernel mode, else __per_cpu_offset[cpu] (QEMU numbers vCPUs as
  * Linux numbers CPUs when nothing was hot-plugged); lx_current_task checks it either way. */
 static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
@@ -221,7 +214,6 @@ static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
         lx_task_read(&l->off, &r, task, &l->tasks[i], &err) == 0)
         l->task_ok[i] = true;
 }
-#endif
 
 /* The guest rebooted when the vmcoreinfo bytes it was found with changed. Its kernel is
  * dropped (the symbols stay alive for the samples already taken) and looked for again. */
@@ -241,9 +233,7 @@ static bool rebooted(struct os_linux *l)
     l->vmci_paddr = 0;
     l->tries = 0;
     l->next_try_ns = 0;
-#ifdef QPROF_HAVE_LX_TASK
     memset(l->task_ok, 0, sizeof l->task_ok);
-#endif
     return true;
 }
 
@@ -260,12 +250,8 @@ static void lx_refresh(void *impl, const struct prof_vcpu *cpus, int n_cpus,
     lx_kernel_forget_translations(l->kernel);
     out->published = true;
     out->kernel_text_addr = lx_kernel_vmcoreinfo(l->kernel)->stext;
-#ifdef QPROF_HAVE_LX_TASK
     for (int i = 0; l->have_offsets && i < n_cpus && i < PROF_MAX_VCPUS; i++)
         read_task(l, &cpus[i], i);
-#else
-    (void)cpus, (void)n_cpus;
-#endif
 }
 
 /* Finding the kernel reads only what the guest does not write once booted (the vmcoreinfo
@@ -298,15 +284,14 @@ static void lx_task(void *impl, const struct prof_vcpu *cpu, int i, struct prof_
     struct os_linux *l = impl;
     out->state = cpu->halted ? PROF_TASK_IDLE : cpu->user ? PROF_TASK_USER : PROF_TASK_KERNEL;
     out->user_leaf_only = l->kernel != NULL; /* user unwinding tables: not yet */
-#ifdef QPROF_HAVE_LX_TASK
     if (!l->kernel || i < 0 || i >= PROF_MAX_VCPUS || !l->task_ok[i])
         return;
     const struct lx_task_info *t = &l->tasks[i];
     out->known = true;
     out->pid = (uint32_t)t->tgid;
     if (t->pid == 0) {
-        unsigned short n = (unsigned short)(cpu->index > 0 ? cpu->index : 0);
-        snprintf(out->comm, sizeof out->comm, "swapper/%hu", n);
+        /* The idle task's comm is already "swapper/N", N Linux's own CPU number. */
+        g_strlcpy(out->comm, t->comm[0] ? t->comm : "swapper", sizeof out->comm);
         out->state = PROF_TASK_KERNEL; /* in the idle task, but not halted: real work */
         return;
     }
@@ -316,9 +301,6 @@ static void lx_task(void *impl, const struct prof_vcpu *cpu, int i, struct prof_
         out->kstack_lo = t->stack, out->kstack_hi = t->stack + THREAD_SIZE;
     if (!t->kthread && t->stack)
         out->user_regs_at = t->stack + THREAD_SIZE - PT_REGS_SIZE;
-#else
-    (void)i;
-#endif
 }
 
 static size_t lx_kernel_stack_len(void *impl, const struct prof_vcpu *cpu,

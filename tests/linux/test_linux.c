@@ -238,12 +238,10 @@ static void check_dd_stacks(const char *folded_path, const struct guest *g)
             bool ok = entry >= 0 && entry < sys && sys < read && read < leaf;
             CHECK_MSG(ok, "dd stack out of order: %s", *l);
             ordered += ok ? count : 0;
-#ifdef QPROF_HAVE_LX_TASK
             char root[64];
             snprintf(root, sizeof root, "dd (%d)", g->dd_pid);
             CHECK_MSG(strcmp(frames[0], root) == 0, "dd stack rooted at %s, not %s", frames[0],
                       root);
-#endif
         }
         g_strfreev(frames);
     }

@@ -1,0 +1,346 @@
+/* lx_btf: struct offsets and per-CPU variable offsets from the kernel's own BTF, through libbpf.
+ *
+ * Names are looked up, never positions: a member may sit in an anonymous struct or union at any
+ * depth (mm_struct puts everything in one in 6.1; vm_area_struct and qstr use unions), so the
+ * lookup descends into unnamed composite members and adds their offsets. */
+#include "lx_task.h"
+
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct lx_btf {
+    struct btf *btf;
+};
+
+/* libbpf prints its parse warnings on stderr; the caller gets ours through qp_error instead. */
+static int quiet_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+    return 0;
+}
+
+int lx_btf_new(const void *data, size_t len, lx_btf **out, struct qp_error *err)
+{
+    *out = NULL;
+    if (!data || len < 24 || len > UINT32_MAX)
+        return qp_error_set(err, -EINVAL, "BTF: %zu bytes is not a BTF blob", len);
+    lx_btf *b = calloc(1, sizeof(*b));
+    if (!b)
+        return qp_error_set(err, -ENOMEM, "BTF: out of memory");
+    libbpf_print_fn_t old = libbpf_set_print(quiet_print);
+    b->btf = btf__new(data, (uint32_t)len); /* copies data */
+    int saved_errno = errno;
+    libbpf_set_print(old);
+    if (!b->btf) {
+        free(b);
+        return qp_error_set(err, -EINVAL, "BTF: libbpf rejected the %zu-byte blob: %s", len,
+                            strerror(saved_errno ? saved_errno : EINVAL));
+    }
+    *out = b;
+    return 0;
+}
+
+void lx_btf_free(lx_btf *b)
+{
+    if (!b)
+        return;
+    btf__free(b->btf);
+    free(b);
+}
+
+/* The struct or union type id behind id (through typedefs and qualifiers), or 0. */
+static uint32_t composite_id(const struct btf *btf, uint32_t id)
+{
+    int resolved = btf__resolve_type(btf, id);
+    if (resolved <= 0)
+        return 0;
+    const struct btf_type *t = btf__type_by_id(btf, (uint32_t)resolved);
+    return t && btf_is_composite(t) ? (uint32_t)resolved : 0;
+}
+
+/* Finds member `name` of composite type id, descending into anonymous struct/union members up
+ * to a fixed depth; *bits receives its offset in bits from the start of the type. Also gives
+ * the member's type id when type_id is not NULL. */
+static bool member_bits(const struct btf *btf, uint32_t id, const char *name, int depth,
+                        uint64_t *bits, uint32_t *type_id)
+{
+    const struct btf_type *t = btf__type_by_id(btf, id);
+    if (!t || !btf_is_composite(t) || depth > 8)
+        return false;
+    const struct btf_member *m = btf_members(t);
+    for (uint16_t i = 0; i < btf_vlen(t); i++, m++) {
+        const char *mname = btf__name_by_offset(btf, m->name_off);
+        uint64_t here = btf_member_bit_offset(t, i);
+        if (mname && *mname) {
+            if (strcmp(mname, name) == 0) {
+                *bits = here;
+                if (type_id)
+                    *type_id = m->type;
+                return true;
+            }
+            continue;
+        }
+        uint32_t inner = composite_id(btf, m->type);
+        uint64_t below;
+        if (inner && member_bits(btf, inner, name, depth + 1, &below, type_id)) {
+            *bits = here + below;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Resolves "struct S" (or union) by name. */
+static int find_composite(const struct btf *btf, const char *type, uint32_t *id,
+                          struct qp_error *err)
+{
+    int found = btf__find_by_name_kind(btf, type, BTF_KIND_STRUCT);
+    if (found <= 0)
+        found = btf__find_by_name_kind(btf, type, BTF_KIND_UNION);
+    if (found <= 0)
+        return qp_error_set(err, -ENOENT, "BTF: no struct %s", type);
+    *id = (uint32_t)found;
+    return 0;
+}
+
+/* Byte offset of member of struct type; fails naming both when absent or a bitfield. */
+static int member_offset(const struct btf *btf, const char *type, const char *member, uint32_t *out,
+                         struct qp_error *err)
+{
+    uint32_t id = 0;
+    uint64_t bits;
+    int rc = find_composite(btf, type, &id, err);
+    if (rc)
+        return rc;
+    if (!member_bits(btf, id, member, 0, &bits, NULL))
+        return qp_error_set(err, -ENOENT, "BTF: struct %s has no member %s", type, member);
+    if (bits % 8 || bits / 8 > UINT32_MAX)
+        return qp_error_set(err, -EINVAL, "BTF: %s.%s is at bit %llu, not a byte", type, member,
+                            (unsigned long long)bits);
+    *out = (uint32_t)(bits / 8);
+    return 0;
+}
+
+static int struct_size(const struct btf *btf, const char *type, uint32_t *out, struct qp_error *err)
+{
+    uint32_t id = 0;
+    int rc = find_composite(btf, type, &id, err);
+    if (rc)
+        return rc;
+    *out = btf__type_by_id(btf, id)->size;
+    return 0;
+}
+
+struct member_spec {
+    const char *type, *member;
+    uint32_t *out;
+};
+
+static int resolve_members(const struct btf *btf, const struct member_spec *specs, size_t n,
+                           struct qp_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        int rc = member_offset(btf, specs[i].type, specs[i].member, specs[i].out, err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Offset of per-CPU variable `name` in DATASEC .data..percpu; -ENOENT when it is not there. */
+static int percpu_var(const struct btf *btf, const char *name, uint64_t *offset, uint32_t *type,
+                      struct qp_error *err)
+{
+    int sec = btf__find_by_name_kind(btf, ".data..percpu", BTF_KIND_DATASEC);
+    if (sec <= 0)
+        return qp_error_set(err, -ENOENT, "BTF: no DATASEC .data..percpu (per-CPU variables)");
+    const struct btf_type *t = btf__type_by_id(btf, (uint32_t)sec);
+    const struct btf_var_secinfo *v = btf_var_secinfos(t);
+    for (uint16_t i = 0; i < btf_vlen(t); i++, v++) {
+        const struct btf_type *var = btf__type_by_id(btf, v->type);
+        if (!var || !btf_is_var(var))
+            continue;
+        const char *vname = btf__name_by_offset(btf, var->name_off);
+        if (vname && strcmp(vname, name) == 0) {
+            *offset = v->offset;
+            if (type)
+                *type = var->type;
+            return 0;
+        }
+    }
+    return qp_error_set(err, -ENOENT, "BTF: no per-CPU variable %s", name);
+}
+
+/* A per-CPU value that is either its own variable (<= 6.1, >= 6.15) or a member of pcpu_hot
+ * (6.2 to 6.14). *in_hot tells which. */
+static int percpu_var_or_hot(const struct btf *btf, const char *name, uint64_t *offset,
+                             bool *in_hot, struct qp_error *err)
+{
+    *in_hot = false;
+    if (percpu_var(btf, name, offset, NULL, NULL) == 0)
+        return 0;
+    uint64_t hot;
+    uint32_t hot_type, hot_id;
+    uint64_t bits;
+    if (percpu_var(btf, "pcpu_hot", &hot, &hot_type, NULL) == 0 &&
+        (hot_id = composite_id(btf, hot_type)) != 0 &&
+        member_bits(btf, hot_id, name, 0, &bits, NULL) && bits % 8 == 0) {
+        *offset = hot + bits / 8;
+        *in_hot = true;
+        return 0;
+    }
+    return qp_error_set(err, -ENOENT, "BTF: no per-CPU variable %s, nor pcpu_hot.%s", name, name);
+}
+
+static int resolve_percpu(const struct btf *btf, struct lx_offsets *o, struct qp_error *err)
+{
+    bool hot_cpu;
+    int rc = percpu_var_or_hot(btf, "current_task", &o->percpu_current_task, &o->has_pcpu_hot, err);
+    if (!rc)
+        rc = percpu_var_or_hot(btf, "cpu_number", &o->percpu_cpu_number, &hot_cpu, err);
+    if (!rc)
+        rc = percpu_var(btf, "this_cpu_off", &o->percpu_this_cpu_off, NULL, err);
+    return rc;
+}
+
+/* Length of the array member `member` of struct type (e.g. maple_range_64.pivot). */
+static int array_len(const struct btf *btf, const char *type, const char *member, uint32_t *out,
+                     struct qp_error *err)
+{
+    uint32_t id = 0, mtype = 0;
+    uint64_t bits;
+    int rc = find_composite(btf, type, &id, err);
+    if (rc)
+        return rc;
+    if (!member_bits(btf, id, member, 0, &bits, &mtype))
+        return qp_error_set(err, -ENOENT, "BTF: struct %s has no member %s", type, member);
+    const struct btf_type *t = btf__type_by_id(btf, mtype);
+    if (!t || !btf_is_array(t))
+        return qp_error_set(err, -EINVAL, "BTF: %s.%s is not an array", type, member);
+    *out = btf_array(t)->nelems;
+    return 0;
+}
+
+/* The maple node layouts, checked against what the walker assumes: 8-byte pivots and slots in
+ * a 256-byte node, as many slots as pivots + 1, metadata inside the node. */
+static int resolve_maple(const struct btf *btf, struct lx_offsets *o, struct qp_error *err)
+{
+    const struct member_spec specs[] = {
+        {"maple_tree", "ma_root", &o->mt_root},
+        {"maple_range_64", "pivot", &o->mt_r64_pivot},
+        {"maple_range_64", "slot", &o->mt_r64_slot},
+        {"maple_range_64", "meta", &o->mt_r64_meta},
+        {"maple_arange_64", "pivot", &o->mt_a64_pivot},
+        {"maple_arange_64", "slot", &o->mt_a64_slot},
+        {"maple_arange_64", "meta", &o->mt_a64_meta},
+    };
+    int rc = resolve_members(btf, specs, sizeof(specs) / sizeof(specs[0]), err);
+    uint32_t r64_slots = 0, a64_slots = 0;
+    if (!rc)
+        rc = array_len(btf, "maple_range_64", "pivot", &o->mt_r64_pivots, err);
+    if (!rc)
+        rc = array_len(btf, "maple_range_64", "slot", &r64_slots, err);
+    if (!rc)
+        rc = array_len(btf, "maple_arange_64", "pivot", &o->mt_a64_pivots, err);
+    if (!rc)
+        rc = array_len(btf, "maple_arange_64", "slot", &a64_slots, err);
+    if (rc)
+        return rc;
+    bool sane = r64_slots == o->mt_r64_pivots + 1 && a64_slots == o->mt_a64_pivots + 1 &&
+                r64_slots <= 32 && a64_slots <= 32 &&
+                o->mt_r64_pivot + 8 * o->mt_r64_pivots <= 256 &&
+                o->mt_r64_slot + 8 * r64_slots <= 256 && o->mt_r64_meta < 256 &&
+                o->mt_a64_pivot + 8 * o->mt_a64_pivots <= 256 &&
+                o->mt_a64_slot + 8 * a64_slots <= 256 && o->mt_a64_meta < 256;
+    if (!sane)
+        return qp_error_set(err, -EINVAL,
+                            "BTF: maple node layout not understood (range_64: %u pivots at %u, "
+                            "%u slots at %u; arange_64: %u pivots at %u, %u slots at %u)",
+                            o->mt_r64_pivots, o->mt_r64_pivot, r64_slots, o->mt_r64_slot,
+                            o->mt_a64_pivots, o->mt_a64_pivot, a64_slots, o->mt_a64_slot);
+    return 0;
+}
+
+int lx_btf_offsets(const lx_btf *b, struct lx_offsets *out, struct qp_error *err)
+{
+    struct lx_offsets o = {0};
+    const struct btf *btf = b->btf;
+    const struct member_spec specs[] = {
+        {"task_struct", "pid", &o.task_pid},
+        {"task_struct", "tgid", &o.task_tgid},
+        {"task_struct", "comm", &o.task_comm},
+        {"task_struct", "mm", &o.task_mm},
+        {"task_struct", "stack", &o.task_stack},
+        {"task_struct", "flags", &o.task_flags},
+        {"mm_struct", "pgd", &o.mm_pgd},
+        {"mm_struct", "mm_mt", &o.mm_mt},
+        {"vm_area_struct", "vm_start", &o.vma_start},
+        {"vm_area_struct", "vm_end", &o.vma_end},
+        {"vm_area_struct", "vm_pgoff", &o.vma_pgoff},
+        {"vm_area_struct", "vm_file", &o.vma_file},
+        {"vm_area_struct", "vm_flags", &o.vma_flags},
+        {"file", "f_path", &o.file_path},
+        {"path", "dentry", &o.path_dentry},
+        {"dentry", "d_name", &o.dentry_name},
+        {"dentry", "d_parent", &o.dentry_parent},
+        {"qstr", "name", &o.qstr_name},
+        {"qstr", "len", &o.qstr_len},
+    };
+    int rc = struct_size(btf, "task_struct", &o.task_size, err);
+    if (!rc)
+        rc = resolve_members(btf, specs, sizeof(specs) / sizeof(specs[0]), err);
+    if (!rc)
+        rc = resolve_maple(btf, &o, err);
+    if (!rc)
+        rc = resolve_percpu(btf, &o, err);
+    if (rc)
+        return rc;
+    if (o.task_comm + 16 > o.task_size || o.task_pid + 4 > o.task_size ||
+        o.task_tgid + 4 > o.task_size || o.task_mm + 8 > o.task_size ||
+        o.task_stack + 8 > o.task_size || o.task_flags + 4 > o.task_size)
+        return qp_error_set(err, -EINVAL, "BTF: task_struct members lie outside its %u bytes",
+                            o.task_size);
+    *out = o;
+    return 0;
+}
+
+void lx_offsets_debian12_6_1(struct lx_offsets *o)
+{
+    *o = (struct lx_offsets){
+        .task_size = 9792,
+        .task_pid = 2416,
+        .task_tgid = 2420,
+        .task_comm = 2976,
+        .task_mm = 2272,
+        .task_stack = 32,
+        .task_flags = 44,
+        .mm_pgd = 72,
+        .mm_mt = 0,
+        .mt_root = 8,
+        .vma_start = 0,
+        .vma_end = 8,
+        .vma_pgoff = 104,
+        .vma_file = 112,
+        .vma_flags = 32,
+        .file_path = 16,
+        .path_dentry = 8,
+        .dentry_name = 32,
+        .dentry_parent = 24,
+        .qstr_name = 8,
+        .qstr_len = 4,
+        .percpu_current_task = 0x1fb80,
+        .percpu_cpu_number = 0x199e0,
+        .percpu_this_cpu_off = 0x199e8,
+        .has_pcpu_hot = false,
+        .mt_r64_pivot = 8,
+        .mt_r64_slot = 128,
+        .mt_r64_meta = 248,
+        .mt_r64_pivots = 15,
+        .mt_a64_pivot = 8,
+        .mt_a64_slot = 80,
+        .mt_a64_meta = 240,
+        .mt_a64_pivots = 9,
+    };
+}

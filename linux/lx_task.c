@@ -1,0 +1,476 @@
+/* lx_task: the current task of a CPU, a task's identity, and the VMA that holds a user address,
+ * all read from guest memory the guest owns. Nothing read is trusted: pointers must be kernel
+ * addresses, loops have fixed bounds, and a structure that does not hold together is an error.
+ *
+ * The VMA lookup walks the mm's maple tree (Linux 6.1+). The facts it relies on, from the
+ * kernel's documented maple tree format (include/linux/maple_tree.h, lib/maple_tree.c):
+ *  - the tree's root (maple_tree.ma_root) is either an entry stored at index 0 only, or an
+ *    encoded node pointer with bit 1 set (an "internal" xarray-style value above 4096);
+ *  - an encoded node pointer is a 256-byte-aligned node address with the node type in bits 3-6
+ *    (0 dense, 1 leaf_64, 2 range_64, 3 arange_64; the first two are leaves) and flags below;
+ *  - a node's first word is its parent pointer; a node whose parent points at itself is dead
+ *    (being replaced), and a reader must start again;
+ *  - a range node holds n pivots and n+1 slots; slot i covers (pivot[i-1], pivot[i]], slot 0
+ *    starts at the node's minimum and the last used slot ends at the node's maximum (the whole
+ *    index space at the root). The last used slot is told by the pivots when the last pivot is
+ *    set, else by the node's metadata byte `end` (always, for arange_64 nodes);
+ *  - a dense node holds 31 slots, one index each, starting at the node's minimum. */
+#include "lx_task.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LX_PF_KTHREAD      0x00200000u
+#define MT_NODE_SIZE       256
+#define MT_NODE_MASK       0xffull
+#define MT_TYPE_SHIFT      3
+#define MT_TYPE_MASK       0xfu
+#define MT_DENSE_SLOTS     31
+#define MT_MAX_DEPTH       8
+#define LX_TASK_SPAN_LIMIT 65536
+
+enum mt_type { MT_DENSE = 0, MT_LEAF_64 = 1, MT_RANGE_64 = 2, MT_ARANGE_64 = 3 };
+
+static int lx_read(const struct lx_reader *r, uint64_t kva, void *buf, size_t len, const char *what,
+                   struct qp_error *err)
+{
+    int rc = r->read(r->ctx, kva, buf, len);
+    if (rc == 0)
+        return 0;
+    if (rc > 0)
+        rc = -EIO;
+    return qp_error_set(err, rc, "reading %s (%zu bytes at 0x%" PRIx64 "): %s", what, len, kva,
+                        qp_error_str(rc));
+}
+
+static uint64_t load_u64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static uint32_t load_u32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static int read_u64(const struct lx_reader *r, uint64_t kva, uint64_t *out, const char *what,
+                    struct qp_error *err)
+{
+    uint8_t buf[8];
+    int rc = lx_read(r, kva, buf, sizeof(buf), what, err);
+    if (!rc)
+        *out = load_u64(buf);
+    return rc;
+}
+
+static int check_kernel_ptr(uint64_t p, const char *what, struct qp_error *err)
+{
+    if (!lx_is_kernel_addr(p) || (p & 7))
+        return qp_error_set(err, -EINVAL, "%s 0x%" PRIx64 " is not an aligned kernel address", what,
+                            p);
+    return 0;
+}
+
+int lx_current_task(const struct lx_offsets *o, const struct lx_reader *r, uint64_t percpu_base,
+                    uint64_t *task, struct qp_error *err)
+{
+    uint64_t self, current;
+    int rc = check_kernel_ptr(percpu_base, "per-CPU base", err);
+    if (!rc)
+        rc = read_u64(r, percpu_base + o->percpu_this_cpu_off, &self, "this_cpu_off", err);
+    if (rc)
+        return rc;
+    if (self != percpu_base)
+        return qp_error_set(
+            err, -EINVAL, "0x%" PRIx64 " is not a per-CPU base: its this_cpu_off reads 0x%" PRIx64,
+            percpu_base, self);
+    rc = read_u64(r, percpu_base + o->percpu_current_task, &current, "current_task", err);
+    if (!rc)
+        rc = check_kernel_ptr(current, "current_task", err);
+    if (!rc)
+        *task = current;
+    return rc;
+}
+
+/* The span [lo, hi) of the task_struct fields lx_task_read needs. */
+static void task_span(const struct lx_offsets *o, uint32_t *lo, uint32_t *hi)
+{
+    const uint32_t start[] = {o->task_pid, o->task_tgid,  o->task_comm,
+                              o->task_mm,  o->task_stack, o->task_flags};
+    const uint32_t size[] = {4, 4, 16, 8, 8, 4};
+    *lo = UINT32_MAX;
+    *hi = 0;
+    for (size_t i = 0; i < sizeof(start) / sizeof(start[0]); i++) {
+        if (start[i] < *lo)
+            *lo = start[i];
+        if (start[i] + size[i] > *hi)
+            *hi = start[i] + size[i];
+    }
+}
+
+/* Decodes the fields from buf, which holds the task's bytes from offset lo on. */
+static int task_decode(const struct lx_offsets *o, uint64_t task, const uint8_t *buf, uint32_t lo,
+                       struct lx_task_info *out, struct qp_error *err)
+{
+    struct lx_task_info t = {.task = task};
+    t.pid = (int32_t)load_u32(buf + o->task_pid - lo);
+    t.tgid = (int32_t)load_u32(buf + o->task_tgid - lo);
+    memcpy(t.comm, buf + o->task_comm - lo, sizeof(t.comm));
+    t.comm[sizeof(t.comm) - 1] = '\0';
+    t.mm = load_u64(buf + o->task_mm - lo);
+    t.stack = load_u64(buf + o->task_stack - lo);
+    t.kthread = (load_u32(buf + o->task_flags - lo) & LX_PF_KTHREAD) != 0;
+    if (t.pid < 0 || t.tgid < 0 || (t.mm && check_kernel_ptr(t.mm, "task->mm", NULL)))
+        return qp_error_set(err, -EINVAL,
+                            "task_struct at 0x%" PRIx64 " does not look like one (pid %d, tgid "
+                            "%d, mm 0x%" PRIx64 ")",
+                            task, t.pid, t.tgid, t.mm);
+    *out = t;
+    return 0;
+}
+
+int lx_task_read(const struct lx_offsets *o, const struct lx_reader *r, uint64_t task,
+                 struct lx_task_info *out, struct qp_error *err)
+{
+    uint32_t lo, hi;
+    int rc = check_kernel_ptr(task, "task_struct", err);
+    if (rc)
+        return rc;
+    task_span(o, &lo, &hi);
+    if (hi - lo > LX_TASK_SPAN_LIMIT)
+        return qp_error_set(err, -EINVAL, "task_struct fields span %u bytes", hi - lo);
+    uint8_t *buf = malloc(hi - lo); /* one read: a round trip per field is slow over QMP */
+    if (!buf)
+        return qp_error_set(err, -ENOMEM, "out of memory");
+    rc = lx_read(r, task + lo, buf, hi - lo, "task_struct", err);
+    if (!rc)
+        rc = task_decode(o, task, buf, lo, out, err);
+    free(buf);
+    return rc;
+}
+
+/* One maple node as read: its layout for its type, and where the walk stands in index space. */
+struct mt_node {
+    uint64_t addr; /* the node's address (encoded pointer with the low byte cleared) */
+    enum mt_type type;
+    uint64_t min, max; /* the indexes this node covers */
+    uint8_t bytes[MT_NODE_SIZE];
+    uint32_t pivot_at, slot_at, meta_at, pivots;
+};
+
+static uint64_t mt_pivot(const struct mt_node *n, unsigned i)
+{
+    return load_u64(n->bytes + n->pivot_at + 8 * i);
+}
+
+static uint64_t mt_slot(const struct mt_node *n, unsigned i)
+{
+    return load_u64(n->bytes + n->slot_at + 8 * i);
+}
+
+/* Decodes an encoded node pointer, reads the node and checks it is alive. */
+static int mt_node_read(const struct lx_offsets *o, const struct lx_reader *r, uint64_t enode,
+                        struct mt_node *n, struct qp_error *err)
+{
+    n->addr = enode & ~MT_NODE_MASK;
+    n->type = (enum mt_type)((enode >> MT_TYPE_SHIFT) & MT_TYPE_MASK);
+    if (n->type > MT_ARANGE_64 || (enode & 0x80) || !lx_is_kernel_addr(n->addr))
+        return qp_error_set(err, -EINVAL, "maple tree: 0x%" PRIx64 " is not a node pointer", enode);
+    bool arange = n->type == MT_ARANGE_64;
+    n->pivot_at = arange ? o->mt_a64_pivot : o->mt_r64_pivot;
+    n->slot_at = arange ? o->mt_a64_slot : o->mt_r64_slot;
+    n->meta_at = arange ? o->mt_a64_meta : o->mt_r64_meta;
+    n->pivots = arange ? o->mt_a64_pivots : o->mt_r64_pivots;
+    if (n->type == MT_DENSE) {
+        n->slot_at = 8;
+        n->pivots = 0;
+    } else if (n->pivots == 0 || n->pivot_at + 8 * n->pivots > MT_NODE_SIZE ||
+               n->slot_at + 8 * (n->pivots + 1) > MT_NODE_SIZE || n->meta_at >= MT_NODE_SIZE) {
+        return qp_error_set(err, -EINVAL,
+                            "maple tree: node layout unknown (offsets not from "
+                            "lx_btf_offsets?)");
+    }
+    int rc = lx_read(r, n->addr, n->bytes, sizeof(n->bytes), "maple node", err);
+    if (rc)
+        return rc;
+    if ((load_u64(n->bytes) & ~MT_NODE_MASK) == n->addr)
+        return qp_error_set(err, -EAGAIN,
+                            "maple tree: node 0x%" PRIx64 " is dead (being "
+                            "replaced); retry",
+                            n->addr);
+    return 0;
+}
+
+/* The last used slot of a range node (see the header comment for the rule). */
+static int mt_data_end(const struct mt_node *n, unsigned *end, struct qp_error *err)
+{
+    uint64_t last = mt_pivot(n, n->pivots - 1);
+    if (n->type != MT_ARANGE_64 && last != 0)
+        *end = last == n->max ? n->pivots - 1 : n->pivots;
+    else
+        *end = n->bytes[n->meta_at];
+    if (*end > n->pivots)
+        return qp_error_set(err, -EINVAL, "maple tree: node 0x%" PRIx64 " claims %u slots of %u",
+                            n->addr, *end + 1, n->pivots + 1);
+    return 0;
+}
+
+/* Picks the slot of a range node that covers index; narrows [min, max] to that slot's range.
+ * Pivots must rise strictly within the node's range, else the node is garbage. */
+static int mt_range_slot(struct mt_node *n, uint64_t index, unsigned *slot, uint64_t *slot_min,
+                         uint64_t *slot_max, struct qp_error *err)
+{
+    unsigned end;
+    int rc = mt_data_end(n, &end, err);
+    if (rc)
+        return rc;
+    uint64_t lo = n->min;
+    for (unsigned i = 0; i < end; i++) {
+        uint64_t pivot = mt_pivot(n, i);
+        if (pivot < lo || pivot > n->max)
+            return qp_error_set(err, -EINVAL,
+                                "maple tree: node 0x%" PRIx64 " pivot %u (0x%" PRIx64
+                                ") lies outside 0x%" PRIx64 "..0x%" PRIx64,
+                                n->addr, i, pivot, lo, n->max);
+        if (index <= pivot) {
+            *slot = i, *slot_min = lo, *slot_max = pivot;
+            return 0;
+        }
+        lo = pivot + 1; /* no overflow: pivot < index here */
+    }
+    *slot = end, *slot_min = lo, *slot_max = n->max;
+    return 0;
+}
+
+/* The entry the tree stores at index (0 when none), by descending from the root. */
+static int mt_load(const struct lx_offsets *o, const struct lx_reader *r, uint64_t root,
+                   uint64_t index, uint64_t *entry, struct qp_error *err)
+{
+    bool root_is_node = (root & 3) == 2 && root > 4096;
+    if (!root_is_node) { /* an empty tree, or one entry stored at index 0 */
+        *entry = index == 0 ? root : 0;
+        return 0;
+    }
+    struct mt_node n = {.min = 0, .max = UINT64_MAX};
+    uint64_t enode = root;
+    for (int depth = 0; depth < MT_MAX_DEPTH; depth++) {
+        int rc = mt_node_read(o, r, enode, &n, err);
+        if (rc)
+            return rc;
+        if (n.type == MT_DENSE) {
+            uint64_t i = index - n.min;
+            *entry = i < MT_DENSE_SLOTS ? mt_slot(&n, (unsigned)i) : 0;
+            return 0;
+        }
+        unsigned slot = 0;
+        uint64_t lo = 0, hi = 0;
+        rc = mt_range_slot(&n, index, &slot, &lo, &hi, err);
+        if (rc)
+            return rc;
+        uint64_t next = mt_slot(&n, slot);
+        if (n.type == MT_LEAF_64) {
+            *entry = next;
+            return 0;
+        }
+        if (next == 0 || (next & 3) != 0)
+            return qp_error_set(err, -EINVAL,
+                                "maple tree: node 0x%" PRIx64 " slot %u holds 0x%" PRIx64
+                                ", not a child node",
+                                n.addr, slot, next);
+        enode = next;
+        n.min = lo;
+        n.max = hi;
+    }
+    return qp_error_set(err, -ELOOP, "maple tree: deeper than %d levels (a cycle or garbage)",
+                        MT_MAX_DEPTH);
+}
+
+/* The basename of the file behind a VMA: file->f_path.dentry->d_name. */
+static int vma_file_name(const struct lx_offsets *o, const struct lx_reader *r, uint64_t file,
+                         char *name, size_t size, struct qp_error *err)
+{
+    uint64_t dentry, str;
+    uint8_t qstr[16];
+    int rc = read_u64(r, file + o->file_path + o->path_dentry, &dentry, "file->f_path.dentry", err);
+    if (!rc)
+        rc = check_kernel_ptr(dentry, "dentry", err);
+    if (!rc)
+        rc = read_u64(r, dentry + o->dentry_name + o->qstr_name, &str, "d_name.name", err);
+    if (!rc)
+        rc = lx_read(r, dentry + o->dentry_name + o->qstr_len, qstr, 4, "d_name.len", err);
+    if (rc)
+        return rc;
+    uint32_t len = load_u32(qstr);
+    if (!lx_is_kernel_addr(str) || len == 0 || len > 255)
+        return qp_error_set(err, -EINVAL,
+                            "dentry 0x%" PRIx64 " has no name (len %u at 0x%" PRIx64 ")", dentry,
+                            len, str);
+    if (len > size - 1)
+        len = (uint32_t)(size - 1);
+    rc = lx_read(r, str, name, len, "file name", err);
+    name[rc ? 0 : len] = '\0';
+    return rc;
+}
+
+/* Reads the VMA's fields (one read over their span) and checks it holds addr. */
+static int vma_read(const struct lx_offsets *o, const struct lx_reader *r, uint64_t vma,
+                    uint64_t addr, struct lx_vma *out, struct qp_error *err)
+{
+    const uint32_t at[5] = {o->vma_start, o->vma_end, o->vma_pgoff, o->vma_flags, o->vma_file};
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (int i = 0; i < 5; i++) {
+        lo = at[i] < lo ? at[i] : lo;
+        hi = at[i] + 8 > hi ? at[i] + 8 : hi;
+    }
+    uint8_t buf[512];
+    if (hi - lo > sizeof(buf))
+        return qp_error_set(err, -EINVAL, "vm_area_struct fields span %u bytes", hi - lo);
+    int rc = lx_read(r, vma + lo, buf, hi - lo, "vm_area_struct", err);
+    if (rc)
+        return rc;
+    uint64_t v[5];
+    for (int i = 0; i < 5; i++)
+        v[i] = load_u64(buf + at[i] - lo);
+    struct lx_vma res = {.start = v[0], .end = v[1], .pgoff = v[2], .flags = v[3], .file = v[4]};
+    if (!(res.start <= addr && addr < res.end))
+        return qp_error_set(err, -EINVAL,
+                            "maple tree gave VMA 0x%" PRIx64 " [0x%" PRIx64 ", 0x%" PRIx64
+                            ") for 0x%" PRIx64 ", which it does not hold",
+                            vma, res.start, res.end, addr);
+    if (res.file) {
+        int rc = check_kernel_ptr(res.file, "vm_file", err);
+        if (!rc)
+            rc = vma_file_name(o, r, res.file, res.name, sizeof(res.name), err);
+        if (rc)
+            return rc;
+    }
+    *out = res;
+    return 0;
+}
+
+int lx_vma_find(const struct lx_offsets *o, const struct lx_reader *r, uint64_t mm, uint64_t addr,
+                struct lx_vma *out, struct qp_error *err)
+{
+    uint64_t root, entry;
+    int rc = check_kernel_ptr(mm, "mm_struct", err);
+    if (!rc)
+        rc = read_u64(r, mm + o->mm_mt + o->mt_root, &root, "mm->mm_mt.ma_root", err);
+    if (!rc)
+        rc = mt_load(o, r, root, addr, &entry, err);
+    if (rc)
+        return rc;
+    /* Nothing, or an internal value (the kernel's placeholders, e.g. during fork): no VMA. */
+    if (entry == 0 || (entry & 3) == 2)
+        return qp_error_set(err, -ENOENT, "no VMA holds 0x%" PRIx64, addr);
+    rc = check_kernel_ptr(entry, "maple tree entry", err);
+    if (!rc)
+        rc = vma_read(o, r, entry, addr, out, err);
+    return rc;
+}
+
+/* ---- walking every VMA ---- */
+
+struct mt_walk {
+    const struct lx_offsets *o;
+    const struct lx_reader *r;
+    lx_vma_fn fn;
+    void *ctx;
+    unsigned nodes, vmas;
+    uint64_t prev_end;
+};
+
+/* One leaf entry covering [lo, ...]: a VMA that must hold lo and follow the previous one. */
+static int mt_walk_entry(struct mt_walk *w, uint64_t entry, uint64_t lo, struct qp_error *err)
+{
+    if (entry == 0 || (entry & 3) == 2)
+        return 0; /* a gap, or one of the kernel's internal placeholders */
+    if (++w->vmas > LX_VMA_MAX)
+        return qp_error_set(err, -E2BIG, "maple tree: more than %d VMAs", LX_VMA_MAX);
+    struct lx_vma v;
+    int rc = check_kernel_ptr(entry, "maple tree entry", err);
+    if (!rc)
+        rc = vma_read(w->o, w->r, entry, lo, &v, err);
+    if (rc)
+        return rc;
+    if (v.start < w->prev_end)
+        return qp_error_set(err, -EINVAL,
+                            "maple tree: VMA [0x%" PRIx64 ", 0x%" PRIx64
+                            ") overlaps the one before (ending 0x%" PRIx64 ")",
+                            v.start, v.end, w->prev_end);
+    w->prev_end = v.end;
+    return w->fn(w->ctx, &v);
+}
+
+static int mt_walk_node(struct mt_walk *w, uint64_t enode, uint64_t min, uint64_t max, int depth,
+                        struct qp_error *err);
+
+/* Slot i of n covering [lo, hi]: an entry of a leaf, or a child node to descend into. */
+static int mt_walk_slot(struct mt_walk *w, const struct mt_node *n, unsigned i, uint64_t lo,
+                        uint64_t hi, int depth, struct qp_error *err)
+{
+    uint64_t slot = mt_slot(n, i);
+    if (n->type == MT_LEAF_64)
+        return mt_walk_entry(w, slot, lo, err);
+    if (slot == 0 || (slot & 3) != 0)
+        return qp_error_set(err, -EINVAL,
+                            "maple tree: node 0x%" PRIx64 " slot %u holds 0x%" PRIx64
+                            ", not a child node",
+                            n->addr, i, slot);
+    return mt_walk_node(w, slot, lo, hi, depth + 1, err);
+}
+
+static int mt_walk_node(struct mt_walk *w, uint64_t enode, uint64_t min, uint64_t max, int depth,
+                        struct qp_error *err)
+{
+    if (depth >= MT_MAX_DEPTH)
+        return qp_error_set(err, -ELOOP, "maple tree: deeper than %d levels (a cycle or garbage)",
+                            MT_MAX_DEPTH);
+    if (++w->nodes > LX_MT_MAX_NODES)
+        return qp_error_set(err, -E2BIG, "maple tree: more than %d nodes", LX_MT_MAX_NODES);
+    struct mt_node n = {.min = min, .max = max};
+    unsigned end;
+    int rc = mt_node_read(w->o, w->r, enode, &n, err);
+    if (rc)
+        return rc;
+    if (n.type == MT_DENSE) {
+        for (unsigned i = 0; i < MT_DENSE_SLOTS && !rc && i <= max - min; i++)
+            rc = mt_walk_entry(w, mt_slot(&n, i), min + i, err);
+        return rc;
+    }
+    rc = mt_data_end(&n, &end, err);
+    uint64_t lo = min;
+    for (unsigned i = 0; i <= end && !rc; i++) {
+        uint64_t hi = i < end ? mt_pivot(&n, i) : max;
+        if (hi < lo || hi > max)
+            return qp_error_set(err, -EINVAL,
+                                "maple tree: node 0x%" PRIx64 " pivot %u (0x%" PRIx64
+                                ") lies outside 0x%" PRIx64 "..0x%" PRIx64,
+                                n.addr, i, hi, lo, max);
+        rc = mt_walk_slot(w, &n, i, lo, hi, depth, err);
+        if (hi == max)
+            break; /* the node's range is covered (and hi + 1 could wrap) */
+        lo = hi + 1;
+    }
+    return rc;
+}
+
+int lx_vma_for_each(const struct lx_offsets *o, const struct lx_reader *r, uint64_t mm,
+                    lx_vma_fn fn, void *ctx, struct qp_error *err)
+{
+    uint64_t root;
+    int rc = check_kernel_ptr(mm, "mm_struct", err);
+    if (!rc)
+        rc = read_u64(r, mm + o->mm_mt + o->mt_root, &root, "mm->mm_mt.ma_root", err);
+    if (rc)
+        return rc;
+    struct mt_walk w = {.o = o, .r = r, .fn = fn, .ctx = ctx};
+    if ((root & 3) == 2 && root > 4096)
+        return mt_walk_node(&w, root, 0, UINT64_MAX, 0, err);
+    return mt_walk_entry(&w, root, 0, err); /* empty, or one entry at index 0 */
+}
