@@ -299,7 +299,8 @@ say "raw floors of both transports, -smp 1 (transport_floor)"
 "$BUILD/bench/transport_floor" -q "$SOCK" -g "unix:$GDB" -n 300 qmp qmp-mem gdb gdb-state gdb-mem \
     > "$WORK/floor-1" 2>&1 || die "transport_floor failed: $(cat "$WORK/floor-1")"
 say "library-level sample cost (qmp_sample_bench) and offline unwinding (unwind_bench)"
-"$BUILD/bench/qmp_sample_bench" -q "$SOCK" -n 300 > "$WORK/qmp_sample_bench" 2>&1 ||
+ABI_VA=0x$(nm "$KERNEL" | awk '$3 == "qprof_abi" { print $1 }')
+"$BUILD/bench/qmp_sample_bench" -q "$SOCK" -a "$ABI_VA" -n 300 > "$WORK/qmp_sample_bench" 2>&1 ||
     die "qmp_sample_bench failed: $(cat "$WORK/qmp_sample_bench")"
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 kill "$QEMU_PID"
@@ -314,6 +315,10 @@ SMPS=(2 4 8)
 SWEEP=$(secs 4)
 for n in "${SMPS[@]}"; do
     say "-smp $n (MTTCG): booting; raw floors; qprof over QMP and over the gdbstub, closed loop"
+    # every vCPU busy: one process pinned to each (sys on the third of every four), as QPROF_SMP
+    GUEST_CMDLINE=run=$(for ((k = 0; k < n; k++)); do
+        [ $((k % 4)) -eq 2 ] && printf 'sys@%d,' $k || printf 'spin@%d,' $k; done)
+    GUEST_CMDLINE=${GUEST_CMDLINE%,}
     boot_guest "$n"
     pin_vcpu
     sleep "$(secs 2)"
@@ -324,7 +329,7 @@ for n in "${SMPS[@]}"; do
     over_gdb direct
     run_qprof "smp$n-gdb" auto 0.1 "$SWEEP"
     over_qmp
-    # what qprof saw of the vCPUs: idle ones are halted (APs the demo guest has not started)
+    # what qprof saw of the vCPUs: idle ones are halted in the guest's idle loop
     awk '/^vCPU stacks:/' "$WORK/smp$n-gdb.summary" > "$WORK/vcpus-$n"
     kill "$QEMU_PID"
     wait "$QEMU_PID" 2>/dev/null || true
@@ -436,10 +441,10 @@ transports_section() {
     echo "in one write + \`c\`. QMP's paused time comes from QEMU's STOP/RESUME events; the gdbstub's"
     echo "from the client clock, before the ^C to after the \`c\` (a gdb client sees no events), so it"
     echo "also counts the ^C's trip. -smp 2, 4, 8 use MTTCG (\`-accel tcg,thread=multi\`), every"
-    echo "vCPU thread on host CPU $VCPU_CPU. The last column counts the vCPU stacks of the run and"
-    echo "the idle (halted) ones among them; vCPUs the guest never started are not counted: the demo"
-    echo "guest of this run does not start its application processors, so at -smp > 1 the extra"
-    echo "vCPUs wait halted in real mode, cost their register reads and run nothing."
+    echo "vCPU thread on host CPU $VCPU_CPU. At -smp N the guest runs one process pinned to each"
+    echo "vCPU (\`run=spin@0,spin@1,sys@2,...\`, as \`QPROF_SMP=N xtask demo\`), so every vCPU is"
+    echo "busy apart from the duty cycle's sleeps. The last column counts the vCPU stacks of the run"
+    echo "and the idle (halted) ones among them."
     echo
     echo "| vCPUs | transport | raw floor: paused p50 / p99 | raw floor: samples/s | qprof paused p50 / p99 | qprof / floor (p50) | round trips per sample | qprof closed loop: samples/s | vCPU stacks (idle) |"
     echo "|---|---|---|---|---|---|---|---|---|"
