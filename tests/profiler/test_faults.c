@@ -815,9 +815,11 @@ static void case_second_qprof(void)
 static void case_hostile_abi(const char *variant)
 {
     struct guest g;
-    char *cmdline = g_strdup_printf("run=spin,sys abi_fault=%s", variant);
+    char *cmdline = g_strdup_printf("run=spin@0,sys@1 abi_fault=%s", variant);
     /* Two vCPUs, both running (SMP guest): a stride fault also misplaces the live second slot,
-     * which a reader that trusts the declared stride reads from the wrong bytes. */
+     * which a reader that trusts the declared stride reads from the wrong bytes. spin is pinned
+     * to vCPU 0, whose slot sits at the same offset at either stride, so its samples must keep
+     * their process; sys on vCPU 1 must never show a wrong one. */
     boot(&g, &(struct boot_opts){.cmdline = cmdline, .smp = 2});
     char *fault = g_strdup_printf("qprof_abi fault: %s", variant);
     REQUIRE(vm_count_serial(g.vm, fault) == 1);
