@@ -1,18 +1,23 @@
 /* Fuzz target: target-description XML (gdb_tdesc_parse, gdb_tdesc_find).
  *
- * Input: the main document, a NUL byte, then the document that includes are served (up to the
- * next NUL or the end). The include callback serves, for an href that starts with "target", the
- * main document again (a self-include: the depth limit must stop it), for one that starts with
- * "missing" an error, and for any other href the second document. As the client does, the
- * result is parsed into a zeroed gdb_tdesc.
+ * Input: documents separated by NUL bytes, the first the main one (target.xml), the second the
+ * one includes are served (QEMU's i386-64bit.xml), up to MAX_DOCS. The include callback serves,
+ * for an href that starts with "target", the main document again (a self-include: the depth
+ * limit must stop it), for one that starts with "missing" an error, and for any other href the
+ * document numbered by the href's first digit (1 when it has none; past the last, the last), so
+ * that a chain of distinct documents can nest as deep as the limit allows. As the client does,
+ * the result is parsed into a zeroed gdb_tdesc.
  *
  * Checked, whether the parse fails or not: n_regs within [0, GDB_MAX_REGS], every name,
  * feature and the architecture NUL-terminated in their arrays, bitsizes positive whole bytes,
- * regnums non-negative, gdb_tdesc_find finding a register of each name at or before it, and a
- * failure coming with a message. After a successful parse: the registers taken in regnum order
- * lie end to end from offset 0 (offsets increasing, each register within g_size) and g_size is
- * the sum of their sizes. The work is bounded: libFuzzer's -timeout catches includes that
- * multiply. */
+ * regnums non-negative, gdb_tdesc_find finding a register of each name at or before it, a
+ * failure coming with a message, and at most MAX_FETCHES includes fetched per parse. After a
+ * successful parse: the registers taken in regnum order lie end to end from offset 0 (offsets
+ * increasing, each register within g_size) and g_size is the sum of their sizes. libFuzzer's
+ * -timeout catches any other unbounded work.
+ *
+ * Finding fixed: include-fanout-hang (regressions/gdb_tdesc/), 80 includes in each of a chain of
+ * five documents, took 41 million fetches before gdb_tdesc.c capped includes per parse. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -21,19 +26,42 @@
 #include "fuzz.h"
 #include "gdb.h"
 
+#define MAX_DOCS 6
+
 struct docs {
-    const char *main, *included;
-    int fetches;
+    const char *text[MAX_DOCS]; /* [0] is the main document */
+    int n;
+    int fetches; /* include callbacks in the current parse */
 };
+
+/* gdb_tdesc.c's GDB_MAX_INCLUDES: without a cap on the included documents of one parse, the
+ * depth limit alone lets k includes per document cost k^4 fetches. */
+#define MAX_FETCHES 64
+
+/* The document an href other than target... and missing... names. */
+static const char *named(const struct docs *docs, const char *href)
+{
+    if (docs->n < 2)
+        return "";
+    int i = 1;
+    for (const char *c = href; *c; c++)
+        if (*c >= '0' && *c <= '9') {
+            i = *c - '0';
+            break;
+        }
+    if (i < 1)
+        i = 1;
+    return docs->text[i < docs->n ? i : docs->n - 1];
+}
 
 static int serve(void *ctx, const char *href, char **text, struct qp_error *err)
 {
     struct docs *docs = ctx;
     FUZZ_ASSERT(memchr(href, '\0', 128) != NULL);
-    docs->fetches++;
+    FUZZ_ASSERT(++docs->fetches <= MAX_FETCHES);
     if (strncmp(href, "missing", 7) == 0)
         return qp_error_set(err, -ENOENT, "no document %s", href);
-    *text = strdup(strncmp(href, "target", 6) == 0 ? docs->main : docs->included);
+    *text = strdup(strncmp(href, "target", 6) == 0 ? docs->text[0] : named(docs, href));
     FUZZ_ASSERT(*text != NULL);
     return 0;
 }
@@ -79,18 +107,19 @@ static void check_layout(const struct gdb_tdesc *d)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    /* Both documents as C strings: the main one ends at the first NUL, the included one at the
-     * next. */
-    char *text = malloc(size + 2);
+    /* The documents as C strings: each ends at a NUL, the last at the end of the input. */
+    char *text = malloc(size + 1);
     FUZZ_ASSERT(text != NULL);
     memcpy(text, data, size);
-    text[size] = text[size + 1] = '\0';
-    struct docs docs = {.main = text, .included = text + strlen(text) + 1};
+    text[size] = '\0';
+    struct docs docs = {.text = {text}, .n = 1};
+    for (char *s = text; docs.n < MAX_DOCS && (s = memchr(s, '\0', text + size - s)) != NULL;)
+        docs.text[docs.n++] = ++s;
 
     struct gdb_tdesc *d = calloc(1, sizeof *d);
     FUZZ_ASSERT(d != NULL);
     struct qp_error err = {0};
-    int rc = gdb_tdesc_parse(d, docs.main, serve, &docs, &err);
+    int rc = gdb_tdesc_parse(d, docs.text[0], serve, &docs, &err);
     FUZZ_ASSERT(rc == 0 || (rc < 0 && err.msg[0] != '\0'));
     check_registers(d);
     if (rc == 0)
@@ -100,7 +129,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct gdb_tdesc *flat = calloc(1, sizeof *flat);
     FUZZ_ASSERT(flat != NULL);
     struct qp_error flat_err = {0};
-    rc = gdb_tdesc_parse(flat, docs.main, NULL, NULL, &flat_err);
+    rc = gdb_tdesc_parse(flat, docs.text[0], NULL, NULL, &flat_err);
     FUZZ_ASSERT(rc == 0 || (rc < 0 && flat_err.msg[0] != '\0'));
     check_registers(flat);
     if (rc == 0)
