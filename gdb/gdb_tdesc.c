@@ -8,6 +8,9 @@
 #include <string.h>
 
 #define GDB_MAX_INCLUDE_DEPTH 4
+/* Included documents per parse, all levels together: the depth limit alone lets k includes per
+ * document cost k^4 fetches (each a qXfer round trip). QEMU's targets include a handful. */
+#define GDB_MAX_INCLUDES 64
 
 /* Copies attribute `name` of the tag text [tag, end) into out. Returns false when absent. */
 static bool attr(const char *tag, const char *end, const char *name, char *out, size_t size)
@@ -91,7 +94,7 @@ static void layout(struct gdb_tdesc *d)
 }
 
 static int parse(struct gdb_tdesc *d, const char *xml, gdb_include_fn include, void *ctx, int depth,
-                 struct qp_error *err)
+                 int *includes_left, struct qp_error *err)
 {
     char feature[48] = "";
     for (const char *s = strchr(xml, '<'); s; s = strchr(s + 1, '<')) {
@@ -127,10 +130,13 @@ static int parse(struct gdb_tdesc *d, const char *xml, gdb_include_fn include, v
                 return qp_error_set(err, -EPROTO, "target description: include without href");
             if (depth >= GDB_MAX_INCLUDE_DEPTH)
                 return qp_error_set(err, -EPROTO, "target description: includes nest too deep");
+            if (--*includes_left < 0)
+                return qp_error_set(err, -EPROTO, "target description: more than %d includes",
+                                    GDB_MAX_INCLUDES);
             char *text = NULL;
             if ((rc = include(ctx, href, &text, err)) < 0)
                 return qp_error_prefix(err, "fetching %s", href);
-            rc = parse(d, text, include, ctx, depth + 1, err);
+            rc = parse(d, text, include, ctx, depth + 1, includes_left, err);
             free(text);
         }
         if (rc < 0)
@@ -143,7 +149,8 @@ static int parse(struct gdb_tdesc *d, const char *xml, gdb_include_fn include, v
 int gdb_tdesc_parse(struct gdb_tdesc *d, const char *xml, gdb_include_fn include, void *ctx,
                     struct qp_error *err)
 {
-    int rc = parse(d, xml, include, ctx, 0, err);
+    int includes_left = GDB_MAX_INCLUDES;
+    int rc = parse(d, xml, include, ctx, 0, &includes_left, err);
     if (rc == 0)
         layout(d);
     return rc;

@@ -4,13 +4,16 @@ the regression inputs of the known defects (tests/fuzz/regressions/<target>/) fr
 the repository and a build directory (for the fixture and guest ELFs), then captures real stacks
 for unwind_stack:
 
-    python3 tests/fuzz/make_seeds.py build-asan
+    python3 tests/fuzz/make_seeds.py build-asan [TARGET...]
+
+TARGET arguments (e.g. gdb_packet) rewrite only the corpora made with those targets'.
 
 The outputs are committed; run it again when an input format in fuzz_*.c changes (the stack
 captures differ from run to run: the fixture's stack is placed at random). Crash inputs that
 libFuzzer finds are added to regressions/ by hand, not by this script.
 """
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -145,6 +148,132 @@ def qmp_seeds():
         seed("registers", name, read(os.path.join(ROOT, "tests/data/qemu-transcripts", name)))
 
 
+def gdb_frame(payload):
+    """`$payload#xx` with `$#}*` escaped, as gdb_frame() builds it."""
+    body = bytearray()
+    for c in payload:
+        if c in b"$#}*":
+            body += bytes([ord("}"), c ^ 0x20])
+        else:
+            body.append(c)
+    return b"$" + bytes(body) + b"#%02x" % (sum(body) % 256)
+
+
+def gdb_rle(payload):
+    """Runs of 4 or more equal bytes as QEMU 7.2's gdbstub sends them: c, `*`, chr(29 + n) for
+    n more copies, n at most 97 and never 6 or 7 (which would give `#` or `$`)."""
+    out, i = bytearray(), 0
+    while i < len(payload):
+        c, n = payload[i], 1
+        while i + n < len(payload) and payload[i + n] == c and n < 98:
+            n += 1
+        out.append(c)
+        more = n - 1
+        if more in (6, 7):
+            more = 5
+        if more >= 3:
+            out += b"*" + bytes([29 + more])
+            i += 1 + more
+        else:
+            i += 1
+    return bytes(out)
+
+
+def gdb_raw_frame(body):
+    return b"$" + body + b"#%02x" % (sum(body) % 256)
+
+
+def gdb_mode(no_ack, split):
+    """Byte 0 of a gdb_packet input: bit 0 no-ack, bits 1-7 the split point (0..127)."""
+    return bytes([(split << 1) | int(no_ack)])
+
+
+# QEMU 7.2's answers to a handshake (tests/gdb/test_gdb_parser.c's payloads).
+GDB_HANDSHAKE = [
+    b"PacketSize=1000;qXfer:features:read+;multiprocess+;QStartNoAckMode+",
+    b"OK",
+    b"T05thread:p01.01;",
+    b"mp01.01,p01.02",
+    b"l",
+]
+
+# The target.xml QEMU 7.2's gdbstub builds for x86_64 (gdbstub.c, get_feature_xml).
+QEMU_TARGET_XML = (b'<?xml version="1.0"?><!DOCTYPE target SYSTEM "gdb-target.dtd"><target>'
+                   b"<architecture>i386:x86-64</architecture>"
+                   b'<xi:include href="i386-64bit.xml"/></target>')
+
+
+def qemu_builtin_xml(name_marker):
+    """The first XML document built into qemu-system-x86_64 that holds name_marker, or None."""
+    qemu = shutil.which("qemu-system-x86_64")
+    if not qemu:
+        return None
+    blob = read(qemu)
+    start = blob.find(b'<?xml version="1.0"?>\n')
+    while start >= 0:
+        doc = blob[start:blob.index(b"\0", start)]
+        if name_marker in doc:
+            return doc
+        start = blob.find(b'<?xml version="1.0"?>\n', start + 1)
+    return None
+
+
+def c_string(source, name):
+    """The value of `static const char name[] = "..." "...";` in C source (escapes: \\" only)."""
+    start = source.index("char %s[] =" % name)
+    literals = source[start:source.index(";", start)]
+    return "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', literals)).replace('\\"', '"').encode()
+
+
+def gdb_seeds():
+    hs = b"+" + b"+".join(gdb_frame(p) for p in GDB_HANDSHAKE) + b"+"
+    seed("gdb_packet", "handshake", gdb_mode(False, 40) + hs)
+    seed("gdb_packet", "handshake-no-ack", gdb_mode(True, 64) + hs.replace(b"+", b""))
+    seed("gdb_packet", "stop-reply", gdb_mode(False, 5) + b"+" + gdb_frame(b"T05thread:01;"))
+    seed("gdb_packet", "acks-and-interrupt", gdb_mode(False, 60) + b"+-+\x03+" + gdb_frame(b"OK"))
+    seed("gdb_packet", "rle-short", gdb_mode(True, 2) + gdb_raw_frame(b'0*"'))
+    g = b"00" * 200 + b"efbeadde00000000" + b"x" * 32 + b"ff" * 100
+    seed("gdb_packet", "rle-g-reply", gdb_mode(False, 90) + gdb_raw_frame(gdb_rle(g)) + b"+")
+    seed("gdb_packet", "notification", gdb_mode(False, 30) +
+         b"%" + gdb_frame(b"Stop:T05thread:p01.02;")[1:] + gdb_frame(b"OK"))
+    seed("gdb_packet", "escapes", gdb_mode(True, 50) + gdb_frame(b"a}b#c$d*e\0f"))
+    seed("gdb_packet", "bad-checksum-ack", gdb_mode(False, 64) +
+         b"$OK#00" + gdb_frame(b"E14") + b"%Stop:T05#00")
+    seed("gdb_packet", "bad-checksum-no-ack", gdb_mode(True, 64) + b"$OK#00" + gdb_frame(b"OK"))
+    seed("gdb_packet", "restarted-packet", gdb_mode(False, 10) + b"$T0" + gdb_frame(b"S05"))
+    seed("gdb_packet", "bad-rle", gdb_mode(True, 100) + gdb_raw_frame(b"*!") +
+         gdb_raw_frame(b"0*\x1f"))
+    # A payload of exactly GDB_MAX_PACKET bytes, and one byte more (refused): '0', then `*` with
+    # count byte 0xff (226 more) as often as fits, then the rest.
+    def big(n):
+        body = bytearray(b"0")
+        left = n - 1
+        while left >= 226:
+            body += b"*\xff"
+            left -= 226
+        body += b"0" * left
+        return gdb_raw_frame(bytes(body))
+    seed("gdb_packet", "max-packet", gdb_mode(False, 127) + big(1 << 20) + gdb_frame(b"OK"))
+    seed("gdb_packet", "over-max-packet", gdb_mode(True, 1) + big((1 << 20) + 1))
+
+    fake = read(os.path.join(ROOT, "tests/gdb/test_gdb_fake.c")).decode()
+    seed("gdb_tdesc", "fake-stub", c_string(fake, "target_xml") + b"\0" + c_string(fake, "regs_xml"))
+    seed("gdb_tdesc", "self-include", b'<target><xi:include href="target.xml"/></target>\0')
+    seed("gdb_tdesc", "missing-include", b'<target><xi:include href="missing.xml"/></target>\0')
+    seed("gdb_tdesc", "unit-test",
+         b'<?xml version="1.0"?><!DOCTYPE target SYSTEM "gdb-target.dtd"><target>'
+         b'<feature name="a"><reg name="rax" bitsize="64" type="int64"/>'
+         b'<!-- <reg name="ss_base" bitsize="64"/> --><reg name="eflags" bitsize="32"/>'
+         b'<reg name="xmm0" bitsize="128" regnum="5"/><reg name="mxcsr" bitsize="32"/>'
+         b"</feature></target>")
+    regs = qemu_builtin_xml(b"<!-- x86_64 64bit -->")
+    if regs is None:
+        print("no i386-64bit.xml in qemu-system-x86_64: gdb_tdesc's QEMU seeds skipped")
+        return
+    seed("gdb_tdesc", "qemu-7.2-x86_64", QEMU_TARGET_XML + b"\0" + regs)
+    seed("gdb_tdesc", "qemu-7.2-x86_64-flat", regs)
+
+
 def symbol_seeds(build):
     for name in ("kernel.map", "kallsyms.txt", "kallsyms_hidden.txt"):
         seed("symmap", name, read(os.path.join(ROOT, "tests/symbols/data", name)))
@@ -180,24 +309,32 @@ def unwind_seeds(build):
 
 
 GENERATED = ("eh_frame", "qmp_parser", "registers", "symmap", "elf_symbols", "pagewalk",
-             "unwind_stack")
+             "unwind_stack", "gdb_packet", "gdb_tdesc")
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: make_seeds.py BUILD_DIR")
+    if len(sys.argv) < 2:
+        sys.exit("usage: make_seeds.py BUILD_DIR [TARGET...]")
     build = os.path.abspath(sys.argv[1])
-    # Only the corpora made here are rewritten; other targets keep theirs (guest_abi).
-    for target in GENERATED:
-        d = os.path.join(HERE, "corpus", target)
-        if os.path.isdir(d):
-            shutil.rmtree(d)
-    eh_frame_seeds(build)
-    qmp_seeds()
-    symbol_seeds(build)
-    pagewalk_seeds()
-    unwind_seeds(build)
-
+    # Each generator with the corpora it writes; TARGET arguments pick generators by those.
+    generators = [
+        (("eh_frame",), lambda: eh_frame_seeds(build)),
+        (("qmp_parser", "registers"), qmp_seeds),
+        (("symmap", "elf_symbols"), lambda: symbol_seeds(build)),
+        (("pagewalk",), pagewalk_seeds),
+        (("unwind_stack",), lambda: unwind_seeds(build)),
+        (("gdb_packet", "gdb_tdesc"), gdb_seeds),
+    ]
+    wanted = set(sys.argv[2:]) or set(GENERATED)
+    for targets, generate in generators:
+        if not wanted & set(targets):
+            continue
+        # Only the corpora made here are rewritten; other targets keep theirs (guest_abi).
+        for target in targets:
+            d = os.path.join(HERE, "corpus", target)
+            if os.path.isdir(d):
+                shutil.rmtree(d)
+        generate()
 
 if __name__ == "__main__":
     main()
