@@ -322,7 +322,7 @@ void lx_offsets_debian12_6_1(struct lx_offsets *o)
         .task_flags = 44,
         .mm_pgd = 72,
         .mm_mt = 0,
-        .mm_map_count = 0, /* not recorded for this build: 0 is "unknown" */
+        .mm_map_count = 104,
         .mt_root = 8,
         .vma_start = 0,
         .vma_end = 8,
