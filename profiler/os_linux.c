@@ -176,6 +176,9 @@ static void load_task_offsets(struct os_linux *l)
     if (rc == 0)
         rc = lx_btf_offsets(btf, &l->off, &err);
     l->have_offsets = rc == 0;
+    if (rc == 0 && !l->off.mm_map_count && l->cfg.verbose)
+        fprintf(stderr, "qprof: BTF has no mm_struct.map_count: a process's VMAs are read again "
+                        "only when a user pc is in none of them\n");
     if (rc)
         fprintf(stderr, "qprof: Linux BTF unusable (%s): no process names\n",
                 err.msg[0] ? err.msg : "unreadable");
