@@ -293,6 +293,10 @@ int lx_btf_offsets(const lx_btf *b, struct lx_offsets *out, struct qp_error *err
         rc = resolve_members(btf, specs, sizeof(specs) / sizeof(specs[0]), err);
     if (!rc)
         rc = resolve_maple(btf, &o, err);
+    /* Optional (a VMA cache's generation): 0 when absent, never an error. */
+    struct qp_error ignored = {0};
+    if (!rc && member_offset(btf, "mm_struct", "map_count", &o.mm_map_count, &ignored))
+        o.mm_map_count = 0;
     if (!rc)
         rc = resolve_percpu(btf, &o, err);
     if (rc)
@@ -318,6 +322,7 @@ void lx_offsets_debian12_6_1(struct lx_offsets *o)
         .task_flags = 44,
         .mm_pgd = 72,
         .mm_mt = 0,
+        .mm_map_count = 104,
         .mt_root = 8,
         .vma_start = 0,
         .vma_end = 8,

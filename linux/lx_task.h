@@ -46,6 +46,9 @@ struct lx_offsets {
      * *_meta the offset of the maple_metadata whose first byte is the last used offset. */
     uint32_t mt_r64_pivot, mt_r64_slot, mt_r64_meta, mt_r64_pivots;
     uint32_t mt_a64_pivot, mt_a64_slot, mt_a64_meta, mt_a64_pivots;
+    /* Added by linuxu: mm_struct.map_count (an int, the number of VMAs), which changes when a
+     * VMA comes or goes: a per-mm VMA cache's generation. 0 when BTF does not have it. */
+    uint32_t mm_map_count;
 };
 /* Fills *out from b. Fails with -ENOENT and a message naming the missing type, member or
  * per-CPU variable, or -EINVAL when a layout is not one this code can read. */

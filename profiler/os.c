@@ -75,6 +75,14 @@ const sym_table *prof_os_kernel_symbols(prof_os *os)
     return os->ops->kernel_symbols ? os->ops->kernel_symbols(os->impl) : NULL;
 }
 
+int prof_os_user_mapping(prof_os *os, int i, uint64_t pc, const struct prof_os_mem *mem,
+                         struct prof_mapping *out)
+{
+    if (!os->ops->user_mapping)
+        return -ENOTSUP;
+    return os->ops->user_mapping(os->impl, i, pc, mem, out);
+}
+
 void prof_os_while_running(prof_os *os, const struct prof_os_mem *mem, struct prof_os_refresh *out)
 {
     *out = (struct prof_os_refresh){0};

@@ -52,6 +52,10 @@ struct prof_os_mem {
     /* The guest's RAM ranges; NULL when unknown. */
     int (*ram_ranges)(void *ctx, struct prof_ram_range *out, int max, int *n);
     bool reads_are_cheap; /* no round trip per read (QMP's direct backend) */
+    /* Counts len bytes the adapter is about to read by other means (its kernel page walk)
+     * against the sample's budget: false, and nothing counted, when they do not fit. NULL: no
+     * budget. */
+    bool (*charge)(void *ctx, size_t len);
     void *ctx;
 };
 
@@ -76,6 +80,15 @@ struct prof_kstack {
     enum unw_stop stop;           /* UNW_STOP_OUTERMOST or _LEFT_SPACE when complete */
     bool have_user_regs;          /* it ended at the entry from user mode */
     struct unw_regs user_regs;
+};
+
+/* The mapping a user pc lies in, when the OS can tell (Linux: the VMA). */
+#define PROF_MAPPING_ANON "[anon]"
+struct prof_mapping {
+    char name[64]; /* the mapped file's basename, PROF_MAPPING_ANON when anonymous */
+    uint64_t base; /* where file offset 0 would be: vm_start - pgoff * page size (anonymous:
+                      the mapping's start) */
+    uint64_t start, end;
 };
 
 struct prof_os_config {
@@ -112,6 +125,10 @@ struct prof_os_ops {
     /* Optional: kernel symbols found in the guest (borrowed, valid while the adapter lives),
      * NULL when none (yet). */
     const sym_table *(*kernel_symbols)(void *impl);
+    /* Optional: the mapping of user pc in the address space of the task on cpus[i] of the last
+     * refresh, while stopped. 0, or negative when unknown. */
+    int (*user_mapping)(void *impl, int i, uint64_t pc, const struct prof_os_mem *mem,
+                        struct prof_mapping *out);
 };
 
 extern const struct prof_os_ops prof_os_qprof_abi_ops;
@@ -139,6 +156,9 @@ int prof_os_user_regs(prof_os *os, const struct prof_vcpu *cpu, const struct pro
 int prof_os_kernel_unwind(prof_os *os, const struct prof_vcpu *cpu, const struct prof_task *t,
                           const struct prof_os_mem *mem, struct prof_kstack *out);
 const sym_table *prof_os_kernel_symbols(prof_os *os);
+/* -ENOTSUP when the adapter cannot tell. */
+int prof_os_user_mapping(prof_os *os, int i, uint64_t pc, const struct prof_os_mem *mem,
+                         struct prof_mapping *out);
 void prof_os_while_running(prof_os *os, const struct prof_os_mem *mem, struct prof_os_refresh *out);
 
 #endif

@@ -2,8 +2,8 @@
  * linux/ module finds the kernel in guest RAM (vmcoreinfo, then kallsyms and ORC through the
  * kernel's own page table); this file turns that into what the sampler asks of an OS adapter:
  * kernel symbols, kernel stacks unwound by ORC while the guest is stopped, the user registers
- * where the stack entered the kernel, and the current task of each vCPU (BTF offsets, task_struct:
- * lx_task.h).
+ * where the stack entered the kernel, the current task of each vCPU (BTF offsets, task_struct:
+ * lx_task.h) and the mapping (VMA) a user pc lies in, from a per-mm cache of the maple tree.
  *
  * Until the kernel is found the adapter answers as os_none.c does: a guest that is not Linux
  * gets one line (when --os linux named it) and the address-split mode. */
@@ -26,6 +26,8 @@
 #define THREAD_SIZE  (16u << 10)
 #define VMCI_HEAD    512 /* OSRELEASE and the first SYMBOL() lines, which KASLR changes */
 #define PT_REGS_SIZE 168
+#define PAGE_SIZE    4096u
+#define MAX_MM_CACHE 256 /* address spaces whose VMAs are kept; all dropped past that */
 
 struct os_linux {
     struct prof_os_config cfg;
@@ -47,6 +49,18 @@ struct os_linux {
     uint64_t per_cpu_offset; /* __per_cpu_offset[] */
     struct lx_task_info tasks[PROF_MAX_VCPUS];
     bool task_ok[PROF_MAX_VCPUS];
+    GHashTable *mm_cache; /* mm address -> struct mm_vmas (owned) */
+    uint64_t stops;       /* refreshes so far: at most one VMA walk per mm per stop */
+};
+
+/* The VMAs of one address space, in address order, as one walk of its maple tree found them.
+ * Valid while mm->map_count is what it was (a VMA that grows in place, such as the heap, is
+ * caught by the lookup missing). */
+struct mm_vmas {
+    int32_t map_count;  /* -1: unknown (no BTF offset) */
+    int32_t tgid;       /* an mm freed and reused by another process */
+    uint64_t walked_at; /* l->stops of the walk */
+    GArray *vmas;       /* struct lx_vma */
 };
 
 static uint64_t now_ns(void)
@@ -62,12 +76,20 @@ static int phys_read(void *ctx, uint64_t paddr, void *buf, size_t len)
     return l->mem && l->mem->read_phys ? l->mem->read_phys(l->mem->ctx, paddr, buf, len) : -ENOTSUP;
 }
 
+static void mm_vmas_free(gpointer p)
+{
+    struct mm_vmas *m = p;
+    g_array_free(m->vmas, TRUE);
+    g_free(m);
+}
+
 static int lx_open(const struct prof_os_config *cfg, void **impl)
 {
     struct os_linux *l = g_new0(struct os_linux, 1);
     l->cfg = *cfg;
     l->phys = (struct lx_phys){.read = phys_read, .ctx = l};
     l->old_syms = g_ptr_array_new_with_free_func((GDestroyNotify)sym_table_free);
+    l->mm_cache = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, mm_vmas_free);
     *impl = l;
     return 0;
 }
@@ -81,6 +103,8 @@ static void lx_free(void *impl)
     sym_table_free(l->syms);
     if (l->old_syms)
         g_ptr_array_free(l->old_syms, TRUE);
+    if (l->mm_cache)
+        g_hash_table_destroy(l->mm_cache);
     g_free(l);
 }
 
@@ -152,6 +176,9 @@ static void load_task_offsets(struct os_linux *l)
     if (rc == 0)
         rc = lx_btf_offsets(btf, &l->off, &err);
     l->have_offsets = rc == 0;
+    if (rc == 0 && !l->off.mm_map_count && l->cfg.verbose)
+        fprintf(stderr, "qprof: BTF has no mm_struct.map_count: a process's VMAs are read again "
+                        "only when a user pc is in none of them\n");
     if (rc)
         fprintf(stderr, "qprof: Linux BTF unusable (%s): no process names\n",
                 err.msg[0] ? err.msg : "unreadable");
@@ -234,6 +261,7 @@ static bool rebooted(struct os_linux *l)
     l->tries = 0;
     l->next_try_ns = 0;
     memset(l->task_ok, 0, sizeof l->task_ok);
+    g_hash_table_remove_all(l->mm_cache);
     return true;
 }
 
@@ -248,6 +276,7 @@ static void lx_refresh(void *impl, const struct prof_vcpu *cpus, int n_cpus,
     if (!l->kernel)
         return; /* found while the guest runs (lx_while_running) */
     lx_kernel_forget_translations(l->kernel);
+    l->stops++;
     out->published = true;
     out->kernel_text_addr = lx_kernel_vmcoreinfo(l->kernel)->stext;
     for (int i = 0; l->have_offsets && i < n_cpus && i < PROF_MAX_VCPUS; i++)
@@ -403,6 +432,117 @@ static const sym_table *lx_kernel_symbols_of(void *impl)
     return l->syms;
 }
 
+/* ---- User mappings: the VMA of a user pc -------------------------------------------------- */
+
+/* The VMA walk's reader: each read counts against the sample's budget first. */
+struct charged {
+    struct os_linux *l;
+    const struct prof_os_mem *mem;
+};
+
+static int charged_read(void *ctx, uint64_t kva, void *buf, size_t len)
+{
+    const struct charged *c = ctx;
+    if (c->mem->charge && !c->mem->charge(c->mem->ctx, len))
+        return -ENOSPC;
+    return lx_kernel_read(c->l->kernel, kva, buf, len);
+}
+
+static int append_vma(void *ctx, const struct lx_vma *vma)
+{
+    g_array_append_val((GArray *)ctx, *vma);
+    return 0;
+}
+
+/* Walks mm's maple tree into a new cache entry; NULL when the walk failed (garbage, a node the
+ * kernel is replacing, or no budget left: tried again at a later stop). */
+static struct mm_vmas *walk_vmas(struct os_linux *l, const struct lx_reader *r, uint64_t mm,
+                                 int32_t map_count, int32_t tgid)
+{
+    struct mm_vmas *m = g_new0(struct mm_vmas, 1);
+    struct qp_error err = {0};
+    m->vmas = g_array_new(FALSE, FALSE, sizeof(struct lx_vma));
+    m->map_count = map_count;
+    m->tgid = tgid;
+    m->walked_at = l->stops;
+    if (lx_vma_for_each(&l->off, r, mm, append_vma, m->vmas, &err) != 0) {
+        if (l->cfg.verbose)
+            fprintf(stderr, "qprof: VMAs of mm 0x%" PRIx64 ": %s\n", mm, err.msg);
+        mm_vmas_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static const struct lx_vma *vma_lookup(const struct mm_vmas *m, uint64_t pc)
+{
+    const struct lx_vma *v = (const struct lx_vma *)m->vmas->data;
+    size_t lo = 0, hi = m->vmas->len;
+    while (lo < hi) { /* the first VMA ending above pc */
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid].end <= pc)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < m->vmas->len && v[lo].start <= pc ? &v[lo] : NULL;
+}
+
+/* The cached VMAs of mm, walked again when map_count changed, or when pc is in none of them and
+ * the last walk was at an earlier stop. */
+static const struct lx_vma *find_user_vma(struct os_linux *l, const struct lx_task_info *t,
+                                          uint64_t pc, const struct prof_os_mem *mem)
+{
+    struct charged c = {l, mem};
+    struct lx_reader r = {.read = charged_read, .ctx = &c};
+    int32_t map_count = -1;
+    uint8_t b[4];
+    if (l->off.mm_map_count) {
+        if (r.read(r.ctx, t->mm + l->off.mm_map_count, b, 4))
+            return NULL;
+        memcpy(&map_count, b, 4);
+    }
+    struct mm_vmas *m = g_hash_table_lookup(l->mm_cache, &t->mm);
+    const struct lx_vma *v = NULL;
+    if (m && m->map_count == map_count && m->tgid == t->tgid) {
+        v = vma_lookup(m, pc);
+        if (v || m->walked_at == l->stops)
+            return v;
+    }
+    if (!m && g_hash_table_size(l->mm_cache) >= MAX_MM_CACHE)
+        g_hash_table_remove_all(l->mm_cache);
+    m = walk_vmas(l, &r, t->mm, map_count, t->tgid);
+    if (!m) {
+        g_hash_table_remove(l->mm_cache, &t->mm);
+        return NULL;
+    }
+    g_hash_table_replace(l->mm_cache, g_memdup2(&t->mm, sizeof t->mm), m);
+    return vma_lookup(m, pc);
+}
+
+static int lx_user_mapping(void *impl, int i, uint64_t pc, const struct prof_os_mem *mem,
+                           struct prof_mapping *out)
+{
+    struct os_linux *l = impl;
+    if (!l->kernel || !l->have_offsets || i < 0 || i >= PROF_MAX_VCPUS || !l->task_ok[i])
+        return -ENOENT;
+    const struct lx_task_info *t = &l->tasks[i];
+    if (!t->mm || t->kthread || !lx_is_kernel_addr(t->mm))
+        return -ENOENT;
+    const struct lx_vma *v = find_user_vma(l, t, pc, mem);
+    if (!v)
+        return -ENOENT;
+    *out = (struct prof_mapping){.start = v->start, .end = v->end};
+    if (v->file && v->name[0]) {
+        g_strlcpy(out->name, v->name, sizeof out->name);
+        out->base = v->start - v->pgoff * PAGE_SIZE;
+    } else {
+        g_strlcpy(out->name, PROF_MAPPING_ANON, sizeof out->name);
+        out->base = v->start;
+    }
+    return 0;
+}
+
 const struct prof_os_ops prof_os_linux_ops = {
     .name = "linux",
     .open = lx_open,
@@ -414,4 +554,5 @@ const struct prof_os_ops prof_os_linux_ops = {
     .kernel_unwind = lx_kernel_unwind,
     .kernel_symbols = lx_kernel_symbols_of,
     .while_running = lx_while_running,
+    .user_mapping = lx_user_mapping,
 };

@@ -170,6 +170,7 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     s->split = target_ops->split;
     s->binaries = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, binary_free);
     s->images = g_hash_table_new_full(image_key_hash, image_key_equal, NULL, image_free);
+    s->mapping_modules = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     s->profile = out_profile_new();
     s->module_syms = g_ptr_array_new();
     s->frames = g_new(struct unw_frame, o->max_depth);
@@ -216,6 +217,8 @@ void prof_session_free(prof_session *s)
         g_hash_table_destroy(s->binaries);
     if (s->images)
         g_hash_table_destroy(s->images);
+    if (s->mapping_modules)
+        g_hash_table_destroy(s->mapping_modules);
     out_profile_free(s->profile);
     if (s->module_syms)
         g_ptr_array_free(s->module_syms, TRUE);
@@ -322,11 +325,22 @@ static int os_ram_ranges(void *ctx, struct prof_ram_range *out, int max, int *n)
     return prof_target_ram_ranges(s->target, out, max, n, NULL);
 }
 
+/* The adapter's own reads that cost what a read does (its VMA walks) come out of the budget. */
+static bool os_charge(void *ctx, size_t len)
+{
+    prof_session *s = ctx;
+    if (budget_allow(s, len) < len)
+        return false;
+    s->budget.bytes_left -= len;
+    return true;
+}
+
 static struct prof_os_mem os_mem(prof_session *s)
 {
     return (struct prof_os_mem){.read = os_read,
                                 .read_phys = os_read_phys,
                                 .ram_ranges = os_ram_ranges,
+                                .charge = os_charge,
                                 .reads_are_cheap = !prof_target_reads_cost_round_trips(s->target),
                                 .ctx = s};
 }
@@ -494,12 +508,45 @@ static void read_window(prof_session *s, const struct prof_vcpu *cpu, uint64_t a
     paused_read(s, cpu, addr, buf, cap, win_len);
 }
 
+/* One module per mapped file at one base ("libc.so.6" at each address a process put it): a pc
+ * with no symbol shows as "libc.so.6+0xFILE_OFFSET". A long run with very many processes stops
+ * adding them (frames then show as addresses). */
+#define MAX_MAPPING_MODULES 4096
+static uint32_t mapping_module(prof_session *s, const struct prof_mapping *m)
+{
+    char *key = g_strdup_printf("%s@%" PRIx64, m->name, m->base);
+    gpointer found;
+    if (g_hash_table_lookup_extended(s->mapping_modules, key, NULL, &found)) {
+        g_free(key);
+        return GPOINTER_TO_UINT(found);
+    }
+    if (g_hash_table_size(s->mapping_modules) >= MAX_MAPPING_MODULES) {
+        g_free(key);
+        return OUT_NO_MODULE;
+    }
+    struct out_module om = {.base = m->base};
+    g_strlcpy(om.name, m->name, sizeof om.name);
+    uint32_t index = prof_session_add_module(s, &om, NULL);
+    g_hash_table_insert(s->mapping_modules, key, GUINT_TO_POINTER(index));
+    return index;
+}
+
+/* A user leaf with no unwind tables is named by the mapping it lies in (read while stopped). */
+static void name_user_leaf(prof_session *s, struct cpu_capture *c, uint64_t pc,
+                           const struct prof_os_mem *mem)
+{
+    struct prof_mapping m;
+    if (c->task.user_leaf_only && prof_os_user_mapping(s->os, (int)(c - s->cap), pc, mem, &m) == 0)
+        c->leaf_module = mapping_module(s, &m);
+}
+
 /* Stacks first: they are what this sample is for. A new binary's copy takes what is left. */
 static void capture_cpu(prof_session *s, struct cpu_capture *c)
 {
     const struct prof_vcpu *v = &c->vcpu;
     struct prof_os_mem mem = os_mem(s);
     c->have_kstack = false;
+    c->leaf_module = OUT_NO_MODULE;
     if (!v->user && prof_os_kernel_unwind(s->os, v, &c->task, &mem, &c->kst) == 0) {
         /* The adapter walked the kernel stack itself; only the user stack is left to copy. */
         c->have_kstack = true;
@@ -509,13 +556,18 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
             if (!c->task.user_leaf_only)
                 read_window(s, v, c->trap.r[UNW_RSP], c->ustack, USTACK_WINDOW, &c->ustack_addr,
                             &c->ustack_len);
+            else
+                name_user_leaf(s, c, c->trap.r[UNW_RIP], &mem);
         }
         return;
     }
+    if (v->user)
+        name_user_leaf(s, c, v->regs.r[UNW_RIP], &mem);
     if (c->task.known && c->task.has_image)
         c->img = image_for(s, &c->task);
     if (v->user) {
-        read_window(s, v, v->sp, c->ustack, USTACK_WINDOW, &c->ustack_addr, &c->ustack_len);
+        if (!c->task.user_leaf_only || c->img) /* the leaf alone needs no stack */
+            read_window(s, v, v->sp, c->ustack, USTACK_WINDOW, &c->ustack_addr, &c->ustack_len);
         return;
     }
     read_window(s, v, v->sp, c->kstack, prof_os_kernel_stack_len(s->os, v, &c->task, KSTACK_WINDOW),
@@ -551,6 +603,7 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
         c->have_trap = c->have_entry_regs = false;
         c->img = NULL;
         c->bin = NULL;
+        c->leaf_module = OUT_NO_MODULE;
         c->kstack_len = c->ustack_len = 0;
     }
     refresh_os(s, cpus, s->n_cpus);

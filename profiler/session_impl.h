@@ -58,6 +58,7 @@ struct cpu_capture {
     struct unw_regs entry_regs;
     struct proc_image *img;   /* the task's process image, NULL when none */
     struct user_binary *bin;  /* set after the guest resumed, from img */
+    uint32_t leaf_module;     /* a leaf-only user pc's mapping (OUT_NO_MODULE: unknown) */
     bool have_kstack;         /* the OS adapter unwound the kernel stack while stopped */
     struct prof_kstack kst;   /* its frames */
     uint8_t *kstack, *ustack; /* KSTACK_WINDOW / USTACK_WINDOW bytes, allocated once */
@@ -124,8 +125,9 @@ struct prof_session {
     struct prof_os_mem os_mem;          /* this stop's reader for the adapter */
     unw_space *kernel_space;
     sym_store *store;
-    GHashTable *binaries; /* .text hash -> struct user_binary (owned) */
-    GHashTable *images;   /* struct image_key -> struct proc_image (owned, key inside) */
+    GHashTable *binaries;        /* .text hash -> struct user_binary (owned) */
+    GHashTable *images;          /* struct image_key -> struct proc_image (owned, key inside) */
+    GHashTable *mapping_modules; /* "name@base" -> module index (user mappings, Linux) */
     uint64_t abi_addr;
     struct pause_budget budget;
     int n_cpus;

@@ -106,11 +106,12 @@ static void user_part(prof_session *s, struct cpu_capture *c, const struct unw_r
                       struct prof_stack *st)
 {
     if (c->task.user_leaf_only && !c->bin) {
-        /* No tables for this code, and guessing by frame pointers would invent callers. */
+        /* No tables for this code, and guessing by frame pointers would invent callers. The
+         * leaf is named by its mapping when the OS told us it ("busybox+0x1a2b3"). */
         st->sample.user_stop = UNW_STOP_NO_CFI;
         s->counters.truncated[UNW_STOP_NO_CFI]++;
         *push_frame(st) = (struct out_frame){
-            .pc = regs->r[UNW_RIP], .module = OUT_NO_MODULE, .exact = true, .kernel = false};
+            .pc = regs->r[UNW_RIP], .module = c->leaf_module, .exact = true, .kernel = false};
         st->sample.n_user = st->sample.n_frames;
         return;
     }

@@ -3,6 +3,7 @@
 #   OUTDIR/vmlinuz        Debian's linux-image-6.1.0-*-amd64 kernel, as shipped
 #   OUTDIR/initrd.cpio    busybox-static and an /init that starts the workloads named on the
 #                         kernel command line (qprof_run=dd,shloop) and dumps /proc/kallsyms
+#   OUTDIR/busybox        a copy of the guest's /bin/busybox (tests check user frames against it)
 # Files already in OUTDIR are reused; .deb files are fetched with `apt-get download` (or copied
 # from $QPROF_LINUX_DEBS when that folder has them). Exits 77 with a reason when the packages
 # cannot be had (no network, no apt), so that ctest reports a skip, never a silent pass.
@@ -24,7 +25,7 @@ for tool in dpkg-deb cpio; do
     command -v "$tool" >/dev/null || skip "$tool is not installed (xtask/xtask deps installs it)"
 done
 
-if [ -s vmlinuz ] && [ -s initrd.cpio ] && [ initrd.cpio -nt "$0" ]; then
+if [ -s vmlinuz ] && [ -s initrd.cpio ] && [ -s busybox ] && [ initrd.cpio -nt "$0" ]; then
     exit 0
 fi
 
@@ -69,6 +70,7 @@ echo "${kpkg#linux-image-}" > kernel-release
 
 mkdir -p root/bin root/proc root/sys root/dev root/tmp
 cp x-busybox/bin/busybox root/bin/busybox
+cp x-busybox/bin/busybox busybox.tmp && mv busybox.tmp busybox
 cat > root/init <<'INIT'
 #!/bin/busybox sh
 /bin/busybox --install -s /bin

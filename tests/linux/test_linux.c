@@ -2,7 +2,9 @@
  * the real qprof with no symbol options at all. Checks what a user checks by eye: dd's kernel
  * time is named read_zero/clear_user* under ksys_read, do_syscall_64 and entry_SYSCALL_64*, in
  * that order; every named kernel frame lies inside that symbol per the guest's own
- * /proc/kallsyms; a guest that is not Linux gets one line and the address split.
+ * /proc/kallsyms; user leaves of dd and of a busy shell loop (sh) are named by their mapping,
+ * busybox+0xOFFSET with the offset inside busybox's file; a guest that is not Linux gets one line
+ * and the address split.
  *
  * Usage: test_linux CASE   (dd-1cpu, dd-2cpu, not-linux) */
 #define _GNU_SOURCE
@@ -12,6 +14,7 @@
 #include <fcntl.h>
 #include <glib.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -156,8 +159,23 @@ struct guest {
     test_vm *vm;
     char dir[256];
     char kallsyms[300];
-    int dd_pid;
+    int dd_pid, sh_pid; /* -1 when not started */
 };
+
+/* The pid /init printed for workload name ("qprof-linux: ready pid=N name=NAME"), or -1. */
+static int workload_pid(const char *log, const char *name)
+{
+    char tail[64];
+    snprintf(tail, sizeof tail, " name=%s\n", name);
+    for (const char *p = strstr(log, "qprof-linux: ready pid="); p;
+         p = strstr(p + 1, "qprof-linux: ready pid=")) {
+        const char *num = p + strlen("qprof-linux: ready pid=");
+        const char *end = num + strspn(num, "0123456789");
+        if (end > num && strncmp(end, tail, strlen(tail)) == 0)
+            return atoi(num);
+    }
+    return -1;
+}
 
 static int boot(int smp, const char *run, struct guest *g)
 {
@@ -188,11 +206,15 @@ static int boot(int smp, const char *run, struct guest *g)
         return -1;
     }
     char *log = vm_serial_text(g->vm);
-    const char *ready = strstr(log, "qprof-linux: ready pid=");
-    g->dd_pid = ready ? atoi(ready + strlen("qprof-linux: ready pid=")) : -1;
+    /* The console may end lines with \r\n. */
+    for (char *p = log; *p; p++)
+        if (*p == '\r')
+            *p = '\n';
+    g->dd_pid = workload_pid(log, "dd");
+    g->sh_pid = workload_pid(log, "shloop");
     free(log);
-    fprintf(stderr, "Linux guest (%d vCPUs) up in %.1f s, dd is pid %d\n", smp, now_s() - t0,
-            g->dd_pid);
+    fprintf(stderr, "Linux guest (%d vCPUs) up in %.1f s, dd is pid %d, shloop pid %d\n", smp,
+            now_s() - t0, g->dd_pid, g->sh_pid);
     return 0;
 }
 
@@ -257,6 +279,88 @@ static void check_dd_stacks(const char *folded_path, const struct guest *g)
     g_free(text);
 }
 
+/* User leaves of the stacks rooted at "comm (pid)": a stack with a user part shows
+ * "root;[truncated];LEAF;..." (the leaf is all Linux userland without frame pointers gives).
+ * Counts the samples whose leaf is busybox+0xOFF with OFF inside the file, and those with
+ * another (or no) name. */
+struct leaves {
+    uint64_t samples, named, unnamed;
+};
+
+static struct leaves user_leaves(const char *folded_path, const char *comm, int pid,
+                                 uint64_t busybox_size)
+{
+    struct leaves n = {0};
+    char root[64], *text = NULL;
+    snprintf(root, sizeof root, "%s (%d)", comm, pid);
+    CHECK(g_file_get_contents(folded_path, &text, NULL, NULL));
+    gchar **lines = g_strsplit(text ? text : "", "\n", -1);
+    for (gchar **l = lines; *l; l++) {
+        char *space = strrchr(*l, ' ');
+        if (!space)
+            continue;
+        uint64_t count = strtoull(space + 1, NULL, 10);
+        *space = '\0';
+        gchar **frames = g_strsplit(*l, ";", -1);
+        if (strcmp(frames[0], root) == 0) {
+            n.samples += count;
+            unsigned long long off;
+            char end;
+            if (frames[1] && strcmp(frames[1], "[truncated]") == 0 && frames[2]) {
+                bool ok = sscanf(frames[2], "busybox+0x%llx%c", &off, &end) == 1;
+                CHECK_MSG(!ok || off < busybox_size,
+                          "%s: offset 0x%llx is past busybox's %" PRIu64 " bytes", frames[2], off,
+                          busybox_size);
+                if (ok)
+                    n.named += count;
+                else
+                    n.unnamed += count;
+                if (!ok)
+                    fprintf(stderr, "user leaf not named by busybox: %s\n", *l);
+            }
+        }
+        g_strfreev(frames);
+    }
+    g_strfreev(lines);
+    g_free(text);
+    fprintf(stderr,
+            "%s: %" PRIu64 " samples, user leaves busybox+0x... %" PRIu64 ", other %" PRIu64 "\n",
+            root, n.samples, n.named, n.unnamed);
+    return n;
+}
+
+static uint64_t busybox_size(void)
+{
+    struct stat st;
+    return stat(QPROF_LINUX_GUEST_DIR "/busybox", &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* dd enters the kernel from busybox's code (read and write system calls): its stacks carry that
+ * user leaf; the shell loop runs busybox's interpreter in user mode. */
+static void check_user_leaves(const char *folded_path, const struct guest *g)
+{
+    uint64_t size = busybox_size();
+    CHECK_MSG(size > 100000, "no copy of the guest's busybox (%" PRIu64 " bytes)", size);
+    struct leaves dd = user_leaves(folded_path, "dd", g->dd_pid, size);
+    /* Nearly every dd sample is a system call from user mode; a late or torn stop may lose the
+     * user part, a VMA walk may meet a node the kernel is rewriting: half is ample. */
+    CHECK_MSG(dd.named * 2 >= dd.samples && dd.samples > 0,
+              "only %" PRIu64 " of dd's %" PRIu64 " samples have a busybox+0x... user leaf",
+              dd.named, dd.samples);
+    CHECK_MSG(dd.unnamed * 10 <= dd.named + dd.unnamed,
+              "%" PRIu64 " of dd's user leaves are not named busybox+0x...", dd.unnamed);
+    if (g->sh_pid < 0)
+        return;
+    struct leaves sh = user_leaves(folded_path, "sh", g->sh_pid, size);
+    CHECK_MSG(sh.named * 2 >= sh.samples && sh.samples > 0,
+              "only %" PRIu64 " of the shell loop's %" PRIu64
+              " samples have a busybox+0x... user leaf",
+              sh.named, sh.samples);
+    CHECK_MSG(sh.unnamed * 10 <= sh.named + sh.unnamed,
+              "%" PRIu64 " of the shell loop's user leaves are not named busybox+0x...",
+              sh.unnamed);
+}
+
 /* --one-shot --show-addresses prints "#N 0xPC name+0xOFF [module]" per frame. */
 static void check_one_shot_addresses(const char *text, GArray *syms, int *kernel_frames)
 {
@@ -305,6 +409,7 @@ static int case_dd(int smp)
     fprintf(stderr, "%s", r.err);
     CHECK_MSG(strstr(r.err, "kernel stacks by ORC"), "no ORC summary line");
     check_dd_stacks(folded, &g);
+    check_user_leaves(folded, &g);
     run_free(&r);
 
     /* Each --one-shot finds the kernel again (a second or more under ASan): stop as soon as
