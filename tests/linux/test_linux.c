@@ -8,6 +8,7 @@
  *
  * Usage: test_linux CASE   (dd-1cpu, dd-2cpu, not-linux) */
 #define _GNU_SOURCE
+#include "child.h"
 #include "harness.h"
 #include "vm.h"
 
@@ -51,34 +52,11 @@ static struct run run_qprof(const char *dir, const char *const *args, double tim
     char out_path[512], err_path[512];
     snprintf(out_path, sizeof out_path, "%s/qprof.out", dir);
     snprintf(err_path, sizeof err_path, "%s/qprof.err", dir);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (chdir(dir) != 0 || out < 0 || err < 0)
-            _exit(126);
-        dup2(out, 1);
-        dup2(err, 2);
-        const char *argv[32] = {QPROF_BIN};
-        int n = 1;
-        for (; *args && n < 31; args++)
-            argv[n++] = *args;
-        execv(QPROF_BIN, (char *const *)argv);
-        _exit(127);
-    }
-    double deadline = now_s() + timeout_s;
-    int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-        if (now_s() > deadline) {
-            HARNESS_FAIL("qprof did not finish within %.0f s", timeout_s);
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            break;
-        }
-        usleep(20000);
-    }
-    if (WIFEXITED(status))
-        r.exit_code = WEXITSTATUS(status);
+    bool late;
+    r.exit_code =
+        child_wait(child_start(QPROF_BIN, args, dir, out_path, err_path, NULL), timeout_s, &late);
+    if (late)
+        HARNESS_FAIL("qprof did not finish within %.0f s: killed it", timeout_s);
     if (!g_file_get_contents(out_path, &r.out, NULL, NULL))
         r.out = g_strdup("");
     if (!g_file_get_contents(err_path, &r.err, NULL, NULL))

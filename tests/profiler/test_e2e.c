@@ -3,6 +3,7 @@
  *
  * Usage: test_e2e CASE   (one ctest entry per case, see CMakeLists.txt) */
 #define _GNU_SOURCE
+#include "child.h"
 #include "harness.h"
 #include "qmp.h"
 #include "symbols.h"
@@ -46,44 +47,19 @@ static char *slurp(const char *path)
 /* Starts qprof with args (NULL-terminated) in dir; output to dir/qprof.{out,err}. */
 static pid_t start_qprof(const char *dir, const char *const *args)
 {
-    pid_t pid = fork();
-    if (pid == 0) {
-        char path[512];
-        if (chdir(dir) != 0)
-            _exit(126);
-        snprintf(path, sizeof path, "%s/qprof.out", dir);
-        int out = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        snprintf(path, sizeof path, "%s/qprof.err", dir);
-        int err = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(out, 1);
-        dup2(err, 2);
-        const char *argv[48] = {QPROF_BIN};
-        int n = 1;
-        for (; *args && n < 47; args++)
-            argv[n++] = *args;
-        argv[n] = NULL;
-        execv(QPROF_BIN, (char *const *)argv);
-        _exit(127);
-    }
-    return pid;
+    char out[512], err[512];
+    snprintf(out, sizeof out, "%s/qprof.out", dir);
+    snprintf(err, sizeof err, "%s/qprof.err", dir);
+    return child_start(QPROF_BIN, args, dir, out, err, NULL);
 }
 
 static struct qprof_run wait_qprof(const char *dir, pid_t pid, double timeout_s)
 {
-    struct qprof_run r = {.exit_code = -1};
-    double deadline = now_s() + timeout_s;
-    int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-        if (now_s() > deadline) {
-            HARNESS_FAIL("qprof did not finish within %.0f s: killing it", timeout_s);
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            break;
-        }
-        usleep(20000);
-    }
-    if (WIFEXITED(status))
-        r.exit_code = WEXITSTATUS(status);
+    struct qprof_run r;
+    bool late;
+    r.exit_code = child_wait(pid, timeout_s, &late);
+    if (late)
+        HARNESS_FAIL("qprof did not finish within %.0f s: killed it", timeout_s);
     char path[512];
     snprintf(path, sizeof path, "%s/qprof.out", dir);
     r.out = slurp(path);

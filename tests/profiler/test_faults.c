@@ -12,6 +12,7 @@
  * Usage: test_faults CASE   (one ctest entry per case, see CMakeLists.txt) */
 #define _GNU_SOURCE
 #include "fake_qmp.h"
+#include "child.h"
 #include "harness.h"
 #include "qmp.h"
 #include "symbols.h"
@@ -74,6 +75,12 @@ static bool protect_dev_full(void)
            mount("/dev/full", "/dev/full", NULL, MS_BIND, NULL) == 0;
 }
 
+/* In the child, before qprof runs: 0, or the exit code that says isolation was impossible. */
+static int isolate_dev_full(void)
+{
+    return protect_dev_full() ? 0 : EXIT_NO_ISOLATION;
+}
+
 /* Starts qprof with args (NULL-terminated) in dir; stdout and stderr go to dir/TAG.out and
  * dir/TAG.err. */
 static void start_qprof(struct qprof *q, const char *dir, const char *tag, const char *const *args,
@@ -82,25 +89,9 @@ static void start_qprof(struct qprof *q, const char *dir, const char *tag, const
     memset(q, 0, sizeof *q);
     snprintf(q->out_path, sizeof q->out_path, "%s/%s.out", dir, tag);
     snprintf(q->err_path, sizeof q->err_path, "%s/%s.err", dir, tag);
-    q->pid = fork();
+    q->pid = child_start(QPROF_BIN, args, dir, q->out_path, q->err_path,
+                         private_dev_full ? isolate_dev_full : NULL);
     REQUIRE(q->pid >= 0);
-    if (q->pid == 0) {
-        if (private_dev_full && !protect_dev_full())
-            _exit(EXIT_NO_ISOLATION);
-        int out = open(q->out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int err = open(q->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (out < 0 || err < 0 || chdir(dir) != 0)
-            _exit(126);
-        dup2(out, 1);
-        dup2(err, 2);
-        const char *argv[48] = {QPROF_BIN};
-        int n = 1;
-        for (; *args && n < 47; args++)
-            argv[n++] = *args;
-        argv[n] = NULL;
-        execv(QPROF_BIN, (char *const *)argv);
-        _exit(127);
-    }
 }
 
 /* Reaps qprof if it has exited; true once it has. */

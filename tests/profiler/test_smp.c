@@ -5,6 +5,7 @@
  *
  * Usage: test_smp CASE   (smp2_pinned, smp4_mttcg_pinned, smp4_unpinned, smp_kvm) */
 #define _GNU_SOURCE
+#include "child.h"
 #include "harness.h"
 #include "guest_names.h"
 #include "qmp.h"
@@ -38,36 +39,14 @@ static int run_qprof(const char *dir, const char *const *args, double timeout_s,
     char out_path[512], err_path[512];
     snprintf(out_path, sizeof out_path, "%s/qprof.out", dir);
     snprintf(err_path, sizeof err_path, "%s/qprof.err", dir);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (out < 0 || e < 0 || chdir(dir) != 0)
-            _exit(126);
-        dup2(out, 1);
-        dup2(e, 2);
-        const char *argv[48] = {QPROF_BIN};
-        int n = 1;
-        for (; *args && n < 47; args++)
-            argv[n++] = *args;
-        argv[n] = NULL;
-        execv(QPROF_BIN, (char *const *)argv);
-        _exit(127);
-    }
-    double deadline = now_s() + timeout_s;
-    int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-        if (now_s() > deadline) {
-            HARNESS_FAIL("qprof did not finish within %.0f s: killing it", timeout_s);
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            break;
-        }
-        usleep(20000);
-    }
+    bool late;
+    int rc =
+        child_wait(child_start(QPROF_BIN, args, dir, out_path, err_path, NULL), timeout_s, &late);
+    if (late)
+        HARNESS_FAIL("qprof did not finish within %.0f s: killed it", timeout_s);
     if (!g_file_get_contents(err_path, err, NULL, NULL))
         *err = g_strdup("");
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return rc;
 }
 
 /* ---- Per-vCPU folded stacks -------------------------------------------------------------- */
