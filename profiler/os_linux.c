@@ -126,7 +126,8 @@ static int find_vmcoreinfo(struct os_linux *l, struct lx_vmcoreinfo *vi, struct 
     int n = 0;
     if (!l->mem->ram_ranges || l->mem->ram_ranges(l->mem->ctx, r, MAX_RANGES, &n) != 0)
         return qp_error_set(err, -ENOTSUP,
-                            "the target cannot list guest RAM to look for the kernel");
+                            "the target cannot list guest RAM to look for the kernel (through "
+                            "the gdbstub, give --qmp-socket too: the shared RAM file)");
     for (int i = 0; i < n; i++)
         lr[i] = (struct lx_ram_range){r[i].start, r[i].end};
     uint64_t where;

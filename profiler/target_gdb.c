@@ -252,6 +252,36 @@ static int tg_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
     return rc;
 }
 
+/* Guest-physical memory (how the Linux adapter finds the kernel while the guest runs) comes
+ * from the shared RAM file only: the stub reads physical memory only while the guest is
+ * stopped (Qqemu.PhyMemMode), and a scan of all of RAM that way would hold it paused for
+ * seconds. */
+static int tg_read_phys(void *impl, uint64_t paddr, void *buf, size_t len, struct qp_error *err)
+{
+    struct target_gdb *t = impl;
+    if (!t->ram)
+        return qp_error_set(err, -ENOTSUP,
+                            "guest-physical memory through the gdbstub needs --qmp-socket too "
+                            "(the shared RAM file)");
+    return qmp_phys_read(t->ram, paddr, buf, len, err);
+}
+
+static int tg_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n,
+                         struct qp_error *err)
+{
+    struct target_gdb *t = impl;
+    struct qmp_ram_range r[16];
+    *n = 0;
+    if (!t->ram)
+        return qp_error_set(err, -ENOTSUP,
+                            "listing guest RAM through the gdbstub needs --qmp-socket too "
+                            "(the shared RAM file)");
+    int rc = qmp_ram_ranges(t->ram, r, max < 16 ? max : 16, n, err);
+    for (int i = 0; rc == 0 && i < *n; i++)
+        out[i] = (struct prof_ram_range){r[i].start, r[i].end};
+    return rc;
+}
+
 static bool tg_running(void *impl)
 {
     (void)impl; /* only this client stops the guest through the stub */
@@ -303,6 +333,8 @@ const struct prof_target_ops prof_target_gdb_ops = {
     .sample = tg_sample,
     .read = tg_read,
     .running = tg_running,
+    .read_phys = tg_read_phys,
+    .ram_ranges = tg_ram_ranges,
     .round_trips = tg_round_trips,
     .reads_cost_round_trips = tg_reads_cost_round_trips,
     .version = tg_version,

@@ -6,7 +6,9 @@
  * busybox+0xOFFSET with the offset inside busybox's file; a guest that is not Linux gets one line
  * and the address split.
  *
- * Usage: test_linux CASE   (dd-1cpu, dd-2cpu, not-linux) */
+ * dd-gdb samples the same guest through the gdbstub (with QMP for the shared RAM file).
+ *
+ * Usage: test_linux CASE   (dd-1cpu, dd-2cpu, dd-gdb, not-linux) */
 #define _GNU_SOURCE
 #include "child.h"
 #include "harness.h"
@@ -138,6 +140,7 @@ struct guest {
     char dir[256];
     char kallsyms[300];
     int dd_pid, sh_pid; /* -1 when not started */
+    bool gdbstub;       /* set before boot(): QEMU gets a gdbstub too */
 };
 
 /* The pid /init printed for workload name ("qprof-linux: ready pid=N name=NAME"), or -1. */
@@ -171,6 +174,7 @@ static int boot(int smp, const char *run, struct guest *g)
                         .smp = smp,
                         .mem_mb = 512,
                         .shared_ram = true,
+                        .gdbstub = g->gdbstub,
                         .extra_args = extra,
                         .cmdline = cmdline};
     double t0 = now_s();
@@ -360,9 +364,11 @@ static void check_one_shot_addresses(const char *text, GArray *syms, int *kernel
     g_strfreev(lines);
 }
 
-static int case_dd(int smp)
+/* gdb: the same checks through the gdbstub, with QMP beside it for the shared RAM file (how
+ * the adapter finds the kernel while the guest runs). */
+static int case_dd(int smp, bool gdb)
 {
-    struct guest g = {0};
+    struct guest g = {.gdbstub = gdb};
     int rc = make_guest();
     if (rc == VM_SKIP)
         return VM_SKIP;
@@ -382,10 +388,25 @@ static int case_dd(int smp)
     snprintf(folded, sizeof folded, "%s/linux.folded", g.dir);
     const char *args[] = {"--qmp-socket", vm_qmp_path(g.vm), "--samples", SAMPLES, "-o",
                           folded,         "--no-progress",   NULL};
-    struct run r = run_qprof(g.dir, args, 240);
+    const char *gdb_args[] = {"--transport",
+                              "gdb",
+                              "--gdb",
+                              vm_gdb_address(g.vm),
+                              "--qmp-socket",
+                              vm_qmp_path(g.vm),
+                              "--samples",
+                              SAMPLES,
+                              "-o",
+                              folded,
+                              "--no-progress",
+                              NULL};
+    struct run r = run_qprof(g.dir, gdb ? gdb_args : args, 240);
     CHECK_INT(r.exit_code, 0);
     fprintf(stderr, "%s", r.err);
     CHECK_MSG(strstr(r.err, "kernel stacks by ORC"), "no ORC summary line");
+    if (gdb)
+        CHECK_MSG(strstr(r.err, "transport: gdbstub, memory: direct"),
+                  "not sampled through the gdbstub with the RAM file:\n%s", r.err);
     check_dd_stacks(folded, &g);
     check_user_leaves(folded, &g);
     run_free(&r);
@@ -442,11 +463,13 @@ int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
     if (strcmp(c, "dd-1cpu") == 0)
-        return case_dd(1);
+        return case_dd(1, false);
     if (strcmp(c, "dd-2cpu") == 0)
-        return case_dd(2);
+        return case_dd(2, false);
+    if (strcmp(c, "dd-gdb") == 0)
+        return case_dd(1, true);
     if (strcmp(c, "not-linux") == 0)
         return case_not_linux();
-    fprintf(stderr, "usage: test_linux dd-1cpu|dd-2cpu|not-linux\n");
+    fprintf(stderr, "usage: test_linux dd-1cpu|dd-2cpu|dd-gdb|not-linux\n");
     return 2;
 }
