@@ -27,7 +27,9 @@
 #define VMCI_HEAD    512 /* OSRELEASE and the first SYMBOL() lines, which KASLR changes */
 #define PT_REGS_SIZE 168
 #define PAGE_SIZE    4096u
-#define MAX_MM_CACHE 256 /* address spaces whose VMAs are kept; all dropped past that */
+/* __START_KERNEL_map: the kernel image's virtual base; phys_base is where it was loaded. */
+#define KERNEL_IMAGE_MAP UINT64_C(0xffffffff80000000)
+#define MAX_MM_CACHE     256 /* address spaces whose VMAs are kept; all dropped past that */
 
 struct os_linux {
     struct prof_os_config cfg;
@@ -170,6 +172,12 @@ static void load_task_offsets(struct os_linux *l)
         fprintf(stderr, "qprof: Linux kernel without BTF (__start_BTF): no process names\n");
         return;
     }
+    if (l->cfg.verbose)
+        fprintf(stderr,
+                "qprof: Linux BTF: %" PRIu64 " bytes at 0x%" PRIx64 " (guest-physical 0x%" PRIx64
+                ")\n",
+                stop - start, start,
+                start - KERNEL_IMAGE_MAP + lx_kernel_vmcoreinfo(l->kernel)->phys_base);
     uint8_t *blob = g_malloc(stop - start);
     int rc = lx_kernel_read(l->kernel, start, blob, stop - start);
     if (rc == 0)

@@ -8,7 +8,9 @@
  *
  * dd-gdb samples the same guest through the gdbstub (with QMP for the shared RAM file).
  *
- * Usage: test_linux CASE   (dd-1cpu, dd-2cpu, dd-gdb, not-linux) */
+ * no-btf spoils the guest's BTF in its RAM: one line, and kernel stacks without process names.
+ *
+ * Usage: test_linux CASE   (dd-1cpu, dd-2cpu, dd-gdb, not-linux, no-btf) */
 #define _GNU_SOURCE
 #include "child.h"
 #include "harness.h"
@@ -434,6 +436,81 @@ static int case_dd(int smp, bool gdb)
     return harness_result();
 }
 
+/* Overwrites the start of the guest's BTF (where qprof -v says it is) in the shared RAM file:
+ * 0, or -1 with a failed check. */
+static int spoil_btf(const struct guest *g)
+{
+    const char *one[] = {"--qmp-socket", vm_qmp_path(g->vm), "--one-shot", "-v", NULL};
+    struct run r = run_qprof(g->dir, one, 120);
+    CHECK_INT(r.exit_code, 0);
+    const char *at = strstr(r.err, "(guest-physical 0x");
+    CHECK_MSG(at != NULL, "qprof -v did not say where the BTF is:\n%s", r.err);
+    unsigned long long paddr = at ? strtoull(at + strlen("(guest-physical "), NULL, 16) : 0;
+    run_free(&r);
+    char ram[400];
+    snprintf(ram, sizeof ram, "%s/ram", vm_dir(g->vm));
+    int fd = open(ram, O_RDWR);
+    CHECK_MSG(fd >= 0, "cannot open the guest's RAM file %s", ram);
+    if (!at || fd < 0)
+        return -1;
+    uint8_t magic[2] = {0}, zero[64] = {0};
+    /* 0xeB9F, little-endian: the BTF header's magic, as the test expects to find it */
+    CHECK_INT((int)pread(fd, magic, 2, (off_t)paddr), 2);
+    CHECK_MSG(magic[0] == 0x9f && magic[1] == 0xeb, "no BTF magic at guest-physical 0x%llx", paddr);
+    CHECK_INT((int)pwrite(fd, zero, sizeof zero, (off_t)paddr), (int)sizeof zero);
+    close(fd);
+    return 0;
+}
+
+/* A kernel whose BTF is garbage: one line says so, kernel stacks keep their names (ORC and
+ * kallsyms need no BTF), and no stack claims a process it cannot know. */
+static int case_no_btf(void)
+{
+    struct guest g = {0};
+    int rc = make_guest();
+    if (rc == VM_SKIP)
+        return VM_SKIP;
+    CHECK_INT(rc, 0);
+    if (rc)
+        return harness_result();
+    rc = boot(1, "dd", &g);
+    if (rc == VM_SKIP)
+        return VM_SKIP;
+    CHECK_INT(rc, 0);
+    if (rc || spoil_btf(&g))
+        return harness_result();
+    char folded[320];
+    snprintf(folded, sizeof folded, "%s/nobtf.folded", g.dir);
+    const char *args[] = {"--qmp-socket", vm_qmp_path(g.vm), "--samples", "40", "-o",
+                          folded,         "--no-progress",   NULL};
+    struct run r = run_qprof(g.dir, args, 240);
+    CHECK_INT(r.exit_code, 0);
+    const char *line = strstr(r.err, "Linux BTF unusable");
+    CHECK_MSG(line != NULL, "no line about the spoiled BTF:\n%s", r.err);
+    CHECK_MSG(!line || !strstr(line + 1, "Linux BTF unusable"), "said more than once:\n%s", r.err);
+    CHECK_MSG(strstr(r.err, "40 samples"), "no samples after the fallback:\n%s", r.err);
+    run_free(&r);
+    gchar *text = NULL;
+    CHECK_MSG(g_file_get_contents(folded, &text, NULL, NULL), "no %s", folded);
+    int named = 0, lines = 0;
+    gchar **l = g_strsplit(text ? text : "", "\n", -1);
+    for (int i = 0; l[i]; i++) {
+        if (!l[i][0])
+            continue;
+        lines++;
+        CHECK_MSG(!g_str_has_prefix(l[i], "dd ("), "a process named without BTF: %s", l[i]);
+        named += strstr(l[i], ";ksys_read;") && strstr(l[i], ";read_zero");
+    }
+    CHECK_MSG(named > 0, "no kernel stack of dd named by ORC and kallsyms in %d stacks", lines);
+    g_strfreev(l);
+    g_free(text);
+    vm_stop(g.vm);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g.dir);
+    CHECK_INT(system(cmd), 0);
+    return harness_result();
+}
+
 /* The demo guest is not Linux: --os linux says so in one line and samples by address split. */
 static int case_not_linux(void)
 {
@@ -470,6 +547,8 @@ int main(int argc, char **argv)
         return case_dd(1, true);
     if (strcmp(c, "not-linux") == 0)
         return case_not_linux();
-    fprintf(stderr, "usage: test_linux dd-1cpu|dd-2cpu|dd-gdb|not-linux\n");
+    if (strcmp(c, "no-btf") == 0)
+        return case_no_btf();
+    fprintf(stderr, "usage: test_linux dd-1cpu|dd-2cpu|dd-gdb|not-linux|no-btf\n");
     return 2;
 }
