@@ -54,6 +54,13 @@ int lx_vmcoreinfo_load_file(const char *path, struct lx_vmcoreinfo *out, struct 
 int lx_vmcoreinfo_find(const struct lx_phys *p, const struct lx_ram_range *ram, int n_ram,
                        struct lx_vmcoreinfo *out, uint64_t *paddr, struct qp_error *err);
 
+/* The same, passing over the pages skip accepts (page: its 4096 bytes): after a reset RAM still
+ * holds the old boot's vmcoreinfo, which must not be taken for the new one's. */
+typedef bool (*lx_vmci_skip_fn)(void *ctx, uint64_t paddr, const void *page);
+int lx_vmcoreinfo_find_fresh(const struct lx_phys *p, const struct lx_ram_range *ram, int n_ram,
+                             lx_vmci_skip_fn skip, void *skip_ctx, struct lx_vmcoreinfo *out,
+                             uint64_t *paddr, struct qp_error *err);
+
 /* ---- The kernel ------------------------------------------------------------------------- */
 
 typedef struct lx_kernel lx_kernel;

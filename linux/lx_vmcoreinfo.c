@@ -163,6 +163,13 @@ static int try_page(const struct lx_phys *p, uint64_t pa, int off, struct lx_vmc
 int lx_vmcoreinfo_find(const struct lx_phys *p, const struct lx_ram_range *ram, int n_ram,
                        struct lx_vmcoreinfo *out, uint64_t *paddr, struct qp_error *err)
 {
+    return lx_vmcoreinfo_find_fresh(p, ram, n_ram, NULL, NULL, out, paddr, err);
+}
+
+int lx_vmcoreinfo_find_fresh(const struct lx_phys *p, const struct lx_ram_range *ram, int n_ram,
+                             lx_vmci_skip_fn skip, void *skip_ctx, struct lx_vmcoreinfo *out,
+                             uint64_t *paddr, struct qp_error *err)
+{
     enum { CHUNK = 1 << 20 };
     uint8_t *chunk = g_malloc(CHUNK);
     int rc = -ENOENT;
@@ -174,7 +181,8 @@ int lx_vmcoreinfo_find(const struct lx_phys *p, const struct lx_ram_range *ram, 
                 continue;
             for (size_t off = 0; off + 4096 <= len && rc; off += 4096) {
                 int text = candidate(chunk + off);
-                if (text >= 0 && try_page(p, base + off, text, out) == 0) {
+                if (text >= 0 && !(skip && skip(skip_ctx, base + off, chunk + off)) &&
+                    try_page(p, base + off, text, out) == 0) {
                     *paddr = base + off;
                     rc = 0;
                 }

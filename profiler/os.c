@@ -83,6 +83,12 @@ int prof_os_user_mapping(prof_os *os, int i, uint64_t pc, const struct prof_os_m
     return os->ops->user_mapping(os->impl, i, pc, mem, out);
 }
 
+void prof_os_machine_reset(prof_os *os)
+{
+    if (os->ops->machine_reset)
+        os->ops->machine_reset(os->impl);
+}
+
 void prof_os_while_running(prof_os *os, const struct prof_os_mem *mem, struct prof_os_refresh *out)
 {
     *out = (struct prof_os_refresh){0};

@@ -129,6 +129,10 @@ struct prof_os_ops {
      * refresh, while stopped. 0, or negative when unknown. */
     int (*user_mapping)(void *impl, int i, uint64_t pc, const struct prof_os_mem *mem,
                         struct prof_mapping *out);
+    /* Optional: the target saw the machine reset (QMP's RESET event) since the last stop.
+     * RAM keeps what the old kernel wrote until the new one overwrites it, so nothing read
+     * from it before may be trusted again (Linux: the kernel is looked for anew). */
+    void (*machine_reset)(void *impl);
 };
 
 extern const struct prof_os_ops prof_os_qprof_abi_ops;
@@ -160,5 +164,6 @@ const sym_table *prof_os_kernel_symbols(prof_os *os);
 int prof_os_user_mapping(prof_os *os, int i, uint64_t pc, const struct prof_os_mem *mem,
                          struct prof_mapping *out);
 void prof_os_while_running(prof_os *os, const struct prof_os_mem *mem, struct prof_os_refresh *out);
+void prof_os_machine_reset(prof_os *os);
 
 #endif

@@ -10,6 +10,7 @@
 #include "linux.h"
 #include "lx_task.h"
 #include "os.h"
+#include "qmp.h" /* qmp_translate: a page walk through a vCPU's own tables */
 
 #include <errno.h>
 #include <glib.h>
@@ -29,6 +30,7 @@
 #define PAGE_SIZE    4096u
 /* __START_KERNEL_map: the kernel image's virtual base; phys_base is where it was loaded. */
 #define KERNEL_IMAGE_MAP UINT64_C(0xffffffff80000000)
+#define MAX_STALE        8
 #define MAX_MM_CACHE     256 /* address spaces whose VMAs are kept; all dropped past that */
 
 struct os_linux {
@@ -36,7 +38,11 @@ struct os_linux {
     const struct prof_os_mem *mem; /* this stop's, for the physical reader */
     struct lx_phys phys;
     lx_kernel *kernel;
-    bool failed; /* for good: a kernel we cannot handle; answer as none */
+    /* Found while the guest ran, not yet checked against a vCPU's page tables (RAM may hold an
+     * earlier boot's vmcoreinfo): nothing is published from it until then. */
+    lx_kernel *candidate;
+    struct prof_os_refresh found; /* what to report once the candidate is checked */
+    bool failed;                  /* for good: a kernel we cannot handle; answer as none */
     uint64_t next_try_ns;
     int tries;
     bool said; /* why the kernel was not found, once */
@@ -44,6 +50,13 @@ struct os_linux {
      * no longer has the same bytes there. */
     uint64_t vmci_paddr;
     uint8_t vmci_head[VMCI_HEAD];
+    /* The same of boots that ended: a reset leaves their bytes in RAM, and a scan must pass
+     * over them (the newest MAX_STALE). */
+    struct stale_vmci {
+        uint64_t paddr;
+        uint8_t head[VMCI_HEAD];
+    } stale[MAX_STALE];
+    int n_stale;
     GPtrArray *old_syms; /* symbols of earlier boots: the session's older samples use them */
     sym_table *syms;
     bool have_offsets;
@@ -102,6 +115,7 @@ static void lx_free(void *impl)
     if (!l)
         return;
     lx_kernel_free(l->kernel);
+    lx_kernel_free(l->candidate);
     sym_table_free(l->syms);
     if (l->old_syms)
         g_ptr_array_free(l->old_syms, TRUE);
@@ -119,6 +133,15 @@ static void say_why(struct os_linux *l, const struct qp_error *why)
     l->said = true;
 }
 
+static bool is_stale(void *ctx, uint64_t paddr, const void *page)
+{
+    const struct os_linux *l = ctx;
+    for (int i = 0; i < l->n_stale; i++)
+        if (l->stale[i].paddr == paddr && memcmp(l->stale[i].head, page, VMCI_HEAD) == 0)
+            return true;
+    return false;
+}
+
 static int find_vmcoreinfo(struct os_linux *l, struct lx_vmcoreinfo *vi, struct qp_error *err)
 {
     if (l->cfg.vmcoreinfo_path)
@@ -133,7 +156,7 @@ static int find_vmcoreinfo(struct os_linux *l, struct lx_vmcoreinfo *vi, struct 
     for (int i = 0; i < n; i++)
         lr[i] = (struct lx_ram_range){r[i].start, r[i].end};
     uint64_t where;
-    int rc = lx_vmcoreinfo_find(&l->phys, lr, n, vi, &where, err);
+    int rc = lx_vmcoreinfo_find_fresh(&l->phys, lr, n, is_stale, l, vi, &where, err);
     if (rc == 0 && l->cfg.verbose)
         fprintf(stderr, "qprof: Linux vmcoreinfo at guest-physical 0x%" PRIx64 "\n", where);
     if (rc == 0 && l->phys.read(l->phys.ctx, where, l->vmci_head, VMCI_HEAD) == 0)
@@ -221,13 +244,15 @@ static bool find_kernel(struct os_linux *l, struct prof_os_refresh *out)
         fprintf(stderr, "qprof: Linux %s: %s; kernel stacks are unwound by CFI only\n",
                 vi.osrelease, err.msg);
     load_task_offsets(l);
-    out->kernel_found = true;
-    out->kernel_stext = vi.stext;
-    out->kernel_slide = (int64_t)vi.kernel_offset;
+    (void)out;
+    l->found = (struct prof_os_refresh){
+        .kernel_found = true, .kernel_stext = vi.stext, .kernel_slide = (int64_t)vi.kernel_offset};
+    l->candidate = l->kernel;
+    l->kernel = NULL;
     if (l->cfg.verbose)
         fprintf(stderr,
                 "qprof: Linux %s, KASLR offset 0x%" PRIx64 ", %zu ORC entries; found in %.1f ms\n",
-                vi.osrelease, vi.kernel_offset, lx_kernel_orc_entries(l->kernel),
+                vi.osrelease, vi.kernel_offset, lx_kernel_orc_entries(l->candidate),
                 (now_ns() - t0) / 1e6);
     return true;
 }
@@ -240,6 +265,10 @@ static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
     uint64_t base = 0, task;
     struct qp_error err = {0};
     l->task_ok[i] = false;
+    /* Kernel mode outside the kernel half is not the kernel we found (a new boot's early code
+     * before QMP's RESET event reached us): its per-CPU data would be the old boot's. */
+    if (!cpu->user && !lx_is_kernel_addr(cpu->regs.r[UNW_RIP]))
+        return;
     if (!cpu->user && cpu->gs_base >= l->cfg.split.kernel_start)
         base = cpu->gs_base;
     else if (lx_kernel_read(l->kernel,
@@ -251,27 +280,111 @@ static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
         l->task_ok[i] = true;
 }
 
-/* The guest rebooted when the vmcoreinfo bytes it was found with changed. Its kernel is
- * dropped (the symbols stay alive for the samples already taken) and looked for again. */
+/* Drops the kernel of a boot that ended (the symbols stay alive for the samples already taken);
+ * it is looked for again. */
+static void forget_kernel(struct os_linux *l)
+{
+    if (l->cfg.verbose && l->kernel)
+        fprintf(stderr, "qprof: the Linux guest rebooted: looking for its kernel again\n");
+    if (l->candidate) {
+        l->kernel = l->candidate; /* dropped the same way, as a boot that ended */
+        l->candidate = NULL;
+    }
+    lx_kernel_free(l->kernel);
+    l->kernel = NULL;
+    if (l->syms)
+        g_ptr_array_add(l->old_syms, l->syms);
+    l->syms = NULL;
+    if (l->vmci_paddr) {
+        if (l->n_stale == MAX_STALE)
+            memmove(&l->stale[0], &l->stale[1], sizeof l->stale[0] * (MAX_STALE - 1));
+        else
+            l->n_stale++;
+        l->stale[l->n_stale - 1].paddr = l->vmci_paddr;
+        memcpy(l->stale[l->n_stale - 1].head, l->vmci_head, VMCI_HEAD);
+    }
+    l->vmci_paddr = 0;
+    l->tries = 0;
+    l->next_try_ns = 0;
+    memset(l->task_ok, 0, sizeof l->task_ok);
+    g_hash_table_remove_all(l->mm_cache);
+}
+
+/* The guest rebooted when the vmcoreinfo bytes it was found with changed (a reset QMP did not
+ * report: the gdbstub alone, or an event missed). */
 static bool rebooted(struct os_linux *l)
 {
     uint8_t now[VMCI_HEAD];
     if (!l->vmci_paddr || l->phys.read(l->phys.ctx, l->vmci_paddr, now, VMCI_HEAD) != 0 ||
         memcmp(now, l->vmci_head, VMCI_HEAD) == 0)
         return false;
-    if (l->cfg.verbose)
-        fprintf(stderr, "qprof: the Linux guest rebooted: looking for its kernel again\n");
-    lx_kernel_free(l->kernel);
-    l->kernel = NULL;
-    if (l->syms)
-        g_ptr_array_add(l->old_syms, l->syms);
-    l->syms = NULL;
-    l->vmci_paddr = 0;
-    l->tries = 0;
-    l->next_try_ns = 0;
-    memset(l->task_ok, 0, sizeof l->task_ok);
-    g_hash_table_remove_all(l->mm_cache);
+    forget_kernel(l);
     return true;
+}
+
+/* The old boot's bytes stay in RAM after a reset, vmcoreinfo included: without this the adapter
+ * would name the new boot's early code with the old kernel's tasks and symbols. */
+static void lx_machine_reset(void *impl)
+{
+    struct os_linux *l = impl;
+    if (l->failed && !l->kernel) /* it gave up on this guest: give the new boot its chances */
+        l->failed = false;
+    forget_kernel(l);
+}
+
+static int phys_word(void *ctx, uint64_t paddr, uint64_t *val)
+{
+    struct os_linux *l = ctx;
+    return l->phys.read(l->phys.ctx, paddr, val, 8);
+}
+
+/* Whether cpu's page tables map the candidate kernel's _stext where that kernel's image lies.
+ * Under PTI a vCPU in user mode runs on the user half of an 8 KiB pair of top-level tables:
+ * the kernel's is the even page. */
+static bool maps_candidate(struct os_linux *l, const struct prof_vcpu *cpu)
+{
+    const struct lx_vmcoreinfo *vi = lx_kernel_vmcoreinfo(l->candidate);
+    uint64_t want = vi->stext - KERNEL_IMAGE_MAP + vi->phys_base, paddr, page;
+    uint64_t roots[2] = {cpu->as_root, cpu->as_root & ~UINT64_C(0x1fff)};
+    for (int r = 0; r < 2; r++)
+        if (qmp_translate(roots[r], vi->stext, phys_word, l, &paddr, &page) == 0 && paddr == want)
+            return true;
+    return false;
+}
+
+/* The first stop after a find: the candidate is the running kernel when a vCPU's page tables
+ * agree with it. A stale one (an earlier boot's) is passed over by the next scan. */
+static void check_candidate(struct os_linux *l, const struct prof_vcpu *cpus, int n_cpus,
+                            struct prof_os_refresh *out)
+{
+    const struct prof_vcpu *cpu = NULL;
+    for (int i = 0; i < n_cpus && !cpu; i++)
+        if (cpus[i].paging64 && !cpus[i].la57 && cpus[i].as_root)
+            cpu = &cpus[i];
+    if (!cpu)
+        return; /* no vCPU in 64-bit paging this stop: ask again at the next */
+    if (maps_candidate(l, cpu)) {
+        l->kernel = l->candidate;
+        l->candidate = NULL;
+        if (l->cfg.verbose)
+            fprintf(stderr, "qprof: vCPU %d maps that kernel's _stext: it is the running one\n",
+                    cpu->index);
+        out->kernel_found = true;
+        out->kernel_stext = l->found.kernel_stext;
+        out->kernel_slide = l->found.kernel_slide;
+        return;
+    }
+    if (l->cfg.verbose || l->cfg.vmcoreinfo_path)
+        fprintf(stderr,
+                "qprof: the Linux vmcoreinfo %s does not describe the running kernel "
+                "(vCPU %d does not map its _stext)%s\n",
+                l->cfg.vmcoreinfo_path ? l->cfg.vmcoreinfo_path : "found in RAM", cpu->index,
+                l->cfg.vmcoreinfo_path ? "" : ": an earlier boot's; looking further");
+    forget_kernel(l); /* the candidate goes, its vmcoreinfo page is passed over from now */
+    if (l->cfg.vmcoreinfo_path)
+        l->failed = true;
+    else if (++l->tries >= MAX_TRIES)
+        l->failed = true;
 }
 
 static void lx_refresh(void *impl, const struct prof_vcpu *cpus, int n_cpus,
@@ -279,6 +392,8 @@ static void lx_refresh(void *impl, const struct prof_vcpu *cpus, int n_cpus,
 {
     struct os_linux *l = impl;
     l->mem = mem;
+    if (l->candidate)
+        check_candidate(l, cpus, n_cpus, out);
     /* With free reads, every stop checks for a reboot; otherwise lx_while_running does. */
     if (l->kernel && mem->reads_are_cheap && rebooted(l))
         out->reset = true;
@@ -297,7 +412,7 @@ static void lx_refresh(void *impl, const struct prof_vcpu *cpus, int n_cpus,
 static void lx_while_running(void *impl, const struct prof_os_mem *mem, struct prof_os_refresh *out)
 {
     struct os_linux *l = impl;
-    if (l->failed || !mem->read_phys)
+    if (l->failed || !mem->read_phys || l->candidate)
         return;
     if (l->kernel) {
         l->mem = mem;
@@ -564,4 +679,5 @@ const struct prof_os_ops prof_os_linux_ops = {
     .kernel_symbols = lx_kernel_symbols_of,
     .while_running = lx_while_running,
     .user_mapping = lx_user_mapping,
+    .machine_reset = lx_machine_reset,
 };

@@ -379,9 +379,11 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
     if (r->paused_intervals)
         fprintf(f, "guest paused by another client: %" PRIu64 " sampling intervals skipped\n",
                 r->paused_intervals);
-    if (c->resets)
+    /* Each reset is usually seen twice: QMP's RESET event, and the new boot's own mark. */
+    uint64_t resets = c->resets > c->machine_resets ? c->resets : c->machine_resets;
+    if (resets)
         fprintf(f, "guest reset %" PRIu64 " time(s) during the run (process caches cleared)\n",
-                c->resets);
+                resets);
     if (c->abi_rejected)
         fprintf(f, "qprof_abi rejected: %" PRIu64 " times; last: %s\n", c->abi_rejected,
                 c->abi_reject_reason);

@@ -606,6 +606,14 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
         c->leaf_module = OUT_NO_MODULE;
         c->kstack_len = c->ustack_len = 0;
     }
+    uint64_t resets = prof_target_resets(s->target);
+    if (resets != s->target_resets) {
+        /* Before the adapter reads anything: what the old boot left in RAM is stale. */
+        s->counters.machine_resets += resets - s->target_resets;
+        s->target_resets = resets;
+        prof_os_machine_reset(s->os);
+        g_hash_table_remove_all(s->images);
+    }
     refresh_os(s, cpus, s->n_cpus);
     for (int i = 0; i < s->n_cpus; i++) {
         struct cpu_capture *c = &s->cap[i];

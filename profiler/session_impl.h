@@ -101,7 +101,8 @@ struct prof_counters {
     uint64_t truncated[UNW_STOP_COUNT];
     uint64_t no_process_info; /* the OS adapter knew nothing (no ABI, or a torn slot) */
     uint64_t at_kernel_entry; /* on the first instruction of an entry from user space */
-    uint64_t resets;          /* the guest's boot_id changed (reset or reboot) */
+    uint64_t resets;          /* the OS adapter saw a new boot (boot_id, vmcoreinfo) */
+    uint64_t machine_resets;  /* the target saw the machine reset (QMP RESET events) */
     uint64_t abi_rejected;    /* a published qprof_abi failed its checks */
     char abi_reject_reason[160];
     uint64_t budget_hits;                           /* samples whose paused-time budget ran out */
@@ -139,6 +140,7 @@ struct prof_session {
     GPtrArray *module_syms;  /* module index -> const sym_table * (may be NULL) */
     struct prof_stack stack; /* scratch, reused by every sample */
     struct prof_target_stats last_stats;
+    uint64_t target_resets; /* prof_target_resets at the last stop */
     struct prof_counters counters;
 };
 

@@ -76,6 +76,11 @@ uint64_t prof_target_round_trips(const prof_target *t)
     return t->ops->round_trips(t->impl);
 }
 
+uint64_t prof_target_resets(const prof_target *t)
+{
+    return t->ops->resets ? t->ops->resets(t->impl) : 0;
+}
+
 const char *prof_target_transport(const prof_target *t)
 {
     return t->ops->transport ? t->ops->transport : t->ops->name;

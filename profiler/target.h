@@ -109,6 +109,8 @@ struct prof_target_ops {
     int (*ram_ranges)(void *impl, struct prof_ram_range *out, int max, int *n,
                       struct qp_error *err);
     uint64_t (*round_trips)(const void *impl);
+    /* Optional. Machine resets seen so far (QMP's RESET events), without a round trip. */
+    uint64_t (*resets)(const void *impl);
     bool (*reads_cost_round_trips)(const void *impl);
     const char *(*version)(const void *impl);  /* e.g. QEMU's "9.2.0" */
     const char *(*describe)(const void *impl); /* how memory is read, e.g. "direct" */
@@ -159,6 +161,8 @@ int prof_target_read_phys(prof_target *t, uint64_t paddr, void *buf, size_t len,
 int prof_target_ram_ranges(prof_target *t, struct prof_ram_range *out, int max, int *n,
                            struct qp_error *err);
 uint64_t prof_target_round_trips(const prof_target *t);
+/* Machine resets the target has seen since it opened; 0 when it cannot tell. */
+uint64_t prof_target_resets(const prof_target *t);
 /* "QMP" or "gdbstub" (static). */
 const char *prof_target_transport(const prof_target *t);
 /* What prof_target_round_trips counts, e.g. "QMP round trips" (static). */

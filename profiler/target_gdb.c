@@ -294,6 +294,13 @@ static uint64_t tg_round_trips(const void *impl)
     return gdb_round_trips(t->gdb);
 }
 
+/* Only QMP sees resets: the stub says nothing of them. */
+static uint64_t tg_resets(const void *impl)
+{
+    const struct target_gdb *t = impl;
+    return t->ram ? qmp_resets(t->ram) : 0;
+}
+
 static bool tg_reads_cost_round_trips(const void *impl)
 {
     const struct target_gdb *t = impl;
@@ -336,6 +343,7 @@ const struct prof_target_ops prof_target_gdb_ops = {
     .read_phys = tg_read_phys,
     .ram_ranges = tg_ram_ranges,
     .round_trips = tg_round_trips,
+    .resets = tg_resets,
     .reads_cost_round_trips = tg_reads_cost_round_trips,
     .version = tg_version,
     .describe = tg_describe,

@@ -217,6 +217,12 @@ static uint64_t tq_round_trips(const void *impl)
     return qmp_round_trips(t->qmp);
 }
 
+static uint64_t tq_resets(const void *impl)
+{
+    const struct target_qmp *t = impl;
+    return qmp_resets(t->qmp);
+}
+
 static bool tq_reads_cost_round_trips(const void *impl)
 {
     const struct target_qmp *t = impl;
@@ -257,6 +263,7 @@ const struct prof_target_ops prof_target_qmp_ops = {
     .read_phys = tq_read_phys,
     .ram_ranges = tq_ram_ranges,
     .round_trips = tq_round_trips,
+    .resets = tq_resets,
     .reads_cost_round_trips = tq_reads_cost_round_trips,
     .version = tq_version,
     .describe = tq_describe,

@@ -124,6 +124,12 @@ int qmp_pop_event(qmp_client *c, struct qmp_event *ev);
 /* Events dropped from a full queue since the connection opened. */
 uint64_t qmp_events_dropped(const qmp_client *c);
 
+/* RESET events received so far (system_reset, or a reboot the guest asked for): no round trip,
+ * it counts what reading replies and events already took off the socket. A reset leaves RAM as
+ * it was, so what the old kernel published stays readable until the new one overwrites it:
+ * this is how an OS adapter learns not to trust it. */
+uint64_t qmp_resets(const qmp_client *c);
+
 /* Whether the guest is running (query-status). */
 int qmp_query_running(qmp_client *c, bool *running, struct qp_error *err);
 

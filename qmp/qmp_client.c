@@ -199,6 +199,8 @@ static void note_event(qmp_client *c, json_object *msg)
         own = c->swallow_stop;
         c->swallow_stop = false;
         c->stop_ts_us = us;
+    } else if (strcmp(ev->name, "RESET") == 0) {
+        c->resets++;
     } else if (strcmp(ev->name, "RESUME") == 0) {
         c->running = true;
         own = c->swallow_resume;
@@ -369,6 +371,11 @@ void qmp_set_timeout(qmp_client *c, double seconds)
 {
     if (seconds > 0)
         c->timeout_ms = (int)(seconds * 1000);
+}
+
+uint64_t qmp_resets(const qmp_client *c)
+{
+    return c->resets;
 }
 
 uint64_t qmp_events_dropped(const qmp_client *c)

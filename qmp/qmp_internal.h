@@ -27,6 +27,7 @@ struct qmp_client {
     unsigned next_id;
     GQueue *events; /* struct qmp_event *, oldest first, at most QMP_MAX_QUEUED_EVENTS */
     uint64_t events_dropped;
+    uint64_t resets;     /* RESET events seen */
     GHashTable *replies; /* id -> json reply that arrived before anyone waited for it */
     uint64_t round_trips;
     bool dead;                         /* the connection failed: no further I/O */

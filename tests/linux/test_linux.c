@@ -10,10 +10,13 @@
  *
  * no-btf spoils the guest's BTF in its RAM: one line, and kernel stacks without process names.
  *
- * Usage: test_linux CASE   (dd-1cpu, dd-2cpu, dd-gdb, not-linux, no-btf) */
+ * reboot resets the guest while qprof samples it: nothing of the new boot is counted as the old.
+ *
+ * Usage: test_linux CASE   (dd-1cpu, dd-2cpu, dd-gdb, not-linux, no-btf, reboot) */
 #define _GNU_SOURCE
 #include "child.h"
 #include "harness.h"
+#include "qmp.h"
 #include "vm.h"
 
 #include <fcntl.h>
@@ -143,6 +146,7 @@ struct guest {
     char kallsyms[300];
     int dd_pid, sh_pid; /* -1 when not started */
     bool gdbstub;       /* set before boot(): QEMU gets a gdbstub too */
+    bool reboots;       /* set before boot(): a reset reboots; a second QMP socket */
 };
 
 /* The pid /init printed for workload name ("qprof-linux: ready pid=N name=NAME"), or -1. */
@@ -177,6 +181,8 @@ static int boot(int smp, const char *run, struct guest *g)
                         .mem_mb = 512,
                         .shared_ram = true,
                         .gdbstub = g->gdbstub,
+                        .allow_reset = g->reboots,
+                        .second_qmp = g->reboots,
                         .extra_args = extra,
                         .cmdline = cmdline};
     double t0 = now_s();
@@ -511,6 +517,166 @@ static int case_no_btf(void)
     return harness_result();
 }
 
+/* ---- A reboot under qprof's feet ----------------------------------------------------------- */
+
+/* The highest "qprof: T s N samples" progress count in err. */
+static uint64_t progress_samples(const char *err)
+{
+    uint64_t best = 0;
+    gchar **lines = g_strsplit_set(err, "\r\n", -1);
+    for (gchar **l = lines; *l; l++) {
+        double seconds;
+        unsigned long long samples;
+        char word[16];
+        if (sscanf(*l, "qprof: %lf s %llu %15s", &seconds, &samples, word) == 3 &&
+            strcmp(word, "samples") == 0 && samples > best)
+            best = samples;
+    }
+    g_strfreev(lines);
+    return best;
+}
+
+static int count_of(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Waits until qprof's stderr (in err_path) has verified the kernel `finds` times and shows at
+ * least min_samples samples (or min_more past the count when the kernel was verified). */
+static bool wait_qprof(const char *err_path, int finds, uint64_t min_more, double timeout_s)
+{
+    double deadline = now_s() + timeout_s;
+    uint64_t at_find = UINT64_MAX;
+    while (now_s() < deadline) {
+        gchar *err = NULL;
+        g_file_get_contents(err_path, &err, NULL, NULL);
+        uint64_t n = err ? progress_samples(err) : 0;
+        if (err && count_of(err, "it is the running one") >= finds && at_find == UINT64_MAX)
+            at_find = n;
+        g_free(err);
+        if (at_find != UINT64_MAX && n >= at_find + min_more)
+            return true;
+        usleep(50000);
+    }
+    return false;
+}
+
+/* True when frame is a bare user address ("0x4f3a568") outside [lo, hi). */
+static bool stray_user_frame(const char *frame, uint64_t lo, uint64_t hi)
+{
+    char *end;
+    if (strncmp(frame, "0x", 2) != 0)
+        return false;
+    uint64_t a = strtoull(frame + 2, &end, 16);
+    return *end == '\0' && a < UINT64_C(0xffff800000000000) && (a < lo || a >= hi);
+}
+
+/* system_reset from a second QMP client while qprof samples dd: QMP's RESET event tells qprof
+ * at once, before the new boot overwrote what the old one left in RAM (vmcoreinfo, task_structs,
+ * per-CPU data). Without that, the new boot's early code (at physical addresses, in kernel mode)
+ * was counted as dd's, and a scan could find the old boot's vmcoreinfo again. */
+static int case_reboot(void)
+{
+    struct guest g = {.reboots = true};
+    int rc = make_guest();
+    if (rc == VM_SKIP)
+        return VM_SKIP;
+    CHECK_INT(rc, 0);
+    if (rc)
+        return harness_result();
+    rc = boot(1, "dd", &g);
+    if (rc == VM_SKIP)
+        return VM_SKIP;
+    CHECK_INT(rc, 0);
+    if (rc)
+        return harness_result();
+    char folded[320], out_path[400], err_path[400];
+    snprintf(folded, sizeof folded, "%s/reboot.folded", g.dir);
+    snprintf(out_path, sizeof out_path, "%s/reboot.out", g.dir);
+    snprintf(err_path, sizeof err_path, "%s/reboot.err", g.dir);
+    const char *args[] = {"--qmp-socket",
+                          vm_qmp_path(g.vm),
+                          "--samples",
+                          "1000000",
+                          "-v",
+                          "--progress",
+                          "-o",
+                          folded,
+                          NULL};
+    pid_t q = child_start(QPROF_BIN, args, g.dir, out_path, err_path, NULL);
+    CHECK_MSG(q > 0, "qprof did not start");
+    bool before = wait_qprof(err_path, 1, 50, 240);
+    CHECK_MSG(before, "qprof did not find the kernel and take 50 samples");
+    if (before) {
+        qmp_client *c = NULL;
+        struct qp_error err = {0};
+        CHECK_MSG(qmp_open(vm_qmp2_path(g.vm), NULL, &c, &err) == 0 &&
+                      qmp_execute(c, "system_reset", NULL, NULL, &err) == 0,
+                  "system_reset on socket 2: %s", err.msg);
+        qmp_free(c);
+        double t0 = now_s();
+        while (vm_count_serial(g.vm, "qprof-linux: all started") < 2 && now_s() < t0 + BOOT_TIMEOUT)
+            usleep(100000);
+        CHECK_MSG(vm_count_serial(g.vm, "qprof-linux: all started") == 2,
+                  "the guest did not boot again");
+        CHECK_MSG(wait_qprof(err_path, 2, 100, 240),
+                  "qprof did not find the new boot's kernel and take 100 samples of it");
+    }
+    kill(q, SIGINT);
+    bool late;
+    CHECK_INT(child_wait(q, 120, &late), 0);
+    gchar *err = NULL, *text = NULL;
+    g_file_get_contents(err_path, &err, NULL, NULL);
+    CHECK_MSG(err && strstr(err, "guest reset"), "no 'guest reset' in the summary:\n%s", err);
+    CHECK_MSG(err && !strstr(err, "runtime error:") && !strstr(err, "Sanitizer"),
+              "sanitizer report:\n%s", err);
+    CHECK_MSG(g_file_get_contents(folded, &text, NULL, NULL), "no %s", folded);
+    /* Each boot's dd is pid 88 or so: what tells them apart is where their code is. dd's user
+     * frames lie in busybox (0x400000 on, non-PIE); a bare address elsewhere is the new boot's
+     * early code counted as the old dd. */
+    uint64_t lo = 0x400000, hi = lo + busybox_size(), dd = 0, dd_named = 0, stray = 0;
+    char root[32];
+    snprintf(root, sizeof root, "dd (%d);", g.dd_pid);
+    gchar **lines = g_strsplit(text ? text : "", "\n", -1);
+    for (gchar **l = lines; *l; l++) {
+        char *space = strrchr(*l, ' ');
+        if (!space || !g_str_has_prefix(*l, root))
+            continue;
+        uint64_t count = strtoull(space + 1, NULL, 10);
+        *space = '\0';
+        dd += count;
+        dd_named += strstr(*l, ";ksys_read;") && strstr(*l, ";read_zero") ? count : 0;
+        gchar **frames = g_strsplit(*l, ";", -1);
+        bool bad = false;
+        for (int i = 1; frames[i]; i++)
+            bad = bad || stray_user_frame(frames[i], lo, hi);
+        if (bad) {
+            stray += count;
+            fprintf(stderr, "not dd's code: %s %" PRIu64 "\n", *l, count);
+        }
+        g_strfreev(frames);
+    }
+    fprintf(stderr,
+            "dd: %" PRIu64 " samples, %" PRIu64 " in read_zero under ksys_read, %" PRIu64
+            " with code outside busybox\n",
+            dd, dd_named, stray);
+    CHECK_MSG(stray == 0, "%" PRIu64 " samples of dd hold addresses outside its code", stray);
+    /* 50 samples before the reset, 100 after the new kernel was found, dd nearly always in
+     * read(): well over 60 of them. */
+    CHECK_MSG(dd_named >= 60, "only %" PRIu64 " named dd stacks across the reboot", dd_named);
+    g_strfreev(lines);
+    g_free(text);
+    g_free(err);
+    vm_stop(g.vm);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g.dir);
+    CHECK_INT(system(cmd), 0);
+    return harness_result();
+}
+
 /* The demo guest is not Linux: --os linux says so in one line and samples by address split. */
 static int case_not_linux(void)
 {
@@ -549,6 +715,8 @@ int main(int argc, char **argv)
         return case_not_linux();
     if (strcmp(c, "no-btf") == 0)
         return case_no_btf();
-    fprintf(stderr, "usage: test_linux dd-1cpu|dd-2cpu|dd-gdb|not-linux|no-btf\n");
+    if (strcmp(c, "reboot") == 0)
+        return case_reboot();
+    fprintf(stderr, "usage: test_linux dd-1cpu|dd-2cpu|dd-gdb|not-linux|no-btf|reboot\n");
     return 2;
 }
