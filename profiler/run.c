@@ -106,6 +106,8 @@ struct run_state {
     uint64_t failed_by_code[N_FAILURE_KINDS]; /* indexed by failure_slot */
     char last_failure[QP_ERROR_MSG_MAX];
     double start, last_progress;
+    double first_done; /* when the first sample was in: one-time loads (a Linux guest's kernel
+                          tables) are behind it */
     bool warned_slow, qemu_gone, paused_by_other;
     int consecutive_failures;
     uint64_t paused_intervals; /* intervals skipped while someone else had the guest paused */
@@ -139,11 +141,11 @@ static void progress_line(struct run_state *r, double now, bool final)
 
 static void warn_if_slow(struct run_state *r, double now)
 {
-    double elapsed = now - r->start;
+    double elapsed = now - r->first_done;
     double target = 1000.0 / r->o->interval_ms;
     if (r->warned_slow || r->samples < 20 || elapsed < 0.5 || r->paused_intervals)
         return;
-    double achieved = r->samples / elapsed;
+    double achieved = (r->samples - 1) / elapsed;
     if (achieved < 0.8 * target) {
         r->warned_slow = true;
         if (r->o->progress)
@@ -207,7 +209,8 @@ static void take_sample(struct run_state *r)
     if (!taken)
         return;
     r->last_sample = now;
-    r->samples++;
+    if (!r->samples++)
+        r->first_done = now_s();
     prof_hist_add(&r->paused, r->session->last_stats.paused_ns);
     r->round_trips += r->session->last_stats.round_trips;
 }
