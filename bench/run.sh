@@ -336,6 +336,52 @@ for n in "${SMPS[@]}"; do
     QEMU_PID=
 done
 
+# ---- A stock Debian Linux guest, same sampling settings ------------------------------------
+
+# Debian's kernel and busybox in an initramfs (tests/linux/make-guest.sh), `dd` and a shell loop
+# on 1 vCPU, KASLR on; qprof with no symbol options, at 100 Hz like the demo guest's 100 Hz rows.
+LINUX_DIR=$BUILD/linux-guest
+LINUX_NOTE=
+boot_linux() {
+    rm -f "$SOCK" "$GDB" "$WORK/serial"
+    qemu-system-x86_64 -kernel "$LINUX_DIR/vmlinuz" -initrd "$LINUX_DIR/initrd.cpio" \
+        -append "console=ttyS0 quiet qprof_run=dd,shloop" -display none -no-reboot \
+        -nodefaults -m 512M -smp 1 -accel tcg -name qprof-bench-linux,debug-threads=on \
+        -qmp "unix:$SOCK,server=on,wait=off" \
+        -chardev "socket,path=$GDB,server=on,wait=off,id=gdb0" -gdb chardev:gdb0 \
+        -object "memory-backend-file,id=ram,size=512M,mem-path=$RAM,share=on" \
+        -machine memory-backend=ram -serial stdio </dev/null \
+        > >(stamp_lines > "$WORK/serial") 2> "$WORK/qemu.err" &
+    QEMU_PID=$!
+    local waited=0
+    until grep -q 'qprof-linux: all started' "$WORK/serial" 2>/dev/null; do
+        kill -0 "$QEMU_PID" 2>/dev/null || die "QEMU exited: $(cat "$WORK/qemu.err")"
+        [ $waited -lt 3000 ] || die "the Linux guest did not start its workloads within 300 s"
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+}
+run_linux() { # LABEL
+    "$QPROF" "${QPROF_TARGET[@]}" --interval 10 --duration "$AT100" --no-progress \
+        -o "$WORK/$1.folded" 2> "$WORK/$1.summary" || die "qprof ($1) failed: $(cat "$WORK/$1.summary")"
+}
+if "$ROOT/tests/linux/make-guest.sh" "$LINUX_DIR" > "$WORK/linux-guest.log" 2>&1; then
+    say "stock Debian Linux guest (1 vCPU, TCG): qprof over QMP and over the gdbstub at 100 Hz"
+    boot_linux
+    pin_vcpu
+    over_qmp
+    run_linux linux-qmp
+    over_gdb direct
+    run_linux linux-gdb
+    over_qmp
+    kill "$QEMU_PID"
+    wait "$QEMU_PID" 2>/dev/null || true
+    QEMU_PID=
+else
+    LINUX_NOTE=$(tail -n1 "$WORK/linux-guest.log")
+    say "no Linux guest: $LINUX_NOTE"
+fi
+
 # ---- The report ----------------------------------------------------------------------------
 
 verdict() { awk -v v="$1" -v lim="$2" -v op="$3" 'BEGIN {
@@ -420,6 +466,49 @@ transport_row() { # N qmp|gdb
         "$(awk -v q="$qp50" -v f="$fp50" 'BEGIN { if (f > 0) printf "%.2fx", q * 1000 / f; else print "-" }')" \
         "$(qprof_fig "$label" trips)" "$(qprof_fig "$label" rate)" \
         "$(awk '/^vCPU stacks:/ { gsub(/[(),]/, " "); printf "%d (%d idle)", $3, $5 }' "$WORK/$label.summary")"
+}
+
+# The ORC summary line's two figures: "kernel stacks by ORC: N, complete (...): P%".
+orc_fig() { # LABEL stacks|complete
+    awk -v want="$2" '/^kernel stacks by ORC:/ { n = $5; sub(/,/, "", n); p = $NF
+        print (want == "stacks" ? n : p) }' "$WORK/$1.summary"
+}
+
+linux_row() { # GUEST TRANSPORT LABEL
+    printf '| %s | %s | %s / %s | %s | %s | %s |\n' "$1" "$2" "$(ms "$(qprof_fig "$3" p50)")" \
+        "$(ms "$(qprof_fig "$3" p99)")" "$(qprof_fig "$3" trips)" "$(qprof_fig "$3" rate)" \
+        "$( [ "$4" = linux ] && printf '%s of %s' "$(orc_fig "$3" complete)" "$(orc_fig "$3" stacks)" || echo '-')"
+}
+
+linux_section() {
+    echo "## A stock Linux guest beside the demo guest"
+    echo
+    if [ -n "$LINUX_NOTE" ]; then
+        echo "Not measured: $LINUX_NOTE"
+        echo
+        return
+    fi
+    echo "Debian 12's own kernel ($(cat "$LINUX_DIR/kernel-release" 2>/dev/null)) and busybox in an"
+    echo "initramfs (\`tests/linux/make-guest.sh\`), KASLR on, 1 vCPU, TCG, \`dd if=/dev/zero"
+    echo "of=/dev/null\` and a shell loop; qprof with no symbol options (kernel found in guest RAM,"
+    echo "kernel stacks by ORC, processes by BTF, user leaves by VMA), \`--interval 10\` for $AT100 s,"
+    echo "beside the demo guest's 100 Hz runs of this same bench run. Kernel stacks complete: the"
+    echo "share of ORC-walked kernel stacks that reach the entry from user mode or a kernel thread's"
+    echo "start."
+    echo
+    echo "| guest | transport | paused p50 / p99 | round trips per sample | samples/s | kernel stacks complete |"
+    echo "|---|---|---|---|---|---|"
+    linux_row "demo guest (qprof_abi)" QMP direct-100 demo
+    linux_row "Debian 12 Linux" QMP linux-qmp linux
+    linux_row "demo guest (qprof_abi)" gdbstub gdb-direct-100 demo
+    linux_row "Debian 12 Linux" gdbstub linux-gdb linux
+    echo
+    echo "Top of the Linux run over QMP (folded, by samples):"
+    echo
+    echo '```'
+    awk '{ print $NF, $0 }' "$WORK/linux-qmp.folded" 2>/dev/null | sort -nr | head -5 | cut -d' ' -f2- | cut -c1-200
+    echo '```'
+    echo
 }
 
 transports_section() {
@@ -542,6 +631,7 @@ report() {
          END { if (n) printf "; wall-rate spread %.1f%% of the mean\n", 100 * (hi - lo) / (sum / n) }' "$WORK/rates"
     echo
     transports_section
+    linux_section
     echo "## Offline cost"
     echo
     echo "- Unwinding + symbolizing one 16-frame stack from a snapshot: $UNWIND_US us (\`unwind_bench\`):"

@@ -359,11 +359,13 @@ static void check_candidate(struct os_linux *l, const struct prof_vcpu *cpus, in
 {
     const struct prof_vcpu *cpu = NULL;
     for (int i = 0; i < n_cpus && !cpu; i++)
-        if (cpus[i].paging64 && !cpus[i].la57 && cpus[i].as_root)
+        if (cpus[i].paging64 && cpus[i].as_root)
             cpu = &cpus[i];
     if (!cpu)
         return; /* no vCPU in 64-bit paging this stop: ask again at the next */
-    if (maps_candidate(l, cpu)) {
+    /* The walker here knows 4 levels; a 5-level guest's kernel is taken on trust (QMP's RESET
+     * event still drops it at a reboot). */
+    if (cpu->la57 || maps_candidate(l, cpu)) {
         l->kernel = l->candidate;
         l->candidate = NULL;
         if (l->cfg.verbose)
