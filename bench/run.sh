@@ -343,7 +343,7 @@ done
 LINUX_DIR=$BUILD/linux-guest
 LINUX_NOTE=
 boot_linux() {
-    rm -f "$SOCK" "$GDB" "$WORK/serial"
+    rm -f "$SOCK" "$GDB" "$WORK/serial" "$RAM" # the demo guest's RAM file has another size
     qemu-system-x86_64 -kernel "$LINUX_DIR/vmlinuz" -initrd "$LINUX_DIR/initrd.cpio" \
         -append "console=ttyS0 quiet qprof_run=dd,shloop" -display none -no-reboot \
         -nodefaults -m 512M -smp 1 -accel tcg -name qprof-bench-linux,debug-threads=on \
@@ -494,7 +494,8 @@ linux_section() {
     echo "kernel stacks by ORC, processes by BTF, user leaves by VMA), \`--interval 10\` for $AT100 s,"
     echo "beside the demo guest's 100 Hz runs of this same bench run. Kernel stacks complete: the"
     echo "share of ORC-walked kernel stacks that reach the entry from user mode or a kernel thread's"
-    echo "start."
+    echo "start. The Linux runs' samples/s count the one-time search for the kernel (0.3-3 s, while"
+    echo "the guest runs) in their time."
     echo
     echo "| guest | transport | paused p50 / p99 | round trips per sample | samples/s | kernel stacks complete |"
     echo "|---|---|---|---|---|---|"
