@@ -519,6 +519,7 @@ static void refresh_os(prof_session *s, const struct prof_vcpu *cpus, int n_cpus
         /* The guest rebooted: pids and generations start over. */
         s->counters.resets++;
         g_hash_table_remove_all(s->images);
+        prof_sysroot_reset(s);
     }
     if (!r.published)
         return;
@@ -666,6 +667,7 @@ int prof_session_capture(prof_session *s, struct prof_target_stats *stats, struc
     if (r.reset) {
         s->counters.resets++;
         g_hash_table_remove_all(s->images);
+        prof_sysroot_reset(s);
     }
     if (r.kernel_found)
         use_found_kernel(s, &r);

@@ -216,6 +216,8 @@ guint prof_user_space_key_hash(gconstpointer p);
 gboolean prof_user_space_key_equal(gconstpointer a, gconstpointer b);
 /* Before a stop's captures: bounds the cache of address spaces (no capture points into it). */
 void prof_sysroot_begin_stop(prof_session *s);
+/* The guest rebooted: address spaces start over (no capture may point into them). */
+void prof_sysroot_reset(prof_session *s);
 /* While stopped: gives c its address space when --sysroot is on and the OS adapter tells it;
  * then c->task.user_leaf_only is false (its user stack is copied) unless the space is known to
  * have no verified file. */

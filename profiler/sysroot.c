@@ -59,6 +59,13 @@ void prof_sysroot_begin_stop(prof_session *s)
         g_hash_table_remove_all(s->user_spaces);
 }
 
+void prof_sysroot_reset(prof_session *s)
+{
+    for (int i = 0; i < PROF_MAX_VCPUS; i++)
+        s->cap[i].uspace = NULL;
+    g_hash_table_remove_all(s->user_spaces);
+}
+
 int prof_user_space_find(const struct user_space *u, uint64_t pc)
 {
     for (int k = 0; k < u->n; k++)
