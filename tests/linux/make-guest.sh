@@ -10,6 +10,7 @@
 #                         adds sanitizers) and the host libraries it needs at the paths ldd names:
 #                         the host is Debian 12 like the guest's packages, so they are the same
 #                         builds the guest would have.
+#                         hotpath-nopie is the same program linked at a fixed address (ET_EXEC).
 #   OUTDIR/sysroot-other  /usr/local/bin/hotpath of another build (another body, another
 #                         build-id), for the test that such a file is not used
 # Files already in OUTDIR are reused; .deb files are fetched with `apt-get download` (or copied
@@ -101,6 +102,7 @@ for w in $(sed -n 's/.*qprof_run=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' '); do
     dd) dd if=/dev/zero of=/dev/null bs=1M 2>/dev/null & ;;
     shloop) sh -c 'i=0; while :; do i=$((i+1)); done' & ;;
     hotpath) /usr/local/bin/hotpath & ;;
+    hotpath-nopie) /usr/local/bin/hotpath-nopie & ;;
     *) echo "qprof-linux: unknown workload $w"; continue ;;
     esac
     echo "qprof-linux: ready pid=$! name=$w"
@@ -114,6 +116,9 @@ chmod 755 root/init
 if command -v cc >/dev/null && command -v ldd >/dev/null; then
     mkdir -p root/usr/local/bin sysroot-other/usr/local/bin
     cc -O2 -fomit-frame-pointer -g0 -o root/usr/local/bin/hotpath "$here/hotpath.c"
+    # The same, linked at a fixed address (ET_EXEC, not PIE): the other way a binary is mapped.
+    cc -O2 -fomit-frame-pointer -g0 -fno-pie -no-pie -o root/usr/local/bin/hotpath-nopie \
+        "$here/hotpath.c"
     cc -O2 -fomit-frame-pointer -g0 -DHOTPATH_VARIANT -o sysroot-other/usr/local/bin/hotpath \
         "$here/hotpath.c"
     for lib in $(ldd root/usr/local/bin/hotpath | grep -o '/[^ ]*'); do

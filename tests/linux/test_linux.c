@@ -142,8 +142,8 @@ struct guest {
     test_vm *vm;
     char dir[256];
     char kallsyms[300];
-    int dd_pid, sh_pid; /* -1 when not started */
-    int hot_pid;        /* hotpath's, -1 when not started */
+    int dd_pid, sh_pid;     /* -1 when not started */
+    int hot_pid, nopie_pid; /* hotpath's and hotpath-nopie's, -1 when not started */
 };
 
 /* The pid /init printed for workload name ("qprof-linux: ready pid=N name=NAME"), or -1. */
@@ -197,6 +197,7 @@ static int boot(int smp, const char *run, struct guest *g)
     g->dd_pid = workload_pid(log, "dd");
     g->sh_pid = workload_pid(log, "shloop");
     g->hot_pid = workload_pid(log, "hotpath");
+    g->nopie_pid = workload_pid(log, "hotpath-nopie");
     free(log);
     fprintf(stderr, "Linux guest (%d vCPUs) up in %.1f s, dd is pid %d, shloop pid %d\n", smp,
             now_s() - t0, g->dd_pid, g->sh_pid);
@@ -447,10 +448,10 @@ static int case_not_linux(void)
 
 /* ---- --sysroot ------------------------------------------------------------------------- */
 
-#define SYSROOT_SAMPLES 150
+#define SYSROOT_SAMPLES 200
 #define HOTPATH_GUEST   "/usr/local/bin/hotpath"
 
-/* What hotpath's stacks ("hotpath (PID);...") in a folded file show. */
+/* What the stacks of one hotpath process ("COMM (PID);...") in a folded file show. */
 struct hot_stacks {
     uint64_t samples; /* rooted at hotpath (PID) */
     uint64_t chain;   /* main;outer_work;middle_work;hot_leaf in that order, nothing between */
@@ -468,7 +469,8 @@ static bool start_frames_ok(gchar **frames, int main_at)
     return true;
 }
 
-static void count_hot_stack(gchar **frames, uint64_t count, struct hot_stacks *h)
+static void count_hot_stack(gchar **frames, uint64_t count, const char *leaf_prefix,
+                            struct hot_stacks *h)
 {
     const char *chain[] = {"main", "outer_work", "middle_work", "hot_leaf"};
     int at[4];
@@ -489,15 +491,16 @@ static void count_hot_stack(gchar **frames, uint64_t count, struct hot_stacks *h
         h->chain += count;
     }
     if (frames[1] && strcmp(frames[1], "[truncated]") == 0 && frames[2] &&
-        g_str_has_prefix(frames[2], "hotpath+0x"))
+        g_str_has_prefix(frames[2], leaf_prefix))
         h->leaf_by_mapping += count;
 }
 
-static struct hot_stacks hot_stacks(const char *folded_path, int pid)
+static struct hot_stacks hot_stacks(const char *folded_path, const char *comm, int pid)
 {
     struct hot_stacks h = {0};
-    char root[64], *text = NULL;
-    snprintf(root, sizeof root, "hotpath (%d)", pid);
+    char root[64], leaf_prefix[64], *text = NULL;
+    snprintf(root, sizeof root, "%s (%d)", comm, pid);
+    snprintf(leaf_prefix, sizeof leaf_prefix, "%s+0x", comm);
     CHECK(g_file_get_contents(folded_path, &text, NULL, NULL));
     gchar **lines = g_strsplit(text ? text : "", "\n", -1);
     for (gchar **l = lines; *l; l++) {
@@ -508,15 +511,15 @@ static struct hot_stacks hot_stacks(const char *folded_path, int pid)
         *space = '\0';
         gchar **frames = g_strsplit(*l, ";", -1);
         if (strcmp(frames[0], root) == 0)
-            count_hot_stack(frames, count, &h);
+            count_hot_stack(frames, count, leaf_prefix, &h);
         g_strfreev(frames);
     }
     g_strfreev(lines);
     g_free(text);
     fprintf(stderr,
             "%s: %" PRIu64 " samples, main..hot_leaf chain %" PRIu64 ", any of those names %" PRIu64
-            ", leaf only as hotpath+0x... %" PRIu64 "\n",
-            root, h.samples, h.chain, h.named, h.leaf_by_mapping);
+            ", leaf only as %s... %" PRIu64 "\n",
+            root, h.samples, h.chain, h.named, leaf_prefix, h.leaf_by_mapping);
     return h;
 }
 
@@ -551,35 +554,43 @@ static int case_sysroot(void)
         fprintf(stderr, "SKIP: make-guest.sh built no hotpath (no host cc)\n");
         return VM_SKIP;
     }
-    rc = boot(1, "hotpath", &g);
+    rc = boot(1, "hotpath,hotpath-nopie", &g);
     if (rc == VM_SKIP)
         return VM_SKIP;
     CHECK_INT(rc, 0);
     if (rc)
         return harness_result();
     int pid = g.hot_pid;
-    CHECK_MSG(pid > 0, "the guest printed no pid for hotpath");
+    CHECK_MSG(pid > 0 && g.nopie_pid > 0, "the guest printed no pid for hotpath(-nopie)");
     char folded[320], samples[16];
     snprintf(samples, sizeof samples, "%d", SYSROOT_SAMPLES);
 
-    /* With the guest's files: the whole chain, named. hotpath spins in user mode (timer
-     * interrupts land on top of the same chain), so nearly every sample of the single vCPU is
-     * it; a quarter lost to other tasks and late stops is far more than a run of 150 shows. */
+    /* With the guest's files: the whole chain, named, for the PIE hotpath and the fixed-address
+     * hotpath-nopie alike. Both spin in user mode (timer interrupts land on top of the same
+     * chain) and share the single vCPU about evenly, so each has about half the samples; a fifth
+     * each, and a quarter of a process's samples lost to late stops, leave a wide margin at 200
+     * samples. */
     const char *with[] = {"--sysroot", QPROF_LINUX_GUEST_DIR "/sysroot", NULL};
     struct run r = profile_hotpath(&g, "sysroot.folded", samples, with, folded, sizeof folded);
-    struct hot_stacks h = hot_stacks(folded, pid);
-    CHECK_MSG(h.samples * 2 >= SYSROOT_SAMPLES, "hotpath has only %" PRIu64 " of %d samples",
-              h.samples, SYSROOT_SAMPLES);
+    struct hot_stacks h = hot_stacks(folded, "hotpath", pid);
+    struct hot_stacks np = hot_stacks(folded, "hotpath-nopie", g.nopie_pid);
+    CHECK_MSG(h.samples * 5 >= SYSROOT_SAMPLES && np.samples * 5 >= SYSROOT_SAMPLES,
+              "hotpath has only %" PRIu64 " and hotpath-nopie %" PRIu64 " of %d samples", h.samples,
+              np.samples, SYSROOT_SAMPLES);
     CHECK_MSG(h.chain * 4 >= h.samples * 3,
               "only %" PRIu64 " of hotpath's %" PRIu64
               " samples show main;outer_work;middle_work;hot_leaf",
               h.chain, h.samples);
+    CHECK_MSG(np.chain * 4 >= np.samples * 3,
+              "only %" PRIu64 " of hotpath-nopie's %" PRIu64
+              " samples show main;outer_work;middle_work;hot_leaf",
+              np.chain, np.samples);
     CHECK_MSG(!strstr(r.err, "not used"), "a matching sysroot file was rejected:\n%s", r.err);
     run_free(&r);
 
     /* Without it: the leaf only, named by its mapping, and none of the names. */
     r = profile_hotpath(&g, "plain.folded", "60", NULL, folded, sizeof folded);
-    h = hot_stacks(folded, pid);
+    h = hot_stacks(folded, "hotpath", pid);
     CHECK_MSG(h.samples > 0 && h.leaf_by_mapping * 4 >= h.samples * 3,
               "without --sysroot only %" PRIu64 " of %" PRIu64
               " hotpath samples show the leaf as hotpath+0x...",
@@ -590,13 +601,15 @@ static int case_sysroot(void)
     /* A sysroot whose hotpath is another build: said once, not used, no names shown. */
     const char *other[] = {"--sysroot", QPROF_LINUX_GUEST_DIR "/sysroot-other", NULL};
     r = profile_hotpath(&g, "other.folded", "60", other, folded, sizeof folded);
-    h = hot_stacks(folded, pid);
+    h = hot_stacks(folded, "hotpath", pid);
     const char *said = strstr(r.err, "sysroot-other" HOTPATH_GUEST " has build-id ");
     CHECK_MSG(said && strstr(said, "not used"), "no word that the other build was not used:\n%s",
               r.err);
     CHECK_MSG(!said || !strstr(said + 1, "sysroot-other" HOTPATH_GUEST " has build-id "),
               "said more than once:\n%s", r.err);
     CHECK_MSG(h.named == 0, "a sysroot file of another build named %" PRIu64 " samples", h.named);
+    np = hot_stacks(folded, "hotpath-nopie", g.nopie_pid);
+    CHECK_MSG(np.named == 0, "hotpath-nopie, not under that sysroot, was named");
     CHECK_MSG(h.samples > 0 && h.leaf_by_mapping * 4 >= h.samples * 3,
               "with another build only %" PRIu64 " of %" PRIu64
               " hotpath samples show the leaf as hotpath+0x...",
