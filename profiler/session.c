@@ -563,7 +563,9 @@ static void name_user_leaf(prof_session *s, struct cpu_capture *c, uint64_t pc,
                            const struct prof_os_mem *mem)
 {
     struct prof_mapping m;
-    if ((c->task.user_leaf_only || c->uspace) &&
+    /* --sysroot: a leaf in an exec mapping needs no VMA lookup (the space names it). */
+    bool in_exec = c->uspace && prof_user_space_find(c->uspace, pc) >= 0;
+    if ((c->task.user_leaf_only || c->uspace) && !in_exec &&
         prof_os_user_mapping(s->os, (int)(c - s->cap), pc, mem, &m) == 0)
         c->leaf_module = prof_session_mapping_module(s, &m);
 }
