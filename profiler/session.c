@@ -563,8 +563,9 @@ static void name_user_leaf(prof_session *s, struct cpu_capture *c, uint64_t pc,
                            const struct prof_os_mem *mem)
 {
     struct prof_mapping m;
-    /* --sysroot: a leaf in an exec mapping needs no VMA lookup (the space names it). */
-    bool in_exec = c->uspace && prof_user_space_find(c->uspace, pc) >= 0;
+    /* --sysroot: a leaf in an exec mapping needs no VMA lookup when the space unwinds the stack
+     * (it names the mapping); a space with no verified file leaves the leaf to the lookup. */
+    bool in_exec = c->uspace && !c->task.user_leaf_only && prof_user_space_find(c->uspace, pc) >= 0;
     if ((c->task.user_leaf_only || c->uspace) && !in_exec &&
         prof_os_user_mapping(s->os, (int)(c - s->cap), pc, mem, &m) == 0)
         c->leaf_module = prof_session_mapping_module(s, &m);
