@@ -151,6 +151,8 @@ static void sysroot_user_part(prof_session *s, struct cpu_capture *c, const stru
     }
     n = keep_verified(s, c, n, &stop);
     st->sample.user_stop = stop;
+    s->counters.sysroot_stacks++;
+    s->counters.sysroot_stacks_complete += !unw_stop_is_truncation(stop);
     if (unw_stop_is_truncation(stop))
         s->counters.truncated[stop]++;
     for (int i = n - 1; i >= 0; i--)

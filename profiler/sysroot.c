@@ -158,6 +158,7 @@ static struct sysroot_file *sysroot_file(prof_session *s, const char *guest_path
     if (f || g_hash_table_size(s->sysroot_files) >= MAX_SYSROOT_FILES)
         return f;
     f = sysroot_file_open(s, guest_path);
+    s->counters.sysroot_files_unused += !f->usable;
     if (!f->usable && s->opts.verbose)
         fprintf(stderr, "qprof: --sysroot: %s: %s (its frames end the user stack)\n", f->host_path,
                 f->why_not);
@@ -193,6 +194,7 @@ static bool same_build(prof_session *s, struct sysroot_file *f, const struct pro
                     "used\n",
                     m->path, f->host_path);
         f->said_differs = true;
+        s->counters.sysroot_files_unused++;
     }
     return false;
 }
