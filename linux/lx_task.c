@@ -291,17 +291,14 @@ static int mt_load(const struct lx_offsets *o, const struct lx_reader *r, uint64
                         MT_MAX_DEPTH);
 }
 
-/* The basename of the file behind a VMA: file->f_path.dentry->d_name. */
-static int vma_file_name(const struct lx_offsets *o, const struct lx_reader *r, uint64_t file,
-                         char *name, size_t size, struct qp_error *err)
+/* A dentry's own name (d_name), NUL-terminated; cut to size - 1 bytes (*cut says so). The root
+ * dentry's name is "/". */
+static int dentry_name(const struct lx_offsets *o, const struct lx_reader *r, uint64_t dentry,
+                       char *name, size_t size, bool *cut, struct qp_error *err)
 {
-    uint64_t dentry, str;
-    uint8_t qstr[16];
-    int rc = read_u64(r, file + o->file_path + o->path_dentry, &dentry, "file->f_path.dentry", err);
-    if (!rc)
-        rc = check_kernel_ptr(dentry, "dentry", err);
-    if (!rc)
-        rc = read_u64(r, dentry + o->dentry_name + o->qstr_name, &str, "d_name.name", err);
+    uint64_t str;
+    uint8_t qstr[4];
+    int rc = read_u64(r, dentry + o->dentry_name + o->qstr_name, &str, "d_name.name", err);
     if (!rc)
         rc = lx_read(r, dentry + o->dentry_name + o->qstr_len, qstr, 4, "d_name.len", err);
     if (rc)
@@ -311,10 +308,89 @@ static int vma_file_name(const struct lx_offsets *o, const struct lx_reader *r, 
         return qp_error_set(err, -EINVAL,
                             "dentry 0x%" PRIx64 " has no name (len %u at 0x%" PRIx64 ")", dentry,
                             len, str);
-    if (len > size - 1)
+    *cut = len > size - 1;
+    if (*cut)
         len = (uint32_t)(size - 1);
     rc = lx_read(r, str, name, len, "file name", err);
     name[rc ? 0 : len] = '\0';
+    return rc;
+}
+
+static int file_dentry(const struct lx_offsets *o, const struct lx_reader *r, uint64_t file,
+                       uint64_t *dentry, struct qp_error *err)
+{
+    int rc = read_u64(r, file + o->file_path + o->path_dentry, dentry, "file->f_path.dentry", err);
+    return rc ? rc : check_kernel_ptr(*dentry, "dentry", err);
+}
+
+/* The basename of the file behind a VMA: file->f_path.dentry->d_name. */
+static int vma_file_name(const struct lx_offsets *o, const struct lx_reader *r, uint64_t file,
+                         char *name, size_t size, struct qp_error *err)
+{
+    uint64_t dentry;
+    bool cut;
+    int rc = file_dentry(o, r, file, &dentry, err);
+    return rc ? rc : dentry_name(o, r, dentry, name, size, &cut, err);
+}
+
+/* Names from the file up to the root, innermost first, into names[*depth]. */
+static int dentry_chain(const struct lx_offsets *o, const struct lx_reader *r, uint64_t dentry,
+                        char names[][256], int *depth, struct qp_error *err)
+{
+    *depth = 0;
+    for (int i = 0; i <= LX_PATH_MAX_DEPTH; i++) {
+        uint64_t parent;
+        int rc = read_u64(r, dentry + o->dentry_parent, &parent, "dentry->d_parent", err);
+        if (!rc)
+            rc = check_kernel_ptr(parent, "d_parent", err);
+        if (rc)
+            return rc;
+        if (parent == dentry)
+            return 0; /* the root of the mount */
+        if (i == LX_PATH_MAX_DEPTH)
+            break;
+        bool cut;
+        rc = dentry_name(o, r, dentry, names[i], 256, &cut, err);
+        if (rc)
+            return rc;
+        if (strchr(names[i], '/'))
+            return qp_error_set(err, -EINVAL, "dentry 0x%" PRIx64 ": a name with a '/'", dentry);
+        (*depth)++;
+        dentry = parent;
+    }
+    return qp_error_set(err, -ELOOP, "file path deeper than %d names (a cycle or garbage)",
+                        LX_PATH_MAX_DEPTH);
+}
+
+int lx_file_path(const struct lx_offsets *o, const struct lx_reader *r, uint64_t file, char *out,
+                 size_t size, struct qp_error *err)
+{
+    uint64_t dentry;
+    int depth = 0;
+    char(*names)[256] = malloc(sizeof(char[256]) * LX_PATH_MAX_DEPTH);
+    if (!names)
+        return qp_error_set(err, -ENOMEM, "no memory for a file path");
+    int rc = check_kernel_ptr(file, "file", err);
+    if (!rc)
+        rc = file_dentry(o, r, file, &dentry, err);
+    if (!rc)
+        rc = dentry_chain(o, r, dentry, names, &depth, err);
+    size_t used = 0;
+    for (int i = depth - 1; i >= 0 && !rc; i--) {
+        size_t n = strlen(names[i]);
+        if (used + 1 + n + 1 > size)
+            rc = qp_error_set(err, -ENAMETOOLONG, "file path longer than %zu bytes", size - 1);
+        else {
+            out[used++] = '/';
+            memcpy(out + used, names[i], n);
+            used += n;
+        }
+    }
+    if (!rc && depth == 0)
+        rc = qp_error_set(err, -EINVAL, "file 0x%" PRIx64 " is a mount's root, not a file", file);
+    if (!rc)
+        out[used] = '\0';
+    free(names);
     return rc;
 }
 
@@ -473,4 +549,93 @@ int lx_vma_for_each(const struct lx_offsets *o, const struct lx_reader *r, uint6
     if ((root & 3) == 2 && root > 4096)
         return mt_walk_node(&w, root, 0, UINT64_MAX, 0, err);
     return mt_walk_entry(&w, root, 0, err); /* empty, or one entry at index 0 */
+}
+
+/* ---- the build-id of a mapped ELF ---- */
+
+#define ELF_MAX_PHNUM  64
+#define ELF_MAX_NOTES  4096 /* bytes of one PT_NOTE segment read */
+#define NT_GNU_BUILDID 3
+
+static uint32_t align_up(uint32_t v, uint32_t a)
+{
+    return (v + a - 1) & ~(a - 1);
+}
+
+/* Finds the GNU build-id note in one PT_NOTE segment's bytes. */
+static int note_build_id(const uint8_t *notes, size_t len, uint32_t align,
+                         uint8_t id[LX_BUILD_ID_MAX], size_t *id_len)
+{
+    size_t at = 0;
+    while (at + 12 <= len) {
+        uint32_t namesz = load_u32(notes + at), descsz = load_u32(notes + at + 4);
+        uint32_t type = load_u32(notes + at + 8);
+        if (namesz > len || descsz > len)
+            return -EINVAL;
+        size_t name_at = at + 12, desc_at = name_at + align_up(namesz, align);
+        size_t next = desc_at + align_up(descsz, align);
+        if (next > len || desc_at + descsz > len)
+            return -EINVAL;
+        if (type == NT_GNU_BUILDID && namesz == 4 && memcmp(notes + name_at, "GNU", 4) == 0) {
+            if (descsz == 0 || descsz > LX_BUILD_ID_MAX)
+                return -EINVAL;
+            memcpy(id, notes + desc_at, descsz);
+            *id_len = descsz;
+            return 0;
+        }
+        at = next;
+    }
+    return -ENOENT;
+}
+
+static int read_phdrs(const struct lx_reader *r, uint64_t base, uint64_t map_len, uint8_t *phdrs,
+                      unsigned *phnum, struct qp_error *err)
+{
+    uint8_t eh[64];
+    int rc = lx_read(r, base, eh, sizeof eh, "ELF header", err);
+    if (rc)
+        return rc;
+    if (memcmp(eh, "\177ELF", 4) != 0 || eh[4] != 2 /* ELFCLASS64 */ || eh[5] != 1 /* LSB */)
+        return qp_error_set(err, -ENOEXEC, "no 64-bit ELF header at 0x%" PRIx64, base);
+    uint64_t phoff = load_u64(eh + 32);
+    uint16_t phentsize, n;
+    memcpy(&phentsize, eh + 54, 2);
+    memcpy(&n, eh + 56, 2);
+    if (phentsize != 56 || n == 0 || n > ELF_MAX_PHNUM || phoff > map_len ||
+        phoff + (uint64_t)n * 56 > map_len)
+        return qp_error_set(err, -EINVAL,
+                            "ELF at 0x%" PRIx64 ": %u program headers of %u bytes at 0x%" PRIx64
+                            " do not fit its %" PRIu64 "-byte mapping",
+                            base, n, phentsize, phoff, map_len);
+    *phnum = n;
+    return lx_read(r, base + phoff, phdrs, (size_t)n * 56, "ELF program headers", err);
+}
+
+int lx_elf_build_id(const struct lx_reader *r, uint64_t base, uint64_t map_len,
+                    uint8_t id[LX_BUILD_ID_MAX], size_t *len, struct qp_error *err)
+{
+    uint8_t phdrs[ELF_MAX_PHNUM * 56];
+    unsigned phnum = 0;
+    int rc = read_phdrs(r, base, map_len, phdrs, &phnum, err);
+    if (rc)
+        return rc;
+    uint8_t *notes = malloc(ELF_MAX_NOTES);
+    if (!notes)
+        return qp_error_set(err, -ENOMEM, "no memory for ELF notes");
+    rc = -ENOENT;
+    for (unsigned i = 0; i < phnum && rc != 0; i++) {
+        const uint8_t *ph = phdrs + i * 56;
+        uint64_t off = load_u64(ph + 8), size = load_u64(ph + 32), align = load_u64(ph + 48);
+        if (load_u32(ph) != 4 /* PT_NOTE */ || size < 12 || size > ELF_MAX_NOTES || off > map_len ||
+            off + size > map_len)
+            continue;
+        struct qp_error ignored = {0};
+        if (lx_read(r, base + off, notes, size, "ELF notes", &ignored) == 0)
+            rc = note_build_id(notes, size, align == 8 ? 8 : 4, id, len);
+    }
+    free(notes);
+    if (rc)
+        return qp_error_set(err, rc == -ENOENT ? -ENOENT : -EINVAL,
+                            "ELF at 0x%" PRIx64 ": no readable GNU build-id note", base);
+    return 0;
 }

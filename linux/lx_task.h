@@ -78,6 +78,25 @@ struct lx_vma {
     uint64_t start, end, pgoff, flags, file;
     char name[64]; /* the file's basename (dentry name), "" when anonymous */
 };
+/* Added by sysroot: the full path of a mapped file, for matching it against a --sysroot.
+ * Walks file->f_path.dentry up its d_parent chain to the root (a dentry that is its own parent),
+ * at most LX_PATH_MAX_DEPTH names and size - 1 bytes: a longer chain or a name that does not
+ * hold together is an error, never a truncated path. Within one mount only: a file on a
+ * filesystem mounted below / comes out relative to its mount's root (the walk does not follow
+ * vfsmount), which a sysroot of the same layout then cannot match. */
+#define LX_PATH_MAX_DEPTH 64
+int lx_file_path(const struct lx_offsets *o, const struct lx_reader *r, uint64_t file, char *out,
+                 size_t size, struct qp_error *err);
+
+/* Added by sysroot: the GNU build-id of an ELF mapped at base (a mapping of file offset 0,
+ * map_len bytes): ELF header, program headers, each PT_NOTE inside the mapping, the
+ * NT_GNU_BUILD_ID note. r reads user addresses here (the mapping's address space). Every size
+ * and offset is checked against map_len and small fixed bounds; anything else (not ELF, no
+ * note, an unreadable page) is an error with *len untouched. At most LX_BUILD_ID_MAX bytes. */
+#define LX_BUILD_ID_MAX 32
+int lx_elf_build_id(const struct lx_reader *r, uint64_t base, uint64_t map_len,
+                    uint8_t id[LX_BUILD_ID_MAX], size_t *len, struct qp_error *err);
+
 /* The VMA of mm containing addr, by a maple tree walk: 0, -ENOENT when none, other -errno.
  * A walk that meets a node the kernel is replacing answers -EAGAIN (retry later). */
 int lx_vma_find(const struct lx_offsets *o, const struct lx_reader *r, uint64_t mm, uint64_t addr,

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "output.h"
@@ -78,6 +79,10 @@ void prof_print_help(FILE *out)
         "                         is given, else linux when guest RAM holds a Linux kernel's\n"
         "                         vmcoreinfo, else none: user or kernel by privilege level]\n"
         "  --vmcoreinfo FILE      a Linux guest's vmcoreinfo text, instead of scanning its RAM\n"
+        "  --sysroot DIR          the guest's root filesystem, e.g. its image mounted\n"
+        "                         read-only; user binaries and libraries are matched by path\n"
+        "                         and verified by build-id, then user stacks are unwound with\n"
+        "                         their DWARF CFI (Linux guests; without it: the leaf only)\n"
         "Output:\n"
         "  -o, --output FILE      write the profile to FILE in the format its name ends with:\n"
         "                         .speedscope.json (speedscope, with a timeline), .pb.gz\n"
@@ -116,6 +121,8 @@ void prof_print_help(FILE *out)
         "      take exactly 5000 samples at ~1 kHz, however long that takes\n"
         "  qprof --duration 0 --interval 1 -o - > stack.folded\n"
         "      sample at ~1 kHz until Ctrl-C, folded stacks on stdout\n"
+        "  qprof --qmp-socket ./qmp-socket --sysroot /mnt/guest-root -o linux.folded\n"
+        "      a Linux guest: kernel stacks by ORC, user stacks by its own files' CFI\n"
         "  qprof --kernel-only --kernel System.map --kernel-slide 0x1e00000 -o k.folded\n"
         "      profile a relocated kernel whose ELF you don't have\n",
         out);
@@ -229,6 +236,7 @@ enum {
     OPT_MEMORY,
     OPT_OS,
     OPT_VMCOREINFO,
+    OPT_SYSROOT,
     OPT_TOP,
     OPT_NO_PROGRESS,
     OPT_PROGRESS,
@@ -259,6 +267,7 @@ static const struct option long_options[] = {
     {"memory", required_argument, NULL, OPT_MEMORY},
     {"os", required_argument, NULL, OPT_OS},
     {"vmcoreinfo", required_argument, NULL, OPT_VMCOREINFO},
+    {"sysroot", required_argument, NULL, OPT_SYSROOT},
     {"top", required_argument, NULL, OPT_TOP},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
     {"progress", no_argument, NULL, OPT_PROGRESS},
@@ -398,6 +407,14 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
         return 0;
     case OPT_VMCOREINFO:
         o->vmcoreinfo = arg;
+        return 0;
+    case OPT_SYSROOT:
+        struct stat st;
+        if (stat(arg, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "qprof: --sysroot: '%s' is not a directory\n", arg);
+            return -1;
+        }
+        o->sysroot = arg;
         return 0;
     case OPT_MEMORY:
         if (!valid_backend(arg)) {

@@ -95,3 +95,11 @@ void prof_os_while_running(prof_os *os, const struct prof_os_mem *mem, struct pr
     if (os->ops->while_running)
         os->ops->while_running(os->impl, mem, out);
 }
+
+int prof_os_address_space(prof_os *os, int i, const struct prof_os_mem *mem,
+                          struct prof_address_space *out)
+{
+    if (!os->ops->address_space)
+        return -ENOTSUP;
+    return os->ops->address_space(os->impl, i, mem, out);
+}

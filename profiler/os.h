@@ -91,6 +91,27 @@ struct prof_mapping {
     uint64_t start, end;
 };
 
+/* One executable file mapping of an address space (Linux: a VMA with VM_EXEC and a file), for
+ * unwinding user stacks with the guest's own files (--sysroot). */
+#define PROF_PATH_MAX     256
+#define PROF_BUILD_ID_MAX 32
+struct prof_exec_mapping {
+    char path[PROF_PATH_MAX]; /* absolute in the guest (within its mount) */
+    uint64_t start, end;      /* [start, end) */
+    uint64_t pgoff;           /* file offset of start, in 4 KiB pages */
+    uint8_t build_id[PROF_BUILD_ID_MAX];
+    uint8_t build_id_len; /* 0: unknown (not read, or unreadable) */
+};
+
+/* An address space as the OS adapter sees it at this stop. Two answers with the same id and
+ * generation have the same exec mappings. */
+struct prof_address_space {
+    uint64_t id;         /* Linux: the mm_struct's address */
+    uint64_t generation; /* changes when the exec mappings change */
+    int n;
+    const struct prof_exec_mapping *maps; /* borrowed: valid until the adapter's next refresh */
+};
+
 struct prof_os_config {
     uint64_t abi_addr;            /* qprof_abi: where the guest publishes it */
     struct prof_addr_split split; /* the target's */
@@ -133,6 +154,11 @@ struct prof_os_ops {
      * RAM keeps what the old kernel wrote until the new one overwrites it, so nothing read
      * from it before may be trusted again (Linux: the kernel is looked for anew). */
     void (*machine_reset)(void *impl);
+    /* Optional: the address space of the task on cpus[i] of the last refresh and its exec file
+     * mappings, while stopped (the adapter's reads go through mem, within the budget). 0, or
+     * negative when unknown (a kernel thread, no offsets, no budget left this stop). */
+    int (*address_space)(void *impl, int i, const struct prof_os_mem *mem,
+                         struct prof_address_space *out);
 };
 
 extern const struct prof_os_ops prof_os_qprof_abi_ops;
@@ -163,6 +189,9 @@ const sym_table *prof_os_kernel_symbols(prof_os *os);
 /* -ENOTSUP when the adapter cannot tell. */
 int prof_os_user_mapping(prof_os *os, int i, uint64_t pc, const struct prof_os_mem *mem,
                          struct prof_mapping *out);
+/* -ENOTSUP when the adapter cannot tell. */
+int prof_os_address_space(prof_os *os, int i, const struct prof_os_mem *mem,
+                          struct prof_address_space *out);
 void prof_os_while_running(prof_os *os, const struct prof_os_mem *mem, struct prof_os_refresh *out);
 void prof_os_machine_reset(prof_os *os);
 

@@ -64,8 +64,10 @@ struct os_linux {
     uint64_t per_cpu_offset; /* __per_cpu_offset[] */
     struct lx_task_info tasks[PROF_MAX_VCPUS];
     bool task_ok[PROF_MAX_VCPUS];
-    GHashTable *mm_cache; /* mm address -> struct mm_vmas (owned) */
-    uint64_t stops;       /* refreshes so far: at most one VMA walk per mm per stop */
+    GHashTable *mm_cache;         /* mm address -> struct mm_vmas (owned) */
+    uint64_t stops;               /* refreshes so far: at most one VMA walk per mm per stop */
+    const struct prof_vcpu *cpus; /* this stop's (borrowed during the stop): user reads */
+    int n_cpus;
 };
 
 /* The VMAs of one address space, in address order, as one walk of its maple tree found them.
@@ -76,6 +78,22 @@ struct mm_vmas {
     int32_t tgid;       /* an mm freed and reused by another process */
     uint64_t walked_at; /* l->stops of the walk */
     GArray *vmas;       /* struct lx_vma */
+    /* --sysroot: the exec file mappings (struct prof_exec_mapping), built on demand from vmas;
+     * files (vm_file -> struct file_info) outlives a walk of the same process. */
+    GArray *exec;
+    uint64_t exec_gen;
+    bool exec_ready; /* every path and build-id that can be read was */
+    GHashTable *files;
+};
+
+/* What one mapped file of a process is: read once per (mm, file). */
+#define FILE_MAX_TRIES 8
+struct file_info {
+    char path[PROF_PATH_MAX]; /* "" when unreadable */
+    uint8_t build_id[PROF_BUILD_ID_MAX];
+    uint8_t build_id_len;
+    bool path_done, build_id_done; /* read, or failed for good */
+    int tries;                     /* reads cut short by the budget */
 };
 
 static uint64_t now_ns(void)
@@ -95,6 +113,10 @@ static void mm_vmas_free(gpointer p)
 {
     struct mm_vmas *m = p;
     g_array_free(m->vmas, TRUE);
+    if (m->exec)
+        g_array_free(m->exec, TRUE);
+    if (m->files)
+        g_hash_table_destroy(m->files);
     g_free(m);
 }
 
@@ -396,6 +418,7 @@ static void lx_refresh(void *impl, const struct prof_vcpu *cpus, int n_cpus,
     l->mem = mem;
     if (l->candidate)
         check_candidate(l, cpus, n_cpus, out);
+    l->cpus = cpus, l->n_cpus = n_cpus;
     /* With free reads, every stop checks for a reboot; otherwise lx_while_running does. */
     if (l->kernel && mem->reads_are_cheap && rebooted(l))
         out->reset = true;
@@ -614,6 +637,49 @@ static const struct lx_vma *vma_lookup(const struct mm_vmas *m, uint64_t pc)
     return lo < m->vmas->len && v[lo].start <= pc ? &v[lo] : NULL;
 }
 
+/* mm->map_count now (-1 when BTF has no offset for it): 0, or the read's error. */
+static int read_map_count(const struct os_linux *l, const struct lx_task_info *t,
+                          const struct lx_reader *r, int32_t *map_count)
+{
+    uint8_t b[4];
+    *map_count = -1;
+    if (!l->off.mm_map_count)
+        return 0;
+    if (r->read(r->ctx, t->mm + l->off.mm_map_count, b, 4))
+        return -EIO;
+    memcpy(map_count, b, 4);
+    return 0;
+}
+
+/* The cache entry of t's mm while it still holds (same map_count, same process), else NULL. */
+static struct mm_vmas *cached_vmas(struct os_linux *l, const struct lx_task_info *t,
+                                   int32_t map_count)
+{
+    struct mm_vmas *m = g_hash_table_lookup(l->mm_cache, &t->mm);
+    return m && m->map_count == map_count && m->tgid == t->tgid ? m : NULL;
+}
+
+/* Walks t's mm again into the cache; what was learnt of its files carries over when the mm
+ * still belongs to the same process. NULL when the walk failed (the entry is dropped). */
+static struct mm_vmas *rewalk_vmas(struct os_linux *l, const struct lx_task_info *t,
+                                   const struct lx_reader *r, int32_t map_count)
+{
+    struct mm_vmas *old = g_hash_table_lookup(l->mm_cache, &t->mm);
+    if (!old && g_hash_table_size(l->mm_cache) >= MAX_MM_CACHE)
+        g_hash_table_remove_all(l->mm_cache);
+    struct mm_vmas *m = walk_vmas(l, r, t->mm, map_count, t->tgid);
+    if (!m) {
+        g_hash_table_remove(l->mm_cache, &t->mm);
+        return NULL;
+    }
+    if (old && old->tgid == t->tgid && old->files) {
+        m->files = old->files;
+        old->files = NULL;
+    }
+    g_hash_table_replace(l->mm_cache, g_memdup2(&t->mm, sizeof t->mm), m);
+    return m;
+}
+
 /* The cached VMAs of mm, walked again when map_count changed, or when pc is in none of them and
  * the last walk was at an earlier stop. */
 static const struct lx_vma *find_user_vma(struct os_linux *l, const struct lx_task_info *t,
@@ -621,29 +687,17 @@ static const struct lx_vma *find_user_vma(struct os_linux *l, const struct lx_ta
 {
     struct charged c = {l, mem};
     struct lx_reader r = {.read = charged_read, .ctx = &c};
-    int32_t map_count = -1;
-    uint8_t b[4];
-    if (l->off.mm_map_count) {
-        if (r.read(r.ctx, t->mm + l->off.mm_map_count, b, 4))
-            return NULL;
-        memcpy(&map_count, b, 4);
-    }
-    struct mm_vmas *m = g_hash_table_lookup(l->mm_cache, &t->mm);
-    const struct lx_vma *v = NULL;
-    if (m && m->map_count == map_count && m->tgid == t->tgid) {
-        v = vma_lookup(m, pc);
+    int32_t map_count;
+    if (read_map_count(l, t, &r, &map_count))
+        return NULL;
+    struct mm_vmas *m = cached_vmas(l, t, map_count);
+    if (m) {
+        const struct lx_vma *v = vma_lookup(m, pc);
         if (v || m->walked_at == l->stops)
             return v;
     }
-    if (!m && g_hash_table_size(l->mm_cache) >= MAX_MM_CACHE)
-        g_hash_table_remove_all(l->mm_cache);
-    m = walk_vmas(l, &r, t->mm, map_count, t->tgid);
-    if (!m) {
-        g_hash_table_remove(l->mm_cache, &t->mm);
-        return NULL;
-    }
-    g_hash_table_replace(l->mm_cache, g_memdup2(&t->mm, sizeof t->mm), m);
-    return vma_lookup(m, pc);
+    m = rewalk_vmas(l, t, &r, map_count);
+    return m ? vma_lookup(m, pc) : NULL;
 }
 
 static int lx_user_mapping(void *impl, int i, uint64_t pc, const struct prof_os_mem *mem,
@@ -669,6 +723,162 @@ static int lx_user_mapping(void *impl, int i, uint64_t pc, const struct prof_os_
     return 0;
 }
 
+/* ---- Exec mappings and build-ids, for --sysroot ------------------------------------------- */
+
+#define VM_EXEC 0x4u
+
+/* Reads user memory of the process current on one vCPU, through that vCPU's page tables (its
+ * CR3 holds the process's mm, user and kernel half alike), within the sample's budget. */
+struct user_reader {
+    const struct prof_os_mem *mem;
+    const struct prof_vcpu *cpu;
+    bool short_of_budget;
+};
+
+static int user_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+    struct user_reader *u = ctx;
+    size_t got = 0;
+    int rc = u->mem->read(u->mem->ctx, u->cpu, addr, buf, len, &got);
+    if (rc == -ENOSPC || (got > 0 && got < len))
+        u->short_of_budget = true; /* not the page's fault: try again at a later stop */
+    if (rc)
+        return rc;
+    return got == len ? 0 : -EFAULT;
+}
+
+static struct file_info *file_info_of(struct mm_vmas *m, uint64_t file)
+{
+    if (!m->files)
+        m->files = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+    struct file_info *f = g_hash_table_lookup(m->files, &file);
+    if (!f) {
+        f = g_new0(struct file_info, 1);
+        g_hash_table_insert(m->files, g_memdup2(&file, sizeof file), f);
+    }
+    return f;
+}
+
+/* The VMA that maps the start (offset 0) of file: where its ELF header is. */
+static const struct lx_vma *file_head(const struct mm_vmas *m, uint64_t file)
+{
+    const struct lx_vma *v = (const struct lx_vma *)m->vmas->data;
+    for (guint i = 0; i < m->vmas->len; i++)
+        if (v[i].file == file && v[i].pgoff == 0)
+            return &v[i];
+    return NULL;
+}
+
+static void read_build_id(struct os_linux *l, const struct mm_vmas *m, uint64_t file,
+                          struct file_info *f, struct user_reader *u)
+{
+    const struct lx_vma *head = file_head(m, file);
+    struct qp_error err = {0};
+    size_t len = 0;
+    u->short_of_budget = false;
+    struct lx_reader r = {.read = user_read, .ctx = u};
+    if (head &&
+        lx_elf_build_id(&r, head->start, head->end - head->start, f->build_id, &len, &err) == 0) {
+        f->build_id_len = (uint8_t)len;
+        f->build_id_done = true;
+        return;
+    }
+    if (u->short_of_budget && ++f->tries < FILE_MAX_TRIES)
+        return;
+    f->build_id_done = true;
+    if (l->cfg.verbose)
+        fprintf(stderr, "qprof: no build-id for %s: %s\n", f->path,
+                head ? err.msg : "its start (file offset 0) is not mapped");
+}
+
+/* Fills f's path and build-id as far as this stop allows; true when both are settled. */
+static bool file_settle(struct os_linux *l, const struct mm_vmas *m, uint64_t file,
+                        struct file_info *f, const struct prof_os_mem *mem, struct user_reader *u)
+{
+    if (!f->path_done) {
+        struct charged c = {l, mem};
+        struct lx_reader r = {.read = charged_read, .ctx = &c};
+        struct qp_error err = {0};
+        int rc = lx_file_path(&l->off, &r, file, f->path, sizeof f->path, &err);
+        if (rc == -ENOSPC && ++f->tries < FILE_MAX_TRIES)
+            return false;
+        f->path_done = true;
+        if (rc) {
+            f->path[0] = '\0';
+            f->build_id_done = true;
+            if (l->cfg.verbose)
+                fprintf(stderr, "qprof: path of a mapped file: %s\n", err.msg);
+        }
+    }
+    if (!f->build_id_done)
+        read_build_id(l, m, file, f, u);
+    return f->build_id_done;
+}
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    return (h ^ v) * UINT64_C(0x100000001b3);
+}
+
+/* The exec file mappings of m, with what is known of their files; exec_gen changes with any of
+ * it, so that a build-id read at a later stop makes a new generation. */
+static void build_exec(struct os_linux *l, struct mm_vmas *m, const struct prof_os_mem *mem,
+                       struct user_reader *u)
+{
+    if (!m->exec)
+        m->exec = g_array_new(FALSE, FALSE, sizeof(struct prof_exec_mapping));
+    g_array_set_size(m->exec, 0);
+    m->exec_ready = true;
+    uint64_t gen = UINT64_C(0xcbf29ce484222325);
+    const struct lx_vma *v = (const struct lx_vma *)m->vmas->data;
+    for (guint i = 0; i < m->vmas->len; i++) {
+        if (!(v[i].flags & VM_EXEC) || !v[i].file)
+            continue;
+        struct file_info *f = file_info_of(m, v[i].file);
+        m->exec_ready &= file_settle(l, m, v[i].file, f, mem, u);
+        if (!f->path[0])
+            continue;
+        struct prof_exec_mapping e = {.start = v[i].start, .end = v[i].end, .pgoff = v[i].pgoff};
+        g_strlcpy(e.path, f->path, sizeof e.path);
+        memcpy(e.build_id, f->build_id, sizeof e.build_id);
+        e.build_id_len = f->build_id_len;
+        g_array_append_val(m->exec, e);
+        gen = mix(mix(mix(gen, e.start), e.end), e.pgoff);
+        gen = mix(mix(gen, v[i].file), e.build_id_len);
+    }
+    m->exec_gen = gen;
+}
+
+static int lx_address_space(void *impl, int i, const struct prof_os_mem *mem,
+                            struct prof_address_space *out)
+{
+    struct os_linux *l = impl;
+    if (!l->kernel || !l->have_offsets || i < 0 || i >= PROF_MAX_VCPUS || i >= l->n_cpus ||
+        !l->task_ok[i] || !l->cpus)
+        return -ENOENT;
+    const struct lx_task_info *t = &l->tasks[i];
+    if (!t->mm || t->kthread || !lx_is_kernel_addr(t->mm))
+        return -ENOENT;
+    struct charged c = {l, mem};
+    struct lx_reader r = {.read = charged_read, .ctx = &c};
+    int32_t map_count;
+    if (read_map_count(l, t, &r, &map_count))
+        return -EIO;
+    struct mm_vmas *m = cached_vmas(l, t, map_count);
+    bool fresh = !m;
+    if (!m && !(m = rewalk_vmas(l, t, &r, map_count)))
+        return -EAGAIN;
+    if (fresh || !m->exec_ready) {
+        struct user_reader u = {.mem = mem, .cpu = &l->cpus[i]};
+        build_exec(l, m, mem, &u);
+    }
+    *out = (struct prof_address_space){.id = t->mm,
+                                       .generation = m->exec_gen,
+                                       .n = (int)m->exec->len,
+                                       .maps = (const struct prof_exec_mapping *)m->exec->data};
+    return 0;
+}
+
 const struct prof_os_ops prof_os_linux_ops = {
     .name = "linux",
     .open = lx_open,
@@ -682,4 +892,5 @@ const struct prof_os_ops prof_os_linux_ops = {
     .while_running = lx_while_running,
     .user_mapping = lx_user_mapping,
     .machine_reset = lx_machine_reset,
+    .address_space = lx_address_space,
 };

@@ -55,9 +55,10 @@ struct prof_options {
     const char *memory_backend; /* --memory auto|direct|memsave|hmp */
     enum prof_os_choice os;     /* --os, PROF_OS_AUTO */
     const char *vmcoreinfo;     /* --vmcoreinfo FILE (Linux guests), NULL: scan guest RAM */
-    int top;                    /* --top, 10 */
-    bool progress;              /* live progress line (on a terminal unless --no-progress;
-                                   --progress forces it, e.g. into a log file) */
+    const char *sysroot; /* --sysroot DIR: the guest's root filesystem, NULL: user leaf only */
+    int top;             /* --top, 10 */
+    bool progress;       /* live progress line (on a terminal unless --no-progress;
+                            --progress forces it, e.g. into a log file) */
 };
 
 void prof_options_init(struct prof_options *o);

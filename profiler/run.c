@@ -300,6 +300,20 @@ static void print_kernel_completeness(const struct prof_counters *c, FILE *f)
             c->kernel_stacks, 100.0 * c->kernel_stacks_complete / c->kernel_stacks);
 }
 
+static void print_sysroot_use(const struct prof_counters *c, FILE *f)
+{
+    if (c->sysroot_stacks)
+        fprintf(f,
+                "user stacks by --sysroot: %" PRIu64 ", complete (reach the outermost frame): "
+                "%.1f%%\n",
+                c->sysroot_stacks, 100.0 * c->sysroot_stacks_complete / c->sysroot_stacks);
+    if (c->sysroot_files_unused)
+        fprintf(f,
+                "guest files not used from --sysroot (missing there, or another build): %" PRIu64
+                "\n",
+                c->sysroot_files_unused);
+}
+
 /* Under TCG a share of these well above the entry code's real cost means the stops were taken
  * late and the code that runs just after system calls or faults is under-sampled. */
 static void print_kernel_entries(const struct prof_counters *c, FILE *f)
@@ -398,6 +412,7 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
     print_per_cpu(c, f);
     print_truncations(c, f);
     print_kernel_completeness(c, f);
+    print_sysroot_use(c, f);
     print_kernel_entries(c, f);
     prof_agg_print_report(r->agg, f, r->o->top);
 }

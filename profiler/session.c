@@ -95,8 +95,15 @@ const char *prof_session_qemu_version(const prof_session *s)
 
 uint32_t prof_session_add_module(prof_session *s, const struct out_module *m, const sym_table *syms)
 {
+    return prof_session_add_module_biased(s, m, syms, 0);
+}
+
+uint32_t prof_session_add_module_biased(prof_session *s, const struct out_module *m,
+                                        const sym_table *syms, int64_t bias)
+{
     uint32_t index = out_profile_add_module(s->profile, m);
     g_ptr_array_add(s->module_syms, (gpointer)syms);
+    g_array_append_val(s->module_bias, bias);
     return index;
 }
 
@@ -122,12 +129,14 @@ int prof_session_symbolize(void *ctx, const struct out_module *m, uint64_t pc, b
     uint32_t index = (uint32_t)(m - out_profile_module(s->profile, 0));
     const sym_table *syms =
         index < s->module_syms->len ? g_ptr_array_index(s->module_syms, index) : NULL;
+    int64_t bias = index < s->module_bias->len ? g_array_index(s->module_bias, int64_t, index) : 0;
+    uint64_t at = pc - (uint64_t)bias; /* the table's (link-time) address */
     struct sym_info info;
     /* A return address points after the call: look up the call itself. */
-    if (!syms || sym_lookup(syms, exact || pc == 0 ? pc : pc - 1, &info) != 0)
+    if (!syms || sym_lookup(syms, exact || at == 0 ? at : at - 1, &info) != 0)
         return -ENOENT;
-    *sym = (struct out_symbol){.function = info.name, .offset = pc - info.start};
-    sym_lookup_line(syms, exact || pc == 0 ? pc : pc - 1, &sym->file, &sym->line);
+    *sym = (struct out_symbol){.function = info.name, .offset = at - info.start};
+    sym_lookup_line(syms, exact || at == 0 ? at : at - 1, &sym->file, &sym->line);
     return 0;
 }
 
@@ -173,7 +182,14 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     s->mapping_modules = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     s->profile = out_profile_new();
     s->module_syms = g_ptr_array_new();
+    s->module_bias = g_array_new(FALSE, FALSE, sizeof(int64_t));
+    s->sysroot_files =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, prof_sysroot_file_free);
+    s->user_spaces = g_hash_table_new_full(prof_user_space_key_hash, prof_user_space_key_equal,
+                                           NULL, prof_user_space_free);
+    s->sysroot_modules = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     s->frames = g_new(struct unw_frame, o->max_depth);
+    s->frame_modules = g_new(uint32_t, o->max_depth);
     int rc = load_symbols(s, err);
     if (rc)
         goto fail;
@@ -222,6 +238,15 @@ void prof_session_free(prof_session *s)
     out_profile_free(s->profile);
     if (s->module_syms)
         g_ptr_array_free(s->module_syms, TRUE);
+    if (s->module_bias)
+        g_array_free(s->module_bias, TRUE);
+    if (s->user_spaces)
+        g_hash_table_destroy(s->user_spaces);
+    if (s->sysroot_files)
+        g_hash_table_destroy(s->sysroot_files);
+    if (s->sysroot_modules)
+        g_hash_table_destroy(s->sysroot_modules);
+    g_free(s->frame_modules);
     for (int i = 0; i < PROF_MAX_VCPUS; i++) {
         g_free(s->cap[i].kstack);
         g_free(s->cap[i].ustack);
@@ -440,6 +465,7 @@ static void identify_captured(prof_session *s)
         if (c->img && c->img->state == IMAGE_COPIED)
             image_identify(s, c->img);
         c->bin = c->img && c->img->state == IMAGE_DONE ? c->img->bin : NULL;
+        prof_sysroot_build(s, c);
     }
 }
 
@@ -479,6 +505,13 @@ static void use_found_kernel(prof_session *s, const struct prof_os_refresh *r)
     }
 }
 
+/* The guest rebooted: pids, generations and address spaces start over. */
+static void forget_boot(prof_session *s)
+{
+    g_hash_table_remove_all(s->images);
+    prof_sysroot_reset(s);
+}
+
 /* Asks the OS adapter what it can tell about this stop, and acts on what it saw. */
 static void refresh_os(prof_session *s, const struct prof_vcpu *cpus, int n_cpus)
 {
@@ -490,9 +523,8 @@ static void refresh_os(prof_session *s, const struct prof_vcpu *cpus, int n_cpus
     if (r.kernel_found)
         use_found_kernel(s, &r);
     if (r.reset) {
-        /* The guest rebooted: pids and generations start over. */
         s->counters.resets++;
-        g_hash_table_remove_all(s->images);
+        forget_boot(s);
     }
     if (!r.published)
         return;
@@ -512,7 +544,7 @@ static void read_window(prof_session *s, const struct prof_vcpu *cpu, uint64_t a
  * with no symbol shows as "libc.so.6+0xFILE_OFFSET". A long run with very many processes stops
  * adding them (frames then show as addresses). */
 #define MAX_MAPPING_MODULES 4096
-static uint32_t mapping_module(prof_session *s, const struct prof_mapping *m)
+uint32_t prof_session_mapping_module(prof_session *s, const struct prof_mapping *m)
 {
     char *key = g_strdup_printf("%s@%" PRIx64, m->name, m->base);
     gpointer found;
@@ -536,8 +568,12 @@ static void name_user_leaf(prof_session *s, struct cpu_capture *c, uint64_t pc,
                            const struct prof_os_mem *mem)
 {
     struct prof_mapping m;
-    if (c->task.user_leaf_only && prof_os_user_mapping(s->os, (int)(c - s->cap), pc, mem, &m) == 0)
-        c->leaf_module = mapping_module(s, &m);
+    /* --sysroot: a leaf in an exec mapping needs no VMA lookup when the space unwinds the stack
+     * (it names the mapping); a space with no verified file leaves the leaf to the lookup. */
+    bool in_exec = c->uspace && !c->task.user_leaf_only && prof_user_space_find(c->uspace, pc) >= 0;
+    if ((c->task.user_leaf_only || c->uspace) && !in_exec &&
+        prof_os_user_mapping(s->os, (int)(c - s->cap), pc, mem, &m) == 0)
+        c->leaf_module = prof_session_mapping_module(s, &m);
 }
 
 /* Stacks first: they are what this sample is for. A new binary's copy takes what is left. */
@@ -547,6 +583,7 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
     struct prof_os_mem mem = os_mem(s);
     c->have_kstack = false;
     c->leaf_module = OUT_NO_MODULE;
+    prof_sysroot_capture(s, c, &mem);
     if (!v->user && prof_os_kernel_unwind(s->os, v, &c->task, &mem, &c->kst) == 0) {
         /* The adapter walked the kernel stack itself; only the user stack is left to copy. */
         c->have_kstack = true;
@@ -556,8 +593,7 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
             if (!c->task.user_leaf_only)
                 read_window(s, v, c->trap.r[UNW_RSP], c->ustack, USTACK_WINDOW, &c->ustack_addr,
                             &c->ustack_len);
-            else
-                name_user_leaf(s, c, c->trap.r[UNW_RIP], &mem);
+            name_user_leaf(s, c, c->trap.r[UNW_RIP], &mem);
         }
         return;
     }
@@ -593,6 +629,7 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
     (void)t, (void)err;
     prof_session *s = ctx;
     budget_start(s);
+    prof_sysroot_begin_stop(s);
     s->n_cpus = n_cpus < PROF_MAX_VCPUS ? n_cpus : PROF_MAX_VCPUS;
     for (int i = 0; i < s->n_cpus; i++) {
         struct cpu_capture *c = &s->cap[i];
@@ -603,6 +640,7 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
         c->have_trap = c->have_entry_regs = false;
         c->img = NULL;
         c->bin = NULL;
+        c->uspace = NULL;
         c->leaf_module = OUT_NO_MODULE;
         c->kstack_len = c->ustack_len = 0;
     }
@@ -612,7 +650,7 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
         s->counters.machine_resets += resets - s->target_resets;
         s->target_resets = resets;
         prof_os_machine_reset(s->os);
-        g_hash_table_remove_all(s->images);
+        forget_boot(s);
     }
     refresh_os(s, cpus, s->n_cpus);
     for (int i = 0; i < s->n_cpus; i++) {
@@ -644,7 +682,7 @@ int prof_session_capture(prof_session *s, struct prof_target_stats *stats, struc
     prof_os_while_running(s->os, &mem, &r);
     if (r.reset) {
         s->counters.resets++;
-        g_hash_table_remove_all(s->images);
+        forget_boot(s);
     }
     if (r.kernel_found)
         use_found_kernel(s, &r);

@@ -47,6 +47,41 @@ struct proc_image {
     struct user_binary *bin; /* once done; NULL when the text could not be read */
 };
 
+/* --sysroot: one guest path looked up under the sysroot, once. */
+struct sysroot_file {
+    char *host_path; /* DIR + the guest's path */
+    bool usable;     /* an x86_64 ELF with a GNU build-id and PT_LOADs */
+    const char *why_not;
+    uint8_t build_id[PROF_BUILD_ID_MAX];
+    size_t build_id_len;
+    GArray *loads;     /* struct sysroot_load */
+    sym_table *syms;   /* owned; opened with the first module that uses the file */
+    bool syms_tried;   /* sym_table_open_elf was called (syms NULL: it failed) */
+    bool said_differs; /* the user was told its build-id is not the guest's */
+};
+
+struct sysroot_load {
+    uint64_t offset, vaddr, filesz; /* a PT_LOAD's p_offset, p_vaddr, p_filesz */
+};
+
+/* --sysroot: one address space (the OS adapter's id and generation) with the sysroot files that
+ * match its exec mappings. The mappings are copied while the guest is paused; the files are
+ * matched and the unwinder is loaded after it resumed (built). */
+struct user_space_key {
+    uint64_t id, generation;
+};
+
+struct user_space {
+    struct user_space_key key;
+    bool built;
+    int n;
+    struct prof_exec_mapping *maps; /* n, owned */
+    bool *verified;                 /* n: a sysroot file with the guest's build-id */
+    uint32_t *module;               /* n: its module (verified maps only) */
+    unw_space *space;               /* owned; NULL until built or when nothing matched */
+    int n_verified;
+};
+
 /* What one vCPU looked like at the stop, copied while the guest was paused. */
 struct cpu_capture {
     struct prof_vcpu vcpu; /* its target_cpu is stale once the guest runs again */
@@ -56,12 +91,13 @@ struct cpu_capture {
     struct unw_regs trap; /* user registers saved at kernel entry */
     bool have_entry_regs; /* user registers recovered through the entry stub's CFI */
     struct unw_regs entry_regs;
-    struct proc_image *img;   /* the task's process image, NULL when none */
-    struct user_binary *bin;  /* set after the guest resumed, from img */
-    uint32_t leaf_module;     /* a leaf-only user pc's mapping (OUT_NO_MODULE: unknown) */
-    bool have_kstack;         /* the OS adapter unwound the kernel stack while stopped */
-    struct prof_kstack kst;   /* its frames */
-    uint8_t *kstack, *ustack; /* KSTACK_WINDOW / USTACK_WINDOW bytes, allocated once */
+    struct proc_image *img;    /* the task's process image, NULL when none */
+    struct user_binary *bin;   /* set after the guest resumed, from img */
+    uint32_t leaf_module;      /* a leaf-only user pc's mapping (OUT_NO_MODULE: unknown) */
+    struct user_space *uspace; /* --sysroot: the task's address space, NULL when none */
+    bool have_kstack;          /* the OS adapter unwound the kernel stack while stopped */
+    struct prof_kstack kst;    /* its frames */
+    uint8_t *kstack, *ustack;  /* KSTACK_WINDOW / USTACK_WINDOW bytes, allocated once */
     uint64_t kstack_addr, ustack_addr;
     size_t kstack_len, ustack_len;
 };
@@ -107,6 +143,9 @@ struct prof_counters {
     char abi_reject_reason[160];
     uint64_t budget_hits;                           /* samples whose paused-time budget ran out */
     uint64_t kernel_stacks, kernel_stacks_complete; /* unwound by the OS adapter (ORC) */
+    /* --sysroot: user stacks unwound with the sysroot's files, those that reached the outermost
+     * frame, and guest files whose sysroot copy was missing or another build (each once). */
+    uint64_t sysroot_stacks, sysroot_stacks_complete, sysroot_files_unused;
 };
 
 /* What this sample may still read while the guest is paused (PROF_BUDGET_*). */
@@ -137,8 +176,13 @@ struct prof_session {
     unw_space *fallback_space; /* user code without tables: frame pointers only */
     out_profile *profile;      /* every sample, and the modules their PCs belong to */
     uint32_t kernel_module;
-    GPtrArray *module_syms;  /* module index -> const sym_table * (may be NULL) */
-    struct prof_stack stack; /* scratch, reused by every sample */
+    GPtrArray *module_syms;      /* module index -> const sym_table * (may be NULL) */
+    GArray *module_bias;         /* module index -> int64_t added to its table's addresses */
+    GHashTable *sysroot_files;   /* guest path -> struct sysroot_file (owned) */
+    GHashTable *user_spaces;     /* struct user_space_key -> struct user_space (owned) */
+    GHashTable *sysroot_modules; /* "host path@bias" -> module index */
+    uint32_t *frame_modules;     /* opts.max_depth scratch entries: a user walk's modules */
+    struct prof_stack stack;     /* scratch, reused by every sample */
     struct prof_target_stats last_stats;
     uint64_t target_resets; /* prof_target_resets at the last stop */
     struct prof_counters counters;
@@ -160,6 +204,33 @@ void prof_stack_free(struct prof_stack *st);
 /* Registers a module in the session's profile with its symbols (may be NULL). */
 uint32_t prof_session_add_module(prof_session *s, const struct out_module *m,
                                  const sym_table *syms);
+
+/* Registers a module whose symbol table (shared, at its link addresses) is offset by bias in this
+ * module: a PIE or shared library loaded at bias. */
+uint32_t prof_session_add_module_biased(prof_session *s, const struct out_module *m,
+                                        const sym_table *syms, int64_t bias);
+
+/* One module per mapped file at one base, named "file+0xFILE_OFFSET" when no symbol is known
+ * (m->name a basename); OUT_NO_MODULE when too many. */
+uint32_t prof_session_mapping_module(prof_session *s, const struct prof_mapping *m);
+
+/* --sysroot (sysroot.c). Hash table helpers for the session's tables: */
+void prof_sysroot_file_free(gpointer p);
+void prof_user_space_free(gpointer p);
+guint prof_user_space_key_hash(gconstpointer p);
+gboolean prof_user_space_key_equal(gconstpointer a, gconstpointer b);
+/* Before a stop's captures: bounds the cache of address spaces (no capture points into it). */
+void prof_sysroot_begin_stop(prof_session *s);
+/* The guest rebooted: address spaces start over (no capture may point into them). */
+void prof_sysroot_reset(prof_session *s);
+/* While stopped: gives c its address space when --sysroot is on and the OS adapter tells it;
+ * then c->task.user_leaf_only is false (its user stack is copied) unless the space is known to
+ * have no verified file. */
+void prof_sysroot_capture(prof_session *s, struct cpu_capture *c, const struct prof_os_mem *mem);
+/* After the guest resumed: matches c's space's mappings against the sysroot, loads the unwinder. */
+void prof_sysroot_build(prof_session *s, struct cpu_capture *c);
+/* The index of the exec mapping of u holding pc, or -1. */
+int prof_user_space_find(const struct user_space *u, uint64_t pc);
 
 /* The symbolizer the session's out_names use (ctx: the session). */
 int prof_session_symbolize(void *ctx, const struct out_module *m, uint64_t pc, bool exact,

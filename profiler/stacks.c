@@ -102,9 +102,74 @@ static void set_process(const struct cpu_capture *c, struct out_sample *o)
     o->mode = c->vcpu.user ? OUT_MODE_USER : OUT_MODE_KERNEL;
 }
 
+/* The module of a user pc in an exec mapping no verified file covers: "file+0xFILE_OFFSET". */
+static uint32_t unverified_module(prof_session *s, const struct prof_exec_mapping *m)
+{
+    struct prof_mapping pm = {.base = m->start - m->pgoff * 4096, .start = m->start, .end = m->end};
+    const char *base = strrchr(m->path, '/');
+    g_strlcpy(pm.name, base ? base + 1 : m->path, sizeof pm.name);
+    return prof_session_mapping_module(s, &pm);
+}
+
+/* Keeps the frames of a --sysroot walk that are known right: each pc in a file whose build-id
+ * matched gets that file's module; the first pc outside them is kept, named by its mapping, and
+ * ends the walk marked (what lies beyond it came from no CFI we trust); a frame the unwinder
+ * found by frame pointers is dropped and ends it. Returns the frames kept. */
+static int keep_verified(prof_session *s, struct cpu_capture *c, int n, enum unw_stop *stop)
+{
+    const struct user_space *u = c->uspace;
+    for (int i = 0; i < n; i++) {
+        const struct unw_frame *f = &s->frames[i];
+        if (i > 0 && f->method == UNW_BY_FP) {
+            *stop = UNW_STOP_NO_CFI;
+            return i;
+        }
+        int k = prof_user_space_find(u, f->activation ? f->pc : f->pc - 1);
+        if (k >= 0 && u->verified[k]) {
+            s->frame_modules[i] = u->module[k];
+            continue;
+        }
+        s->frame_modules[i] = k >= 0   ? unverified_module(s, &u->maps[k])
+                              : i == 0 ? c->leaf_module
+                                       : OUT_NO_MODULE;
+        *stop = UNW_STOP_NO_CFI;
+        return i + 1;
+    }
+    return n;
+}
+
+/* A user stack unwound with the sysroot's files (c->uspace). */
+static void sysroot_user_part(prof_session *s, struct cpu_capture *c, const struct unw_regs *regs,
+                              struct prof_stack *st)
+{
+    struct window w = {c->ustack_addr, c->ustack, c->ustack_len};
+    enum unw_stop stop = UNW_STOP_ERROR;
+    int n = c->uspace->space ? walk(s, c->uspace->space, regs, &w, &stop) : 0;
+    if (n == 0) { /* not even the leaf: show it as the leaf-only mode does */
+        s->frames[0] = (struct unw_frame){.pc = regs->r[UNW_RIP], .activation = true};
+        n = 1;
+    }
+    n = keep_verified(s, c, n, &stop);
+    st->sample.user_stop = stop;
+    s->counters.sysroot_stacks++;
+    s->counters.sysroot_stacks_complete += !unw_stop_is_truncation(stop);
+    if (unw_stop_is_truncation(stop))
+        s->counters.truncated[stop]++;
+    for (int i = n - 1; i >= 0; i--)
+        *push_frame(st) = (struct out_frame){.pc = s->frames[i].pc,
+                                             .module = s->frame_modules[i],
+                                             .exact = s->frames[i].activation || !s->frames[i].pc,
+                                             .kernel = false};
+    st->sample.n_user = st->sample.n_frames;
+}
+
 static void user_part(prof_session *s, struct cpu_capture *c, const struct unw_regs *regs,
                       struct prof_stack *st)
 {
+    if (c->uspace && !c->task.user_leaf_only) {
+        sysroot_user_part(s, c, regs, st);
+        return;
+    }
     if (c->task.user_leaf_only && !c->bin) {
         /* No tables for this code, and guessing by frame pointers would invent callers. The
          * leaf is named by its mapping when the OS told us it ("busybox+0x1a2b3"). */

@@ -4,6 +4,15 @@
 #   OUTDIR/initrd.cpio    busybox-static and an /init that starts the workloads named on the
 #                         kernel command line (qprof_run=dd,shloop) and dumps /proc/kallsyms
 #   OUTDIR/busybox        a copy of the guest's /bin/busybox (tests check user frames against it)
+#   OUTDIR/sysroot        the initramfs's tree as the guest sees it: the --sysroot of the tests.
+#                         With a host C compiler it holds /usr/local/bin/hotpath (hotpath.c, built
+#                         here with cc -O2 -fomit-frame-pointer, not by CMake, whose test build
+#                         adds sanitizers) and the host libraries it needs at the paths ldd names:
+#                         the host is Debian 12 like the guest's packages, so they are the same
+#                         builds the guest would have.
+#                         hotpath-nopie is the same program linked at a fixed address (ET_EXEC).
+#   OUTDIR/sysroot-other  /usr/local/bin/hotpath of another build (another body, another
+#                         build-id), for the test that such a file is not used
 # Files already in OUTDIR are reused; .deb files are fetched with `apt-get download` (or copied
 # from $QPROF_LINUX_DEBS when that folder has them). Exits 77 with a reason when the packages
 # cannot be had (no network, no apt), so that ctest reports a skip, never a silent pass.
@@ -16,6 +25,7 @@
 set -euo pipefail
 
 out=${1:?usage: make-guest.sh OUTDIR}
+here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 cd "$out"
 
@@ -25,7 +35,8 @@ for tool in dpkg-deb cpio; do
     command -v "$tool" >/dev/null || skip "$tool is not installed (xtask/xtask deps installs it)"
 done
 
-if [ -s vmlinuz ] && [ -s initrd.cpio ] && [ -s busybox ] && [ initrd.cpio -nt "$0" ]; then
+if [ -s vmlinuz ] && [ -s initrd.cpio ] && [ -s busybox ] && [ -d sysroot ] &&
+    [ initrd.cpio -nt "$0" ] && [ initrd.cpio -nt "$here/hotpath.c" ]; then
     exit 0
 fi
 
@@ -62,7 +73,7 @@ kpkg=$(kernel_pkg) || true
 fetch_deb "$kpkg"
 fetch_deb busybox-static
 
-rm -rf x-kernel x-busybox root
+rm -rf x-kernel x-busybox root sysroot sysroot-other
 dpkg-deb -x "${kpkg}"_*.deb x-kernel
 dpkg-deb -x busybox-static_*.deb x-busybox
 cp x-kernel/boot/vmlinuz-* vmlinuz.tmp && mv vmlinuz.tmp vmlinuz
@@ -90,6 +101,8 @@ for w in $(sed -n 's/.*qprof_run=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' '); do
     case $w in
     dd) dd if=/dev/zero of=/dev/null bs=1M 2>/dev/null & ;;
     shloop) sh -c 'i=0; while :; do i=$((i+1)); done' & ;;
+    hotpath) /usr/local/bin/hotpath & ;;
+    hotpath-nopie) /usr/local/bin/hotpath-nopie & ;;
     *) echo "qprof-linux: unknown workload $w"; continue ;;
     esac
     echo "qprof-linux: ready pid=$! name=$w"
@@ -98,6 +111,24 @@ echo "qprof-linux: all started"
 while :; do sleep 3600; done
 INIT
 chmod 755 root/init
+
+# hotpath (the --sysroot workload) and the libraries it loads, at the paths the guest maps.
+if command -v cc >/dev/null && command -v ldd >/dev/null; then
+    mkdir -p root/usr/local/bin sysroot-other/usr/local/bin
+    cc -O2 -fomit-frame-pointer -g0 -o root/usr/local/bin/hotpath "$here/hotpath.c"
+    # The same, linked at a fixed address (ET_EXEC, not PIE): the other way a binary is mapped.
+    cc -O2 -fomit-frame-pointer -g0 -fno-pie -no-pie -o root/usr/local/bin/hotpath-nopie \
+        "$here/hotpath.c"
+    cc -O2 -fomit-frame-pointer -g0 -DHOTPATH_VARIANT -o sysroot-other/usr/local/bin/hotpath \
+        "$here/hotpath.c"
+    for lib in $(ldd root/usr/local/bin/hotpath | grep -o '/[^ ]*'); do
+        mkdir -p "root$(dirname "$lib")"
+        cp -L "$lib" "root$lib"
+    done
+else
+    echo "make-guest.sh: no host cc: the guest has no hotpath workload" >&2
+fi
 (cd root && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) > initrd.tmp
 mv initrd.tmp initrd.cpio
-rm -rf x-kernel x-busybox root
+rm -rf x-kernel x-busybox
+mv root sysroot

@@ -12,7 +12,13 @@
  *
  * reboot resets the guest while qprof samples it: nothing of the new boot is counted as the old.
  *
- * Usage: test_linux CASE   (dd-1cpu, dd-2cpu, dd-gdb, not-linux, no-btf, reboot) */
+ * The sysroot case runs hotpath (hotpath.c: main -> outer_work -> middle_work -> hot_leaf, no
+ * frame pointers) and checks that --sysroot names that whole chain by DWARF, that without it the
+ * leaf alone shows as hotpath+0x..., and that a sysroot whose hotpath is another build is not
+ * used (no names at all, rather than wrong ones).
+ *
+ * Usage: test_linux CASE   (dd-1cpu, dd-2cpu, dd-gdb, not-linux, no-btf, reboot,
+ *                          sysroot) */
 #define _GNU_SOURCE
 #include "child.h"
 #include "harness.h"
@@ -144,9 +150,10 @@ struct guest {
     test_vm *vm;
     char dir[256];
     char kallsyms[300];
-    int dd_pid, sh_pid; /* -1 when not started */
-    bool gdbstub;       /* set before boot(): QEMU gets a gdbstub too */
-    bool reboots;       /* set before boot(): a reset reboots; a second QMP socket */
+    int dd_pid, sh_pid;     /* -1 when not started */
+    int hot_pid, nopie_pid; /* hotpath's and hotpath-nopie's, -1 when not started */
+    bool gdbstub;           /* set before boot(): QEMU gets a gdbstub too */
+    bool reboots;           /* set before boot(): a reset reboots; a second QMP socket */
 };
 
 /* The pid /init printed for workload name ("qprof-linux: ready pid=N name=NAME"), or -1. */
@@ -202,6 +209,8 @@ static int boot(int smp, const char *run, struct guest *g)
             *p = '\n';
     g->dd_pid = workload_pid(log, "dd");
     g->sh_pid = workload_pid(log, "shloop");
+    g->hot_pid = workload_pid(log, "hotpath");
+    g->nopie_pid = workload_pid(log, "hotpath-nopie");
     free(log);
     fprintf(stderr, "Linux guest (%d vCPUs) up in %.1f s, dd is pid %d, shloop pid %d\n", smp,
             now_s() - t0, g->dd_pid, g->sh_pid);
@@ -702,6 +711,183 @@ static int case_not_linux(void)
     return harness_result();
 }
 
+/* ---- --sysroot ------------------------------------------------------------------------- */
+
+#define SYSROOT_SAMPLES 200
+#define HOTPATH_GUEST   "/usr/local/bin/hotpath"
+
+/* What the stacks of one hotpath process ("COMM (PID);...") in a folded file show. */
+struct hot_stacks {
+    uint64_t samples; /* rooted at hotpath (PID) */
+    uint64_t chain;   /* main;outer_work;middle_work;hot_leaf in that order, nothing between */
+    uint64_t named;   /* any of those four names, anywhere */
+    uint64_t leaf_by_mapping; /* user part "[truncated];hotpath+0x..." */
+};
+
+/* The frames above main are libc's start code and the executable's _start, nothing else. */
+static bool start_frames_ok(gchar **frames, int main_at)
+{
+    for (int i = 1; i < main_at; i++)
+        if (strcmp(frames[i], "_start") != 0 && !g_str_has_prefix(frames[i], "__libc_start") &&
+            !g_str_has_prefix(frames[i], "libc.so.6+0x"))
+            return false;
+    return true;
+}
+
+static void count_hot_stack(gchar **frames, uint64_t count, const char *leaf_prefix,
+                            struct hot_stacks *h)
+{
+    const char *chain[] = {"main", "outer_work", "middle_work", "hot_leaf"};
+    int at[4];
+    bool any = false;
+    for (int k = 0; k < 4; k++) {
+        at[k] = -1;
+        for (int i = 1; frames[i]; i++)
+            if (strcmp(frames[i], chain[k]) == 0)
+                at[k] = i;
+        any |= at[k] >= 0;
+    }
+    h->samples += count;
+    h->named += any ? count : 0;
+    bool in_order = at[0] > 0 && at[1] == at[0] + 1 && at[2] == at[1] + 1 && at[3] == at[2] + 1;
+    if (in_order) {
+        CHECK_MSG(start_frames_ok(frames, at[0]), "unexpected frames above main in: %s (...)",
+                  frames[1]);
+        h->chain += count;
+    }
+    if (frames[1] && strcmp(frames[1], "[truncated]") == 0 && frames[2] &&
+        g_str_has_prefix(frames[2], leaf_prefix))
+        h->leaf_by_mapping += count;
+}
+
+static struct hot_stacks hot_stacks(const char *folded_path, const char *comm, int pid)
+{
+    struct hot_stacks h = {0};
+    char root[64], leaf_prefix[64], *text = NULL;
+    snprintf(root, sizeof root, "%s (%d)", comm, pid);
+    snprintf(leaf_prefix, sizeof leaf_prefix, "%s+0x", comm);
+    CHECK(g_file_get_contents(folded_path, &text, NULL, NULL));
+    gchar **lines = g_strsplit(text ? text : "", "\n", -1);
+    for (gchar **l = lines; *l; l++) {
+        char *space = strrchr(*l, ' ');
+        if (!space)
+            continue;
+        uint64_t count = strtoull(space + 1, NULL, 10);
+        *space = '\0';
+        gchar **frames = g_strsplit(*l, ";", -1);
+        if (strcmp(frames[0], root) == 0)
+            count_hot_stack(frames, count, leaf_prefix, &h);
+        g_strfreev(frames);
+    }
+    g_strfreev(lines);
+    g_free(text);
+    fprintf(stderr,
+            "%s: %" PRIu64 " samples, main..hot_leaf chain %" PRIu64 ", any of those names %" PRIu64
+            ", leaf only as %s... %" PRIu64 "\n",
+            root, h.samples, h.chain, h.named, leaf_prefix, h.leaf_by_mapping);
+    return h;
+}
+
+/* Runs qprof on g's guest with extra args (NULL-terminated, at most 4); the folded file is
+ * dir/name. */
+static struct run profile_hotpath(const struct guest *g, const char *name, const char *samples,
+                                  const char *const *extra, char *folded, size_t folded_size)
+{
+    snprintf(folded, folded_size, "%s/%s", g->dir, name);
+    const char *args[16] = {"--qmp-socket", vm_qmp_path(g->vm), "--samples", samples, "-o",
+                            folded,         "--no-progress"};
+    int n = 7;
+    for (int i = 0; extra && extra[i] && n < 14; i++)
+        args[n++] = extra[i];
+    args[n] = NULL;
+    struct run r = run_qprof(g->dir, args, 240);
+    CHECK_INT(r.exit_code, 0);
+    fprintf(stderr, "%s", r.err);
+    return r;
+}
+
+static int case_sysroot(void)
+{
+    struct guest g = {0};
+    int rc = make_guest();
+    if (rc == VM_SKIP)
+        return VM_SKIP;
+    CHECK_INT(rc, 0);
+    if (rc)
+        return harness_result();
+    if (access(QPROF_LINUX_GUEST_DIR "/sysroot" HOTPATH_GUEST, R_OK) != 0) {
+        fprintf(stderr, "SKIP: make-guest.sh built no hotpath (no host cc)\n");
+        return VM_SKIP;
+    }
+    rc = boot(1, "hotpath,hotpath-nopie", &g);
+    if (rc == VM_SKIP)
+        return VM_SKIP;
+    CHECK_INT(rc, 0);
+    if (rc)
+        return harness_result();
+    int pid = g.hot_pid;
+    CHECK_MSG(pid > 0 && g.nopie_pid > 0, "the guest printed no pid for hotpath(-nopie)");
+    char folded[320], samples[16];
+    snprintf(samples, sizeof samples, "%d", SYSROOT_SAMPLES);
+
+    /* With the guest's files: the whole chain, named, for the PIE hotpath and the fixed-address
+     * hotpath-nopie alike. Both spin in user mode (timer interrupts land on top of the same
+     * chain) and share the single vCPU about evenly, so each has about half the samples; a fifth
+     * each, and a quarter of a process's samples lost to late stops, leave a wide margin at 200
+     * samples. */
+    const char *with[] = {"--sysroot", QPROF_LINUX_GUEST_DIR "/sysroot", NULL};
+    struct run r = profile_hotpath(&g, "sysroot.folded", samples, with, folded, sizeof folded);
+    struct hot_stacks h = hot_stacks(folded, "hotpath", pid);
+    struct hot_stacks np = hot_stacks(folded, "hotpath-nopie", g.nopie_pid);
+    CHECK_MSG(h.samples * 5 >= SYSROOT_SAMPLES && np.samples * 5 >= SYSROOT_SAMPLES,
+              "hotpath has only %" PRIu64 " and hotpath-nopie %" PRIu64 " of %d samples", h.samples,
+              np.samples, SYSROOT_SAMPLES);
+    CHECK_MSG(h.chain * 4 >= h.samples * 3,
+              "only %" PRIu64 " of hotpath's %" PRIu64
+              " samples show main;outer_work;middle_work;hot_leaf",
+              h.chain, h.samples);
+    CHECK_MSG(np.chain * 4 >= np.samples * 3,
+              "only %" PRIu64 " of hotpath-nopie's %" PRIu64
+              " samples show main;outer_work;middle_work;hot_leaf",
+              np.chain, np.samples);
+    CHECK_MSG(!strstr(r.err, "not used"), "a matching sysroot file was rejected:\n%s", r.err);
+    run_free(&r);
+
+    /* Without it: the leaf only, named by its mapping, and none of the names. */
+    r = profile_hotpath(&g, "plain.folded", "60", NULL, folded, sizeof folded);
+    h = hot_stacks(folded, "hotpath", pid);
+    CHECK_MSG(h.samples > 0 && h.leaf_by_mapping * 4 >= h.samples * 3,
+              "without --sysroot only %" PRIu64 " of %" PRIu64
+              " hotpath samples show the leaf as hotpath+0x...",
+              h.leaf_by_mapping, h.samples);
+    CHECK_MSG(h.named == 0, "without --sysroot, %" PRIu64 " samples have function names", h.named);
+    run_free(&r);
+
+    /* A sysroot whose hotpath is another build: said once, not used, no names shown. */
+    const char *other[] = {"--sysroot", QPROF_LINUX_GUEST_DIR "/sysroot-other", NULL};
+    r = profile_hotpath(&g, "other.folded", "60", other, folded, sizeof folded);
+    h = hot_stacks(folded, "hotpath", pid);
+    const char *said = strstr(r.err, "sysroot-other" HOTPATH_GUEST " has build-id ");
+    CHECK_MSG(said && strstr(said, "not used"), "no word that the other build was not used:\n%s",
+              r.err);
+    CHECK_MSG(!said || !strstr(said + 1, "sysroot-other" HOTPATH_GUEST " has build-id "),
+              "said more than once:\n%s", r.err);
+    CHECK_MSG(h.named == 0, "a sysroot file of another build named %" PRIu64 " samples", h.named);
+    np = hot_stacks(folded, "hotpath-nopie", g.nopie_pid);
+    CHECK_MSG(np.named == 0, "hotpath-nopie, not under that sysroot, was named");
+    CHECK_MSG(h.samples > 0 && h.leaf_by_mapping * 4 >= h.samples * 3,
+              "with another build only %" PRIu64 " of %" PRIu64
+              " hotpath samples show the leaf as hotpath+0x...",
+              h.leaf_by_mapping, h.samples);
+    run_free(&r);
+
+    vm_stop(g.vm);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g.dir);
+    CHECK_INT(system(cmd), 0);
+    return harness_result();
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -717,6 +903,8 @@ int main(int argc, char **argv)
         return case_no_btf();
     if (strcmp(c, "reboot") == 0)
         return case_reboot();
-    fprintf(stderr, "usage: test_linux dd-1cpu|dd-2cpu|dd-gdb|not-linux|no-btf|reboot\n");
+    if (strcmp(c, "sysroot") == 0)
+        return case_sysroot();
+    fprintf(stderr, "usage: test_linux dd-1cpu|dd-2cpu|dd-gdb|not-linux|no-btf|reboot|sysroot\n");
     return 2;
 }

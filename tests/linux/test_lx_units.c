@@ -4,6 +4,7 @@
  * call frame and the user-entry pt_regs. */
 #include "harness.h"
 #include "linux.h"
+#include "lx_task.h"
 
 #include <errno.h>
 #include <glib.h>
@@ -307,6 +308,125 @@ static void test_load_file(void)
     CHECK(strstr(err.msg, path) != NULL);
 }
 
+/* ---- --sysroot's reads: a file's path and an ELF's build-id ------------------------------ */
+
+/* A small address space: [mem_base, mem_base + sizeof mem). */
+static uint8_t mem[8192];
+static uint64_t mem_base;
+
+static int mem_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+    (void)ctx;
+    if (addr < mem_base || addr - mem_base > sizeof mem || len > sizeof mem - (addr - mem_base))
+        return -EFAULT;
+    memcpy(buf, mem + (addr - mem_base), len);
+    return 0;
+}
+
+static void mem_put64(uint64_t addr, uint64_t v)
+{
+    memcpy(mem + (addr - mem_base), &v, 8);
+}
+
+/* A dentry at addr named name (its string right after it) whose parent is parent. */
+static void put_dentry(const struct lx_offsets *o, uint64_t addr, const char *name, uint64_t parent)
+{
+    uint32_t len = (uint32_t)strlen(name);
+    mem_put64(addr + o->dentry_parent, parent);
+    memcpy(mem + (addr - mem_base) + o->dentry_name + o->qstr_len, &len, 4);
+    mem_put64(addr + o->dentry_name + o->qstr_name, addr + 192);
+    memcpy(mem + (addr - mem_base) + 192, name, len);
+}
+
+static void test_file_path(void)
+{
+    struct lx_offsets o;
+    lx_offsets_debian12_6_1(&o);
+    memset(mem, 0, sizeof mem);
+    mem_base = UINT64_C(0xffff888000100000);
+    struct lx_reader r = {.read = mem_read};
+    const uint64_t file = mem_base, d = mem_base + 256; /* dentries every 256 bytes */
+    mem_put64(file + o.file_path + o.path_dentry, d + 4 * 256);
+    put_dentry(&o, d, "/", d); /* the root: its own parent */
+    put_dentry(&o, d + 256, "usr", d);
+    put_dentry(&o, d + 512, "local", d + 256);
+    put_dentry(&o, d + 768, "bin", d + 512);
+    put_dentry(&o, d + 1024, "hotpath", d + 768);
+    char path[256];
+    struct qp_error err = {0};
+    CHECK_INT(lx_file_path(&o, &r, file, path, sizeof path, &err), 0);
+    CHECK_STR(path, "/usr/local/bin/hotpath");
+    /* Too long for the buffer: an error, never a cut path. */
+    CHECK_INT(lx_file_path(&o, &r, file, path, 12, &err), -ENAMETOOLONG);
+    /* A cycle (bin's parent is hotpath): bounded, an error. */
+    put_dentry(&o, d + 768, "bin", d + 1024);
+    CHECK_INT(lx_file_path(&o, &r, file, path, sizeof path, &err), -ELOOP);
+    /* A parent that is no kernel pointer. */
+    put_dentry(&o, d + 768, "bin", 0x1234);
+    CHECK(lx_file_path(&o, &r, file, path, sizeof path, &err) < 0);
+}
+
+/* An ELF header, one PT_LOAD and one PT_NOTE holding an ABI-tag note then the build-id note. */
+static size_t put_elf_with_build_id(void)
+{
+    memset(mem, 0, sizeof mem);
+    static const uint8_t ident[16] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+    memcpy(mem, ident, 16);
+    uint64_t phoff = 64;
+    uint16_t phentsize = 56, phnum = 2;
+    memcpy(mem + 32, &phoff, 8);
+    memcpy(mem + 54, &phentsize, 2);
+    memcpy(mem + 56, &phnum, 2);
+    uint8_t *load = mem + 64, *note = mem + 120;
+    uint32_t pt_load = 1, pt_note = 4;
+    memcpy(load, &pt_load, 4);
+    uint8_t notes[64] = {0};
+    uint32_t abi[4] = {4, 16, 1, 0}, bid[3] = {4, 20, 3};
+    memcpy(notes, abi, 12);
+    memcpy(notes + 12, "GNU", 4);
+    memcpy(notes + 32, bid, 12);
+    memcpy(notes + 44, "GNU", 4);
+    uint64_t off = 512, size = 68, align = 4;
+    memcpy(note, &pt_note, 4);
+    memcpy(note + 8, &off, 8);
+    memcpy(note + 32, &size, 8);
+    memcpy(note + 48, &align, 8);
+    memcpy(mem + off, notes, 48);
+    for (int i = 0; i < 20; i++)
+        mem[off + 48 + i] = (uint8_t)(0xa0 + i);
+    return 4096;
+}
+
+static void test_build_id(void)
+{
+    mem_base = UINT64_C(0x555555554000);
+    struct lx_reader r = {.read = mem_read};
+    size_t map_len = put_elf_with_build_id();
+    uint8_t id[LX_BUILD_ID_MAX];
+    size_t len = 0;
+    struct qp_error err = {0};
+    CHECK_INT(lx_elf_build_id(&r, mem_base, map_len, id, &len, &err), 0);
+    CHECK_INT((int)len, 20);
+    CHECK_INT(id[0], 0xa0);
+    CHECK_INT(id[19], 0xb3);
+    /* The notes past the mapping's end: not read. */
+    CHECK(lx_elf_build_id(&r, mem_base, 520, id, &len, &err) < 0);
+    /* Garbage: every single-byte change of the first 600 bytes, to 0xff and to 0; each answer is
+     * either a build-id of at most LX_BUILD_ID_MAX bytes or an error, never a crash. */
+    for (int i = 0; i < 600; i++) {
+        for (int v = 0; v < 2; v++) {
+            put_elf_with_build_id();
+            mem[i] = v ? 0xff : 0;
+            len = 0;
+            int rc = lx_elf_build_id(&r, mem_base, map_len, id, &len, &err);
+            CHECK(rc < 0 || (len > 0 && len <= LX_BUILD_ID_MAX));
+        }
+    }
+    /* Not an ELF at all. */
+    memset(mem, 0x41, sizeof mem);
+    CHECK_INT(lx_elf_build_id(&r, mem_base, map_len, id, &len, &err), -ENOEXEC);
+}
+
 int main(void)
 {
     ram = g_malloc0(RAM_SIZE);
@@ -317,6 +437,8 @@ int main(void)
     test_orc(&p);
     test_unknown_orc_version(&p);
     test_not_linux(&p);
+    test_file_path();
+    test_build_id();
     g_free(ram);
     return harness_result();
 }
