@@ -8,6 +8,7 @@
  * Until the kernel is found the adapter answers as os_none.c does: a guest that is not Linux
  * gets one line (when --os linux named it) and the address-split mode. */
 #include "linux.h"
+#include "lx_module.h"
 #include "lx_task.h"
 #include "os.h"
 
@@ -28,6 +29,11 @@
 #define PT_REGS_SIZE 168
 #define PAGE_SIZE    4096u
 #define MAX_MM_CACHE 256 /* address spaces whose VMAs are kept; all dropped past that */
+/* The module list is checked while the guest runs, at most this often: every second when reads
+ * are free or a kernel stack met a pc in module space that no known module covers, else every
+ * ten seconds (each read of a struct module is a round trip then). */
+#define MODULES_CHECK_NS      (UINT64_C(1) * 1000000000)
+#define MODULES_CHECK_SLOW_NS (UINT64_C(10) * 1000000000)
 
 struct os_linux {
     struct prof_os_config cfg;
@@ -51,6 +57,14 @@ struct os_linux {
     bool task_ok[PROF_MAX_VCPUS];
     GHashTable *mm_cache; /* mm address -> struct mm_vmas (owned) */
     uint64_t stops;       /* refreshes so far: at most one VMA walk per mm per stop */
+    /* Loaded modules: their symbols are part of syms, their ORC tables the unwinder's. */
+    bool have_mod_offsets;
+    struct lx_module_offsets mod_off;
+    uint64_t modules_head; /* the kallsyms symbol `modules` */
+    lx_modules *mods;
+    bool modules_stale; /* a kernel stack met module text no module in mods covers */
+    uint64_t modules_checked_ns;
+    uint64_t module_checks, module_check_ns, module_reads, module_read_ns; /* costs */
 };
 
 /* The VMAs of one address space, in address order, as one walk of its maple tree found them.
@@ -99,7 +113,14 @@ static void lx_free(void *impl)
     struct os_linux *l = impl;
     if (!l)
         return;
+    if (l->cfg.verbose && l->module_checks)
+        fprintf(stderr,
+                "qprof: Linux module list checked %" PRIu64 " times while the guest ran (%.2f ms "
+                "each on average), read in full %" PRIu64 " times (%.1f ms in all)\n",
+                l->module_checks, l->module_check_ns / 1e6 / (double)l->module_checks,
+                l->module_reads, l->module_read_ns / 1e6);
     lx_kernel_free(l->kernel);
+    lx_modules_free(l->mods);
     sym_table_free(l->syms);
     if (l->old_syms)
         g_ptr_array_free(l->old_syms, TRUE);
@@ -138,13 +159,18 @@ static int find_vmcoreinfo(struct os_linux *l, struct lx_vmcoreinfo *vi, struct 
     return rc;
 }
 
+/* vmlinux's symbols and the loaded modules' ("function [module]") in one table. */
 static void build_symbols(struct os_linux *l)
 {
-    size_t n;
+    size_t n, n_mod;
     const struct lx_symbol *s = lx_kernel_symbols(l->kernel, &n);
-    struct sym_map_entry *e = g_new(struct sym_map_entry, n ? n : 1);
+    const struct lx_symbol *ms = lx_modules_symbols(l->mods, &n_mod);
+    struct sym_map_entry *e = g_new(struct sym_map_entry, n + n_mod + 1);
     for (size_t i = 0; i < n; i++)
         e[i] = (struct sym_map_entry){s[i].addr, s[i].type, s[i].name};
+    for (size_t i = 0; i < n_mod; i++)
+        e[n + i] = (struct sym_map_entry){ms[i].addr, ms[i].type, ms[i].name};
+    n += n_mod;
     struct qp_error err = {0};
     if (sym_table_from_entries("vmlinux", e, n, &l->syms, &err) && l->cfg.verbose)
         fprintf(stderr, "qprof: kernel symbols: %s\n", err.msg);
@@ -154,6 +180,87 @@ static void build_symbols(struct os_linux *l)
 static int kread(void *ctx, uint64_t kva, void *buf, size_t len)
 {
     return lx_kernel_read(ctx, kva, buf, len);
+}
+
+/* struct module from BTF and the list head from kallsyms; without them frames in modules stay
+ * addresses and their stacks end there (marked), everything else works. */
+static void load_module_offsets(struct os_linux *l, const lx_btf *btf)
+{
+    struct qp_error err = {0};
+    int rc = lx_btf_module_offsets(btf, &l->mod_off, &err);
+    if (rc == 0 && lx_kernel_symbol_addr(l->kernel, "modules", &l->modules_head))
+        rc = qp_error_set(&err, -ENOENT, "kallsyms has no `modules` list");
+    l->have_mod_offsets = rc == 0;
+    if (rc)
+        fprintf(stderr, "qprof: Linux modules: %s; frames in modules stay addresses\n", err.msg);
+}
+
+/* Reads every live module's symbols and ORC tables (the guest running), and hands the ORC to
+ * the unwinder. false when the list could not be read (tried again at the next check). */
+static bool read_modules(struct os_linux *l)
+{
+    struct lx_reader r = {.read = kread, .ctx = l->kernel};
+    struct qp_error err = {0};
+    lx_modules *m = NULL;
+    uint64_t t0 = now_ns();
+    lx_kernel_forget_translations(l->kernel);
+    int rc = lx_modules_read(&l->mod_off, &r, l->modules_head, true, &m, &err);
+    lx_kernel_forget_translations(l->kernel);
+    l->module_reads++;
+    l->module_read_ns += now_ns() - t0;
+    if (rc) {
+        if (l->cfg.verbose)
+            fprintf(stderr, "qprof: Linux modules: %s\n", err.msg);
+        return false;
+    }
+    if (lx_modules_warning(m))
+        fprintf(stderr, "qprof: Linux %s; its frames stay addresses\n", lx_modules_warning(m));
+    size_t n_syms;
+    lx_modules_symbols(m, &n_syms);
+    if (l->cfg.verbose)
+        fprintf(stderr,
+                "qprof: Linux modules: %zu live, %zu symbols, %zu ORC entries, read in %.1f ms\n",
+                lx_modules_count(m), n_syms, lx_modules_orc_entries(m), (now_ns() - t0) / 1e6);
+    lx_kernel_use_modules(l->kernel, m);
+    lx_modules_free(l->mods);
+    l->mods = m;
+    return true;
+}
+
+/* While the guest runs, at a bounded rate: reads the list's identities only (each struct module
+ * once) and, when modules came or went, everything again: a new symbol table, which the session
+ * takes as a new kernel module (the samples taken before keep the old names). */
+static void check_modules(struct os_linux *l, const struct prof_os_mem *mem,
+                          struct prof_os_refresh *out)
+{
+    uint64_t now = now_ns();
+    uint64_t every =
+        mem->reads_are_cheap || l->modules_stale ? MODULES_CHECK_NS : MODULES_CHECK_SLOW_NS;
+    if (!l->have_mod_offsets || now - l->modules_checked_ns < every)
+        return;
+    l->modules_checked_ns = now;
+    l->modules_stale = false;
+    struct lx_reader r = {.read = kread, .ctx = l->kernel};
+    lx_modules *list = NULL;
+    lx_kernel_forget_translations(l->kernel);
+    int rc = lx_modules_read(&l->mod_off, &r, l->modules_head, false, &list, NULL);
+    lx_kernel_forget_translations(l->kernel);
+    bool same = rc == 0 && lx_modules_same(list, l->mods);
+    lx_modules_free(list);
+    l->module_checks++;
+    l->module_check_ns += now_ns() - now;
+    if (same || !read_modules(l))
+        return;
+    if (l->cfg.verbose)
+        fprintf(stderr, "qprof: Linux modules changed: new kernel symbols\n");
+    if (l->syms)
+        g_ptr_array_add(l->old_syms, l->syms);
+    l->syms = NULL;
+    build_symbols(l);
+    const struct lx_vmcoreinfo *vi = lx_kernel_vmcoreinfo(l->kernel);
+    out->kernel_found = true;
+    out->kernel_stext = vi->stext;
+    out->kernel_slide = (int64_t)vi->kernel_offset;
 }
 
 /* BTF for task_struct and the per-CPU current task; without it stacks still come, unnamed. */
@@ -173,6 +280,8 @@ static void load_task_offsets(struct os_linux *l)
     int rc = lx_kernel_read(l->kernel, start, blob, stop - start);
     if (rc == 0)
         rc = lx_btf_new(blob, stop - start, &btf, &err);
+    if (rc == 0)
+        load_module_offsets(l, btf);
     if (rc == 0)
         rc = lx_btf_offsets(btf, &l->off, &err);
     l->have_offsets = rc == 0;
@@ -207,11 +316,15 @@ static bool find_kernel(struct os_linux *l, struct prof_os_refresh *out)
         l->kernel = NULL;
         return false;
     }
-    build_symbols(l);
     if (lx_kernel_load_orc(l->kernel, &err))
         fprintf(stderr, "qprof: Linux %s: %s; kernel stacks are unwound by CFI only\n",
                 vi.osrelease, err.msg);
     load_task_offsets(l);
+    if (l->have_mod_offsets) {
+        read_modules(l);
+        l->modules_checked_ns = now_ns();
+    }
+    build_symbols(l);
     out->kernel_found = true;
     out->kernel_stext = vi.stext;
     out->kernel_slide = (int64_t)vi.kernel_offset;
@@ -254,6 +367,9 @@ static bool rebooted(struct os_linux *l)
         fprintf(stderr, "qprof: the Linux guest rebooted: looking for its kernel again\n");
     lx_kernel_free(l->kernel);
     l->kernel = NULL;
+    lx_modules_free(l->mods);
+    l->mods = NULL;
+    l->have_mod_offsets = false;
     if (l->syms)
         g_ptr_array_add(l->old_syms, l->syms);
     l->syms = NULL;
@@ -294,6 +410,8 @@ static void lx_while_running(void *impl, const struct prof_os_mem *mem, struct p
         l->mem = mem;
         if (!mem->reads_are_cheap && rebooted(l))
             out->reset = true;
+        if (l->kernel)
+            check_modules(l, mem, out);
         l->mem = NULL;
         if (l->kernel)
             return;
@@ -414,6 +532,10 @@ static int lx_kernel_unwind(void *impl, const struct prof_vcpu *cpu, const struc
     for (int i = 0; i < res.n_frames; i++)
         out->pc[i] = frames[i].pc, out->exact[i] = frames[i].exact;
     out->stop = stop_of(res.end);
+    /* Module text that no module read so far covers: one loaded since (read again soon). */
+    uint64_t last = res.n_frames ? frames[res.n_frames - 1].pc : 0;
+    if (res.end == LX_END_NO_ORC && lx_is_module_addr(last) && !lx_modules_find(l->mods, last))
+        l->modules_stale = true;
     out->have_user_regs = res.have_user_regs;
     if (res.have_user_regs) {
         from_pt_regs(&res.user_regs, &out->user_regs);
