@@ -4,6 +4,8 @@
 #   OUTDIR/initrd.cpio    busybox-static and an /init that starts the workloads named on the
 #                         kernel command line (qprof_run=dd,shloop) and dumps /proc/kallsyms
 #   OUTDIR/busybox        a copy of the guest's /bin/busybox (tests check user frames against it)
+#   (in the initramfs: /lib/modules/brd.ko, the RAM-disk driver from the kernel package, which
+#   the workload ramdd loads before the kallsyms dump so that the dump lists its symbols)
 # Files already in OUTDIR are reused; .deb files are fetched with `apt-get download` (or copied
 # from $QPROF_LINUX_DEBS when that folder has them). Exits 77 with a reason when the packages
 # cannot be had (no network, no apt), so that ctest reports a skip, never a silent pass.
@@ -68,7 +70,8 @@ dpkg-deb -x busybox-static_*.deb x-busybox
 cp x-kernel/boot/vmlinuz-* vmlinuz.tmp && mv vmlinuz.tmp vmlinuz
 echo "${kpkg#linux-image-}" > kernel-release
 
-mkdir -p root/bin root/proc root/sys root/dev root/tmp
+mkdir -p root/bin root/proc root/sys root/dev root/tmp root/lib/modules
+cp x-kernel/lib/modules/*/kernel/drivers/block/brd.ko root/lib/modules/brd.ko
 cp x-busybox/bin/busybox root/bin/busybox
 cp x-busybox/bin/busybox busybox.tmp && mv busybox.tmp busybox
 cat > root/init <<'INIT'
@@ -79,6 +82,10 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 echo "qprof-linux: init up"
+# Modules a workload needs go in before the kallsyms dump, so that the dump lists their symbols.
+case ",$(sed -n 's/.*qprof_run=\([^ ]*\).*/\1/p' /proc/cmdline)," in
+*,ramdd,*) insmod /lib/modules/brd.ko rd_nr=1 rd_size=1048576 && echo "qprof-linux: brd loaded" ;;
+esac
 # kallsyms first: the workloads would slow the dump down under TCG.
 if [ -c /dev/ttyS1 ]; then
     stty -F /dev/ttyS1 raw 2>/dev/null
@@ -90,6 +97,8 @@ for w in $(sed -n 's/.*qprof_run=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' '); do
     case $w in
     dd) dd if=/dev/zero of=/dev/null bs=1M 2>/dev/null & ;;
     shloop) sh -c 'i=0; while :; do i=$((i+1)); done' & ;;
+    # reads of a 1 GiB RAM disk never written (brd hands out zeroes), bypassing the page cache
+    ramdd) sh -c 'while :; do dd if=/dev/ram0 of=/dev/null bs=64k iflag=direct 2>/dev/null; done' & ;;
     *) echo "qprof-linux: unknown workload $w"; continue ;;
     esac
     echo "qprof-linux: ready pid=$! name=$w"
