@@ -475,8 +475,8 @@ int lx_btf_module_offsets(const lx_btf *b, struct lx_module_offsets *out, struct
     /* typetab (4.x+): the nm letters; without it symbols in the text range count as text. */
     const struct path_spec typetab = {"mod_kallsyms", {"typetab"}, 8, &o.ks_typetab};
     o.has_typetab = resolve_paths(btf, &typetab, 1, NULL) == 0;
-    if (enum_value(btf, "module_state", "MODULE_STATE_LIVE", &o.state_live))
-        o.state_live = 0;
+    if (enum_value(btf, "module_state", "MODULE_STATE_UNFORMED", &o.state_unformed))
+        o.state_unformed = 3; /* its value since 3.8 */
     if (o.name_len < 8 || o.name_len > 256 || o.name + o.name_len > o.module_size ||
         o.list + 16 > o.module_size || o.kallsyms + 8 > o.module_size ||
         o.core_base + 8 > o.module_size || o.orc_unwind + 8 > o.module_size)

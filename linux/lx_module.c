@@ -267,8 +267,10 @@ static int visit(lx_modules *m, const struct lx_module_offsets *o, const struct 
                             (unsigned long long)node);
     *next = get_u64(mod, o->list);
     struct mod_entry e = {0};
-    if (get_u32(mod, o->state) != o->state_live)
-        return 0; /* loading or unloading: read again once live (or gone) */
+    /* Coming (its init running) and going modules have their core text and tables in place;
+     * an unformed one may not yet. */
+    if (get_u32(mod, o->state) == o->state_unformed)
+        return 0;
     if (!module_info(o, mod, addr, &e.info))
         return qp_error_set(err, -EPROTO, "module at 0x%llx: core 0x%llx+%llu is implausible",
                             (unsigned long long)addr, (unsigned long long)e.info.base,

@@ -42,7 +42,8 @@ struct lx_module {
 };
 
 /* Walks the list whose head is at list_head (the kallsyms symbol `modules`) through r. Modules
- * not yet or no longer live (loading, unloading) are left out. With full, each module's text
+ * not set up yet (MODULE_STATE_UNFORMED) are left out; those running their init or exit are
+ * in (their core text only: the init text is not looked at). With full, each module's text
  * symbols and ORC tables are copied too; a module whose tables do not hold together keeps its
  * place without them (lx_modules_warning says why). 0 and *out, or -errno with a message: a
  * pointer outside the module area, a list that does not link back (-EAGAIN: it may be changing),

@@ -109,7 +109,7 @@ struct lx_module_offsets {
     uint32_t kallsyms;                             /* module.kallsyms (struct mod_kallsyms *) */
     uint32_t ks_symtab, ks_num_symtab, ks_strtab, ks_typetab; /* struct mod_kallsyms */
     bool has_typetab;
-    uint32_t state_live; /* MODULE_STATE_LIVE's value */
+    uint32_t state_unformed; /* MODULE_STATE_UNFORMED's value: a module not set up yet */
 };
 /* Fills *out from b. -ENOTSUP with a one-line reason when this kernel's struct module is not the
  * 4.x to 6.3 layout (6.4 replaced core_layout with mem[]) or has no ORC (arch.num_orcs), -ENOENT

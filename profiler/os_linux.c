@@ -29,9 +29,11 @@
 #define PT_REGS_SIZE 168
 #define PAGE_SIZE    4096u
 #define MAX_MM_CACHE 256 /* address spaces whose VMAs are kept; all dropped past that */
-/* The module list is checked while the guest runs, at most this often: every second when reads
- * are free or a kernel stack met a pc in module space that no known module covers, else every
- * ten seconds (each read of a struct module is a round trip then). */
+/* The module list is checked while the guest runs: every second when reads are free (a check
+ * reads each struct module once: 20 us with one module), else every ten seconds (each read is a
+ * round trip then). A kernel stack that met a pc in module space that no known module covers
+ * (a module loaded since) brings the next check forward: to 50 ms, or 1 s. */
+#define MODULES_STALE_NS      (UINT64_C(50) * 1000000)
 #define MODULES_CHECK_NS      (UINT64_C(1) * 1000000000)
 #define MODULES_CHECK_SLOW_NS (UINT64_C(10) * 1000000000)
 
@@ -234,8 +236,9 @@ static void check_modules(struct os_linux *l, const struct prof_os_mem *mem,
                           struct prof_os_refresh *out)
 {
     uint64_t now = now_ns();
-    uint64_t every =
-        mem->reads_are_cheap || l->modules_stale ? MODULES_CHECK_NS : MODULES_CHECK_SLOW_NS;
+    uint64_t every = mem->reads_are_cheap ? (l->modules_stale ? MODULES_STALE_NS : MODULES_CHECK_NS)
+                     : l->modules_stale   ? MODULES_CHECK_NS
+                                          : MODULES_CHECK_SLOW_NS;
     if (!l->have_mod_offsets || now - l->modules_checked_ns < every)
         return;
     l->modules_checked_ns = now;

@@ -99,6 +99,8 @@ for w in $(sed -n 's/.*qprof_run=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' '); do
     shloop) sh -c 'i=0; while :; do i=$((i+1)); done' & ;;
     # reads of a 1 GiB RAM disk never written (brd hands out zeroes), bypassing the page cache
     ramdd) sh -c 'while :; do dd if=/dev/ram0 of=/dev/null bs=64k iflag=direct 2>/dev/null; done' & ;;
+    # brd loaded, read for a while and unloaded, over and over: the module list changes under qprof
+    modcycle) sh -c 'while :; do insmod /lib/modules/brd.ko rd_nr=1 rd_size=131072; dd if=/dev/ram0 of=/dev/null bs=64k iflag=direct 2>/dev/null; rmmod brd; done' & ;;
     *) echo "qprof-linux: unknown workload $w"; continue ;;
     esac
     echo "qprof-linux: ready pid=$! name=$w"

@@ -357,7 +357,7 @@ static const struct lx_module_offsets mod_off = {.module_size = 256,
                                                  .ks_strtab = 16,
                                                  .ks_typetab = 24,
                                                  .has_typetab = true,
-                                                 .state_live = 0};
+                                                 .state_unformed = 3};
 
 #define MOD_HEAD (LX_MODULES_START + 0x100)
 
@@ -425,12 +425,12 @@ static int read_mods(bool full, lx_modules **out, struct qp_error *err)
 static void test_modules_good(void)
 {
     memset(mod_area, 0, MOD_AREA_SIZE);
-    /* head <-> a (live) <-> b (loading) <-> c (live) <-> head */
+    /* head <-> a (live) <-> b (unformed) <-> c (running its init) <-> head */
     mput64(MOD_HEAD, mod_at(0) + 8);
     mput64(MOD_HEAD + 8, mod_at(2) + 8);
     put_module(0, "alpha", 0, MOD_HEAD, mod_at(1) + 8);
-    put_module(1, "beta", 1, mod_at(0) + 8, mod_at(2) + 8);
-    put_module(2, "gamma", 0, mod_at(1) + 8, MOD_HEAD);
+    put_module(1, "beta", 3, mod_at(0) + 8, mod_at(2) + 8);
+    put_module(2, "gamma", 1, mod_at(1) + 8, MOD_HEAD);
     lx_modules *m, *light;
     struct qp_error err = {0};
     CHECK_INT(read_mods(true, &m, &err), 0);
@@ -456,13 +456,13 @@ static void test_modules_good(void)
     }
     uint64_t pc = mod_at(2) + 0x1900;
     CHECK(lx_modules_find(m, pc) == lx_modules_at(m, 1));
-    CHECK(lx_modules_find(m, mod_at(1) + 0x1010) == NULL); /* beta is not live */
+    CHECK(lx_modules_find(m, mod_at(1) + 0x1010) == NULL); /* beta is not set up */
     CHECK(lx_modules_find(m, mod_at(2) + 0x2000) == NULL); /* past gamma's text */
     const struct lx_orc *o = lx__modules_orc_find(m, pc);
     CHECK(o && o->sp_reg == 5 && o->sp_offset == 16);
     CHECK(lx__modules_orc_find(m, mod_at(2) + 0x1005) == NULL); /* before its first entry */
-    /* beta goes live: the identities differ. */
-    mput32(mod_at(1), 0);
+    /* beta is set up: the identities differ. */
+    mput32(mod_at(1), 1);
     lx_modules *again;
     CHECK_INT(read_mods(false, &again, &err), 0);
     CHECK(!lx_modules_same(m, again));
@@ -493,7 +493,7 @@ static void test_modules_garbage(void)
         uint64_t at = node + (uint64_t)i * 256;
         mput64(at + 8, at + 256 + 8);
         mput64(at + 16, i ? at - 256 + 8 : MOD_HEAD);
-        mput32(at, 1); /* not live: nothing else read */
+        mput32(at, 3); /* unformed: nothing else read */
     }
     mput64(MOD_HEAD, node + 8);
     CHECK_INT(read_mods(false, &m, &err), -ELOOP);
