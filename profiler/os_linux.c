@@ -64,6 +64,7 @@ struct os_linux {
     struct lx_module_offsets mod_off;
     uint64_t modules_head; /* the kallsyms symbol `modules` */
     lx_modules *mods;
+    GArray *named_mods; /* struct lx_module: the modules whose symbols syms holds */
     bool modules_stale; /* a kernel stack met module text no module in mods covers */
     uint64_t modules_checked_ns;
     uint64_t module_checks, module_check_ns, module_reads, module_read_ns; /* costs */
@@ -106,6 +107,7 @@ static int lx_open(const struct prof_os_config *cfg, void **impl)
     l->phys = (struct lx_phys){.read = phys_read, .ctx = l};
     l->old_syms = g_ptr_array_new_with_free_func((GDestroyNotify)sym_table_free);
     l->mm_cache = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, mm_vmas_free);
+    l->named_mods = g_array_new(FALSE, FALSE, sizeof(struct lx_module));
     *impl = l;
     return 0;
 }
@@ -123,6 +125,8 @@ static void lx_free(void *impl)
                 l->module_reads, l->module_read_ns / 1e6);
     lx_kernel_free(l->kernel);
     lx_modules_free(l->mods);
+    if (l->named_mods)
+        g_array_free(l->named_mods, TRUE);
     sym_table_free(l->syms);
     if (l->old_syms)
         g_ptr_array_free(l->old_syms, TRUE);
@@ -173,6 +177,9 @@ static void build_symbols(struct os_linux *l)
     for (size_t i = 0; i < n_mod; i++)
         e[n + i] = (struct sym_map_entry){ms[i].addr, ms[i].type, ms[i].name};
     n += n_mod;
+    g_array_set_size(l->named_mods, 0);
+    for (size_t i = 0; i < lx_modules_count(l->mods); i++)
+        g_array_append_val(l->named_mods, *lx_modules_at(l->mods, i));
     struct qp_error err = {0};
     if (sym_table_from_entries("vmlinux", e, n, &l->syms, &err) && l->cfg.verbose)
         fprintf(stderr, "qprof: kernel symbols: %s\n", err.msg);
@@ -229,9 +236,29 @@ static bool read_modules(struct os_linux *l)
     return true;
 }
 
+/* Every module in m is one syms names already (same struct, name and core range). */
+static bool named_already(const struct os_linux *l, const lx_modules *m)
+{
+    for (size_t i = 0; i < lx_modules_count(m); i++) {
+        const struct lx_module *x = lx_modules_at(m, i);
+        bool found = false;
+        for (guint j = 0; j < l->named_mods->len && !found; j++) {
+            const struct lx_module *y = &g_array_index(l->named_mods, struct lx_module, j);
+            found = x->addr == y->addr && x->base == y->base && x->size == y->size &&
+                    x->text_size == y->text_size && strcmp(x->name, y->name) == 0;
+        }
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
 /* While the guest runs, at a bounded rate: reads the list's identities only (each struct module
- * once) and, when modules came or went, everything again: a new symbol table, which the session
- * takes as a new kernel module (the samples taken before keep the old names). */
+ * once) and, when modules came or went, everything again. The unwinder takes the new ORC tables
+ * at once. A module the symbol table does not name yet makes a new table, which the session
+ * takes as a new kernel module (the samples taken before keep the old names); modules that only
+ * went away (or came back where they were) keep the table: no new sample can be in their text
+ * unless a module took their place, and that one is new. */
 static void check_modules(struct os_linux *l, const struct prof_os_mem *mem,
                           struct prof_os_refresh *out)
 {
@@ -252,7 +279,7 @@ static void check_modules(struct os_linux *l, const struct prof_os_mem *mem,
     lx_modules_free(list);
     l->module_checks++;
     l->module_check_ns += now_ns() - now;
-    if (same || !read_modules(l))
+    if (same || !read_modules(l) || named_already(l, l->mods))
         return;
     if (l->cfg.verbose)
         fprintf(stderr, "qprof: Linux modules changed: new kernel symbols\n");
