@@ -477,6 +477,14 @@ int lx_btf_module_offsets(const lx_btf *b, struct lx_module_offsets *out, struct
     o.has_typetab = resolve_paths(btf, &typetab, 1, NULL) == 0;
     if (enum_value(btf, "module_state", "MODULE_STATE_UNFORMED", &o.state_unformed))
         o.state_unformed = 3; /* its value since 3.8 */
+    const struct path_spec init[] = {
+        {"module", {"init_layout", "base"}, 8, &o.init_base},
+        {"module", {"init_layout", "size"}, 4, &o.init_size},
+        {"module", {"init_layout", "text_size"}, 4, &o.init_text_size},
+    };
+    o.has_init = resolve_paths(btf, init, 3, NULL) == 0 &&
+                 enum_value(btf, "module_state", "MODULE_STATE_COMING", &o.state_coming) == 0 &&
+                 o.init_size + 4 <= o.module_size;
     if (o.name_len < 8 || o.name_len > 256 || o.name + o.name_len > o.module_size ||
         o.list + 16 > o.module_size || o.kallsyms + 8 > o.module_size ||
         o.core_base + 8 > o.module_size || o.orc_unwind + 8 > o.module_size)

@@ -235,6 +235,30 @@ static bool module_info(const struct lx_module_offsets *o, const uint8_t *mod, u
            in_module_area(mi->base, mi->size) && mi->name[0];
 }
 
+/* A module running its init function (insmod's stacks) has a second text range, freed once it
+ * is live: an entry of its own, with the symbols and ORC entries that lie in it. Its going away
+ * changes the list's identity, so the next check reads the list again without it. */
+static void add_init_text(lx_modules *m, const struct lx_module_offsets *o,
+                          const struct lx_reader *r, const uint8_t *mod,
+                          const struct lx_module *core, bool full)
+{
+    if (!o->has_init || get_u32(mod, o->state) != o->state_coming)
+        return;
+    struct mod_entry e = {.info = *core};
+    e.info.base = get_u64(mod, o->init_base);
+    e.info.size = get_u32(mod, o->init_size);
+    e.info.text_size = get_u32(mod, o->init_text_size);
+    e.info.n_syms = e.info.n_orc = 0;
+    if (!e.info.text_size || e.info.text_size > e.info.size || e.info.size > MAX_MODULE_SIZE ||
+        !in_module_area(e.info.base, e.info.size))
+        return;
+    if (full) {
+        read_symbols(m, o, r, mod, &e.info);
+        read_orc(m, o, r, mod, &e);
+    }
+    g_array_append_val(m->mods, e);
+}
+
 static int cmp_entry(const void *a, const void *b)
 {
     const struct mod_entry *x = a, *y = b;
@@ -280,6 +304,7 @@ static int visit(lx_modules *m, const struct lx_module_offsets *o, const struct 
         read_orc(m, o, r, mod, &e);
     }
     g_array_append_val(m->mods, e);
+    add_init_text(m, o, r, mod, &e.info, full);
     return 0;
 }
 

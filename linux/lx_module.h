@@ -33,17 +33,18 @@ static inline bool lx_is_module_addr(uint64_t addr)
 
 typedef struct lx_modules lx_modules;
 
-/* One live module as the list showed it. */
+/* One module's text range as the list showed it: its core, and while it runs its init function,
+ * its init text too (a second entry, same name and struct). */
 struct lx_module {
     uint64_t addr; /* its struct module */
     char name[64];
-    uint64_t base, size, text_size; /* core_layout: text is [base, base + text_size) */
+    uint64_t base, size, text_size; /* core_layout (or init_layout): text [base, +text_size) */
     size_t n_syms, n_orc;           /* what was copied of its tables (full reads only) */
 };
 
 /* Walks the list whose head is at list_head (the kallsyms symbol `modules`) through r. Modules
  * not set up yet (MODULE_STATE_UNFORMED) are left out; those running their init or exit are
- * in (their core text only: the init text is not looked at). With full, each module's text
+ * in (one running its init with its init text as a second entry). With full, each module's text
  * symbols and ORC tables are copied too; a module whose tables do not hold together keeps its
  * place without them (lx_modules_warning says why). 0 and *out, or -errno with a message: a
  * pointer outside the module area, a list that does not link back (-EAGAIN: it may be changing),

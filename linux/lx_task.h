@@ -110,6 +110,10 @@ struct lx_module_offsets {
     uint32_t ks_symtab, ks_num_symtab, ks_strtab, ks_typetab; /* struct mod_kallsyms */
     bool has_typetab;
     uint32_t state_unformed; /* MODULE_STATE_UNFORMED's value: a module not set up yet */
+    /* module.init_layout.{base,size,text_size}: the init text, while the module runs its init
+     * function (MODULE_STATE_COMING); has_init false when BTF lacks them. */
+    bool has_init;
+    uint32_t init_base, init_size, init_text_size, state_coming;
 };
 /* Fills *out from b. -ENOTSUP with a one-line reason when this kernel's struct module is not the
  * 4.x to 6.3 layout (6.4 replaced core_layout with mem[]) or has no ORC (arch.num_orcs), -ENOENT

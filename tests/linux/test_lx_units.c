@@ -380,15 +380,15 @@ static void put_module(int i, const char *name, uint32_t state, uint64_t prev, u
     mput64(m + 80, base);
     mput32(m + 88, 0x2000);
     mput32(m + 92, 0x1000);
-    mput32(m + 96, 3);
+    mput32(m + 96, 4);
     mput64(m + 104, ips);
     mput64(m + 112, orc);
     mput64(m + 120, ks);
     mput64(ks + 0, symtab);
-    mput32(ks + 8, 5);
+    mput32(ks + 8, 6);
     mput64(ks + 16, strtab);
     mput64(ks + 24, typetab);
-    memcpy(mod_area + (strtab - LX_MODULES_START), "\0f0\0f1\0data\0undef\0", 17);
+    memcpy(mod_area + (strtab - LX_MODULES_START), "\0f0\0f1\0data\0undef\0ini\0", 21);
     const struct {
         uint32_t name;
         uint16_t shndx;
@@ -398,16 +398,21 @@ static void put_module(int i, const char *name, uint32_t state, uint64_t prev, u
                 {1, 1, base + 0x10, 't'},
                 {4, 1, base + 0x800, 'T'},
                 {7, 2, base + 0x1800, 'd'},
-                {12, 0, 0, 'U'}};
-    for (int s = 0; s < 5; s++) {
+                {12, 0, 0, 'U'},
+                {18, 3, base + 0x4010, 't'}}; /* in the init text */
+    for (int s = 0; s < 6; s++) {
         uint64_t at = symtab + 24 * (uint64_t)s;
         mput32(at, syms[s].name);
         memcpy(mod_area + (at + 6 - LX_MODULES_START), &syms[s].shndx, 2);
         mput64(at + 8, syms[s].value);
         mod_area[typetab + s - LX_MODULES_START] = (uint8_t)syms[s].type;
     }
-    const uint64_t orc_ips[] = {base + 0x10, base + 0x800, base + 0x1000};
-    for (int e = 0; e < 3; e++) {
+    const uint64_t orc_ips[] = {base + 0x10, base + 0x800, base + 0x1000, base + 0x4010};
+    /* The init text: at m + 0x5000 (0x1000 bytes, 0x800 of text), used while it is coming. */
+    mput64(m + 128, m + 0x5000);
+    mput32(m + 136, 0x1000);
+    mput32(m + 140, 0x800);
+    for (int e = 0; e < 4; e++) {
         mput32(ips + 4 * e, (uint32_t)(int32_t)(orc_ips[e] - (ips + 4 * e)));
         uint16_t flags = 5;                         /* sp_reg SP, type CALL */
         mput32(orc + 6 * e, (uint32_t)(8 + 8 * e)); /* sp_offset, bp_offset 0 */
@@ -473,6 +478,41 @@ static void test_modules_good(void)
 
 /* Garbage never hangs or crashes: each case ends the walk with an error, or keeps the module
  * without the tables that do not hold together. */
+/* A module running its init function: its init text is a second entry, with its symbol and
+ * ORC entry; once live, that entry goes and the identities differ. */
+static void test_modules_init(void)
+{
+    memset(mod_area, 0, MOD_AREA_SIZE);
+    mput64(MOD_HEAD, mod_at(0) + 8);
+    mput64(MOD_HEAD + 8, mod_at(0) + 8);
+    put_module(0, "delta", 1, MOD_HEAD, MOD_HEAD);
+    struct lx_module_offsets o = mod_off;
+    o.has_init = true, o.init_base = 128, o.init_size = 136, o.init_text_size = 140;
+    o.state_coming = 1;
+    struct lx_reader r = {.read = mod_read};
+    struct qp_error err = {0};
+    lx_modules *m = NULL, *live = NULL;
+    CHECK_INT(lx_modules_read(&o, &r, MOD_HEAD, true, &m, &err), 0);
+    if (!m)
+        return;
+    CHECK_INT((int)lx_modules_count(m), 2);
+    const struct lx_module *init = lx_modules_find(m, mod_at(0) + 0x5010);
+    CHECK(init && strcmp(init->name, "delta") == 0 && init->n_syms == 1);
+    CHECK(lx__modules_orc_find(m, mod_at(0) + 0x5100) != NULL);
+    CHECK(lx_modules_find(m, mod_at(0) + 0x5800) == NULL); /* past the init text */
+    size_t n;
+    const struct lx_symbol *s = lx_modules_symbols(m, &n);
+    bool named = false;
+    for (size_t i = 0; i < n; i++)
+        named |= strcmp(s[i].name, "ini [delta]") == 0 && s[i].addr == mod_at(0) + 0x5010;
+    CHECK(named);
+    mput32(mod_at(0), 0); /* live: the init text is freed */
+    CHECK_INT(lx_modules_read(&o, &r, MOD_HEAD, false, &live, &err), 0);
+    CHECK(live && lx_modules_count(live) == 1 && !lx_modules_same(m, live));
+    lx_modules_free(live);
+    lx_modules_free(m);
+}
+
 static void test_modules_garbage(void)
 {
     lx_modules *m;
@@ -610,6 +650,7 @@ int main(void)
     test_not_linux(&p);
     mod_area = g_malloc0(MOD_AREA_SIZE);
     test_modules_good();
+    test_modules_init();
     test_modules_garbage();
     test_module_btf();
     g_free(mod_area);
