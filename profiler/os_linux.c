@@ -228,7 +228,8 @@ static bool read_modules(struct os_linux *l)
     lx_modules_symbols(m, &n_syms);
     if (l->cfg.verbose)
         fprintf(stderr,
-                "qprof: Linux modules: %zu live, %zu symbols, %zu ORC entries, read in %.1f ms\n",
+                "qprof: Linux modules: %zu text ranges, %zu symbols, %zu ORC entries, read in %.1f "
+                "ms\n",
                 lx_modules_count(m), n_syms, lx_modules_orc_entries(m), (now_ns() - t0) / 1e6);
     lx_kernel_use_modules(l->kernel, m);
     lx_modules_free(l->mods);

@@ -674,7 +674,7 @@ static int case_modules(void)
     /* One-shot samples with addresses until a few brd frames were seen: each frame, vmlinux's
      * and brd's, inside the symbol it is named by. */
     int kernel_frames = 0, module_frames = 0;
-    for (int i = 0; i < 10 && module_frames < 3; i++) {
+    for (int i = 0; i < 8 && module_frames < 2; i++) {
         const char *one[] = {"--qmp-socket", vm_qmp_path(g.vm), "--one-shot", "--show-addresses",
                              NULL};
         r = run_qprof(g.dir, one, 120);
@@ -686,7 +686,7 @@ static int case_modules(void)
     }
     fprintf(stderr, "one-shot: %d kernel frames checked, %d in brd\n", kernel_frames,
             module_frames);
-    CHECK_MSG(module_frames >= 3, "only %d brd frames in up to 10 one-shot samples", module_frames);
+    CHECK_MSG(module_frames >= 2, "only %d brd frames in up to 8 one-shot samples", module_frames);
     for (guint i = 0; i < syms->len; i++)
         g_free(g_array_index(syms, struct ksym, i).name);
     g_array_free(syms, TRUE);
