@@ -349,3 +349,147 @@ void lx_offsets_debian12_6_1(struct lx_offsets *o)
         .mt_a64_pivots = 9,
     };
 }
+
+/* ---- struct module (added by modules) ---------------------------------------------------- */
+
+/* Offset and size in bytes of member path[0].path[1]... of struct type, each step a member of
+ * the composite the previous one names (through anonymous members, typedefs and qualifiers). */
+static int path_offset(const struct btf *btf, const char *type, const char *const *path, int n,
+                       uint32_t *off, uint32_t *size, struct qp_error *err)
+{
+    uint32_t id = 0, mtype = 0;
+    uint64_t total = 0, bits;
+    int rc = find_composite(btf, type, &id, err);
+    for (int i = 0; !rc && i < n; i++) {
+        if (!id || !member_bits(btf, id, path[i], 0, &bits, &mtype))
+            return qp_error_set(err, -ENOENT, "BTF: struct %s has no member %s%s%s", type,
+                                i ? path[i - 1] : "", i ? "." : "", path[i]);
+        total += bits;
+        id = i + 1 < n ? composite_id(btf, mtype) : 0;
+    }
+    if (rc)
+        return rc;
+    long sz = btf__resolve_size(btf, mtype);
+    if (total % 8 || total / 8 > UINT32_MAX || sz <= 0)
+        return qp_error_set(err, -EINVAL, "BTF: %s.%s is not a byte-aligned sized member", type,
+                            path[n - 1]);
+    *off = (uint32_t)(total / 8);
+    *size = (uint32_t)sz;
+    return 0;
+}
+
+struct path_spec {
+    const char *type;
+    const char *path[3];
+    uint32_t size; /* expected size in bytes; 0: any */
+    uint32_t *out;
+};
+
+static int resolve_paths(const struct btf *btf, const struct path_spec *specs, size_t n,
+                         struct qp_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        int depth = specs[i].path[2] ? 3 : specs[i].path[1] ? 2 : 1;
+        uint32_t size;
+        int rc = path_offset(btf, specs[i].type, specs[i].path, depth, specs[i].out, &size, err);
+        if (rc)
+            return rc;
+        if (specs[i].size && size != specs[i].size)
+            return qp_error_set(err, -EINVAL, "BTF: %s.%s is %u bytes, not %u", specs[i].type,
+                                specs[i].path[depth - 1], size, specs[i].size);
+    }
+    return 0;
+}
+
+/* The value of enumerator name in enum type, or -ENOENT. */
+static int enum_value(const struct btf *btf, const char *type, const char *name, uint32_t *out)
+{
+    int id = btf__find_by_name_kind(btf, type, BTF_KIND_ENUM);
+    const struct btf_type *t = id > 0 ? btf__type_by_id(btf, (uint32_t)id) : NULL;
+    if (!t)
+        return -ENOENT;
+    const struct btf_enum *e = btf_enum(t);
+    for (uint16_t i = 0; i < btf_vlen(t); i++, e++) {
+        const char *n = btf__name_by_offset(btf, e->name_off);
+        if (n && strcmp(n, name) == 0) {
+            *out = (uint32_t)e->val;
+            return 0;
+        }
+    }
+    return -ENOENT;
+}
+
+/* 6.4 put the module's memory in mem[MOD_MEM_NUM_TYPES] instead of core_layout; a kernel built
+ * without the ORC unwinder has no arch.num_orcs. Both are said in one line. */
+static int check_module_layout(const struct btf *btf, struct qp_error *err)
+{
+    uint32_t id = 0;
+    uint64_t bits;
+    int rc = find_composite(btf, "module", &id, err);
+    if (rc)
+        return rc;
+    if (!member_bits(btf, id, "core_layout", 0, &bits, NULL))
+        return qp_error_set(err, -ENOTSUP,
+                            member_bits(btf, id, "mem", 0, &bits, NULL)
+                                ? "struct module has mem[] instead of core_layout (Linux 6.4+): "
+                                  "not read yet"
+                                : "struct module has no core_layout: a layout qprof does not know");
+    uint32_t arch = 0;
+    if (find_composite(btf, "mod_arch_specific", &arch, NULL) ||
+        !member_bits(btf, arch, "num_orcs", 0, &bits, NULL))
+        return qp_error_set(err, -ENOTSUP,
+                            "struct module has no arch.num_orcs (a kernel without ORC)");
+    return 0;
+}
+
+int lx_btf_module_offsets(const lx_btf *b, struct lx_module_offsets *out, struct qp_error *err)
+{
+    struct lx_module_offsets o = {0};
+    const struct btf *btf = b->btf;
+    int rc = check_module_layout(btf, err);
+    if (rc)
+        return rc;
+    const struct path_spec specs[] = {
+        {"module", {"state"}, 4, &o.state},
+        {"module", {"list", "next"}, 8, &o.list},
+        {"module", {"core_layout", "base"}, 8, &o.core_base},
+        {"module", {"core_layout", "size"}, 4, &o.core_size},
+        {"module", {"core_layout", "text_size"}, 4, &o.core_text_size},
+        {"module", {"arch", "num_orcs"}, 4, &o.num_orcs},
+        {"module", {"arch", "orc_unwind_ip"}, 8, &o.orc_unwind_ip},
+        {"module", {"arch", "orc_unwind"}, 8, &o.orc_unwind},
+        {"module", {"kallsyms"}, 8, &o.kallsyms},
+        {"mod_kallsyms", {"symtab"}, 8, &o.ks_symtab},
+        {"mod_kallsyms", {"num_symtab"}, 4, &o.ks_num_symtab},
+        {"mod_kallsyms", {"strtab"}, 8, &o.ks_strtab},
+    };
+    rc = resolve_paths(btf, specs, sizeof specs / sizeof specs[0], err);
+    if (!rc)
+        rc = struct_size(btf, "module", &o.module_size, err);
+    if (!rc)
+        rc = member_offset(btf, "module", "name", &o.name, err);
+    if (!rc)
+        rc = array_len(btf, "module", "name", &o.name_len, err);
+    if (rc)
+        return rc;
+    /* typetab (4.x+): the nm letters; without it symbols in the text range count as text. */
+    const struct path_spec typetab = {"mod_kallsyms", {"typetab"}, 8, &o.ks_typetab};
+    o.has_typetab = resolve_paths(btf, &typetab, 1, NULL) == 0;
+    if (enum_value(btf, "module_state", "MODULE_STATE_UNFORMED", &o.state_unformed))
+        o.state_unformed = 3; /* its value since 3.8 */
+    const struct path_spec init[] = {
+        {"module", {"init_layout", "base"}, 8, &o.init_base},
+        {"module", {"init_layout", "size"}, 4, &o.init_size},
+        {"module", {"init_layout", "text_size"}, 4, &o.init_text_size},
+    };
+    o.has_init = resolve_paths(btf, init, 3, NULL) == 0 &&
+                 enum_value(btf, "module_state", "MODULE_STATE_COMING", &o.state_coming) == 0 &&
+                 o.init_size + 4 <= o.module_size;
+    if (o.name_len < 8 || o.name_len > 256 || o.name + o.name_len > o.module_size ||
+        o.list + 16 > o.module_size || o.kallsyms + 8 > o.module_size ||
+        o.core_base + 8 > o.module_size || o.orc_unwind + 8 > o.module_size)
+        return qp_error_set(err, -EINVAL, "BTF: struct module members lie outside its %u bytes",
+                            o.module_size);
+    *out = o;
+    return 0;
+}

@@ -45,10 +45,22 @@ struct lx_kernel {
     size_t n_orc;
     uint64_t text_start, text_end; /* _text.._etext */
     uint64_t init_start, init_end; /* _sinittext.._einittext */
+    const struct lx_modules *mods; /* loaded modules' ORC (lx_kernel_use_modules), borrowed */
 };
 
 /* Translates kva through the kernel page table: 0 with *paddr and the bytes physically
  * contiguous from there (to the end of its page), or -EFAULT. */
 int lx__translate(lx_kernel *k, uint64_t kva, uint64_t *paddr, uint64_t *contiguous);
+
+/* ORC helpers shared by lx_orc.c (vmlinux) and lx_module.c (modules). */
+struct lx_modules;
+/* The entry of ip in a module's text (NULL when no module text holds ip, or no entry). */
+const struct lx_orc *lx__modules_orc_find(const struct lx_modules *m, uint64_t ip);
+/* The rightmost entry of a sorted table whose ip is <= ip (on equal ips the last); NULL when
+ * none. */
+const struct lx_orc *lx__orc_search(const uint64_t *ips, const struct lx_orc *orc, size_t n,
+                                    uint64_t ip);
+/* Decodes one 6-byte version-1 entry. */
+struct lx_orc lx__orc_decode(const uint8_t *e);
 
 #endif

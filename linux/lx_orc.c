@@ -8,7 +8,9 @@
  * Per frame: the entry for ip (ip - 1 for a return address) names how to find the caller's
  * stack pointer (the CFA) from a register, then where the return address is (CALL: at CFA - 8;
  * REGS: a full struct pt_regs at the CFA; REGS_PARTIAL: an iret frame, pt_regs' last five
- * words, at the CFA), and the caller's frame pointer. A pt_regs whose cs is a user selector is
+ * words, at the CFA), and the caller's frame pointer. A pc in a loaded module's text is looked
+ * up in that module's own table (lx_module.c), which the kernel sorted when it loaded the
+ * module. A pt_regs whose cs is a user selector is
  * the entry from user mode: the walk ends there with the user registers. */
 #include "lx_internal.h"
 
@@ -89,7 +91,7 @@ static int find_tables(lx_kernel *k, uint64_t *ip_start, uint64_t *entries, size
     return 0;
 }
 
-static struct lx_orc decode_entry(const uint8_t *e)
+struct lx_orc lx__orc_decode(const uint8_t *e)
 {
     int16_t sp, bp;
     uint16_t flags;
@@ -120,7 +122,7 @@ static int copy_tables(lx_kernel *k, uint64_t ip_start, uint64_t entries, size_t
     k->orc = g_new(struct lx_orc, n);
     for (size_t i = 0; i < n; i++) {
         k->orc_ip[i] = ip_start + 4 * i + (uint64_t)(int64_t)rel[i];
-        k->orc[i] = decode_entry(raw + 6 * i);
+        k->orc[i] = lx__orc_decode(raw + 6 * i);
         if (i && k->orc_ip[i] < k->orc_ip[i - 1]) {
             rc = qp_error_set(err, -EPROTO, "ORC ip table is not sorted at entry %zu", i);
             goto out;
@@ -160,23 +162,31 @@ size_t lx_kernel_orc_entries(const lx_kernel *k)
     return k->n_orc;
 }
 
-/* The rightmost entry whose ip is <= ip; on equal ips the last one wins (section terminators
- * come first). */
-static const struct lx_orc *orc_find(const lx_kernel *k, uint64_t ip)
+const struct lx_orc *lx__orc_search(const uint64_t *ips, const struct lx_orc *orc, size_t n,
+                                    uint64_t ip)
 {
-    bool in_text = ip >= k->text_start && ip < k->text_end;
-    bool in_init = ip >= k->init_start && ip < k->init_end;
-    if (!k->n_orc || ip < k->orc_ip[0] || !(in_text || in_init))
+    if (!n || ip < ips[0])
         return NULL;
-    size_t lo = 0, hi = k->n_orc; /* answer in [lo, hi) */
+    size_t lo = 0, hi = n; /* answer in [lo, hi) */
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
-        if (k->orc_ip[mid] <= ip)
+        if (ips[mid] <= ip)
             lo = mid;
         else
             hi = mid;
     }
-    return &k->orc[lo];
+    return &orc[lo];
+}
+
+/* The rightmost entry whose ip is <= ip, in vmlinux's table or in the module whose text holds
+ * ip; on equal ips the last one wins (section terminators come first). */
+static const struct lx_orc *orc_find(const lx_kernel *k, uint64_t ip)
+{
+    bool in_text = ip >= k->text_start && ip < k->text_end;
+    bool in_init = ip >= k->init_start && ip < k->init_end;
+    if (in_text || in_init)
+        return lx__orc_search(k->orc_ip, k->orc, k->n_orc, ip);
+    return k->mods ? lx__modules_orc_find(k->mods, ip) : NULL;
 }
 
 /* The walk's state: the registers known for the current frame. */

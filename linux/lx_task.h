@@ -118,4 +118,25 @@ static inline bool lx_is_kernel_addr(uint64_t addr)
     return (addr >> 56) == 0xff;
 }
 
+/* Added by modules: struct module and struct mod_kallsyms, for the loaded modules' symbols and
+ * ORC tables (lx_module.h). Sizes are checked: the 4-byte fields must be 4 bytes, pointers 8. */
+struct lx_module_offsets {
+    uint32_t module_size;
+    uint32_t state, list, name, name_len;          /* name: char[name_len] */
+    uint32_t core_base, core_size, core_text_size; /* module.core_layout.{base,size,text_size} */
+    uint32_t num_orcs, orc_unwind_ip, orc_unwind;  /* module.arch.* */
+    uint32_t kallsyms;                             /* module.kallsyms (struct mod_kallsyms *) */
+    uint32_t ks_symtab, ks_num_symtab, ks_strtab, ks_typetab; /* struct mod_kallsyms */
+    bool has_typetab;
+    uint32_t state_unformed; /* MODULE_STATE_UNFORMED's value: a module not set up yet */
+    /* module.init_layout.{base,size,text_size}: the init text, while the module runs its init
+     * function (MODULE_STATE_COMING); has_init false when BTF lacks them. */
+    bool has_init;
+    uint32_t init_base, init_size, init_text_size, state_coming;
+};
+/* Fills *out from b. -ENOTSUP with a one-line reason when this kernel's struct module is not the
+ * 4.x to 6.3 layout (6.4 replaced core_layout with mem[]) or has no ORC (arch.num_orcs), -ENOENT
+ * when a type or member is missing. */
+int lx_btf_module_offsets(const lx_btf *b, struct lx_module_offsets *out, struct qp_error *err);
+
 #endif

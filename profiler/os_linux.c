@@ -8,6 +8,7 @@
  * Until the kernel is found the adapter answers as os_none.c does: a guest that is not Linux
  * gets one line (when --os linux named it) and the address-split mode. */
 #include "linux.h"
+#include "lx_module.h"
 #include "lx_task.h"
 #include "os.h"
 #include "qmp.h" /* qmp_translate: a page walk through a vCPU's own tables */
@@ -32,6 +33,13 @@
 #define KERNEL_IMAGE_MAP UINT64_C(0xffffffff80000000)
 #define MAX_STALE        8
 #define MAX_MM_CACHE     256 /* address spaces whose VMAs are kept; all dropped past that */
+/* The module list is checked while the guest runs: every second when reads are free (a check
+ * reads each struct module once: 20 us with one module), else every ten seconds (each read is a
+ * round trip then). A kernel stack that met a pc in module space that no known module covers
+ * (a module loaded since) brings the next check forward: to 50 ms, or 1 s. */
+#define MODULES_STALE_NS      (UINT64_C(50) * 1000000)
+#define MODULES_CHECK_NS      (UINT64_C(1) * 1000000000)
+#define MODULES_CHECK_SLOW_NS (UINT64_C(10) * 1000000000)
 
 struct os_linux {
     struct prof_os_config cfg;
@@ -68,6 +76,15 @@ struct os_linux {
     uint64_t stops;               /* refreshes so far: at most one VMA walk per mm per stop */
     const struct prof_vcpu *cpus; /* this stop's (borrowed during the stop): user reads */
     int n_cpus;
+    /* Loaded modules: their symbols are part of syms, their ORC tables the unwinder's. */
+    bool have_mod_offsets;
+    struct lx_module_offsets mod_off;
+    uint64_t modules_head; /* the kallsyms symbol `modules` */
+    lx_modules *mods;
+    GArray *named_mods; /* struct lx_module: the modules whose symbols syms holds */
+    bool modules_stale; /* a kernel stack met module text no module in mods covers */
+    uint64_t modules_checked_ns;
+    uint64_t module_checks, module_check_ns, module_reads, module_read_ns; /* costs */
 };
 
 /* The VMAs of one address space, in address order, as one walk of its maple tree found them.
@@ -127,6 +144,7 @@ static int lx_open(const struct prof_os_config *cfg, void **impl)
     l->phys = (struct lx_phys){.read = phys_read, .ctx = l};
     l->old_syms = g_ptr_array_new_with_free_func((GDestroyNotify)sym_table_free);
     l->mm_cache = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, mm_vmas_free);
+    l->named_mods = g_array_new(FALSE, FALSE, sizeof(struct lx_module));
     *impl = l;
     return 0;
 }
@@ -136,8 +154,17 @@ static void lx_free(void *impl)
     struct os_linux *l = impl;
     if (!l)
         return;
+    if (l->cfg.verbose && l->module_checks)
+        fprintf(stderr,
+                "qprof: Linux module list checked %" PRIu64 " times while the guest ran (%.2f ms "
+                "each on average), read in full %" PRIu64 " times (%.1f ms in all)\n",
+                l->module_checks, l->module_check_ns / 1e6 / (double)l->module_checks,
+                l->module_reads, l->module_read_ns / 1e6);
     lx_kernel_free(l->kernel);
     lx_kernel_free(l->candidate);
+    lx_modules_free(l->mods);
+    if (l->named_mods)
+        g_array_free(l->named_mods, TRUE);
     sym_table_free(l->syms);
     if (l->old_syms)
         g_ptr_array_free(l->old_syms, TRUE);
@@ -186,13 +213,21 @@ static int find_vmcoreinfo(struct os_linux *l, struct lx_vmcoreinfo *vi, struct 
     return rc;
 }
 
+/* vmlinux's symbols and the loaded modules' ("function [module]") in one table. */
 static void build_symbols(struct os_linux *l)
 {
-    size_t n;
+    size_t n, n_mod;
     const struct lx_symbol *s = lx_kernel_symbols(l->kernel, &n);
-    struct sym_map_entry *e = g_new(struct sym_map_entry, n ? n : 1);
+    const struct lx_symbol *ms = lx_modules_symbols(l->mods, &n_mod);
+    struct sym_map_entry *e = g_new(struct sym_map_entry, n + n_mod + 1);
     for (size_t i = 0; i < n; i++)
         e[i] = (struct sym_map_entry){s[i].addr, s[i].type, s[i].name};
+    for (size_t i = 0; i < n_mod; i++)
+        e[n + i] = (struct sym_map_entry){ms[i].addr, ms[i].type, ms[i].name};
+    n += n_mod;
+    g_array_set_size(l->named_mods, 0);
+    for (size_t i = 0; i < lx_modules_count(l->mods); i++)
+        g_array_append_val(l->named_mods, *lx_modules_at(l->mods, i));
     struct qp_error err = {0};
     if (sym_table_from_entries("vmlinux", e, n, &l->syms, &err) && l->cfg.verbose)
         fprintf(stderr, "qprof: kernel symbols: %s\n", err.msg);
@@ -202,6 +237,109 @@ static void build_symbols(struct os_linux *l)
 static int kread(void *ctx, uint64_t kva, void *buf, size_t len)
 {
     return lx_kernel_read(ctx, kva, buf, len);
+}
+
+/* struct module from BTF and the list head from kallsyms; without them frames in modules stay
+ * addresses and their stacks end there (marked), everything else works. */
+static void load_module_offsets(struct os_linux *l, const lx_btf *btf)
+{
+    struct qp_error err = {0};
+    int rc = lx_btf_module_offsets(btf, &l->mod_off, &err);
+    if (rc == 0 && lx_kernel_symbol_addr(l->kernel, "modules", &l->modules_head))
+        rc = qp_error_set(&err, -ENOENT, "kallsyms has no `modules` list");
+    l->have_mod_offsets = rc == 0;
+    if (rc)
+        fprintf(stderr, "qprof: Linux modules: %s; frames in modules stay addresses\n", err.msg);
+}
+
+/* Reads every live module's symbols and ORC tables (the guest running), and hands the ORC to
+ * the unwinder. false when the list could not be read (tried again at the next check). */
+static bool read_modules(struct os_linux *l)
+{
+    struct lx_reader r = {.read = kread, .ctx = l->kernel};
+    struct qp_error err = {0};
+    lx_modules *m = NULL;
+    uint64_t t0 = now_ns();
+    lx_kernel_forget_translations(l->kernel);
+    int rc = lx_modules_read(&l->mod_off, &r, l->modules_head, true, &m, &err);
+    lx_kernel_forget_translations(l->kernel);
+    l->module_reads++;
+    l->module_read_ns += now_ns() - t0;
+    if (rc) {
+        if (l->cfg.verbose)
+            fprintf(stderr, "qprof: Linux modules: %s\n", err.msg);
+        return false;
+    }
+    if (lx_modules_warning(m))
+        fprintf(stderr, "qprof: Linux %s; its frames stay addresses\n", lx_modules_warning(m));
+    size_t n_syms;
+    lx_modules_symbols(m, &n_syms);
+    if (l->cfg.verbose)
+        fprintf(stderr,
+                "qprof: Linux modules: %zu text ranges, %zu symbols, %zu ORC entries, read in %.1f "
+                "ms\n",
+                lx_modules_count(m), n_syms, lx_modules_orc_entries(m), (now_ns() - t0) / 1e6);
+    lx_kernel_use_modules(l->kernel, m);
+    lx_modules_free(l->mods);
+    l->mods = m;
+    return true;
+}
+
+/* Every module in m is one syms names already (same struct, name and core range). */
+static bool named_already(const struct os_linux *l, const lx_modules *m)
+{
+    for (size_t i = 0; i < lx_modules_count(m); i++) {
+        const struct lx_module *x = lx_modules_at(m, i);
+        bool found = false;
+        for (guint j = 0; j < l->named_mods->len && !found; j++) {
+            const struct lx_module *y = &g_array_index(l->named_mods, struct lx_module, j);
+            found = x->addr == y->addr && x->base == y->base && x->size == y->size &&
+                    x->text_size == y->text_size && strcmp(x->name, y->name) == 0;
+        }
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+/* While the guest runs, at a bounded rate: reads the list's identities only (each struct module
+ * once) and, when modules came or went, everything again. The unwinder takes the new ORC tables
+ * at once. A module the symbol table does not name yet makes a new table, which the session
+ * takes as a new kernel module (the samples taken before keep the old names); modules that only
+ * went away (or came back where they were) keep the table: no new sample can be in their text
+ * unless a module took their place, and that one is new. */
+static void check_modules(struct os_linux *l, const struct prof_os_mem *mem,
+                          struct prof_os_refresh *out)
+{
+    uint64_t now = now_ns();
+    uint64_t every = mem->reads_are_cheap ? (l->modules_stale ? MODULES_STALE_NS : MODULES_CHECK_NS)
+                     : l->modules_stale   ? MODULES_CHECK_NS
+                                          : MODULES_CHECK_SLOW_NS;
+    if (!l->have_mod_offsets || now - l->modules_checked_ns < every)
+        return;
+    l->modules_checked_ns = now;
+    l->modules_stale = false;
+    struct lx_reader r = {.read = kread, .ctx = l->kernel};
+    lx_modules *list = NULL;
+    lx_kernel_forget_translations(l->kernel);
+    int rc = lx_modules_read(&l->mod_off, &r, l->modules_head, false, &list, NULL);
+    lx_kernel_forget_translations(l->kernel);
+    bool same = rc == 0 && lx_modules_same(list, l->mods);
+    lx_modules_free(list);
+    l->module_checks++;
+    l->module_check_ns += now_ns() - now;
+    if (same || !read_modules(l) || named_already(l, l->mods))
+        return;
+    if (l->cfg.verbose)
+        fprintf(stderr, "qprof: Linux modules changed: new kernel symbols\n");
+    if (l->syms)
+        g_ptr_array_add(l->old_syms, l->syms);
+    l->syms = NULL;
+    build_symbols(l);
+    const struct lx_vmcoreinfo *vi = lx_kernel_vmcoreinfo(l->kernel);
+    out->kernel_found = true;
+    out->kernel_stext = vi->stext;
+    out->kernel_slide = (int64_t)vi->kernel_offset;
 }
 
 /* BTF for task_struct and the per-CPU current task; without it stacks still come, unnamed. */
@@ -227,6 +365,8 @@ static void load_task_offsets(struct os_linux *l)
     int rc = lx_kernel_read(l->kernel, start, blob, stop - start);
     if (rc == 0)
         rc = lx_btf_new(blob, stop - start, &btf, &err);
+    if (rc == 0)
+        load_module_offsets(l, btf);
     if (rc == 0)
         rc = lx_btf_offsets(btf, &l->off, &err);
     l->have_offsets = rc == 0;
@@ -261,12 +401,16 @@ static bool find_kernel(struct os_linux *l, struct prof_os_refresh *out)
         l->kernel = NULL;
         return false;
     }
-    build_symbols(l);
     if (lx_kernel_load_orc(l->kernel, &err))
         fprintf(stderr, "qprof: Linux %s: %s; kernel stacks are unwound by CFI only\n",
                 vi.osrelease, err.msg);
     load_task_offsets(l);
-    (void)out;
+    if (l->have_mod_offsets) {
+        read_modules(l);
+        l->modules_checked_ns = now_ns();
+    }
+    build_symbols(l);
+    (void)out; /* reported by check_candidate once a vCPU's page tables agree */
     l->found = (struct prof_os_refresh){
         .kernel_found = true, .kernel_stext = vi.stext, .kernel_slide = (int64_t)vi.kernel_offset};
     l->candidate = l->kernel;
@@ -314,6 +458,10 @@ static void forget_kernel(struct os_linux *l)
     }
     lx_kernel_free(l->kernel);
     l->kernel = NULL;
+    lx_modules_free(l->mods);
+    l->mods = NULL;
+    l->have_mod_offsets = false;
+    g_array_set_size(l->named_mods, 0);
     if (l->syms)
         g_ptr_array_add(l->old_syms, l->syms);
     l->syms = NULL;
@@ -443,6 +591,8 @@ static void lx_while_running(void *impl, const struct prof_os_mem *mem, struct p
         l->mem = mem;
         if (!mem->reads_are_cheap && rebooted(l))
             out->reset = true;
+        if (l->kernel)
+            check_modules(l, mem, out);
         l->mem = NULL;
         if (l->kernel)
             return;
@@ -563,6 +713,10 @@ static int lx_kernel_unwind(void *impl, const struct prof_vcpu *cpu, const struc
     for (int i = 0; i < res.n_frames; i++)
         out->pc[i] = frames[i].pc, out->exact[i] = frames[i].exact;
     out->stop = stop_of(res.end);
+    /* Module text that no module read so far covers: one loaded since (read again soon). */
+    uint64_t last = res.n_frames ? frames[res.n_frames - 1].pc : 0;
+    if (res.end == LX_END_NO_ORC && lx_is_module_addr(last) && !lx_modules_find(l->mods, last))
+        l->modules_stale = true;
     out->have_user_regs = res.have_user_regs;
     if (res.have_user_regs) {
         from_pt_regs(&res.user_regs, &out->user_regs);

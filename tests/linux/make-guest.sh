@@ -13,6 +13,8 @@
 #                         hotpath-nopie is the same program linked at a fixed address (ET_EXEC).
 #   OUTDIR/sysroot-other  /usr/local/bin/hotpath of another build (another body, another
 #                         build-id), for the test that such a file is not used
+#   (in the initramfs: /lib/modules/brd.ko, the RAM-disk driver from the kernel package, which
+#   the workload ramdd loads before the kallsyms dump so that the dump lists its symbols)
 # Files already in OUTDIR are reused; .deb files are fetched with `apt-get download` (or copied
 # from $QPROF_LINUX_DEBS when that folder has them). Exits 77 with a reason when the packages
 # cannot be had (no network, no apt), so that ctest reports a skip, never a silent pass.
@@ -36,7 +38,7 @@ for tool in dpkg-deb cpio; do
 done
 
 if [ -s vmlinuz ] && [ -s initrd.cpio ] && [ -s busybox ] && [ -d sysroot ] &&
-    [ initrd.cpio -nt "$0" ] && [ initrd.cpio -nt "$here/hotpath.c" ]; then
+    [ initrd.cpio -nt "$here/make-guest.sh" ] && [ initrd.cpio -nt "$here/hotpath.c" ]; then
     exit 0
 fi
 
@@ -79,7 +81,8 @@ dpkg-deb -x busybox-static_*.deb x-busybox
 cp x-kernel/boot/vmlinuz-* vmlinuz.tmp && mv vmlinuz.tmp vmlinuz
 echo "${kpkg#linux-image-}" > kernel-release
 
-mkdir -p root/bin root/proc root/sys root/dev root/tmp
+mkdir -p root/bin root/proc root/sys root/dev root/tmp root/lib/modules
+cp x-kernel/lib/modules/*/kernel/drivers/block/brd.ko root/lib/modules/brd.ko
 cp x-busybox/bin/busybox root/bin/busybox
 cp x-busybox/bin/busybox busybox.tmp && mv busybox.tmp busybox
 cat > root/init <<'INIT'
@@ -90,6 +93,10 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 echo "qprof-linux: init up"
+# Modules a workload needs go in before the kallsyms dump, so that the dump lists their symbols.
+case ",$(sed -n 's/.*qprof_run=\([^ ]*\).*/\1/p' /proc/cmdline)," in
+*,ramdd,*) insmod /lib/modules/brd.ko rd_nr=1 rd_size=1048576 && echo "qprof-linux: brd loaded" ;;
+esac
 # kallsyms first: the workloads would slow the dump down under TCG.
 if [ -c /dev/ttyS1 ]; then
     stty -F /dev/ttyS1 raw 2>/dev/null
@@ -103,6 +110,10 @@ for w in $(sed -n 's/.*qprof_run=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' '); do
     shloop) sh -c 'i=0; while :; do i=$((i+1)); done' & ;;
     hotpath) /usr/local/bin/hotpath & ;;
     hotpath-nopie) /usr/local/bin/hotpath-nopie & ;;
+    # reads of a 1 GiB RAM disk never written (brd hands out zeroes), bypassing the page cache
+    ramdd) sh -c 'while :; do dd if=/dev/ram0 of=/dev/null bs=64k iflag=direct 2>/dev/null; done' & ;;
+    # brd loaded, read for a while and unloaded, over and over: the module list changes under qprof
+    modcycle) sh -c 'while :; do insmod /lib/modules/brd.ko rd_nr=1 rd_size=131072; dd if=/dev/ram0 of=/dev/null bs=64k iflag=direct 2>/dev/null; rmmod brd; done' & ;;
     *) echo "qprof-linux: unknown workload $w"; continue ;;
     esac
     echo "qprof-linux: ready pid=$! name=$w"

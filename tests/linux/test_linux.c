@@ -17,8 +17,15 @@
  * leaf alone shows as hotpath+0x..., and that a sysroot whose hotpath is another build is not
  * used (no names at all, rather than wrong ones).
  *
+ * modules: dd reading a RAM disk (brd.ko, loaded by the guest's /init) with O_DIRECT: its kernel
+ * time is named by brd's own functions, "brd_do_bvec [brd]" under "brd_submit_bio [brd]" under
+ * submit_bio* ... entry_SYSCALL_64*, read from the module's struct module and unwound with its
+ * ORC tables, every module frame inside that symbol per the guest's /proc/kallsyms.
+ *
+ * modules-cycle: the same module loaded and unloaded over and over while qprof samples.
+ *
  * Usage: test_linux CASE   (dd-1cpu, dd-2cpu, dd-gdb, not-linux, no-btf, reboot,
- *                          sysroot) */
+ *                          sysroot, modules, modules-cycle) */
 #define _GNU_SOURCE
 #include "child.h"
 #include "harness.h"
@@ -888,6 +895,258 @@ static int case_sysroot(void)
     return harness_result();
 }
 
+/* ---- Modules (brd.ko) --------------------------------------------------------------------- */
+
+/* Adds the guest's module text symbols ("ADDR t NAME\t[MODULE]") to syms as "NAME [MODULE]",
+ * qprof's naming; returns how many. */
+static unsigned add_module_kallsyms(GArray *syms, const char *path)
+{
+    char *text = NULL;
+    unsigned n = 0;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return 0;
+    gchar **lines = g_strsplit(text, "\n", -1);
+    for (gchar **l = lines; *l; l++) {
+        char name[256], module[64], type;
+        unsigned long long addr;
+        if (sscanf(*l, "%llx %c %255s [%63[^]]]", &addr, &type, name, module) != 4)
+            continue;
+        if (type != 't' && type != 'T' && type != 'w' && type != 'W')
+            continue;
+        struct ksym k = {addr, g_strdup_printf("%s [%s]", name, module)};
+        g_array_append_val(syms, k);
+        n++;
+    }
+    g_strfreev(lines);
+    g_free(text);
+    g_array_sort(syms, cmp_ksym);
+    return n;
+}
+
+static bool is_known(GArray *syms, const char *name)
+{
+    for (guint i = 0; i < syms->len; i++)
+        if (strcmp(g_array_index(syms, struct ksym, i).name, name) == 0)
+            return true;
+    return false;
+}
+
+/* dd's read through brd: entry_SYSCALL_64* ... do_syscall_64 ... ksys_read ... submit_bio* ...
+ * brd_submit_bio [brd] (the first [brd] frame, at first_brd) ..., parent before child. */
+static bool brd_read_ordered(gchar **frames, int first_brd)
+{
+    int entry = frame_index(frames, "entry_SYSCALL_64");
+    int sys = frame_index(frames, "do_syscall_64");
+    int read = frame_index(frames, "ksys_read");
+    int submit = frame_index(frames, "submit_bio");
+    int brd = frame_index(frames, "brd_submit_bio [brd]");
+    return entry >= 0 && entry < sys && sys < read && read < submit && submit < first_brd &&
+           brd == first_brd;
+}
+
+/* Samples with brd frames: dd's, and below the block layer: entry_SYSCALL_64* ... do_syscall_64
+ * ... ksys_read ... submit_bio* ... brd_submit_bio [brd] ... (any other [brd] frame), parent
+ * before child; every [brd] name one of brd's functions. */
+static void check_module_stacks(const char *folded_path, GArray *syms)
+{
+    char *text = NULL;
+    CHECK(g_file_get_contents(folded_path, &text, NULL, NULL));
+    gchar **lines = g_strsplit(text ? text : "", "\n", -1);
+    uint64_t busy = 0, in_brd = 0, ordered = 0;
+    for (gchar **l = lines; *l; l++) {
+        char *space = strrchr(*l, ' ');
+        if (!space)
+            continue;
+        uint64_t count = strtoull(space + 1, NULL, 10);
+        *space = '\0';
+        gchar **frames = g_strsplit(*l, ";", -1);
+        if (strcmp(frames[0], "idle") != 0)
+            busy += count;
+        int first_brd = -1;
+        for (int i = 0; frames[i]; i++) {
+            if (!g_str_has_suffix(frames[i], " [brd]"))
+                continue;
+            first_brd = first_brd < 0 ? i : first_brd;
+            CHECK_MSG(is_known(syms, frames[i]), "%s is not a function of brd's per kallsyms",
+                      frames[i]);
+        }
+        if (first_brd >= 0) {
+            in_brd += count;
+            bool ok = brd_read_ordered(frames, first_brd);
+            CHECK_MSG(ok, "brd stack out of order or cut short: %s", *l);
+            CHECK_MSG(g_str_has_prefix(frames[0], "dd ("), "brd stack rooted at %s", frames[0]);
+            ordered += ok ? count : 0;
+        }
+        g_strfreev(frames);
+    }
+    fprintf(stderr, "busy samples %" PRIu64 ", in brd's functions %" PRIu64 "\n", busy, in_brd);
+    /* dd spends about half its time in brd_do_bvec handing out zeroes (55% measured); a quarter
+     * leaves room for TCG's late stops and interrupts. */
+    CHECK_MSG(busy > 0 && in_brd * 4 >= busy,
+              "only %" PRIu64 " of %" PRIu64 " busy samples in brd's functions", in_brd, busy);
+    CHECK(ordered == in_brd);
+    g_strfreev(lines);
+    g_free(text);
+}
+
+/* The summary's "kernel stacks by ORC: N, complete (...): X%". */
+static double kernel_completeness(const char *err_text)
+{
+    const char *p = strstr(err_text, "kernel stacks by ORC:");
+    const char *pct = p ? strstr(p, "): ") : NULL;
+    return pct ? strtod(pct + 3, NULL) : -1;
+}
+
+/* modcycle: brd is loaded, read by one dd, unloaded, again and again while qprof samples. dd's
+ * reads through brd stay named and whole across the reloads (the list is read again when it
+ * changed, and at once when a stack meets module text no known module covers), few of dd's
+ * samples keep an unnamed frame in module space, and brd frames appear only in the processes
+ * that load (insmod: brd_init's callees), read or unload it. */
+static void check_cycle_stacks(const char *folded_path)
+{
+    char *text = NULL;
+    CHECK(g_file_get_contents(folded_path, &text, NULL, NULL));
+    gchar **lines = g_strsplit(text ? text : "", "\n", -1);
+    uint64_t busy = 0, dd = 0, dd_brd = 0, dd_unnamed = 0;
+    GHashTable *dd_pids = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    for (gchar **l = lines; *l; l++) {
+        char *space = strrchr(*l, ' ');
+        if (!space)
+            continue;
+        uint64_t count = strtoull(space + 1, NULL, 10);
+        *space = '\0';
+        gchar **frames = g_strsplit(*l, ";", -1);
+        busy += strcmp(frames[0], "idle") != 0 ? count : 0;
+        bool is_dd = g_str_has_prefix(frames[0], "dd (");
+        int first_brd = -1;
+        for (int i = 0; frames[i]; i++) {
+            if (is_dd && g_str_has_prefix(frames[i], "kernel+0x")) {
+                dd_unnamed += count;
+                break;
+            }
+            if (g_str_has_suffix(frames[i], " [brd]") && first_brd < 0)
+                first_brd = i;
+        }
+        dd += is_dd ? count : 0;
+        if (first_brd >= 0) {
+            bool loader =
+                g_str_has_prefix(frames[0], "insmod (") || g_str_has_prefix(frames[0], "rmmod (");
+            CHECK_MSG(g_str_has_prefix(frames[first_brd], "brd_"), "not brd's: %s",
+                      frames[first_brd]);
+            CHECK_MSG(loader || (is_dd && brd_read_ordered(frames, first_brd)),
+                      "brd frames out of place: %s", *l);
+            if (is_dd) {
+                dd_brd += count;
+                g_hash_table_add(dd_pids, g_strdup(frames[0]));
+            }
+        }
+        g_strfreev(frames);
+    }
+    fprintf(stderr,
+            "busy %" PRIu64 ", dd %" PRIu64 " (through brd %" PRIu64 ", %u dd processes; "
+            "unnamed module frames %" PRIu64 ")\n",
+            busy, dd, dd_brd, g_hash_table_size(dd_pids), dd_unnamed);
+    /* Loading brd (its signature check) takes part of each cycle; dd reads through brd half of
+     * its time. */
+    CHECK_MSG(busy > 0 && dd_brd * 8 >= busy, "only %" PRIu64 " of %" PRIu64 " samples in brd",
+              dd_brd, busy);
+    CHECK_MSG(dd_unnamed * 10 <= dd, "%" PRIu64 " of dd's %" PRIu64 " samples unnamed in brd",
+              dd_unnamed, dd);
+    g_hash_table_destroy(dd_pids);
+    g_strfreev(lines);
+    g_free(text);
+}
+
+static int case_modules_cycle(void)
+{
+    struct guest g = {0};
+    int rc = make_guest();
+    if (rc == VM_SKIP)
+        return VM_SKIP;
+    CHECK_INT(rc, 0);
+    if (rc)
+        return harness_result();
+    rc = boot(1, "modcycle", &g);
+    if (rc == VM_SKIP)
+        return VM_SKIP;
+    CHECK_INT(rc, 0);
+    if (rc)
+        return harness_result();
+    char folded[320];
+    snprintf(folded, sizeof folded, "%s/cycle.folded", g.dir);
+    const char *args[] = {"--qmp-socket", vm_qmp_path(g.vm), "--samples", "400", "-o",
+                          folded,         "--no-progress",   NULL};
+    struct run r = run_qprof(g.dir, args, 300);
+    CHECK_INT(r.exit_code, 0);
+    fprintf(stderr, "%s", r.err);
+    check_cycle_stacks(folded);
+    run_free(&r);
+    vm_stop(g.vm);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g.dir);
+    CHECK_INT(system(cmd), 0);
+    return harness_result();
+}
+
+static int case_modules(void)
+{
+    struct guest g = {0};
+    int rc = make_guest();
+    if (rc == VM_SKIP)
+        return VM_SKIP;
+    CHECK_INT(rc, 0);
+    if (rc)
+        return harness_result();
+    rc = boot(1, "ramdd", &g);
+    if (rc == VM_SKIP)
+        return VM_SKIP;
+    CHECK_INT(rc, 0);
+    if (rc)
+        return harness_result();
+    GArray *syms = read_kallsyms(g.kallsyms);
+    unsigned n_mod = add_module_kallsyms(syms, g.kallsyms);
+    CHECK_MSG(syms->len > 10000 && n_mod >= 5,
+              "the guest's kallsyms dump has %u text symbols, %u of modules", syms->len, n_mod);
+
+    char folded[320];
+    snprintf(folded, sizeof folded, "%s/modules.folded", g.dir);
+    const char *args[] = {"--qmp-socket", vm_qmp_path(g.vm), "--samples", SAMPLES, "-o",
+                          folded,         "--no-progress",   NULL};
+    struct run r = run_qprof(g.dir, args, 240);
+    CHECK_INT(r.exit_code, 0);
+    fprintf(stderr, "%s", r.err);
+    check_module_stacks(folded, syms);
+    /* Nearly every stack is dd's system call; a module without ORC would end them in brd. */
+    double complete = kernel_completeness(r.err);
+    CHECK_MSG(complete >= 90.0, "kernel stacks complete: %.1f%%", complete);
+    run_free(&r);
+
+    /* One-shot samples with addresses until a few brd frames were seen: each frame, vmlinux's
+     * and brd's, inside the symbol it is named by. */
+    int kernel_frames = 0, module_frames = 0;
+    for (int i = 0; i < 8 && module_frames < 2; i++) {
+        const char *one[] = {"--qmp-socket", vm_qmp_path(g.vm), "--one-shot", "--show-addresses",
+                             NULL};
+        r = run_qprof(g.dir, one, 120);
+        CHECK_INT(r.exit_code, 0);
+        check_one_shot_addresses(r.out, syms, &kernel_frames);
+        for (const char *p = strstr(r.out, " [brd]+0x"); p; p = strstr(p + 1, " [brd]+0x"))
+            module_frames++;
+        run_free(&r);
+    }
+    fprintf(stderr, "one-shot: %d kernel frames checked, %d in brd\n", kernel_frames,
+            module_frames);
+    CHECK_MSG(module_frames >= 2, "only %d brd frames in up to 8 one-shot samples", module_frames);
+    for (guint i = 0; i < syms->len; i++)
+        g_free(g_array_index(syms, struct ksym, i).name);
+    g_array_free(syms, TRUE);
+    vm_stop(g.vm);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g.dir);
+    CHECK_INT(system(cmd), 0);
+    return harness_result();
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -905,6 +1164,11 @@ int main(int argc, char **argv)
         return case_reboot();
     if (strcmp(c, "sysroot") == 0)
         return case_sysroot();
-    fprintf(stderr, "usage: test_linux dd-1cpu|dd-2cpu|dd-gdb|not-linux|no-btf|reboot|sysroot\n");
+    if (strcmp(c, "modules") == 0)
+        return case_modules();
+    if (strcmp(c, "modules-cycle") == 0)
+        return case_modules_cycle();
+    fprintf(stderr, "usage: test_linux dd-1cpu|dd-2cpu|dd-gdb|not-linux|no-btf|reboot|sysroot|"
+                    "modules|modules-cycle\n");
     return 2;
 }

@@ -1,10 +1,16 @@
 /* The linux/ module against a synthetic guest: a few MB of "physical RAM" holding a kernel page
  * table, a vmcoreinfo note, kallsyms tables (with a name long enough for 6.1's two-byte length)
  * and ORC tables, and a hand-built kernel stack that crosses a frame-pointer frame, a plain
- * call frame and the user-entry pt_regs. */
+ * call frame and the user-entry pt_regs. Loaded modules: a synthetic module area with a good
+ * list, garbage lists (wild pointers, loops, too many nodes, absurd counts) and struct module's
+ * BTF (6.1's core_layout, 6.4's mem[]). */
 #include "harness.h"
 #include "linux.h"
 #include "lx_task.h"
+#include "lx_internal.h" /* lx__modules_orc_find, struct lx_orc */
+#include "lx_module.h"
+
+#include <bpf/btf.h>
 
 #include <errno.h>
 #include <glib.h>
@@ -427,6 +433,331 @@ static void test_build_id(void)
     CHECK_INT(lx_elf_build_id(&r, mem_base, map_len, id, &len, &err), -ENOEXEC);
 }
 
+/* ---- Modules ------------------------------------------------------------------------------ */
+
+/* A module area in host memory: kva LX_MODULES_START + i is mod_area[i]. */
+#define MOD_AREA_SIZE (2u << 20)
+static uint8_t *mod_area;
+
+static int mod_read(void *ctx, uint64_t kva, void *buf, size_t len)
+{
+    (void)ctx;
+    if (kva < LX_MODULES_START || kva - LX_MODULES_START > MOD_AREA_SIZE ||
+        len > MOD_AREA_SIZE - (kva - LX_MODULES_START))
+        return -EFAULT;
+    memcpy(buf, mod_area + (kva - LX_MODULES_START), len);
+    return 0;
+}
+
+static void mput64(uint64_t kva, uint64_t v)
+{
+    memcpy(mod_area + (kva - LX_MODULES_START), &v, 8);
+}
+
+static void mput32(uint64_t kva, uint32_t v)
+{
+    memcpy(mod_area + (kva - LX_MODULES_START), &v, 4);
+}
+
+/* A small struct module layout (the code takes every offset from here). */
+static const struct lx_module_offsets mod_off = {.module_size = 256,
+                                                 .state = 0,
+                                                 .list = 8,
+                                                 .name = 24,
+                                                 .name_len = 56,
+                                                 .core_base = 80,
+                                                 .core_size = 88,
+                                                 .core_text_size = 92,
+                                                 .num_orcs = 96,
+                                                 .orc_unwind_ip = 104,
+                                                 .orc_unwind = 112,
+                                                 .kallsyms = 120,
+                                                 .ks_symtab = 0,
+                                                 .ks_num_symtab = 8,
+                                                 .ks_strtab = 16,
+                                                 .ks_typetab = 24,
+                                                 .has_typetab = true,
+                                                 .state_unformed = 3};
+
+#define MOD_HEAD (LX_MODULES_START + 0x100)
+
+static uint64_t mod_at(int i)
+{
+    return LX_MODULES_START + 0x1000 + (uint64_t)i * 0x10000;
+}
+
+/* Module i: struct at mod_at(i), core text 0x1000 bytes at mod_at(i) + 0x1000, two functions
+ * f0/f1 (and a data symbol, an undefined one), three ORC entries (ips stored out of their own
+ * order: relative to each slot). Linked as prev <-> i <-> next. */
+static void put_module(int i, const char *name, uint32_t state, uint64_t prev, uint64_t next)
+{
+    uint64_t m = mod_at(i), base = m + 0x1000, ks = m + 0x3000, symtab = m + 0x3100;
+    uint64_t strtab = m + 0x3400, typetab = m + 0x3500, ips = m + 0x3600, orc = m + 0x3700;
+    mput32(m + mod_off.state, state);
+    mput64(m + 8, next);
+    mput64(m + 16, prev);
+    memcpy(mod_area + (m - LX_MODULES_START) + 24, name, strlen(name) + 1);
+    mput64(m + 80, base);
+    mput32(m + 88, 0x2000);
+    mput32(m + 92, 0x1000);
+    mput32(m + 96, 4);
+    mput64(m + 104, ips);
+    mput64(m + 112, orc);
+    mput64(m + 120, ks);
+    mput64(ks + 0, symtab);
+    mput32(ks + 8, 6);
+    mput64(ks + 16, strtab);
+    mput64(ks + 24, typetab);
+    memcpy(mod_area + (strtab - LX_MODULES_START), "\0f0\0f1\0data\0undef\0ini\0", 21);
+    const struct {
+        uint32_t name;
+        uint16_t shndx;
+        uint64_t value;
+        char type;
+    } syms[] = {{0, 0, 0, 0},
+                {1, 1, base + 0x10, 't'},
+                {4, 1, base + 0x800, 'T'},
+                {7, 2, base + 0x1800, 'd'},
+                {12, 0, 0, 'U'},
+                {18, 3, base + 0x4010, 't'}}; /* in the init text */
+    for (int s = 0; s < 6; s++) {
+        uint64_t at = symtab + 24 * (uint64_t)s;
+        mput32(at, syms[s].name);
+        memcpy(mod_area + (at + 6 - LX_MODULES_START), &syms[s].shndx, 2);
+        mput64(at + 8, syms[s].value);
+        mod_area[typetab + s - LX_MODULES_START] = (uint8_t)syms[s].type;
+    }
+    const uint64_t orc_ips[] = {base + 0x10, base + 0x800, base + 0x1000, base + 0x4010};
+    /* The init text: at m + 0x5000 (0x1000 bytes, 0x800 of text), used while it is coming. */
+    mput64(m + 128, m + 0x5000);
+    mput32(m + 136, 0x1000);
+    mput32(m + 140, 0x800);
+    for (int e = 0; e < 4; e++) {
+        mput32(ips + 4 * e, (uint32_t)(int32_t)(orc_ips[e] - (ips + 4 * e)));
+        uint16_t flags = 5;                         /* sp_reg SP, type CALL */
+        mput32(orc + 6 * e, (uint32_t)(8 + 8 * e)); /* sp_offset, bp_offset 0 */
+        memcpy(mod_area + (orc + 6 * e + 4 - LX_MODULES_START), &flags, 2);
+    }
+}
+
+static int read_mods(bool full, lx_modules **out, struct qp_error *err)
+{
+    struct lx_reader r = {.read = mod_read};
+    *out = NULL;
+    return lx_modules_read(&mod_off, &r, MOD_HEAD, full, out, err);
+}
+
+static void test_modules_good(void)
+{
+    memset(mod_area, 0, MOD_AREA_SIZE);
+    /* head <-> a (live) <-> b (unformed) <-> c (running its init) <-> head */
+    mput64(MOD_HEAD, mod_at(0) + 8);
+    mput64(MOD_HEAD + 8, mod_at(2) + 8);
+    put_module(0, "alpha", 0, MOD_HEAD, mod_at(1) + 8);
+    put_module(1, "beta", 3, mod_at(0) + 8, mod_at(2) + 8);
+    put_module(2, "gamma", 1, mod_at(1) + 8, MOD_HEAD);
+    lx_modules *m, *light;
+    struct qp_error err = {0};
+    CHECK_INT(read_mods(true, &m, &err), 0);
+    CHECK_INT(read_mods(false, &light, &err), 0);
+    if (!m || !light)
+        return;
+    CHECK_INT((int)lx_modules_count(m), 2);
+    CHECK_STR(lx_modules_at(m, 0)->name, "alpha");
+    CHECK_STR(lx_modules_at(m, 1)->name, "gamma");
+    CHECK(lx_modules_warning(m) == NULL);
+    CHECK(lx_modules_same(m, light));
+    CHECK_INT((int)lx_modules_orc_entries(m), 6);
+    size_t n;
+    const struct lx_symbol *s = lx_modules_symbols(m, &n);
+    CHECK_INT((int)n, 6); /* f0, f1, _etext for each */
+    if (n == 6) {
+        CHECK_STR(s[0].name, "f0 [alpha]");
+        CHECK_U64(s[0].addr, mod_at(0) + 0x1010);
+        CHECK_STR(s[1].name, "f1 [alpha]");
+        CHECK_STR(s[2].name, "_etext [alpha]");
+        CHECK_U64(s[2].addr, mod_at(0) + 0x2000);
+        CHECK_STR(s[3].name, "f0 [gamma]");
+    }
+    uint64_t pc = mod_at(2) + 0x1900;
+    CHECK(lx_modules_find(m, pc) == lx_modules_at(m, 1));
+    CHECK(lx_modules_find(m, mod_at(1) + 0x1010) == NULL); /* beta is not set up */
+    CHECK(lx_modules_find(m, mod_at(2) + 0x2000) == NULL); /* past gamma's text */
+    const struct lx_orc *o = lx__modules_orc_find(m, pc);
+    CHECK(o && o->sp_reg == 5 && o->sp_offset == 16);
+    CHECK(lx__modules_orc_find(m, mod_at(2) + 0x1005) == NULL); /* before its first entry */
+    /* beta is set up: the identities differ. */
+    mput32(mod_at(1), 1);
+    lx_modules *again;
+    CHECK_INT(read_mods(false, &again, &err), 0);
+    CHECK(!lx_modules_same(m, again));
+    lx_modules_free(again);
+    lx_modules_free(light);
+    lx_modules_free(m);
+}
+
+/* Garbage never hangs or crashes: each case ends the walk with an error, or keeps the module
+ * without the tables that do not hold together. */
+/* A module running its init function: its init text is a second entry, with its symbol and
+ * ORC entry; once live, that entry goes and the identities differ. */
+static void test_modules_init(void)
+{
+    memset(mod_area, 0, MOD_AREA_SIZE);
+    mput64(MOD_HEAD, mod_at(0) + 8);
+    mput64(MOD_HEAD + 8, mod_at(0) + 8);
+    put_module(0, "delta", 1, MOD_HEAD, MOD_HEAD);
+    struct lx_module_offsets o = mod_off;
+    o.has_init = true, o.init_base = 128, o.init_size = 136, o.init_text_size = 140;
+    o.state_coming = 1;
+    struct lx_reader r = {.read = mod_read};
+    struct qp_error err = {0};
+    lx_modules *m = NULL, *live = NULL;
+    CHECK_INT(lx_modules_read(&o, &r, MOD_HEAD, true, &m, &err), 0);
+    if (!m)
+        return;
+    CHECK_INT((int)lx_modules_count(m), 2);
+    const struct lx_module *init = lx_modules_find(m, mod_at(0) + 0x5010);
+    CHECK(init && strcmp(init->name, "delta") == 0 && init->n_syms == 1);
+    CHECK(lx__modules_orc_find(m, mod_at(0) + 0x5100) != NULL);
+    CHECK(lx_modules_find(m, mod_at(0) + 0x5800) == NULL); /* past the init text */
+    size_t n;
+    const struct lx_symbol *s = lx_modules_symbols(m, &n);
+    bool named = false;
+    for (size_t i = 0; i < n; i++)
+        named |= strcmp(s[i].name, "ini [delta]") == 0 && s[i].addr == mod_at(0) + 0x5010;
+    CHECK(named);
+    mput32(mod_at(0), 0); /* live: the init text is freed */
+    CHECK_INT(lx_modules_read(&o, &r, MOD_HEAD, false, &live, &err), 0);
+    CHECK(live && lx_modules_count(live) == 1 && !lx_modules_same(m, live));
+    lx_modules_free(live);
+    lx_modules_free(m);
+}
+
+static void test_modules_garbage(void)
+{
+    lx_modules *m;
+    struct qp_error err = {0};
+    memset(mod_area, 0, MOD_AREA_SIZE);
+    /* A wild pointer (the direct map, not the module area). */
+    mput64(MOD_HEAD, UINT64_C(0xffff888000001000));
+    CHECK_INT(read_mods(true, &m, &err), -EFAULT);
+    CHECK(strstr(err.msg, "outside the module area") != NULL);
+    /* A loop a -> b -> a that never comes back to the head. */
+    mput64(MOD_HEAD, mod_at(0) + 8);
+    put_module(0, "a", 0, MOD_HEAD, mod_at(1) + 8);
+    put_module(1, "b", 0, mod_at(0) + 8, mod_at(0) + 8);
+    CHECK_INT(read_mods(true, &m, &err), -EAGAIN);
+    /* A loop whose back links agree (each node's prev is the one before): ends by count. */
+    uint64_t node = LX_MODULES_START + 0x1000;
+    for (int i = 0; i <= LX_MAX_MODULES; i++) {
+        uint64_t at = node + (uint64_t)i * 256;
+        mput64(at + 8, at + 256 + 8);
+        mput64(at + 16, i ? at - 256 + 8 : MOD_HEAD);
+        mput32(at, 3); /* unformed: nothing else read */
+    }
+    mput64(MOD_HEAD, node + 8);
+    CHECK_INT(read_mods(false, &m, &err), -ELOOP);
+    memset(mod_area, 0, MOD_AREA_SIZE);
+    /* An unreadable head, then a core outside the module area. */
+    struct lx_reader r = {.read = mod_read};
+    CHECK_INT(lx_modules_read(&mod_off, &r, UINT64_C(0xffffffff81000000), true, &m, &err), -EFAULT);
+    mput64(MOD_HEAD, mod_at(0) + 8);
+    mput64(MOD_HEAD + 8, mod_at(0) + 8);
+    put_module(0, "a", 0, MOD_HEAD, MOD_HEAD);
+    mput64(mod_at(0) + 80, UINT64_C(0xffffffff81000000));
+    CHECK_INT(read_mods(true, &m, &err), -EPROTO);
+    /* Absurd counts: the module stays, without symbols or ORC, and says why. */
+    put_module(0, "a", 0, MOD_HEAD, MOD_HEAD);
+    mput32(mod_at(0) + 0x3000 + 8, 0xffffffffu);
+    mput32(mod_at(0) + 96, 0xffffffffu);
+    CHECK_INT(read_mods(true, &m, &err), 0);
+    if (m) {
+        CHECK_INT((int)lx_modules_count(m), 1);
+        CHECK_INT((int)lx_modules_orc_entries(m), 0);
+        size_t n;
+        lx_modules_symbols(m, &n);
+        CHECK_INT((int)n, 0);
+        CHECK(lx_modules_warning(m) && strstr(lx_modules_warning(m), "module a: "));
+        lx_modules_free(m);
+    }
+    /* An ORC table out of order (not what the kernel leaves after sorting). */
+    put_module(0, "a", 0, MOD_HEAD, MOD_HEAD);
+    uint64_t ips = mod_at(0) + 0x3600;
+    mput32(ips, (uint32_t)(int32_t)(mod_at(0) + 0x1900 - ips)); /* above the next */
+    CHECK_INT(read_mods(true, &m, &err), 0);
+    if (m) {
+        CHECK_INT((int)lx_modules_orc_entries(m), 0);
+        CHECK(lx_modules_warning(m) && strstr(lx_modules_warning(m), "not sorted"));
+        lx_modules_free(m);
+    }
+}
+
+/* struct module's offsets from BTF: a 6.1-like layout resolves; 6.4's mem[] is refused in one
+ * clear line. */
+static lx_btf *module_btf(bool new_layout)
+{
+    struct btf *b = btf__new_empty();
+    int u32 = btf__add_int(b, "unsigned int", 4, 0);
+    int u64 = btf__add_int(b, "long unsigned int", 8, 0);
+    int chr = btf__add_int(b, "char", 1, BTF_INT_CHAR);
+    int vptr = btf__add_ptr(b, 0);
+    int name = btf__add_array(b, u32, chr, 56);
+    int list = btf__add_struct(b, "list_head", 16);
+    btf__add_field(b, "next", vptr, 0, 0);
+    btf__add_field(b, "prev", vptr, 64, 0);
+    int layout = btf__add_struct(b, "module_layout", 16);
+    btf__add_field(b, "base", vptr, 0, 0);
+    btf__add_field(b, "size", u32, 64, 0);
+    btf__add_field(b, "text_size", u32, 96, 0);
+    int arch = btf__add_struct(b, "mod_arch_specific", 24);
+    btf__add_field(b, "num_orcs", u32, 0, 0);
+    btf__add_field(b, "orc_unwind_ip", vptr, 64, 0);
+    btf__add_field(b, "orc_unwind", vptr, 128, 0);
+    int ks = btf__add_struct(b, "mod_kallsyms", 32);
+    btf__add_field(b, "symtab", vptr, 0, 0);
+    btf__add_field(b, "num_symtab", u32, 64, 0);
+    btf__add_field(b, "strtab", vptr, 128, 0);
+    btf__add_field(b, "typetab", vptr, 192, 0);
+    (void)ks, (void)u64;
+    int mem = btf__add_array(b, u32, layout, 7);
+    btf__add_struct(b, "module", 896);
+    btf__add_field(b, "state", u32, 0, 0);
+    btf__add_field(b, "list", list, 64, 0);
+    btf__add_field(b, "name", name, 192, 0);
+    btf__add_field(b, new_layout ? "mem" : "core_layout", new_layout ? mem : layout, 320 * 8, 0);
+    btf__add_field(b, "arch", arch, 480 * 8, 0);
+    btf__add_field(b, "kallsyms", vptr, 544 * 8, 0);
+    uint32_t size;
+    const void *raw = btf__raw_data(b, &size);
+    lx_btf *out = NULL;
+    struct qp_error err = {0};
+    CHECK_INT(lx_btf_new(raw, size, &out, &err), 0);
+    btf__free(b);
+    return out;
+}
+
+static void test_module_btf(void)
+{
+    struct lx_module_offsets o;
+    struct qp_error err = {0};
+    lx_btf *b = module_btf(false);
+    CHECK_INT(lx_btf_module_offsets(b, &o, &err), 0);
+    CHECK_INT((int)o.list, 8);
+    CHECK_INT((int)o.name, 24);
+    CHECK_INT((int)o.name_len, 56);
+    CHECK_INT((int)o.core_base, 320);
+    CHECK_INT((int)o.core_text_size, 332);
+    CHECK_INT((int)o.orc_unwind, 496);
+    CHECK_INT((int)o.kallsyms, 544);
+    CHECK_INT((int)o.ks_typetab, 24);
+    CHECK(o.has_typetab);
+    lx_btf_free(b);
+    b = module_btf(true);
+    CHECK_INT(lx_btf_module_offsets(b, &o, &err), -ENOTSUP);
+    CHECK_MSG(strstr(err.msg, "6.4") != NULL, "message: %s", err.msg);
+    lx_btf_free(b);
+}
+
 int main(void)
 {
     ram = g_malloc0(RAM_SIZE);
@@ -439,6 +770,12 @@ int main(void)
     test_not_linux(&p);
     test_file_path();
     test_build_id();
+    mod_area = g_malloc0(MOD_AREA_SIZE);
+    test_modules_good();
+    test_modules_init();
+    test_modules_garbage();
+    test_module_btf();
+    g_free(mod_area);
     g_free(ram);
     return harness_result();
 }
