@@ -71,26 +71,38 @@ stamp_lines() {
     while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "${line%$'\r'}"; done
 }
 
+# start_qemu MEM_MB QEMU_ARGS...: QEMU with the bench's QMP socket, gdbstub and RAM file, its
+# console stamped into $WORK/serial.
+start_qemu() {
+    local mem=$1
+    shift
+    rm -f "$SOCK" "$GDB" "$WORK/serial" "$RAM" # a RAM file of another size would be refused
+    qemu-system-x86_64 "$@" -display none -no-reboot -nodefaults -m "${mem}M" \
+        -qmp "unix:$SOCK,server=on,wait=off" \
+        -chardev "socket,path=$GDB,server=on,wait=off,id=gdb0" -gdb chardev:gdb0 \
+        -object "memory-backend-file,id=ram,size=${mem}M,mem-path=$RAM,share=on" \
+        -machine memory-backend=ram -serial stdio </dev/null \
+        > >(stamp_lines > "$WORK/serial") 2> "$WORK/qemu.err" &
+    QEMU_PID=$!
+}
+
+wait_console() { # PATTERN SECONDS
+    local waited=0
+    until [ -S "$SOCK" ] && grep -q "$1" "$WORK/serial" 2>/dev/null; do
+        kill -0 "$QEMU_PID" 2>/dev/null || die "QEMU exited: $(cat "$WORK/qemu.err")"
+        [ $waited -lt $(($2 * 10)) ] || die "the guest did not print '$1' within $2 s"
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+}
+
 boot_guest() { # [SMP]
     local accel=tcg smp=${1:-1}
     [ "$smp" -gt 1 ] && accel=tcg,thread=multi
     [ "${QPROF_ACCEL:-}" = kvm ] && accel=kvm
-    rm -f "$SOCK" "$GDB" "$WORK/serial"
-    qemu-system-x86_64 -kernel "$KERNEL" -append "$GUEST_CMDLINE" -display none -no-reboot \
-        -nodefaults -m 256M -smp "$smp" -accel "$accel" -name qprof-bench,debug-threads=on \
-        -qmp "unix:$SOCK,server=on,wait=off" \
-        -chardev "socket,path=$GDB,server=on,wait=off,id=gdb0" -gdb chardev:gdb0 \
-        -object "memory-backend-file,id=ram,size=256M,mem-path=$RAM,share=on" \
-        -machine memory-backend=ram -serial stdio </dev/null \
-        > >(stamp_lines > "$WORK/serial") 2> "$WORK/qemu.err" &
-    QEMU_PID=$!
-    local waited=0
-    until [ -S "$SOCK" ] && grep -q ' ready$' "$WORK/serial" 2>/dev/null; do
-        kill -0 "$QEMU_PID" 2>/dev/null || die "QEMU exited: $(cat "$WORK/qemu.err")"
-        [ $waited -lt 300 ] || die "the guest did not print 'ready' within 30 s"
-        sleep 0.1
-        waited=$((waited + 1))
-    done
+    start_qemu 256 -kernel "$KERNEL" -append "$GUEST_CMDLINE" -smp "$smp" -accel "$accel" \
+        -name qprof-bench,debug-threads=on
+    wait_console ' ready$' 30
 }
 
 # Moves the vCPU threads to VCPU_CPU (QEMU's other threads stay on PROFILER_CPU) and describes
@@ -343,23 +355,10 @@ done
 LINUX_DIR=$BUILD/linux-guest
 LINUX_NOTE=
 boot_linux() {
-    rm -f "$SOCK" "$GDB" "$WORK/serial" "$RAM" # the demo guest's RAM file has another size
-    qemu-system-x86_64 -kernel "$LINUX_DIR/vmlinuz" -initrd "$LINUX_DIR/initrd.cpio" \
-        -append "console=ttyS0 quiet qprof_run=dd,shloop" -display none -no-reboot \
-        -nodefaults -m 512M -smp 1 -accel tcg -name qprof-bench-linux,debug-threads=on \
-        -qmp "unix:$SOCK,server=on,wait=off" \
-        -chardev "socket,path=$GDB,server=on,wait=off,id=gdb0" -gdb chardev:gdb0 \
-        -object "memory-backend-file,id=ram,size=512M,mem-path=$RAM,share=on" \
-        -machine memory-backend=ram -serial stdio </dev/null \
-        > >(stamp_lines > "$WORK/serial") 2> "$WORK/qemu.err" &
-    QEMU_PID=$!
-    local waited=0
-    until grep -q 'qprof-linux: all started' "$WORK/serial" 2>/dev/null; do
-        kill -0 "$QEMU_PID" 2>/dev/null || die "QEMU exited: $(cat "$WORK/qemu.err")"
-        [ $waited -lt 3000 ] || die "the Linux guest did not start its workloads within 300 s"
-        sleep 0.1
-        waited=$((waited + 1))
-    done
+    start_qemu 512 -kernel "$LINUX_DIR/vmlinuz" -initrd "$LINUX_DIR/initrd.cpio" \
+        -append "console=ttyS0 quiet qprof_run=dd,shloop" -smp 1 -accel tcg \
+        -name qprof-bench-linux,debug-threads=on
+    wait_console 'qprof-linux: all started' 300
 }
 run_linux() { # LABEL
     "$QPROF" "${QPROF_TARGET[@]}" --interval 10 --duration "$AT100" --no-progress \

@@ -49,7 +49,8 @@ enum out_mode {
     OUT_MODE_COUNT
 };
 
-#define OUT_COMM_LEN 16
+/* A guest's 15-character task name, and room for the brackets that mark a kernel thread. */
+#define OUT_COMM_LEN 24
 
 struct out_frame {
     uint64_t pc;

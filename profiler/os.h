@@ -28,7 +28,7 @@ struct prof_image_id {
     uint64_t generation;
 };
 
-#define PROF_COMM_LEN 16
+#define PROF_COMM_LEN 24 /* = OUT_COMM_LEN: a 15-character name, brackets, NUL */
 
 struct prof_task {
     bool known; /* the adapter vouches for what follows */

@@ -623,7 +623,8 @@ static void lx_task(void *impl, const struct prof_vcpu *cpu, int i, struct prof_
         out->state = PROF_TASK_KERNEL; /* in the idle task, but not halted: real work */
         return;
     }
-    g_strlcpy(out->comm, t->comm, sizeof out->comm);
+    /* A kernel thread in brackets, as ps shows it: "[kworker/0:1] (7)" beside "dd (94)". */
+    snprintf(out->comm, sizeof out->comm, t->kthread ? "[%s]" : "%s", t->comm);
     out->state = t->kthread ? PROF_TASK_KERNEL : PROF_TASK_USER;
     if (t->stack)
         out->kstack_lo = t->stack, out->kstack_hi = t->stack + THREAD_SIZE;

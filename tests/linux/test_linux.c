@@ -224,6 +224,27 @@ static int boot(int smp, const char *run, struct guest *g)
     return 0;
 }
 
+/* make_guest() and boot(): 0, VM_SKIP (the caller exits with it), or -1 after a failed check. */
+static int start_guest(int smp, const char *run, struct guest *g)
+{
+    int rc = make_guest();
+    if (rc == 0)
+        rc = boot(smp, run, g);
+    if (rc != VM_SKIP)
+        CHECK_INT(rc, 0);
+    return rc;
+}
+
+/* Stops the guest and removes its files; the case's result. */
+static int end_guest(struct guest *g)
+{
+    vm_stop(g->vm);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g->dir);
+    CHECK_INT(system(cmd), 0);
+    return harness_result();
+}
+
 /* ---- Checks ------------------------------------------------------------------------------ */
 
 /* Position of frame name in a folded stack's frames, or -1; prefix matches names like
@@ -393,18 +414,9 @@ static void check_one_shot_addresses(const char *text, GArray *syms, int *kernel
 static int case_dd(int smp, bool gdb)
 {
     struct guest g = {.gdbstub = gdb};
-    int rc = make_guest();
-    if (rc == VM_SKIP)
-        return VM_SKIP;
-    CHECK_INT(rc, 0);
+    int rc = start_guest(smp, smp > 1 ? "dd,shloop" : "dd", &g);
     if (rc)
-        return harness_result();
-    rc = boot(smp, smp > 1 ? "dd,shloop" : "dd", &g);
-    if (rc == VM_SKIP)
-        return VM_SKIP;
-    CHECK_INT(rc, 0);
-    if (rc)
-        return harness_result();
+        return rc == VM_SKIP ? VM_SKIP : harness_result();
     GArray *syms = read_kallsyms(g.kallsyms);
     CHECK_MSG(syms->len > 10000, "the guest's kallsyms dump has %u text symbols", syms->len);
 
@@ -451,11 +463,7 @@ static int case_dd(int smp, bool gdb)
     for (guint i = 0; i < syms->len; i++)
         g_free(g_array_index(syms, struct ksym, i).name);
     g_array_free(syms, TRUE);
-    vm_stop(g.vm);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g.dir);
-    CHECK_INT(system(cmd), 0);
-    return harness_result();
+    return end_guest(&g);
 }
 
 /* Overwrites the start of the guest's BTF (where qprof -v says it is) in the shared RAM file:
@@ -489,17 +497,10 @@ static int spoil_btf(const struct guest *g)
 static int case_no_btf(void)
 {
     struct guest g = {0};
-    int rc = make_guest();
-    if (rc == VM_SKIP)
-        return VM_SKIP;
-    CHECK_INT(rc, 0);
+    int rc = start_guest(1, "dd", &g);
     if (rc)
-        return harness_result();
-    rc = boot(1, "dd", &g);
-    if (rc == VM_SKIP)
-        return VM_SKIP;
-    CHECK_INT(rc, 0);
-    if (rc || spoil_btf(&g))
+        return rc == VM_SKIP ? VM_SKIP : harness_result();
+    if (spoil_btf(&g))
         return harness_result();
     char folded[320];
     snprintf(folded, sizeof folded, "%s/nobtf.folded", g.dir);
@@ -526,31 +527,10 @@ static int case_no_btf(void)
     CHECK_MSG(named > 0, "no kernel stack of dd named by ORC and kallsyms in %d stacks", lines);
     g_strfreev(l);
     g_free(text);
-    vm_stop(g.vm);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g.dir);
-    CHECK_INT(system(cmd), 0);
-    return harness_result();
+    return end_guest(&g);
 }
 
 /* ---- A reboot under qprof's feet ----------------------------------------------------------- */
-
-/* The highest "qprof: T s N samples" progress count in err. */
-static uint64_t progress_samples(const char *err)
-{
-    uint64_t best = 0;
-    gchar **lines = g_strsplit_set(err, "\r\n", -1);
-    for (gchar **l = lines; *l; l++) {
-        double seconds;
-        unsigned long long samples;
-        char word[16];
-        if (sscanf(*l, "qprof: %lf s %llu %15s", &seconds, &samples, word) == 3 &&
-            strcmp(word, "samples") == 0 && samples > best)
-            best = samples;
-    }
-    g_strfreev(lines);
-    return best;
-}
 
 static int count_of(const char *text, const char *needle)
 {
@@ -569,7 +549,7 @@ static bool wait_qprof(const char *err_path, int finds, uint64_t min_more, doubl
     while (now_s() < deadline) {
         gchar *err = NULL;
         g_file_get_contents(err_path, &err, NULL, NULL);
-        uint64_t n = err ? progress_samples(err) : 0;
+        uint64_t n = err ? child_progress_samples(err) : 0;
         if (err && count_of(err, "it is the running one") >= finds && at_find == UINT64_MAX)
             at_find = n;
         g_free(err);
@@ -597,18 +577,9 @@ static bool stray_user_frame(const char *frame, uint64_t lo, uint64_t hi)
 static int case_reboot(void)
 {
     struct guest g = {.reboots = true};
-    int rc = make_guest();
-    if (rc == VM_SKIP)
-        return VM_SKIP;
-    CHECK_INT(rc, 0);
+    int rc = start_guest(1, "dd", &g);
     if (rc)
-        return harness_result();
-    rc = boot(1, "dd", &g);
-    if (rc == VM_SKIP)
-        return VM_SKIP;
-    CHECK_INT(rc, 0);
-    if (rc)
-        return harness_result();
+        return rc == VM_SKIP ? VM_SKIP : harness_result();
     char folded[320], out_path[400], err_path[400];
     snprintf(folded, sizeof folded, "%s/reboot.folded", g.dir);
     snprintf(out_path, sizeof out_path, "%s/reboot.out", g.dir);
@@ -654,11 +625,19 @@ static int case_reboot(void)
      * frames lie in busybox (0x400000 on, non-PIE); a bare address elsewhere is the new boot's
      * early code counted as the old dd. */
     uint64_t lo = 0x400000, hi = lo + busybox_size(), dd = 0, dd_named = 0, stray = 0;
+    uint64_t kthreads = 0; /* samples rooted at a kernel thread: "[name] (pid)" */
     char root[32];
     snprintf(root, sizeof root, "dd (%d);", g.dd_pid);
     gchar **lines = g_strsplit(text ? text : "", "\n", -1);
     for (gchar **l = lines; *l; l++) {
         char *space = strrchr(*l, ' ');
+        /* The boot under qprof runs kernel threads (kworker/N, cryptomgr_test, ...): marked. */
+        if (space && (*l)[0] == '[' && strstr(*l, "] ("))
+            kthreads += strtoull(space + 1, NULL, 10);
+        const char *kthread_names[] = {"kworker/", "ksoftirqd/", "cryptomgr_", "kthreadd ", "rcu_"};
+        for (size_t k = 0; k < G_N_ELEMENTS(kthread_names); k++)
+            CHECK_MSG(!g_str_has_prefix(*l, kthread_names[k]),
+                      "a kernel thread's root without its brackets: %s", *l);
         if (!space || !g_str_has_prefix(*l, root))
             continue;
         uint64_t count = strtoull(space + 1, NULL, 10);
@@ -680,17 +659,15 @@ static int case_reboot(void)
             " with code outside busybox\n",
             dd, dd_named, stray);
     CHECK_MSG(stray == 0, "%" PRIu64 " samples of dd hold addresses outside its code", stray);
+    fprintf(stderr, "samples rooted at a kernel thread: %" PRIu64 "\n", kthreads);
+    CHECK_MSG(kthreads > 0, "no sample of a kernel thread ([name] (pid)) across a boot");
     /* 50 samples before the reset, 100 after the new kernel was found, dd nearly always in
      * read(): well over 60 of them. */
     CHECK_MSG(dd_named >= 60, "only %" PRIu64 " named dd stacks across the reboot", dd_named);
     g_strfreev(lines);
     g_free(text);
     g_free(err);
-    vm_stop(g.vm);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g.dir);
-    CHECK_INT(system(cmd), 0);
-    return harness_result();
+    return end_guest(&g);
 }
 
 /* The demo guest is not Linux: --os linux says so in one line and samples by address split. */
@@ -888,11 +865,7 @@ static int case_sysroot(void)
               h.leaf_by_mapping, h.samples);
     run_free(&r);
 
-    vm_stop(g.vm);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g.dir);
-    CHECK_INT(system(cmd), 0);
-    return harness_result();
+    return end_guest(&g);
 }
 
 /* ---- Modules (brd.ko) --------------------------------------------------------------------- */
@@ -1060,18 +1033,9 @@ static void check_cycle_stacks(const char *folded_path)
 static int case_modules_cycle(void)
 {
     struct guest g = {0};
-    int rc = make_guest();
-    if (rc == VM_SKIP)
-        return VM_SKIP;
-    CHECK_INT(rc, 0);
+    int rc = start_guest(1, "modcycle", &g);
     if (rc)
-        return harness_result();
-    rc = boot(1, "modcycle", &g);
-    if (rc == VM_SKIP)
-        return VM_SKIP;
-    CHECK_INT(rc, 0);
-    if (rc)
-        return harness_result();
+        return rc == VM_SKIP ? VM_SKIP : harness_result();
     char folded[320];
     snprintf(folded, sizeof folded, "%s/cycle.folded", g.dir);
     const char *args[] = {"--qmp-socket", vm_qmp_path(g.vm), "--samples", "400", "-o",
@@ -1081,28 +1045,15 @@ static int case_modules_cycle(void)
     fprintf(stderr, "%s", r.err);
     check_cycle_stacks(folded);
     run_free(&r);
-    vm_stop(g.vm);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g.dir);
-    CHECK_INT(system(cmd), 0);
-    return harness_result();
+    return end_guest(&g);
 }
 
 static int case_modules(void)
 {
     struct guest g = {0};
-    int rc = make_guest();
-    if (rc == VM_SKIP)
-        return VM_SKIP;
-    CHECK_INT(rc, 0);
+    int rc = start_guest(1, "ramdd", &g);
     if (rc)
-        return harness_result();
-    rc = boot(1, "ramdd", &g);
-    if (rc == VM_SKIP)
-        return VM_SKIP;
-    CHECK_INT(rc, 0);
-    if (rc)
-        return harness_result();
+        return rc == VM_SKIP ? VM_SKIP : harness_result();
     GArray *syms = read_kallsyms(g.kallsyms);
     unsigned n_mod = add_module_kallsyms(syms, g.kallsyms);
     CHECK_MSG(syms->len > 10000 && n_mod >= 5,
@@ -1140,11 +1091,7 @@ static int case_modules(void)
     for (guint i = 0; i < syms->len; i++)
         g_free(g_array_index(syms, struct ksym, i).name);
     g_array_free(syms, TRUE);
-    vm_stop(g.vm);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g.dir);
-    CHECK_INT(system(cmd), 0);
-    return harness_result();
+    return end_guest(&g);
 }
 
 int main(int argc, char **argv)

@@ -130,24 +130,6 @@ static char *qprof_stderr(const struct qprof *q)
     return slurp(q->err_path);
 }
 
-/* The highest sample count on the progress lines ("\rqprof:    1.2 s       345 samples ...")
- * written so far; a line still being written does not parse and is skipped. */
-static uint64_t progress_samples(const char *err)
-{
-    uint64_t best = 0;
-    gchar **lines = g_strsplit_set(err, "\r\n", -1);
-    for (gchar **l = lines; *l; l++) {
-        double seconds;
-        unsigned long long samples;
-        char word[16];
-        if (sscanf(*l, "qprof: %lf s %llu %15s", &seconds, &samples, word) == 3 &&
-            strcmp(word, "samples") == 0 && samples > best)
-            best = samples;
-    }
-    g_strfreev(lines);
-    return best;
-}
-
 /* Echoes qprof's stderr into the test's log without the progress lines, for whoever reads a
  * failure. */
 static void show_stderr(const char *who, const char *err)
@@ -172,7 +154,7 @@ static bool wait_samples(struct qprof *q, uint64_t n)
     double deadline = now_s() + PROGRESS_DEADLINE_S;
     for (;;) {
         char *err = qprof_stderr(q);
-        uint64_t got = progress_samples(err);
+        uint64_t got = child_progress_samples(err);
         bool exited = got < n && qprof_exited(q);
         if (got >= n || exited || now_s() > deadline) {
             if (got < n)

@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/wait.h>
@@ -58,4 +60,21 @@ int child_wait(pid_t pid, double timeout_s, bool *timed_out)
     if (WIFSIGNALED(status))
         fprintf(stderr, "child %d died of signal %d\n", (int)pid, WTERMSIG(status));
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+uint64_t child_progress_samples(const char *err)
+{
+    uint64_t best = 0;
+    char *copy = strdup(err), *save = NULL;
+    for (char *l = copy ? strtok_r(copy, "\r\n", &save) : NULL; l;
+         l = strtok_r(NULL, "\r\n", &save)) {
+        double seconds;
+        unsigned long long samples;
+        char word[16];
+        if (sscanf(l, "qprof: %lf s %llu %15s", &seconds, &samples, word) == 3 &&
+            strcmp(word, "samples") == 0 && samples > best)
+            best = samples;
+    }
+    free(copy);
+    return best;
 }

@@ -4,6 +4,7 @@
 #define QPROF_TEST_CHILD_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Starts bin with args (NULL-terminated; argv[0] is bin) in dir, stdout and stderr truncated
@@ -16,5 +17,9 @@ pid_t child_start(const char *bin, const char *const *args, const char *dir, con
 /* Waits at most timeout_s for pid. Returns its exit status, or -1 when a signal ended it or it
  * had to be killed at the deadline (then *timed_out is set, for the caller to fail the test). */
 int child_wait(pid_t pid, double timeout_s, bool *timed_out);
+
+/* The highest sample count on qprof's --progress lines in its stderr so far ("\rqprof:    1.2 s
+ *       345 samples ..."); a line still being written does not parse and is skipped. */
+uint64_t child_progress_samples(const char *err);
 
 #endif
