@@ -28,6 +28,7 @@
  *                          sysroot, modules, modules-cycle) */
 #define _GNU_SOURCE
 #include "child.h"
+#include "folded.h"
 #include "harness.h"
 #include "qmp.h"
 #include "vm.h"
@@ -245,6 +246,16 @@ static int end_guest(struct guest *g)
     return harness_result();
 }
 
+/* Reads a folded file qprof wrote; every line must be "STACK COUNT". */
+static struct folded read_folded(const char *path)
+{
+    CHECK_MSG(access(path, R_OK) == 0, "no %s", path);
+    struct folded f = folded_read(path);
+    CHECK_MSG(!f.malformed, "%u malformed lines in %s, the first: '%s'", f.malformed, path,
+              f.first_malformed);
+    return f;
+}
+
 /* ---- Checks ------------------------------------------------------------------------------ */
 
 /* Position of frame name in a folded stack's frames, or -1; prefix matches names like
@@ -261,17 +272,11 @@ static int frame_index(gchar **frames, const char *prefix)
  * do_syscall_64 under entry_SYSCALL_64*, parent before child. */
 static void check_dd_stacks(const char *folded_path, const struct guest *g)
 {
-    char *text = NULL;
-    CHECK(g_file_get_contents(folded_path, &text, NULL, NULL));
-    gchar **lines = g_strsplit(text ? text : "", "\n", -1);
+    struct folded f = read_folded(folded_path);
     uint64_t busy = 0, dd_kernel = 0, ordered = 0;
-    for (gchar **l = lines; *l; l++) {
-        char *space = strrchr(*l, ' ');
-        if (!space)
-            continue;
-        uint64_t count = strtoull(space + 1, NULL, 10);
-        *space = '\0';
-        gchar **frames = g_strsplit(*l, ";", -1);
+    for (guint si = 0; si < f.stacks->len; si++) {
+        uint64_t count = COUNT(&f, si);
+        gchar **frames = folded_frames(&f, si);
         if (strcmp(frames[0], "idle") != 0)
             busy += count;
         int leaf = frame_index(frames, "read_zero");
@@ -285,7 +290,7 @@ static void check_dd_stacks(const char *folded_path, const struct guest *g)
             int sys = frame_index(frames, "do_syscall_64");
             int read = frame_index(frames, "ksys_read");
             bool ok = entry >= 0 && entry < sys && sys < read && read < leaf;
-            CHECK_MSG(ok, "dd stack out of order: %s", *l);
+            CHECK_MSG(ok, "dd stack out of order: %s", STACK(&f, si));
             ordered += ok ? count : 0;
             char root[64];
             snprintf(root, sizeof root, "dd (%d)", g->dd_pid);
@@ -302,8 +307,7 @@ static void check_dd_stacks(const char *folded_path, const struct guest *g)
     CHECK_MSG(busy > 0 && dd_kernel * 4 >= busy,
               "only %" PRIu64 " of %" PRIu64 " busy samples in dd's read path", dd_kernel, busy);
     CHECK(ordered == dd_kernel);
-    g_strfreev(lines);
-    g_free(text);
+    folded_free(&f);
 }
 
 /* User leaves of the stacks rooted at "comm (pid)": a stack with a user part shows
@@ -318,17 +322,12 @@ static struct leaves user_leaves(const char *folded_path, const char *comm, int 
                                  uint64_t busybox_size)
 {
     struct leaves n = {0};
-    char root[64], *text = NULL;
+    char root[64];
     snprintf(root, sizeof root, "%s (%d)", comm, pid);
-    CHECK(g_file_get_contents(folded_path, &text, NULL, NULL));
-    gchar **lines = g_strsplit(text ? text : "", "\n", -1);
-    for (gchar **l = lines; *l; l++) {
-        char *space = strrchr(*l, ' ');
-        if (!space)
-            continue;
-        uint64_t count = strtoull(space + 1, NULL, 10);
-        *space = '\0';
-        gchar **frames = g_strsplit(*l, ";", -1);
+    struct folded f = read_folded(folded_path);
+    for (guint si = 0; si < f.stacks->len; si++) {
+        uint64_t count = COUNT(&f, si);
+        gchar **frames = folded_frames(&f, si);
         if (strcmp(frames[0], root) == 0) {
             n.samples += count;
             unsigned long long off;
@@ -343,13 +342,12 @@ static struct leaves user_leaves(const char *folded_path, const char *comm, int 
                 else
                     n.unnamed += count;
                 if (!ok)
-                    fprintf(stderr, "user leaf not named by busybox: %s\n", *l);
+                    fprintf(stderr, "user leaf not named by busybox: %s\n", STACK(&f, si));
             }
         }
         g_strfreev(frames);
     }
-    g_strfreev(lines);
-    g_free(text);
+    folded_free(&f);
     fprintf(stderr,
             "%s: %" PRIu64 " samples, user leaves busybox+0x... %" PRIu64 ", other %" PRIu64 "\n",
             root, n.samples, n.named, n.unnamed);
@@ -513,20 +511,16 @@ static int case_no_btf(void)
     CHECK_MSG(!line || !strstr(line + 1, "Linux BTF unusable"), "said more than once:\n%s", r.err);
     CHECK_MSG(strstr(r.err, "40 samples"), "no samples after the fallback:\n%s", r.err);
     run_free(&r);
-    gchar *text = NULL;
-    CHECK_MSG(g_file_get_contents(folded, &text, NULL, NULL), "no %s", folded);
-    int named = 0, lines = 0;
-    gchar **l = g_strsplit(text ? text : "", "\n", -1);
-    for (int i = 0; l[i]; i++) {
-        if (!l[i][0])
-            continue;
-        lines++;
-        CHECK_MSG(!g_str_has_prefix(l[i], "dd ("), "a process named without BTF: %s", l[i]);
-        named += strstr(l[i], ";ksys_read;") && strstr(l[i], ";read_zero");
+    struct folded f = read_folded(folded);
+    int named = 0;
+    for (guint i = 0; i < f.stacks->len; i++) {
+        const char *stack = STACK(&f, i);
+        CHECK_MSG(!g_str_has_prefix(stack, "dd ("), "a process named without BTF: %s", stack);
+        named += strstr(stack, ";ksys_read;") && strstr(stack, ";read_zero");
     }
-    CHECK_MSG(named > 0, "no kernel stack of dd named by ORC and kallsyms in %d stacks", lines);
-    g_strfreev(l);
-    g_free(text);
+    CHECK_MSG(named > 0, "no kernel stack of dd named by ORC and kallsyms in %u stacks",
+              f.stacks->len);
+    folded_free(&f);
     return end_guest(&g);
 }
 
@@ -615,12 +609,12 @@ static int case_reboot(void)
     kill(q, SIGINT);
     bool late;
     CHECK_INT(child_wait(q, 120, &late), 0);
-    gchar *err = NULL, *text = NULL;
+    gchar *err = NULL;
     g_file_get_contents(err_path, &err, NULL, NULL);
     CHECK_MSG(err && strstr(err, "guest reset"), "no 'guest reset' in the summary:\n%s", err);
     CHECK_MSG(err && !strstr(err, "runtime error:") && !strstr(err, "Sanitizer"),
               "sanitizer report:\n%s", err);
-    CHECK_MSG(g_file_get_contents(folded, &text, NULL, NULL), "no %s", folded);
+    struct folded f = read_folded(folded);
     /* Each boot's dd is pid 88 or so: what tells them apart is where their code is. dd's user
      * frames lie in busybox (0x400000 on, non-PIE); a bare address elsewhere is the new boot's
      * early code counted as the old dd. */
@@ -628,29 +622,27 @@ static int case_reboot(void)
     uint64_t kthreads = 0; /* samples rooted at a kernel thread: "[name] (pid)" */
     char root[32];
     snprintf(root, sizeof root, "dd (%d);", g.dd_pid);
-    gchar **lines = g_strsplit(text ? text : "", "\n", -1);
-    for (gchar **l = lines; *l; l++) {
-        char *space = strrchr(*l, ' ');
+    for (guint si = 0; si < f.stacks->len; si++) {
+        const char *stack = STACK(&f, si);
+        uint64_t count = COUNT(&f, si);
         /* The boot under qprof runs kernel threads (kworker/N, cryptomgr_test, ...): marked. */
-        if (space && (*l)[0] == '[' && strstr(*l, "] ("))
-            kthreads += strtoull(space + 1, NULL, 10);
+        if (stack[0] == '[' && strstr(stack, "] ("))
+            kthreads += count;
         const char *kthread_names[] = {"kworker/", "ksoftirqd/", "cryptomgr_", "kthreadd ", "rcu_"};
         for (size_t k = 0; k < G_N_ELEMENTS(kthread_names); k++)
-            CHECK_MSG(!g_str_has_prefix(*l, kthread_names[k]),
-                      "a kernel thread's root without its brackets: %s", *l);
-        if (!space || !g_str_has_prefix(*l, root))
+            CHECK_MSG(!g_str_has_prefix(stack, kthread_names[k]),
+                      "a kernel thread's root without its brackets: %s", stack);
+        if (!g_str_has_prefix(stack, root))
             continue;
-        uint64_t count = strtoull(space + 1, NULL, 10);
-        *space = '\0';
         dd += count;
-        dd_named += strstr(*l, ";ksys_read;") && strstr(*l, ";read_zero") ? count : 0;
-        gchar **frames = g_strsplit(*l, ";", -1);
+        dd_named += strstr(stack, ";ksys_read;") && strstr(stack, ";read_zero") ? count : 0;
+        gchar **frames = folded_frames(&f, si);
         bool bad = false;
         for (int i = 1; frames[i]; i++)
             bad = bad || stray_user_frame(frames[i], lo, hi);
         if (bad) {
             stray += count;
-            fprintf(stderr, "not dd's code: %s %" PRIu64 "\n", *l, count);
+            fprintf(stderr, "not dd's code: %s %" PRIu64 "\n", stack, count);
         }
         g_strfreev(frames);
     }
@@ -664,8 +656,7 @@ static int case_reboot(void)
     /* 50 samples before the reset, 100 after the new kernel was found, dd nearly always in
      * read(): well over 60 of them. */
     CHECK_MSG(dd_named >= 60, "only %" PRIu64 " named dd stacks across the reboot", dd_named);
-    g_strfreev(lines);
-    g_free(text);
+    folded_free(&f);
     g_free(err);
     return end_guest(&g);
 }
@@ -747,24 +738,18 @@ static void count_hot_stack(gchar **frames, uint64_t count, const char *leaf_pre
 static struct hot_stacks hot_stacks(const char *folded_path, const char *comm, int pid)
 {
     struct hot_stacks h = {0};
-    char root[64], leaf_prefix[64], *text = NULL;
+    char root[64], leaf_prefix[64];
     snprintf(root, sizeof root, "%s (%d)", comm, pid);
     snprintf(leaf_prefix, sizeof leaf_prefix, "%s+0x", comm);
-    CHECK(g_file_get_contents(folded_path, &text, NULL, NULL));
-    gchar **lines = g_strsplit(text ? text : "", "\n", -1);
-    for (gchar **l = lines; *l; l++) {
-        char *space = strrchr(*l, ' ');
-        if (!space)
-            continue;
-        uint64_t count = strtoull(space + 1, NULL, 10);
-        *space = '\0';
-        gchar **frames = g_strsplit(*l, ";", -1);
+    struct folded f = read_folded(folded_path);
+    for (guint si = 0; si < f.stacks->len; si++) {
+        uint64_t count = COUNT(&f, si);
+        gchar **frames = folded_frames(&f, si);
         if (strcmp(frames[0], root) == 0)
             count_hot_stack(frames, count, leaf_prefix, &h);
         g_strfreev(frames);
     }
-    g_strfreev(lines);
-    g_free(text);
+    folded_free(&f);
     fprintf(stderr,
             "%s: %" PRIu64 " samples, main..hot_leaf chain %" PRIu64 ", any of those names %" PRIu64
             ", leaf only as %s... %" PRIu64 "\n",
@@ -922,17 +907,11 @@ static bool brd_read_ordered(gchar **frames, int first_brd)
  * before child; every [brd] name one of brd's functions. */
 static void check_module_stacks(const char *folded_path, GArray *syms)
 {
-    char *text = NULL;
-    CHECK(g_file_get_contents(folded_path, &text, NULL, NULL));
-    gchar **lines = g_strsplit(text ? text : "", "\n", -1);
+    struct folded f = read_folded(folded_path);
     uint64_t busy = 0, in_brd = 0, ordered = 0;
-    for (gchar **l = lines; *l; l++) {
-        char *space = strrchr(*l, ' ');
-        if (!space)
-            continue;
-        uint64_t count = strtoull(space + 1, NULL, 10);
-        *space = '\0';
-        gchar **frames = g_strsplit(*l, ";", -1);
+    for (guint si = 0; si < f.stacks->len; si++) {
+        uint64_t count = COUNT(&f, si);
+        gchar **frames = folded_frames(&f, si);
         if (strcmp(frames[0], "idle") != 0)
             busy += count;
         int first_brd = -1;
@@ -946,7 +925,7 @@ static void check_module_stacks(const char *folded_path, GArray *syms)
         if (first_brd >= 0) {
             in_brd += count;
             bool ok = brd_read_ordered(frames, first_brd);
-            CHECK_MSG(ok, "brd stack out of order or cut short: %s", *l);
+            CHECK_MSG(ok, "brd stack out of order or cut short: %s", STACK(&f, si));
             CHECK_MSG(g_str_has_prefix(frames[0], "dd ("), "brd stack rooted at %s", frames[0]);
             ordered += ok ? count : 0;
         }
@@ -958,8 +937,7 @@ static void check_module_stacks(const char *folded_path, GArray *syms)
     CHECK_MSG(busy > 0 && in_brd * 4 >= busy,
               "only %" PRIu64 " of %" PRIu64 " busy samples in brd's functions", in_brd, busy);
     CHECK(ordered == in_brd);
-    g_strfreev(lines);
-    g_free(text);
+    folded_free(&f);
 }
 
 /* The summary's "kernel stacks by ORC: N, complete (...): X%". */
@@ -977,18 +955,12 @@ static double kernel_completeness(const char *err_text)
  * that load (insmod: brd_init's callees), read or unload it. */
 static void check_cycle_stacks(const char *folded_path)
 {
-    char *text = NULL;
-    CHECK(g_file_get_contents(folded_path, &text, NULL, NULL));
-    gchar **lines = g_strsplit(text ? text : "", "\n", -1);
+    struct folded f = read_folded(folded_path);
     uint64_t busy = 0, dd = 0, dd_brd = 0, dd_unnamed = 0;
     GHashTable *dd_pids = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-    for (gchar **l = lines; *l; l++) {
-        char *space = strrchr(*l, ' ');
-        if (!space)
-            continue;
-        uint64_t count = strtoull(space + 1, NULL, 10);
-        *space = '\0';
-        gchar **frames = g_strsplit(*l, ";", -1);
+    for (guint si = 0; si < f.stacks->len; si++) {
+        uint64_t count = COUNT(&f, si);
+        gchar **frames = folded_frames(&f, si);
         busy += strcmp(frames[0], "idle") != 0 ? count : 0;
         bool is_dd = g_str_has_prefix(frames[0], "dd (");
         int first_brd = -1;
@@ -1007,7 +979,7 @@ static void check_cycle_stacks(const char *folded_path)
             CHECK_MSG(g_str_has_prefix(frames[first_brd], "brd_"), "not brd's: %s",
                       frames[first_brd]);
             CHECK_MSG(loader || (is_dd && brd_read_ordered(frames, first_brd)),
-                      "brd frames out of place: %s", *l);
+                      "brd frames out of place: %s", STACK(&f, si));
             if (is_dd) {
                 dd_brd += count;
                 g_hash_table_add(dd_pids, g_strdup(frames[0]));
@@ -1026,8 +998,7 @@ static void check_cycle_stacks(const char *folded_path)
     CHECK_MSG(dd_unnamed * 10 <= dd, "%" PRIu64 " of dd's %" PRIu64 " samples unnamed in brd",
               dd_unnamed, dd);
     g_hash_table_destroy(dd_pids);
-    g_strfreev(lines);
-    g_free(text);
+    folded_free(&f);
 }
 
 static int case_modules_cycle(void)

@@ -4,6 +4,7 @@
  * Usage: test_e2e CASE   (one ctest entry per case, see CMakeLists.txt) */
 #define _GNU_SOURCE
 #include "child.h"
+#include "folded.h"
 #include "harness.h"
 #include "qmp.h"
 #include "symbols.h"
@@ -81,45 +82,14 @@ static void run_free(struct qprof_run *r)
 
 /* ---- Folded files ------------------------------------------------------------------------ */
 
-struct folded {
-    GPtrArray *stacks; /* char* */
-    GArray *counts;    /* uint64_t */
-    uint64_t total;
-    uint64_t at_kernel_entry; /* from qprof's summary */
-};
-
-/* Parses a folded file, checking every line's form: "frames COUNT", integer count. */
+/* Reads a folded file, checking every line's form: "frames COUNT", integer count. */
 static struct folded read_folded(const char *path)
 {
-    struct folded f = {g_ptr_array_new_with_free_func(g_free), g_array_new(0, 0, 8), 0, 0};
-    char *text = slurp(path);
-    gchar **lines = g_strsplit(text, "\n", -1);
-    for (gchar **l = lines; *l; l++) {
-        if (!**l)
-            continue;
-        char *space = strrchr(*l, ' ');
-        char *end = NULL;
-        uint64_t count = space ? strtoull(space + 1, &end, 10) : 0;
-        CHECK_MSG(space && end && !*end && count > 0, "malformed folded line: '%s'", *l);
-        if (!space)
-            continue;
-        g_ptr_array_add(f.stacks, g_strndup(*l, (gsize)(space - *l)));
-        g_array_append_val(f.counts, count);
-        f.total += count;
-    }
-    g_strfreev(lines);
-    g_free(text);
+    struct folded f = folded_read(path);
+    CHECK_MSG(!f.malformed, "%u malformed folded lines, the first: '%s'", f.malformed,
+              f.first_malformed);
     return f;
 }
-
-static void folded_free(struct folded *f)
-{
-    g_ptr_array_free(f->stacks, TRUE);
-    g_array_free(f->counts, TRUE);
-}
-
-#define STACK(f, i) ((const char *)g_ptr_array_index((f)->stacks, i))
-#define COUNT(f, i) (g_array_index((f)->counts, uint64_t, i))
 
 static uint64_t count_matching(const struct folded *f, bool (*pred)(const char *, const void *),
                                const void *arg)
@@ -139,12 +109,6 @@ static bool pred_has_frame(const char *stack, const void *frame)
 static bool pred_root_prefix(const char *stack, const void *prefix)
 {
     return g_str_has_prefix(stack, prefix);
-}
-
-static void dump_folded(const struct folded *f)
-{
-    for (guint i = 0; i < f->stacks->len; i++)
-        fprintf(stderr, "    %s %lu\n", STACK(f, i), (unsigned long)COUNT(f, i));
 }
 
 /* ---- Guest + qprof ----------------------------------------------------------------------- */
@@ -201,8 +165,8 @@ static double run_deadline_s(unsigned samples)
 /* Takes exactly `samples` samples of the guest at ~interval_ms into dir/out.folded; extra args
  * appended. The file then holds every sample but those a filter (extra) dropped, which the
  * summary counts. */
-static struct folded profile(struct guest *g, unsigned samples, const char *interval_ms,
-                             const char *extra)
+static struct folded profile_full(struct guest *g, unsigned samples, const char *interval_ms,
+                                  const char *extra, uint64_t *at_kernel_entry)
 {
     char count[32], output[512];
     snprintf(count, sizeof count, "%u", samples);
@@ -220,10 +184,16 @@ static struct folded profile(struct guest *g, unsigned samples, const char *inte
               "asked for %u samples, the file holds %lu (%lu dropped)", samples,
               (unsigned long)f.total, (unsigned long)n_dropped);
     const char *entry = strstr(r.err, "kernel entry from user space: ");
-    if (entry)
-        f.at_kernel_entry = strtoull(strchr(entry, ':') + 1, NULL, 10);
+    if (entry && at_kernel_entry)
+        *at_kernel_entry = strtoull(strchr(entry, ':') + 1, NULL, 10);
     run_free(&r);
     return f;
+}
+
+static struct folded profile(struct guest *g, unsigned samples, const char *interval_ms,
+                             const char *extra)
+{
+    return profile_full(g, samples, interval_ms, extra, NULL);
 }
 
 static bool guest_running(struct guest *g)
@@ -335,7 +305,7 @@ static void case_spin(bool nofp)
     uint64_t idle = count_matching(&f, pred_root_prefix, "idle");
     CHECK_MSG(idle > 0, "no idle samples though the guest sleeps between work windows");
     if (harness_failures)
-        dump_folded(&f);
+        folded_dump(&f);
     g_hash_table_destroy(roots);
     folded_free(&f);
     vm_stop(g.vm);
@@ -362,7 +332,8 @@ static void case_sys(bool nofp)
 {
     struct guest g;
     boot(&g, "sys", nofp);
-    struct folded f = profile(&g, 2500, "1", NULL);
+    uint64_t at_kernel_entry = 0;
+    struct folded f = profile_full(&g, 2500, "1", NULL, &at_kernel_entry);
     uint64_t kernel_work = 0, chained = 0;
     for (guint i = 0; i < f.stacks->len; i++) {
         const char *s = STACK(&f, i);
@@ -389,11 +360,11 @@ static void case_sys(bool nofp)
     REQUIRE(guest_names_load(g.kernel, g.user_dir, &n) == 0);
     uint64_t in_stub = count_matching(&f, pred_stub_below_user, &n);
     fprintf(stderr, "at a kernel entry: %lu in the summary, %lu stacks end in a stub\n",
-            (unsigned long)f.at_kernel_entry, (unsigned long)in_stub);
-    CHECK_MSG(in_stub > 0 && f.at_kernel_entry >= in_stub &&
-                  f.at_kernel_entry <= in_stub + 2 + in_stub / 20,
+            (unsigned long)at_kernel_entry, (unsigned long)in_stub);
+    CHECK_MSG(in_stub > 0 && at_kernel_entry >= in_stub &&
+                  at_kernel_entry <= in_stub + 2 + in_stub / 20,
               "summary says %lu samples at a kernel entry, %lu stacks end in a stub",
-              (unsigned long)f.at_kernel_entry, (unsigned long)in_stub);
+              (unsigned long)at_kernel_entry, (unsigned long)in_stub);
     uint64_t user_work = count_matching(&f, pred_has_frame, "user_mix");
     fprintf(stderr, "kwork_mix %lu, user_mix %lu samples\n", (unsigned long)kernel_work,
             (unsigned long)user_work);
@@ -405,7 +376,7 @@ static void case_sys(bool nofp)
     CHECK_MSG(fabs(share - 0.5) < tol, "kernel share of sys %.3f, designed 0.5 +- %.3f", share,
               tol);
     if (harness_failures)
-        dump_folded(&f);
+        folded_dump(&f);
     guest_names_free(&n);
     folded_free(&f);
     vm_stop(g.vm);

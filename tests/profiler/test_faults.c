@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include "fake_qmp.h"
 #include "child.h"
+#include "folded.h"
 #include "harness.h"
 #include "qmp.h"
 #include "symbols.h"
@@ -191,15 +192,6 @@ static int count_lines(const char *text)
 
 /* ---- Folded files ------------------------------------------------------------------------ */
 
-struct folded {
-    GPtrArray *stacks; /* char*, without the count */
-    GArray *counts;    /* uint64_t */
-    uint64_t total;
-};
-
-#define STACK(f, i) ((const char *)g_ptr_array_index((f)->stacks, i))
-#define COUNT(f, i) (g_array_index((f)->counts, uint64_t, i))
-
 /* A root names a process as "name (pid)", or is one of qprof's fixed roots. */
 static bool root_well_formed(const char *root)
 {
@@ -232,43 +224,16 @@ static bool stack_well_formed(const char *stack)
     return ok;
 }
 
-/* Parses a folded file, checking every line's form: "root;frame;...;leaf COUNT". */
+/* Reads a folded file, checking every line's form: "root;frame;...;leaf COUNT". */
 static struct folded read_folded(const char *path)
 {
-    struct folded f = {g_ptr_array_new_with_free_func(g_free), g_array_new(0, 0, 8), 0};
-    char *text = slurp(path);
-    CHECK_MSG(!*text || text[strlen(text) - 1] == '\n', "%s does not end in a newline", path);
-    gchar **lines = g_strsplit(text, "\n", -1);
-    for (gchar **l = lines; *l; l++) {
-        if (!**l)
-            continue;
-        char *space = strrchr(*l, ' ');
-        char *end = NULL;
-        uint64_t count = space ? strtoull(space + 1, &end, 10) : 0;
-        CHECK_MSG(space && end && !*end && count > 0, "malformed folded line: '%s'", *l);
-        if (!space)
-            continue;
-        char *stack = g_strndup(*l, (gsize)(space - *l));
-        CHECK_MSG(stack_well_formed(stack), "malformed stack: '%s'", stack);
-        g_ptr_array_add(f.stacks, stack);
-        g_array_append_val(f.counts, count);
-        f.total += count;
-    }
-    g_strfreev(lines);
-    g_free(text);
+    struct folded f = folded_read(path);
+    CHECK_MSG(!f.missing_newline, "%s does not end in a newline", path);
+    CHECK_MSG(!f.malformed, "%u malformed folded lines, the first: '%s'", f.malformed,
+              f.first_malformed);
+    for (guint i = 0; i < f.stacks->len; i++)
+        CHECK_MSG(stack_well_formed(STACK(&f, i)), "malformed stack: '%s'", STACK(&f, i));
     return f;
-}
-
-static void folded_free(struct folded *f)
-{
-    g_ptr_array_free(f->stacks, TRUE);
-    g_array_free(f->counts, TRUE);
-}
-
-static void dump_folded(const struct folded *f)
-{
-    for (guint i = 0; i < f->stacks->len; i++)
-        fprintf(stderr, "    %s %lu\n", STACK(f, i), (unsigned long)COUNT(f, i));
 }
 
 /* The samples so far were written completely: the file parses, and qprof's
@@ -532,7 +497,7 @@ static void case_reset(void)
     check_process_stacks(&f, &n, (const char *[]){"spin (1)", NULL}, &spin1);
     CHECK_MSG(spin1 >= 1000, "only %lu samples of spin (1)", (unsigned long)spin1);
     if (harness_failures)
-        dump_folded(&f);
+        folded_dump(&f);
     guest_names_free(&n);
     folded_free(&f);
     g_free(err);
@@ -570,7 +535,7 @@ static void case_reboot(void)
               "after the reset, sys (1) reached its work %lu times, spin (2) %lu times",
               (unsigned long)sys_work, (unsigned long)spin_work);
     if (harness_failures)
-        dump_folded(&f);
+        folded_dump(&f);
     guest_names_free(&n);
     folded_free(&f);
     g_free(err);
@@ -825,7 +790,7 @@ static void case_hostile_abi(const char *variant)
     if (strcmp(variant, "stride") == 0)
         CHECK_MSG(spin1 > 0, "no samples of spin (1): the larger stride was not accepted");
     if (harness_failures)
-        dump_folded(&f);
+        folded_dump(&f);
     folded_free(&f);
     g_free(err);
     g_free(fault);

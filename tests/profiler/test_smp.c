@@ -6,6 +6,7 @@
  * Usage: test_smp CASE   (smp2_pinned, smp4_mttcg_pinned, smp4_unpinned, smp_kvm) */
 #define _GNU_SOURCE
 #include "child.h"
+#include "folded.h"
 #include "harness.h"
 #include "guest_names.h"
 #include "qmp.h"
@@ -88,22 +89,14 @@ static int parse_cpu_root(const char *field)
 static struct profile read_profile(const char *path)
 {
     struct profile pr = {g_array_new(0, 0, sizeof(struct stack)), 0};
-    char *text = NULL;
-    REQUIRE(g_file_get_contents(path, &text, NULL, NULL));
-    gchar **lines = g_strsplit(text, "\n", -1);
-    for (gchar **l = lines; *l; l++) {
-        if (!**l)
-            continue;
-        char *space = strrchr(*l, ' ');
-        char *end = NULL;
-        uint64_t count = space ? strtoull(space + 1, &end, 10) : 0;
-        CHECK_MSG(space && end && !*end && count > 0, "malformed folded line: '%s'", *l);
-        if (!space)
-            continue;
-        *space = 0;
-        gchar **parts = g_strsplit(*l, ";", 3);
-        struct stack s = {.cpu = parts[0] ? parse_cpu_root(parts[0]) : -1, .count = count};
-        CHECK_MSG(s.cpu >= 0 && parts[1], "stack not rooted at a vCPU: '%s'", *l);
+    REQUIRE(access(path, R_OK) == 0);
+    struct folded f = folded_read(path);
+    CHECK_MSG(!f.malformed, "%u malformed folded lines, the first: '%s'", f.malformed,
+              f.first_malformed);
+    for (guint i = 0; i < f.stacks->len; i++) {
+        gchar **parts = g_strsplit(STACK(&f, i), ";", 3);
+        struct stack s = {.cpu = parts[0] ? parse_cpu_root(parts[0]) : -1, .count = COUNT(&f, i)};
+        CHECK_MSG(s.cpu >= 0 && parts[1], "stack not rooted at a vCPU: '%s'", STACK(&f, i));
         s.root = g_strdup(parts[0] && parts[1] ? parts[1] : "");
         s.frames = g_strdup(parts[0] && parts[1] && parts[2] ? parts[2] : "");
         g_strfreev(parts);
@@ -113,10 +106,9 @@ static struct profile read_profile(const char *path)
             continue;
         }
         g_array_append_val(pr.stacks, s);
-        pr.total += count;
+        pr.total += s.count;
     }
-    g_strfreev(lines);
-    g_free(text);
+    folded_free(&f);
     return pr;
 }
 
