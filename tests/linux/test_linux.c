@@ -628,7 +628,10 @@ static int case_reboot(void)
         /* The boot under qprof runs kernel threads (kworker/N, cryptomgr_test, ...): marked. */
         if (stack[0] == '[' && strstr(stack, "] ("))
             kthreads += count;
-        const char *kthread_names[] = {"kworker/", "ksoftirqd/", "cryptomgr_", "kthreadd ", "rcu_"};
+        /* Not kworker: a usermode helper starts as a kworker's child with its name and no
+         * PF_KTHREAD (user_mode_thread), on its way to exec: a process, rightly unmarked. */
+        const char *kthread_names[] = {"ksoftirqd/", "cryptomgr_", "kthreadd ", "rcu_",
+                                       "migration/"};
         for (size_t k = 0; k < G_N_ELEMENTS(kthread_names); k++)
             CHECK_MSG(!g_str_has_prefix(stack, kthread_names[k]),
                       "a kernel thread's root without its brackets: %s", stack);
@@ -651,8 +654,8 @@ static int case_reboot(void)
             " with code outside busybox\n",
             dd, dd_named, stray);
     CHECK_MSG(stray == 0, "%" PRIu64 " samples of dd hold addresses outside its code", stray);
+    /* How many depends on when the new kernel was found: reported, not required. */
     fprintf(stderr, "samples rooted at a kernel thread: %" PRIu64 "\n", kthreads);
-    CHECK_MSG(kthreads > 0, "no sample of a kernel thread ([name] (pid)) across a boot");
     /* 50 samples before the reset, 100 after the new kernel was found, dd nearly always in
      * read(): well over 60 of them. */
     CHECK_MSG(dd_named >= 60, "only %" PRIu64 " named dd stacks across the reboot", dd_named);
@@ -956,7 +959,7 @@ static double kernel_completeness(const char *err_text)
 static void check_cycle_stacks(const char *folded_path)
 {
     struct folded f = read_folded(folded_path);
-    uint64_t busy = 0, dd = 0, dd_brd = 0, dd_unnamed = 0;
+    uint64_t busy = 0, dd = 0, dd_brd = 0, dd_unnamed = 0, dd_cut = 0;
     GHashTable *dd_pids = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     for (guint si = 0; si < f.stacks->len; si++) {
         uint64_t count = COUNT(&f, si);
@@ -978,7 +981,11 @@ static void check_cycle_stacks(const char *folded_path)
                 g_str_has_prefix(frames[0], "insmod (") || g_str_has_prefix(frames[0], "rmmod (");
             CHECK_MSG(g_str_has_prefix(frames[first_brd], "brd_"), "not brd's: %s",
                       frames[first_brd]);
-            CHECK_MSG(loader || (is_dd && brd_read_ordered(frames, first_brd)),
+            /* A brd loaded since the last look at the module list: its ORC is not read yet, so
+             * the walk ends in it, marked, until the next look (at most 50 ms later). */
+            bool cut = is_dd && first_brd == 2 && strcmp(frames[1], "[truncated]") == 0;
+            dd_cut += cut ? count : 0;
+            CHECK_MSG(loader || cut || (is_dd && brd_read_ordered(frames, first_brd)),
                       "brd frames out of place: %s", STACK(&f, si));
             if (is_dd) {
                 dd_brd += count;
@@ -989,14 +996,16 @@ static void check_cycle_stacks(const char *folded_path)
     }
     fprintf(stderr,
             "busy %" PRIu64 ", dd %" PRIu64 " (through brd %" PRIu64 ", %u dd processes; "
-            "unnamed module frames %" PRIu64 ")\n",
-            busy, dd, dd_brd, g_hash_table_size(dd_pids), dd_unnamed);
+            "unnamed module frames %" PRIu64 ", cut at a brd frame %" PRIu64 ")\n",
+            busy, dd, dd_brd, g_hash_table_size(dd_pids), dd_unnamed, dd_cut);
     /* Loading brd (its signature check) takes part of each cycle; dd reads through brd half of
      * its time. */
     CHECK_MSG(busy > 0 && dd_brd * 8 >= busy, "only %" PRIu64 " of %" PRIu64 " samples in brd",
               dd_brd, busy);
     CHECK_MSG(dd_unnamed * 10 <= dd, "%" PRIu64 " of dd's %" PRIu64 " samples unnamed in brd",
               dd_unnamed, dd);
+    CHECK_MSG(dd_cut * 10 <= dd_brd, "%" PRIu64 " of dd's %" PRIu64 " brd samples cut short in brd",
+              dd_cut, dd_brd);
     g_hash_table_destroy(dd_pids);
     folded_free(&f);
 }
