@@ -408,7 +408,7 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
     case OPT_VMCOREINFO:
         o->vmcoreinfo = arg;
         return 0;
-    case OPT_SYSROOT:
+    case OPT_SYSROOT: {
         struct stat st;
         if (stat(arg, &st) != 0 || !S_ISDIR(st.st_mode)) {
             fprintf(stderr, "qprof: --sysroot: '%s' is not a directory\n", arg);
@@ -416,6 +416,7 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
         }
         o->sysroot = arg;
         return 0;
+    }
     case OPT_MEMORY:
         if (!valid_backend(arg)) {
             fprintf(stderr, "qprof: --memory: '%s' is not one of auto, direct, memsave, hmp\n",
