@@ -380,9 +380,10 @@ static void load_task_offsets(struct os_linux *l)
     g_free(blob);
 }
 
-/* Finds and loads the kernel: vmcoreinfo, page tables, kallsyms, ORC. Done once per session
- * (on the stop that finds it), while the guest is stopped. */
-static bool find_kernel(struct os_linux *l, struct prof_os_refresh *out)
+/* Finds and loads the kernel: vmcoreinfo, page tables, kallsyms, ORC, BTF, modules; while the
+ * guest runs. It stays a candidate, reported to the session (l->found) only once a stop's vCPU
+ * agrees with it (check_candidate). */
+static bool find_kernel(struct os_linux *l)
 {
     struct lx_vmcoreinfo vi;
     struct qp_error err = {0};
@@ -410,7 +411,6 @@ static bool find_kernel(struct os_linux *l, struct prof_os_refresh *out)
         l->modules_checked_ns = now_ns();
     }
     build_symbols(l);
-    (void)out; /* reported by check_candidate once a vCPU's page tables agree */
     l->found = (struct prof_os_refresh){
         .kernel_found = true, .kernel_stext = vi.stext, .kernel_slide = (int64_t)vi.kernel_offset};
     l->candidate = l->kernel;
@@ -603,7 +603,7 @@ static void lx_while_running(void *impl, const struct prof_os_mem *mem, struct p
         now_ns() < l->next_try_ns)
         return;
     l->mem = mem;
-    find_kernel(l, out);
+    find_kernel(l);
     l->mem = NULL;
 }
 

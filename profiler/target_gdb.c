@@ -270,16 +270,12 @@ static int tg_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n
                          struct qp_error *err)
 {
     struct target_gdb *t = impl;
-    struct qmp_ram_range r[16];
     *n = 0;
     if (!t->ram)
         return qp_error_set(err, -ENOTSUP,
                             "listing guest RAM through the gdbstub needs --qmp-socket too "
                             "(the shared RAM file)");
-    int rc = qmp_ram_ranges(t->ram, r, max < 16 ? max : 16, n, err);
-    for (int i = 0; rc == 0 && i < *n; i++)
-        out[i] = (struct prof_ram_range){r[i].start, r[i].end};
-    return rc;
+    return x86_qmp_ram_ranges(t->ram, out, max, n, err);
 }
 
 static bool tg_running(void *impl)

@@ -192,11 +192,7 @@ static int tq_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n
                          struct qp_error *err)
 {
     struct target_qmp *t = impl;
-    struct qmp_ram_range r[16];
-    int rc = qmp_ram_ranges(t->qmp, r, max < 16 ? max : 16, n, err);
-    for (int i = 0; rc == 0 && i < *n; i++)
-        out[i] = (struct prof_ram_range){r[i].start, r[i].end};
-    return rc;
+    return x86_qmp_ram_ranges(t->qmp, out, max, n, err);
 }
 
 static bool tq_running(void *impl)

@@ -3,6 +3,9 @@
 #ifndef PROF_TARGET_X86_H
 #define PROF_TARGET_X86_H
 
+#include "qmp.h"
+#include "target.h"
+
 #include <stdint.h>
 
 /* CR3 bits 12..51 hold the top-level table's physical address; the rest are flags and PCID. */
@@ -16,5 +19,17 @@
     {                                                                                              \
         .user_end = UINT64_C(0x0000800000000000), .kernel_start = UINT64_C(0xffff800000000000)     \
     }
+
+/* Both backends read guest RAM through a QMP client's direct backend: its RAM ranges, as the
+ * target seam gives them. */
+static inline int x86_qmp_ram_ranges(qmp_client *q, struct prof_ram_range *out, int max, int *n,
+                                     struct qp_error *err)
+{
+    struct qmp_ram_range r[16];
+    int rc = qmp_ram_ranges(q, r, max < 16 ? max : 16, n, err);
+    for (int i = 0; rc == 0 && i < *n; i++)
+        out[i] = (struct prof_ram_range){r[i].start, r[i].end};
+    return rc;
+}
 
 #endif

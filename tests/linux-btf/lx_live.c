@@ -11,6 +11,7 @@
 #include "qmp.h"
 
 #include <inttypes.h>
+#include <glib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,24 +216,6 @@ static int on_sample(qmp_client *c, const struct qmp_regs *cpus, int n_cpus, voi
     return 0;
 }
 
-static void *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *p = n > 0 ? malloc((size_t)n) : NULL;
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    *len = p ? (size_t)n : 0;
-    return p;
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 4 || argc % 2 != 0 || argc > 4 + 2 * 4) {
@@ -241,15 +224,16 @@ int main(int argc, char **argv)
     }
     static struct live l;
     struct qp_error err = {0};
-    size_t len;
-    void *raw = slurp(argv[2], &len);
+    gsize len = 0;
+    gchar *raw = NULL;
+    g_file_get_contents(argv[2], &raw, &len, NULL);
     lx_btf *b = NULL;
     if (!raw || lx_btf_new(raw, len, &b, &err) || lx_btf_offsets(b, &l.o, &err)) {
         fprintf(stderr, "%s: %s\n", argv[2], raw ? err.msg : "cannot read");
         return 1;
     }
     lx_btf_free(b);
-    free(raw);
+    g_free(raw);
     int samples = atoi(argv[3]);
     for (int a = 4; a + 1 < argc; a += 2, l.n_targets++) {
         l.targets[l.n_targets].pid = atoi(argv[a]);

@@ -8,6 +8,7 @@
 
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
+#include <glib.h>
 
 /* Builds the synthetic BTF; drop names one member to leave out, to test the error. Returns a
  * malloc'd raw blob. */
@@ -220,24 +221,6 @@ static void check_maple_enum(const struct btf *btf)
     CHECK_INT(matched, 4);
 }
 
-static void *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *p = n > 0 ? malloc((size_t)n) : NULL;
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    *len = p ? (size_t)n : 0;
-    return p;
-}
-
 static void check_debian_6_1_0_56(const struct lx_offsets *o)
 {
     /* LINUX-GUESTS.md §0.2, read from this build's BTF by an independent reader */
@@ -329,8 +312,9 @@ static void check_sanity(const struct lx_offsets *o)
 
 static int test_real(const char *path)
 {
-    size_t len;
-    void *raw = slurp(path, &len);
+    gsize len = 0;
+    gchar *raw = NULL;
+    g_file_get_contents(path, &raw, &len, NULL);
     if (!raw) {
         fprintf(stderr, "cannot read %s\n", path);
         return 1;
@@ -370,7 +354,7 @@ static int test_real(const char *path)
             check_debian_6_1_0_56(&o);
     }
     lx_btf_free(b);
-    free(raw);
+    g_free(raw);
     return harness_result();
 }
 
