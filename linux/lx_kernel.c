@@ -15,6 +15,10 @@
 static int cached_read(lx_kernel *k, uint64_t pa, void *buf, size_t len)
 {
     uint64_t page = pa & ~PAGE_MASK4K;
+    /* A read across the page's end (a page-table root from a garbage vmcoreinfo is not even
+     * 8-byte aligned) is no cached page's: read it as it is. */
+    if ((pa & PAGE_MASK4K) + len > 4096)
+        return k->phys->read(k->phys->ctx, pa, buf, len);
     for (int i = 0; i < LX_PAGE_CACHE; i++) {
         if (k->cached_pa[i] == page + 1) {
             memcpy(buf, k->cached[i] + (pa & PAGE_MASK4K), len);
