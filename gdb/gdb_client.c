@@ -1,6 +1,7 @@
 /* GDB remote-protocol connection: handshake, pipelined reads, stop/continue (see gdb.h). */
 #define _GNU_SOURCE
 #include "gdb.h"
+#include "qp_sock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +21,7 @@
 
 struct gdb_client {
     int fd;
+    bool tcp; /* fd is a TCP connection (qp_sock_recv re-arms its quick ACKs) */
     char address[256];
     gdb_parser *parser;
     int timeout_ms;
@@ -40,81 +42,47 @@ struct gdb_client {
 
 static int64_t now_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return qp_sock_now_us();
 }
 
 /* ---- Sockets ---------------------------------------------------------------------------- */
 
-static int connect_unix(const char *path, int *fd, struct qp_error *err)
+/* Connects through qp_sock and words its failures with the QEMU option that fixes them. An
+ * empty host ("tcp::1234", as QEMU's -gdb documentation writes it) means this machine. */
+static int open_socket(gdb_client *c, const char *address, struct qp_error *err)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof sa.sun_path)
-        return qp_error_set(err, -EINVAL, "gdbstub socket path too long: %s", path);
-    strcpy(sa.sun_path, path);
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0)
-        return qp_error_set(err, -errno, "socket: %s", strerror(errno));
-    if (connect(s, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        int e = errno;
-        close(s);
-        return qp_error_set(err, e == ECONNREFUSED ? -EPIPE : -e,
-                            "cannot connect to the gdbstub at unix:%s (%s): start QEMU with "
-                            "-chardev socket,path=%s,server=on,wait=off,id=g -gdb chardev:g",
-                            path, strerror(e), path);
+    struct qp_sock_addr a;
+    int rc = qp_sock_parse(address, true, &a, err);
+    if (rc == -EINVAL)
+        return qp_error_set(err, -EINVAL, "bad gdbstub address %s: expected tcp:HOST:PORT",
+                            address);
+    if (rc == -ENAMETOOLONG)
+        return qp_error_set(err, -EINVAL, "gdbstub address too long: %s", address);
+    rc = qp_sock_connect(&a, "127.0.0.1", &c->fd, err);
+    if (rc == 0 || (rc == -ENOENT && a.family == QP_SOCK_TCP)) {
+        c->tcp = rc == 0 && a.family == QP_SOCK_TCP;
+        return rc;
     }
-    *fd = s;
-    return 0;
-}
-
-static int connect_tcp(const char *hostport, int *fd, struct qp_error *err)
-{
-    char host[256];
-    const char *colon = strrchr(hostport, ':');
-    if (!colon || (size_t)(colon - hostport) >= sizeof host)
-        return qp_error_set(err, -EINVAL, "bad gdbstub address tcp:%s: expected tcp:HOST:PORT",
-                            hostport);
-    memcpy(host, hostport, colon - hostport);
-    host[colon - hostport] = '\0';
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    int gai = getaddrinfo(host[0] ? host : "127.0.0.1", colon + 1, &hints, &res);
-    if (gai != 0)
-        return qp_error_set(err, -ENOENT, "resolving %s: %s", hostport, gai_strerror(gai));
-    int rc = -ECONNREFUSED, s = -1;
-    for (struct addrinfo *a = res; a && s < 0; a = a->ai_next) {
-        s = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-        if (s >= 0 && connect(s, a->ai_addr, a->ai_addrlen) != 0) {
-            rc = -errno;
-            close(s);
-            s = -1;
-        }
-    }
-    freeaddrinfo(res);
-    if (s < 0)
+    if (a.family == QP_SOCK_TCP)
         return qp_error_set(err, rc,
-                            "cannot connect to the gdbstub at tcp:%s (%s): start QEMU with "
-                            "-gdb tcp:%s",
-                            hostport, strerror(-rc), hostport);
-    *fd = s;
-    return 0;
+                            "cannot connect to the gdbstub at %s (%s): start QEMU with "
+                            "-gdb tcp:%s:%s",
+                            address, strerror(-rc), a.host, a.port);
+    return qp_error_set(err, rc == -ECONNREFUSED ? -EPIPE : rc,
+                        "cannot connect to the gdbstub at unix:%s (%s): start QEMU with "
+                        "-chardev socket,path=%s,server=on,wait=off,id=g -gdb chardev:g",
+                        a.path, strerror(-rc), a.path);
 }
 
 static int send_raw(gdb_client *c, const char *buf, size_t len, struct qp_error *err)
 {
     if (c->dead)
         return qp_error_set(err, -EPIPE, "gdbstub connection to %s already failed", c->address);
-    while (len > 0) {
-        ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            c->dead = true;
-            return qp_error_set(err, -EPIPE, "writing to the gdbstub at %s: %s", c->address,
-                                strerror(errno));
-        }
-        buf += n;
-        len -= n;
+    int rc = qp_sock_send_all(c->fd, buf, len);
+    if (rc < 0) {
+        c->dead = true;
+        return qp_error_set(err, -EPIPE, "writing to the gdbstub at %s: %s", c->address,
+                            strerror(-rc));
     }
     return 0;
 }
@@ -124,49 +92,34 @@ static int read_some(gdb_client *c, int64_t deadline_us, struct qp_error *err)
 {
     if (c->dead)
         return qp_error_set(err, -EPIPE, "gdbstub connection to %s already failed", c->address);
-    for (;;) {
-        int64_t left = deadline_us ? deadline_us - now_us() : 0;
-        if (deadline_us && left <= 0)
-            return qp_error_set(err, -ETIMEDOUT, "the gdbstub did not answer within %.1f s on %s",
-                                c->timeout_ms / 1000.0, c->address);
-        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-        int r = poll(&pfd, 1, deadline_us ? (int)((left + 999) / 1000) : 0);
-        if (r < 0 && errno == EINTR)
-            continue; /* finish the exchange: the guest must not be left stopped */
-        if (r < 0)
-            return qp_error_set(err, -errno, "poll: %s", strerror(errno));
-        if (r == 0) {
-            if (!deadline_us)
-                return 0;
-            continue;
-        }
-        char buf[65536];
-        ssize_t n = recv(c->fd, buf, sizeof buf, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            c->dead = true;
-            return qp_error_set(err, -EPIPE, "the gdbstub at %s closed the connection%s%s",
-                                c->address, n < 0 ? ": " : " (QEMU exited?)",
-                                n < 0 ? strerror(errno) : "");
-        }
-        c->heard = true;
-        uint64_t before = gdb_parser_packets(c->parser), bad = gdb_parser_bad_checksums(c->parser);
-        int rc = gdb_parser_feed(c->parser, buf, n, err);
-        if (rc < 0) {
-            c->dead = true;
-            return rc;
-        }
-        /* Ack mode: every good packet is acked. A bad one gets no `-`: with pipelined requests
-         * the stub would resend some other reply (it keeps only its last), and a `-` it does
-         * not wait for stops a running guest. next_reply fails the request it belonged to. */
-        (void)bad;
-        if (!c->no_ack)
-            for (uint64_t i = before; i < gdb_parser_packets(c->parser); i++)
-                if ((rc = send_raw(c, "+", 1, err)) < 0)
-                    return rc;
-        return 0;
+    char buf[65536];
+    long n = qp_sock_recv(c->fd, c->tcp, buf, sizeof buf, deadline_us);
+    if (n == 0)
+        return deadline_us ? qp_error_set(err, -ETIMEDOUT,
+                                          "the gdbstub did not answer within %.1f s on %s",
+                                          c->timeout_ms / 1000.0, c->address)
+                           : 0;
+    if (n < 0) {
+        c->dead = true;
+        return qp_error_set(err, -EPIPE, "the gdbstub at %s closed the connection%s%s",
+                            c->address, n != -EPIPE ? ": " : " (QEMU exited?)",
+                            n != -EPIPE ? strerror((int)-n) : "");
     }
+    c->heard = true;
+    uint64_t before = gdb_parser_packets(c->parser);
+    int rc = gdb_parser_feed(c->parser, buf, (size_t)n, err);
+    if (rc < 0) {
+        c->dead = true;
+        return rc;
+    }
+    /* Ack mode: every good packet is acked. A bad one gets no `-`: with pipelined requests
+     * the stub would resend some other reply (it keeps only its last), and a `-` it does
+     * not wait for stops a running guest. next_reply fails the request it belonged to. */
+    if (!c->no_ack)
+        for (uint64_t i = before; i < gdb_parser_packets(c->parser); i++)
+            if ((rc = send_raw(c, "+", 1, err)) < 0)
+                return rc;
+    return 0;
 }
 
 static int send_packets(gdb_client *c, GString *frames, struct qp_error *err)
@@ -532,15 +485,12 @@ static void guard_stop(gdb_client *c, bool goodbye)
 int gdb_open(const char *address, const struct gdb_open_opts *opts, gdb_client **out,
              struct qp_error *err)
 {
-    int fd = -1, rc;
-    if (strncmp(address, "tcp:", 4) == 0)
-        rc = connect_tcp(address + 4, &fd, err);
-    else
-        rc = connect_unix(strncmp(address, "unix:", 5) == 0 ? address + 5 : address, &fd, err);
-    if (rc < 0)
-        return rc;
     gdb_client *c = g_new0(gdb_client, 1);
-    c->fd = fd;
+    int rc = open_socket(c, address, err);
+    if (rc < 0) {
+        g_free(c);
+        return rc;
+    }
     g_strlcpy(c->address, address, sizeof c->address);
     c->parser = gdb_parser_new();
     c->timeout_ms = opts && opts->timeout_s > 0 ? (int)(opts->timeout_s * 1000) : 5000;

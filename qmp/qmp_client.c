@@ -1,6 +1,7 @@
 /* QMP connection: greeting, requests matched by id, events queued (see qmp.h). */
 #define _GNU_SOURCE
 #include "qmp_internal.h"
+#include "qp_sock.h"
 
 #include <netdb.h>
 #include <poll.h>
@@ -15,19 +16,14 @@
 
 int64_t qmp__now_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return qp_sock_now_us();
 }
 
 /* ---- Sockets ---------------------------------------------------------------------------- */
 
-static int connect_unix(const char *path, int *fd, struct qp_error *err)
+/* The clear messages for the ways a UNIX socket path fails; qp_sock does the connecting. */
+static int check_unix_path(const char *path, struct qp_error *err)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof sa.sun_path)
-        return qp_error_set(err, -EINVAL, "QMP socket path too long: %s", path);
-    strcpy(sa.sun_path, path);
     struct stat st;
     if (stat(path, &st) != 0) {
         if (errno == EACCES)
@@ -40,75 +36,59 @@ static int connect_unix(const char *path, int *fd, struct qp_error *err)
         return qp_error_set(err, -EPROTO,
                             "%s is not a socket (a %s): start QEMU with -qmp unix:%s,server,nowait",
                             path, S_ISREG(st.st_mode) ? "regular file" : "non-socket file", path);
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0)
-        return qp_error_set(err, -errno, "socket: %s", strerror(errno));
-    if (connect(s, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        int e = errno;
-        close(s);
-        if (e == EACCES || e == EPERM)
-            return qp_error_set(err, -EACCES,
-                                "permission denied on the QMP socket %s (owned by another user? "
-                                "run qprof as QEMU's user)",
-                                path);
-        if (e == ECONNREFUSED)
-            return qp_error_set(err, -EPIPE,
-                                "nothing listens on the QMP socket %s: QEMU has exited (stale "
-                                "socket file)",
-                                path);
-        return qp_error_set(err, -e, "connecting to %s: %s", path, strerror(e));
-    }
-    *fd = s;
     return 0;
 }
 
-static int connect_tcp(const char *hostport, int *fd, struct qp_error *err)
+static int connect_unix(const char *path, int *fd, struct qp_error *err)
 {
-    char host[256];
-    const char *colon = strrchr(hostport, ':');
-    if (!colon || colon == hostport || (size_t)(colon - hostport) >= sizeof host)
-        return qp_error_set(err, -EINVAL, "bad QMP address tcp:%s: expected tcp:HOST:PORT",
-                            hostport);
-    memcpy(host, hostport, colon - hostport);
-    host[colon - hostport] = '\0';
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    int gai = getaddrinfo(host, colon + 1, &hints, &res);
-    if (gai != 0)
-        return qp_error_set(err, -ENOENT, "resolving %s: %s", hostport, gai_strerror(gai));
-    int rc = -ECONNREFUSED, s = -1;
-    for (struct addrinfo *a = res; a && s < 0; a = a->ai_next) {
-        s = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-        if (s >= 0 && connect(s, a->ai_addr, a->ai_addrlen) != 0) {
-            rc = -errno;
-            close(s);
-            s = -1;
-        }
-    }
-    freeaddrinfo(res);
-    if (s < 0)
+    int rc = check_unix_path(path, err);
+    if (rc < 0)
+        return rc;
+    rc = qp_sock_connect_unix(path, fd, err);
+    if (rc == -EACCES || rc == -EPERM)
+        return qp_error_set(err, -EACCES,
+                            "permission denied on the QMP socket %s (owned by another user? "
+                            "run qprof as QEMU's user)",
+                            path);
+    if (rc == -ECONNREFUSED)
+        return qp_error_set(err, -EPIPE,
+                            "nothing listens on the QMP socket %s: QEMU has exited (stale "
+                            "socket file)",
+                            path);
+    if (rc == -ENAMETOOLONG)
+        return qp_error_set(err, -EINVAL, "QMP socket path too long: %s", path);
+    return rc;
+}
+
+static int open_socket(qmp_client *c, const char *address, struct qp_error *err)
+{
+    struct qp_sock_addr a;
+    int rc = qp_sock_parse(address, true, &a, err);
+    if (rc < 0)
+        return rc == -EINVAL ? qp_error_set(err, -EINVAL,
+                                            "bad QMP address %s: expected tcp:HOST:PORT", address)
+                             : rc;
+    if (a.family == QP_SOCK_UNIX)
+        return connect_unix(a.path, &c->fd, err);
+    rc = qp_sock_connect_tcp(a.host, "127.0.0.1", a.port, &c->fd, err);
+    if (rc < 0 && rc != -ENOENT)
         return qp_error_set(err, rc,
-                            "cannot connect to QMP at tcp:%s (%s): start QEMU with "
-                            "-qmp tcp:%s,server,nowait",
-                            hostport, strerror(-rc), hostport);
-    *fd = s;
-    return 0;
+                            "cannot connect to QMP at %s (%s): start QEMU with "
+                            "-qmp %s,server,nowait",
+                            address, strerror(-rc), address);
+    c->tcp = rc == 0;
+    return rc;
 }
 
 int qmp__send(qmp_client *c, const char *buf, size_t len, struct qp_error *err)
 {
     if (c->dead)
         return qp_error_set(err, -EPIPE, "QMP connection to %s already failed", c->address);
-    while (len > 0) {
-        ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            c->dead = true;
-            return qp_error_set(err, -EPIPE, "writing to QMP at %s: %s (QEMU exited?)", c->address,
-                                strerror(errno));
-        }
-        buf += n;
-        len -= n;
+    int rc = qp_sock_send_all(c->fd, buf, len);
+    if (rc < 0) {
+        c->dead = true;
+        return qp_error_set(err, -EPIPE, "writing to QMP at %s: %s (QEMU exited?)", c->address,
+                            strerror(-rc));
     }
     return 0;
 }
@@ -118,33 +98,21 @@ static int read_some(qmp_client *c, int64_t deadline_us, struct qp_error *err)
 {
     if (c->dead)
         return qp_error_set(err, -EPIPE, "QMP connection to %s already failed", c->address);
-    for (;;) {
-        int64_t left = deadline_us - qmp__now_us();
-        if (left <= 0)
-            return qp_error_set(err, -ETIMEDOUT, "QEMU did not answer within %.1f s on %s",
-                                c->timeout_ms / 1000.0, c->address);
-        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-        int r = poll(&pfd, 1, (int)((left + 999) / 1000));
-        if (r < 0 && errno == EINTR)
-            continue; /* finish the exchange; callers must not leave the guest paused */
-        if (r < 0)
-            return qp_error_set(err, -errno, "poll: %s", strerror(errno));
-        if (r == 0)
-            continue;
-        char buf[65536];
-        ssize_t n = recv(c->fd, buf, sizeof buf, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            c->dead = true;
-            return qp_error_set(err, -EPIPE, "QEMU closed the QMP connection %s%s%s", c->address,
-                                n < 0 ? ": " : " (QEMU exited?)", n < 0 ? strerror(errno) : "");
-        }
-        int rc = qmp_parser_feed(c->parser, buf, n, err);
-        if (rc < 0)
-            c->dead = true;
-        return rc;
+    char buf[65536];
+    long n = qp_sock_recv(c->fd, c->tcp, buf, sizeof buf, deadline_us);
+    if (n == 0)
+        return qp_error_set(err, -ETIMEDOUT, "QEMU did not answer within %.1f s on %s",
+                            c->timeout_ms / 1000.0, c->address);
+    if (n < 0) {
+        c->dead = true;
+        return qp_error_set(err, -EPIPE, "QEMU closed the QMP connection %s%s%s", c->address,
+                            n != -EPIPE ? ": " : " (QEMU exited?)",
+                            n != -EPIPE ? strerror((int)-n) : "");
     }
+    int rc = qmp_parser_feed(c->parser, buf, (size_t)n, err);
+    if (rc < 0)
+        c->dead = true;
+    return rc;
 }
 
 /* ---- Messages --------------------------------------------------------------------------- */
@@ -461,13 +429,6 @@ int qmp_mem_set_backend(qmp_client *c, enum qmp_mem_backend b, struct qp_error *
     if (rc < 0)
         c->backend = before;
     return rc;
-}
-
-static int open_socket(qmp_client *c, const char *address, struct qp_error *err)
-{
-    if (strncmp(address, "tcp:", 4) == 0)
-        return connect_tcp(address + 4, &c->fd, err);
-    return connect_unix(strncmp(address, "unix:", 5) == 0 ? address + 5 : address, &c->fd, err);
 }
 
 static void put_reply(gpointer reply)

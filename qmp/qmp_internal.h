@@ -20,6 +20,7 @@ struct qmp_direct {
 
 struct qmp_client {
     int fd;
+    bool tcp; /* fd is a TCP connection (qp_sock_recv re-arms its quick ACKs) */
     qmp_parser *parser;
     char version[32];
     char address[256];

@@ -1,5 +1,6 @@
 /* The sample transaction: stop, registers, caller's reads, cont on every path (see qmp.h). */
 #include "qmp_internal.h"
+#include "qp_sock.h"
 
 #include <poll.h>
 #include <string.h>
@@ -9,13 +10,12 @@
  * waiting. */
 static void absorb_pending(qmp_client *c)
 {
-    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-    while (!c->dead && poll(&pfd, 1, 0) == 1) {
+    while (!c->dead) {
         char buf[4096];
-        ssize_t n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n < 0)
-            break; /* EAGAIN or EINTR: nothing more for now */
-        if (n == 0 || qmp_parser_feed(c->parser, buf, n, NULL) < 0) {
+        long n = qp_sock_recv(c->fd, c->tcp, buf, sizeof buf, 0);
+        if (n == 0 || (n < 0 && n != -EPIPE))
+            break; /* nothing more for now */
+        if (n < 0 || qmp_parser_feed(c->parser, buf, (size_t)n, NULL) < 0) {
             c->dead = true; /* the next request reports it */
             break;
         }
