@@ -27,6 +27,7 @@ enum chunk_type {
     CHUNK_MODULE = 1,
     CHUNK_STACK = 2,
     CHUNK_SAMPLES = 3,
+    CHUNK_NOTES = 4, /* key=value lines about the run; the last one counts */
 };
 
 enum { MODULE_KERNEL = 1 };
@@ -299,6 +300,14 @@ int out_recorder_sync(out_recorder *r, const out_profile *p, struct qp_error *er
     return r->buf->len >= WRITE_AT_BYTES ? write_buffer(r, err) : 0;
 }
 
+void out_recorder_notes(out_recorder *r, const char *notes)
+{
+    size_t len = strnlen(notes, RECORD_META_MAX);
+    size_t start = chunk_begin(r->buf, CHUNK_NOTES);
+    g_byte_array_append(r->buf, (const guint8 *)notes, (guint)len);
+    chunk_end(r->buf, start);
+}
+
 int out_recorder_flush(out_recorder *r, struct qp_error *err)
 {
     int rc = write_buffer(r, err);
@@ -407,12 +416,26 @@ static bool load_samples(struct cursor *c, out_profile *p)
     return true;
 }
 
+/* The last NOTES chunk's text, kept whole: it is free-form, so there is nothing to check. A NUL
+ * in it ends it (the text is for people and `key=value` parsers). */
+static bool load_notes(const uint8_t *payload, size_t len, char **notes)
+{
+    if (!notes)
+        return true;
+    g_free(*notes);
+    *notes = g_strndup((const char *)payload, len);
+    return true;
+}
+
 /* false: this chunk cannot be used, and nothing after it can be trusted. A type this reader does
  * not know is skipped: such chunks may be added without a new format version. */
-static bool load_chunk(uint32_t type, const uint8_t *payload, size_t len, out_profile *p)
+static bool load_chunk(uint32_t type, const uint8_t *payload, size_t len, out_profile *p,
+                       char **notes)
 {
     struct cursor c = {payload, len, false};
     switch (type) {
+    case CHUNK_NOTES:
+        return load_notes(payload, len, notes);
     case CHUNK_MODULE:
         return load_module(&c, p);
     case CHUNK_STACK:
@@ -425,7 +448,8 @@ static bool load_chunk(uint32_t type, const uint8_t *payload, size_t len, out_pr
 }
 
 /* Loads chunks from pos up to the first torn, corrupt or inconsistent one. */
-static void load_chunks(const uint8_t *data, size_t len, size_t pos, out_profile *p)
+static void load_chunks(const uint8_t *data, size_t len, size_t pos, out_profile *p,
+                        char **notes)
 {
     while (len - pos >= RECORD_CHUNK_EXTRA) {
         uint32_t type = le32(data + pos), size = le32(data + pos + 4);
@@ -433,7 +457,7 @@ static void load_chunks(const uint8_t *data, size_t len, size_t pos, out_profile
             return; /* a torn tail, or a length a flipped bit made too large */
         if (crc32(0, data + pos, 8 + size) != le32(data + pos + 8 + size))
             return;
-        if (!load_chunk(type, data + pos + 8, size, p))
+        if (!load_chunk(type, data + pos + 8, size, p, notes))
             return;
         pos += RECORD_CHUNK_EXTRA + size;
     }
@@ -506,10 +530,16 @@ int out_record_read(const char *path, out_profile **out, char **meta, struct qp_
     if (rc < 0)
         goto out;
     out_profile *p = out_profile_new();
-    load_chunks(data->data, data->len, (size_t)rc, p);
+    char *notes = NULL;
+    load_chunks(data->data, data->len, (size_t)rc, p, meta ? &notes : NULL);
     *out = p;
-    if (meta)
+    if (meta && notes) {
+        *meta = g_strconcat(meta_text, meta_text[0] && !g_str_has_suffix(meta_text, "\n") ? "\n" : "",
+                            notes, NULL);
+        g_free(notes);
+    } else if (meta) {
         *meta = g_steal_pointer(&meta_text);
+    }
     rc = 0;
 out:
     g_free(meta_text);

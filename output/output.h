@@ -240,6 +240,9 @@ typedef struct out_recorder out_recorder;
 int out_recorder_open(const char *path, const char *meta, out_recorder **out, struct qp_error *err);
 /* Appends every module, stack and sample p gained since the last call. */
 int out_recorder_sync(out_recorder *r, const out_profile *p, struct qp_error *err);
+/* Appends a NOTES chunk: `key=value` lines about the run (guest_running_pct, warnings, ...),
+ * written with the next flush. The last one in the file is what a reader gets. */
+void out_recorder_notes(out_recorder *r, const char *notes);
 /* Flushes what is buffered to the file (and to disk). */
 int out_recorder_flush(out_recorder *r, struct qp_error *err);
 /* Syncs, flushes and closes; NULL is a no-op. Returns the first error of the whole recording. */
@@ -247,7 +250,8 @@ int out_recorder_close(out_recorder *r, const out_profile *p, struct qp_error *e
 
 /* Reads a record file into a new profile. A file cut short (the recorder was killed) loads up
  * to its last whole batch; a file from a newer format version or a corrupt one fails with a
- * clear message (-EPROTO). *meta (if not NULL) receives the header's meta text (g_free). */
+ * clear message (-EPROTO). *meta (if not NULL) receives the header's meta text followed by the
+ * last NOTES chunk's lines (g_free). */
 int out_record_read(const char *path, out_profile **out, char **meta, struct qp_error *err);
 
 #endif

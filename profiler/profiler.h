@@ -135,6 +135,21 @@ uint64_t prof_hist_percentile(const struct prof_hist *h, double p); /* ns, 0 whe
 double prof_next_deadline(double prev_deadline, double now, double interval_s, double u01,
                           double u02);
 
+/* ---- Run health: is the profile one of a running guest? -------------------------------- */
+
+/* Below this share of wall time running, the guest is nearly frozen: each sample finds it
+ * almost where the last one left it, and the profile is confidently wrong. */
+#define PROF_FROZEN_SHARE 0.20
+
+/* The share of wall_s the guest ran while qprof sampled: 1 - paused_ns / wall, in [0, 1]; 1
+ * when wall_s is not positive. */
+double prof_guest_running_share(uint64_t paused_ns, double wall_s);
+
+/* Whether a paused time per sample (its p50 over the first samples, ms) is far above what the
+ * transport's requests usually cost (round_trips per sample at round_trip_ms each): 20 times
+ * that, and at least 5 ms, so that a loaded host's jitter never counts. */
+bool prof_paused_far_above_usual(double paused_ms, double round_trips, double round_trip_ms);
+
 /* ---- The guest ABI (docs/guest-abi.md) ---------------------------------------------------- */
 
 /* Largest slot stride qprof accepts from a guest (newer guests may append fields). */

@@ -347,6 +347,25 @@ static int write_all(const struct report_options *o, const out_profile *p, out_n
     return rc;
 }
 
+/* What the recording run said about the guest's state (the record's notes), said again: a
+ * profile of a guest that was nearly frozen or paused by someone else must not look clean. */
+static void print_run_notes(const char *meta, FILE *f)
+{
+    char **lines = g_strsplit(meta ? meta : "", "\n", -1);
+    for (char **l = lines; *l; l++) {
+        if (g_str_has_prefix(*l, "warning="))
+            fprintf(f, "qprof report: the recording run warned: %s\n", *l + 8);
+        else if (g_str_has_prefix(*l, "guest_running_pct="))
+            fprintf(f, "qprof report: the guest ran %s%% of the sampling time\n", *l + 18);
+        else if (g_str_has_prefix(*l, "paused_by_other_intervals="))
+            fprintf(f,
+                    "qprof report: the guest was paused by another client for %s sampling "
+                    "intervals\n",
+                    *l + 26);
+    }
+    g_strfreev(lines);
+}
+
 static int run_report(struct report_options *o)
 {
     out_profile *p = NULL;
@@ -372,6 +391,7 @@ static int run_report(struct report_options *o)
         FILE *f = o->n_outputs ? stderr : stdout;
         fprintf(f, "\nqprof report: %s: %zu samples recorded, %zu kept by the filters\n", o->input,
                 recorded, out_profile_sample_count(p));
+        print_run_notes(meta, f);
         prof_agg_print_report(agg, f, o->top);
     }
     prof_agg_free(agg);

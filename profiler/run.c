@@ -3,6 +3,8 @@
 #include "session_impl.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <string.h>
@@ -109,6 +111,10 @@ struct run_state {
     double first_done; /* when the first sample was in: one-time loads (a Linux guest's kernel
                           tables) are behind it */
     bool warned_slow, qemu_gone, paused_by_other;
+    bool warned_cost, warned_frozen;
+    uint64_t paused_total_ns; /* the guest's paused time summed over the samples */
+    double first_paused_ms[5]; /* samples 2 to 6 (the first may load a kernel's tables) */
+    GString *warnings;         /* every warning given, for the record */
     int consecutive_failures;
     uint64_t paused_intervals; /* intervals skipped while someone else had the guest paused */
 };
@@ -155,6 +161,74 @@ static void warn_if_slow(struct run_state *r, double now)
                 "samples/s instead of %.0f\n",
                 r->o->interval_ms, achieved, target);
     }
+}
+
+/* A warning on stderr (once per kind, the caller decides) that also goes into the record. */
+static void warn(struct run_state *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(struct run_state *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *text = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    if (r->o->progress)
+        fputc('\n', stderr);
+    fprintf(stderr, "qprof: %s\n", text);
+    g_string_append_printf(r->warnings, "warning=%s\n", text);
+    g_free(text);
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* After the first few samples: is a sample far dearer than this transport's requests usually
+ * are? Over TCP that was Nagle's algorithm meeting delayed ACKs (40 ms a reply); whatever the
+ * cause, a user must not wait for the summary to learn that the guest is crawling. */
+static void check_first_samples_cost(struct run_state *r)
+{
+    if (r->warned_cost || r->samples != 6)
+        return;
+    r->warned_cost = true;
+    double sorted[5];
+    memcpy(sorted, r->first_paused_ms, sizeof sorted);
+    qsort(sorted, 5, sizeof sorted[0], compare_doubles);
+    const prof_target *t = r->session->target;
+    double trips = (double)r->round_trips / (double)r->samples;
+    double usual = prof_target_usual_round_trip_ms(t);
+    if (!prof_paused_far_above_usual(sorted[2], trips, usual))
+        return;
+    warn(r,
+         "each sample pauses the guest for %.1f ms, far above the ~%.1f ms that %.0f %s usually "
+         "take: the connection to QEMU is slow (a remote or throttled link, a proxy, a TCP peer "
+         "that delays its ACKs) or this host is overloaded; the guest crawls while qprof samples "
+         "and the profile will be sparse",
+         sorted[2], trips * usual, trips, prof_target_round_trip_name(t));
+}
+
+/* The share of wall time the guest ran since sampling began. */
+static double running_share(const struct run_state *r, double now)
+{
+    return prof_guest_running_share(r->paused_total_ns, now - r->start);
+}
+
+/* A guest that barely runs between samples is caught at the same instruction every time: the
+ * profile looks confident and is wrong. */
+static void check_frozen(struct run_state *r, double now)
+{
+    if (r->warned_frozen || r->samples < 20 || now - r->start < 0.5)
+        return;
+    double share = running_share(r, now);
+    if (share >= PROF_FROZEN_SHARE)
+        return;
+    r->warned_frozen = true;
+    warn(r,
+         "the guest ran only %.0f%% of the time while qprof sampled (paused %.1f ms per sample "
+         "at a %.3g ms interval): samples of a nearly frozen guest land where the last one did, "
+         "so this profile is not trustworthy; raise --interval or make samples cheaper",
+         100 * share, prof_hist_percentile(&r->paused, 50) / 1e6, r->o->interval_ms);
 }
 
 static void record_failure(struct run_state *r, const struct qp_error *err)
@@ -212,7 +286,10 @@ static void take_sample(struct run_state *r)
     if (!r->samples++)
         r->first_done = now_s();
     prof_hist_add(&r->paused, r->session->last_stats.paused_ns);
+    r->paused_total_ns += r->session->last_stats.paused_ns;
     r->round_trips += r->session->last_stats.round_trips;
+    if (r->samples >= 2 && r->samples <= 6)
+        r->first_paused_ms[r->samples - 2] = r->session->last_stats.paused_ns / 1e6;
 }
 
 /* The record file gets what was sampled at least once a second, so that a run killed outright
@@ -248,6 +325,8 @@ static void sampling_loop(struct run_state *r)
         record_some(r, now);
         progress_line(r, now, false);
         warn_if_slow(r, now);
+        check_first_samples_cost(r);
+        check_frozen(r, now);
         next = prof_next_deadline(next, now, interval, uniform01(), uniform01());
         if (end && next > end)
             next = end;
@@ -382,6 +461,12 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
             r->paused.max_ns / 1e6, (double)r->round_trips / r->samples,
             prof_target_round_trip_name(r->session->target),
             prof_target_transport(r->session->target), prof_target_describe(r->session->target));
+    if (r->samples) {
+        double share = prof_guest_running_share(r->paused_total_ns, elapsed);
+        fprintf(f, "guest running: %.1f%% of the sampling time (paused the rest for samples)%s\n",
+                100 * share,
+                share < PROF_FROZEN_SHARE ? ": nearly frozen, the profile is not trustworthy" : "");
+    }
     fprintf(f, "vCPU stacks: %" PRIu64 " (idle %" PRIu64 "), unique stacks: %zu\n", c->vcpu_samples,
             c->idle, prof_agg_unique(r->agg));
     if (c->dropped_by_filter)
@@ -457,6 +542,25 @@ static bool write_outputs(struct run_state *r, out_names *names)
     return ok;
 }
 
+/* How the run went, for `qprof report` to say again: what the summary says about the guest's
+ * state, and every warning given. */
+static void record_run_notes(struct run_state *r, double elapsed)
+{
+    GString *notes = g_string_new(NULL);
+    g_string_append_printf(notes, "samples=%" PRIu64 "\nfailed=%" PRIu64 "\n", r->samples,
+                           r->failed);
+    if (r->samples)
+        g_string_append_printf(notes, "guest_running_pct=%.1f\npaused_p50_ms=%.3f\n",
+                               100 * prof_guest_running_share(r->paused_total_ns, elapsed),
+                               prof_hist_percentile(&r->paused, 50) / 1e6);
+    if (r->paused_intervals)
+        g_string_append_printf(notes, "paused_by_other_intervals=%" PRIu64 "\n",
+                               r->paused_intervals);
+    g_string_append(notes, r->warnings->str);
+    out_recorder_notes(r->recorder, notes->str);
+    g_string_free(notes, TRUE);
+}
+
 static int finish(struct run_state *r)
 {
     double elapsed = now_s() - r->start;
@@ -475,6 +579,7 @@ static int finish(struct run_state *r)
     if (!write_outputs(r, names))
         exit_code = PROF_EXIT_RUNTIME;
     if (r->recorder) {
+        record_run_notes(r, elapsed);
         if (out_recorder_close(r->recorder, prof_session_profile(r->session), &err) != 0 ||
             r->record_failed) {
             if (!r->record_failed)
@@ -545,8 +650,10 @@ int prof_main(const struct prof_options *o)
         prof_session_free(s);
         return rc;
     }
-    struct run_state r = {.o = o, .session = s, .agg = prof_agg_new()};
+    struct run_state r = {
+        .o = o, .session = s, .agg = prof_agg_new(), .warnings = g_string_new(NULL)};
     if (o->record && open_recorder(&r) != 0) {
+        g_string_free(r.warnings, TRUE);
         prof_agg_free(r.agg);
         prof_session_free(s);
         return PROF_EXIT_RUNTIME;
@@ -562,6 +669,7 @@ int prof_main(const struct prof_options *o)
         fprintf(stderr, "qprof: sampling every ~%.3g ms until Ctrl-C\n", o->interval_ms);
     sampling_loop(&r);
     int rc = finish(&r);
+    g_string_free(r.warnings, TRUE);
     prof_agg_free(r.agg);
     prof_session_free(s);
     return rc;

@@ -51,3 +51,17 @@ uint64_t prof_hist_percentile(const struct prof_hist *h, double p)
     }
     return h->max_ns;
 }
+
+double prof_guest_running_share(uint64_t paused_ns, double wall_s)
+{
+    if (wall_s <= 0)
+        return 1.0;
+    double share = 1.0 - (double)paused_ns / 1e9 / wall_s;
+    return share < 0 ? 0 : share > 1 ? 1 : share;
+}
+
+bool prof_paused_far_above_usual(double paused_ms, double round_trips, double round_trip_ms)
+{
+    double usual = round_trips * round_trip_ms;
+    return paused_ms >= 5.0 && paused_ms >= 20.0 * usual;
+}

@@ -96,6 +96,11 @@ bool prof_target_reads_cost_round_trips(const prof_target *t)
     return t->ops->reads_cost_round_trips(t->impl);
 }
 
+double prof_target_usual_round_trip_ms(const prof_target *t)
+{
+    return t->ops->round_trip_ms;
+}
+
 const char *prof_target_version(const prof_target *t)
 {
     return t->ops->version(t->impl);

@@ -90,6 +90,8 @@ struct prof_target_ops {
     const char *name;
     const char *transport;        /* for people: "QMP", "gdbstub" */
     const char *round_trip_name;  /* what round_trips counts, for summaries: "QMP round trips" */
+    double round_trip_ms;         /* what one usually costs on this machine's kind (QMP-COSTS.md),
+                                     for telling a stalled transport from a normal one */
     struct prof_addr_split split; /* the architecture's, known before open */
     int (*open)(const struct prof_target_open_opts *o, void **impl, struct qp_error *err);
     /* Stops, reads the registers into prof_vcpu, calls fn with t, resumes on every path. */
@@ -168,6 +170,8 @@ const char *prof_target_transport(const prof_target *t);
 /* What prof_target_round_trips counts, e.g. "QMP round trips" (static). */
 const char *prof_target_round_trip_name(const prof_target *t);
 bool prof_target_reads_cost_round_trips(const prof_target *t);
+/* What one round trip usually costs over this transport, in ms (ops->round_trip_ms). */
+double prof_target_usual_round_trip_ms(const prof_target *t);
 /* Strings valid while t lives. */
 const char *prof_target_version(const prof_target *t);
 const char *prof_target_describe(const prof_target *t);

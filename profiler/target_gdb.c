@@ -331,6 +331,7 @@ const struct prof_target_ops prof_target_gdb_ops = {
     .transport = "gdbstub",
     /* one write of pipelined packets (or a ^C) and the replies to it */
     .round_trip_name = "gdbstub round trips",
+    .round_trip_ms = 0.05, /* a register or 2 KiB memory read ~0.035 ms */
     .split = X86_64_ADDR_SPLIT,
     .open = tg_open,
     .sample = tg_sample,

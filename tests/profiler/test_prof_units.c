@@ -4,6 +4,7 @@
 #include "harness.h"
 #include "profiler.h"
 
+#include <math.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -474,6 +475,23 @@ static void test_os_qprof_abi(void)
     prof_target_free(target);
 }
 
+/* The run-health checks: a guest paused 88 ms of every 90 is frozen, one paused 0.7 ms of every
+ * 2 is not; 44 ms for 3 QMP round trips is far above their usual cost, 3 ms on a loaded host
+ * is not, and neither is anything under 5 ms. */
+static void test_run_health(void)
+{
+    CHECK(fabs(prof_guest_running_share(88000000ull * 10, 0.9) - (1 - 0.88 / 0.9)) < 1e-9);
+    CHECK(prof_guest_running_share(88000000ull * 10, 0.9) < PROF_FROZEN_SHARE);
+    CHECK(prof_guest_running_share(700000ull * 500, 1.0) > 0.6);
+    CHECK(prof_guest_running_share(5000000000ull, 1.0) == 0.0); /* clock skew: clamped */
+    CHECK(prof_guest_running_share(1000, 0.0) == 1.0);
+    CHECK(prof_paused_far_above_usual(44.0, 3.0, 0.3));
+    CHECK(prof_paused_far_above_usual(88.0, 3.0, 0.05));
+    CHECK(!prof_paused_far_above_usual(3.0, 3.0, 0.3));
+    CHECK(!prof_paused_far_above_usual(4.9, 1.0, 0.01));
+    CHECK(!prof_paused_far_above_usual(15.0, 40.0, 0.3)); /* memsave reads: 40 round trips */
+}
+
 int main(void)
 {
     test_outputs_and_record();
@@ -490,5 +508,6 @@ int main(void)
     test_report();
     test_hist();
     test_next_deadline();
+    test_run_health();
     return harness_result();
 }
