@@ -122,7 +122,8 @@ struct gdb_open_opts {
  */
 int gdb_open(const char *address, const struct gdb_open_opts *opts, gdb_client **out,
              struct qp_error *err);
-/* Stops the guest if it runs, detaches (`D`: QEMU resumes it) and closes. NULL is a no-op. */
+/* Stops the guest if it runs, detaches (`D`: QEMU resumes it) and closes; after
+ * gdb_disown_stop, only closes (QEMU leaves the guest as it is). NULL is a no-op. */
 void gdb_free(gdb_client *c);
 
 void gdb_set_timeout(gdb_client *c, double seconds);
@@ -138,6 +139,10 @@ const char *gdb_thread_id(const gdb_client *c, int i); /* as the stub spells it,
 struct gdb_stop {
     int signal;      /* e.g. 2 for an interrupt, 5 for a trap */
     char thread[32]; /* the thread: field, "" when absent */
+    /* The stub sent it while this client had not interrupted: someone else stopped the guest
+     * (QEMU tells every debugger of a monitor's `stop` this way, as T02, the same reply a 0x03
+     * gets). The stop that attaching causes does not count. */
+    bool unasked;
 };
 
 bool gdb_stopped(const gdb_client *c);
@@ -148,6 +153,21 @@ const struct gdb_stop *gdb_last_stop(const gdb_client *c);
  * already, it is taken without sending anything. A stopped guest is left as it is. stop may be
  * NULL. */
 int gdb_interrupt(gdb_client *c, struct gdb_stop *stop, struct qp_error *err);
+
+/* Takes in stop replies the stub already sent, without sending or waiting: 1 when the client
+ * now counts the guest as stopped (see gdb_last_stop()->unasked), 0 when not. */
+int gdb_poll_stop(gdb_client *c, struct qp_error *err);
+
+/* gdb_interrupt with a reply deadline of timeout_ms instead of the client's: -ETIMEDOUT when
+ * nothing came. QEMU ignores a 0x03 while the guest is paused by someone else, so this is how a
+ * client without QMP finds out whether such a guest runs again (it stops it if so). */
+int gdb_interrupt_within(gdb_client *c, int timeout_ms, struct gdb_stop *stop,
+                         struct qp_error *err);
+
+/* The guest stands stopped by someone else (an unasked stop reply, or QMP says so): this client
+ * will not resume it. It counts as not stopped by this client, and gdb_free closes without the
+ * `D` that would resume it, until gdb_interrupt stops it for this client again. */
+void gdb_disown_stop(gdb_client *c);
 
 /* Resumes the guest (`c`; no reply until the next stop). */
 int gdb_continue(gdb_client *c, struct qp_error *err);

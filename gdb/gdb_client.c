@@ -26,6 +26,8 @@ struct gdb_client {
     gdb_parser *parser;
     int timeout_ms;
     bool dead, no_ack, stopped, multiprocess, thread_state;
+    bool interrupting; /* a 0x03 is out: the next stop reply is the one this client asked for */
+    bool disowned;     /* the guest is stopped by someone else (gdb_disown_stop) */
     bool heard;      /* the stub has sent at least one byte */
     pid_t guard_pid; /* the guardian process, 0 without opts.guard */
     int guard_pipe;  /* its lifeline: EOF without a goodbye means this process died */
@@ -155,6 +157,7 @@ static void note_stop(gdb_client *c, const char *p)
             n = sizeof c->stop.thread - 1;
         memcpy(c->stop.thread, t, n);
     }
+    c->stop.unasked = !c->interrupting;
     c->stopped = true;
 }
 
@@ -513,6 +516,7 @@ int gdb_open(const char *address, const struct gdb_open_opts *opts, gdb_client *
                           "attached; detach it, or profile through QMP (--qmp-socket)",
                           c->timeout_ms / 1000.0);
     }
+    c->stop.unasked = false; /* attaching stops the guest: that stop is this client's */
     if (rc == 0 && opts && opts->guard)
         rc = guard_start(c, false, err);
     if (rc < 0 || (!(opts && opts->keep_stopped) && (rc = gdb_continue(c, err)) < 0)) {
@@ -527,8 +531,8 @@ void gdb_free(gdb_client *c)
 {
     if (!c)
         return;
-    bool detached = c->dead;
-    if (!c->dead) {
+    bool detached = c->dead || c->disowned; /* a disowned stop is someone else's to end */
+    if (!detached) {
         /* Never leave the guest stopped: `D` resumes it, and needs it stopped first. */
         c->timeout_ms = c->timeout_ms < 2000 ? c->timeout_ms : 2000;
         char *r = NULL, cmd[48];
@@ -596,11 +600,10 @@ uint64_t gdb_round_trips(const gdb_client *c)
 
 /* ---- Stop and go ------------------------------------------------------------------------ */
 
-int gdb_interrupt(gdb_client *c, struct gdb_stop *stop, struct qp_error *err)
+int gdb_poll_stop(gdb_client *c, struct qp_error *err)
 {
     int rc;
     if (!c->stopped) {
-        /* A stop reply may be in already (the guest stopped on its own): take it, send nothing. */
         if ((rc = read_some(c, 0, err)) < 0)
             return rc;
         char *p;
@@ -619,19 +622,48 @@ int gdb_interrupt(gdb_client *c, struct gdb_stop *stop, struct qp_error *err)
             free(p);
         }
     }
+    return c->stopped ? 1 : 0;
+}
+
+int gdb_interrupt(gdb_client *c, struct gdb_stop *stop, struct qp_error *err)
+{
+    /* A stop reply may be in already (the guest stopped on its own): take it, send nothing. */
+    int rc = gdb_poll_stop(c, err);
+    if (rc < 0)
+        return rc;
     if (!c->stopped) {
         if ((rc = send_raw(c, "\x03", 1, err)) < 0)
             return rc;
         c->round_trips++;
         char *r = NULL;
-        if ((rc = next_reply(c, true, &r, NULL, err)) < 0)
+        c->interrupting = true;
+        rc = next_reply(c, true, &r, NULL, err);
+        c->interrupting = false;
+        if (rc < 0)
             return qp_error_prefix(err, "interrupting the guest");
         free(r);
+        c->disowned = false;
     }
     c->out_of_step = false; /* late replies come before the stop reply */
     if (stop)
         *stop = c->stop;
     return 0;
+}
+
+int gdb_interrupt_within(gdb_client *c, int timeout_ms, struct gdb_stop *stop,
+                         struct qp_error *err)
+{
+    int saved = c->timeout_ms;
+    c->timeout_ms = timeout_ms;
+    int rc = gdb_interrupt(c, stop, err);
+    c->timeout_ms = saved;
+    return rc;
+}
+
+void gdb_disown_stop(gdb_client *c)
+{
+    c->stopped = false;
+    c->disowned = true;
 }
 
 int gdb_continue(gdb_client *c, struct qp_error *err)

@@ -24,6 +24,12 @@ struct target_gdb {
     gdb_client *gdb;
     qmp_client *ram;    /* a QMP client whose direct backend maps the RAM file; NULL: `m` packets */
     bool state_changed; /* this sample's reads saw another CR3 than its registers */
+    /* Someone else paused the guest (QMP's events say so, or the stub sent a stop nobody here
+     * asked for): no sample and no continue until it runs again. */
+    bool foreign_pause;
+    /* When qprof last resumed the guest (wall clock, us): a QMP STOP stamped later is someone
+     * else's, one stamped earlier is qprof's own whose RESUME is still on its way. */
+    int64_t last_continue_us;
     struct gdb_cpu cpus[PROF_MAX_VCPUS];
     struct prof_vcpu vcpus[PROF_MAX_VCPUS];
 };
@@ -66,6 +72,11 @@ static int tg_open(const struct prof_target_open_opts *o, void **impl, struct qp
     struct gdb_open_opts go = {
         .timeout_s = o->timeout_s ? o->timeout_s : 5, .guard = true, .thread_state = true};
     int rc = open_ram(t, o, err);
+    /* QEMU stops the guest on attach and says T02 whether or not it ran before: only QMP can
+     * tell a guest paused before (by a monitor, or -S) from one that ran, and such a guest must
+     * stay paused, also after a -S start. */
+    t->foreign_pause = t->ram && !qmp_guest_running(t->ram);
+    go.keep_stopped = t->foreign_pause;
     if (!rc)
         rc = gdb_open(o->address, &go, &t->gdb, err);
     if (rc) {
@@ -73,7 +84,59 @@ static int tg_open(const struct prof_target_open_opts *o, void **impl, struct qp
         g_free(t);
         return rc;
     }
+    if (t->foreign_pause)
+        gdb_disown_stop(t->gdb);
+    t->last_continue_us = g_get_real_time(); /* gdb_open resumed it after attaching */
     *impl = t;
+    return 0;
+}
+
+/* Without QMP, a guest someone else paused tells nothing when it runs again; QEMU ignores a 0x03
+ * while it is paused, so an interrupt with a short deadline finds out (and stops it for a
+ * sample if it runs). Generous: QEMU answers a 0x03 within a millisecond. */
+#define PROBE_MS 200
+
+/* Whether QMP's events say the guest runs (or qprof's own resume is still on its way). */
+static bool qmp_says_running(struct target_gdb *t)
+{
+    return qmp_guest_running(t->ram) || qmp_last_stop_us(t->ram) < t->last_continue_us;
+}
+
+/* A stop reply can answer qprof's 0x03 or be QEMU's word of a monitor's `stop` that landed
+ * just before it (QEMU then drops the 0x03): QMP's STOP event for this stop tells which, by
+ * its stamp. Waiting for it costs a few microseconds of the paused time; without it, that
+ * `stop` would be undone by this sample's continue. */
+static bool stopped_before(struct target_gdb *t, int64_t interrupt_us)
+{
+    int64_t stop_us = 0;
+    if (qmp_wait_stop_after(t->ram, t->last_continue_us, 50, &stop_us, NULL) != 0)
+        return false; /* no event in time: take the stop as this sample's, as before */
+    return stop_us < interrupt_us;
+}
+
+/* Whether the guest is still paused by someone else; false when it runs again (then, over the
+ * gdbstub alone, it is stopped for this sample already). */
+static int still_paused_by_other(struct target_gdb *t, struct qp_error *err)
+{
+    if (t->ram) {
+        if (qmp_says_running(t))
+            return 0;
+        int rc = gdb_poll_stop(t->gdb, err); /* the stub's T02 for that pause: not ours */
+        if (rc > 0)
+            gdb_disown_stop(t->gdb);
+        return rc < 0 ? rc : 1;
+    }
+    struct gdb_stop stop;
+    struct qp_error probe = {0};
+    int rc = gdb_interrupt_within(t->gdb, PROBE_MS, &stop, &probe);
+    if (rc == -ETIMEDOUT)
+        return 1;
+    if (rc < 0)
+        return qp_error_set(err, rc, "%s", probe.msg);
+    if (stop.unasked) {
+        gdb_disown_stop(t->gdb);
+        return 1;
+    }
     return 0;
 }
 
@@ -146,9 +209,35 @@ static int tg_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
     t->state_changed = false;
     /* QEMU sends every monitor a STOP and a RESUME per sample; the RAM file's QMP client must
      * take them off its socket (no round trip), or QEMU buffers them without bound. */
-    if (t->ram)
-        (void)qmp_guest_running(t->ram);
-    int rc = gdb_interrupt(t->gdb, NULL, err);
+    bool running = !t->ram || qmp_says_running(t);
+    int rc = 0;
+    if (t->foreign_pause || !running) {
+        rc = still_paused_by_other(t, err);
+        t->foreign_pause = rc == 1;
+        if (rc != 0) {
+            if (stats)
+                *stats = (struct prof_target_stats){
+                    .round_trips = (unsigned)(gdb_round_trips(t->gdb) - trips0),
+                    .was_paused = rc == 1};
+            return rc < 0 ? rc : 0;
+        }
+        t0 = now_ns();
+    }
+    struct gdb_stop stop = {0};
+    int64_t interrupt_us = g_get_real_time();
+    rc = gdb_interrupt(t->gdb, &stop, err);
+    if (!rc && !stop.unasked && t->ram && stopped_before(t, interrupt_us))
+        stop.unasked = true;
+    if (!rc && stop.unasked) {
+        /* The stub said the guest stopped before this sample asked: a monitor's `stop` (or
+         * another cause) that this sample must not undo. */
+        gdb_disown_stop(t->gdb);
+        t->foreign_pause = true;
+        if (stats)
+            *stats = (struct prof_target_stats){
+                .round_trips = (unsigned)(gdb_round_trips(t->gdb) - trips0), .was_paused = true};
+        return 0;
+    }
     if (!rc)
         rc = tg_stopped(t, handle, fn, ctx, err);
     /* Whatever the session made of reads from another state, it is not this stop's sample. */
@@ -158,6 +247,7 @@ static int tg_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
     /* Resume on every path; the first error is the one reported. */
     if (gdb_stopped(t->gdb)) {
         struct qp_error cerr = {0};
+        t->last_continue_us = g_get_real_time();
         int crc = gdb_continue(t->gdb, rc ? &cerr : err);
         if (!rc)
             rc = crc;
@@ -278,10 +368,12 @@ static int tg_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n
     return x86_qmp_ram_ranges(t->ram, out, max, n, err);
 }
 
+/* QMP's events say it without a round trip; over the gdbstub alone only a sample's interrupt
+ * can find out, so the sample is tried (and reports the pause). */
 static bool tg_running(void *impl)
 {
-    (void)impl; /* only this client stops the guest through the stub */
-    return true;
+    struct target_gdb *t = impl;
+    return t->ram ? qmp_says_running(t) : true;
 }
 
 static uint64_t tg_round_trips(const void *impl)

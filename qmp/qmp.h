@@ -214,6 +214,16 @@ struct qmp_sample_stats {
  * qprof paused and still owes a cont counts as running. */
 bool qmp_guest_running(qmp_client *c);
 
+/* QEMU's own time stamp (wall clock, microseconds since the epoch) on the last STOP event read
+ * so far, 0 before any: with the time a client resumed the guest, it tells a stop that came
+ * after (someone else's) from the one before (the client's own). No round trip. */
+int64_t qmp_last_stop_us(const qmp_client *c);
+
+/* Reads the socket until a STOP event stamped after after_us (QEMU's wall clock, us) is in, at
+ * most timeout_ms: 0 with its stamp in *stop_us, -ETIMEDOUT when none came. */
+int qmp_wait_stop_after(qmp_client *c, int64_t after_us, int timeout_ms, int64_t *stop_us,
+                        struct qp_error *err);
+
 /* Stops the guest, reads all vCPUs' registers, calls fn, resumes. A cont still owed from an
  * earlier sample (it failed or timed out) is sent first. `cont` is sent on every path
  * (error, time-out, signal) unless the guest was paused before the call, in which case it is

@@ -237,6 +237,22 @@ int qmp__wait_until(qmp_client *c, unsigned id, int64_t deadline_us, json_object
     }
 }
 
+int qmp_wait_stop_after(qmp_client *c, int64_t after_us, int timeout_ms, int64_t *stop_us,
+                        struct qp_error *err)
+{
+    int64_t deadline = qmp__now_us() + (int64_t)timeout_ms * 1000;
+    for (;;) {
+        qmp__dispatch_parsed(c);
+        if (c->stop_ts_us > after_us) {
+            *stop_us = c->stop_ts_us;
+            return 0;
+        }
+        int rc = read_some(c, deadline, err);
+        if (rc < 0)
+            return rc;
+    }
+}
+
 int qmp__wait(qmp_client *c, unsigned id, json_object **ret, struct qp_error *err)
 {
     return qmp__wait_until(c, id, qmp__now_us() + (int64_t)c->timeout_ms * 1000, ret, err);

@@ -23,6 +23,11 @@ static void absorb_pending(qmp_client *c)
     qmp__dispatch_parsed(c);
 }
 
+int64_t qmp_last_stop_us(const qmp_client *c)
+{
+    return c->stop_ts_us;
+}
+
 bool qmp_guest_running(qmp_client *c)
 {
     absorb_pending(c);

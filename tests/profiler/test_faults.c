@@ -274,7 +274,8 @@ static void check_no_tmp_left(const char *output)
 
 /* Which of QEMU's interfaces qprof samples through: a case named gdb_X runs case X over the
  * gdbstub (--gdb), with the same assertions; QMP then stays free for the test's checks. */
-enum transport { OVER_QMP, OVER_GDB };
+/* OVER_GDB_QMP: the gdbstub samples, QMP beside it finds the RAM file and tells who paused. */
+enum transport { OVER_QMP, OVER_GDB, OVER_GDB_QMP };
 static enum transport transport = OVER_QMP;
 
 struct guest {
@@ -299,7 +300,7 @@ static void boot(struct guest *g, const struct boot_opts *b)
                            .smp = b->smp,
                            .second_qmp = b->second_qmp,
                            .allow_reset = b->allow_reset,
-                           .gdbstub = transport == OVER_GDB};
+                           .gdbstub = transport != OVER_QMP};
     int rc = vm_start(&opts, &g->vm);
     if (rc == VM_SKIP)
         exit(VM_SKIP);
@@ -311,9 +312,11 @@ static void boot(struct guest *g, const struct boot_opts *b)
 /* qprof's arguments that point it at the guest: its QMP socket or gdbstub, kernel and user
  * programs. */
 #define GUEST_ARGS(g)                                                                              \
-    transport == OVER_GDB ? "--gdb" : "--qmp-socket",                                              \
-        transport == OVER_GDB ? vm_gdb_address((g)->vm) : vm_qmp_path((g)->vm), "--kernel",        \
-        (g)->kernel, "--user-dir", (g)->user_dir
+    transport == OVER_QMP ? "--qmp-socket" : "--gdb",                                              \
+        transport == OVER_QMP ? vm_qmp_path((g)->vm) : vm_gdb_address((g)->vm),                    \
+        transport == OVER_GDB_QMP ? "--qmp-socket" : "--transport",                                \
+        transport == OVER_GDB_QMP ? vm_qmp_path((g)->vm) : transport == OVER_QMP ? "qmp" : "gdb", \
+        "--kernel", (g)->kernel, "--user-dir", (g)->user_dir
 
 /* A client on the given socket; the test fails and ends when QEMU does not answer. */
 static qmp_client *qmp_connect(const char *path)
@@ -595,26 +598,86 @@ static void pause_until_noticed(struct guest *g, struct qprof *q)
     qmp_free(c);
 }
 
+/* QEMU started with -S: the guest has not run yet. qprof waits for it, says why, takes nothing
+ * and never starts it (attaching a debugger would, were it let); the guest boots only on the
+ * user's cont. */
+static void case_prelaunch(void)
+{
+    struct guest g = {.kernel = QPROF_GUEST_KERNEL, .user_dir = QPROF_GUEST_USER_DIR};
+    struct vm_opts opts = {.kernel = g.kernel,
+                           .shared_ram = true,
+                           .cmdline = "run=spin",
+                           .second_qmp = true,
+                           .extra_args = (const char *[]){"-S", NULL},
+                           .gdbstub = transport != OVER_QMP};
+    int rc = vm_start(&opts, &g.vm);
+    if (rc == VM_SKIP)
+        exit(VM_SKIP);
+    REQUIRE(rc == 0);
+    snprintf(g.output, sizeof g.output, "%s/out.folded", vm_dir(g.vm));
+    struct qprof q;
+    start_on_guest(&q, &g, (const char *[]){"--duration", "3", NULL});
+    qmp_client *c = qmp_connect(vm_qmp2_path(g.vm));
+    while (!qprof_exited(&q)) {
+        CHECK_MSG(!running_on(c), "qprof started a guest QEMU holds with -S");
+        usleep(100 * 1000); /* a look now and then while qprof runs its 3 s */
+    }
+    rc = wait_qprof(&q, RUN_DEADLINE_S);
+    char *err = finished_stderr(&q, "qprof");
+    CHECK_MSG(rc == 0, "qprof exited %d", rc);
+    CHECK_MSG(strstr(err, "paused by another client"), "no word on why nothing is sampled");
+    struct folded f = check_written(err, g.output);
+    CHECK_MSG(f.total == 0, "%lu samples of a guest that never ran", (unsigned long)f.total);
+    CHECK_MSG(!running_on(c), "the guest runs after qprof left");
+    CHECK_MSG(vm_count_serial(g.vm, "ready") == 0, "the guest booted before anyone let it");
+    CHECK(qmp_execute(c, "cont", NULL, NULL, NULL) == 0);
+    CHECK_MSG(vm_wait_serial(g.vm, "ready", 60) == 0, "the guest did not boot after cont");
+    qmp_free(c);
+    folded_free(&f);
+    g_free(err);
+    vm_stop(g.vm);
+}
+
+/* Someone else pauses the guest mid-run: qprof says so, takes no sample and never resumes it
+ * (query-status through the other socket says paused, again and again, for as long as that
+ * client wants), and samples again once that client resumes it. */
 static void case_paused_during(void)
 {
     struct guest g;
     boot(&g, &(struct boot_opts){.cmdline = "run=spin", .second_qmp = true});
     struct qprof q;
-    start_on_guest(&q, &g, (const char *[]){"--samples", "2000", "--progress", NULL});
+    start_on_guest(&q, &g, (const char *[]){"--duration", "0", "--progress", NULL});
     if (wait_samples(&q, 100)) {
         pause_until_noticed(&g, &q);
+        char *err = qprof_stderr(&q);
+        uint64_t at_pause = child_progress_samples(err);
+        g_free(err);
+        qmp_client *c = qmp_connect(vm_qmp2_path(g.vm));
+        for (int i = 0; i < 15; i++) {
+            CHECK_MSG(!running_on(c), "qprof resumed a guest that another client paused (%d)", i);
+            usleep(100 * 1000); /* how long the other client keeps it paused, not a wait */
+        }
+        err = qprof_stderr(&q);
+        uint64_t in_pause = child_progress_samples(err);
+        g_free(err);
+        /* a progress line written during the sample that met the pause may still come */
+        CHECK_MSG(in_pause <= at_pause + 1, "%lu samples taken while paused",
+                  (unsigned long)(in_pause - at_pause));
+        CHECK_MSG(qmp_execute(c, "cont", NULL, NULL, NULL) == 0, "cont on socket 2");
+        qmp_free(c);
+        wait_samples(&q, in_pause + 100);
         kill(q.pid, SIGINT);
     }
     int rc = wait_qprof(&q, RUN_DEADLINE_S);
     char *err = finished_stderr(&q, "qprof");
     CHECK_MSG(rc == 0, "qprof exited %d", rc);
     CHECK_MSG(strstr(err, "interrupted by Interrupt"), "no 'interrupted by Interrupt'");
+    CHECK_MSG(strstr(err, "the guest runs again: sampling"), "no word on sampling again");
+    CHECK_MSG(strstr(err, "sampling intervals skipped"), "the summary counts no skipped interval");
     struct folded f = check_written(err, g.output);
-    CHECK_MSG(f.total >= 100, "only %lu samples written", (unsigned long)f.total);
+    CHECK_MSG(f.total >= 200, "only %lu samples written", (unsigned long)f.total);
     check_no_tmp_left(g.output);
-    CHECK_MSG(!guest_running(&g, true), "qprof resumed a guest that another client paused");
-    qmp2_command(&g, "cont");
-    CHECK(guest_running(&g, true));
+    CHECK_MSG(guest_running(&g, true), "the guest does not run after the other client's cont");
     folded_free(&f);
     g_free(err);
     vm_stop(g.vm);
@@ -831,6 +894,9 @@ int main(int argc, char **argv)
     if (g_str_has_prefix(which, "gdb_")) {
         transport = OVER_GDB;
         which += 4;
+    } else if (g_str_has_prefix(which, "gdbqmp_")) {
+        transport = OVER_GDB_QMP;
+        which += 7;
     }
     if (strcmp(which, "sigkill_qemu") == 0)
         case_sigkill_qemu();
@@ -848,6 +914,8 @@ int main(int argc, char **argv)
         case_paused_before();
     else if (strcmp(which, "paused_during") == 0)
         case_paused_during();
+    else if (strcmp(which, "prelaunch") == 0)
+        case_prelaunch();
     else if (strcmp(which, "dev_full") == 0)
         case_dev_full();
     else if (strcmp(which, "unwritable_dir") == 0)
