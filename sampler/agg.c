@@ -1,4 +1,4 @@
-#include "profiler.h"
+#include "sampler.h"
 
 #include <errno.h>
 #include <glib.h>

@@ -5,7 +5,7 @@
 
 #include "os.h"
 #include "output.h"
-#include "profiler.h"
+#include "sampler.h"
 #include "symbols.h"
 #include "target.h"
 #include "unwind.h"

@@ -7,7 +7,7 @@
  * guest has resumed we unwind and symbolize from those copies, so that unwinding never adds to the
  * time the guest is paused. A walk that leaves the copied windows ends the stack as truncated
  * rather than reading memory that the running guest has changed since. */
-#include "profiler.h"
+#include "sampler.h"
 #include "session_impl.h"
 
 #include <errno.h>

@@ -2,7 +2,7 @@
  * read in one go per stop. prof_abi_check and prof_abi_slot (abi.c) parse it; this file decides
  * when a slot can be believed and reads the user register frame a slot points to. */
 #include "os.h"
-#include "profiler.h"
+#include "sampler.h"
 
 #include <errno.h>
 #include <glib.h>

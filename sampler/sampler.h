@@ -3,8 +3,8 @@
  * Functions returning int return 0 on success or a negative errno-style code and fill the
  * optional err (common/qp_error.h).
  */
-#ifndef PROFILER_H
-#define PROFILER_H
+#ifndef SAMPLER_H
+#define SAMPLER_H
 
 #include <stdbool.h>
 #include <stddef.h>
