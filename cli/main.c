@@ -3,7 +3,7 @@
  *   qprof [OPTIONS]                 sample, then write every -o (record + report in one go)
  *   qprof record [OPTIONS] -o FILE  sample into a record file, written as sampling goes
  *   qprof report -i FILE [...]      read a record file and write any format from it */
-#include "sampler.h"
+#include "cli.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-#include "sampler.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <getopt.h>

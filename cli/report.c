@@ -1,6 +1,6 @@
 /* `qprof report`: reads a record file and writes any output from it, symbolized offline with
  * the files given now (perf report's habit: record once, report many ways). */
-#include "sampler.h"
+#include "cli.h"
 #include "symbols.h"
 
 #include <errno.h>

@@ -1,8 +1,9 @@
 /* The qprof run: sampling loop with jittered intervals, signals, progress, output, summary. */
 #define _GNU_SOURCE /* ppoll */
-#include "session_impl.h"
+#include "cli.h"
 
 #include <errno.h>
+#include <glib.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <inttypes.h>
@@ -195,7 +196,7 @@ static void check_first_samples_cost(struct run_state *r)
     double sorted[5];
     memcpy(sorted, r->first_paused_ms, sizeof sorted);
     qsort(sorted, 5, sizeof sorted[0], compare_doubles);
-    const prof_target *t = r->session->target;
+    const prof_target *t = prof_session_target(r->session);
     double trips = (double)r->round_trips / (double)r->samples;
     double usual = prof_target_usual_round_trip_ms(t);
     if (!prof_paused_far_above_usual(sorted[2], trips, usual))
@@ -285,11 +286,11 @@ static void take_sample(struct run_state *r)
     r->last_sample = now;
     if (!r->samples++)
         r->first_done = now_s();
-    prof_hist_add(&r->paused, r->session->last_stats.paused_ns);
-    r->paused_total_ns += r->session->last_stats.paused_ns;
-    r->round_trips += r->session->last_stats.round_trips;
+    prof_hist_add(&r->paused, prof_session_last_stats(r->session)->paused_ns);
+    r->paused_total_ns += prof_session_last_stats(r->session)->paused_ns;
+    r->round_trips += prof_session_last_stats(r->session)->round_trips;
     if (r->samples >= 2 && r->samples <= 6)
-        r->first_paused_ms[r->samples - 2] = r->session->last_stats.paused_ns / 1e6;
+        r->first_paused_ms[r->samples - 2] = prof_session_last_stats(r->session)->paused_ns / 1e6;
 }
 
 /* The record file gets what was sampled at least once a second, so that a run killed outright
@@ -448,7 +449,7 @@ static void print_per_cpu(const struct prof_counters *c, FILE *f)
 
 static void print_summary(const struct run_state *r, double elapsed, FILE *f)
 {
-    const struct prof_counters *c = &r->session->counters;
+    const struct prof_counters *c = prof_session_counters(r->session);
     fprintf(f, "\nqprof: %" PRIu64 " samples in %.2f s (%.1f samples/s), %" PRIu64 " failed\n",
             r->samples, elapsed, elapsed > 0 ? r->samples / elapsed : 0.0, r->failed);
     print_failures(r, f);
@@ -459,8 +460,8 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
             "sample (transport: %s, memory: %s)\n",
             prof_hist_percentile(&r->paused, 50) / 1e6, prof_hist_percentile(&r->paused, 99) / 1e6,
             r->paused.max_ns / 1e6, (double)r->round_trips / r->samples,
-            prof_target_round_trip_name(r->session->target),
-            prof_target_transport(r->session->target), prof_target_describe(r->session->target));
+            prof_target_round_trip_name(prof_session_target(r->session)),
+            prof_target_transport(prof_session_target(r->session)), prof_target_describe(prof_session_target(r->session)));
     if (r->samples) {
         double share = prof_guest_running_share(r->paused_total_ns, elapsed);
         fprintf(f, "guest running: %.1f%% of the sampling time (paused the rest for samples)%s\n",
@@ -624,7 +625,7 @@ static int check_outputs(const struct prof_options *o)
  * before the run, rather than leave the rest silently out of the profile. */
 static void warn_vcpu_limit(prof_session *s)
 {
-    int n = prof_target_vcpu_count(s->target);
+    int n = prof_target_vcpu_count(prof_session_target(s));
     if (n > PROF_MAX_VCPUS)
         fprintf(stderr,
                 "qprof: the guest has %d vCPUs; qprof samples the first %d (--cpus chooses "

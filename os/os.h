@@ -9,8 +9,12 @@
 #ifndef PROF_OS_H
 #define PROF_OS_H
 
+#include "qp_error.h"
+#include "qprof/guest_abi.h"
 #include "symbols.h"
 #include "target.h"
+
+#include <stddef.h>
 
 enum prof_task_state {
     PROF_TASK_UNKNOWN = 0, /* the OS told us nothing about this vCPU */
@@ -194,5 +198,25 @@ int prof_os_address_space(prof_os *os, int i, const struct prof_os_mem *mem,
                           struct prof_address_space *out);
 void prof_os_while_running(prof_os *os, const struct prof_os_mem *mem, struct prof_os_refresh *out);
 void prof_os_machine_reset(prof_os *os);
+
+/* ---- The qprof_abi checks (os_qprof_abi_check.c; docs/guest-abi.md) ---------------------- */
+
+/* Largest slot stride qprof accepts from a guest (newer guests may append fields). */
+#define PROF_ABI_MAX_SLOT 1024u
+/* The most bytes a qprof_abi can take: header plus QPROF_ABI_MAX_CPUS slots at that stride. */
+#define PROF_ABI_MAX_BYTES (48u + QPROF_ABI_MAX_CPUS * PROF_ABI_MAX_SLOT)
+
+/* Checks the header of a qprof_abi copied from the guest (len bytes). Fills hdr (its cpu[] left
+ * zero) and *need, the bytes the guest's declared layout takes (header + cpu_count slots of
+ * cpu_slot_size). Returns 0 when the header is sound and len covers the layout; -EAGAIN when
+ * the magic is not there (not published yet); -ENODATA when more bytes (*need) must be copied;
+ * -EPROTO with the reason in err when the guest's values are not acceptable. */
+int prof_abi_check(const void *bytes, size_t len, struct qprof_abi *hdr, size_t *need,
+                   struct qp_error *err);
+
+/* Copies slot `cpu` of a checked ABI into out, at the guest's declared stride, with the name
+ * NUL-terminated. Returns 0, -ENOENT for a cpu beyond cpu_count, -ENODATA if len is short. */
+int prof_abi_slot(const void *bytes, size_t len, const struct qprof_abi *hdr, unsigned cpu,
+                  struct qprof_abi_cpu *out);
 
 #endif

@@ -1,8 +1,7 @@
 /* The adapter for the demo guest: one struct qprof_abi (docs/guest-abi.md) at a kernel address,
- * read in one go per stop. prof_abi_check and prof_abi_slot (abi.c) parse it; this file decides
+ * read in one go per stop. prof_abi_check and prof_abi_slot (os_qprof_abi_check.c) parse it; this file decides
  * when a slot can be believed and reads the user register frame a slot points to. */
 #include "os.h"
-#include "sampler.h"
 
 #include <errno.h>
 #include <glib.h>

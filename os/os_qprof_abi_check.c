@@ -1,7 +1,7 @@
 /* Reading the guest's struct qprof_abi: the header checks and the per-vCPU slots, from the bytes
  * copied out of guest memory. Nothing here trusts the guest: sizes, counts and the slot stride
  * it declares are checked against what was copied before anything is indexed. */
-#include "sampler.h"
+#include "os.h"
 
 #include <errno.h>
 #include <stddef.h>

@@ -1,4 +1,7 @@
-/* profiler: the qprof sampling loop, stack aggregation, outputs and command line.
+/* sampler: the sampling core. One sample: stop the target, capture every vCPU with the OS
+ * adapter's help, resume; then unwind the copies into unsymbolized stacks (out_sample) added to
+ * the session's out_profile. Also the folded-stack aggregation and the run's statistics. It uses
+ * target/ and os/ only through their seams and names no architecture; cli/ sits on top.
  *
  * Functions returning int return 0 on success or a negative errno-style code and fill the
  * optional err (common/qp_error.h).
@@ -15,12 +18,10 @@
 #include "qp_error.h"
 #include "os.h"
 #include "target.h"
-#include "qprof/guest_abi.h"
 
 /* ---- Command line ------------------------------------------------------------------------ */
 
 #define PROF_MAX_USER_DIRS 8
-#define PROF_MAX_OUTPUTS   8
 #define PROF_MAX_OUTPUTS   8
 
 enum prof_mode_filter { PROF_ALL_MODES = 0, PROF_KERNEL_ONLY, PROF_USER_ONLY };
@@ -60,20 +61,6 @@ struct prof_options {
     bool progress;       /* live progress line (on a terminal unless --no-progress;
                             --progress forces it, e.g. into a log file) */
 };
-
-void prof_options_init(struct prof_options *o);
-
-enum { PROF_EXIT_OK = 0, PROF_EXIT_RUNTIME = 1, PROF_EXIT_USAGE = 2 };
-
-/* Parses argv into o. Returns -1 when the caller should go on and run, else the exit code to
- * exit with right away (0 after --help/--version, PROF_EXIT_USAGE after a usage error, which
- * has been printed to stderr as one line plus a hint). */
-int prof_parse_args(int argc, char **argv, struct prof_options *o);
-
-void prof_print_help(FILE *out);
-
-/* Parses "0,2-3" into a bit mask of vCPUs. */
-int prof_parse_cpu_list(const char *text, uint64_t *mask, struct qp_error *err);
 
 /* ---- Frame names ------------------------------------------------------------------------- */
 
@@ -126,15 +113,6 @@ struct prof_hist {
 void prof_hist_add(struct prof_hist *h, uint64_t ns);
 uint64_t prof_hist_percentile(const struct prof_hist *h, double p); /* ns, 0 when empty */
 
-/* When to take the next sample (seconds, same clock as now): the previous deadline plus the mean
- * interval jittered by +-50%. When sampling fell behind, a random fraction (under half) of an
- * interval from now instead of at once: a sample started right after the previous one would
- * leave the guest running for the nearly constant time qprof spends between samples, and
- * constant gaps alias with periodic guest work. u01 and u02 are uniform random numbers in [0, 1].
- */
-double prof_next_deadline(double prev_deadline, double now, double interval_s, double u01,
-                          double u02);
-
 /* ---- Run health: is the profile one of a running guest? -------------------------------- */
 
 /* Below this share of wall time running, the guest is nearly frozen: each sample finds it
@@ -150,25 +128,46 @@ double prof_guest_running_share(uint64_t paused_ns, double wall_s);
  * that, and at least 5 ms, so that a loaded host's jitter never counts. */
 bool prof_paused_far_above_usual(double paused_ms, double round_trips, double round_trip_ms);
 
-/* ---- The guest ABI (docs/guest-abi.md) ---------------------------------------------------- */
+/* ---- What the samples looked like (the summary's figures) -------------------------------- */
 
-/* Largest slot stride qprof accepts from a guest (newer guests may append fields). */
-#define PROF_ABI_MAX_SLOT 1024u
-/* The most bytes a qprof_abi can take: header plus QPROF_ABI_MAX_CPUS slots at that stride. */
-#define PROF_ABI_MAX_BYTES (48u + QPROF_ABI_MAX_CPUS * PROF_ABI_MAX_SLOT)
+/* Where one vCPU's samples went, for the per-vCPU balance in the summary. */
+#define PROF_CPU_TOP_PROCS 4
 
-/* Checks the header of a qprof_abi copied from the guest (len bytes). Fills hdr (its cpu[] left
- * zero) and *need, the bytes the guest's declared layout takes (header + cpu_count slots of
- * cpu_slot_size). Returns 0 when the header is sound and len covers the layout; -EAGAIN when
- * the magic is not there (not published yet); -ENODATA when more bytes (*need) must be copied;
- * -EPROTO with the reason in err when the guest's values are not acceptable. */
-int prof_abi_check(const void *bytes, size_t len, struct qprof_abi *hdr, size_t *need,
-                   struct qp_error *err);
+struct prof_cpu_proc {
+    uint32_t pid;
+    char comm[OUT_COMM_LEN];
+    uint64_t count;
+};
 
-/* Copies slot `cpu` of a checked ABI into out, at the guest's declared stride, with the name
- * NUL-terminated. Returns 0, -ENOENT for a cpu beyond cpu_count, -ENODATA if len is short. */
-int prof_abi_slot(const void *bytes, size_t len, const struct qprof_abi *hdr, unsigned cpu,
-                  struct qprof_abi_cpu *out);
+struct prof_cpu_counts {
+    uint64_t user, kernel, idle, boot;
+    struct prof_cpu_proc procs[PROF_CPU_TOP_PROCS]; /* the first processes seen, by count */
+    uint64_t other_procs;                           /* samples of processes past those */
+};
+
+/* Why samples did not make it, and what stacks looked like. */
+struct prof_counters {
+    struct prof_cpu_counts cpu[PROF_MAX_VCPUS]; /* by the target's vCPU index */
+    int cpus_seen;                              /* highest index counted + 1 */
+    uint64_t vcpu_samples;
+    uint64_t dropped_by_filter;
+    uint64_t idle;
+    uint64_t truncated[UNW_STOP_COUNT];
+    uint64_t no_process_info; /* the OS adapter knew nothing (no ABI, or a torn slot) */
+    uint64_t at_kernel_entry; /* on the first instruction of an entry from user space */
+    uint64_t resets;          /* the OS adapter saw a new boot (boot_id, vmcoreinfo) */
+    uint64_t machine_resets;  /* the target saw the machine reset (QMP RESET events) */
+    uint64_t abi_rejected;    /* a published qprof_abi failed its checks */
+    char abi_reject_reason[160];
+    uint64_t budget_hits;                           /* samples whose paused-time budget ran out */
+    uint64_t kernel_stacks, kernel_stacks_complete; /* unwound by the OS adapter (ORC) */
+    /* --sysroot: user stacks unwound with the sysroot's files, those that reached the outermost
+     * frame, and guest files whose sysroot copy was missing or another build (each once). */
+    uint64_t sysroot_stacks, sysroot_stacks_complete, sysroot_files_unused;
+};
+
+/* Counts one vCPU's sample in its vCPU's balance (mode, and the first processes seen). */
+void prof_counters_add_sample(struct prof_counters *c, const struct out_sample *o);
 
 /* ---- Sampling session -------------------------------------------------------------------- */
 
@@ -190,6 +189,13 @@ const char *prof_session_qemu_version(const prof_session *s);
 /* The session's samples and modules (borrowed, valid until prof_session_free). */
 out_profile *prof_session_profile(prof_session *s);
 
+/* The session's target (borrowed, valid until prof_session_free). */
+const prof_target *prof_session_target(const prof_session *s);
+/* The figures so far (borrowed, valid until prof_session_free). */
+const struct prof_counters *prof_session_counters(const prof_session *s);
+/* What the last sample cost (borrowed, overwritten by the next sample). */
+const struct prof_target_stats *prof_session_last_stats(const prof_session *s);
+
 /* A name cache that symbolizes with the session's kernel and user binaries (caller frees). */
 out_names *prof_session_names(prof_session *s);
 
@@ -201,15 +207,5 @@ out_names *prof_session_names(prof_session *s);
 
 /* Prints one stack per vCPU, eu-stack style, to f. */
 int prof_session_one_shot(prof_session *s, FILE *f, struct qp_error *err);
-
-/* `qprof record`: the one -o is the record file (whatever its name); checks and sets
- * o->record. Returns 0, or -1 after printing a usage error. */
-int prof_options_for_record(struct prof_options *o);
-
-/* `qprof report ARGS` (argv[0] is "report"): returns the process exit code. */
-int prof_report_main(int argc, char **argv);
-
-/* The whole `qprof` run for parsed options: returns the process exit code. */
-int prof_main(const struct prof_options *o);
 
 #endif

@@ -8,7 +8,11 @@
  * time the guest is paused. A walk that leaves the copied windows ends the stack as truncated
  * rather than reading memory that the running guest has changed since. */
 #include "sampler.h"
-#include "session_impl.h"
+
+#include "capture.h"
+#include "modules.h"
+#include "stacks.h"
+#include "sysroot.h"
 
 #include <errno.h>
 #include <glib.h>
@@ -18,6 +22,60 @@
 
 #define MAX_TEXT_TO_HASH (64u << 20)
 #define MAX_EH_FRAME     (16u << 20)
+
+/* One exec image of one process: (pid, generation) plus the .text and .eh_frame the OS adapter
+ * names. Its .text (and .eh_frame) are copied while the guest is paused, within the sample's
+ * budget and across samples if need be; hashing and matching wait until the guest runs. */
+struct image_key {
+    uint64_t pid, generation, text_addr, text_size, eh_frame_addr, eh_frame_size;
+};
+
+enum image_state { IMAGE_COPYING, IMAGE_COPIED, IMAGE_DONE };
+
+struct proc_image {
+    struct image_key key;
+    enum image_state state;
+    uint8_t *copy; /* text_size + eh_frame_size bytes while copying, NULL once done */
+    size_t copied;
+    uint64_t load_base;
+    char name[PROF_COMM_LEN];
+    struct user_binary *bin; /* once done; NULL when the text could not be read */
+};
+
+/* What this sample may still read while the guest is paused (PROF_BUDGET_*). */
+struct pause_budget {
+    size_t bytes_left;
+    uint64_t round_trips_at_start;
+    bool hit;
+};
+
+/* The session owns every stage's state; the stages get what they need passed down (modules.h,
+ * stacks.h, sysroot.h) and none calls back up. */
+struct prof_session {
+    struct prof_options opts;
+    prof_target *target;
+    struct prof_addr_split split; /* the target's: which addresses are user, which kernel */
+    prof_os *os;
+    sym_table *kernel_syms;             /* NULL without --kernel */
+    const sym_table *found_kernel_syms; /* the OS adapter's (borrowed), when no --kernel */
+    struct prof_os_mem os_mem;          /* this stop's reader for the adapter */
+    unw_space *kernel_space;
+    sym_store *store;
+    GHashTable *binaries; /* .text hash -> struct user_binary (owned) */
+    GHashTable *images;   /* struct image_key -> struct proc_image (owned, key inside) */
+    uint64_t abi_addr;
+    struct pause_budget budget;
+    int n_cpus;
+    struct cpu_capture cap[PROF_MAX_VCPUS];
+    out_profile *profile;        /* every sample, and the modules their PCs belong to */
+    prof_modules *modules;       /* the profile's modules and their symbols */
+    prof_stack_builder *stacks;  /* unwinding the captures */
+    prof_sysroot *sysroot;       /* --sysroot's files and address spaces */
+    struct prof_stack stack;     /* scratch, reused by every sample */
+    struct prof_target_stats last_stats;
+    uint64_t target_resets; /* prof_target_resets at the last stop */
+    struct prof_counters counters;
+};
 
 /* ---- Symbols and binaries ---------------------------------------------------------------- */
 
@@ -93,20 +151,6 @@ const char *prof_session_qemu_version(const prof_session *s)
     return prof_target_version(s->target);
 }
 
-uint32_t prof_session_add_module(prof_session *s, const struct out_module *m, const sym_table *syms)
-{
-    return prof_session_add_module_biased(s, m, syms, 0);
-}
-
-uint32_t prof_session_add_module_biased(prof_session *s, const struct out_module *m,
-                                        const sym_table *syms, int64_t bias)
-{
-    uint32_t index = out_profile_add_module(s->profile, m);
-    g_ptr_array_add(s->module_syms, (gpointer)syms);
-    g_array_append_val(s->module_bias, bias);
-    return index;
-}
-
 /* The kernel is module 0: its ELF or symbol map when given; offsets count from its .text (the
  * ELF's, or the guest ABI's once read). */
 static void add_kernel_module(prof_session *s)
@@ -119,25 +163,7 @@ static void add_kernel_module(prof_session *s)
         m.base = sym_table_text_addr(s->kernel_syms);
         m.text_hash = sym_table_text_hash(s->kernel_syms);
     }
-    s->kernel_module = prof_session_add_module(s, &m, s->kernel_syms);
-}
-
-int prof_session_symbolize(void *ctx, const struct out_module *m, uint64_t pc, bool exact,
-                           struct out_symbol *sym)
-{
-    prof_session *s = ctx;
-    uint32_t index = (uint32_t)(m - out_profile_module(s->profile, 0));
-    const sym_table *syms =
-        index < s->module_syms->len ? g_ptr_array_index(s->module_syms, index) : NULL;
-    int64_t bias = index < s->module_bias->len ? g_array_index(s->module_bias, int64_t, index) : 0;
-    uint64_t at = pc - (uint64_t)bias; /* the table's (link-time) address */
-    struct sym_info info;
-    /* A return address points after the call: look up the call itself. */
-    if (!syms || sym_lookup(syms, exact || at == 0 ? at : at - 1, &info) != 0)
-        return -ENOENT;
-    *sym = (struct out_symbol){.function = info.name, .offset = at - info.start};
-    sym_lookup_line(syms, exact || at == 0 ? at : at - 1, &sym->file, &sym->line);
-    return 0;
+    prof_modules_set_kernel(s->modules, prof_modules_add(s->modules, &m, s->kernel_syms, 0));
 }
 
 /* Chosen once: the demo ABI when the guest can be asked for it (the kernel ELF has the symbol,
@@ -179,20 +205,20 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     s->split = target_ops->split;
     s->binaries = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, binary_free);
     s->images = g_hash_table_new_full(image_key_hash, image_key_equal, NULL, image_free);
-    s->mapping_modules = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     s->profile = out_profile_new();
-    s->module_syms = g_ptr_array_new();
-    s->module_bias = g_array_new(FALSE, FALSE, sizeof(int64_t));
-    s->sysroot_files =
-        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, prof_sysroot_file_free);
-    s->user_spaces = g_hash_table_new_full(prof_user_space_key_hash, prof_user_space_key_equal,
-                                           NULL, prof_user_space_free);
-    s->sysroot_modules = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-    s->frames = g_new(struct unw_frame, o->max_depth);
-    s->frame_modules = g_new(uint32_t, o->max_depth);
+    s->modules = prof_modules_new(s->profile);
+    struct prof_sysroot_config sysroot_cfg = {
+        .dir = o->sysroot, .user_end = s->split.user_end, .verbose = o->verbose};
+    s->sysroot = prof_sysroot_new(&sysroot_cfg, s->modules, &s->counters);
     int rc = load_symbols(s, err);
     if (rc)
         goto fail;
+    struct prof_stack_config stack_cfg = {.max_depth = o->max_depth,
+                                          .verbose = o->verbose,
+                                          .user_end = s->split.user_end,
+                                          .kernel_space = s->kernel_space,
+                                          .kernel_syms = s->kernel_syms};
+    s->stacks = prof_stack_builder_new(&stack_cfg, s->modules, &s->counters);
     add_kernel_module(s);
     if ((rc = open_os(s, err)))
         goto fail;
@@ -225,33 +251,21 @@ void prof_session_free(prof_session *s)
     prof_target_free(s->target);
     prof_os_free(s->os);
     sym_table_free(s->kernel_syms);
+    prof_stack_builder_free(s->stacks);
+    prof_sysroot_free(s->sysroot);
     unw_space_free(s->kernel_space);
-    unw_space_free(s->fallback_space);
     prof_stack_free(&s->stack);
     sym_store_free(s->store);
     if (s->binaries)
         g_hash_table_destroy(s->binaries);
     if (s->images)
         g_hash_table_destroy(s->images);
-    if (s->mapping_modules)
-        g_hash_table_destroy(s->mapping_modules);
+    prof_modules_free(s->modules);
     out_profile_free(s->profile);
-    if (s->module_syms)
-        g_ptr_array_free(s->module_syms, TRUE);
-    if (s->module_bias)
-        g_array_free(s->module_bias, TRUE);
-    if (s->user_spaces)
-        g_hash_table_destroy(s->user_spaces);
-    if (s->sysroot_files)
-        g_hash_table_destroy(s->sysroot_files);
-    if (s->sysroot_modules)
-        g_hash_table_destroy(s->sysroot_modules);
-    g_free(s->frame_modules);
     for (int i = 0; i < PROF_MAX_VCPUS; i++) {
         g_free(s->cap[i].kstack);
         g_free(s->cap[i].ustack);
     }
-    g_free(s->frames);
     g_free(s);
 }
 
@@ -443,7 +457,7 @@ static void image_identify(prof_session *s, struct proc_image *img)
         g_strlcpy(m.name, b->name, sizeof m.name);
         if (b->syms)
             g_strlcpy(m.path, sym_table_path(b->syms), sizeof m.path);
-        b->module = prof_session_add_module(s, &m, b->syms);
+        b->module = prof_modules_add(s->modules, &m, b->syms, 0);
         if (s->opts.verbose)
             fprintf(stderr, "qprof: pid %" PRIu64 " (%s): .text hash %016" PRIx64 " %s%s\n", k->pid,
                     img->name, hash, b->syms ? "is " : "matches no file under --user-dir",
@@ -465,7 +479,7 @@ static void identify_captured(prof_session *s)
         if (c->img && c->img->state == IMAGE_COPIED)
             image_identify(s, c->img);
         c->bin = c->img && c->img->state == IMAGE_DONE ? c->img->bin : NULL;
-        prof_sysroot_build(s, c);
+        prof_sysroot_build(s->sysroot, c->uspace);
     }
 }
 
@@ -490,10 +504,10 @@ static void use_found_kernel(prof_session *s, const struct prof_os_refresh *r)
          * taken keep the names of the kernel they ran. */
         struct out_module m = {.kernel = true, .base = r->kernel_stext};
         g_strlcpy(m.name, "kernel", sizeof m.name);
-        s->kernel_module = prof_session_add_module(s, &m, found);
+        prof_modules_set_kernel(s->modules, prof_modules_add(s->modules, &m, found, 0));
         s->found_kernel_syms = found;
     } else if (!s->kernel_syms && found) {
-        g_ptr_array_index(s->module_syms, s->kernel_module) = (gpointer)found;
+        prof_modules_set_syms(s->modules, prof_modules_kernel(s->modules), found);
         s->found_kernel_syms = found;
     } else if (s->kernel_syms && !s->opts.kernel_slide && r->kernel_stext &&
                sym_find_by_name(s->kernel_syms, "_stext", &stext) == 0 &&
@@ -509,7 +523,9 @@ static void use_found_kernel(prof_session *s, const struct prof_os_refresh *r)
 static void forget_boot(prof_session *s)
 {
     g_hash_table_remove_all(s->images);
-    prof_sysroot_reset(s);
+    for (int i = 0; i < PROF_MAX_VCPUS; i++)
+        s->cap[i].uspace = NULL;
+    prof_sysroot_reset(s->sysroot);
 }
 
 /* Asks the OS adapter what it can tell about this stop, and acts on what it saw. */
@@ -528,9 +544,10 @@ static void refresh_os(prof_session *s, const struct prof_vcpu *cpus, int n_cpus
     }
     if (!r.published)
         return;
-    const struct out_module *k = out_profile_module(s->profile, s->kernel_module);
+    uint32_t kernel = prof_modules_kernel(s->modules);
+    const struct out_module *k = out_profile_module(s->profile, kernel);
     if (k && !k->base && r.kernel_text_addr)
-        out_profile_set_module_base(s->profile, s->kernel_module, r.kernel_text_addr);
+        out_profile_set_module_base(s->profile, kernel, r.kernel_text_addr);
 }
 
 static void read_window(prof_session *s, const struct prof_vcpu *cpu, uint64_t addr, uint8_t *buf,
@@ -538,29 +555,6 @@ static void read_window(prof_session *s, const struct prof_vcpu *cpu, uint64_t a
 {
     *win_addr = addr;
     paused_read(s, cpu, addr, buf, cap, win_len);
-}
-
-/* One module per mapped file at one base ("libc.so.6" at each address a process put it): a pc
- * with no symbol shows as "libc.so.6+0xFILE_OFFSET". A long run with very many processes stops
- * adding them (frames then show as addresses). */
-#define MAX_MAPPING_MODULES 4096
-uint32_t prof_session_mapping_module(prof_session *s, const struct prof_mapping *m)
-{
-    char *key = g_strdup_printf("%s@%" PRIx64, m->name, m->base);
-    gpointer found;
-    if (g_hash_table_lookup_extended(s->mapping_modules, key, NULL, &found)) {
-        g_free(key);
-        return GPOINTER_TO_UINT(found);
-    }
-    if (g_hash_table_size(s->mapping_modules) >= MAX_MAPPING_MODULES) {
-        g_free(key);
-        return OUT_NO_MODULE;
-    }
-    struct out_module om = {.base = m->base};
-    g_strlcpy(om.name, m->name, sizeof om.name);
-    uint32_t index = prof_session_add_module(s, &om, NULL);
-    g_hash_table_insert(s->mapping_modules, key, GUINT_TO_POINTER(index));
-    return index;
 }
 
 /* A user leaf with no unwind tables is named by the mapping it lies in (read while stopped). */
@@ -573,7 +567,7 @@ static void name_user_leaf(prof_session *s, struct cpu_capture *c, uint64_t pc,
     bool in_exec = c->uspace && !c->task.user_leaf_only && prof_user_space_find(c->uspace, pc) >= 0;
     if ((c->task.user_leaf_only || c->uspace) && !in_exec &&
         prof_os_user_mapping(s->os, (int)(c - s->cap), pc, mem, &m) == 0)
-        c->leaf_module = prof_session_mapping_module(s, &m);
+        c->leaf_module = prof_modules_for_mapping(s->modules, &m);
 }
 
 /* Stacks first: they are what this sample is for. A new binary's copy takes what is left. */
@@ -583,7 +577,7 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
     struct prof_os_mem mem = os_mem(s);
     c->have_kstack = false;
     c->leaf_module = OUT_NO_MODULE;
-    prof_sysroot_capture(s, c, &mem);
+    c->uspace = prof_sysroot_capture(s->sysroot, s->os, (int)(c - s->cap), &c->task, &mem);
     if (!v->user && prof_os_kernel_unwind(s->os, v, &c->task, &mem, &c->kst) == 0) {
         /* The adapter walked the kernel stack itself; only the user stack is left to copy. */
         c->have_kstack = true;
@@ -611,7 +605,7 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
     if (!c->img)
         return;
     if (!c->task.user_regs_at) {
-        if (prof_recover_user_regs(s, c))
+        if (prof_recover_user_regs(s->stacks, c))
             read_window(s, v, c->entry_regs.r[UNW_RSP], c->ustack, USTACK_WINDOW, &c->ustack_addr,
                         &c->ustack_len);
         return;
@@ -629,7 +623,7 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
     (void)t, (void)err;
     prof_session *s = ctx;
     budget_start(s);
-    prof_sysroot_begin_stop(s);
+    prof_sysroot_begin_stop(s->sysroot);
     s->n_cpus = n_cpus < PROF_MAX_VCPUS ? n_cpus : PROF_MAX_VCPUS;
     for (int i = 0; i < s->n_cpus; i++) {
         struct cpu_capture *c = &s->cap[i];
@@ -673,7 +667,8 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
     return 0;
 }
 
-int prof_session_capture(prof_session *s, struct prof_target_stats *stats, struct qp_error *err)
+/* Stops the guest, copies what unwinding needs, resumes; then identifies what was copied. */
+static int capture(prof_session *s, struct prof_target_stats *stats, struct qp_error *err)
 {
     /* While the guest runs: the adapter's one-time loads cost it no paused time (and are
      * done before the first stop, so that a --one-shot sample has them too). */
@@ -690,4 +685,94 @@ int prof_session_capture(prof_session *s, struct prof_target_stats *stats, struc
     if (rc == 0)
         identify_captured(s);
     return rc;
+}
+
+/* ---- One sample: capture, then stacks ------------------------------------------------------ */
+
+static bool keep_sample(const prof_session *s, const struct out_sample *o)
+{
+    bool user = o->mode == OUT_MODE_USER;
+    switch (s->opts.mode_filter) {
+    case PROF_KERNEL_ONLY:
+        return !user;
+    case PROF_USER_ONLY:
+        return user;
+    default:
+        return true;
+    }
+}
+
+out_profile *prof_session_profile(prof_session *s)
+{
+    return s->profile;
+}
+
+out_names *prof_session_names(prof_session *s)
+{
+    return out_names_new(s->profile, prof_modules_symbolize, s->modules);
+}
+
+const prof_target *prof_session_target(const prof_session *s)
+{
+    return s->target;
+}
+
+const struct prof_counters *prof_session_counters(const prof_session *s)
+{
+    return &s->counters;
+}
+
+const struct prof_target_stats *prof_session_last_stats(const prof_session *s)
+{
+    return &s->last_stats;
+}
+
+int prof_session_sample(prof_session *s, uint64_t time_ns, uint64_t weight_ns, bool *taken,
+                        struct qp_error *err)
+{
+    *taken = false;
+    memset(&s->last_stats, 0, sizeof s->last_stats);
+    if (!prof_target_running(s->target))
+        return 0; /* paused by someone else: a frozen guest has no profile */
+    int rc = capture(s, &s->last_stats, err);
+    if (rc)
+        return rc;
+    if (s->last_stats.was_paused)
+        return 0; /* paused between the check and the stop */
+    *taken = true;
+    for (int i = 0; i < s->n_cpus; i++) {
+        prof_build_stack(s->stacks, &s->cap[i], i, &s->stack);
+        if (s->stack.skipped)
+            continue;
+        s->counters.vcpu_samples++;
+        if (s->stack.sample.mode == OUT_MODE_IDLE)
+            s->counters.idle++;
+        prof_counters_add_sample(&s->counters, &s->stack.sample);
+        if (!keep_sample(s, &s->stack.sample)) {
+            s->counters.dropped_by_filter++;
+            continue;
+        }
+        s->stack.sample.time_ns = time_ns;
+        s->stack.sample.weight_ns = weight_ns;
+        out_profile_add(s->profile, &s->stack.sample);
+    }
+    return 0;
+}
+
+/* ---- --one-shot -------------------------------------------------------------------------- */
+
+int prof_session_one_shot(prof_session *s, FILE *out, struct qp_error *err)
+{
+    int rc = capture(s, &s->last_stats, err);
+    if (rc)
+        return rc;
+    out_names *names = out_names_new(s->profile, prof_modules_symbolize, s->modules);
+    for (int i = 0; i < s->n_cpus; i++) {
+        prof_build_stack(s->stacks, &s->cap[i], i, &s->stack);
+        prof_stack_print(&s->cap[i], names, &s->stack, s->opts.show_addresses, out);
+    }
+    out_names_free(names);
+    fprintf(out, "(guest paused %.3f ms for this sample, %u %s)\n", s->last_stats.paused_ns / 1e6,
+            s->last_stats.round_trips, prof_target_round_trip_name(s->target));
+    return 0;
 }

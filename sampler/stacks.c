@@ -1,11 +1,45 @@
 /* Turning a captured vCPU into a named stack: unwinding from the copied windows, crossing from
  * kernel into user frames through the register frame the OS adapter found, symbolizing,
  * folding. Runs after the guest has resumed. */
-#include "session_impl.h"
+#include "stacks.h"
+
+#include "sysroot.h"
 
 #include <errno.h>
+#include <glib.h>
 #include <inttypes.h>
 #include <string.h>
+
+struct prof_stack_builder {
+    struct prof_stack_config cfg;
+    prof_modules *modules;          /* borrowed */
+    struct prof_counters *counters; /* borrowed */
+    struct unw_frame *frames;       /* cfg.max_depth scratch entries */
+    uint32_t *frame_modules;        /* cfg.max_depth scratch entries: a user walk's modules */
+    unw_space *fallback_space;      /* user code without tables: frame pointers only */
+};
+
+prof_stack_builder *prof_stack_builder_new(const struct prof_stack_config *cfg,
+                                           prof_modules *modules, struct prof_counters *counters)
+{
+    prof_stack_builder *sb = g_new0(prof_stack_builder, 1);
+    sb->cfg = *cfg;
+    sb->modules = modules;
+    sb->counters = counters;
+    sb->frames = g_new(struct unw_frame, cfg->max_depth > 0 ? cfg->max_depth : 1);
+    sb->frame_modules = g_new(uint32_t, cfg->max_depth > 0 ? cfg->max_depth : 1);
+    return sb;
+}
+
+void prof_stack_builder_free(prof_stack_builder *sb)
+{
+    if (!sb)
+        return;
+    unw_space_free(sb->fallback_space);
+    g_free(sb->frame_modules);
+    g_free(sb->frames);
+    g_free(sb);
+}
 
 struct window {
     uint64_t addr;
@@ -27,9 +61,9 @@ static int window_read(void *ctx, uint64_t addr, void *buf, size_t len, size_t *
     return 0;
 }
 
-/* Walks one stack into s->frames; returns the number of frames and sets *stop (and *res_out
+/* Walks one stack into sb->frames; returns the number of frames and sets *stop (and *res_out
  * when not NULL). */
-static int walk_full(prof_session *s, unw_space *space, const struct unw_regs *regs,
+static int walk_full(prof_stack_builder *sb, unw_space *space, const struct unw_regs *regs,
                      const struct window *w, enum unw_stop *stop, struct unw_result *res_out)
 {
     struct unw_memory mem = {
@@ -41,11 +75,11 @@ static int walk_full(prof_session *s, unw_space *space, const struct unw_regs *r
         .stack_lo = w->addr,
         .stack_hi = w->addr + w->len,
     };
-    struct unw_result res = {.frames = s->frames};
+    struct unw_result res = {.frames = sb->frames};
     struct qp_error err = {0};
-    if (unw_unwind(space, regs, &mem, s->opts.max_depth, &res, &err) != 0) {
+    if (unw_unwind(space, regs, &mem, sb->cfg.max_depth, &res, &err) != 0) {
         *stop = UNW_STOP_ERROR;
-        if (s->opts.verbose)
+        if (sb->cfg.verbose)
             fprintf(stderr, "qprof: unwinding failed: %s\n", err.msg);
         return 0;
     }
@@ -55,18 +89,18 @@ static int walk_full(prof_session *s, unw_space *space, const struct unw_regs *r
     return res.n_frames;
 }
 
-static int walk(prof_session *s, unw_space *space, const struct unw_regs *regs,
+static int walk(prof_stack_builder *sb, unw_space *space, const struct unw_regs *regs,
                 const struct window *w, enum unw_stop *stop)
 {
-    return walk_full(s, space, regs, w, stop, NULL);
+    return walk_full(sb, space, regs, w, stop, NULL);
 }
 
 /* An empty space unwinds by frame pointers only: for code we have no tables for. */
-static unw_space *fallback_user_space(prof_session *s)
+static unw_space *fallback_user_space(prof_stack_builder *sb)
 {
-    if (!s->fallback_space)
-        unw_space_new("user", 0, s->split.user_end, &s->fallback_space, NULL);
-    return s->fallback_space;
+    if (!sb->fallback_space)
+        unw_space_new("user", 0, sb->cfg.user_end, &sb->fallback_space, NULL);
+    return sb->fallback_space;
 }
 
 static struct out_frame *push_frame(struct prof_stack *st)
@@ -79,15 +113,15 @@ static struct out_frame *push_frame(struct prof_stack *st)
 }
 
 /* Appends frames[n-1] .. frames[0] (outermost first) of one walk, in module `module`. */
-static void append_walk(prof_session *s, struct prof_stack *st, int n, enum unw_stop stop,
+static void append_walk(prof_stack_builder *sb, struct prof_stack *st, int n, enum unw_stop stop,
                         bool kernel, uint32_t module)
 {
     if (unw_stop_is_truncation(stop))
-        s->counters.truncated[stop]++;
+        sb->counters->truncated[stop]++;
     for (int i = n - 1; i >= 0; i--)
-        *push_frame(st) = (struct out_frame){.pc = s->frames[i].pc,
+        *push_frame(st) = (struct out_frame){.pc = sb->frames[i].pc,
                                              .module = module,
-                                             .exact = s->frames[i].activation || !s->frames[i].pc,
+                                             .exact = sb->frames[i].activation || !sb->frames[i].pc,
                                              .kernel = kernel};
 }
 
@@ -103,33 +137,33 @@ static void set_process(const struct cpu_capture *c, struct out_sample *o)
 }
 
 /* The module of a user pc in an exec mapping no verified file covers: "file+0xFILE_OFFSET". */
-static uint32_t unverified_module(prof_session *s, const struct prof_exec_mapping *m)
+static uint32_t unverified_module(prof_stack_builder *sb, const struct prof_exec_mapping *m)
 {
     struct prof_mapping pm = {.base = m->start - m->pgoff * 4096, .start = m->start, .end = m->end};
     const char *base = strrchr(m->path, '/');
     g_strlcpy(pm.name, base ? base + 1 : m->path, sizeof pm.name);
-    return prof_session_mapping_module(s, &pm);
+    return prof_modules_for_mapping(sb->modules, &pm);
 }
 
 /* Keeps the frames of a --sysroot walk that are known right: each pc in a file whose build-id
  * matched gets that file's module; the first pc outside them is kept, named by its mapping, and
  * ends the walk marked (what lies beyond it came from no CFI we trust); a frame the unwinder
  * found by frame pointers is dropped and ends it. Returns the frames kept. */
-static int keep_verified(prof_session *s, struct cpu_capture *c, int n, enum unw_stop *stop)
+static int keep_verified(prof_stack_builder *sb, struct cpu_capture *c, int n, enum unw_stop *stop)
 {
     const struct user_space *u = c->uspace;
     for (int i = 0; i < n; i++) {
-        const struct unw_frame *f = &s->frames[i];
+        const struct unw_frame *f = &sb->frames[i];
         if (i > 0 && f->method == UNW_BY_FP) {
             *stop = UNW_STOP_NO_CFI;
             return i;
         }
         int k = prof_user_space_find(u, f->activation ? f->pc : f->pc - 1);
         if (k >= 0 && u->verified[k]) {
-            s->frame_modules[i] = u->module[k];
+            sb->frame_modules[i] = u->module[k];
             continue;
         }
-        s->frame_modules[i] = k >= 0   ? unverified_module(s, &u->maps[k])
+        sb->frame_modules[i] = k >= 0   ? unverified_module(sb, &u->maps[k])
                               : i == 0 ? c->leaf_module
                                        : OUT_NO_MODULE;
         *stop = UNW_STOP_NO_CFI;
@@ -139,66 +173,66 @@ static int keep_verified(prof_session *s, struct cpu_capture *c, int n, enum unw
 }
 
 /* A user stack unwound with the sysroot's files (c->uspace). */
-static void sysroot_user_part(prof_session *s, struct cpu_capture *c, const struct unw_regs *regs,
+static void sysroot_user_part(prof_stack_builder *sb, struct cpu_capture *c, const struct unw_regs *regs,
                               struct prof_stack *st)
 {
     struct window w = {c->ustack_addr, c->ustack, c->ustack_len};
     enum unw_stop stop = UNW_STOP_ERROR;
-    int n = c->uspace->space ? walk(s, c->uspace->space, regs, &w, &stop) : 0;
+    int n = c->uspace->space ? walk(sb, c->uspace->space, regs, &w, &stop) : 0;
     if (n == 0) { /* not even the leaf: show it as the leaf-only mode does */
-        s->frames[0] = (struct unw_frame){.pc = regs->r[UNW_RIP], .activation = true};
+        sb->frames[0] = (struct unw_frame){.pc = regs->r[UNW_RIP], .activation = true};
         n = 1;
     }
-    n = keep_verified(s, c, n, &stop);
+    n = keep_verified(sb, c, n, &stop);
     st->sample.user_stop = stop;
-    s->counters.sysroot_stacks++;
-    s->counters.sysroot_stacks_complete += !unw_stop_is_truncation(stop);
+    sb->counters->sysroot_stacks++;
+    sb->counters->sysroot_stacks_complete += !unw_stop_is_truncation(stop);
     if (unw_stop_is_truncation(stop))
-        s->counters.truncated[stop]++;
+        sb->counters->truncated[stop]++;
     for (int i = n - 1; i >= 0; i--)
-        *push_frame(st) = (struct out_frame){.pc = s->frames[i].pc,
-                                             .module = s->frame_modules[i],
-                                             .exact = s->frames[i].activation || !s->frames[i].pc,
+        *push_frame(st) = (struct out_frame){.pc = sb->frames[i].pc,
+                                             .module = sb->frame_modules[i],
+                                             .exact = sb->frames[i].activation || !sb->frames[i].pc,
                                              .kernel = false};
     st->sample.n_user = st->sample.n_frames;
 }
 
-static void user_part(prof_session *s, struct cpu_capture *c, const struct unw_regs *regs,
+static void user_part(prof_stack_builder *sb, struct cpu_capture *c, const struct unw_regs *regs,
                       struct prof_stack *st)
 {
     if (c->uspace && !c->task.user_leaf_only) {
-        sysroot_user_part(s, c, regs, st);
+        sysroot_user_part(sb, c, regs, st);
         return;
     }
     if (c->task.user_leaf_only && !c->bin) {
         /* No tables for this code, and guessing by frame pointers would invent callers. The
          * leaf is named by its mapping when the OS told us it ("busybox+0x1a2b3"). */
         st->sample.user_stop = UNW_STOP_NO_CFI;
-        s->counters.truncated[UNW_STOP_NO_CFI]++;
+        sb->counters->truncated[UNW_STOP_NO_CFI]++;
         *push_frame(st) = (struct out_frame){
             .pc = regs->r[UNW_RIP], .module = c->leaf_module, .exact = true, .kernel = false};
         st->sample.n_user = st->sample.n_frames;
         return;
     }
     struct window w = {c->ustack_addr, c->ustack, c->ustack_len};
-    unw_space *space = c->bin && c->bin->space ? c->bin->space : fallback_user_space(s);
+    unw_space *space = c->bin && c->bin->space ? c->bin->space : fallback_user_space(sb);
     enum unw_stop stop = UNW_STOP_ERROR;
-    int n = space ? walk(s, space, regs, &w, &stop) : 0;
+    int n = space ? walk(sb, space, regs, &w, &stop) : 0;
     st->sample.user_stop = stop;
-    append_walk(s, st, n, stop, false, c->bin ? c->bin->module : OUT_NO_MODULE);
+    append_walk(sb, st, n, stop, false, c->bin ? c->bin->module : OUT_NO_MODULE);
     st->sample.n_user = st->sample.n_frames;
 }
 
-bool prof_recover_user_regs(prof_session *s, struct cpu_capture *c)
+bool prof_recover_user_regs(prof_stack_builder *sb, struct cpu_capture *c)
 {
     const struct unw_regs *regs = &c->vcpu.regs;
     struct unw_result res;
     enum unw_stop stop;
     struct window w = {c->kstack_addr, c->kstack, c->kstack_len};
     const uint32_t need = (1u << UNW_RSP) | (1u << UNW_RIP);
-    walk_full(s, s->kernel_space, regs, &w, &stop, &res);
+    walk_full(sb, sb->cfg.kernel_space, regs, &w, &stop, &res);
     if (stop != UNW_STOP_LEFT_SPACE || (res.next_regs_known & need) != need ||
-        res.next_regs.r[UNW_RIP] >= s->split.user_end)
+        res.next_regs.r[UNW_RIP] >= sb->cfg.user_end)
         return false;
     c->entry_regs = res.next_regs;
     /* Registers the entry CFI does not mention still hold the user values (the stub has not
@@ -212,45 +246,44 @@ bool prof_recover_user_regs(prof_session *s, struct cpu_capture *c)
 
 /* How a stop that QEMU took late shows (README, "TCG and the moment of a sample"): a kernel
  * walk of one frame, on the first instruction of a kernel function, entered from user space. */
-static bool at_kernel_entry(const prof_session *s, int n, enum unw_stop stop)
+static bool at_kernel_entry(const prof_stack_builder *sb, int n, enum unw_stop stop)
 {
     struct sym_info info;
-    return n == 1 && stop == UNW_STOP_LEFT_SPACE && s->kernel_syms &&
-           sym_lookup(s->kernel_syms, s->frames[0].pc, &info) == 0 && info.start == s->frames[0].pc;
+    return n == 1 && stop == UNW_STOP_LEFT_SPACE && sb->cfg.kernel_syms &&
+           sym_lookup(sb->cfg.kernel_syms, sb->frames[0].pc, &info) == 0 && info.start == sb->frames[0].pc;
 }
 
-static void kernel_part(prof_session *s, struct cpu_capture *c, struct prof_stack *st)
+static void kernel_part(prof_stack_builder *sb, struct cpu_capture *c, struct prof_stack *st)
 {
     if (c->have_trap)
-        user_part(s, c, &c->trap, st);
+        user_part(sb, c, &c->trap, st);
     else if (c->have_entry_regs)
-        user_part(s, c, &c->entry_regs, st);
+        user_part(sb, c, &c->entry_regs, st);
     if (c->have_kstack) {
         const struct prof_kstack *k = &c->kst;
         st->sample.kernel_stop = k->stop;
         if (unw_stop_is_truncation(k->stop))
-            s->counters.truncated[k->stop]++;
-        s->counters.kernel_stacks++;
-        s->counters.kernel_stacks_complete += !unw_stop_is_truncation(k->stop);
+            sb->counters->truncated[k->stop]++;
+        sb->counters->kernel_stacks++;
+        sb->counters->kernel_stacks_complete += !unw_stop_is_truncation(k->stop);
         for (int i = k->n - 1; i >= 0; i--)
             *push_frame(st) = (struct out_frame){
-                .pc = k->pc[i], .module = s->kernel_module, .exact = k->exact[i], .kernel = true};
+                .pc = k->pc[i], .module = prof_modules_kernel(sb->modules), .exact = k->exact[i], .kernel = true};
         return;
     }
     struct window w = {c->kstack_addr, c->kstack, c->kstack_len};
     enum unw_stop stop;
-    int n = walk(s, s->kernel_space, &c->vcpu.regs, &w, &stop);
+    int n = walk(sb, sb->cfg.kernel_space, &c->vcpu.regs, &w, &stop);
     /* Stepping out of the kernel half is where a system call or interrupt entered; it is only a
      * proper end when we know which user frames follow, or there are none. */
     st->sample.kernel_stop = stop;
-    append_walk(s, st, n, stop, true, s->kernel_module);
-    if (at_kernel_entry(s, n, stop))
-        s->counters.at_kernel_entry++;
+    append_walk(sb, st, n, stop, true, prof_modules_kernel(sb->modules));
+    if (at_kernel_entry(sb, n, stop))
+        sb->counters->at_kernel_entry++;
 }
 
-void prof_build_stack(prof_session *s, int i, struct prof_stack *st)
+void prof_build_stack(prof_stack_builder *sb, struct cpu_capture *c, int i, struct prof_stack *st)
 {
-    struct cpu_capture *c = &s->cap[i];
     st->cpu = i;
     st->skipped = false;
     st->skip_reason = NULL;
@@ -275,11 +308,11 @@ void prof_build_stack(prof_session *s, int i, struct prof_stack *st)
     }
     set_process(c, &st->sample);
     if (!c->task.known)
-        s->counters.no_process_info++;
+        sb->counters->no_process_info++;
     if (c->vcpu.user) {
-        user_part(s, c, &c->vcpu.regs, st);
+        user_part(sb, c, &c->vcpu.regs, st);
     } else {
-        kernel_part(s, c, st);
+        kernel_part(sb, c, st);
     }
     st->sample.frames = st->frames;
 }
@@ -291,98 +324,7 @@ void prof_stack_free(struct prof_stack *st)
     st->cap = 0;
 }
 
-static bool keep_sample(const prof_session *s, const struct out_sample *o)
-{
-    bool user = o->mode == OUT_MODE_USER;
-    switch (s->opts.mode_filter) {
-    case PROF_KERNEL_ONLY:
-        return !user;
-    case PROF_USER_ONLY:
-        return user;
-    default:
-        return true;
-    }
-}
-
-out_profile *prof_session_profile(prof_session *s)
-{
-    return s->profile;
-}
-
-out_names *prof_session_names(prof_session *s)
-{
-    return out_names_new(s->profile, prof_session_symbolize, s);
-}
-
-static void count_proc(struct prof_cpu_counts *n, const struct out_sample *o)
-{
-    for (int i = 0; i < PROF_CPU_TOP_PROCS; i++) {
-        struct prof_cpu_proc *p = &n->procs[i];
-        if (!p->count) {
-            *p = (struct prof_cpu_proc){.pid = o->pid, .count = 1};
-            g_strlcpy(p->comm, o->comm, sizeof p->comm);
-            return;
-        }
-        if (p->pid == o->pid && strcmp(p->comm, o->comm) == 0) {
-            p->count++;
-            return;
-        }
-    }
-    n->other_procs++;
-}
-
-static void count_per_cpu(struct prof_counters *c, const struct out_sample *o)
-{
-    if (o->cpu >= PROF_MAX_VCPUS)
-        return;
-    struct prof_cpu_counts *n = &c->cpu[o->cpu];
-    if (o->mode == OUT_MODE_IDLE)
-        n->idle++;
-    else if (o->mode == OUT_MODE_BOOT)
-        n->boot++;
-    else if (o->mode == OUT_MODE_USER)
-        n->user++;
-    else
-        n->kernel++;
-    if (o->pid)
-        count_proc(n, o);
-    if ((int)o->cpu >= c->cpus_seen)
-        c->cpus_seen = (int)o->cpu + 1;
-}
-
-int prof_session_sample(prof_session *s, uint64_t time_ns, uint64_t weight_ns, bool *taken,
-                        struct qp_error *err)
-{
-    *taken = false;
-    memset(&s->last_stats, 0, sizeof s->last_stats);
-    if (!prof_target_running(s->target))
-        return 0; /* paused by someone else: a frozen guest has no profile */
-    int rc = prof_session_capture(s, &s->last_stats, err);
-    if (rc)
-        return rc;
-    if (s->last_stats.was_paused)
-        return 0; /* paused between the check and the stop */
-    *taken = true;
-    for (int i = 0; i < s->n_cpus; i++) {
-        prof_build_stack(s, i, &s->stack);
-        if (s->stack.skipped)
-            continue;
-        s->counters.vcpu_samples++;
-        if (s->stack.sample.mode == OUT_MODE_IDLE)
-            s->counters.idle++;
-        count_per_cpu(&s->counters, &s->stack.sample);
-        if (!keep_sample(s, &s->stack.sample)) {
-            s->counters.dropped_by_filter++;
-            continue;
-        }
-        s->stack.sample.time_ns = time_ns;
-        s->stack.sample.weight_ns = weight_ns;
-        out_profile_add(s->profile, &s->stack.sample);
-    }
-    return 0;
-}
-
-/* ---- --one-shot -------------------------------------------------------------------------- */
+/* ---- --one-shot: one stack per vCPU, eu-stack style ----------------------------------------- */
 
 static const char *mode_text(const struct cpu_capture *c, const struct out_sample *o)
 {
@@ -396,10 +338,10 @@ static const char *mode_text(const struct cpu_capture *c, const struct out_sampl
                                               : "kernel mode";
 }
 
-static void print_frame(const prof_session *s, const struct out_name *f, int index, FILE *out)
+static void print_frame(const struct out_name *f, int index, bool show_addresses, FILE *out)
 {
     fprintf(out, "  #%-3d", index);
-    if (s->opts.show_addresses)
+    if (show_addresses)
         fprintf(out, " 0x%016" PRIx64, f->pc);
     if (f->has_symbol)
         fprintf(out, " %s+0x%" PRIx64, f->name, f->offset);
@@ -412,10 +354,9 @@ static void print_frame(const prof_session *s, const struct out_name *f, int ind
 
 /* Innermost first, like eu-stack and gdb. The truncation marker of a walk stands where the walk
  * ended, with the reason. */
-static void print_stack(const prof_session *s, out_names *names, const struct prof_stack *st,
-                        FILE *out)
+void prof_stack_print(const struct cpu_capture *c, out_names *names, const struct prof_stack *st,
+                      bool show_addresses, FILE *out)
 {
-    const struct cpu_capture *c = &s->cap[st->cpu];
     fprintf(out, "vCPU %d: ", st->cpu);
     if (st->skipped) {
         fprintf(out, "%s\n", st->skip_reason);
@@ -445,23 +386,7 @@ static void print_stack(const prof_session *s, out_names *names, const struct pr
         }
         if (i + 1 < len && !f->kernel && shown[i + 1]->kernel)
             fprintf(out, "    -- entered the kernel from user mode here --\n");
-        print_frame(s, f, index++, out);
+        print_frame(f, index++, show_addresses, out);
     }
     g_free(shown);
-}
-
-int prof_session_one_shot(prof_session *s, FILE *out, struct qp_error *err)
-{
-    int rc = prof_session_capture(s, &s->last_stats, err);
-    if (rc)
-        return rc;
-    out_names *names = out_names_new(s->profile, prof_session_symbolize, s);
-    for (int i = 0; i < s->n_cpus; i++) {
-        prof_build_stack(s, i, &s->stack);
-        print_stack(s, names, &s->stack, out);
-    }
-    out_names_free(names);
-    fprintf(out, "(guest paused %.3f ms for this sample, %u %s)\n", s->last_stats.paused_ns / 1e6,
-            s->last_stats.round_trips, prof_target_round_trip_name(s->target));
-    return 0;
 }

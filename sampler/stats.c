@@ -1,5 +1,7 @@
 #include "sampler.h"
 
+#include <glib.h>
+
 #include <math.h>
 
 /* Buckets 0..1023 hold 1 us each (0..1 ms); from 1 ms on each bucket is 1% wider than the last,
@@ -64,4 +66,40 @@ bool prof_paused_far_above_usual(double paused_ms, double round_trips, double ro
 {
     double usual = round_trips * round_trip_ms;
     return paused_ms >= 5.0 && paused_ms >= 20.0 * usual;
+}
+
+static void count_proc(struct prof_cpu_counts *n, const struct out_sample *o)
+{
+    for (int i = 0; i < PROF_CPU_TOP_PROCS; i++) {
+        struct prof_cpu_proc *p = &n->procs[i];
+        if (!p->count) {
+            *p = (struct prof_cpu_proc){.pid = o->pid, .count = 1};
+            g_strlcpy(p->comm, o->comm, sizeof p->comm);
+            return;
+        }
+        if (p->pid == o->pid && strcmp(p->comm, o->comm) == 0) {
+            p->count++;
+            return;
+        }
+    }
+    n->other_procs++;
+}
+
+void prof_counters_add_sample(struct prof_counters *c, const struct out_sample *o)
+{
+    if (o->cpu >= PROF_MAX_VCPUS)
+        return;
+    struct prof_cpu_counts *n = &c->cpu[o->cpu];
+    if (o->mode == OUT_MODE_IDLE)
+        n->idle++;
+    else if (o->mode == OUT_MODE_BOOT)
+        n->boot++;
+    else if (o->mode == OUT_MODE_USER)
+        n->user++;
+    else
+        n->kernel++;
+    if (o->pid)
+        count_proc(n, o);
+    if ((int)o->cpu >= c->cpus_seen)
+        c->cpus_seen = (int)o->cpu + 1;
 }

@@ -6,10 +6,11 @@
  * While the guest is paused only the OS adapter's list of exec mappings is copied (and the
  * adapter reads what it does not know yet: paths, build-ids, once per process and file). Opening
  * files, checking build-ids and loading libdwfl wait until the guest runs again. */
-#include "session_impl.h"
+#include "sysroot.h"
 
 #include <elfutils/libdwelf.h>
 #include <errno.h>
+#include <glib.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <inttypes.h>
@@ -21,7 +22,33 @@
 #define MAX_SYSROOT_LOADS 32
 #define PAGE_SIZE         4096u
 
-void prof_sysroot_file_free(gpointer p)
+struct prof_sysroot {
+    struct prof_sysroot_config cfg;
+    prof_modules *modules;           /* borrowed */
+    struct prof_counters *counters;  /* borrowed */
+    GHashTable *files;               /* guest path -> struct sysroot_file (owned) */
+    GHashTable *spaces;              /* struct user_space_key -> struct user_space (owned) */
+    GHashTable *modules_by_file;     /* "host path@bias" -> module index */
+};
+
+/* One guest path looked up under the sysroot, once. */
+struct sysroot_file {
+    char *host_path; /* DIR + the guest's path */
+    bool usable;     /* an ELF of the guest's architecture with a GNU build-id and PT_LOADs */
+    const char *why_not;
+    uint8_t build_id[PROF_BUILD_ID_MAX];
+    size_t build_id_len;
+    GArray *loads;     /* struct sysroot_load */
+    sym_table *syms;   /* owned; opened with the first module that uses the file */
+    bool syms_tried;   /* sym_table_open_elf was called (syms NULL: it failed) */
+    bool said_differs; /* the user was told its build-id is not the guest's */
+};
+
+struct sysroot_load {
+    uint64_t offset, vaddr, filesz; /* a PT_LOAD's p_offset, p_vaddr, p_filesz */
+};
+
+static void sysroot_file_free(gpointer p)
 {
     struct sysroot_file *f = p;
     g_free(f->host_path);
@@ -31,7 +58,7 @@ void prof_sysroot_file_free(gpointer p)
     g_free(f);
 }
 
-void prof_user_space_free(gpointer p)
+static void user_space_free(gpointer p)
 {
     struct user_space *u = p;
     g_free(u->maps);
@@ -41,29 +68,51 @@ void prof_user_space_free(gpointer p)
     g_free(u);
 }
 
-guint prof_user_space_key_hash(gconstpointer p)
+static guint user_space_key_hash(gconstpointer p)
 {
     const struct user_space_key *k = p;
     uint64_t h = k->id * UINT64_C(0x9e3779b97f4a7c15) ^ k->generation;
     return (guint)(h ^ h >> 32);
 }
 
-gboolean prof_user_space_key_equal(gconstpointer a, gconstpointer b)
+static gboolean user_space_key_equal(gconstpointer a, gconstpointer b)
 {
     return memcmp(a, b, sizeof(struct user_space_key)) == 0;
 }
 
-void prof_sysroot_begin_stop(prof_session *s)
+prof_sysroot *prof_sysroot_new(const struct prof_sysroot_config *cfg, prof_modules *modules,
+                               struct prof_counters *counters)
 {
-    if (g_hash_table_size(s->user_spaces) >= MAX_USER_SPACES)
-        g_hash_table_remove_all(s->user_spaces);
+    prof_sysroot *sr = g_new0(prof_sysroot, 1);
+    sr->cfg = *cfg;
+    sr->modules = modules;
+    sr->counters = counters;
+    sr->files = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, sysroot_file_free);
+    sr->spaces =
+        g_hash_table_new_full(user_space_key_hash, user_space_key_equal, NULL, user_space_free);
+    sr->modules_by_file = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    return sr;
 }
 
-void prof_sysroot_reset(prof_session *s)
+void prof_sysroot_free(prof_sysroot *sr)
 {
-    for (int i = 0; i < PROF_MAX_VCPUS; i++)
-        s->cap[i].uspace = NULL;
-    g_hash_table_remove_all(s->user_spaces);
+    if (!sr)
+        return;
+    g_hash_table_destroy(sr->spaces);
+    g_hash_table_destroy(sr->files);
+    g_hash_table_destroy(sr->modules_by_file);
+    g_free(sr);
+}
+
+void prof_sysroot_begin_stop(prof_sysroot *sr)
+{
+    if (g_hash_table_size(sr->spaces) >= MAX_USER_SPACES)
+        g_hash_table_remove_all(sr->spaces);
+}
+
+void prof_sysroot_reset(prof_sysroot *sr)
+{
+    g_hash_table_remove_all(sr->spaces);
 }
 
 int prof_user_space_find(const struct user_space *u, uint64_t pc)
@@ -76,10 +125,10 @@ int prof_user_space_find(const struct user_space *u, uint64_t pc)
 
 /* ---- While stopped ----------------------------------------------------------------------- */
 
-static struct user_space *user_space_for(prof_session *s, const struct prof_address_space *as)
+static struct user_space *user_space_for(prof_sysroot *sr, const struct prof_address_space *as)
 {
     struct user_space_key key = {as->id, as->generation};
-    struct user_space *u = g_hash_table_lookup(s->user_spaces, &key);
+    struct user_space *u = g_hash_table_lookup(sr->spaces, &key);
     if (u)
         return u;
     u = g_new0(struct user_space, 1);
@@ -88,21 +137,22 @@ static struct user_space *user_space_for(prof_session *s, const struct prof_addr
     u->maps = g_memdup2(as->maps, sizeof *as->maps * (size_t)u->n);
     u->verified = g_new0(bool, u->n ? u->n : 1);
     u->module = g_new0(uint32_t, u->n ? u->n : 1);
-    g_hash_table_insert(s->user_spaces, &u->key, u);
+    g_hash_table_insert(sr->spaces, &u->key, u);
     return u;
 }
 
-void prof_sysroot_capture(prof_session *s, struct cpu_capture *c, const struct prof_os_mem *mem)
+struct user_space *prof_sysroot_capture(prof_sysroot *sr, prof_os *os, int i,
+                                        struct prof_task *task, const struct prof_os_mem *mem)
 {
     struct prof_address_space as;
-    c->uspace = NULL;
-    if (!s->opts.sysroot || !c->task.known || c->task.state != PROF_TASK_USER ||
-        prof_os_address_space(s->os, (int)(c - s->cap), mem, &as) != 0)
-        return;
-    c->uspace = user_space_for(s, &as);
+    if (!sr->cfg.dir || !task->known || task->state != PROF_TASK_USER ||
+        prof_os_address_space(os, i, mem, &as) != 0)
+        return NULL;
+    struct user_space *u = user_space_for(sr, &as);
     /* A space known to hold no verified file unwinds nothing: its leaf is all there is. */
-    if (!c->uspace->built || c->uspace->n_verified > 0)
-        c->task.user_leaf_only = false;
+    if (!u->built || u->n_verified > 0)
+        task->user_leaf_only = false;
+    return u;
 }
 
 /* ---- After the guest resumed: the sysroot's files ---------------------------------------- */
@@ -134,10 +184,10 @@ static const char *read_elf_facts(struct sysroot_file *f, Elf *elf)
     return f->loads->len ? NULL : "no PT_LOAD segment";
 }
 
-static struct sysroot_file *sysroot_file_open(prof_session *s, const char *guest_path)
+static struct sysroot_file *sysroot_file_open(prof_sysroot *sr, const char *guest_path)
 {
     struct sysroot_file *f = g_new0(struct sysroot_file, 1);
-    f->host_path = g_build_filename(s->opts.sysroot, guest_path, NULL);
+    f->host_path = g_build_filename(sr->cfg.dir, guest_path, NULL);
     int fd = open(f->host_path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         f->why_not = "not under --sysroot";
@@ -152,17 +202,17 @@ static struct sysroot_file *sysroot_file_open(prof_session *s, const char *guest
     return f;
 }
 
-static struct sysroot_file *sysroot_file(prof_session *s, const char *guest_path)
+static struct sysroot_file *sysroot_file(prof_sysroot *sr, const char *guest_path)
 {
-    struct sysroot_file *f = g_hash_table_lookup(s->sysroot_files, guest_path);
-    if (f || g_hash_table_size(s->sysroot_files) >= MAX_SYSROOT_FILES)
+    struct sysroot_file *f = g_hash_table_lookup(sr->files, guest_path);
+    if (f || g_hash_table_size(sr->files) >= MAX_SYSROOT_FILES)
         return f;
-    f = sysroot_file_open(s, guest_path);
-    s->counters.sysroot_files_unused += !f->usable;
-    if (!f->usable && s->opts.verbose)
+    f = sysroot_file_open(sr, guest_path);
+    sr->counters->sysroot_files_unused += !f->usable;
+    if (!f->usable && sr->cfg.verbose)
         fprintf(stderr, "qprof: --sysroot: %s: %s (its frames end the user stack)\n", f->host_path,
                 f->why_not);
-    g_hash_table_insert(s->sysroot_files, g_strdup(guest_path), f);
+    g_hash_table_insert(sr->files, g_strdup(guest_path), f);
     return f;
 }
 
@@ -175,7 +225,7 @@ static void hex(const uint8_t *b, size_t n, char *out)
 
 /* The guest's mapping and the sysroot's file are the same build; says once per file when the
  * file is another build, or when the guest's build-id could not be read. */
-static bool same_build(prof_session *s, struct sysroot_file *f, const struct prof_exec_mapping *m)
+static bool same_build(prof_sysroot *sr, struct sysroot_file *f, const struct prof_exec_mapping *m)
 {
     if (m->build_id_len && m->build_id_len == f->build_id_len &&
         memcmp(m->build_id, f->build_id, f->build_id_len) == 0)
@@ -194,7 +244,7 @@ static bool same_build(prof_session *s, struct sysroot_file *f, const struct pro
                     "used\n",
                     m->path, f->host_path);
         f->said_differs = true;
-        s->counters.sysroot_files_unused++;
+        sr->counters->sysroot_files_unused++;
     }
     return false;
 }
@@ -217,72 +267,72 @@ static int mapping_bias(const struct sysroot_file *f, const struct prof_exec_map
 }
 
 /* One module per sysroot file and bias, sharing the file's symbol table. */
-static uint32_t sysroot_module(prof_session *s, struct sysroot_file *f, int64_t bias)
+static uint32_t sysroot_module(prof_sysroot *sr, struct sysroot_file *f, int64_t bias)
 {
     char *key = g_strdup_printf("%s@%" PRIx64, f->host_path, (uint64_t)bias);
     gpointer found;
-    if (g_hash_table_lookup_extended(s->sysroot_modules, key, NULL, &found)) {
+    if (g_hash_table_lookup_extended(sr->modules_by_file, key, NULL, &found)) {
         g_free(key);
         return GPOINTER_TO_UINT(found);
     }
     if (!f->syms_tried) {
         struct qp_error err = {0};
         f->syms_tried = true;
-        if (sym_table_open_elf(f->host_path, &f->syms, &err) && s->opts.verbose)
+        if (sym_table_open_elf(f->host_path, &f->syms, &err) && sr->cfg.verbose)
             fprintf(stderr, "qprof: --sysroot: symbols of %s: %s\n", f->host_path, err.msg);
     }
     struct out_module m = {.base = (uint64_t)bias};
     const char *base = strrchr(f->host_path, '/');
     g_strlcpy(m.name, base ? base + 1 : f->host_path, sizeof m.name);
     g_strlcpy(m.path, f->host_path, sizeof m.path);
-    uint32_t index = prof_session_add_module_biased(s, &m, f->syms, bias);
-    g_hash_table_insert(s->sysroot_modules, key, GUINT_TO_POINTER(index));
+    uint32_t index = prof_modules_add(sr->modules, &m, f->syms, bias);
+    g_hash_table_insert(sr->modules_by_file, key, GUINT_TO_POINTER(index));
     return index;
 }
 
 /* Adds mapping k's file to u's unwinder (once per file and bias). */
-static bool add_mapping(prof_session *s, struct user_space *u, int k, struct sysroot_file *f,
+static bool add_mapping(prof_sysroot *sr, struct user_space *u, int k, struct sysroot_file *f,
                         int64_t bias)
 {
     for (int j = 0; j < k; j++)
         if (u->verified[j] && strcmp(u->maps[j].path, u->maps[k].path) == 0 &&
-            g_array_index(s->module_bias, int64_t, u->module[j]) == bias)
+            prof_modules_bias(sr->modules, u->module[j]) == bias)
             return true;
     struct qp_error err = {0};
     if (unw_space_add_elf(u->space, f->host_path, bias, &err) == 0)
         return true;
-    if (s->opts.verbose)
+    if (sr->cfg.verbose)
         fprintf(stderr, "qprof: --sysroot: %s\n", err.msg);
     return false;
 }
 
-static void user_space_build(prof_session *s, struct user_space *u)
+static void user_space_build(prof_sysroot *sr, struct user_space *u)
 {
     struct qp_error err = {0};
     u->built = true;
-    if (unw_space_new("user", 0, s->split.user_end, &u->space, &err)) {
+    if (unw_space_new("user", 0, sr->cfg.user_end, &u->space, &err)) {
         fprintf(stderr, "qprof: --sysroot: %s\n", err.msg);
         return;
     }
     for (int k = 0; k < u->n; k++) {
         const struct prof_exec_mapping *m = &u->maps[k];
-        struct sysroot_file *f = sysroot_file(s, m->path);
+        struct sysroot_file *f = sysroot_file(sr, m->path);
         int64_t bias;
-        if (!f || !f->usable || !same_build(s, f, m) || mapping_bias(f, m, &bias) != 0)
+        if (!f || !f->usable || !same_build(sr, f, m) || mapping_bias(f, m, &bias) != 0)
             continue;
-        if (!add_mapping(s, u, k, f, bias))
+        if (!add_mapping(sr, u, k, f, bias))
             continue;
-        u->module[k] = sysroot_module(s, f, bias);
+        u->module[k] = sysroot_module(sr, f, bias);
         u->verified[k] = true;
         u->n_verified++;
-        if (s->opts.verbose)
+        if (sr->cfg.verbose)
             fprintf(stderr, "qprof: --sysroot: %s at 0x%" PRIx64 " (bias 0x%" PRIx64 ")\n",
                     f->host_path, m->start, (uint64_t)bias);
     }
 }
 
-void prof_sysroot_build(prof_session *s, struct cpu_capture *c)
+void prof_sysroot_build(prof_sysroot *sr, struct user_space *u)
 {
-    if (c->uspace && !c->uspace->built)
-        user_space_build(s, c->uspace);
+    if (u && !u->built)
+        user_space_build(sr, u);
 }

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "sampler.h"
+#include "os.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

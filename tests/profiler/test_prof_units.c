@@ -2,7 +2,7 @@
  * folded file, the paused-time histogram, the OS adapters over a fake target. */
 #define _GNU_SOURCE
 #include "harness.h"
-#include "sampler.h"
+#include "cli.h"
 
 #include <math.h>
 #include <errno.h>

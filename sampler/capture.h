@@ -1,0 +1,52 @@
+/* Private to sampler/: what one stop captured of one vCPU, the hand-over between capture
+ * (session.c, while the guest is stopped) and stack building (stacks.c, after it resumed).
+ *
+ * Capture fills it; stack building only reads it and never calls back into capture. */
+#ifndef PROF_CAPTURE_H
+#define PROF_CAPTURE_H
+
+#include "os.h"
+#include "target.h"
+#include "unwind.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define KSTACK_WINDOW (16u << 10)
+#define USTACK_WINDOW (16u << 10)
+
+/* One user binary, identified by its .text hash; shared by every process that runs it. */
+struct user_binary {
+    uint64_t hash;
+    const sym_table *syms; /* borrowed from the store; NULL when no file matched */
+    unw_space *space;      /* owned; NULL when no unwind tables could be had */
+    uint64_t text_addr, load_base;
+    char name[64];   /* module name: the file's, else the process's */
+    uint32_t module; /* its index in the session's out_profile */
+};
+
+struct proc_image;  /* session.c: one exec image of one process, being copied */
+struct user_space;  /* sysroot.h: an address space and the sysroot files that match it */
+
+/* What one vCPU looked like at the stop, copied while the guest was paused. */
+struct cpu_capture {
+    struct prof_vcpu vcpu; /* its target_cpu is stale once the guest runs again */
+    bool selected, started;
+    struct prof_task task; /* what the OS adapter said; task.known false when nothing */
+    bool have_trap;
+    struct unw_regs trap; /* user registers saved at kernel entry */
+    bool have_entry_regs; /* user registers recovered through the entry stub's CFI */
+    struct unw_regs entry_regs;
+    struct proc_image *img;    /* the task's process image, NULL when none */
+    struct user_binary *bin;   /* set after the guest resumed, from img */
+    uint32_t leaf_module;      /* a leaf-only user pc's mapping (OUT_NO_MODULE: unknown) */
+    struct user_space *uspace; /* --sysroot: the task's address space, NULL when none */
+    bool have_kstack;          /* the OS adapter unwound the kernel stack while stopped */
+    struct prof_kstack kst;    /* its frames */
+    uint8_t *kstack, *ustack;  /* KSTACK_WINDOW / USTACK_WINDOW bytes, allocated once */
+    uint64_t kstack_addr, ustack_addr;
+    size_t kstack_len, ustack_len;
+};
+
+#endif

@@ -1,0 +1,61 @@
+/* Private to sampler/: stack building (stacks.c), after the guest resumed.
+ *
+ * Consumes what capture copied of one vCPU (capture.h) and returns its stack as unsymbolized
+ * frames (struct out_sample: pcs and module indexes, no names). It unwinds from the copied
+ * windows only, adds modules through the session's prof_modules, counts into the session's
+ * prof_counters, and calls nothing back in the session or in capture. */
+#ifndef PROF_STACKS_H
+#define PROF_STACKS_H
+
+#include "capture.h"
+#include "modules.h"
+#include "output.h"
+#include "sampler.h"
+#include "symbols.h"
+#include "unwind.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* A vCPU's whole stack as unsymbolized frames, outermost first (see struct out_sample). */
+struct prof_stack {
+    int cpu;
+    bool skipped;
+    const char *skip_reason;
+    struct out_sample sample; /* frames point into `frames` */
+    struct out_frame *frames;
+    int cap;
+};
+
+void prof_stack_free(struct prof_stack *st); /* its frames; st itself is the caller's */
+
+struct prof_stack_config {
+    int max_depth;             /* frames per walk */
+    bool verbose;              /* say why a walk failed */
+    uint64_t user_end;         /* the architecture's end of user addresses */
+    unw_space *kernel_space;   /* borrowed: the kernel's unwind tables */
+    const sym_table *kernel_syms; /* borrowed, NULL without --kernel: tells kernel entries */
+};
+
+typedef struct prof_stack_builder prof_stack_builder;
+
+/* modules and counters are borrowed and must outlive the builder. */
+prof_stack_builder *prof_stack_builder_new(const struct prof_stack_config *cfg,
+                                           prof_modules *modules, struct prof_counters *counters);
+void prof_stack_builder_free(prof_stack_builder *sb); /* NULL is a no-op */
+
+/* For a process in the kernel that has not published its user register frame yet (a sample in
+ * an entry stub): walks c's copied kernel stack and, if it steps into user space, sets
+ * c->entry_regs. Capture calls it while the guest is stopped, and only then, because the user
+ * stack must be copied before the guest runs on. */
+bool prof_recover_user_regs(prof_stack_builder *sb, struct cpu_capture *c);
+
+/* Builds the stack of c (vCPU i of the stop) into st (frames array grown as needed). */
+void prof_build_stack(prof_stack_builder *sb, struct cpu_capture *c, int i, struct prof_stack *st);
+
+/* Prints st innermost first, like eu-stack and gdb, with names from names (--one-shot). */
+void prof_stack_print(const struct cpu_capture *c, out_names *names, const struct prof_stack *st,
+                      bool show_addresses, FILE *out);
+
+#endif
