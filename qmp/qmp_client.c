@@ -414,46 +414,13 @@ static int read_greeting(qmp_client *c, struct qp_error *err)
     return rc;
 }
 
-static int pick_backend(qmp_client *c, enum qmp_mem_backend want, struct qp_error *err)
-{
-    struct qp_error direct_err = {0};
-    if (c->direct.map && (want == QMP_MEM_DIRECT || want == QMP_MEM_AUTO)) {
-        c->backend = QMP_MEM_DIRECT; /* already mapped */
-        return 0;
-    }
-    if (want == QMP_MEM_MEMSAVE && c->memsave_dir[0]) {
-        c->backend = QMP_MEM_MEMSAVE;
-        return 0;
-    }
-    if (want == QMP_MEM_DIRECT || want == QMP_MEM_AUTO) {
-        int rc = qmp__direct_setup(c, want == QMP_MEM_DIRECT ? err : &direct_err);
-        if (rc == 0 || want == QMP_MEM_DIRECT || c->dead)
-            return rc == 0 ? (c->backend = QMP_MEM_DIRECT, 0) : rc;
-    }
-    if (want == QMP_MEM_HMP) {
-        c->backend = QMP_MEM_HMP;
-        return 0;
-    }
-    c->backend = QMP_MEM_MEMSAVE;
-    return c->memsave_dir[0] ? 0 : qmp__memsave_setup(c, err);
-}
-
-int qmp_mem_set_backend(qmp_client *c, enum qmp_mem_backend b, struct qp_error *err)
-{
-    enum qmp_mem_backend before = c->backend;
-    int rc = pick_backend(c, b, err);
-    if (rc < 0)
-        c->backend = before;
-    return rc;
-}
-
 static void put_reply(gpointer reply)
 {
     json_object_put(reply);
 }
 
-int qmp_open(const char *address, const struct qmp_open_opts *opts, qmp_client **out,
-             struct qp_error *err)
+int qmp__connect(const char *address, const struct qmp_open_opts *opts, qmp_client **out,
+                 struct qp_error *err)
 {
     qmp_client *c = g_new0(qmp_client, 1);
     c->fd = -1;
@@ -470,17 +437,15 @@ int qmp_open(const char *address, const struct qmp_open_opts *opts, qmp_client *
         rc = qmp_execute(c, "qmp_capabilities", NULL, NULL, err);
     if (rc == 0)
         rc = qmp_query_running(c, &running, err);
-    if (rc == 0)
-        rc = pick_backend(c, opts ? opts->backend : QMP_MEM_AUTO, err);
     if (rc < 0) {
-        qmp_free(c);
+        qmp__disconnect(c);
         return rc;
     }
     *out = c;
     return 0;
 }
 
-void qmp_free(qmp_client *c)
+void qmp__disconnect(qmp_client *c)
 {
     if (!c)
         return;
@@ -489,28 +454,10 @@ void qmp_free(qmp_client *c)
         c->swallow_resume = true;
         qmp_execute(c, "cont", NULL, NULL, NULL);
     }
-    qmp__direct_close(c);
-    qmp__memsave_close(c);
     if (c->fd >= 0)
         close(c->fd);
     qmp_parser_free(c->parser);
     g_queue_free_full(c->events, free_event);
     g_hash_table_destroy(c->replies);
     g_free(c);
-}
-
-enum qmp_mem_backend qmp_mem_backend_in_use(const qmp_client *c)
-{
-    return c->backend;
-}
-
-const char *qmp_mem_backend_name(enum qmp_mem_backend b)
-{
-    static const char *const names[] = {
-        [QMP_MEM_AUTO] = "auto",
-        [QMP_MEM_DIRECT] = "direct",
-        [QMP_MEM_MEMSAVE] = "memsave",
-        [QMP_MEM_HMP] = "hmp",
-    };
-    return (unsigned)b < sizeof names / sizeof names[0] ? names[b] : "?";
 }

@@ -59,6 +59,17 @@ void qmp__dispatch_parsed(qmp_client *c);
 json_object *qmp__hmp_args(const char *cmdline, int cpu_index);
 int qmp__hmp_text(json_object *ret, char **out, struct qp_error *err);
 
+/* The connection (qmp_client.c): connects, reads the greeting, negotiates capabilities and
+ * the run state; no memory backend yet. disconnect resumes a guest the client paused and frees
+ * c (NULL is a no-op). qmp_open.c puts the two around the memory backend (qmp_mem.c), so that
+ * the client never calls into the backends that call it. */
+int qmp__connect(const char *address, const struct qmp_open_opts *opts, qmp_client **out,
+                 struct qp_error *err);
+void qmp__disconnect(qmp_client *c);
+
+/* Picks the memory backend as qmp_mem_set_backend does (qmp_mem.c). */
+int qmp__pick_backend(qmp_client *c, enum qmp_mem_backend want, struct qp_error *err);
+
 int qmp__direct_setup(qmp_client *c, struct qp_error *err);
 /* The direct backend's pieces, for tests: the RAM ranges of `backend` from `info mtree -f`
  * text, and one read through them (d->map must hold the mapped file). */

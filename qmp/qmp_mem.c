@@ -638,3 +638,54 @@ int qmp_ram_ranges(qmp_client *c, struct qmp_ram_range *out, int max, int *n, st
         out[(*n)++] = (struct qmp_ram_range){high, high + size - low_max};
     return 0;
 }
+
+/* ---- Choosing a backend ------------------------------------------------------------------ */
+
+int qmp__pick_backend(qmp_client *c, enum qmp_mem_backend want, struct qp_error *err)
+{
+    struct qp_error direct_err = {0};
+    if (c->direct.map && (want == QMP_MEM_DIRECT || want == QMP_MEM_AUTO)) {
+        c->backend = QMP_MEM_DIRECT; /* already mapped */
+        return 0;
+    }
+    if (want == QMP_MEM_MEMSAVE && c->memsave_dir[0]) {
+        c->backend = QMP_MEM_MEMSAVE;
+        return 0;
+    }
+    if (want == QMP_MEM_DIRECT || want == QMP_MEM_AUTO) {
+        int rc = qmp__direct_setup(c, want == QMP_MEM_DIRECT ? err : &direct_err);
+        if (rc == 0 || want == QMP_MEM_DIRECT || c->dead)
+            return rc == 0 ? (c->backend = QMP_MEM_DIRECT, 0) : rc;
+    }
+    if (want == QMP_MEM_HMP) {
+        c->backend = QMP_MEM_HMP;
+        return 0;
+    }
+    c->backend = QMP_MEM_MEMSAVE;
+    return c->memsave_dir[0] ? 0 : qmp__memsave_setup(c, err);
+}
+
+int qmp_mem_set_backend(qmp_client *c, enum qmp_mem_backend b, struct qp_error *err)
+{
+    enum qmp_mem_backend before = c->backend;
+    int rc = qmp__pick_backend(c, b, err);
+    if (rc < 0)
+        c->backend = before;
+    return rc;
+}
+
+enum qmp_mem_backend qmp_mem_backend_in_use(const qmp_client *c)
+{
+    return c->backend;
+}
+
+const char *qmp_mem_backend_name(enum qmp_mem_backend b)
+{
+    static const char *const names[] = {
+        [QMP_MEM_AUTO] = "auto",
+        [QMP_MEM_DIRECT] = "direct",
+        [QMP_MEM_MEMSAVE] = "memsave",
+        [QMP_MEM_HMP] = "hmp",
+    };
+    return (unsigned)b < sizeof names / sizeof names[0] ? names[b] : "?";
+}
