@@ -113,7 +113,7 @@ struct run_state {
                           tables) are behind it */
     bool warned_slow, qemu_gone, paused_by_other;
     bool warned_cost, warned_frozen;
-    uint64_t paused_total_ns; /* the guest's paused time summed over the samples */
+    uint64_t paused_total_ns;  /* the guest's paused time summed over the samples */
     double first_paused_ms[5]; /* samples 2 to 6 (the first may load a kernel's tables) */
     GString *warnings;         /* every warning given, for the record */
     int consecutive_failures;
@@ -454,14 +454,15 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
             r->samples, elapsed, elapsed > 0 ? r->samples / elapsed : 0.0, r->failed);
     print_failures(r, f);
     if (r->samples)
-        fprintf(
-            f,
-            "guest paused per sample: p50 %.3f ms, p99 %.3f ms, max %.3f ms; %.1f %s per "
-            "sample (transport: %s, memory: %s)\n",
-            prof_hist_percentile(&r->paused, 50) / 1e6, prof_hist_percentile(&r->paused, 99) / 1e6,
-            r->paused.max_ns / 1e6, (double)r->round_trips / r->samples,
-            prof_target_round_trip_name(prof_session_target(r->session)),
-            prof_target_transport(prof_session_target(r->session)), prof_target_describe(prof_session_target(r->session)));
+        fprintf(f,
+                "guest paused per sample: p50 %.3f ms, p99 %.3f ms, max %.3f ms; %.1f %s per "
+                "sample (transport: %s, memory: %s)\n",
+                prof_hist_percentile(&r->paused, 50) / 1e6,
+                prof_hist_percentile(&r->paused, 99) / 1e6, r->paused.max_ns / 1e6,
+                (double)r->round_trips / r->samples,
+                prof_target_round_trip_name(prof_session_target(r->session)),
+                prof_target_transport(prof_session_target(r->session)),
+                prof_target_describe(prof_session_target(r->session)));
     if (r->samples) {
         double share = prof_guest_running_share(r->paused_total_ns, elapsed);
         fprintf(f, "guest running: %.1f%% of the sampling time (paused the rest for samples)%s\n",

@@ -119,6 +119,7 @@ struct prof_address_space {
 struct prof_os_config {
     uint64_t abi_addr;            /* qprof_abi: where the guest publishes it */
     struct prof_addr_split split; /* the target's */
+    const struct prof_arch *arch; /* the target's: its page walk, its address-space root */
     const char *vmcoreinfo_path;  /* Linux: --vmcoreinfo, NULL to scan guest RAM */
     bool chosen;                  /* named by --os (not picked by auto): say why it fails */
     bool verbose;

@@ -11,7 +11,6 @@
 #include "lx_module.h"
 #include "lx_task.h"
 #include "os.h"
-#include "qmp.h" /* qmp_translate: a page walk through a vCPU's own tables */
 
 #include <errno.h>
 #include <glib.h>
@@ -517,7 +516,8 @@ static bool maps_candidate(struct os_linux *l, const struct prof_vcpu *cpu)
     uint64_t want = vi->stext - KERNEL_IMAGE_MAP + vi->phys_base, paddr, page;
     uint64_t roots[2] = {cpu->as_root, cpu->as_root & ~UINT64_C(0x1fff)};
     for (int r = 0; r < 2; r++)
-        if (qmp_translate(roots[r], vi->stext, phys_word, l, &paddr, &page) == 0 && paddr == want)
+        if (l->cfg.arch->page_walk(roots[r], vi->stext, phys_word, l, &paddr, &page) == 0 &&
+            paddr == want)
             return true;
     return false;
 }

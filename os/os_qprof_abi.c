@@ -1,14 +1,11 @@
 /* The adapter for the demo guest: one struct qprof_abi (docs/guest-abi.md) at a kernel address,
- * read in one go per stop. prof_abi_check and prof_abi_slot (os_qprof_abi_check.c) parse it; this file decides
- * when a slot can be believed and reads the user register frame a slot points to. */
+ * read in one go per stop. prof_abi_check and prof_abi_slot (os_qprof_abi_check.c) parse it; this
+ * file decides when a slot can be believed and reads the user register frame a slot points to. */
 #include "os.h"
 
 #include <errno.h>
 #include <glib.h>
 #include <string.h>
-
-/* The ABI publishes a raw CR3; bits 12..51 are the page table's address, the rest flags/PCID. */
-#define CR3_ADDR_MASK UINT64_C(0x000ffffffffff000)
 
 struct os_abi {
     struct prof_os_config cfg;
@@ -98,7 +95,7 @@ static bool slot_for(const struct os_abi *a, const struct prof_vcpu *cpu,
     if (slot->seq & 1)
         return false;
     if (slot->state == QPROF_CPU_USER && slot->cr3 &&
-        (slot->cr3 & CR3_ADDR_MASK) != (cpu->as_root & CR3_ADDR_MASK))
+        (slot->cr3 & a->cfg.arch->as_root_mask) != (cpu->as_root & a->cfg.arch->as_root_mask))
         return false;
     return true;
 }

@@ -185,18 +185,6 @@ struct qmp_ram_range {
  * query-memory-size-summary implies for a PC machine (below 3 GiB, and above 4 GiB). */
 int qmp_ram_ranges(qmp_client *c, struct qmp_ram_range *out, int max, int *n, struct qp_error *err);
 
-/* ---- Page tables (the direct backend's walker, public so that tests can drive it) ------- */
-
-/* Reads the 8-byte little-endian word at guest-physical paddr: 0, or negative when paddr is not
- * RAM. */
-typedef int (*qmp_phys_read_fn)(void *ctx, uint64_t paddr, uint64_t *val);
-
-/* Translates vaddr through the x86_64 4-level page tables rooted at cr3 (4 KiB, 2 MiB and 1 GiB
- * pages). Returns 0 with *paddr and *page_size (the size of the page holding vaddr), or -EFAULT
- * when vaddr is non-canonical, an entry is not present or a table is not in RAM. */
-int qmp_translate(uint64_t cr3, uint64_t vaddr, qmp_phys_read_fn read_phys, void *ctx,
-                  uint64_t *paddr, uint64_t *page_size);
-
 /* ---- Sample transaction ----------------------------------------------------------------- */
 
 /* Called while the guest is stopped, with every vCPU's registers. Return 0 to go on, a negative

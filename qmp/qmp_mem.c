@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "qmp_internal.h"
 
+#include "arch_x86_64.h"
+
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,42 +12,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PTE_PRESENT 0x1ull
-#define PTE_HUGE    0x80ull
-#define PTE_ADDR    0x000ffffffffff000ull /* bits 51..12; NX and flag bits masked off */
-#define PAGE_SIZE   4096ull
-#define PIPELINE    8 /* QEMU queues at most 8 requests per monitor without oob */
+#define PAGE_SIZE 4096ull
+#define PIPELINE  8 /* QEMU queues at most 8 requests per monitor without oob */
 /* HMP prints 8 bytes as ~19 characters: 64 KiB per x command keeps each reply near 160 KB,
  * far below the parser's message cap, whatever length the caller asks for. */
 #define HMP_CHUNK (64u << 10)
 /* A memsave range that crosses a hole is redone page by page; at most this many pages, so one
  * unmapped page cannot turn a large read into thousands of requests. */
 #define MEMSAVE_SPLIT_MAX_PAGES 16
-
-/* ---- Page-table walk -------------------------------------------------------------------- */
-
-int qmp_translate(uint64_t cr3, uint64_t vaddr, qmp_phys_read_fn read_phys, void *ctx,
-                  uint64_t *paddr, uint64_t *page_size)
-{
-    static const int shifts[] = {39, 30, 21, 12};
-    if ((uint64_t)((int64_t)(vaddr << 16) >> 16) != vaddr)
-        return -EFAULT; /* non-canonical */
-    uint64_t table = cr3 & PTE_ADDR;
-    for (int level = 0; level < 4; level++) {
-        uint64_t entry, size = 1ull << shifts[level];
-        uint64_t index = (vaddr >> shifts[level]) & 511;
-        if (read_phys(ctx, table + index * 8, &entry) < 0 || !(entry & PTE_PRESENT))
-            return -EFAULT;
-        table = entry & PTE_ADDR;
-        /* PS in a PDPTE (1 GiB) or PDE (2 MiB) ends the walk; level 3 is always a 4 KiB page. */
-        if (level == 3 || ((level == 1 || level == 2) && (entry & PTE_HUGE))) {
-            *paddr = (table & ~(size - 1)) | (vaddr & (size - 1));
-            *page_size = size;
-            return 0;
-        }
-    }
-    return -EFAULT;
-}
 
 /* ---- Direct backend --------------------------------------------------------------------- */
 
@@ -84,14 +58,15 @@ static int direct_phys_read(void *ctx, uint64_t paddr, uint64_t *val)
 static int direct_translate(const struct qmp_direct *d, const struct qmp_regs *cpu, uint64_t vaddr,
                             uint64_t *paddr, uint64_t *page_size)
 {
-    if (!(cpu->cr0 & 0x80000000u)) {
+    if (!(cpu->cr0 & X86_CR0_PG)) {
         *paddr = vaddr;
         *page_size = PAGE_SIZE;
         return 0;
     }
-    if (!cpu->long_mode || (cpu->cr4 & (1u << 12))) /* 32-bit paging or LA57: not handled */
+    if (!cpu->long_mode || (cpu->cr4 & X86_CR4_LA57)) /* 32-bit paging or LA57: not handled */
         return -ENOTSUP;
-    return qmp_translate(cpu->cr3, vaddr, direct_phys_read, (void *)d, paddr, page_size);
+    return prof_arch_x86_64.page_walk(cpu->cr3, vaddr, direct_phys_read, (void *)d, paddr,
+                                      page_size);
 }
 
 void qmp__direct_read(const struct qmp_direct *d, const struct qmp_regs *cpu, struct qmp_mem_req *r)

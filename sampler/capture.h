@@ -26,8 +26,8 @@ struct user_binary {
     uint32_t module; /* its index in the session's out_profile */
 };
 
-struct proc_image;  /* session.c: one exec image of one process, being copied */
-struct user_space;  /* sysroot.h: an address space and the sysroot files that match it */
+struct proc_image; /* session.c: one exec image of one process, being copied */
+struct user_space; /* sysroot.h: an address space and the sysroot files that match it */
 
 /* What one vCPU looked like at the stop, copied while the guest was paused. */
 struct cpu_capture {

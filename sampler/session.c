@@ -54,7 +54,8 @@ struct pause_budget {
 struct prof_session {
     struct prof_options opts;
     prof_target *target;
-    struct prof_addr_split split; /* the target's: which addresses are user, which kernel */
+    const struct prof_arch *arch; /* the target's: registers, privilege, address halves */
+    struct prof_addr_split split; /* arch->split: which addresses are user, which kernel */
     prof_os *os;
     sym_table *kernel_syms;             /* NULL without --kernel */
     const sym_table *found_kernel_syms; /* the OS adapter's (borrowed), when no --kernel */
@@ -67,11 +68,11 @@ struct prof_session {
     struct pause_budget budget;
     int n_cpus;
     struct cpu_capture cap[PROF_MAX_VCPUS];
-    out_profile *profile;        /* every sample, and the modules their PCs belong to */
-    prof_modules *modules;       /* the profile's modules and their symbols */
-    prof_stack_builder *stacks;  /* unwinding the captures */
-    prof_sysroot *sysroot;       /* --sysroot's files and address spaces */
-    struct prof_stack stack;     /* scratch, reused by every sample */
+    out_profile *profile;       /* every sample, and the modules their PCs belong to */
+    prof_modules *modules;      /* the profile's modules and their symbols */
+    prof_stack_builder *stacks; /* unwinding the captures */
+    prof_sysroot *sysroot;      /* --sysroot's files and address spaces */
+    struct prof_stack stack;    /* scratch, reused by every sample */
     struct prof_target_stats last_stats;
     uint64_t target_resets; /* prof_target_resets at the last stop */
     struct prof_counters counters;
@@ -188,6 +189,7 @@ static int open_os(prof_session *s, struct qp_error *err)
     const struct prof_os_ops *ops = os_ops(s);
     struct prof_os_config cfg = {.abi_addr = s->abi_addr,
                                  .split = s->split,
+                                 .arch = s->arch,
                                  .vmcoreinfo_path = s->opts.vmcoreinfo,
                                  .chosen = s->opts.os == PROF_OS_LINUX,
                                  .verbose = s->opts.verbose};
@@ -202,20 +204,21 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     s->abi_addr = o->os == PROF_OS_NONE ? 0 : o->abi_addr; /* --os none: never read the ABI */
     const struct prof_target_ops *target_ops =
         o->gdb_address ? &prof_target_gdb_ops : &prof_target_qmp_ops;
-    s->split = target_ops->split;
+    s->arch = target_ops->arch;
+    s->split = s->arch->split;
     s->binaries = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, binary_free);
     s->images = g_hash_table_new_full(image_key_hash, image_key_equal, NULL, image_free);
     s->profile = out_profile_new();
     s->modules = prof_modules_new(s->profile);
     struct prof_sysroot_config sysroot_cfg = {
-        .dir = o->sysroot, .user_end = s->split.user_end, .verbose = o->verbose};
+        .dir = o->sysroot, .arch = s->arch, .verbose = o->verbose};
     s->sysroot = prof_sysroot_new(&sysroot_cfg, s->modules, &s->counters);
     int rc = load_symbols(s, err);
     if (rc)
         goto fail;
     struct prof_stack_config stack_cfg = {.max_depth = o->max_depth,
                                           .verbose = o->verbose,
-                                          .user_end = s->split.user_end,
+                                          .arch = s->arch,
                                           .kernel_space = s->kernel_space,
                                           .kernel_syms = s->kernel_syms};
     s->stacks = prof_stack_builder_new(&stack_cfg, s->modules, &s->counters);
@@ -585,14 +588,14 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
             c->trap = c->kst.user_regs;
             c->have_trap = true;
             if (!c->task.user_leaf_only)
-                read_window(s, v, c->trap.r[UNW_RSP], c->ustack, USTACK_WINDOW, &c->ustack_addr,
-                            &c->ustack_len);
-            name_user_leaf(s, c, c->trap.r[UNW_RIP], &mem);
+                read_window(s, v, c->trap.r[s->arch->sp_reg], c->ustack, USTACK_WINDOW,
+                            &c->ustack_addr, &c->ustack_len);
+            name_user_leaf(s, c, c->trap.r[s->arch->pc_reg], &mem);
         }
         return;
     }
     if (v->user)
-        name_user_leaf(s, c, v->regs.r[UNW_RIP], &mem);
+        name_user_leaf(s, c, v->regs.r[s->arch->pc_reg], &mem);
     if (c->task.known && c->task.has_image)
         c->img = image_for(s, &c->task);
     if (v->user) {
@@ -606,13 +609,13 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
         return;
     if (!c->task.user_regs_at) {
         if (prof_recover_user_regs(s->stacks, c))
-            read_window(s, v, c->entry_regs.r[UNW_RSP], c->ustack, USTACK_WINDOW, &c->ustack_addr,
-                        &c->ustack_len);
+            read_window(s, v, c->entry_regs.r[s->arch->sp_reg], c->ustack, USTACK_WINDOW,
+                        &c->ustack_addr, &c->ustack_len);
         return;
     }
     if (prof_os_user_regs(s->os, v, &c->task, &mem, &c->trap) == 0) {
         c->have_trap = true;
-        read_window(s, v, c->trap.r[UNW_RSP], c->ustack, USTACK_WINDOW, &c->ustack_addr,
+        read_window(s, v, c->trap.r[s->arch->sp_reg], c->ustack, USTACK_WINDOW, &c->ustack_addr,
                     &c->ustack_len);
     }
 }

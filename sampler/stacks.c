@@ -99,7 +99,7 @@ static int walk(prof_stack_builder *sb, unw_space *space, const struct unw_regs 
 static unw_space *fallback_user_space(prof_stack_builder *sb)
 {
     if (!sb->fallback_space)
-        unw_space_new("user", 0, sb->cfg.user_end, &sb->fallback_space, NULL);
+        unw_space_new("user", 0, sb->cfg.arch->split.user_end, &sb->fallback_space, NULL);
     return sb->fallback_space;
 }
 
@@ -164,8 +164,8 @@ static int keep_verified(prof_stack_builder *sb, struct cpu_capture *c, int n, e
             continue;
         }
         sb->frame_modules[i] = k >= 0   ? unverified_module(sb, &u->maps[k])
-                              : i == 0 ? c->leaf_module
-                                       : OUT_NO_MODULE;
+                               : i == 0 ? c->leaf_module
+                                        : OUT_NO_MODULE;
         *stop = UNW_STOP_NO_CFI;
         return i + 1;
     }
@@ -173,14 +173,14 @@ static int keep_verified(prof_stack_builder *sb, struct cpu_capture *c, int n, e
 }
 
 /* A user stack unwound with the sysroot's files (c->uspace). */
-static void sysroot_user_part(prof_stack_builder *sb, struct cpu_capture *c, const struct unw_regs *regs,
-                              struct prof_stack *st)
+static void sysroot_user_part(prof_stack_builder *sb, struct cpu_capture *c,
+                              const struct unw_regs *regs, struct prof_stack *st)
 {
     struct window w = {c->ustack_addr, c->ustack, c->ustack_len};
     enum unw_stop stop = UNW_STOP_ERROR;
     int n = c->uspace->space ? walk(sb, c->uspace->space, regs, &w, &stop) : 0;
     if (n == 0) { /* not even the leaf: show it as the leaf-only mode does */
-        sb->frames[0] = (struct unw_frame){.pc = regs->r[UNW_RIP], .activation = true};
+        sb->frames[0] = (struct unw_frame){.pc = regs->r[sb->cfg.arch->pc_reg], .activation = true};
         n = 1;
     }
     n = keep_verified(sb, c, n, &stop);
@@ -209,8 +209,10 @@ static void user_part(prof_stack_builder *sb, struct cpu_capture *c, const struc
          * leaf is named by its mapping when the OS told us it ("busybox+0x1a2b3"). */
         st->sample.user_stop = UNW_STOP_NO_CFI;
         sb->counters->truncated[UNW_STOP_NO_CFI]++;
-        *push_frame(st) = (struct out_frame){
-            .pc = regs->r[UNW_RIP], .module = c->leaf_module, .exact = true, .kernel = false};
+        *push_frame(st) = (struct out_frame){.pc = regs->r[sb->cfg.arch->pc_reg],
+                                             .module = c->leaf_module,
+                                             .exact = true,
+                                             .kernel = false};
         st->sample.n_user = st->sample.n_frames;
         return;
     }
@@ -229,10 +231,10 @@ bool prof_recover_user_regs(prof_stack_builder *sb, struct cpu_capture *c)
     struct unw_result res;
     enum unw_stop stop;
     struct window w = {c->kstack_addr, c->kstack, c->kstack_len};
-    const uint32_t need = (1u << UNW_RSP) | (1u << UNW_RIP);
+    const uint32_t need = (1u << sb->cfg.arch->sp_reg) | (1u << sb->cfg.arch->pc_reg);
     walk_full(sb, sb->cfg.kernel_space, regs, &w, &stop, &res);
     if (stop != UNW_STOP_LEFT_SPACE || (res.next_regs_known & need) != need ||
-        res.next_regs.r[UNW_RIP] >= sb->cfg.user_end)
+        res.next_regs.r[sb->cfg.arch->pc_reg] >= sb->cfg.arch->split.user_end)
         return false;
     c->entry_regs = res.next_regs;
     /* Registers the entry CFI does not mention still hold the user values (the stub has not
@@ -250,7 +252,8 @@ static bool at_kernel_entry(const prof_stack_builder *sb, int n, enum unw_stop s
 {
     struct sym_info info;
     return n == 1 && stop == UNW_STOP_LEFT_SPACE && sb->cfg.kernel_syms &&
-           sym_lookup(sb->cfg.kernel_syms, sb->frames[0].pc, &info) == 0 && info.start == sb->frames[0].pc;
+           sym_lookup(sb->cfg.kernel_syms, sb->frames[0].pc, &info) == 0 &&
+           info.start == sb->frames[0].pc;
 }
 
 static void kernel_part(prof_stack_builder *sb, struct cpu_capture *c, struct prof_stack *st)
@@ -267,8 +270,10 @@ static void kernel_part(prof_stack_builder *sb, struct cpu_capture *c, struct pr
         sb->counters->kernel_stacks++;
         sb->counters->kernel_stacks_complete += !unw_stop_is_truncation(k->stop);
         for (int i = k->n - 1; i >= 0; i--)
-            *push_frame(st) = (struct out_frame){
-                .pc = k->pc[i], .module = prof_modules_kernel(sb->modules), .exact = k->exact[i], .kernel = true};
+            *push_frame(st) = (struct out_frame){.pc = k->pc[i],
+                                                 .module = prof_modules_kernel(sb->modules),
+                                                 .exact = k->exact[i],
+                                                 .kernel = true};
         return;
     }
     struct window w = {c->kstack_addr, c->kstack, c->kstack_len};

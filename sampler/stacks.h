@@ -7,6 +7,7 @@
 #ifndef PROF_STACKS_H
 #define PROF_STACKS_H
 
+#include "arch.h"
 #include "capture.h"
 #include "modules.h"
 #include "output.h"
@@ -31,10 +32,10 @@ struct prof_stack {
 void prof_stack_free(struct prof_stack *st); /* its frames; st itself is the caller's */
 
 struct prof_stack_config {
-    int max_depth;             /* frames per walk */
-    bool verbose;              /* say why a walk failed */
-    uint64_t user_end;         /* the architecture's end of user addresses */
-    unw_space *kernel_space;   /* borrowed: the kernel's unwind tables */
+    int max_depth;                /* frames per walk */
+    bool verbose;                 /* say why a walk failed */
+    const struct prof_arch *arch; /* the guest's: pc and sp registers, the user half */
+    unw_space *kernel_space;      /* borrowed: the kernel's unwind tables */
     const sym_table *kernel_syms; /* borrowed, NULL without --kernel: tells kernel entries */
 };
 

@@ -24,11 +24,11 @@
 
 struct prof_sysroot {
     struct prof_sysroot_config cfg;
-    prof_modules *modules;           /* borrowed */
-    struct prof_counters *counters;  /* borrowed */
-    GHashTable *files;               /* guest path -> struct sysroot_file (owned) */
-    GHashTable *spaces;              /* struct user_space_key -> struct user_space (owned) */
-    GHashTable *modules_by_file;     /* "host path@bias" -> module index */
+    prof_modules *modules;          /* borrowed */
+    struct prof_counters *counters; /* borrowed */
+    GHashTable *files;              /* guest path -> struct sysroot_file (owned) */
+    GHashTable *spaces;             /* struct user_space_key -> struct user_space (owned) */
+    GHashTable *modules_by_file;    /* "host path@bias" -> module index */
 };
 
 /* One guest path looked up under the sysroot, once. */
@@ -36,6 +36,7 @@ struct sysroot_file {
     char *host_path; /* DIR + the guest's path */
     bool usable;     /* an ELF of the guest's architecture with a GNU build-id and PT_LOADs */
     const char *why_not;
+    char why_buf[64]; /* why_not, when it names the architecture */
     uint8_t build_id[PROF_BUILD_ID_MAX];
     size_t build_id_len;
     GArray *loads;     /* struct sysroot_load */
@@ -157,15 +158,18 @@ struct user_space *prof_sysroot_capture(prof_sysroot *sr, prof_os *os, int i,
 
 /* ---- After the guest resumed: the sysroot's files ---------------------------------------- */
 
-static const char *read_elf_facts(struct sysroot_file *f, Elf *elf)
+static const char *read_elf_facts(const struct prof_arch *arch, struct sysroot_file *f, Elf *elf)
 {
     GElf_Ehdr eh;
     size_t phnum;
     const void *id;
     if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh))
         return "not an ELF file";
-    if (eh.e_machine != EM_X86_64 || (eh.e_type != ET_EXEC && eh.e_type != ET_DYN))
-        return "not an x86_64 executable or shared object";
+    if (eh.e_machine != arch->elf_machine || (eh.e_type != ET_EXEC && eh.e_type != ET_DYN)) {
+        snprintf(f->why_buf, sizeof f->why_buf, "not an %s executable or shared object",
+                 arch->name);
+        return f->why_buf;
+    }
     ssize_t n = dwelf_elf_gnu_build_id(elf, &id);
     if (n <= 0 || n > PROF_BUILD_ID_MAX)
         return "no GNU build-id note";
@@ -195,7 +199,7 @@ static struct sysroot_file *sysroot_file_open(prof_sysroot *sr, const char *gues
     }
     elf_version(EV_CURRENT);
     Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-    f->why_not = elf ? read_elf_facts(f, elf) : "not an ELF file";
+    f->why_not = elf ? read_elf_facts(sr->cfg.arch, f, elf) : "not an ELF file";
     f->usable = f->why_not == NULL;
     elf_end(elf);
     close(fd);
@@ -310,7 +314,7 @@ static void user_space_build(prof_sysroot *sr, struct user_space *u)
 {
     struct qp_error err = {0};
     u->built = true;
-    if (unw_space_new("user", 0, sr->cfg.user_end, &u->space, &err)) {
+    if (unw_space_new("user", 0, sr->cfg.arch->split.user_end, &u->space, &err)) {
         fprintf(stderr, "qprof: --sysroot: %s\n", err.msg);
         return;
     }

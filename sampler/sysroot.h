@@ -7,6 +7,7 @@
 #ifndef PROF_SYSROOT_H
 #define PROF_SYSROOT_H
 
+#include "arch.h"
 #include "modules.h"
 #include "os.h"
 #include "sampler.h"
@@ -36,8 +37,8 @@ struct user_space {
 typedef struct prof_sysroot prof_sysroot;
 
 struct prof_sysroot_config {
-    const char *dir;   /* --sysroot, NULL: off (every capture answers NULL); borrowed */
-    uint64_t user_end; /* the architecture's end of user addresses */
+    const char *dir;              /* --sysroot, NULL: off (every capture answers NULL); borrowed */
+    const struct prof_arch *arch; /* the guest's: its ELF machine, the user half */
     bool verbose;
 };
 

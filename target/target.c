@@ -113,7 +113,12 @@ const char *prof_target_describe(const prof_target *t)
 
 const struct prof_addr_split *prof_target_split(const prof_target *t)
 {
-    return &t->ops->split;
+    return &t->ops->arch->split;
+}
+
+const struct prof_arch *prof_target_arch(const prof_target *t)
+{
+    return t->ops->arch;
 }
 
 int prof_target_open_transport(const struct prof_transport_choice *c, prof_target **out,

@@ -9,6 +9,7 @@
 #ifndef PROF_TARGET_H
 #define PROF_TARGET_H
 
+#include "arch.h"
 #include "qp_error.h"
 #include "unwind.h"
 
@@ -44,12 +45,6 @@ static inline uint32_t prof_vcpu_guest_id(const struct prof_vcpu *v)
 {
     return v->apic_known ? v->apic_id : (uint32_t)(v->index > 0 ? v->index : 0);
 }
-
-/* Where user and kernel code live in a virtual address space of this architecture. */
-struct prof_addr_split {
-    uint64_t user_end;     /* user addresses are below this */
-    uint64_t kernel_start; /* kernel addresses are at or above this */
-};
 
 struct prof_mem_req {
     uint64_t vaddr;
@@ -92,7 +87,7 @@ struct prof_target_ops {
     const char *round_trip_name;  /* what round_trips counts, for summaries: "QMP round trips" */
     double round_trip_ms;         /* what one usually costs on this machine's kind (QMP-COSTS.md),
                                      for telling a stalled transport from a normal one */
-    struct prof_addr_split split; /* the architecture's, known before open */
+    const struct prof_arch *arch; /* the guest architecture it serves, known before open */
     int (*open)(const struct prof_target_open_opts *o, void **impl, struct qp_error *err);
     /* Stops, reads the registers into prof_vcpu, calls fn with t, resumes on every path. */
     int (*sample)(void *impl, prof_target *t, prof_target_stopped_fn fn, void *ctx,
@@ -176,5 +171,7 @@ double prof_target_usual_round_trip_ms(const prof_target *t);
 const char *prof_target_version(const prof_target *t);
 const char *prof_target_describe(const prof_target *t);
 const struct prof_addr_split *prof_target_split(const prof_target *t);
+/* The guest architecture (static). */
+const struct prof_arch *prof_target_arch(const prof_target *t);
 
 #endif

@@ -4,7 +4,8 @@
  * a vCPU waits in hlt comes from qThreadExtraInfo ("[halted ]"), asked in the same write as the
  * registers: one more packet per vCPU, no more round trips. */
 #include "target.h"
-#include "target_x86.h"
+#include "arch_x86_64.h"
+#include "target_qmp_ram.h"
 
 #include "gdb.h"
 #include "qmp.h"
@@ -166,7 +167,7 @@ static void vcpu_from_regs(const struct gdb_x86_regs *q, int index, int halted,
     v->pc = q->rip;
     v->sp = q->rsp;
     v->privilege = (int)(q->cs & 3);
-    v->user = v->privilege == 3;
+    v->user = v->privilege == prof_arch_x86_64.user_privilege;
     v->halted = halted == 1;
     /* Without cr0/efer in the XML, assume a 64-bit guest (i386-64bit.xml has both). */
     bool pg = q->has_cr0 ? (q->cr0 & X86_CR0_PG) != 0 : true;
@@ -365,7 +366,7 @@ static int tg_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n
         return qp_error_set(err, -ENOTSUP,
                             "listing guest RAM through the gdbstub needs --qmp-socket too "
                             "(the shared RAM file)");
-    return x86_qmp_ram_ranges(t->ram, out, max, n, err);
+    return target_qmp_ram_ranges(t->ram, out, max, n, err);
 }
 
 /* QMP's events say it without a round trip; over the gdbstub alone only a sample's interrupt
@@ -424,7 +425,7 @@ const struct prof_target_ops prof_target_gdb_ops = {
     /* one write of pipelined packets (or a ^C) and the replies to it */
     .round_trip_name = "gdbstub round trips",
     .round_trip_ms = 0.05, /* a register or 2 KiB memory read ~0.035 ms */
-    .split = X86_64_ADDR_SPLIT,
+    .arch = &prof_arch_x86_64,
     .open = tg_open,
     .sample = tg_sample,
     .read = tg_read,

@@ -1,8 +1,9 @@
 /* The QMP target: QEMU's monitor socket, x86_64 guests. The qmp/ module does the protocol work
  * (stop, `info registers -a`, memory, a cont on every path); this file turns its HMP-shaped
- * register record into struct prof_vcpu and keeps the x86 facts that go with it. */
+ * register record into struct prof_vcpu (the x86_64 bits it decodes are in arch/). */
 #include "target.h"
-#include "target_x86.h"
+#include "arch_x86_64.h"
+#include "target_qmp_ram.h"
 
 #include "qmp.h"
 
@@ -114,7 +115,7 @@ static void vcpu_from_regs(const struct qmp_regs *q, struct prof_vcpu *v)
     v->pc = q->rip;
     v->sp = q->rsp;
     v->privilege = q->cpl;
-    v->user = q->cpl == 3;
+    v->user = q->cpl == prof_arch_x86_64.user_privilege;
     v->halted = q->halted;
     v->paging64 = q->long_mode;
     v->as_root = q->cr3 & X86_CR3_ADDR_MASK;
@@ -192,7 +193,7 @@ static int tq_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n
                          struct qp_error *err)
 {
     struct target_qmp *t = impl;
-    return x86_qmp_ram_ranges(t->qmp, out, max, n, err);
+    return target_qmp_ram_ranges(t->qmp, out, max, n, err);
 }
 
 static bool tq_running(void *impl)
@@ -251,7 +252,7 @@ const struct prof_target_ops prof_target_qmp_ops = {
     .transport = "QMP",
     .round_trip_name = "QMP round trips",
     .round_trip_ms = 0.3, /* info registers ~0.3 ms, stop and cont ~0.12 ms each */
-    .split = X86_64_ADDR_SPLIT,
+    .arch = &prof_arch_x86_64,
     .open = tq_open,
     .sample = tq_sample,
     .read = tq_read,

@@ -361,8 +361,7 @@ static void fake_free(void *impl)
 
 static const struct prof_target_ops fake_target_ops = {
     .name = "fake",
-    .split = {.user_end = UINT64_C(0x0000800000000000),
-              .kernel_start = UINT64_C(0xffff800000000000)},
+    .arch = &prof_arch_x86_64,
     .open = fake_open,
     .read = fake_read,
     .free = fake_free,
@@ -429,7 +428,8 @@ static void test_os_qprof_abi(void)
     struct prof_target_open_opts to = {.address = (const char *)&g};
     CHECK_INT(prof_target_open(&fake_target_ops, &to, &target, NULL), 0);
     prof_os *os = NULL;
-    struct prof_os_config cfg = {.abi_addr = abi_at, .split = *prof_target_split(target)};
+    struct prof_os_config cfg = {
+        .abi_addr = abi_at, .split = *prof_target_split(target), .arch = prof_target_arch(target)};
     CHECK_INT(prof_os_open(&prof_os_qprof_abi_ops, &cfg, &os), 0);
     struct prof_os_mem mem = {.read = read_through_target, .ctx = target};
     struct prof_vcpu cpus[4] = {

@@ -1,4 +1,5 @@
 /* The direct backend's page-table walker on a synthetic in-memory page table. */
+#include "arch.h"
 #include "harness.h"
 #include "qmp.h"
 #include "qmp_internal.h"
@@ -32,7 +33,7 @@ static unsigned idx(uint64_t va, int shift)
 
 static int walk(uint64_t cr3, uint64_t va, uint64_t *pa, uint64_t *size)
 {
-    return qmp_translate(cr3, va, read_phys, NULL, pa, size);
+    return prof_arch_x86_64.page_walk(cr3, va, read_phys, NULL, pa, size);
 }
 
 /* info mtree ranges from QEMU are checked, and a range ending at 2^64 - 1 (QEMU prints
