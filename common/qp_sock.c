@@ -188,3 +188,34 @@ int qp_sock_listen_unix(const char *path, struct qp_error *err)
     }
     return s;
 }
+
+int qp_sock_listen_tcp_loopback(int *port, struct qp_error *err)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sa_len = sizeof sa;
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return qp_error_set(err, -errno, "socket: %s", strerror(errno));
+    if (bind(s, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(s, 4) != 0 ||
+        getsockname(s, (struct sockaddr *)&sa, &sa_len) != 0) {
+        int e = errno;
+        close(s);
+        return qp_error_set(err, -e, "listening on 127.0.0.1: %s", strerror(e));
+    }
+    *port = ntohs(sa.sin_port);
+    return s;
+}
+
+int qp_sock_accept(int listen_fd, int timeout_ms)
+{
+    struct pollfd pfd = {.fd = listen_fd, .events = POLLIN};
+    int rc;
+    while ((rc = poll(&pfd, 1, timeout_ms)) < 0 && errno == EINTR)
+        ;
+    if (rc < 0)
+        return -errno;
+    if (rc == 0)
+        return -ETIMEDOUT;
+    int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}

@@ -63,8 +63,18 @@ int qp_sock_send_all(int fd, const void *buf, size_t len);
 
 int64_t qp_sock_now_us(void);
 
-/* Test servers: listens on a fresh UNIX socket at path (an old file there is removed first)
- * and returns the listening fd, or -errno. */
+/* ---- The server side, for the tests' fake QMP servers and gdbstubs ---------------------- */
+
+/* Listens on a fresh UNIX socket at path (an old file there is removed first) and returns the
+ * listening fd, or -errno. */
 int qp_sock_listen_unix(const char *path, struct qp_error *err);
+
+/* Listens on 127.0.0.1 at a port the kernel picks (*port) and returns the listening fd, or
+ * -errno. */
+int qp_sock_listen_tcp_loopback(int *port, struct qp_error *err);
+
+/* Waits up to timeout_ms for a client on listen_fd and accepts it: the connection's fd (the
+ * caller's), -ETIMEDOUT when none came, else -errno. */
+int qp_sock_accept(int listen_fd, int timeout_ms);
 
 #endif

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "gdb.h"
 #include "harness.h"
+#include "qp_sock.h"
 
 #include <glib.h>
 #include <poll.h>
@@ -55,11 +56,14 @@ static const char regs_xml[] =
     "<reg name=\"eflags\" bitsize=\"32\"/><reg name=\"cs\" bitsize=\"32\"/>"
     "<reg name=\"cr3\" bitsize=\"64\"/></feature>";
 
+/* How long a fake waits for its client's next bytes before it gives up and closes. */
+#define FAKE_IDLE_US (INT64_C(120) * 1000 * 1000)
+
 static void say(int fd, const char *payload)
 {
     size_t n;
     char *f = gdb_frame(payload, strlen(payload), &n);
-    if (send(fd, f, n, MSG_NOSIGNAL) < 0)
+    if (qp_sock_send_all(fd, f, n) < 0)
         perror("fake stub: send");
     free(f);
 }
@@ -68,7 +72,7 @@ static void say(int fd, const char *payload)
 static void send_bytewise(int fd, const char *bytes, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (send(fd, bytes + i, 1, MSG_NOSIGNAL) < 0) {
+        if (qp_sock_send_all(fd, bytes + i, 1) < 0) {
             perror("fake stub: send");
             return;
         }
@@ -203,15 +207,15 @@ static bool answer(struct fake *f, int fd, const char *p)
 static void *serve(void *arg)
 {
     struct fake *f = arg;
-    struct pollfd pfd = {.fd = f->listen_fd, .events = POLLIN};
-    if (poll(&pfd, 1, 10000) != 1)
+    int fd = qp_sock_accept(f->listen_fd, 10000);
+    if (fd < 0)
         return NULL;
-    int fd = accept(f->listen_fd, NULL, NULL);
     gdb_parser *p = gdb_parser_new();
     char buf[4096];
     ssize_t n;
     bool go_on = true;
-    while (go_on && (n = recv(fd, buf, sizeof buf, 0)) > 0) {
+    while (go_on &&
+           (n = qp_sock_recv(fd, false, buf, sizeof buf, qp_sock_now_us() + FAKE_IDLE_US)) > 0) {
         /* A `-` would ask for a resend QEMU cannot do right with pipelined requests. */
         CHECK_MSG(memchr(buf, '-', n) == NULL, "the client sent a '-'");
         /* In stream order, as a stub sees them: `c` and the 0x03 after it may share a read. */
@@ -247,11 +251,8 @@ static struct fake *fake_start(enum scenario sc)
     g_strlcpy(f->dir, "/tmp/qpgdbfakeXXXXXX", sizeof f->dir);
     REQUIRE(mkdtemp(f->dir));
     snprintf(f->path, sizeof f->path, "%s/gdb", f->dir);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    strcpy(sa.sun_path, f->path);
-    f->listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    REQUIRE(bind(f->listen_fd, (struct sockaddr *)&sa, sizeof sa) == 0);
-    REQUIRE(listen(f->listen_fd, 1) == 0);
+    f->listen_fd = qp_sock_listen_unix(f->path, NULL);
+    REQUIRE(f->listen_fd >= 0);
     REQUIRE(pthread_create(&f->thread, NULL, serve, f) == 0);
     return f;
 }

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "harness.h"
 #include "qmp.h"
+#include "qp_sock.h"
 
 #include <arpa/inet.h>
 #include <glib.h>
@@ -57,9 +58,12 @@ static const char odd_events[] =
 static const char greeting[] = "{\"QMP\": {\"version\": {\"qemu\": {\"micro\": 22, \"minor\": 2, "
                                "\"major\": 7}, \"package\": \"\"}, \"capabilities\": []}}\r\n";
 
+/* How long a fake waits for its client's next bytes before it gives up and closes. */
+#define FAKE_IDLE_US (INT64_C(120) * 1000 * 1000)
+
 static void say(int fd, const char *text)
 {
-    if (send(fd, text, strlen(text), MSG_NOSIGNAL) < 0)
+    if (qp_sock_send_all(fd, text, strlen(text)) < 0)
         perror("fake server: send");
 }
 
@@ -155,7 +159,8 @@ static void serve_qmp(struct fake *f, int fd)
     char buf[4096];
     ssize_t n;
     bool go_on = true;
-    while (go_on && (n = recv(fd, buf, sizeof buf, 0)) > 0) {
+    while (go_on &&
+           (n = qp_sock_recv(fd, false, buf, sizeof buf, qp_sock_now_us() + FAKE_IDLE_US)) > 0) {
         json_object *req;
         if (qmp_parser_feed(p, buf, n, NULL) < 0)
             break;
@@ -170,15 +175,14 @@ static void serve_qmp(struct fake *f, int fd)
 static void *serve(void *arg)
 {
     struct fake *f = arg;
-    struct pollfd pfd = {.fd = f->listen_fd, .events = POLLIN};
-    if (poll(&pfd, 1, 10000) != 1)
+    int fd = qp_sock_accept(f->listen_fd, 10000);
+    if (fd < 0)
         return NULL;
-    int fd = accept(f->listen_fd, NULL, NULL);
     char buf[256];
     if (f->sc == SC_NOT_QMP)
         say(fd, "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n");
     if (f->sc == SC_NOT_QMP || f->sc == SC_SILENT) {
-        while (recv(fd, buf, sizeof buf, 0) > 0)
+        while (qp_sock_recv(fd, false, buf, sizeof buf, qp_sock_now_us() + FAKE_IDLE_US) > 0)
             ;
     } else {
         serve_qmp(f, fd);
@@ -195,11 +199,8 @@ static struct fake *fake_start(enum scenario sc)
     g_strlcpy(f->dir, "/tmp/qpfakeXXXXXX", sizeof f->dir);
     REQUIRE(mkdtemp(f->dir));
     snprintf(f->path, sizeof f->path, "%s/qmp", f->dir);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    strcpy(sa.sun_path, f->path);
-    f->listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    REQUIRE(bind(f->listen_fd, (struct sockaddr *)&sa, sizeof sa) == 0);
-    REQUIRE(listen(f->listen_fd, 1) == 0);
+    f->listen_fd = qp_sock_listen_unix(f->path, NULL);
+    REQUIRE(f->listen_fd >= 0);
     pthread_create(&f->thread, NULL, serve, f);
     return f;
 }
@@ -241,13 +242,10 @@ static struct fake *fake_start_tcp(enum scenario sc, char *address, size_t len)
     struct fake *f = g_new0(struct fake, 1);
     f->sc = sc;
     f->log = g_string_new(NULL);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sa_len = sizeof sa;
-    f->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(bind(f->listen_fd, (struct sockaddr *)&sa, sizeof sa) == 0);
-    REQUIRE(listen(f->listen_fd, 1) == 0);
-    getsockname(f->listen_fd, (struct sockaddr *)&sa, &sa_len);
-    snprintf(address, len, "tcp:127.0.0.1:%d", ntohs(sa.sin_port));
+    int port = 0;
+    f->listen_fd = qp_sock_listen_tcp_loopback(&port, NULL);
+    REQUIRE(f->listen_fd >= 0);
+    snprintf(address, len, "tcp:127.0.0.1:%d", port);
     pthread_create(&f->thread, NULL, serve, f);
     return f;
 }

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "fake_qmp.h"
 #include "qmp.h"
+#include "qp_sock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,7 +32,7 @@ static const char greeting[] = "{\"QMP\": {\"version\": {\"qemu\": {\"micro\": 2
 
 static void say(int fd, const char *text)
 {
-    if (send(fd, text, strlen(text), MSG_NOSIGNAL) < 0 && errno != EPIPE)
+    if (qp_sock_send_all(fd, text, strlen(text)) < 0 && errno != EPIPE)
         perror("fake QMP server: send");
 }
 
@@ -108,7 +109,7 @@ static void serve_qmp(struct fake_qmp *f, int fd)
     char buf[4096];
     bool go_on = true;
     while (go_on && wait_readable(f, fd)) {
-        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        long n = qp_sock_recv(fd, false, buf, sizeof buf, 0); /* readable: no wait */
         if (n <= 0 || qmp_parser_feed(p, buf, (size_t)n, NULL) < 0)
             break;
         json_object *req;
@@ -125,12 +126,12 @@ static void *serve(void *arg)
     struct fake_qmp *f = arg;
     if (!wait_readable(f, f->listen_fd))
         return NULL;
-    int fd = accept(f->listen_fd, NULL, NULL);
+    int fd = qp_sock_accept(f->listen_fd, 0);
     if (fd < 0)
         return NULL;
     if (f->script == FAKE_QMP_SILENT) {
         char buf[256];
-        while (wait_readable(f, fd) && recv(fd, buf, sizeof buf, 0) > 0)
+        while (wait_readable(f, fd) && qp_sock_recv(fd, false, buf, sizeof buf, 0) > 0)
             ;
     } else {
         serve_qmp(f, fd);
@@ -151,11 +152,8 @@ fake_qmp *fake_qmp_start(enum fake_qmp_script script)
         return NULL;
     }
     snprintf(f->path, sizeof f->path, "%s/qmp", f->dir);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    g_strlcpy(sa.sun_path, f->path, sizeof sa.sun_path);
-    f->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (f->listen_fd < 0 || bind(f->listen_fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-        listen(f->listen_fd, 1) != 0 || pipe2(f->wake, O_CLOEXEC) != 0) {
+    f->listen_fd = qp_sock_listen_unix(f->path, NULL);
+    if (f->listen_fd < 0 || pipe2(f->wake, O_CLOEXEC) != 0) {
         perror("fake QMP server: socket");
         if (f->listen_fd >= 0)
             close(f->listen_fd);
