@@ -11,6 +11,7 @@
 #include "child.h"
 #include "folded.h"
 #include "harness.h"
+#include "qp_sock.h"
 #include "vm.h"
 
 #include <glib.h>
@@ -123,13 +124,10 @@ static void check_transport(const char *name, const struct run_result *r, const 
 /* A free TCP port on 127.0.0.1 (bound and released: QEMU takes it a moment later). */
 static int free_port(void)
 {
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sa;
-    REQUIRE(s >= 0 && bind(s, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-            getsockname(s, (struct sockaddr *)&sa, &len) == 0);
+    int port = 0, s = qp_sock_listen_tcp_loopback(&port, NULL);
+    REQUIRE(s >= 0);
     close(s);
-    return ntohs(sa.sin_port);
+    return port;
 }
 
 static bool port_free(int port)
@@ -249,19 +247,19 @@ struct proxy {
 static void *proxy_main(void *arg)
 {
     struct proxy *p = arg;
-    int client = accept(p->listen_fd, NULL, NULL);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    g_strlcpy(sa.sun_path, p->qemu_path, sizeof sa.sun_path);
-    int qemu = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (client < 0 || connect(qemu, (struct sockaddr *)&sa, sizeof sa) != 0)
+    int client = qp_sock_accept(p->listen_fd, 60000), qemu = -1;
+    if (client < 0 || qp_sock_connect_unix(p->qemu_path, &qemu, NULL) != 0) {
+        if (client >= 0)
+            close(client);
         return NULL;
+    }
     char buf[65536];
     for (;;) {
         struct pollfd fds[2] = {{.fd = client, .events = POLLIN}, {.fd = qemu, .events = POLLIN}};
         if (poll(fds, 2, -1) < 0)
             break;
         if (fds[0].revents) {
-            ssize_t n = read(client, buf, sizeof buf);
+            long n = qp_sock_recv(client, false, buf, sizeof buf, 0); /* readable: no wait */
             if (n <= 0)
                 break;
             if (memmem(buf, (size_t)n, "$c#", 3)) {
@@ -269,12 +267,12 @@ static void *proxy_main(void *arg)
                 struct timespec d = {0, (long)p->hold_ms * 1000000L};
                 nanosleep(&d, NULL);
             }
-            if (write(qemu, buf, (size_t)n) != n)
+            if (qp_sock_send_all(qemu, buf, (size_t)n) != 0)
                 break;
         }
         if (fds[1].revents) {
-            ssize_t n = read(qemu, buf, sizeof buf);
-            if (n <= 0 || write(client, buf, (size_t)n) != n)
+            long n = qp_sock_recv(qemu, false, buf, sizeof buf, 0);
+            if (n <= 0 || qp_sock_send_all(client, buf, (size_t)n) != 0)
                 break;
         }
     }
@@ -295,11 +293,8 @@ static void case_slow_link(void)
     snprintf(proxy_path, sizeof proxy_path, "%s/slow-gdb", vm_dir(vm));
     snprintf(proxy_address, sizeof proxy_address, "unix:%s", proxy_path);
     snprintf(record, sizeof record, "%s/slow.data", vm_dir(vm));
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    g_strlcpy(sa.sun_path, proxy_path, sizeof sa.sun_path);
-    p.listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    REQUIRE(bind(p.listen_fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-            listen(p.listen_fd, 1) == 0);
+    p.listen_fd = qp_sock_listen_unix(proxy_path, NULL);
+    REQUIRE(p.listen_fd >= 0);
     pthread_t thread;
     REQUIRE(pthread_create(&thread, NULL, proxy_main, &p) == 0);
     struct run_result r = run_qprof(
