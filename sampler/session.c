@@ -1,5 +1,7 @@
-/* One profiling session: a target (today QEMU's QMP monitor), an OS adapter, the kernel's and the
- * user binaries' symbols and unwind tables, and the per-sample capture and stack building.
+/* One profiling session: a target (target/), an OS adapter (os/), the kernel's and the user
+ * binaries' symbols and unwind tables, and the per-sample capture; it owns every stage's state
+ * and hands stack building (stacks.c), --sysroot (sysroot.c) and the module table (modules.c)
+ * what they need.
  *
  * A sample has two halves. While the guest is stopped (capture_cb) we copy only what the
  * unwinder will need: what the OS adapter reads (the demo guest's ABI struct), each vCPU's stack

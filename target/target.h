@@ -1,11 +1,13 @@
-/* The target: the machine being profiled, seen as stoppable vCPUs and their memory.
+/* target: the machine being profiled, seen as stoppable vCPUs and their memory.
  *
  * The sampler never talks to QEMU directly: it stops the target, gets every vCPU's registers as
  * an architecture-neutral struct prof_vcpu, reads memory through the target while it is stopped,
  * and the target resumes it on every path. A backend is a `static const struct
- * prof_target_ops` (designated initialisers) in its own file: target_qmp.c today; a gdbstub
- * backend is another such file. Every function returning int returns 0 or a negative
- * errno-style code and fills the optional `err`. */
+ * prof_target_ops` (designated initialisers) in its own file of this folder: target_qmp.c (QEMU's
+ * QMP monitor, through qmp/) and target_gdb.c (QEMU's gdbstub, through gdb/); each names the
+ * architecture it serves (arch/). The protocol clients stay modules of their own, so that a
+ * backend here is only the mapping of a protocol onto this seam. Every function returning int
+ * returns 0 or a negative errno-style code and fills the optional `err`. */
 #ifndef PROF_TARGET_H
 #define PROF_TARGET_H
 
