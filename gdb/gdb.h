@@ -2,7 +2,7 @@
  *
  * One gdb_client owns one connection to one stub. Nothing here is thread-safe. Every function
  * returning int returns 0 on success or a negative errno-style code and fills the optional `err`
- * (see common/qp_error.h). The shape mirrors qmp.h so that profiler/target_gdb.c can be a thin
+ * (see common/qp_error.h). The shape mirrors qmp.h so that target/target_gdb.c can be a thin
  * adapter: gdb_interrupt + gdb_read_registers_all (one write for every vCPU) + gdb_mem_read_many
  * (one write for every read) + gdb_continue is one sample.
  *
@@ -16,7 +16,7 @@
  * k_gs_base, cr0, cr2, cr3, cr4, cr8, efer, st0-7, the x87 control words, xmm0-15 and mxcsr (66
  * registers, a 608-byte `g`), with ss_base/ds_base/es_base commented out.
  *
- * For profiler/target_gdb.c: privilege is cs & 3, the address-space root is cr3, an E reply to a
+ * For target/target_gdb.c: privilege is cs & 3, the address-space root is cr3, an E reply to a
  * read at its first byte is the unmapped case (-EFAULT there); the stub does not say whether a
  * vCPU is halted.
  */
