@@ -315,7 +315,9 @@ static void boot(struct guest *g, const struct boot_opts *b)
     transport == OVER_QMP ? "--qmp-socket" : "--gdb",                                              \
         transport == OVER_QMP ? vm_qmp_path((g)->vm) : vm_gdb_address((g)->vm),                    \
         transport == OVER_GDB_QMP ? "--qmp-socket" : "--transport",                                \
-        transport == OVER_GDB_QMP ? vm_qmp_path((g)->vm) : transport == OVER_QMP ? "qmp" : "gdb", \
+        transport == OVER_GDB_QMP ? vm_qmp_path((g)->vm)                                           \
+        : transport == OVER_QMP   ? "qmp"                                                          \
+                                  : "gdb",                                                           \
         "--kernel", (g)->kernel, "--user-dir", (g)->user_dir
 
 /* A client on the given socket; the test fails and ends when QEMU does not answer. */
