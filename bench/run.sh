@@ -38,9 +38,9 @@ USER_DIR=$BUILD/guest/user
 GUEST_CMDLINE=run=spin,sys
 
 say() { printf 'bench: %s\n' "$*" >&2; }
-die() {
-    LAST_ERROR=$*
-    say "$*"
+die() { # MESSAGE: said with where it was said (file:line, function)
+    LAST_ERROR="$* (at ${BASH_SOURCE[1]#"$ROOT"/}:${BASH_LINENO[0]}${FUNCNAME[1]:+ in ${FUNCNAME[1]}})"
+    say "$LAST_ERROR"
     exit 1
 }
 
@@ -684,7 +684,8 @@ transport_row() { # N qmp|gdb
     local fp50 qp50
     if [ ! -f "$WORK/$label.summary" ]; then
         # shellcheck disable=SC2016 # the backquotes are markdown
-        printf '| %s | %s | not measured: section `smp` %s | | | | | | |\n' "$n" "$name" "$(section_state smp)"
+        printf '| %s | %s | not measured (section `smp` %s) | | | | | | |\n' "$n" "$name" \
+            "$(section_state smp | sed 's/ during .*//')"
         return 0
     fi
     fp50=$(floor_fig "$n" "$floor_mode" p50_us)
