@@ -818,18 +818,26 @@ tcp_row() {
         "$(us_to_ms "$(floor_fig "$4" "$5" p50_us)")" "$(us_to_ms "$(floor_fig "$4" "$5" p99_us)")"
 }
 
-# The line the bench ends with: each TCP paused p50 at 100 Hz against its UNIX-socket twin's.
+# The line the bench ends with: each TCP paused p50 at 100 Hz against its UNIX-socket twin's (the
+# target), and the closed-loop p50s beside them (steadier on a loaded machine).
 tcp_comparison() {
     awk -v q="$(qprof_fig qmp-tcp-100 p50)" -v qu="$(qprof_fig direct-100 p50)" \
-        -v g="$(qprof_fig gdb-tcp-100 p50)" -v gu="$(qprof_fig gdb-direct-100 p50)" '
-        function one(name, tcp, unix) {
-            if (tcp == "" || unix == "" || unix <= 0) { bad = bad " " name " not measured"; return name " not measured" }
-            if (tcp / unix > 1.5) missed = missed (missed ? ", " : "") name
-            return sprintf("%s %.2f ms / %.2f ms = %.2fx", name, tcp, unix, tcp / unix)
+        -v qc="$(qprof_fig qmp-tcp-closed p50)" -v quc="$(qprof_fig direct-closed p50)" \
+        -v g="$(qprof_fig gdb-tcp-100 p50)" -v gu="$(qprof_fig gdb-direct-100 p50)" \
+        -v gc="$(qprof_fig gdb-tcp-closed p50)" -v guc="$(qprof_fig gdb-direct-closed p50)" '
+        function ratio(tcp, unix) {
+            return (tcp == "" || unix == "" || unix <= 0) ? "" : tcp / unix
+        }
+        function one(name, tcp, unix, tcp_closed, unix_closed,    r, rc) {
+            r = ratio(tcp, unix); rc = ratio(tcp_closed, unix_closed)
+            if (r == "") { unmeasured = 1; return name " not measured" }
+            if (r > 1.5) missed = missed (missed ? ", " : "") name
+            return sprintf("%s %.2f ms / %.2f ms = %.2fx%s", name, tcp, unix, r,
+                           rc == "" ? "" : sprintf(" (closed loop %.2fx)", rc))
         }
         BEGIN {
-            line = one("QMP", q, qu) ", " one("gdbstub", g, gu)
-            verdict = bad ? "not measured" : missed ? "**missed** by " missed : "met"
+            line = one("QMP", q, qu, qc, quc) ", " one("gdbstub", g, gu, gc, guc)
+            verdict = unmeasured ? "not measured" : missed ? "**missed** by " missed : "met"
             printf "TCP against UNIX sockets, paused p50 at 100 Hz (TCP / UNIX): %s; target within 1.5x: %s\n", line, verdict
         }'
 }
