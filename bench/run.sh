@@ -26,7 +26,11 @@
 #
 # BENCH_SCALE=0.3 shortens every stretch (for trying the script; the figures get noisier);
 # BENCH_KEEP=1 keeps the raw outputs (the directory is named at the end); BENCH_NOTE="..." goes
-# into the results' header (what else the machine was doing, say).
+# into the results' header (what else the machine was doing, say); BENCH_SECTIONS="smp linux"
+# runs only those sections (the others are marked not run).
+# The Linux guest's .deb files are kept in $QPROF_LINUX_DEBS (default
+# ${XDG_CACHE_HOME:-~/.cache}/qprof-linux-debs), so that a fresh build folder does not download
+# them again.
 set -Eeuo pipefail
 BUILD=$(cd "${1:?usage: bench/run.sh BUILD_DIR}" && pwd)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -573,11 +577,15 @@ run_linux() { # LABEL
 }
 section_linux() {
     step "the stock Linux guest (tests/linux/make-guest.sh: Debian's kernel and busybox)"
-    if ! "$ROOT/tests/linux/make-guest.sh" "$LINUX_DIR" > "$WORK/linux-guest.log" 2>&1; then
+    local debs=${QPROF_LINUX_DEBS:-${XDG_CACHE_HOME:-$HOME/.cache}/qprof-linux-debs}
+    mkdir -p "$debs"
+    if ! QPROF_LINUX_DEBS=$debs "$ROOT/tests/linux/make-guest.sh" "$LINUX_DIR" > "$WORK/linux-guest.log" 2>&1; then
         fact LINUX_NOTE "$(tail -n1 "$WORK/linux-guest.log")"
         say "no Linux guest: $(tail -n1 "$WORK/linux-guest.log")"
         return 0
     fi
+    # the .debs it used, for the next build folder (make-guest.sh copies them from there)
+    find "$LINUX_DIR" -maxdepth 1 -name '*.deb' -exec cp -n -t "$debs" {} +
     step "stock Debian Linux guest (1 vCPU, TCG): booting"
     boot_linux
     pin_vcpu
@@ -596,10 +604,12 @@ OTHER_QEMUS=$(pgrep -c -x qemu-system-x86 || true)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 PLACEMENT="not known (the demo section did not boot its guest)"
 BENCH_START=$EPOCHREALTIME
-run_section demo section_demo
-run_section offline section_offline
-run_section smp section_smp
-run_section linux section_linux
+for s in demo offline smp linux; do
+    case " ${BENCH_SECTIONS:-demo offline smp linux} " in
+        *" $s "*) run_section "$s" "section_$s" ;;
+        *) say "section $s: not run (BENCH_SECTIONS)" ;;
+    esac
+done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 BENCH_MINUTES=$(awk -v a="$BENCH_START" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", (b - a) / 60 }')
 
@@ -884,7 +894,7 @@ report_header() {
     [ -z "${BENCH_NOTE:-}" ] || echo "- note: $BENCH_NOTE"
     echo "- command: \`xtask/xtask bench\` (bench/run.sh; BENCH_SCALE=$SCALE)"
     echo "- sections: $(for s in demo offline smp linux; do
-        printf '%s %s, ' "$s" "$(section_ok "$s" && echo ok || echo '**failed**')"; done | sed 's/, $//')"
+        printf '%s %s, ' "$s" "$(section_state "$s" | sed 's/^failed.*/**failed**/')"; done | sed 's/, $//')"
     echo
 }
 
