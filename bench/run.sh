@@ -15,9 +15,23 @@
 # per guest second and per wall second, and profiled stretches are compared with the unprofiled
 # ones of the same run.
 #
+# QMP also listens on TCP (a second monitor, -qmp tcp:127.0.0.1:PORT) and the gdbstub moves to TCP
+# for a while (HMP `gdbserver tcp::PORT`, the same code as -gdb tcp::PORT) and back, so each
+# transport's TCP row is measured beside its UNIX-socket twin on the same guest in the same run.
+#
+# The run is four sections (demo, offline, smp, linux), each in a subshell of its own: one that
+# fails is named with the step it was in and the command that failed, the others still run, and
+# bench/results.md is written from whatever was measured, the failed section marked in it. Every
+# failing command names itself (the ERR trap below), so the script never ends without a word.
+#
 # BENCH_SCALE=0.3 shortens every stretch (for trying the script; the figures get noisier);
-# BENCH_KEEP=1 keeps the raw outputs (the directory is named at the end).
-set -euo pipefail
+# BENCH_KEEP=1 keeps the raw outputs (the directory is named at the end); BENCH_NOTE="..." goes
+# into the results' header (what else the machine was doing, say); BENCH_SECTIONS="smp linux"
+# runs only those sections (the others are marked not run).
+# The Linux guest's .deb files are kept in $QPROF_LINUX_DEBS (default
+# ${XDG_CACHE_HOME:-~/.cache}/qprof-linux-debs), so that a fresh build folder does not download
+# them again.
+set -Eeuo pipefail
 BUILD=$(cd "${1:?usage: bench/run.sh BUILD_DIR}" && pwd)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$ROOT/bench/results.md
@@ -28,7 +42,23 @@ USER_DIR=$BUILD/guest/user
 GUEST_CMDLINE=run=spin,sys
 
 say() { printf 'bench: %s\n' "$*" >&2; }
-die() { say "$*"; exit 1; }
+die() { # MESSAGE: said with where it was said (file:line, function)
+    LAST_ERROR="$* (at ${BASH_SOURCE[1]#"$ROOT"/}:${BASH_LINENO[0]}${FUNCNAME[1]:+ in ${FUNCNAME[1]}})"
+    say "$LAST_ERROR"
+    exit 1
+}
+
+# The ERR trap (inherited by functions and subshells: set -E): the failing command, its status,
+# and where, with the calls that led there. LAST_ERROR keeps it for the section's record.
+on_err() { # STATUS
+    local i
+    LAST_ERROR="\`$BASH_COMMAND\` exited $1 at ${BASH_SOURCE[1]#"$ROOT"/}:${BASH_LINENO[0]}"
+    say "failed: $LAST_ERROR${FUNCNAME[1]:+ (in ${FUNCNAME[1]})}"
+    for ((i = 2; i < ${#FUNCNAME[@]}; i++)); do
+        say "  called from ${FUNCNAME[i]} at ${BASH_SOURCE[i]#"$ROOT"/}:${BASH_LINENO[i - 1]}"
+    done
+}
+trap 'on_err $?' ERR
 secs() { awk -v s="$1" -v k="$SCALE" 'BEGIN { v = s * k; if (v < 2) v = 2; printf "%.1f", v }'; }
 
 for f in "$QPROF" "$KERNEL" "$BUILD/bench/hmp_baseline" "$BUILD/bench/unwind_bench" \
@@ -37,21 +67,104 @@ for f in "$QPROF" "$KERNEL" "$BUILD/bench/hmp_baseline" "$BUILD/bench/unwind_ben
 done
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not installed"
 
+command -v python3 >/dev/null || die "python3 not installed (it picks free TCP ports and sends HMP)"
+
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qprof-bench.XXXXXX")
 SOCK=$WORK/qmp
 GDB=$WORK/gdb
 RAM=/dev/shm/qprof-bench-ram-$$
 QEMU_PID=
-cleanup() {
+: > "$WORK/sections"
+: > "$WORK/facts"
+
+# Stops the QEMU this shell started (a section's subshell, or the main shell on an interrupt: it
+# finds the pid in $WORK/qemu.pid).
+stop_qemu() {
+    [ -n "$QEMU_PID" ] || QEMU_PID=$(cat "$WORK/qemu.pid" 2>/dev/null || true)
     if [ -n "$QEMU_PID" ]; then
         kill "$QEMU_PID" 2>/dev/null || true
         wait "$QEMU_PID" 2>/dev/null || true
     fi
+    QEMU_PID=
+    rm -f "$WORK/qemu.pid"
+}
+cleanup() {
+    stop_qemu
     rm -f "$RAM"
     if [ -n "${BENCH_KEEP:-}" ]; then say "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# ---- Sections ------------------------------------------------------------------------------
+
+# step TEXT: says what the bench does now; a failure names the last step.
+STEP="starting"
+step() {
+    STEP=$*
+    say "$*"
+}
+
+# fact NAME VALUE: a figure a section found that the report needs (sections run in subshells).
+fact() { printf '%s=%q\n' "$1" "$2" >> "$WORK/facts"; }
+
+# run_section NAME FUNCTION: runs FUNCTION in a subshell with set -e and the ERR trap; a failure
+# is recorded in $WORK/sections ("NAME<TAB>failed<TAB>STATUS<TAB>STEP<TAB>ERROR") and the run
+# goes on. The subshell must not sit in an `if` or `||` (bash would ignore set -e inside it),
+# hence the status taken with set +e and the parent's ERR trap lifted meanwhile.
+# shellcheck disable=SC2030 # SECTION and LAST_ERROR belong to the section's subshell
+run_section() {
+    local name=$1 fn=$2 rc
+    trap - ERR
+    set +e
+    (
+        set -e
+        trap 'on_err $?' ERR
+        trap 'section_end $?' EXIT
+        trap 'exit 130' INT TERM
+        SECTION=$name LAST_ERROR=
+        "$fn"
+    )
+    rc=$?
+    set -e
+    trap 'on_err $?' ERR
+    [ "$rc" -ne 130 ] || exit 130
+    # shellcheck source=/dev/null # written by fact
+    . "$WORK/facts"
+}
+
+# shellcheck disable=SC2031 # it runs in the section's subshell, where SECTION was set
+section_end() { # STATUS: the section subshell's EXIT trap
+    stop_qemu
+    if [ "$1" -eq 0 ]; then
+        printf '%s\tok\n' "$SECTION" >> "$WORK/sections"
+        return
+    fi
+    printf '%s\tfailed\t%s\t%s\t%s\n' "$SECTION" "$1" "$STEP" "${LAST_ERROR:-}" >> "$WORK/sections"
+    say "section '$SECTION' FAILED (status $1) during: $STEP${LAST_ERROR:+ ($LAST_ERROR)}"
+}
+
+section_ok() { awk -F'\t' -v s="$1" '$1 == s && $2 == "ok" { ok = 1 } END { exit !ok }' "$WORK/sections"; }
+
+# "failed (status N) during STEP: ERROR", or "not run".
+section_state() {
+    awk -F'\t' -v s="$1" '$1 == s { found = 1
+            if ($2 == "ok") print "ok"
+            else printf "failed (status %s) during \"%s\"%s\n", $3, $4, ($5 != "" ? ": " $5 : "") }
+        END { if (!found) print "not run" }' "$WORK/sections"
+}
+
+# needs SECTION...: in a report part, says which section it lacks and fails when one did not
+# complete (`needs demo || return 0`).
+needs() {
+    local s
+    for s in "$@"; do
+        section_ok "$s" && continue
+        echo "Not measured: section \`$s\` $(section_state "$s")."
+        echo
+        return 1
+    done
+}
 
 # ---- Placement -----------------------------------------------------------------------------
 
@@ -71,19 +184,26 @@ stamp_lines() {
     while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "${line%$'\r'}"; done
 }
 
-# start_qemu MEM_MB QEMU_ARGS...: QEMU with the bench's QMP socket, gdbstub and RAM file, its
-# console stamped into $WORK/serial.
+# A free TCP port on 127.0.0.1 (bound and released: QEMU takes it a moment later).
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_qemu MEM_MB QEMU_ARGS...: QEMU with the bench's QMP socket, a second QMP monitor on TCP
+# ($QMP_PORT), the gdbstub and RAM file, its console stamped into $WORK/serial.
 start_qemu() {
     local mem=$1
     shift
     rm -f "$SOCK" "$GDB" "$WORK/serial" "$RAM" # a RAM file of another size would be refused
+    QMP_PORT=$(free_port)
     qemu-system-x86_64 "$@" -display none -no-reboot -nodefaults -m "${mem}M" \
-        -qmp "unix:$SOCK,server=on,wait=off" \
+        -qmp "unix:$SOCK,server=on,wait=off" -qmp "tcp:127.0.0.1:$QMP_PORT,server=on,wait=off" \
         -chardev "socket,path=$GDB,server=on,wait=off,id=gdb0" -gdb chardev:gdb0 \
         -object "memory-backend-file,id=ram,size=${mem}M,mem-path=$RAM,share=on" \
         -machine memory-backend=ram -serial stdio </dev/null \
         > >(stamp_lines > "$WORK/serial") 2> "$WORK/qemu.err" &
     QEMU_PID=$!
+    echo "$QEMU_PID" > "$WORK/qemu.pid"
 }
 
 wait_console() { # PATTERN SECONDS
@@ -108,17 +228,63 @@ boot_guest() { # [SMP]
 # Moves the vCPU threads to VCPU_CPU (QEMU's other threads stay on PROFILER_CPU) and describes
 # where every thread may run.
 pin_vcpu() {
-    local t vcpu_tids=()
+    local t comm vcpu_tids=()
     for t in /proc/"$QEMU_PID"/task/*; do
-        case $(cat "$t/comm") in "CPU "*/*) vcpu_tids+=("${t##*/}") ;; esac
+        comm=$(cat "$t/comm" 2>/dev/null) || continue # a thread that just ended
+        case $comm in "CPU "*/*) vcpu_tids+=("${t##*/}") ;; esac
     done
     [ ${#vcpu_tids[@]} -gt 0 ] || die "no 'CPU 0/...' thread in QEMU (debug-threads=on not honoured?)"
     for t in "${vcpu_tids[@]}"; do taskset -p -c "$VCPU_CPU" "$t" >/dev/null; done
     PLACEMENT=""
     for t in /proc/"$QEMU_PID"/task/*; do
-        PLACEMENT+="\`$(cat "$t/comm")\` CPU $(awk '/^Cpus_allowed_list/ { print $2 }' "$t/status"), "
+        comm=$(cat "$t/comm" 2>/dev/null) || continue
+        PLACEMENT+="\`$comm\` CPU $(awk '/^Cpus_allowed_list/ { print $2 }' "$t/status"), "
     done
     PLACEMENT="QEMU threads: ${PLACEMENT%, }; qprof, hmp_baseline and this script: CPU $PROFILER_CPU"
+}
+
+# hmp COMMAND: one HMP command through the QMP socket (human-monitor-command); prints its output.
+hmp() {
+    python3 - "$SOCK" "$1" <<'PY'
+import json, socket, sys
+sock = socket.socket(socket.AF_UNIX)
+sock.settimeout(10)
+sock.connect(sys.argv[1])
+f = sock.makefile("rw")
+def execute(name, **args):
+    f.write(json.dumps({"execute": name, "arguments": args}) + "\n")
+    f.flush()
+    while True:  # events (STOP, RESUME) may come first
+        reply = json.loads(f.readline())
+        if "return" in reply:
+            return reply["return"]
+        if "error" in reply:
+            sys.exit("QMP %s: %s" % (name, reply["error"]["desc"]))
+json.loads(f.readline())  # the greeting
+execute("qmp_capabilities")
+sys.stdout.write(execute("human-monitor-command", **{"command-line": sys.argv[2]}))
+PY
+}
+
+# The gdbstub moves to TCP on the running guest: HMP `gdbserver tcp::PORT` is QEMU's run-time -gdb
+# (the same gdbserver_start, which gives tcp:: devices nodelay=on,server=on,wait=off).
+gdbstub_to_tcp() {
+    local said
+    GDB_PORT=$(free_port)
+    said=$(hmp "gdbserver tcp::$GDB_PORT")
+    case $said in "Waiting for gdb connection"*) ;; *) die "gdbserver tcp::$GDB_PORT: $said" ;; esac
+}
+
+# And back to a UNIX socket at $GDB: through a chardev with an id of its own (QEMU 7.2 opens the
+# new device before closing the old one, and two chardevs named "gdb" clash: "duplicate yank
+# instance").
+gdbstub_to_unix() {
+    local said
+    rm -f "$GDB"
+    said=$(hmp "chardev-add socket,id=gdbunix,path=$GDB,server=on,wait=off")
+    [ -z "$said" ] || die "chardev-add for the gdbstub's UNIX socket: $said"
+    said=$(hmp "gdbserver chardev:gdbunix")
+    case $said in "Waiting for gdb connection"*) ;; *) die "gdbserver chardev:gdbunix: $said" ;; esac
 }
 
 # ---- Stretches -----------------------------------------------------------------------------
@@ -134,14 +300,17 @@ unprofiled() { # LABEL SECONDS
 }
 
 # How qprof reaches the guest (run_qprof): QMP by default; over_gdb sets the gdbstub, with QMP
-# beside it for the shared RAM file (direct) or alone (`m` packets).
+# beside it for the shared RAM file (direct) or alone (`m` packets); the _tcp forms go over TCP
+# (the gdbstub's QMP stays on its UNIX socket: only the transport under test changes).
 QPROF_TARGET=(--qmp-socket "$SOCK")
 over_qmp() { QPROF_TARGET=(--qmp-socket "$SOCK"); }
+over_qmp_tcp() { QPROF_TARGET=(--qmp-socket "tcp:127.0.0.1:$QMP_PORT"); }
 over_gdb() { # direct|m
     QPROF_TARGET=(--gdb "unix:$GDB")
     [ "$1" = direct ] && QPROF_TARGET+=(--qmp-socket "$SOCK")
     return 0
 }
+over_gdb_tcp() { QPROF_TARGET=(--gdb "tcp:127.0.0.1:$GDB_PORT" --qmp-socket "$SOCK"); }
 
 # qprof LABEL BACKEND INTERVAL_MS SECONDS [rss]: one qprof run; summary, folded stacks, and with
 # rss the resident set every second and /usr/bin/time's peak.
@@ -180,7 +349,8 @@ run_baseline() { # LABEL SECONDS [hmp_baseline options]
 kv() { tr ' ' '\n' < "$WORK/$1.kv" | sed -n "s/^$2=//p"; } # LABEL KEY (hmp_baseline output)
 
 # qprof's summary: samples/s, paused p50/p99 (ms), round trips per sample.
-qprof_fig() { # LABEL rate|p50|p99|trips|failed
+qprof_fig() { # LABEL rate|p50|p99|trips|failed (empty when that run did not happen)
+    [ -f "$WORK/$1.summary" ] || { echo; return 0; }
     awk -v want="$2" '
         /samples\/s\), / { gsub(/[(,]/, " "); rate = $7; failed = $(NF-1) }
         /^guest paused per sample:/ { gsub(/,|;/, " "); p50 = $6; p99 = $9; trips = $14 }
@@ -257,98 +427,139 @@ slowdown_cell() { # LABEL ASKED_HZ ACHIEVED_RATE PAUSED_P50_MS
         else printf "%s", c }'
 }
 
-ms() { awk -v v="$1" 'BEGIN { printf "%.2f ms", v }'; }
-us_to_ms() { awk -v v="$1" 'BEGIN { printf "%.2f ms", v / 1000 }'; }
+# A figure that is missing (a run that did not happen) prints as "-", never as 0.
+ms() { awk -v v="$1" 'BEGIN { if (v == "") print "-"; else printf "%.2f ms", v }'; }
+us_to_ms() { awk -v v="$1" 'BEGIN { if (v == "") print "-"; else printf "%.2f ms", v / 1000 }'; }
 
-# ---- The run -------------------------------------------------------------------------------
 
-say "booting the demo guest ($GUEST_CMDLINE) with shared RAM"
-OTHER_QEMUS=$(pgrep -c -x qemu-system-x86 || true)
-boot_guest
-pin_vcpu
-say "$PLACEMENT"
-LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
-sleep "$(secs 2)" # let the guest settle (TCG translation cache, first rate lines)
+# ---- Section demo: the demo guest at -smp 1 --------------------------------------------------
 
 BACKENDS=(direct memsave hmp)
 CLOSED=$(secs 5) AT100=$(secs 10) AT1000=$(secs 10) RSS_RUN=$(secs 60) GAP=$(secs 8)
 
-say "unprofiled ${GAP} s"
-unprofiled unprofiled-1 "$GAP"
-say "baseline (stop, info registers, x/2gx per frame, cont): closed loop, 100 Hz, 1000 Hz"
-run_baseline baseline-closed "$CLOSED"
-run_baseline baseline-100 "$AT100" -i 10
-run_baseline baseline-1000 "$AT1000" -i 1
-run_baseline baseline16-closed "$CLOSED" -f 16
-run_baseline baseline16-100 "$AT100" -f 16 -i 10
-run_baseline floor "$(secs 3)" -b
-say "unprofiled ${GAP} s"
-unprofiled unprofiled-2 "$GAP"
-for b in "${BACKENDS[@]}"; do
-    say "qprof --memory $b: closed loop, 100 Hz, 1000 Hz"
-    run_qprof "$b-closed" "$b" 0.1 "$CLOSED"
-    run_qprof "$b-100" "$b" 10 "$AT100"
-    if [ "$b" = direct ]; then
-        say "qprof --memory direct at 1000 Hz for $RSS_RUN s (resident set every second)"
-        run_qprof "$b-1000" "$b" 1 "$RSS_RUN" rss
-    else
-        run_qprof "$b-1000" "$b" 1 "$AT1000"
-    fi
-    say "unprofiled ${GAP} s"
-    unprofiled "unprofiled-after-$b" "$GAP"
-done
-for m in direct m; do
-    over_gdb "$m"
-    say "qprof over the gdbstub, memory $m: closed loop, 100 Hz, 1000 Hz"
-    run_qprof "gdb-$m-closed" auto 0.1 "$CLOSED"
-    run_qprof "gdb-$m-100" auto 10 "$AT100"
-    run_qprof "gdb-$m-1000" auto 1 "$AT1000"
-    say "unprofiled ${GAP} s"
-    unprofiled "unprofiled-after-gdb-$m" "$GAP"
-done
-over_qmp
-say "raw floors of both transports, -smp 1 (transport_floor)"
-"$BUILD/bench/transport_floor" -q "$SOCK" -g "unix:$GDB" -n 300 qmp qmp-mem gdb gdb-state gdb-mem \
-    > "$WORK/floor-1" 2>&1 || die "transport_floor failed: $(cat "$WORK/floor-1")"
-say "library-level sample cost (qmp_sample_bench) and offline unwinding (unwind_bench)"
-ABI_VA=0x$(nm "$KERNEL" | awk '$3 == "qprof_abi" { print $1 }')
-"$BUILD/bench/qmp_sample_bench" -q "$SOCK" -a "$ABI_VA" -n 300 > "$WORK/qmp_sample_bench" 2>&1 ||
-    die "qmp_sample_bench failed: $(cat "$WORK/qmp_sample_bench")"
-LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
-kill "$QEMU_PID"
-wait "$QEMU_PID" 2>/dev/null || true
-QEMU_PID=
-"$BUILD/bench/unwind_bench" > "$WORK/unwind_bench" 2>&1 || die "unwind_bench failed: $(cat "$WORK/unwind_bench")"
-work_rates
+# QMP over TCP, right after its UNIX-socket twin (direct-closed, direct-100).
+qmp_tcp_twin() {
+    over_qmp_tcp
+    step "qprof over QMP on tcp:127.0.0.1:$QMP_PORT, --memory direct: closed loop, 100 Hz"
+    run_qprof qmp-tcp-closed direct 0.1 "$CLOSED"
+    run_qprof qmp-tcp-100 direct 10 "$AT100"
+    over_qmp
+}
 
-# ---- Both transports at -smp 2, 4, 8 ---------------------------------------------------------
+# The gdbstub over TCP, right after its UNIX-socket twin (gdb-direct-closed, gdb-direct-100), and
+# both transports' raw floors over TCP; then the gdbstub goes back to its UNIX socket.
+gdb_tcp_twin() {
+    step "the gdbstub moves to TCP (HMP gdbserver tcp::PORT, as -gdb tcp::PORT)"
+    gdbstub_to_tcp
+    over_gdb_tcp
+    step "qprof over the gdbstub on tcp:127.0.0.1:$GDB_PORT, memory direct: closed loop, 100 Hz"
+    run_qprof gdb-tcp-closed auto 0.1 "$CLOSED"
+    run_qprof gdb-tcp-100 auto 10 "$AT100"
+    step "raw floors of both transports over TCP (transport_floor)"
+    "$BUILD/bench/transport_floor" -q "tcp:127.0.0.1:$QMP_PORT" -g "tcp:127.0.0.1:$GDB_PORT" \
+        -n 300 qmp gdb > "$WORK/floor-tcp" 2>&1 ||
+        die "transport_floor over TCP failed: $(cat "$WORK/floor-tcp")"
+    step "the gdbstub moves back to its UNIX socket"
+    gdbstub_to_unix
+    over_gdb direct
+}
+
+section_demo() {
+    step "booting the demo guest ($GUEST_CMDLINE) with shared RAM"
+    boot_guest
+    pin_vcpu
+    say "$PLACEMENT"
+    fact PLACEMENT "$PLACEMENT"
+    sleep "$(secs 2)" # let the guest settle (TCG translation cache, first rate lines)
+
+    step "unprofiled ${GAP} s"
+    unprofiled unprofiled-1 "$GAP"
+    step "baseline (stop, info registers, x/2gx per frame, cont): closed loop, 100 Hz, 1000 Hz"
+    run_baseline baseline-closed "$CLOSED"
+    run_baseline baseline-100 "$AT100" -i 10
+    run_baseline baseline-1000 "$AT1000" -i 1
+    run_baseline baseline16-closed "$CLOSED" -f 16
+    run_baseline baseline16-100 "$AT100" -f 16 -i 10
+    run_baseline floor "$(secs 3)" -b
+    step "unprofiled ${GAP} s"
+    unprofiled unprofiled-2 "$GAP"
+    local b m
+    for b in "${BACKENDS[@]}"; do
+        step "qprof --memory $b: closed loop, 100 Hz, 1000 Hz"
+        run_qprof "$b-closed" "$b" 0.1 "$CLOSED"
+        run_qprof "$b-100" "$b" 10 "$AT100"
+        if [ "$b" = direct ]; then
+            qmp_tcp_twin
+            step "qprof --memory direct at 1000 Hz for $RSS_RUN s (resident set every second)"
+            run_qprof "$b-1000" "$b" 1 "$RSS_RUN" rss
+        else
+            run_qprof "$b-1000" "$b" 1 "$AT1000"
+        fi
+        step "unprofiled ${GAP} s"
+        unprofiled "unprofiled-after-$b" "$GAP"
+    done
+    for m in direct m; do
+        over_gdb "$m"
+        step "qprof over the gdbstub, memory $m: closed loop, 100 Hz, 1000 Hz"
+        run_qprof "gdb-$m-closed" auto 0.1 "$CLOSED"
+        run_qprof "gdb-$m-100" auto 10 "$AT100"
+        if [ "$m" = direct ]; then gdb_tcp_twin; fi
+        run_qprof "gdb-$m-1000" auto 1 "$AT1000"
+        step "unprofiled ${GAP} s"
+        unprofiled "unprofiled-after-gdb-$m" "$GAP"
+    done
+    over_qmp
+    step "raw floors of both transports, -smp 1 (transport_floor)"
+    "$BUILD/bench/transport_floor" -q "$SOCK" -g "unix:$GDB" -n 300 qmp qmp-mem gdb gdb-state gdb-mem \
+        > "$WORK/floor-1" 2>&1 || die "transport_floor failed: $(cat "$WORK/floor-1")"
+    step "library-level sample cost (qmp_sample_bench)"
+    local abi_va
+    abi_va=0x$(nm "$KERNEL" | awk '$3 == "qprof_abi" { print $1 }')
+    "$BUILD/bench/qmp_sample_bench" -q "$SOCK" -a "$abi_va" -n 300 > "$WORK/qmp_sample_bench" 2>&1 ||
+        die "qmp_sample_bench failed: $(cat "$WORK/qmp_sample_bench")"
+    stop_qemu
+    step "work rates of every stretch"
+    work_rates
+}
+
+# ---- Section offline: unwinding without a guest ----------------------------------------------
+
+section_offline() {
+    step "offline unwinding (unwind_bench)"
+    "$BUILD/bench/unwind_bench" > "$WORK/unwind_bench" 2>&1 || die "unwind_bench failed: $(cat "$WORK/unwind_bench")"
+}
+
+# ---- Section smp: both transports at -smp 2, 4, 8 --------------------------------------------
 
 SMPS=(2 4 8)
 SWEEP=$(secs 4)
-for n in "${SMPS[@]}"; do
-    say "-smp $n (MTTCG): booting; raw floors; qprof over QMP and over the gdbstub, closed loop"
-    # every vCPU busy: one process pinned to each (sys on the third of every four), as QPROF_SMP
-    GUEST_CMDLINE=run=$(for ((k = 0; k < n; k++)); do
-        [ $((k % 4)) -eq 2 ] && printf 'sys@%d,' $k || printf 'spin@%d,' $k; done)
-    GUEST_CMDLINE=${GUEST_CMDLINE%,}
-    boot_guest "$n"
-    pin_vcpu
-    sleep "$(secs 2)"
-    "$BUILD/bench/transport_floor" -q "$SOCK" -g "unix:$GDB" -n 200 qmp gdb gdb-state \
-        > "$WORK/floor-$n" 2>&1 || die "transport_floor (-smp $n) failed: $(cat "$WORK/floor-$n")"
-    over_qmp
-    run_qprof "smp$n-qmp" auto 0.1 "$SWEEP"
-    over_gdb direct
-    run_qprof "smp$n-gdb" auto 0.1 "$SWEEP"
-    over_qmp
-    # what qprof saw of the vCPUs: idle ones are halted in the guest's idle loop
-    awk '/^vCPU stacks:/' "$WORK/smp$n-gdb.summary" > "$WORK/vcpus-$n"
-    kill "$QEMU_PID"
-    wait "$QEMU_PID" 2>/dev/null || true
-    QEMU_PID=
-done
+section_smp() {
+    local n k
+    for n in "${SMPS[@]}"; do
+        step "-smp $n (MTTCG): booting; raw floors; qprof over QMP and over the gdbstub, closed loop"
+        # every vCPU busy: one process pinned to each (sys on the third of every four), as QPROF_SMP
+        GUEST_CMDLINE=run=
+        for ((k = 0; k < n; k++)); do
+            if [ $((k % 4)) -eq 2 ]; then GUEST_CMDLINE+="sys@$k,"; else GUEST_CMDLINE+="spin@$k,"; fi
+        done
+        GUEST_CMDLINE=${GUEST_CMDLINE%,}
+        boot_guest "$n"
+        pin_vcpu
+        sleep "$(secs 2)"
+        "$BUILD/bench/transport_floor" -q "$SOCK" -g "unix:$GDB" -n 200 qmp gdb gdb-state \
+            > "$WORK/floor-$n" 2>&1 || die "transport_floor (-smp $n) failed: $(cat "$WORK/floor-$n")"
+        over_qmp
+        run_qprof "smp$n-qmp" auto 0.1 "$SWEEP"
+        over_gdb direct
+        run_qprof "smp$n-gdb" auto 0.1 "$SWEEP"
+        over_qmp
+        # what qprof saw of the vCPUs: idle ones are halted in the guest's idle loop
+        awk '/^vCPU stacks:/' "$WORK/smp$n-gdb.summary" > "$WORK/vcpus-$n"
+        stop_qemu
+    done
+}
 
-# ---- A stock Debian Linux guest, same sampling settings ------------------------------------
+# ---- Section linux: a stock Debian Linux guest, same sampling settings ---------------------
 
 # Debian's kernel and busybox in an initramfs (tests/linux/make-guest.sh), `dd` and a shell loop
 # on 1 vCPU, KASLR on; qprof with no symbol options, at 100 Hz like the demo guest's 100 Hz rows.
@@ -364,22 +575,43 @@ run_linux() { # LABEL
     "$QPROF" "${QPROF_TARGET[@]}" --interval 10 --duration "$AT100" --no-progress \
         -o "$WORK/$1.folded" 2> "$WORK/$1.summary" || die "qprof ($1) failed: $(cat "$WORK/$1.summary")"
 }
-if "$ROOT/tests/linux/make-guest.sh" "$LINUX_DIR" > "$WORK/linux-guest.log" 2>&1; then
-    say "stock Debian Linux guest (1 vCPU, TCG): qprof over QMP and over the gdbstub at 100 Hz"
+section_linux() {
+    step "the stock Linux guest (tests/linux/make-guest.sh: Debian's kernel and busybox)"
+    local debs=${QPROF_LINUX_DEBS:-${XDG_CACHE_HOME:-$HOME/.cache}/qprof-linux-debs}
+    mkdir -p "$debs"
+    if ! QPROF_LINUX_DEBS=$debs "$ROOT/tests/linux/make-guest.sh" "$LINUX_DIR" > "$WORK/linux-guest.log" 2>&1; then
+        fact LINUX_NOTE "$(tail -n1 "$WORK/linux-guest.log")"
+        say "no Linux guest: $(tail -n1 "$WORK/linux-guest.log")"
+        return 0
+    fi
+    # the .debs it used, for the next build folder (make-guest.sh copies them from there)
+    find "$LINUX_DIR" -maxdepth 1 -name '*.deb' -exec cp -n -t "$debs" {} +
+    step "stock Debian Linux guest (1 vCPU, TCG): booting"
     boot_linux
     pin_vcpu
+    step "stock Debian Linux guest (1 vCPU, TCG): qprof over QMP and over the gdbstub at 100 Hz"
     over_qmp
     run_linux linux-qmp
     over_gdb direct
     run_linux linux-gdb
     over_qmp
-    kill "$QEMU_PID"
-    wait "$QEMU_PID" 2>/dev/null || true
-    QEMU_PID=
-else
-    LINUX_NOTE=$(tail -n1 "$WORK/linux-guest.log")
-    say "no Linux guest: $LINUX_NOTE"
-fi
+    stop_qemu
+}
+
+# ---- The run -------------------------------------------------------------------------------
+
+OTHER_QEMUS=$(pgrep -c -x qemu-system-x86 || true)
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+PLACEMENT="not known (the demo section did not boot its guest)"
+BENCH_START=$EPOCHREALTIME
+for s in demo offline smp linux; do
+    case " ${BENCH_SECTIONS:-demo offline smp linux} " in
+        *" $s "*) run_section "$s" "section_$s" ;;
+        *) say "section $s: not run (BENCH_SECTIONS)" ;;
+    esac
+done
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+BENCH_MINUTES=$(awk -v a="$BENCH_START" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", (b - a) / 60 }')
 
 # ---- The report ----------------------------------------------------------------------------
 
@@ -415,7 +647,8 @@ qprof_row_as() { # LABEL_PREFIX TITLE
         "$(slowdown_cell "$b-1000" 1000 "$(qprof_fig "$b-1000" rate)" "$(qprof_fig "$b-1000" p50)")"
 }
 
-# Figures the text and the targets need.
+# Figures the text and the targets need (from the demo section; UNWIND_US from offline).
+demo_figures() {
 BASE_P50=$(kv baseline-100 paused_p50_us)
 BASE_READS=$(kv baseline-100 x_reads_mean)
 X_RTT=$(kv baseline-closed x_rtt_p50_us)
@@ -423,7 +656,6 @@ BASE16=$(awk -v p="$BASE_P50" -v r="$BASE_READS" -v x="$X_RTT" 'BEGIN { printf "
 DIRECT_P50_US=$(awk -v v="$(qprof_fig direct-100 p50)" 'BEGIN { printf "%.0f", v * 1000 }')
 RATIO=$(awk -v a="$BASE_P50" -v b="$DIRECT_P50_US" 'BEGIN { printf "%.1f", a / b }')
 RATIO16=$(awk -v a="$(kv baseline16-100 paused_p50_us)" -v b="$DIRECT_P50_US" 'BEGIN { printf "%.1f", a / b }')
-UNWIND_US=$(awk '/unwind \+ symbolize:/ { print $4 }' "$WORK/unwind_bench")
 RSS_FILE=$WORK/direct-1000.rss
 RSS_EARLY=$(awk '$1 >= 10 { print $2; exit }' "$RSS_FILE")
 RSS_LATE=$(tail -1 "$RSS_FILE" | cut -d' ' -f2)
@@ -435,9 +667,13 @@ CPU_PER_SAMPLE=$(awk -v n="$(awk '/samples in/ { print $2 }' "$WORK/direct-1000.
     END { printf "%.0f", (v["user_s"] + v["sys_s"]) / n * 1e6 }' "$WORK/direct-1000.time")
 DIRECT_SLOW_WALL=$(slowdown direct-100 3)
 DIRECT_SLOW_GUEST=$(slowdown direct-100 2)
+}
+unwind_us() { [ -f "$WORK/unwind_bench" ] && awk '/unwind \+ symbolize:/ { print $4 }' "$WORK/unwind_bench"; }
 
-# transport_floor's figure: FILE_SUFFIX MODE KEY (floor-1, floor-2, ...)
+# transport_floor's figure: FILE_SUFFIX MODE KEY (floor-1, floor-2, floor-tcp, ...); empty when
+# that floor was not measured.
 floor_fig() {
+    [ -f "$WORK/floor-$1" ] || return 0
     awk -v m="$2" -v k="$3" '$1 == m { for (i = 2; i <= NF; i++) { split($i, a, "="); if (a[1] == k) print a[2] } }' \
         "$WORK/floor-$1"
 }
@@ -456,6 +692,12 @@ transport_row() { # N qmp|gdb
     label=$(sweep_label "$n" "$t")
     if [ "$t" = qmp ]; then floor_mode=qmp name=QMP; else floor_mode=gdb name=gdbstub; fi
     local fp50 qp50
+    if [ ! -f "$WORK/$label.summary" ]; then
+        # shellcheck disable=SC2016 # the backquotes are markdown
+        printf '| %s | %s | not measured (section `smp` %s) | | | | | | |\n' "$n" "$name" \
+            "$(section_state smp | sed 's/ during .*//')"
+        return 0
+    fi
     fp50=$(floor_fig "$n" "$floor_mode" p50_us)
     qp50=$(qprof_fig "$label" p50)
     printf '| %s | %s | %s / %s | %s | %s / %s | %s | %s | %s | %s |\n' "$n" "$name" \
@@ -469,6 +711,7 @@ transport_row() { # N qmp|gdb
 
 # The ORC summary line's two figures: "kernel stacks by ORC: N, complete (...): P%".
 orc_fig() { # LABEL stacks|complete
+    [ -f "$WORK/$1.summary" ] || return 0
     awk -v want="$2" '/^kernel stacks by ORC:/ { n = $5; sub(/,/, "", n); p = $NF
         print (want == "stacks" ? n : p) }' "$WORK/$1.summary"
 }
@@ -482,6 +725,7 @@ linux_row() { # GUEST TRANSPORT LABEL
 linux_section() {
     echo "## A stock Linux guest beside the demo guest"
     echo
+    needs linux || return 0
     if [ -n "$LINUX_NOTE" ]; then
         echo "Not measured: $LINUX_NOTE"
         echo
@@ -506,21 +750,25 @@ linux_section() {
     echo "Top of the Linux run over QMP (folded, by samples):"
     echo
     echo '```'
-    awk '{ print $NF, $0 }' "$WORK/linux-qmp.folded" 2>/dev/null | sort -nr | head -5 | cut -d' ' -f2- | cut -c1-200
+    # the top five taken by awk, which reads to the end: `head` would close the pipe early, and
+    # under pipefail sort's SIGPIPE (status 141) ended the whole bench without a word (issue 28)
+    awk '{ print $NF, $0 }' "$WORK/linux-qmp.folded" | sort -k1,1nr |
+        awk 'NR <= 5 { sub(/^[^ ]* /, ""); print substr($0, 1, 200) }'
     echo '```'
     echo
 }
 
 transports_section() {
+    echo "## Transports: QMP and the gdbstub, side by side"
+    echo
+    needs demo || return 0
     local gdb1 gdb8 growth m_p50 ms_p50 slow1000
     gdb1=$(qprof_fig gdb-direct-closed p50)
     gdb8=$(qprof_fig smp8-gdb p50)
-    growth=$(awk -v a="$gdb1" -v b="$gdb8" 'BEGIN { printf "%.3f", (b - a) / 7 }')
+    growth=$(awk -v a="$gdb1" -v b="$gdb8" 'BEGIN { if (b != "") printf "%.3f", (b - a) / 7 }')
     m_p50=$(qprof_fig gdb-m-100 p50)
     ms_p50=$(qprof_fig memsave-100 p50)
     slow1000=$(slowdown gdb-direct-1000 3)
-    echo "## Transports: QMP and the gdbstub, side by side"
-    echo
     echo "The same guest serves both: qprof over QMP (\`--qmp-socket\`, memory from the shared RAM"
     echo "file) and over the gdbstub (\`--gdb\` + \`--qmp-socket\`: registers through the stub, memory"
     echo "from the RAM file QMP finds), closed loop (\`--interval 0.1\`, $CLOSED s at -smp 1, $SWEEP s"
@@ -545,7 +793,7 @@ transports_section() {
     echo "- gdbstub ^C alone (stop until the stop reply), p50: $(for n in 1 "${SMPS[@]}"; do printf '%s vCPU %s; ' "$n" "$(us_to_ms "$(floor_fig "$n" gdb stop_p50_us)")"; done | sed 's/; $//')."
     echo "- qThreadExtraInfo for every vCPU in the same write (qprof asks it: it is how a halted vCPU is"
     echo "  told), raw floor p50: $(for n in 1 "${SMPS[@]}"; do printf '%s vCPU %s; ' "$n" "$(us_to_ms "$(floor_fig "$n" gdb-state p50_us)")"; done | sed 's/; $//')."
-    echo "- growth of qprof's paused p50 over the gdbstub per added vCPU (1 to 8): $growth ms."
+    echo "- growth of qprof's paused p50 over the gdbstub per added vCPU (1 to 8): ${growth:--} ms."
     echo
     echo "Memory without a shared RAM file (1 vCPU): QMP has \`memsave\` (a file per read),"
     echo "the gdbstub pipelined \`m\` packets."
@@ -563,32 +811,110 @@ transports_section() {
     echo "| 1 vCPU: paused p50 <= 0.25 ms | $(ms "$(qprof_fig gdb-direct-100 p50)") at 100 Hz, $(ms "$gdb1") closed loop | $(verdict "$(qprof_fig gdb-direct-100 p50)" 0.25 '<=') |"
     echo "| 1 vCPU: <= 1.2x the raw gdbstub floor | $(awk -v q="$gdb1" -v f="$(floor_fig 1 gdb p50_us)" 'BEGIN { printf "%.2fx", q * 1000 / f }') (closed loop p50 over floor p50) | $(verdict "$(awk -v q="$gdb1" -v f="$(floor_fig 1 gdb p50_us)" 'BEGIN { printf "%.2f", q * 1000 / f }')" 1.2 '<=') |"
     echo "| 1 vCPU: closed loop >= 3000 samples/s | $(qprof_fig gdb-direct-closed rate)/s | $(verdict "$(qprof_fig gdb-direct-closed rate)" 3000 '>=') |"
-    echo "| 8 vCPUs (MTTCG): paused p50 <= 0.6 ms | $(ms "$gdb8") (closed loop; $growth ms per added vCPU) | $(verdict "$gdb8" 0.6 '<=') |"
+    echo "| 8 vCPUs (MTTCG): paused p50 <= 0.6 ms | $(ms "$gdb8") (closed loop; ${growth:--} ms per added vCPU) | $(verdict "$gdb8" 0.6 '<=') |"
     echo "| slowdown at 1000 Hz, 1 vCPU <= 25% | $slow1000 wall time | $(verdict "${slow1000%\%}" 25 '<=') |"
     echo "| no shared RAM file: paused p50 <= 1 ms | $(ms "$m_p50") with \`m\` packets ($(ms "$ms_p50") with memsave) | $(verdict "$m_p50" 1 '<=') |"
     echo
 }
 
+
+# One row of the TCP table: TRANSPORT SOCKET LABEL_PREFIX FLOOR_SUFFIX FLOOR_MODE
+tcp_row() {
+    local p=$3
+    printf '| %s | %s | %s / %s | %s | %s | %s (p50 %s) | %s / %s |\n' "$1" "$2" \
+        "$(ms "$(qprof_fig "$p-100" p50)")" "$(ms "$(qprof_fig "$p-100" p99)")" \
+        "$(qprof_fig "$p-100" trips)" "$(qprof_fig "$p-100" rate)" \
+        "$(qprof_fig "$p-closed" rate)" "$(ms "$(qprof_fig "$p-closed" p50)")" \
+        "$(us_to_ms "$(floor_fig "$4" "$5" p50_us)")" "$(us_to_ms "$(floor_fig "$4" "$5" p99_us)")"
+}
+
+# The line the bench ends with: each TCP paused p50 at 100 Hz against its UNIX-socket twin's (the
+# target), and the closed-loop p50s beside them (steadier on a loaded machine).
+tcp_comparison() {
+    awk -v q="$(qprof_fig qmp-tcp-100 p50)" -v qu="$(qprof_fig direct-100 p50)" \
+        -v qc="$(qprof_fig qmp-tcp-closed p50)" -v quc="$(qprof_fig direct-closed p50)" \
+        -v g="$(qprof_fig gdb-tcp-100 p50)" -v gu="$(qprof_fig gdb-direct-100 p50)" \
+        -v gc="$(qprof_fig gdb-tcp-closed p50)" -v guc="$(qprof_fig gdb-direct-closed p50)" '
+        function ratio(tcp, unix) {
+            return (tcp == "" || unix == "" || unix <= 0) ? "" : tcp / unix
+        }
+        function one(name, tcp, unix, tcp_closed, unix_closed,    r, rc) {
+            r = ratio(tcp, unix); rc = ratio(tcp_closed, unix_closed)
+            if (r == "") { unmeasured = 1; return name " not measured" }
+            if (r > 1.5) missed = missed (missed ? ", " : "") name
+            return sprintf("%s %.2f ms / %.2f ms = %.2fx%s", name, tcp, unix, r,
+                           rc == "" ? "" : sprintf(" (closed loop %.2fx)", rc))
+        }
+        BEGIN {
+            line = one("QMP", q, qu, qc, quc) ", " one("gdbstub", g, gu, gc, guc)
+            verdict = unmeasured ? "not measured" : missed ? "**missed** by " missed : "met"
+            printf "TCP against UNIX sockets, paused p50 at 100 Hz (TCP / UNIX): %s; target within 1.5x: %s\n", line, verdict
+        }'
+}
+
+tcp_section() {
+    echo "## TCP beside UNIX sockets (1 vCPU, the same guest in the same run)"
+    echo
+    needs demo || return 0
+    echo "QMP: qprof \`--qmp-socket PATH\` against \`--qmp-socket tcp:127.0.0.1:PORT\`, a second QMP"
+    echo "monitor of the same QEMU (\`-qmp tcp:127.0.0.1:PORT,server=on,wait=off\`), both"
+    echo "\`--memory direct\`. gdbstub: \`--gdb unix:PATH\` against \`--gdb tcp:127.0.0.1:PORT\`, both with"
+    echo "\`--qmp-socket PATH\` for the RAM file; for its TCP runs the gdbstub moves to TCP with HMP"
+    echo "\`gdbserver tcp::PORT\` (QEMU's \`-gdb tcp::PORT\` at run time) and then back. Each TCP run"
+    echo "follows its UNIX twin directly: closed loop for $CLOSED s, then 100 Hz for $AT100 s. Raw floor:"
+    echo "\`transport_floor\` over the same kind of socket (300 samples, closed loop; the UNIX floors are"
+    echo "the -smp 1 floors of the table above, taken later in the same run)."
+    echo
+    echo "| transport | socket | paused p50 / p99 at 100 Hz | round trips per sample | samples/s at 100 Hz | closed loop: samples/s (paused p50) | raw floor: paused p50 / p99 |"
+    echo "|---|---|---|---|---|---|---|"
+    tcp_row QMP UNIX direct 1 qmp
+    tcp_row QMP TCP qmp-tcp tcp qmp
+    tcp_row gdbstub UNIX gdb-direct 1 gdb
+    tcp_row gdbstub TCP gdb-tcp tcp gdb
+    echo
+    tcp_comparison
+    echo
+}
 other_load_note() {
     [ "$OTHER_QEMUS" -gt 0 ] || return 0
     echo " (another QEMU competes for the same cores: every figure is noisier and slower than on an idle machine)"
 }
 
-report() {
+report_header() {
     echo "# qprof benchmark results"
     echo
-    echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-    echo "- QEMU: $(qemu-system-x86_64 --version | head -1), ${QPROF_ACCEL:-tcg}"
+    echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); the whole run took $BENCH_MINUTES min"
+    echo "- QEMU: $(qemu-system-x86_64 --version | sed -n 1p), ${QPROF_ACCEL:-tcg}"
     echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $NCPU cores"
     echo "- guest: demo kernel with frame pointers, \`-append $GUEST_CMDLINE\` (one CPU-bound process," \
          "one that spends half its time in a system call), 1 vCPU, 256 MiB RAM in a shared file"
     echo "- placement: $PLACEMENT"
     echo "- other load: $OTHER_QEMUS other QEMU process(es) running at the start; load average" \
          "$LOAD_BEFORE before, $LOAD_AFTER after$(other_load_note)"
+    [ -z "${BENCH_NOTE:-}" ] || echo "- note: $BENCH_NOTE"
     echo "- command: \`xtask/xtask bench\` (bench/run.sh; BENCH_SCALE=$SCALE)"
+    echo "- sections: $(for s in demo offline smp linux; do
+        printf '%s %s, ' "$s" "$(section_state "$s" | sed 's/^failed.*/**failed**/')"; done | sed 's/, $//')"
     echo
+}
+
+# Each failed section with the step it was in and the command that failed.
+report_failures() {
+    grep -q "$(printf '\tfailed\t')" "$WORK/sections" || return 0
+    echo "## Failed sections"
+    echo
+    echo "What these sections would have measured is missing below (the bench's own output says more)."
+    echo
+    awk -F'\t' '$2 == "failed" { printf "- `%s`: status %s during \"%s\"%s\n", $1, $3, $4, ($5 != "" ? "; " $5 : "") }' \
+        "$WORK/sections"
+    echo
+}
+
+report_sampling() {
     echo "## Sampling cost and guest slowdown"
     echo
+    needs demo || return 0
+    demo_figures
     echo "Guest-paused time is QEMU's own STOP..RESUME (event timestamps), at 100 Hz. Closed loop:"
     echo "the next sample starts as soon as the last one is done (qprof \`--interval 0.1\`)."
     echo "Slowdown: work the guest reports per guest second / per wall second, against the mean of"
@@ -630,36 +956,52 @@ report() {
             if (!n++ || $3 < lo) lo = $3; if ($3 > hi) hi = $3; sum += $3 }
          END { if (n) printf "; wall-rate spread %.1f%% of the mean\n", 100 * (hi - lo) / (sum / n) }' "$WORK/rates"
     echo
-    transports_section
-    linux_section
+}
+
+report_offline() {
     echo "## Offline cost"
     echo
-    echo "- Unwinding + symbolizing one 16-frame stack from a snapshot: $UNWIND_US us (\`unwind_bench\`):"
-    echo
-    echo '```'
-    cat "$WORK/unwind_bench"
-    echo '```'
-    echo
+    if needs offline; then
+        echo "- Unwinding + symbolizing one 16-frame stack from a snapshot: $(unwind_us) us (\`unwind_bench\`):"
+        echo
+        echo '```'
+        cat "$WORK/unwind_bench"
+        echo '```'
+        echo
+    fi
+    needs demo || return 0
+    demo_figures
     echo "- qprof \`--memory direct --interval 1\` for $RSS_RUN s: $(awk '/samples in/' "$WORK/direct-1000.summary" | sed 's/^qprof: //')"
     echo "  peak RSS $((PEAK_KB / 1024)) MiB (\`/usr/bin/time\`); RSS at 10 s $RSS_EARLY KiB, at ${RSS_LATE_T} s" \
          "$RSS_LATE KiB (growth $RSS_GROWTH KiB); qprof CPU time (user + system) $CPU_PER_SAMPLE us per sample."
     echo
+}
+
+report_targets() {
     echo "## Targets"
     echo
+    needs demo || return 0
+    demo_figures
+    local unwind
+    unwind=$(unwind_us)
     echo "| target | this run | |"
     echo "|---|---|---|"
     echo "| paused p50 <= 0.5 ms, direct | $(ms "$(qprof_fig direct-100 p50)") at 100 Hz ($(ms "$(qprof_fig direct-closed p50)") closed loop) | $(verdict "$DIRECT_P50_US" 500 '<=') |"
     echo "| >= 10x under the per-frame baseline, 16 frames | ${RATIO16}x against the 16-frame baseline; ${RATIO}x at the guest's own depth ($(kv baseline-100 frames_mean) frames) | $(verdict "$RATIO16" 10 '>=') |"
     echo "| >= 1500 samples/s closed loop, direct | $(qprof_fig direct-closed rate)/s | $(verdict "$(qprof_fig direct-closed rate)" 1500 '>=') |"
     echo "| slowdown <= 5% at 100 Hz, direct | $DIRECT_SLOW_WALL wall time ($DIRECT_SLOW_GUEST guest time) | $(verdict "${DIRECT_SLOW_WALL%\%}" 5 '<=') |"
-    echo "| unwind + symbolize <= 20 us | $UNWIND_US us | $(verdict "$UNWIND_US" 20 '<=') |"
+    echo "| unwind + symbolize <= 20 us | ${unwind:--} us | $(verdict "$unwind" 20 '<=') |"
     echo "| flat RSS over 60 s at 1000 Hz | +$RSS_GROWTH KiB from 10 s to ${RSS_LATE_T} s | $(verdict "$RSS_GROWTH" 512 '<=') |"
     echo
+}
+
+report_library() {
     echo "## Library-level sample cost (\`qmp_sample_bench\`, same guest)"
     echo
     echo "The qmp library's sample transaction alone (\`qmp_sample\`): registers of all vCPUs, a 4 KiB"
     echo "stack window and the qprof_abi struct, closed loop; no unwinding, no process bookkeeping."
     echo
+    needs demo || return 0
     cat "$WORK/qmp_sample_bench"
     echo
     echo "Per-stretch work rates (label, iterations per guest second, per wall second, rate intervals):"
@@ -669,7 +1011,43 @@ report() {
     echo '```'
 }
 
+# report_part FUNCTION: the part's text; a part that fails (a bug here, or a figure missing in a
+# way its part did not foresee) is marked where it stands, and the rest is still written.
+REPORT_FAILED=()
+report_part() {
+    local rc
+    trap - ERR
+    set +e
+    (
+        set -e
+        trap 'on_err $?' ERR
+        "$1"
+    ) > "$WORK/part"
+    rc=$?
+    set -e
+    trap 'on_err $?' ERR
+    cat "$WORK/part"
+    if [ "$rc" -ne 0 ]; then
+        # shellcheck disable=SC2016 # the backquotes are markdown
+        printf '\n**This part of the report (`%s`) stopped with status %s: see the bench output.**\n\n' "$1" "$rc"
+        REPORT_FAILED+=("$1")
+    fi
+}
+
+report() {
+    local part
+    for part in report_header report_failures report_sampling transports_section tcp_section \
+                linux_section report_offline report_targets report_library; do
+        report_part "$part"
+    done
+}
+
+step "writing $OUT"
 report > "$OUT.tmp"
 mv "$OUT.tmp" "$OUT"
 cat "$OUT"
 say "wrote $OUT"
+if section_ok demo; then say "$(tcp_comparison)"; fi
+FAILED=$(awk -F'\t' '$2 == "failed" { printf "%s%s", sep, $1; sep = ", " }' "$WORK/sections")
+[ ${#REPORT_FAILED[@]} -eq 0 ] || FAILED+="${FAILED:+; }report parts: ${REPORT_FAILED[*]}"
+[ -z "$FAILED" ] || die "FAILED: $FAILED (each named above; $OUT has what was measured, the rest marked)"

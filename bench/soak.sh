@@ -3,7 +3,7 @@
 # checking that nothing grows with run length: qprof's resident memory, its open file
 # descriptors, and its CPU time per sample, first minute against last minute.
 # Usage: bench/soak.sh BUILD_DIR [MINUTES]   (writes bench/soak.md)
-set -euo pipefail
+set -Eeuo pipefail
 BUILD=$(cd "${1:?usage: bench/soak.sh BUILD_DIR [MINUTES]}" && pwd)
 MINUTES=${2:-30}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,14 +13,16 @@ KERNEL=$BUILD/guest/kernel.elf
 
 say() { printf 'soak: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
-[ -x "$QPROF" ] && [ -f "$KERNEL" ] || die "build first (xtask/xtask build)"
+# No silent exits: a failing command names itself, its status and its line.
+trap 'say "failed: \`$BASH_COMMAND\` exited $? at bench/soak.sh:$LINENO"' ERR
+{ [ -x "$QPROF" ] && [ -f "$KERNEL" ]; } || die "build first (xtask/xtask build)"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qprof-soak.XXXXXX")
 RAM=/dev/shm/qprof-soak-ram-$$
-QEMU_PID= QPROF_PID=
+QEMU_PID='' QPROF_PID=''
 cleanup() {
-    [ -n "$QPROF_PID" ] && kill "$QPROF_PID" 2>/dev/null || true
-    [ -n "$QEMU_PID" ] && kill "$QEMU_PID" 2>/dev/null || true
+    if [ -n "$QPROF_PID" ]; then kill "$QPROF_PID" 2>/dev/null || true; fi
+    if [ -n "$QEMU_PID" ]; then kill "$QEMU_PID" 2>/dev/null || true; fi
     wait 2>/dev/null || true
     rm -f "$RAM"
     rm -rf "$WORK"
@@ -54,7 +56,8 @@ while kill -0 "$QPROF_PID" 2>/dev/null; do
     sleep 10
     [ -r "/proc/$QPROF_PID/status" ] || break
     rss=$(awk '/^VmRSS/ {print $2}' "/proc/$QPROF_PID/status" 2>/dev/null) || break
-    fds=$(ls "/proc/$QPROF_PID/fd" 2>/dev/null | wc -l)
+    fd_list=("/proc/$QPROF_PID/fd"/*)
+    fds=${#fd_list[@]}
     ticks=$(awk '{print $14 + $15}' "/proc/$QPROF_PID/stat" 2>/dev/null) || break
     samples=$(tr '\r' '\n' <"$WORK/qprof.err" | awk '/ samples / {n = $4} END {print n + 0}')
     echo "$(($(date +%s) - start)) $samples $rss $fds $ticks" >>"$WORK/trace"
@@ -78,7 +81,7 @@ summary=$(grep -E "^qprof: [0-9]+ samples|guest paused per sample" "$WORK/qprof.
 {
     echo "# xtask soak: $MINUTES minutes at ~100 Hz"
     echo
-    echo "$(date -u +%Y-%m-%d), $(nproc) cores, $(qemu-system-x86_64 --version | head -1), TCG, guest run=spin,spin,sys"
+    echo "$(date -u +%Y-%m-%d), $(nproc) cores, $(qemu-system-x86_64 --version | sed -n 1p), TCG, guest run=spin,spin,sys"
     echo
     echo "| stretch | RSS KiB (end) | qprof CPU per sample (us) | open fds | samples |"
     echo "|---|---|---|---|---|"

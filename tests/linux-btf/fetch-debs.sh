@@ -16,9 +16,11 @@ skip() {
 }
 
 # The newest versioned kernel package in a folder (not the linux-image-amd64 meta package).
+# shellcheck disable=SC2012 # ls to feed sort -V: Debian's .deb names have no odd characters
 newest_kernel() {
     ls "$1"/linux-image-[0-9]*-amd64_*_amd64.deb 2>/dev/null | sort -V | tail -n 1
 }
+# shellcheck disable=SC2012 # as above
 newest_busybox() {
     ls "$1"/busybox-static_*_amd64.deb 2>/dev/null | sort -V | tail -n 1
 }
@@ -45,6 +47,7 @@ if [ -z "$kernel" ]; then
     command -v dpkg-deb >/dev/null 2>&1 || skip "dpkg-deb not found"
     # The meta package names the versioned one: Depends: linux-image-6.1.0-56-amd64 (= ...).
     download linux-image-amd64
+    # shellcheck disable=SC2012 # as above
     meta=$(ls "$cache"/linux-image-amd64_*.deb | sort -V | tail -n 1)
     name=$(dpkg-deb -f "$meta" Depends | tr ',' '\n' |
         sed -n 's/^ *\(linux-image-[0-9][^ ]*\).*/\1/p' | head -n 1)

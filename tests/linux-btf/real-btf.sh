@@ -15,6 +15,7 @@ rc=$?
 deb=$(printf '%s\n' "$debs" | head -n 1)
 
 btf="$work/$(basename "$deb" .deb).btf"
+# shellcheck disable=SC3013 # -nt: dash's test, which /bin/sh is on Debian, has it
 if [ ! -s "$btf" ] || [ "$deb" -nt "$btf" ]; then
     echo "extracting .BTF from $deb" >&2
     "$here/vmlinux-btf.sh" "$deb" "$btf.tmp" || exit 1

@@ -44,15 +44,16 @@ fi
 
 # The kernel package linux-image-amd64 points at today (linux-image-6.1.0-N-amd64).
 kernel_pkg() {
-    local name
-    name=$(ls linux-image-6.1.0-*-amd64_*.deb 2>/dev/null | head -n1 || true)
-    if [ -n "$name" ]; then
-        echo "${name%%_*}"
+    local debs=(linux-image-6.1.0-*-amd64_*.deb)
+    if [ -e "${debs[0]}" ]; then
+        echo "${debs[0]%%_*}"
         return
     fi
     command -v apt-cache >/dev/null || return 1
+    # the first match taken by awk, which reads to the end (`head` would close the pipe early:
+    # a SIGPIPE status under pipefail)
     apt-cache depends linux-image-amd64 2>/dev/null |
-        sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*-amd64\)$/\1/p' | head -n1
+        sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*-amd64\)$/\1/p' | awk 'NR == 1'
 }
 
 fetch_deb() { # fetch_deb PACKAGE

@@ -12,7 +12,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # go wants a home and a build cache; pprof looks for binaries to symbolize under these too, and
 # must find none: the profile carries its own names.
-export HOME="$tmp" GOCACHE="$tmp/gocache" GOPATH="$tmp/go" GOFLAGS= GOTOOLCHAIN=local GOPROXY=off
+export HOME="$tmp" GOCACHE="$tmp/gocache" GOPATH="$tmp/go" GOFLAGS='' GOTOOLCHAIN=local GOPROXY=off
 export PPROF_TMPDIR="$tmp" PPROF_BINARY_PATH="$tmp/binaries"
 "$writer" --write "$tmp/p.pb.gz"
 cd "$tmp"
