@@ -137,6 +137,21 @@ static uint32_t read_window(struct vcpu *v, uint64_t addr, uint32_t len, uint8_t
     return got;
 }
 
+/* In kernel mode: the user stack, where the pointers qprof named lead (struct qpr_config). */
+static void chase_user_stack(struct vcpu *v, unsigned idx, struct qpr_sample *s)
+{
+    const struct qpr_config *c = &v->cfg;
+    uint64_t at = c->chase_off + (uint64_t)idx * c->chase_stride, frame = 0, usp = 0;
+    if (!c->chase_stride || !c->ustack_bytes || at + 8 > s->extra_len)
+        return;
+    memcpy(&frame, s->extra + at, 8);
+    if (!frame || !qemu_plugin_read_memory_vaddr(frame + c->chase_add, v->buf, 8))
+        return;
+    memcpy(&usp, v->buf->data, 8);
+    s->ustack_addr = usp;
+    s->ustack_len = read_window(v, usp, c->ustack_bytes, s->ustack);
+}
+
 /* Claims the next slot of the vCPU's ring, or counts a loss; NULL when full. */
 static struct qpr_sample *claim(struct qpr_ring *r)
 {
@@ -176,6 +191,10 @@ static void take_sample(unsigned idx, struct vcpu *v, uint64_t t0)
     s->extra_len = 0;
     if (v->cfg.extra_len)
         s->extra_len = read_window(v, v->cfg.extra_addr, v->cfg.extra_len, s->extra);
+    s->ustack_addr = 0;
+    s->ustack_len = 0;
+    if ((s->regs_valid & (1u << QPR_CS)) && (s->regs[QPR_CS] & 3) == 0)
+        chase_user_stack(v, idx, s);
     uint64_t cost = now_ns() - t0;
     s->cost_ns = cost > UINT32_MAX ? UINT32_MAX : (uint32_t)cost;
     publish(r);
@@ -350,6 +369,8 @@ static void publish_config(const struct qpr_config *c)
     *dst = *c;
     if (dst->stack_bytes > QPR_STACK_MAX)
         dst->stack_bytes = QPR_STACK_MAX;
+    if (dst->ustack_bytes > QPR_STACK_MAX)
+        dst->ustack_bytes = QPR_STACK_MAX;
     if (dst->extra_len > QPR_EXTRA_MAX)
         dst->extra_len = QPR_EXTRA_MAX;
     if (!dst->interval_ns && !dst->period_insns)

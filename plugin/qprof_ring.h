@@ -28,12 +28,12 @@
 /* Registers, in this order (x86_64, named as QEMU's gdb XML names them). */
 #define QPR_REGS(X)                                                                                \
     X(RAX, "rax")                                                                                  \
-    X(RBX, "rbx") X(RCX, "rcx") X(RDX, "rdx") X(RSI, "rsi") X(RDI, "rdi") X(RBP, "rbp")            \
-        X(RSP, "rsp") X(R8, "r8") X(R9, "r9") X(R10, "r10") X(R11, "r11") X(R12, "r12")            \
-            X(R13, "r13") X(R14, "r14") X(R15, "r15") X(RIP, "rip") X(EFLAGS, "eflags")            \
-                X(CS, "cs") X(SS, "ss") X(FS_BASE, "fs_base") X(GS_BASE, "gs_base")                \
-                    X(K_GS_BASE, "k_gs_base") X(CR0, "cr0") X(CR3, "cr3") X(CR4, "cr4")            \
-                        X(EFER, "efer")
+    X(RBX, "rbx")                                                                                  \
+    X(RCX, "rcx") X(RDX, "rdx") X(RSI, "rsi") X(RDI, "rdi") X(RBP, "rbp") X(RSP, "rsp")            \
+        X(R8, "r8") X(R9, "r9") X(R10, "r10") X(R11, "r11") X(R12, "r12") X(R13, "r13")            \
+            X(R14, "r14") X(R15, "r15") X(RIP, "rip") X(EFLAGS, "eflags") X(CS, "cs") X(SS, "ss")  \
+                X(FS_BASE, "fs_base") X(GS_BASE, "gs_base") X(K_GS_BASE, "k_gs_base")              \
+                    X(CR0, "cr0") X(CR3, "cr3") X(CR4, "cr4") X(EFER, "efer")
 
 enum qpr_reg {
 #define QPR_ENUM(id, name) QPR_##id,
@@ -60,8 +60,12 @@ struct qpr_sample {
     uint32_t stack_len;  /* bytes from stack_addr, up to the first unmapped page */
     uint32_t extra_len;  /* bytes of the extra window, 0 when unmapped or not asked for */
     uint64_t extra_addr;
+    uint64_t ustack_addr; /* the chased user stack pointer (struct qpr_config), 0: none */
+    uint32_t ustack_len;
+    uint32_t pad;
     uint8_t stack[QPR_STACK_MAX];
     uint8_t extra[QPR_EXTRA_MAX];
+    uint8_t ustack[QPR_STACK_MAX];
 };
 
 struct qpr_ring {
@@ -118,6 +122,12 @@ struct qpr_config { /* qprof -> plugin; a later one replaces it */
     uint32_t stack_bytes;  /* window from sp, at most QPR_STACK_MAX */
     uint32_t extra_len;    /* at most QPR_EXTRA_MAX; 0: none */
     uint64_t extra_addr;   /* a kernel address every vCPU maps (the demo ABI's table) */
+    /* The user stack of a sample taken in kernel mode, found by following pointers at that
+     * instant: p = the u64 at extra[chase_off + vcpu * chase_stride]; when p is not 0, the u64
+     * at p + chase_add is the user stack pointer, and ustack_bytes from it are captured (the
+     * demo ABI: the slot's user_regs, the saved frame's rsp). chase_stride 0: no chase. */
+    uint32_t chase_off, chase_stride;
+    uint32_t chase_add, ustack_bytes;
 };
 
 #endif

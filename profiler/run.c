@@ -112,7 +112,7 @@ struct run_state {
                           tables) are behind it */
     bool warned_slow, qemu_gone, paused_by_other;
     bool warned_cost, warned_frozen;
-    uint64_t paused_total_ns; /* the guest's paused time summed over the samples */
+    uint64_t paused_total_ns;  /* the guest's paused time summed over the samples */
     double first_paused_ms[5]; /* samples 2 to 6 (the first may load a kernel's tables) */
     GString *warnings;         /* every warning given, for the record */
     int consecutive_failures;
@@ -149,7 +149,8 @@ static void warn_if_slow(struct run_state *r, double now)
 {
     double elapsed = now - r->first_done;
     double target = 1000.0 / r->o->interval_ms;
-    if (r->warned_slow || r->samples < 20 || elapsed < 0.5 || r->paused_intervals)
+    if (r->warned_slow || r->samples < 20 || elapsed < 0.5 || r->paused_intervals ||
+        prof_target_captures(r->session->target)) /* paced by the guest's own vCPU time */
         return;
     double achieved = (r->samples - 1) / elapsed;
     if (achieved < 0.8 * target) {
@@ -189,6 +190,8 @@ static int compare_doubles(const void *a, const void *b)
  * cause, a user must not wait for the summary to learn that the guest is crawling. */
 static void check_first_samples_cost(struct run_state *r)
 {
+    if (prof_target_captures(r->session->target))
+        return; /* nothing waits on a transport */
     if (r->warned_cost || r->samples != 6)
         return;
     r->warned_cost = true;
@@ -218,7 +221,8 @@ static double running_share(const struct run_state *r, double now)
  * profile looks confident and is wrong. */
 static void check_frozen(struct run_state *r, double now)
 {
-    if (r->warned_frozen || r->samples < 20 || now - r->start < 0.5)
+    if (r->warned_frozen || r->samples < 20 || now - r->start < 0.5 ||
+        prof_target_captures(r->session->target))
         return;
     double share = running_share(r, now);
     if (share >= PROF_FROZEN_SHARE)
@@ -271,7 +275,9 @@ static void take_sample(struct run_state *r)
     struct qp_error err = {0};
     bool taken = false;
     double now = now_s();
-    double weight = r->samples ? now - r->last_sample : r->o->interval_ms / 1000.0;
+    /* A captured sample stands for one interval of its vCPU's time, wherever it was drained. */
+    bool captured = prof_target_captures(r->session->target);
+    double weight = r->samples && !captured ? now - r->last_sample : r->o->interval_ms / 1000.0;
     if (prof_session_sample(r->session, (uint64_t)((now - r->start) * 1e9),
                             (uint64_t)(weight * 1e9), &taken, &err) != 0) {
         if (!(stop_signal && err.code == -EINTR))
@@ -327,6 +333,10 @@ static void sampling_loop(struct run_state *r)
         warn_if_slow(r, now);
         check_first_samples_cost(r);
         check_frozen(r, now);
+        if (prof_target_captures(r->session->target)) {
+            sleep_until(now); /* only to take a pending stop signal: the target paces itself */
+            continue;
+        }
         next = prof_next_deadline(next, now, interval, uniform01(), uniform01());
         if (end && next > end)
             next = end;
@@ -452,7 +462,16 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
     fprintf(f, "\nqprof: %" PRIu64 " samples in %.2f s (%.1f samples/s), %" PRIu64 " failed\n",
             r->samples, elapsed, elapsed > 0 ? r->samples / elapsed : 0.0, r->failed);
     print_failures(r, f);
-    if (r->samples)
+    if (r->samples && prof_target_captures(r->session->target))
+        fprintf(f,
+                "captured inside QEMU, the guest never stopped: capture cost on the vCPU thread "
+                "p50 %.1f us, p99 %.1f us, max %.1f us; samples lost to a full ring: %" PRIu64
+                " (transport: %s, memory: %s)\n",
+                prof_hist_percentile(&r->paused, 50) / 1e3,
+                prof_hist_percentile(&r->paused, 99) / 1e3, r->paused.max_ns / 1e3,
+                prof_target_lost(r->session->target), prof_target_transport(r->session->target),
+                prof_target_describe(r->session->target));
+    else if (r->samples)
         fprintf(
             f,
             "guest paused per sample: p50 %.3f ms, p99 %.3f ms, max %.3f ms; %.1f %s per "
@@ -461,7 +480,10 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
             r->paused.max_ns / 1e6, (double)r->round_trips / r->samples,
             prof_target_round_trip_name(r->session->target),
             prof_target_transport(r->session->target), prof_target_describe(r->session->target));
-    if (r->samples) {
+    if (r->samples && prof_target_captures(r->session->target)) {
+        fprintf(f, "vCPU time spent capturing samples: %.2f%% of the sampling time\n",
+                100 * (1 - prof_guest_running_share(r->paused_total_ns, elapsed)));
+    } else if (r->samples) {
         double share = prof_guest_running_share(r->paused_total_ns, elapsed);
         fprintf(f, "guest running: %.1f%% of the sampling time (paused the rest for samples)%s\n",
                 100 * share,

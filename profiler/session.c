@@ -201,7 +201,11 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
                                        .qmp_socket_given = o->qmp_socket_given,
                                        .gdb_address = o->gdb_address,
                                        .memory_backend = o->memory_backend,
-                                       .timeout_s = 5};
+                                       .timeout_s = 5,
+                                       .plugin_address = o->plugin_address,
+                                       .interval_ns = (uint64_t)(o->interval_ms * 1e6),
+                                       .period_insns = o->period_insns,
+                                       .abi_addr = s->abi_addr};
     rc = prof_target_open_transport(&tc, &s->target, err);
     if (rc)
         goto fail;
