@@ -171,13 +171,14 @@ static void publish(struct qpr_ring *r)
     atomic_fetch_add_explicit(&r->samples, 1, memory_order_relaxed);
 }
 
-static void take_sample(unsigned idx, struct vcpu *v, uint64_t t0)
+static void take_sample(unsigned idx, struct vcpu *v, uint64_t t0, uint32_t periods)
 {
     struct qpr_ring *r = qpr_ring_at(P.map, idx);
     struct qpr_sample *s = claim(r);
     if (!s)
         return;
     s->kind = QPR_KIND_SAMPLE;
+    s->periods = periods;
     s->vcpu = idx;
     s->time_ns = t0;
     s->idle_ns = 0;
@@ -249,14 +250,19 @@ static void on_counter(unsigned int idx, void *userdata)
     }
     v->insns += v->distance;
     if (!v->cfg.interval_ns) {
-        take_sample(idx, v, now);
+        take_sample(idx, v, now, 1);
         v->distance = jittered(v, v->cfg.period_insns);
         rearm(idx, v->distance ? v->distance : 1);
         return;
     }
     if (now >= v->deadline_ns) {
-        take_sample(idx, v, now);
-        uint64_t next = v->deadline_ns + jittered(v, v->cfg.interval_ns);
+        /* Deadlines that passed while the thread was not running stand with this sample: the
+         * vCPU was where this sample finds it for all of them. */
+        uint64_t late = (now - v->deadline_ns) / v->cfg.interval_ns;
+        uint32_t periods = late >= QPR_MAX_PERIODS ? QPR_MAX_PERIODS : (uint32_t)late + 1;
+        take_sample(idx, v, now, periods);
+        uint64_t next =
+            v->deadline_ns + late * v->cfg.interval_ns + jittered(v, v->cfg.interval_ns);
         v->deadline_ns = next > now ? next : now + jittered(v, v->cfg.interval_ns) / 2;
     }
     v->distance = adapt_distance(v, now);

@@ -18,22 +18,25 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define QPR_MAGIC     0x31525051u /* "QPR1" */
-#define QPR_VERSION   1
-#define QPR_SLOTS     256         /* per vCPU: 25 ms of samples at 10 kHz */
-#define QPR_STACK_MAX (16u << 10) /* stack window bytes, at most */
-#define QPR_EXTRA_MAX 4096u       /* bytes of the one extra window qprof asks for */
-#define QPR_MAX_VCPUS 64
+#define QPR_MAGIC       0x31525051u /* "QPR1" */
+#define QPR_VERSION     1
+#define QPR_SLOTS       256         /* per vCPU: 25 ms of samples at 10 kHz */
+#define QPR_STACK_MAX   (16u << 10) /* stack window bytes, at most */
+#define QPR_EXTRA_MAX   4096u       /* bytes of the one extra window qprof asks for */
+#define QPR_MAX_VCPUS   64
+#define QPR_MAX_PERIODS 100
 
 /* Registers, in this order (x86_64, named as QEMU's gdb XML names them). */
 #define QPR_REGS(X)                                                                                \
     X(RAX, "rax")                                                                                  \
     X(RBX, "rbx")                                                                                  \
-    X(RCX, "rcx") X(RDX, "rdx") X(RSI, "rsi") X(RDI, "rdi") X(RBP, "rbp") X(RSP, "rsp")            \
-        X(R8, "r8") X(R9, "r9") X(R10, "r10") X(R11, "r11") X(R12, "r12") X(R13, "r13")            \
-            X(R14, "r14") X(R15, "r15") X(RIP, "rip") X(EFLAGS, "eflags") X(CS, "cs") X(SS, "ss")  \
-                X(FS_BASE, "fs_base") X(GS_BASE, "gs_base") X(K_GS_BASE, "k_gs_base")              \
-                    X(CR0, "cr0") X(CR3, "cr3") X(CR4, "cr4") X(EFER, "efer")
+    X(RCX, "rcx")                                                                                  \
+    X(RDX, "rdx")                                                                                  \
+    X(RSI, "rsi") X(RDI, "rdi") X(RBP, "rbp") X(RSP, "rsp") X(R8, "r8") X(R9, "r9") X(R10, "r10")  \
+        X(R11, "r11") X(R12, "r12") X(R13, "r13") X(R14, "r14") X(R15, "r15") X(RIP, "rip")        \
+            X(EFLAGS, "eflags") X(CS, "cs") X(SS, "ss") X(FS_BASE, "fs_base")                      \
+                X(GS_BASE, "gs_base") X(K_GS_BASE, "k_gs_base") X(CR0, "cr0") X(CR3, "cr3")        \
+                    X(CR4, "cr4") X(EFER, "efer")
 
 enum qpr_reg {
 #define QPR_ENUM(id, name) QPR_##id,
@@ -62,7 +65,10 @@ struct qpr_sample {
     uint64_t extra_addr;
     uint64_t ustack_addr; /* the chased user stack pointer (struct qpr_config), 0: none */
     uint32_t ustack_len;
-    uint32_t pad;
+    /* Intervals that ended by this sample (time-based sampling): 1, or more when the vCPU's
+     * thread ran nothing for several of them (the host did not schedule it), which a stopping
+     * sampler would have sampled where the vCPU was left. At most QPR_MAX_PERIODS. */
+    uint32_t periods;
     uint8_t stack[QPR_STACK_MAX];
     uint8_t extra[QPR_EXTRA_MAX];
     uint8_t ustack[QPR_STACK_MAX];

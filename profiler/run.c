@@ -291,7 +291,9 @@ static void take_sample(struct run_state *r)
     r->last_sample = now;
     if (!r->samples++)
         r->first_done = now_s();
-    prof_hist_add(&r->paused, r->session->last_stats.paused_ns);
+    /* a capturing target's repeated delivery of one capture (its periods) cost nothing more */
+    if (!captured || r->session->last_stats.paused_ns)
+        prof_hist_add(&r->paused, r->session->last_stats.paused_ns);
     r->paused_total_ns += r->session->last_stats.paused_ns;
     r->round_trips += r->session->last_stats.round_trips;
     if (r->samples >= 2 && r->samples <= 6)
@@ -456,6 +458,42 @@ static void print_per_cpu(const struct prof_counters *c, FILE *f)
     }
 }
 
+/* A capturing target: what capturing cost the vCPUs' threads, and what it could not take. */
+static void print_capture_costs(const struct run_state *r, double elapsed, FILE *f)
+{
+    const prof_target *t = r->session->target;
+    fprintf(f,
+            "captured inside QEMU, the guest never stopped: capture cost on the vCPU thread p50 "
+            "%.1f us, p99 %.1f us, max %.1f us; samples lost to a full ring: %" PRIu64
+            " (transport: %s, memory: %s)\n",
+            prof_hist_percentile(&r->paused, 50) / 1e3, prof_hist_percentile(&r->paused, 99) / 1e3,
+            r->paused.max_ns / 1e3, prof_target_lost(t), prof_target_transport(t),
+            prof_target_describe(t));
+    fprintf(f, "capture time, summed over the vCPUs: %.2f%% of the sampling time\n",
+            100 * (1 - prof_guest_running_share(r->paused_total_ns, elapsed)));
+    if (prof_target_missed(t))
+        fprintf(f,
+                "intervals without a sample because the host did not run a vCPU thread: %" PRIu64
+                " (an overcommitted host; the vCPUs' counts differ by that)\n",
+                prof_target_missed(t));
+}
+
+/* A stopping target: how long the guest stood still. */
+static void print_pause_costs(const struct run_state *r, double elapsed, FILE *f)
+{
+    fprintf(f,
+            "guest paused per sample: p50 %.3f ms, p99 %.3f ms, max %.3f ms; %.1f %s per "
+            "sample (transport: %s, memory: %s)\n",
+            prof_hist_percentile(&r->paused, 50) / 1e6, prof_hist_percentile(&r->paused, 99) / 1e6,
+            r->paused.max_ns / 1e6, (double)r->round_trips / r->samples,
+            prof_target_round_trip_name(r->session->target),
+            prof_target_transport(r->session->target), prof_target_describe(r->session->target));
+    double share = prof_guest_running_share(r->paused_total_ns, elapsed);
+    fprintf(f, "guest running: %.1f%% of the sampling time (paused the rest for samples)%s\n",
+            100 * share,
+            share < PROF_FROZEN_SHARE ? ": nearly frozen, the profile is not trustworthy" : "");
+}
+
 static void print_summary(const struct run_state *r, double elapsed, FILE *f)
 {
     const struct prof_counters *c = &r->session->counters;
@@ -463,32 +501,9 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
             r->samples, elapsed, elapsed > 0 ? r->samples / elapsed : 0.0, r->failed);
     print_failures(r, f);
     if (r->samples && prof_target_captures(r->session->target))
-        fprintf(f,
-                "captured inside QEMU, the guest never stopped: capture cost on the vCPU thread "
-                "p50 %.1f us, p99 %.1f us, max %.1f us; samples lost to a full ring: %" PRIu64
-                " (transport: %s, memory: %s)\n",
-                prof_hist_percentile(&r->paused, 50) / 1e3,
-                prof_hist_percentile(&r->paused, 99) / 1e3, r->paused.max_ns / 1e3,
-                prof_target_lost(r->session->target), prof_target_transport(r->session->target),
-                prof_target_describe(r->session->target));
+        print_capture_costs(r, elapsed, f);
     else if (r->samples)
-        fprintf(
-            f,
-            "guest paused per sample: p50 %.3f ms, p99 %.3f ms, max %.3f ms; %.1f %s per "
-            "sample (transport: %s, memory: %s)\n",
-            prof_hist_percentile(&r->paused, 50) / 1e6, prof_hist_percentile(&r->paused, 99) / 1e6,
-            r->paused.max_ns / 1e6, (double)r->round_trips / r->samples,
-            prof_target_round_trip_name(r->session->target),
-            prof_target_transport(r->session->target), prof_target_describe(r->session->target));
-    if (r->samples && prof_target_captures(r->session->target)) {
-        fprintf(f, "vCPU time spent capturing samples: %.2f%% of the sampling time\n",
-                100 * (1 - prof_guest_running_share(r->paused_total_ns, elapsed)));
-    } else if (r->samples) {
-        double share = prof_guest_running_share(r->paused_total_ns, elapsed);
-        fprintf(f, "guest running: %.1f%% of the sampling time (paused the rest for samples)%s\n",
-                100 * share,
-                share < PROF_FROZEN_SHARE ? ": nearly frozen, the profile is not trustworthy" : "");
-    }
+        print_pause_costs(r, elapsed, f);
     fprintf(f, "vCPU stacks: %" PRIu64 " (idle %" PRIu64 "), unique stacks: %zu\n", c->vcpu_samples,
             c->idle, prof_agg_unique(r->agg));
     if (c->dropped_by_filter)

@@ -130,6 +130,9 @@ struct prof_target_ops {
     uint64_t (*round_trips)(const void *impl);
     /* Optional. Samples a capturing backend dropped (a full ring) since it opened. */
     uint64_t (*lost)(const void *impl);
+    /* Optional. Intervals a capturing backend took no sample in because the host did not run
+     * the vCPU's thread then (an overcommitted host): its vCPUs' counts differ by that much. */
+    uint64_t (*missed)(const void *impl);
     /* Optional. Machine resets seen so far (QMP's RESET events), without a round trip. */
     uint64_t (*resets)(const void *impl);
     bool (*reads_cost_round_trips)(const void *impl);
@@ -192,6 +195,8 @@ uint64_t prof_target_round_trips(const prof_target *t);
 bool prof_target_captures(const prof_target *t);
 /* Samples a capturing target dropped since it opened; 0 for a stopping one. */
 uint64_t prof_target_lost(const prof_target *t);
+/* Intervals a capturing target missed while the host did not run a vCPU thread; 0 otherwise. */
+uint64_t prof_target_missed(const prof_target *t);
 /* Machine resets the target has seen since it opened; 0 when it cannot tell. */
 uint64_t prof_target_resets(const prof_target *t);
 /* "QMP" or "gdbstub" (static). */
