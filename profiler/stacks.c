@@ -461,7 +461,13 @@ int prof_session_one_shot(prof_session *s, FILE *out, struct qp_error *err)
         print_stack(s, names, &s->stack, out);
     }
     out_names_free(names);
-    fprintf(out, "(guest paused %.3f ms for this sample, %u %s)\n", s->last_stats.paused_ns / 1e6,
-            s->last_stats.round_trips, prof_target_round_trip_name(s->target));
+    if (prof_target_captures(s->target))
+        fprintf(out,
+                "(captured inside QEMU in %.3f ms of the vCPU's thread; the guest did not stop)\n",
+                s->last_stats.paused_ns / 1e6);
+    else
+        fprintf(out, "(guest paused %.3f ms for this sample, %u %s)\n",
+                s->last_stats.paused_ns / 1e6, s->last_stats.round_trips,
+                prof_target_round_trip_name(s->target));
     return 0;
 }

@@ -491,6 +491,7 @@ static void case_one_shot(void)
             } else {
                 CHECK_MSG(g_str_has_prefix(*l, "    -- entered the kernel") ||
                               g_str_has_prefix(*l, "(guest paused") ||
+                              g_str_has_prefix(*l, "(captured inside QEMU") ||
                               g_str_has_prefix(*l, "vCPU "),
                           "unexpected one-shot line: %s", *l);
             }
