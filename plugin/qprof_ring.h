@@ -20,7 +20,7 @@
 
 #define QPR_MAGIC       0x31525051u /* "QPR1" */
 #define QPR_VERSION     1
-#define QPR_SLOTS       256         /* per vCPU: 25 ms of samples at 10 kHz */
+#define QPR_SLOTS       512 /* per vCPU: 50 ms of samples at 10 kHz (256 lost some on a loaded host) */
 #define QPR_STACK_MAX   (16u << 10) /* stack window bytes, at most */
 #define QPR_EXTRA_MAX   4096u       /* bytes of the one extra window qprof asks for */
 #define QPR_MAX_VCPUS   64
@@ -32,11 +32,12 @@
     X(RBX, "rbx")                                                                                  \
     X(RCX, "rcx")                                                                                  \
     X(RDX, "rdx")                                                                                  \
-    X(RSI, "rsi") X(RDI, "rdi") X(RBP, "rbp") X(RSP, "rsp") X(R8, "r8") X(R9, "r9") X(R10, "r10")  \
-        X(R11, "r11") X(R12, "r12") X(R13, "r13") X(R14, "r14") X(R15, "r15") X(RIP, "rip")        \
-            X(EFLAGS, "eflags") X(CS, "cs") X(SS, "ss") X(FS_BASE, "fs_base")                      \
-                X(GS_BASE, "gs_base") X(K_GS_BASE, "k_gs_base") X(CR0, "cr0") X(CR3, "cr3")        \
-                    X(CR4, "cr4") X(EFER, "efer")
+    X(RSI, "rsi")                                                                                  \
+    X(RDI, "rdi") X(RBP, "rbp") X(RSP, "rsp") X(R8, "r8") X(R9, "r9") X(R10, "r10") X(R11, "r11")  \
+        X(R12, "r12") X(R13, "r13") X(R14, "r14") X(R15, "r15") X(RIP, "rip") X(EFLAGS, "eflags")  \
+            X(CS, "cs") X(SS, "ss") X(FS_BASE, "fs_base") X(GS_BASE, "gs_base")                    \
+                X(K_GS_BASE, "k_gs_base") X(CR0, "cr0") X(CR3, "cr3") X(CR4, "cr4")                \
+                    X(EFER, "efer")
 
 enum qpr_reg {
 #define QPR_ENUM(id, name) QPR_##id,
