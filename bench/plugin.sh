@@ -7,7 +7,10 @@
 #
 # Each row boots a fresh QEMU 10 (xtask/qemu10.sh) with `run=spin`, one vCPU, TCG, and stamps
 # each "spin[1] iter=N" line of the serial log with the host clock as it arrives; the work rate
-# is iterations per wall second between the first and last line of the sampled stretch. The
+# is iterations per wall second between the first and last line of the sampled stretch, and per
+# second of CPU time QEMU used meanwhile (/proc/PID/stat): on a loaded host the wall rate also
+# measures the other load, the CPU rate only what QEMU itself spent (it leaves out the time a
+# stopping target keeps the guest paused, so compare the gdbstub by the wall rate). The
 # rows run in turn ROUNDS times (2) and their rates are averaged, so that a load that comes and
 # goes on the host spreads over all of them.
 set -euo pipefail
@@ -40,7 +43,11 @@ boot() { # boot WITH_PLUGIN WITH_GDB
     tail -n0 -F "$WORK/serial" 2>/dev/null >"$WORK/lines" &
     TAIL=$!
     while IFS= read -r line; do
-        case $line in *"spin[1] iter="*) printf '%s %s\n' "$EPOCHREALTIME" "${line##*iter=}" ;; esac
+        case $line in
+            *"spin[1] iter="*)
+                read -r -a st <"/proc/$QEMU_PID/stat" # utime, stime: fields 14, 15 (ticks)
+                printf '%s %s %s\n' "$EPOCHREALTIME" "${line##*iter=}" "$((st[13] + st[14]))" ;;
+        esac
     done <"$WORK/lines" >>"$WORK/stamped" &
     STAMPER=$!
 }
@@ -52,9 +59,10 @@ stop() {
     kill "$STAMPER" "$TAIL" 2>/dev/null || true
 }
 
-rate() { # iterations per wall second over the stamped lines
-    awk 'NR == 1 { t0 = $1; i0 = $2 } { t = $1; i = $2 } END {
-        if (NR < 3 || t == t0) print "-"; else printf "%.1f", (i - i0) / (t - t0) }' "$WORK/stamped"
+rate() { # iterations per wall second, and per second of QEMU's CPU time, over the stamped lines
+    awk 'NR == 1 { t0 = $1; i0 = $2; c0 = $3 } { t = $1; i = $2; c = $3 } END {
+        if (NR < 3 || t == t0 || c == c0) print "-|-"
+        else printf "%.1f|%.1f", (i - i0) / (t - t0), (i - i0) / ((c - c0) / 100) }' "$WORK/stamped"
 }
 
 row() { # row LABEL WITH_PLUGIN WITH_GDB [QPROF ARGS...]
@@ -86,17 +94,19 @@ for ((round = 0; round < ROUNDS; round++)); do
     row "plugin 10 kHz" 1 0 --plugin "unix:$WORK/plugin" --interval 0.1
     row "gdbstub 1 kHz" 0 1 --gdb "unix:$WORK/gdb" --interval 1
 done >"$WORK/all"
-# one line per label: the mean rate, the last round's summary
-awk -F'|' '!($1 in n) { order[++k] = $1 } { if ($2 != "-") { sum[$1] += $2; n[$1]++ } else n[$1] += 0; last[$1] = $3 }
-    END { for (i = 1; i <= k; i++) { l = order[i]; printf "%s|%s|%s\n", l, n[l] ? sprintf("%.1f", sum[l] / n[l]) : "-", last[l] } }' \
-    "$WORK/all" >"$WORK/rows"
-base=$(awk -F'|' 'NR == 1 { print $2 }' "$WORK/rows")
-echo "| run | spin iterations/s | slowdown | qprof's summary |"
-echo "|---|---|---|---|"
-awk -F'|' -v base="$base" '{
-    slow = ($2 == "-" || base == "-" || base == 0) ? "-" : sprintf("%.1f%%", 100 * (1 - $2 / base))
-    printf "| %s | %s | %s | %s |\n", $1, $2, slow, $3 }' "$WORK/rows"
-p10=$(awk -F'|' -v base="$base" '$1 == "plugin 10 kHz" { printf "%.1f", 100 * (1 - $2 / base) }' "$WORK/rows")
-g1=$(awk -F'|' -v base="$base" '$1 == "gdbstub 1 kHz" { printf "%.1f", 100 * (1 - $2 / base) }' "$WORK/rows")
+# one line per label: the mean rates, the last round's summary
+awk -F'|' '!($1 in n) { order[++k] = $1 }
+    { if ($2 != "-") { w[$1] += $2; c[$1] += $3; n[$1]++ } else n[$1] += 0; last[$1] = $4 }
+    END { for (i = 1; i <= k; i++) { l = order[i]
+        if (n[l]) printf "%s|%.1f|%.1f|%s\n", l, w[l] / n[l], c[l] / n[l], last[l]
+        else printf "%s|-|-|%s\n", l, last[l] } }' "$WORK/all" >"$WORK/rows"
+echo "| run | spin iterations per wall s | slowdown (wall) | per CPU s of QEMU | slowdown (CPU) | qprof's summary |"
+echo "|---|---|---|---|---|---|"
+awk -F'|' 'NR == 1 { bw = $2; bc = $3 } {
+    sw = ($2 == "-" || bw == "-" || bw == 0) ? "-" : sprintf("%.1f%%", 100 * (1 - $2 / bw))
+    sc = ($3 == "-" || bc == "-" || bc == 0) ? "-" : sprintf("%.1f%%", 100 * (1 - $3 / bc))
+    printf "| %s | %s | %s | %s | %s | %s |\n", $1, $2, sw, $3, sc, $4 }' "$WORK/rows"
+slow() { awk -F'|' -v l="$1" -v c="$2" 'NR == 1 { b = $c } $1 == l { printf "%.1f", 100 * (1 - $c / b) }' "$WORK/rows"; }
 echo
-echo "bench: plugin 10 kHz slowdown $p10%, gdbstub 1 kHz slowdown $g1%"
+echo "bench: plugin 10 kHz slowdown $(slow "plugin 10 kHz" 2)%, gdbstub 1 kHz slowdown $(slow "gdbstub 1 kHz" 2)% (wall)"
+echo "bench: plugin 10 kHz $(slow "plugin 10 kHz" 3)%, plugin loaded and idle $(slow "plugin loaded, no qprof" 3)% (QEMU's CPU per iteration)"

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <glib.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -482,11 +483,16 @@ static void on_exit_cb(qemu_plugin_id_t id, void *userdata)
         unlink(P.socket_path);
 }
 
-static int fail(const char *fmt, const char *what, int e)
+/* Says on stderr why the plugin cannot load; QEMU then refuses -plugin. */
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
 {
-    char line[256];
-    snprintf(line, sizeof line, fmt, what, strerror(e < 0 ? -e : e));
-    qemu_plugin_outs(line);
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "qprof-plugin: %s\n", line); /* qemu_plugin_outs is silent without -d plugin */
     return -1;
 }
 
@@ -498,14 +504,12 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         if (g_str_has_prefix(argv[i], "socket="))
             socket_path = argv[i] + strlen("socket=");
         else
-            return fail("qprof-plugin: unknown argument %s%s (expected socket=PATH)\n", argv[i], 0);
+            return fail("unknown argument %s (expected socket=PATH)", argv[i]);
     }
     if (!socket_path || !*socket_path)
-        return fail("qprof-plugin: %s%s\n",
-                    "needs socket=PATH (-plugin qprof-plugin.so,socket=PATH)", 0);
+        return fail("needs socket=PATH (-plugin qprof-plugin.so,socket=PATH)");
     if (!info->system_emulation || strcmp(info->target_name, "x86_64") != 0)
-        return fail("qprof-plugin: %s: only x86_64 system emulation is supported%s\n",
-                    info->target_name, 0);
+        return fail("%s: only x86_64 system emulation is supported", info->target_name);
     P.id = id;
     P.n_vcpus = (uint32_t)info->system.max_vcpus;
     if (P.n_vcpus > QPR_MAX_VCPUS)
@@ -514,14 +518,14 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     P.socket_path = g_strdup(socket_path);
     int rc = open_shared(info->target_name);
     if (rc)
-        return fail("qprof-plugin: shared memory: %s%s\n", "", rc);
+        return fail("shared memory: %s", strerror(-rc));
     P.listen_fd = open_socket(socket_path);
     if (P.listen_fd < 0)
-        return fail("qprof-plugin: socket %s: %s\n", socket_path, P.listen_fd);
+        return fail("socket %s: %s", socket_path, strerror(-P.listen_fd));
     P.counters = qemu_plugin_scoreboard_new(sizeof(uint64_t));
     P.counter = qemu_plugin_scoreboard_u64(P.counters);
     if (pthread_create(&P.listener, NULL, listener_main, NULL) != 0)
-        return fail("qprof-plugin: %s: %s\n", "listener thread", errno);
+        return fail("listener thread: %s", strerror(errno));
     pthread_detach(P.listener);
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     qemu_plugin_register_vcpu_idle_cb(id, on_idle);

@@ -111,7 +111,7 @@ struct run_state {
     double first_done; /* when the first sample was in: one-time loads (a Linux guest's kernel
                           tables) are behind it */
     bool warned_slow, qemu_gone, paused_by_other;
-    bool warned_cost, warned_frozen;
+    bool warned_cost, warned_frozen, warned_lost;
     uint64_t paused_total_ns;  /* the guest's paused time summed over the samples */
     double first_paused_ms[5]; /* samples 2 to 6 (the first may load a kernel's tables) */
     GString *warnings;         /* every warning given, for the record */
@@ -235,6 +235,22 @@ static void check_frozen(struct run_state *r, double now)
          100 * share, prof_hist_percentile(&r->paused, 50) / 1e6, r->o->interval_ms);
 }
 
+/* A capturing target drops what its ring cannot hold while qprof falls behind: said once, as
+ * it happens (the summary gives the total). */
+static void check_lost(struct run_state *r)
+{
+    if (r->warned_lost || !prof_target_captures(r->session->target))
+        return;
+    uint64_t lost = prof_target_lost(r->session->target);
+    if (!lost)
+        return;
+    r->warned_lost = true;
+    warn(r,
+         "the plugin's ring was full: %" PRIu64 " samples lost so far (qprof fell behind the "
+         "guest; the guest was not slowed); the summary gives the total",
+         lost);
+}
+
 static void record_failure(struct run_state *r, const struct qp_error *err)
 {
     r->failed++;
@@ -335,6 +351,7 @@ static void sampling_loop(struct run_state *r)
         warn_if_slow(r, now);
         check_first_samples_cost(r);
         check_frozen(r, now);
+        check_lost(r);
         if (prof_target_captures(r->session->target)) {
             sleep_until(now); /* only to take a pending stop signal: the target paces itself */
             continue;

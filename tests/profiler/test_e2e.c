@@ -1032,6 +1032,70 @@ static void case_plugin_missing(void)
     vm_stop(g.vm);
 }
 
+/* qprof stopped (SIGSTOP) while the guest runs on at 10 kHz: the ring fills, the plugin drops
+ * and counts samples instead of waiting, qprof says so once it runs again, and what it sampled
+ * is written. */
+static void case_plugin_full_ring(void)
+{
+    struct guest g;
+    boot(&g, "spin", false);
+    char output[512];
+    snprintf(output, sizeof output, "%s/out.folded", vm_dir(g.vm));
+    const char *args[] = {GUEST_ARGS(&g), "--duration", "0",          "--interval", "0.1",
+                          "-o",           output,       "--progress", NULL};
+    pid_t pid = start_qprof(vm_dir(g.vm), args);
+    CHECK_MSG(wait_for_samples(vm_dir(g.vm), pid, 500, 120), "qprof did not reach 500 samples");
+    kill(pid, SIGSTOP);
+    /* the guest runs on: two more progress lines of spin are well over 512 samples' time */
+    int lines = vm_count_serial(g.vm, "spin[1] iter=");
+    double deadline = now_s() + 60;
+    while (vm_count_serial(g.vm, "spin[1] iter=") < lines + 2 && now_s() < deadline)
+        usleep(20000);
+    kill(pid, SIGCONT);
+    CHECK_MSG(wait_for_samples(vm_dir(g.vm), pid, 1500, 120), "qprof did not go on sampling");
+    kill(pid, SIGINT);
+    struct qprof_run r = wait_qprof(vm_dir(g.vm), pid, 30);
+    CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
+    CHECK_MSG(strstr(r.err, "the plugin's ring was full"), "no word of the full ring: %s", r.err);
+    const char *lost = strstr(r.err, "samples lost to a full ring: ");
+    CHECK_MSG(lost && strtoull(lost + strlen("samples lost to a full ring: "), NULL, 10) > 0,
+              "the summary counts no lost samples: %s", r.err);
+    struct folded f = read_folded(output);
+    CHECK_MSG(f.total >= 1500, "only %lu samples written", (unsigned long)f.total);
+    GHashTable *roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    check_spin_stacks(&f, roots);
+    g_hash_table_destroy(roots);
+    folded_free(&f);
+    run_free(&r);
+    CHECK(guest_running(&g));
+    vm_stop(g.vm);
+}
+
+/* 20,000 samples at 10 kHz: the designed 3:1 split within 1.5 points, the guest never stopped. */
+static void case_plugin_spin_20k(void)
+{
+    struct guest g;
+    boot(&g, "spin,spin", false);
+    struct folded f = profile(&g, 20000, "0.1", NULL);
+    GHashTable *roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    check_spin_stacks(&f, roots);
+    check_two_spins(roots);
+    uint64_t a = count_matching(&f, pred_has_frame, "hot_a");
+    uint64_t b = count_matching(&f, pred_has_frame, "hot_b");
+    double share = (double)a / (double)(a + b ? a + b : 1);
+    fprintf(stderr, "hot_a %lu, hot_b %lu: share %.4f\n", (unsigned long)a, (unsigned long)b,
+            share);
+    REQUIRE(a + b >= f.total / 2);
+    CHECK_MSG(fabs(share - 0.75) <= 0.015,
+              "hot_a share %.4f over %lu samples, designed 0.75 +- 0.015", share,
+              (unsigned long)(a + b));
+    if (harness_failures)
+        folded_dump(&f);
+    g_hash_table_destroy(roots);
+    folded_free(&f);
+    vm_stop(g.vm);
+}
+
 /* The plugin's own cases; false for a case shared with the other targets. */
 static bool plugin_case(const char *which)
 {
@@ -1041,6 +1105,10 @@ static bool plugin_case(const char *which)
         case_plugin_busy();
     else if (strcmp(which, "missing") == 0)
         case_plugin_missing();
+    else if (strcmp(which, "full-ring") == 0)
+        case_plugin_full_ring();
+    else if (strcmp(which, "spin-20k") == 0)
+        case_plugin_spin_20k();
     else
         return false;
     return true;
