@@ -57,6 +57,11 @@ void prof_print_help(FILE *out)
         "                                   stop, -S) looks like qprof's own attach stop to the\n"
         "                                   stub and is resumed: give --qmp-socket for such a VM\n"
         "                                   (tcp::PORT, as QEMU writes it, means this machine)\n"
+        "  --plugin unix:PATH               sample through qprof-plugin.so inside QEMU 10 (TCG;\n"
+        "                                   QEMU started with -plugin PATH/qprof-plugin.so,\n"
+        "                                   socket=PATH): the guest never stops, each vCPU is\n"
+        "                                   sampled on its own thread. With --qmp-socket too,\n"
+        "                                   user code is identified from the shared RAM file\n"
         "  --transport auto|qmp|gdb         which to sample through [auto: the gdbstub when\n"
         "                                   --gdb is given and it answers, else QMP]\n"
         "  --memory auto|direct|memsave|hmp how to read guest memory [auto: direct if RAM is\n"
@@ -68,7 +73,10 @@ void prof_print_help(FILE *out)
         "  --duration S           how long to sample; 0 = until Ctrl-C [5, or no limit\n"
         "                         when --samples is given]\n"
         "  --samples N            stop after N samples (one sample = every selected vCPU at\n"
-        "                         one stop); with --duration, whichever comes first\n"
+        "                         one stop; one vCPU through --plugin); with --duration,\n"
+        "                         whichever comes first\n"
+        "  --period-insns N       --plugin: sample each vCPU every ~N guest instructions\n"
+        "                         (jittered +-50%) instead of every --interval\n"
         "  --cpus LIST            vCPUs to sample, e.g. 0 or 0,2-3 [all]\n"
         "  --kernel-only          keep only samples taken in kernel mode (incl. idle)\n"
         "  --user-only            keep only samples taken in user mode\n"
@@ -228,6 +236,8 @@ enum {
     OPT_QMP = 1000,
     OPT_GDB,
     OPT_TRANSPORT,
+    OPT_PLUGIN,
+    OPT_PERIOD_INSNS,
     OPT_INTERVAL,
     OPT_DURATION,
     OPT_ONE_SHOT,
@@ -257,6 +267,8 @@ static const struct option long_options[] = {
     {"qmp-socket", required_argument, NULL, OPT_QMP},
     {"gdb", required_argument, NULL, OPT_GDB},
     {"transport", required_argument, NULL, OPT_TRANSPORT},
+    {"plugin", required_argument, NULL, OPT_PLUGIN},
+    {"period-insns", required_argument, NULL, OPT_PERIOD_INSNS},
     {"output", required_argument, NULL, 'o'},
     {"interval", required_argument, NULL, OPT_INTERVAL},
     {"duration", required_argument, NULL, OPT_DURATION},
@@ -322,6 +334,25 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
             return -1;
         }
         return 0;
+    case OPT_PLUGIN:
+        if (strncmp(arg, "unix:", 5) != 0 || !arg[5]) {
+            fprintf(stderr, "qprof: --plugin: '%s' is not unix:PATH\n", arg);
+            return -1;
+        }
+        o->plugin_address = arg;
+        o->transport = PROF_TRANSPORT_PLUGIN;
+        return 0;
+    case OPT_PERIOD_INSNS: {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(arg, &end, 10);
+        if (errno || !end || *end || v < 100 || v > (1ull << 40)) {
+            fprintf(stderr, "qprof: --period-insns: '%s' is not a number from 100 to 2^40\n", arg);
+            return -1;
+        }
+        o->period_insns = v;
+        return 0;
+    }
     case OPT_GDB:
         if ((strncmp(arg, "tcp:", 4) != 0 && strncmp(arg, "unix:", 5) != 0) ||
             !arg[strncmp(arg, "tcp:", 4) == 0 ? 4 : 5]) {
@@ -518,6 +549,14 @@ int prof_parse_args(int argc, char **argv, struct prof_options *o)
     }
     if (o->show_addresses && !o->one_shot) {
         fprintf(stderr, "qprof: --show-addresses goes with --one-shot\n");
+        return usage_error();
+    }
+    if (o->plugin_address && o->gdb_address) {
+        fprintf(stderr, "qprof: --plugin and --gdb are two targets: give one\n");
+        return usage_error();
+    }
+    if (o->period_insns && !o->plugin_address) {
+        fprintf(stderr, "qprof: --period-insns goes with --plugin\n");
         return usage_error();
     }
     if (o->transport == PROF_TRANSPORT_GDB && !o->gdb_address) {

@@ -112,7 +112,7 @@ struct run_state {
     double first_done; /* when the first sample was in: one-time loads (a Linux guest's kernel
                           tables) are behind it */
     bool warned_slow, qemu_gone, paused_by_other;
-    bool warned_cost, warned_frozen;
+    bool warned_cost, warned_frozen, warned_lost;
     uint64_t paused_total_ns;  /* the guest's paused time summed over the samples */
     double first_paused_ms[5]; /* samples 2 to 6 (the first may load a kernel's tables) */
     GString *warnings;         /* every warning given, for the record */
@@ -150,7 +150,8 @@ static void warn_if_slow(struct run_state *r, double now)
 {
     double elapsed = now - r->first_done;
     double target = 1000.0 / r->o->interval_ms;
-    if (r->warned_slow || r->samples < 20 || elapsed < 0.5 || r->paused_intervals)
+    if (r->warned_slow || r->samples < 20 || elapsed < 0.5 || r->paused_intervals ||
+        prof_target_captures(prof_session_target(r->session))) /* paced by the guest's own vCPU time */
         return;
     double achieved = (r->samples - 1) / elapsed;
     if (achieved < 0.8 * target) {
@@ -190,6 +191,8 @@ static int compare_doubles(const void *a, const void *b)
  * cause, a user must not wait for the summary to learn that the guest is crawling. */
 static void check_first_samples_cost(struct run_state *r)
 {
+    if (prof_target_captures(prof_session_target(r->session)))
+        return; /* nothing waits on a transport */
     if (r->warned_cost || r->samples != 6)
         return;
     r->warned_cost = true;
@@ -219,7 +222,8 @@ static double running_share(const struct run_state *r, double now)
  * profile looks confident and is wrong. */
 static void check_frozen(struct run_state *r, double now)
 {
-    if (r->warned_frozen || r->samples < 20 || now - r->start < 0.5)
+    if (r->warned_frozen || r->samples < 20 || now - r->start < 0.5 ||
+        prof_target_captures(prof_session_target(r->session)))
         return;
     double share = running_share(r, now);
     if (share >= PROF_FROZEN_SHARE)
@@ -230,6 +234,22 @@ static void check_frozen(struct run_state *r, double now)
          "at a %.3g ms interval): samples of a nearly frozen guest land where the last one did, "
          "so this profile is not trustworthy; raise --interval or make samples cheaper",
          100 * share, prof_hist_percentile(&r->paused, 50) / 1e6, r->o->interval_ms);
+}
+
+/* A capturing target drops what its ring cannot hold while qprof falls behind: said once, as
+ * it happens (the summary gives the total). */
+static void check_lost(struct run_state *r)
+{
+    if (r->warned_lost || !prof_target_captures(prof_session_target(r->session)))
+        return;
+    uint64_t lost = prof_target_lost(prof_session_target(r->session));
+    if (!lost)
+        return;
+    r->warned_lost = true;
+    warn(r,
+         "the plugin's ring was full: %" PRIu64 " samples lost so far (qprof fell behind the "
+         "guest; the guest was not slowed); the summary gives the total",
+         lost);
 }
 
 static void record_failure(struct run_state *r, const struct qp_error *err)
@@ -272,7 +292,9 @@ static void take_sample(struct run_state *r)
     struct qp_error err = {0};
     bool taken = false;
     double now = now_s();
-    double weight = r->samples ? now - r->last_sample : r->o->interval_ms / 1000.0;
+    /* A captured sample stands for one interval of its vCPU's time, wherever it was drained. */
+    bool captured = prof_target_captures(prof_session_target(r->session));
+    double weight = r->samples && !captured ? now - r->last_sample : r->o->interval_ms / 1000.0;
     if (prof_session_sample(r->session, (uint64_t)((now - r->start) * 1e9),
                             (uint64_t)(weight * 1e9), &taken, &err) != 0) {
         if (!(stop_signal && err.code == -EINTR))
@@ -286,7 +308,9 @@ static void take_sample(struct run_state *r)
     r->last_sample = now;
     if (!r->samples++)
         r->first_done = now_s();
-    prof_hist_add(&r->paused, prof_session_last_stats(r->session)->paused_ns);
+    /* a capturing target's repeated delivery of one capture (its periods) cost nothing more */
+    if (!captured || prof_session_last_stats(r->session)->paused_ns)
+        prof_hist_add(&r->paused, prof_session_last_stats(r->session)->paused_ns);
     r->paused_total_ns += prof_session_last_stats(r->session)->paused_ns;
     r->round_trips += prof_session_last_stats(r->session)->round_trips;
     if (r->samples >= 2 && r->samples <= 6)
@@ -328,6 +352,11 @@ static void sampling_loop(struct run_state *r)
         warn_if_slow(r, now);
         check_first_samples_cost(r);
         check_frozen(r, now);
+        check_lost(r);
+        if (prof_target_captures(prof_session_target(r->session))) {
+            sleep_until(now); /* only to take a pending stop signal: the target paces itself */
+            continue;
+        }
         next = prof_next_deadline(next, now, interval, uniform01(), uniform01());
         if (end && next > end)
             next = end;
@@ -447,28 +476,52 @@ static void print_per_cpu(const struct prof_counters *c, FILE *f)
     }
 }
 
+/* A capturing target: what capturing cost the vCPUs' threads, and what it could not take. */
+static void print_capture_costs(const struct run_state *r, double elapsed, FILE *f)
+{
+    const prof_target *t = prof_session_target(r->session);
+    fprintf(f,
+            "captured inside QEMU, the guest never stopped: capture cost on the vCPU thread p50 "
+            "%.1f us, p99 %.1f us, max %.1f us; samples lost to a full ring: %" PRIu64
+            " (transport: %s, memory: %s)\n",
+            prof_hist_percentile(&r->paused, 50) / 1e3, prof_hist_percentile(&r->paused, 99) / 1e3,
+            r->paused.max_ns / 1e3, prof_target_lost(t), prof_target_transport(t),
+            prof_target_describe(t));
+    fprintf(f, "capture time, summed over the vCPUs: %.2f%% of the sampling time\n",
+            100 * (1 - prof_guest_running_share(r->paused_total_ns, elapsed)));
+    if (prof_target_missed(t))
+        fprintf(f,
+                "intervals without a sample because the host did not run a vCPU thread: %" PRIu64
+                " (an overcommitted host; the vCPUs' counts differ by that)\n",
+                prof_target_missed(t));
+}
+
+/* A stopping target: how long the guest stood still. */
+static void print_pause_costs(const struct run_state *r, double elapsed, FILE *f)
+{
+    fprintf(f,
+            "guest paused per sample: p50 %.3f ms, p99 %.3f ms, max %.3f ms; %.1f %s per "
+            "sample (transport: %s, memory: %s)\n",
+            prof_hist_percentile(&r->paused, 50) / 1e6, prof_hist_percentile(&r->paused, 99) / 1e6,
+            r->paused.max_ns / 1e6, (double)r->round_trips / r->samples,
+            prof_target_round_trip_name(prof_session_target(r->session)),
+            prof_target_transport(prof_session_target(r->session)), prof_target_describe(prof_session_target(r->session)));
+    double share = prof_guest_running_share(r->paused_total_ns, elapsed);
+    fprintf(f, "guest running: %.1f%% of the sampling time (paused the rest for samples)%s\n",
+            100 * share,
+            share < PROF_FROZEN_SHARE ? ": nearly frozen, the profile is not trustworthy" : "");
+}
+
 static void print_summary(const struct run_state *r, double elapsed, FILE *f)
 {
     const struct prof_counters *c = prof_session_counters(r->session);
     fprintf(f, "\nqprof: %" PRIu64 " samples in %.2f s (%.1f samples/s), %" PRIu64 " failed\n",
             r->samples, elapsed, elapsed > 0 ? r->samples / elapsed : 0.0, r->failed);
     print_failures(r, f);
-    if (r->samples)
-        fprintf(f,
-                "guest paused per sample: p50 %.3f ms, p99 %.3f ms, max %.3f ms; %.1f %s per "
-                "sample (transport: %s, memory: %s)\n",
-                prof_hist_percentile(&r->paused, 50) / 1e6,
-                prof_hist_percentile(&r->paused, 99) / 1e6, r->paused.max_ns / 1e6,
-                (double)r->round_trips / r->samples,
-                prof_target_round_trip_name(prof_session_target(r->session)),
-                prof_target_transport(prof_session_target(r->session)),
-                prof_target_describe(prof_session_target(r->session)));
-    if (r->samples) {
-        double share = prof_guest_running_share(r->paused_total_ns, elapsed);
-        fprintf(f, "guest running: %.1f%% of the sampling time (paused the rest for samples)%s\n",
-                100 * share,
-                share < PROF_FROZEN_SHARE ? ": nearly frozen, the profile is not trustworthy" : "");
-    }
+    if (r->samples && prof_target_captures(prof_session_target(r->session)))
+        print_capture_costs(r, elapsed, f);
+    else if (r->samples)
+        print_pause_costs(r, elapsed, f);
     fprintf(f, "vCPU stacks: %" PRIu64 " (idle %" PRIu64 "), unique stacks: %zu\n", c->vcpu_samples,
             c->idle, prof_agg_unique(r->agg));
     if (c->dropped_by_filter)

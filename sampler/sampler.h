@@ -32,6 +32,8 @@ struct prof_options {
     bool qmp_socket_given;                 /* --qmp-socket was on the command line */
     const char *gdb_address;               /* --gdb: the gdbstub target instead of QMP */
     enum prof_transport transport;         /* --transport, PROF_TRANSPORT_AUTO */
+    const char *plugin_address;            /* --plugin: qprof-plugin.so's socket (QEMU 10) */
+    uint64_t period_insns;                 /* --period-insns: plugin samples by instructions */
     const char *output;                    /* the first -o, NULL: summary only; "-": stdout */
     const char *outputs[PROF_MAX_OUTPUTS]; /* every -o: format by extension or --format */
     int n_outputs;

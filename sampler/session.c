@@ -232,7 +232,11 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
                                        .qmp_socket_given = o->qmp_socket_given,
                                        .gdb_address = o->gdb_address,
                                        .memory_backend = o->memory_backend,
-                                       .timeout_s = 5};
+                                       .timeout_s = 5,
+                                       .plugin_address = o->plugin_address,
+                                       .interval_ns = (uint64_t)(o->interval_ms * 1e6),
+                                       .period_insns = o->period_insns,
+                                       .abi_addr = s->abi_addr};
     rc = prof_target_open_transport(&tc, &s->target, err);
     if (rc)
         goto fail;
@@ -777,7 +781,13 @@ int prof_session_one_shot(prof_session *s, FILE *out, struct qp_error *err)
         prof_stack_print(&s->cap[i], names, &s->stack, s->opts.show_addresses, out);
     }
     out_names_free(names);
-    fprintf(out, "(guest paused %.3f ms for this sample, %u %s)\n", s->last_stats.paused_ns / 1e6,
-            s->last_stats.round_trips, prof_target_round_trip_name(s->target));
+    if (prof_target_captures(s->target))
+        fprintf(out,
+                "(captured inside QEMU in %.3f ms of the vCPU's thread; the guest did not stop)\n",
+                s->last_stats.paused_ns / 1e6);
+    else
+        fprintf(out, "(guest paused %.3f ms for this sample, %u %s)\n",
+                s->last_stats.paused_ns / 1e6, s->last_stats.round_trips,
+                prof_target_round_trip_name(s->target));
     return 0;
 }

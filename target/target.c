@@ -76,6 +76,21 @@ uint64_t prof_target_round_trips(const prof_target *t)
     return t->ops->round_trips(t->impl);
 }
 
+bool prof_target_captures(const prof_target *t)
+{
+    return t->ops->captures;
+}
+
+uint64_t prof_target_lost(const prof_target *t)
+{
+    return t->ops->lost ? t->ops->lost(t->impl) : 0;
+}
+
+uint64_t prof_target_missed(const prof_target *t)
+{
+    return t->ops->missed ? t->ops->missed(t->impl) : 0;
+}
+
 uint64_t prof_target_resets(const prof_target *t)
 {
     return t->ops->resets ? t->ops->resets(t->impl) : 0;
@@ -124,6 +139,17 @@ const struct prof_arch *prof_target_arch(const prof_target *t)
 int prof_target_open_transport(const struct prof_transport_choice *c, prof_target **out,
                                struct qp_error *err)
 {
+    if (c->transport == PROF_TRANSPORT_PLUGIN) {
+        struct prof_target_open_opts to = {
+            .address = c->plugin_address,
+            .timeout_s = c->timeout_s,
+            .qmp_address = c->qmp_socket_given ? c->qmp_socket : NULL,
+            .interval_ns = c->interval_ns,
+            .period_insns = c->period_insns,
+            .abi_addr = c->abi_addr,
+        };
+        return prof_target_open(&prof_target_plugin_ops, &to, out, err);
+    }
     bool gdb = c->transport == PROF_TRANSPORT_GDB ||
                (c->transport == PROF_TRANSPORT_AUTO && c->gdb_address);
     if (gdb) {

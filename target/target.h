@@ -1,5 +1,16 @@
 /* target: the machine being profiled, seen as stoppable vCPUs and their memory.
  *
+ * Two kinds of backend sit behind the same table. A stopping backend (QMP, the gdbstub) stops
+ * the whole guest in sample() and reads live memory while it stands still. A capturing backend
+ * (the QEMU plugin, ops.captures) never stops it: the plugin captured registers and the memory
+ * a sample needs on the vCPU's own thread at the instant of the sample, and sample() hands the
+ * session the next such instant, one vCPU at a time (n_cpus is 1; the other vCPUs kept
+ * running), waiting for one to arrive. read() inside the callback is served from what was
+ * captured at that instant, and from live memory only where the backend says that is
+ * consistent (its file comment). The caller paces a stopping backend by --interval; a
+ * capturing one paces itself (the plugin samples each vCPU at --interval of its own time), so
+ * the caller calls sample() again at once.
+ *
  * The sampler never talks to QEMU directly: it stops the target, gets every vCPU's registers as
  * an architecture-neutral struct prof_vcpu, reads memory through the target while it is stopped,
  * and the target resumes it on every path. A backend is a `static const struct
@@ -69,6 +80,11 @@ struct prof_target_open_opts {
     /* gdb: a QMP socket of the same QEMU, NULL if none. Only to find and map the shared RAM
      * file (memory without round trips); the gdbstub does all the rest. */
     const char *qmp_address;
+    /* Capturing backends: when to capture (one of the two: --interval of each vCPU's time, or
+     * --period-insns of its instructions), and the demo ABI's table (captured with each sample;
+     * 0: none). */
+    uint64_t interval_ns, period_insns;
+    uint64_t abi_addr;
 };
 
 struct prof_ram_range {
@@ -87,6 +103,7 @@ struct prof_target_ops {
     const char *name;
     const char *transport;        /* for people: "QMP", "gdbstub" */
     const char *round_trip_name;  /* what round_trips counts, for summaries: "QMP round trips" */
+    bool captures;                /* a capturing backend (see the top of this file) */
     double round_trip_ms;         /* what one usually costs on this machine's kind (QMP-COSTS.md),
                                      for telling a stalled transport from a normal one */
     const struct prof_arch *arch; /* the guest architecture it serves, known before open */
@@ -108,6 +125,11 @@ struct prof_target_ops {
     int (*ram_ranges)(void *impl, struct prof_ram_range *out, int max, int *n,
                       struct qp_error *err);
     uint64_t (*round_trips)(const void *impl);
+    /* Optional. Samples a capturing backend dropped (a full ring) since it opened. */
+    uint64_t (*lost)(const void *impl);
+    /* Optional. Intervals a capturing backend took no sample in because the host did not run
+     * the vCPU's thread then (an overcommitted host): its vCPUs' counts differ by that much. */
+    uint64_t (*missed)(const void *impl);
     /* Optional. Machine resets seen so far (QMP's RESET events), without a round trip. */
     uint64_t (*resets)(const void *impl);
     bool (*reads_cost_round_trips)(const void *impl);
@@ -120,12 +142,15 @@ struct prof_target_ops {
 extern const struct prof_target_ops prof_target_qmp_ops;
 /* QEMU's gdbstub (target_gdb.c): x86_64 guests. */
 extern const struct prof_target_ops prof_target_gdb_ops;
+/* qprof-plugin.so inside QEMU 10 (target_plugin.c): x86_64 guests under TCG, captured. */
+extern const struct prof_target_ops prof_target_plugin_ops;
 
 /* Which of QEMU's interfaces to sample through (--transport). */
 enum prof_transport {
     PROF_TRANSPORT_AUTO = 0, /* the gdbstub when given and it answers, else QMP */
     PROF_TRANSPORT_QMP,
     PROF_TRANSPORT_GDB,
+    PROF_TRANSPORT_PLUGIN, /* --plugin: the only choice when given */
 };
 
 struct prof_transport_choice {
@@ -135,6 +160,9 @@ struct prof_transport_choice {
     const char *gdb_address;    /* NULL: not given */
     const char *memory_backend; /* --memory */
     double timeout_s;
+    const char *plugin_address;         /* --plugin; NULL: not given */
+    uint64_t interval_ns, period_insns; /* for the plugin */
+    uint64_t abi_addr;                  /* for the plugin: captured with each sample */
 };
 
 /* Opens the target the choice names. With both given and AUTO, the gdbstub when it connects
@@ -160,6 +188,12 @@ int prof_target_read_phys(prof_target *t, uint64_t paddr, void *buf, size_t len,
 int prof_target_ram_ranges(prof_target *t, struct prof_ram_range *out, int max, int *n,
                            struct qp_error *err);
 uint64_t prof_target_round_trips(const prof_target *t);
+/* Whether t captures samples while the guest runs (ops.captures): then sample() paces itself. */
+bool prof_target_captures(const prof_target *t);
+/* Samples a capturing target dropped since it opened; 0 for a stopping one. */
+uint64_t prof_target_lost(const prof_target *t);
+/* Intervals a capturing target missed while the host did not run a vCPU thread; 0 otherwise. */
+uint64_t prof_target_missed(const prof_target *t);
 /* Machine resets the target has seen since it opened; 0 when it cannot tell. */
 uint64_t prof_target_resets(const prof_target *t);
 /* "QMP" or "gdbstub" (static). */

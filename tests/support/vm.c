@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glib.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,8 @@ struct test_vm {
     char gdb_address[310];
     char serial[300];
     char ram[300];
+    char plugin[300]; /* qprof-plugin.so's socket, empty without opts.plugin */
+    char plugin_address[310];
 };
 
 /* VMs still running, stopped at exit so that a test that fails early (REQUIRE exits) leaves no
@@ -125,12 +128,53 @@ int vm_kvm_usable(char *why, size_t len)
     return 0;
 }
 
+/* QEMU 10 (xtask/qemu10.sh's private prefix) and the plugin built against its header: 0, or
+ * VM_SKIP with the reason on stderr. */
+static int plugin_usable(void)
+{
+    if (!*QPROF_PLUGIN_SO || access(QPROF_PLUGIN_SO, R_OK) != 0) {
+        fprintf(stderr, "SKIP: qprof-plugin.so was not built (no qemu-plugin.h at configure "
+                        "time: run xtask/qemu10.sh, then reconfigure)\n");
+        return VM_SKIP;
+    }
+    if (access(QPROF_QEMU10, X_OK) != 0) {
+        fprintf(stderr, "SKIP: no QEMU 10 at %s (xtask/qemu10.sh fetches it)\n", QPROF_QEMU10);
+        return VM_SKIP;
+    }
+    return 0;
+}
+
+/* QEMU 10 from a private prefix must load modules and firmware of its own build. */
+static void push_qemu10(const char **argv, int *argc, char *datadir, size_t len)
+{
+    char *bin_dir = g_path_get_dirname(QPROF_QEMU10);
+    snprintf(datadir, len, "%s/../share/qemu", bin_dir);
+    g_free(bin_dir);
+    push(argv, argc, "-L");
+    push(argv, argc, datadir);
+    push(argv, argc, "-L");
+    push(argv, argc, "/usr/share/seabios");
+}
+
+static void set_qemu10_module_dir(void)
+{
+    char *bin_dir = g_path_get_dirname(QPROF_QEMU10);
+    char *mods = g_strdup_printf("%s/../lib/x86_64-linux-gnu/qemu", bin_dir);
+    setenv("QEMU_MODULE_DIR", mods, 1);
+    g_free(mods);
+    g_free(bin_dir);
+}
+
 int vm_start(const struct vm_opts *opts, test_vm **out)
 {
     static const struct vm_opts defaults = {0};
     if (!opts)
         opts = &defaults;
-    if (!have_qemu()) {
+    if (opts->plugin) {
+        int rc = plugin_usable();
+        if (rc)
+            return rc;
+    } else if (!have_qemu()) {
         fprintf(stderr, "qemu-system-x86_64 not found: skipping\n");
         return VM_SKIP;
     }
@@ -154,11 +198,15 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
         snprintf(vm->gdb, sizeof vm->gdb, "%s/gdb", vm->dir);
         snprintf(vm->gdb_address, sizeof vm->gdb_address, "unix:%s", vm->gdb);
     }
+    if (opts->plugin) {
+        snprintf(vm->plugin, sizeof vm->plugin, "%s/plugin", vm->dir);
+        snprintf(vm->plugin_address, sizeof vm->plugin_address, "unix:%s", vm->plugin);
+    }
     snprintf(vm->serial, sizeof vm->serial, "%s/serial.log", vm->dir);
     snprintf(vm->ram, sizeof vm->ram, "%s/ram", vm->dir);
 
     char kernel_arg[1024], serial_arg[400], qmp_arg[400], qmp2_arg[400], smp_arg[32], mem_arg[32],
-        ram_arg[512], gdb_arg[400];
+        ram_arg[512], gdb_arg[400], plugin_arg[800], datadir[1100];
     snprintf(kernel_arg, sizeof kernel_arg, "%s", opts->kernel ? opts->kernel : QPROF_GUEST_KERNEL);
     snprintf(serial_arg, sizeof serial_arg, "file:%s", vm->serial);
     snprintf(qmp_arg, sizeof qmp_arg, "unix:%s,server=on,wait=off", vm->qmp);
@@ -176,8 +224,16 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
     const char *fixed[] = {
         "qemu-system-x86_64", "-display", "none",  "-nodefaults", "-kernel", kernel_arg, "-serial",
         serial_arg,           "-qmp",     qmp_arg, "-smp",        smp_arg,   "-m",       mem_arg};
+    if (opts->plugin)
+        fixed[0] = QPROF_QEMU10;
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         push(argv, &argc, fixed[i]);
+    if (opts->plugin) {
+        push_qemu10(argv, &argc, datadir, sizeof datadir);
+        snprintf(plugin_arg, sizeof plugin_arg, "%s,socket=%s", QPROF_PLUGIN_SO, vm->plugin);
+        push(argv, &argc, "-plugin");
+        push(argv, &argc, plugin_arg);
+    }
     /* QEMU takes the first -accel that works, so a test's own (MTTCG, say) must be the only one. */
     if (!has_arg(opts->extra_args, "-accel")) {
         push(argv, &argc, "-accel");
@@ -220,6 +276,8 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
     if (pid == 0) {
         int devnull = open("/dev/null", O_RDWR);
         dup2(devnull, 0);
+        if (opts->plugin)
+            set_qemu10_module_dir();
         execvp(argv[0], (char *const *)argv);
         _exit(127);
     }
@@ -228,7 +286,8 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
     double deadline = now_s() + 30;
     struct stat st;
     while (stat(vm->qmp, &st) != 0 || (vm->qmp2[0] && stat(vm->qmp2, &st) != 0) ||
-           (vm->gdb[0] && stat(vm->gdb, &st) != 0)) {
+           (vm->gdb[0] && stat(vm->gdb, &st) != 0) ||
+           (vm->plugin[0] && stat(vm->plugin, &st) != 0)) {
         if (!vm_alive(vm) || now_s() > deadline) {
             fprintf(stderr, "QEMU did not open its QMP socket (exit status %d)\n", vm->exit_status);
             vm_stop(vm);
@@ -316,6 +375,11 @@ const char *vm_qmp_path(const test_vm *vm)
 const char *vm_qmp2_path(const test_vm *vm)
 {
     return vm->qmp2[0] ? vm->qmp2 : NULL;
+}
+
+const char *vm_plugin_address(const test_vm *vm)
+{
+    return vm->plugin[0] ? vm->plugin_address : NULL;
 }
 
 const char *vm_gdb_address(const test_vm *vm)

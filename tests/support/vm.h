@@ -23,6 +23,10 @@ struct vm_opts {
     const char *accel; /* -accel value; NULL: $QPROF_ACCEL, else tcg. An -accel in
                           extra_args replaces it. */
     bool gdbstub;      /* a gdbstub on a UNIX socket (vm_gdb_address), for qprof --gdb */
+    /* QEMU 10 (QPROF_QEMU10, from xtask/qemu10.sh) with qprof-plugin.so loaded and its socket
+     * at vm_plugin_address, for qprof --plugin. vm_start returns VM_SKIP, saying why, when
+     * either is missing. */
+    bool plugin;
 };
 
 typedef struct test_vm test_vm;
@@ -51,6 +55,9 @@ const char *vm_qmp_path(const test_vm *vm); /* UNIX socket path */
 const char *vm_qmp2_path(const test_vm *vm);
 /* "unix:PATH" of the gdbstub, as qprof --gdb takes it; NULL unless opts.gdbstub. */
 const char *vm_gdb_address(const test_vm *vm);
+/* "unix:PATH" of qprof-plugin.so's socket, as qprof --plugin takes it; NULL unless
+ * opts.plugin. */
+const char *vm_plugin_address(const test_vm *vm);
 const char *vm_dir(const test_vm *vm); /* private directory for this VM's files */
 pid_t vm_pid(const test_vm *vm);
 bool vm_alive(test_vm *vm);

@@ -1,0 +1,536 @@
+/* qprof-plugin.so: samples a QEMU 10 TCG guest from inside QEMU, without stopping it.
+ *
+ *   qemu-system-x86_64 ... -plugin build/qprof-plugin.so,socket=./qprof-plugin
+ *
+ * Every translation block adds its instruction count to a per-vCPU inline counter (a
+ * scoreboard entry: no callback, no lock); a conditional callback fires when the counter
+ * crosses a threshold. That callback runs on the vCPU's own thread: it checks the clock against
+ * the vCPU's jittered deadline (time-based sampling, the default) or takes a sample at once
+ * (--period-insns), and re-arms the counter. The re-arm distance adapts to the instruction rate
+ * the vCPU shows, so the clock is read about eight times per interval and not per block. A
+ * sample reads the registers and the stack from sp, page by page up to the first unmapped page
+ * (a read that runs into an unmapped page fails whole), plus one window qprof names (the demo
+ * guest's ABI table), into the vCPU's own ring in a memfd shared with qprof (qprof_ring.h): no
+ * allocation (buffers are sized at vCPU init), no syscall, no lock shared between vCPUs. A full
+ * ring drops the sample and counts it.
+ *
+ * A listener thread serves the unix socket: one qprof at a time gets the memfd and sends its
+ * configuration; when it goes away, sampling is disarmed (the counter's threshold is then 2^24
+ * instructions away, a callback per ~16M instructions) and the next qprof is served. */
+#define _GNU_SOURCE
+#include <qemu/qemu-plugin.h>
+
+#include "qprof_ring.h"
+
+#include <errno.h>
+#include <glib.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
+
+/* The counter fires at FIRE; re-arming sets it to FIRE - distance. */
+#define FIRE              (UINT64_C(1) << 62)
+#define DISARMED_DISTANCE (UINT64_C(1) << 24)
+#define MIN_DISTANCE      64
+#define MAX_DISTANCE      (UINT64_C(1) << 22)
+#define FIRST_DISTANCE    1000
+#define PAGE              4096u
+
+/* What one vCPU's thread keeps; only that thread touches it after init. */
+struct vcpu {
+    bool ready;
+    struct qemu_plugin_register *reg[QPR_NREGS];
+    GByteArray *buf; /* QPR_STACK_MAX bytes reserved: reads never grow it */
+    uint64_t rng;
+    uint64_t gen; /* the configuration generation this vCPU last saw */
+    struct qpr_config cfg;
+    uint64_t deadline_ns, last_check_ns, distance, insns;
+    uint64_t idle_since_ns;
+};
+
+static struct {
+    qemu_plugin_id_t id;
+    struct qemu_plugin_scoreboard *counters;
+    qemu_plugin_u64 counter;
+    uint32_t n_vcpus;
+    struct vcpu *vcpus;
+    int memfd;
+    void *map;
+    uint64_t map_size;
+    char *socket_path;
+    int listen_fd;
+    pthread_t listener;
+    /* The listener publishes a configuration by writing cfg[(gen + 1) & 1] and then storing
+     * gen + 1 with release; 0 means disarmed. Two buffers, so a vCPU copying one is not
+     * overwritten by the next connection's configuration. */
+    struct qpr_config cfg[2];
+    _Atomic uint64_t gen;
+    uint64_t last_gen;
+} P = {.memfd = -1, .listen_fd = -1};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t next_random(struct vcpu *v)
+{
+    v->rng ^= v->rng << 13, v->rng ^= v->rng >> 7, v->rng ^= v->rng << 17; /* xorshift64 */
+    return v->rng;
+}
+
+/* (0.5 + u) * x for u uniform in [0, 1): qprof's --interval jitter, so that samples do not lock
+ * onto a periodic guest timer. */
+static uint64_t jittered(struct vcpu *v, uint64_t x)
+{
+    return x / 2 + (uint64_t)((double)(next_random(v) >> 11) / 9007199254740992.0 * (double)x);
+}
+
+static void rearm(unsigned idx, uint64_t distance)
+{
+    qemu_plugin_u64_set(P.counter, idx, FIRE - distance);
+}
+
+static void read_registers(struct vcpu *v, struct qpr_sample *s)
+{
+    s->regs_valid = 0;
+    for (int i = 0; i < QPR_NREGS; i++) {
+        if (!v->reg[i])
+            continue;
+        g_byte_array_set_size(v->buf, 0);
+        int n = qemu_plugin_read_register(v->reg[i], v->buf);
+        if (n <= 0 || n > 8)
+            continue;
+        uint64_t val = 0;
+        memcpy(&val, v->buf->data, (size_t)n); /* target byte order: little-endian x86 */
+        s->regs[i] = val;
+        s->regs_valid |= 1u << i;
+    }
+}
+
+/* len bytes at addr into out, page by page, stopping at the first page that does not read:
+ * returns the bytes read from the start. */
+static uint32_t read_window(struct vcpu *v, uint64_t addr, uint32_t len, uint8_t *out)
+{
+    uint32_t got = 0;
+    while (got < len) {
+        uint64_t at = addr + got;
+        uint32_t chunk = PAGE - (uint32_t)(at & (PAGE - 1));
+        if (chunk > len - got)
+            chunk = len - got;
+        if (!qemu_plugin_read_memory_vaddr(at, v->buf, chunk))
+            break;
+        memcpy(out + got, v->buf->data, chunk);
+        got += chunk;
+    }
+    return got;
+}
+
+/* In kernel mode: the user stack, where the pointers qprof named lead (struct qpr_config). */
+static void chase_user_stack(struct vcpu *v, unsigned idx, struct qpr_sample *s)
+{
+    const struct qpr_config *c = &v->cfg;
+    uint64_t at = c->chase_off + (uint64_t)idx * c->chase_stride, frame = 0, usp = 0;
+    if (!c->chase_stride || !c->ustack_bytes || at + 8 > s->extra_len)
+        return;
+    memcpy(&frame, s->extra + at, 8);
+    if (!frame || !qemu_plugin_read_memory_vaddr(frame + c->chase_add, v->buf, 8))
+        return;
+    memcpy(&usp, v->buf->data, 8);
+    s->ustack_addr = usp;
+    s->ustack_len = read_window(v, usp, c->ustack_bytes, s->ustack);
+}
+
+/* Claims the next slot of the vCPU's ring, or counts a loss; NULL when full. */
+static struct qpr_sample *claim(struct qpr_ring *r)
+{
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+    if (head - tail >= QPR_SLOTS) {
+        atomic_fetch_add_explicit(&r->lost, 1, memory_order_relaxed);
+        return NULL;
+    }
+    return &r->slots[head % QPR_SLOTS];
+}
+
+static void publish(struct qpr_ring *r)
+{
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    atomic_store_explicit(&r->head, head + 1, memory_order_release);
+    atomic_fetch_add_explicit(&r->samples, 1, memory_order_relaxed);
+}
+
+static void take_sample(unsigned idx, struct vcpu *v, uint64_t t0, uint32_t periods)
+{
+    struct qpr_ring *r = qpr_ring_at(P.map, idx);
+    struct qpr_sample *s = claim(r);
+    if (!s)
+        return;
+    s->kind = QPR_KIND_SAMPLE;
+    s->periods = periods;
+    s->vcpu = idx;
+    s->time_ns = t0;
+    s->idle_ns = 0;
+    s->insns = v->insns;
+    read_registers(v, s);
+    s->stack_addr = s->regs[QPR_RSP];
+    s->stack_len = 0;
+    if (s->regs_valid & (1u << QPR_RSP))
+        s->stack_len = read_window(v, s->stack_addr, v->cfg.stack_bytes, s->stack);
+    s->extra_addr = v->cfg.extra_addr;
+    s->extra_len = 0;
+    if (v->cfg.extra_len)
+        s->extra_len = read_window(v, v->cfg.extra_addr, v->cfg.extra_len, s->extra);
+    s->ustack_addr = 0;
+    s->ustack_len = 0;
+    if ((s->regs_valid & (1u << QPR_CS)) && (s->regs[QPR_CS] & 3) == 0)
+        chase_user_stack(v, idx, s);
+    uint64_t cost = now_ns() - t0;
+    s->cost_ns = cost > UINT32_MAX ? UINT32_MAX : (uint32_t)cost;
+    publish(r);
+}
+
+/* A new configuration: copy it, start the deadline afresh. False when disarmed. */
+static bool refresh_config(struct vcpu *v, uint64_t now)
+{
+    uint64_t gen = atomic_load_explicit(&P.gen, memory_order_acquire);
+    if (gen == v->gen)
+        return gen != 0;
+    v->gen = gen;
+    if (!gen)
+        return false;
+    v->cfg = P.cfg[gen & 1];
+    v->insns = 0;
+    v->distance = FIRST_DISTANCE;
+    v->last_check_ns = now;
+    v->deadline_ns = now + jittered(v, v->cfg.interval_ns);
+    return true;
+}
+
+/* The counter's next distance for time-based sampling: about an eighth of an interval at the
+ * instruction rate seen since the last check. */
+static uint64_t adapt_distance(struct vcpu *v, uint64_t now)
+{
+    uint64_t dt = now - v->last_check_ns;
+    v->last_check_ns = now;
+    if (dt == 0)
+        return v->distance;
+    double per_ns = (double)v->distance / (double)dt;
+    double want = per_ns * (double)v->cfg.interval_ns / 8;
+    uint64_t d = want < MIN_DISTANCE   ? MIN_DISTANCE
+                 : want > MAX_DISTANCE ? MAX_DISTANCE
+                                       : (uint64_t)want;
+    /* no more than doubling per check: one idle-inflated dt must not stall sampling */
+    if (d > 2 * v->distance)
+        d = 2 * v->distance;
+    return d;
+}
+
+static void on_counter(unsigned int idx, void *userdata)
+{
+    (void)userdata;
+    if (idx >= P.n_vcpus || !P.vcpus[idx].ready)
+        return;
+    struct vcpu *v = &P.vcpus[idx];
+    uint64_t now = now_ns();
+    if (!refresh_config(v, now)) {
+        rearm(idx, DISARMED_DISTANCE);
+        return;
+    }
+    v->insns += v->distance;
+    if (!v->cfg.interval_ns) {
+        take_sample(idx, v, now, 1);
+        v->distance = jittered(v, v->cfg.period_insns);
+        rearm(idx, v->distance ? v->distance : 1);
+        return;
+    }
+    if (now >= v->deadline_ns) {
+        /* Deadlines that passed while the thread was not running stand with this sample: the
+         * vCPU was where this sample finds it for all of them. */
+        uint64_t late = (now - v->deadline_ns) / v->cfg.interval_ns;
+        uint32_t periods = late >= QPR_MAX_PERIODS ? QPR_MAX_PERIODS : (uint32_t)late + 1;
+        take_sample(idx, v, now, periods);
+        uint64_t next =
+            v->deadline_ns + late * v->cfg.interval_ns + jittered(v, v->cfg.interval_ns);
+        v->deadline_ns = next > now ? next : now + jittered(v, v->cfg.interval_ns) / 2;
+    }
+    v->distance = adapt_distance(v, now);
+    rearm(idx, v->distance);
+}
+
+/* hlt: the vCPU thread sleeps. Its idle time goes to qprof as one record when it wakes. */
+static void on_idle(qemu_plugin_id_t id, unsigned int idx)
+{
+    (void)id;
+    if (idx < P.n_vcpus && P.vcpus[idx].ready)
+        P.vcpus[idx].idle_since_ns = now_ns();
+}
+
+static void on_resume(qemu_plugin_id_t id, unsigned int idx)
+{
+    (void)id;
+    if (idx >= P.n_vcpus || !P.vcpus[idx].ready)
+        return;
+    struct vcpu *v = &P.vcpus[idx];
+    uint64_t now = now_ns(), since = v->idle_since_ns;
+    v->idle_since_ns = 0;
+    if (!since || !refresh_config(v, now))
+        return;
+    struct qpr_ring *r = qpr_ring_at(P.map, idx);
+    struct qpr_sample *s = claim(r);
+    if (s) {
+        s->kind = QPR_KIND_IDLE;
+        s->vcpu = idx;
+        s->time_ns = now;
+        s->idle_ns = now - since;
+        s->insns = v->insns;
+        s->cost_ns = 0;
+        publish(r);
+    }
+    /* the waiting time was handed over whole: the next running sample is an interval away */
+    v->deadline_ns = now + jittered(v, v->cfg.interval_ns);
+    v->last_check_ns = now;
+}
+
+static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+    (void)id;
+    uint64_t n = qemu_plugin_tb_n_insns(tb);
+    qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64, P.counter, n);
+    qemu_plugin_register_vcpu_tb_exec_cond_cb(tb, on_counter, QEMU_PLUGIN_CB_R_REGS,
+                                              QEMU_PLUGIN_COND_GE, P.counter, FIRE, NULL);
+}
+
+static const char *const reg_names[QPR_NREGS] = {
+#define QPR_NAME(id, name) name,
+    QPR_REGS(QPR_NAME)
+#undef QPR_NAME
+};
+
+static void on_vcpu_init(qemu_plugin_id_t id, unsigned int idx)
+{
+    (void)id;
+    if (idx >= P.n_vcpus)
+        return;
+    struct vcpu *v = &P.vcpus[idx];
+    GArray *regs = qemu_plugin_get_registers();
+    for (guint i = 0; regs && i < regs->len; i++) {
+        qemu_plugin_reg_descriptor *d = &g_array_index(regs, qemu_plugin_reg_descriptor, i);
+        for (int r = 0; r < QPR_NREGS; r++)
+            if (!v->reg[r] && strcmp(d->name, reg_names[r]) == 0)
+                v->reg[r] = d->handle;
+    }
+    if (regs)
+        g_array_free(regs, TRUE);
+    v->buf = g_byte_array_sized_new(QPR_STACK_MAX);
+    v->rng = 0x9e3779b97f4a7c15u ^ ((uint64_t)idx << 32) ^ now_ns();
+    rearm(idx, DISARMED_DISTANCE);
+    v->ready = true;
+}
+
+/* --- the socket side (listener thread) --- */
+
+static int send_hello(int fd, uint32_t status)
+{
+    struct qpr_hello h = {.magic = QPR_MAGIC,
+                          .version = QPR_VERSION,
+                          .status = status,
+                          .n_vcpus = P.n_vcpus,
+                          .map_size = P.map_size};
+    snprintf(h.qemu_version, sizeof h.qemu_version, "plugin API %d", QEMU_PLUGIN_VERSION);
+    struct iovec iov = {.iov_base = &h, .iov_len = sizeof h};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (status == QPR_OK) {
+        memset(&ctl, 0, sizeof ctl);
+        msg.msg_control = ctl.buf;
+        msg.msg_controllen = sizeof ctl.buf;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &P.memfd, sizeof(int));
+    }
+    return sendmsg(fd, &msg, MSG_NOSIGNAL) == (ssize_t)sizeof h ? 0 : -1;
+}
+
+static void publish_config(const struct qpr_config *c)
+{
+    uint64_t gen = ++P.last_gen;
+    struct qpr_config *dst = &P.cfg[gen & 1];
+    *dst = *c;
+    if (dst->stack_bytes > QPR_STACK_MAX)
+        dst->stack_bytes = QPR_STACK_MAX;
+    if (dst->ustack_bytes > QPR_STACK_MAX)
+        dst->ustack_bytes = QPR_STACK_MAX;
+    if (dst->extra_len > QPR_EXTRA_MAX)
+        dst->extra_len = QPR_EXTRA_MAX;
+    if (!dst->interval_ns && !dst->period_insns)
+        dst->interval_ns = 1000000;
+    atomic_store_explicit(&P.gen, gen, memory_order_release);
+}
+
+static void disarm(void)
+{
+    atomic_store_explicit(&P.gen, 0, memory_order_release);
+}
+
+/* Serves one qprof until it closes the socket or sends something malformed. */
+static void serve(int fd)
+{
+    if (send_hello(fd, QPR_OK) != 0)
+        return;
+    for (;;) {
+        struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = P.listen_fd, .events = POLLIN}};
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        if (p[1].revents & POLLIN) { /* a second qprof: told that one is here already */
+            int other = accept4(P.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+            if (other >= 0) {
+                send_hello(other, QPR_BUSY);
+                close(other);
+            }
+        }
+        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        struct qpr_config c;
+        ssize_t n = recv(fd, &c, sizeof c, MSG_WAITALL);
+        if (n != (ssize_t)sizeof c || c.magic != QPR_MAGIC || c.version != QPR_VERSION)
+            return;
+        publish_config(&c);
+    }
+}
+
+static void *listener_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        int fd = accept4(P.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            return NULL;
+        }
+        serve(fd);
+        disarm();
+        close(fd);
+    }
+}
+
+static int open_socket(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path)
+        return -ENAMETOOLONG;
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    unlink(path); /* a socket left by an earlier QEMU */
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 4) != 0) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    return fd;
+}
+
+static int open_shared(const char *target)
+{
+    P.map_size = qpr_map_size(P.n_vcpus);
+    P.memfd = memfd_create("qprof-ring", MFD_CLOEXEC);
+    if (P.memfd < 0 || ftruncate(P.memfd, (off_t)P.map_size) != 0)
+        return -errno;
+    P.map = mmap(NULL, P.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, P.memfd, 0);
+    if (P.map == MAP_FAILED)
+        return -errno;
+    struct qpr_header *h = P.map;
+    *h = (struct qpr_header){.magic = QPR_MAGIC,
+                             .version = QPR_VERSION,
+                             .n_vcpus = P.n_vcpus,
+                             .slots = QPR_SLOTS,
+                             .sample_size = sizeof(struct qpr_sample),
+                             .api_version = QEMU_PLUGIN_VERSION,
+                             .ring_offset = qpr_map_size(0),
+                             .ring_size = sizeof(struct qpr_ring)};
+    snprintf(h->target, sizeof h->target, "%s", target ? target : "");
+    return 0;
+}
+
+static void on_exit_cb(qemu_plugin_id_t id, void *userdata)
+{
+    (void)id, (void)userdata;
+    disarm();
+    if (P.socket_path)
+        unlink(P.socket_path);
+}
+
+/* Says on stderr why the plugin cannot load; QEMU then refuses -plugin. */
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "qprof-plugin: %s\n", line); /* qemu_plugin_outs is silent without -d plugin */
+    return -1;
+}
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc,
+                                           char **argv)
+{
+    const char *socket_path = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (g_str_has_prefix(argv[i], "socket="))
+            socket_path = argv[i] + strlen("socket=");
+        else
+            return fail("unknown argument %s (expected socket=PATH)", argv[i]);
+    }
+    if (!socket_path || !*socket_path)
+        return fail("needs socket=PATH (-plugin qprof-plugin.so,socket=PATH)");
+    if (!info->system_emulation || strcmp(info->target_name, "x86_64") != 0)
+        return fail("%s: only x86_64 system emulation is supported", info->target_name);
+    P.id = id;
+    P.n_vcpus = (uint32_t)info->system.max_vcpus;
+    if (P.n_vcpus > QPR_MAX_VCPUS)
+        P.n_vcpus = QPR_MAX_VCPUS;
+    P.vcpus = g_new0(struct vcpu, P.n_vcpus);
+    P.socket_path = g_strdup(socket_path);
+    int rc = open_shared(info->target_name);
+    if (rc)
+        return fail("shared memory: %s", strerror(-rc));
+    P.listen_fd = open_socket(socket_path);
+    if (P.listen_fd < 0)
+        return fail("socket %s: %s", socket_path, strerror(-P.listen_fd));
+    P.counters = qemu_plugin_scoreboard_new(sizeof(uint64_t));
+    P.counter = qemu_plugin_scoreboard_u64(P.counters);
+    if (pthread_create(&P.listener, NULL, listener_main, NULL) != 0)
+        return fail("listener thread: %s", strerror(errno));
+    pthread_detach(P.listener);
+    qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
+    qemu_plugin_register_vcpu_idle_cb(id, on_idle);
+    qemu_plugin_register_vcpu_resume_cb(id, on_resume);
+    qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb_trans);
+    qemu_plugin_register_atexit_cb(id, on_exit_cb, NULL);
+    return 0;
+}

@@ -1,0 +1,140 @@
+/* The shared-memory format between qprof-plugin.so (inside QEMU) and qprof's plugin target.
+ *
+ * The plugin makes one memfd when QEMU loads it and hands it to each qprof that connects to its
+ * unix socket (SCM_RIGHTS, beside a struct qpr_hello); qprof answers with a struct qpr_config,
+ * which arms sampling, and closing the socket disarms it. The memfd holds a struct qpr_header and
+ * then one struct qpr_ring per vCPU: a single-producer (that vCPU's own thread), single-consumer
+ * (qprof) ring of fixed-size samples. The producer owns `head`, the consumer owns `tail`; a
+ * sample is published by the release store of head after its slot is written, and the slot is
+ * free again once the consumer's release store of tail passes it. A vCPU that finds its ring
+ * full drops the sample and counts it in `lost`: it never waits for qprof.
+ *
+ * Both sides are x86_64 hosts built from this one header; nothing here is parsed from an
+ * untrusted peer other than by bounds already fixed in this file (qprof still checks every
+ * length against them). */
+#ifndef QPROF_RING_H
+#define QPROF_RING_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define QPR_MAGIC       0x31525051u /* "QPR1" */
+#define QPR_VERSION     1
+#define QPR_SLOTS       512 /* per vCPU: 50 ms of samples at 10 kHz (256 lost some on a loaded host) */
+#define QPR_STACK_MAX   (16u << 10) /* stack window bytes, at most */
+#define QPR_EXTRA_MAX   4096u       /* bytes of the one extra window qprof asks for */
+#define QPR_MAX_VCPUS   64
+#define QPR_MAX_PERIODS 100
+
+/* Registers, in this order (x86_64, named as QEMU's gdb XML names them). */
+#define QPR_REGS(X)                                                                                \
+    X(RAX, "rax")                                                                                  \
+    X(RBX, "rbx")                                                                                  \
+    X(RCX, "rcx")                                                                                  \
+    X(RDX, "rdx")                                                                                  \
+    X(RSI, "rsi")                                                                                  \
+    X(RDI, "rdi") X(RBP, "rbp") X(RSP, "rsp") X(R8, "r8") X(R9, "r9") X(R10, "r10") X(R11, "r11")  \
+        X(R12, "r12") X(R13, "r13") X(R14, "r14") X(R15, "r15") X(RIP, "rip") X(EFLAGS, "eflags")  \
+            X(CS, "cs") X(SS, "ss") X(FS_BASE, "fs_base") X(GS_BASE, "gs_base")                    \
+                X(K_GS_BASE, "k_gs_base") X(CR0, "cr0") X(CR3, "cr3") X(CR4, "cr4")                \
+                    X(EFER, "efer")
+
+enum qpr_reg {
+#define QPR_ENUM(id, name) QPR_##id,
+    QPR_REGS(QPR_ENUM)
+#undef QPR_ENUM
+        QPR_NREGS
+};
+
+enum qpr_kind {
+    QPR_KIND_SAMPLE = 1, /* registers and memory windows at one instant */
+    QPR_KIND_IDLE = 2,   /* the vCPU waited (hlt) for idle_ns, ending at time_ns */
+};
+
+struct qpr_sample {
+    uint32_t kind;
+    uint32_t vcpu;
+    uint64_t time_ns;    /* CLOCK_MONOTONIC of the capture (of the wake-up for IDLE) */
+    uint64_t idle_ns;    /* IDLE: how long the vCPU waited */
+    uint64_t insns;      /* guest instructions this vCPU executed since it was armed (about) */
+    uint32_t cost_ns;    /* the capture's time on the vCPU thread */
+    uint32_t regs_valid; /* bit i: regs[i] was read */
+    uint64_t regs[QPR_NREGS];
+    uint64_t stack_addr; /* = regs[QPR_RSP] */
+    uint32_t stack_len;  /* bytes from stack_addr, up to the first unmapped page */
+    uint32_t extra_len;  /* bytes of the extra window, 0 when unmapped or not asked for */
+    uint64_t extra_addr;
+    uint64_t ustack_addr; /* the chased user stack pointer (struct qpr_config), 0: none */
+    uint32_t ustack_len;
+    /* Intervals that ended by this sample (time-based sampling): 1, or more when the vCPU's
+     * thread ran nothing for several of them (the host did not schedule it), which a stopping
+     * sampler would have sampled where the vCPU was left. At most QPR_MAX_PERIODS. */
+    uint32_t periods;
+    uint8_t stack[QPR_STACK_MAX];
+    uint8_t extra[QPR_EXTRA_MAX];
+    uint8_t ustack[QPR_STACK_MAX];
+};
+
+struct qpr_ring {
+    _Atomic uint64_t head; /* written by the vCPU */
+    uint8_t pad0[56];
+    _Atomic uint64_t tail; /* written by qprof */
+    uint8_t pad1[56];
+    _Atomic uint64_t lost;    /* samples dropped on a full ring, since QEMU started */
+    _Atomic uint64_t samples; /* samples published, since QEMU started */
+    uint8_t pad2[48];
+    struct qpr_sample slots[QPR_SLOTS];
+};
+
+struct qpr_header {
+    uint32_t magic, version;
+    uint32_t n_vcpus;     /* rings that follow */
+    uint32_t slots;       /* QPR_SLOTS */
+    uint32_t sample_size; /* sizeof(struct qpr_sample) */
+    uint32_t api_version; /* QEMU's plugin API version */
+    uint64_t ring_offset; /* of ring 0 from the start of the memfd */
+    uint64_t ring_size;   /* sizeof(struct qpr_ring) */
+    char target[32];      /* QEMU's target name, e.g. "x86_64" */
+};
+
+static inline struct qpr_ring *qpr_ring_at(void *base, uint32_t vcpu)
+{
+    struct qpr_header *h = base;
+    return (struct qpr_ring *)((char *)base + h->ring_offset + (uint64_t)vcpu * h->ring_size);
+}
+
+static inline uint64_t qpr_map_size(uint32_t n_vcpus)
+{
+    uint64_t off = (sizeof(struct qpr_header) + 4095) & ~(uint64_t)4095;
+    return off + (uint64_t)n_vcpus * sizeof(struct qpr_ring);
+}
+
+/* Socket messages, fixed size, host byte order. */
+enum qpr_status {
+    QPR_OK = 0,
+    QPR_BUSY = 1, /* another qprof is connected */
+};
+
+struct qpr_hello { /* plugin -> qprof, with the memfd */
+    uint32_t magic, version, status;
+    uint32_t n_vcpus;
+    uint64_t map_size;
+    char qemu_version[32]; /* unknown to the plugin API: "plugin API 4" */
+};
+
+struct qpr_config { /* qprof -> plugin; a later one replaces it */
+    uint32_t magic, version;
+    uint64_t interval_ns;  /* time-based sampling (0: by instructions) */
+    uint64_t period_insns; /* instruction-based sampling, when interval_ns is 0 */
+    uint32_t stack_bytes;  /* window from sp, at most QPR_STACK_MAX */
+    uint32_t extra_len;    /* at most QPR_EXTRA_MAX; 0: none */
+    uint64_t extra_addr;   /* a kernel address every vCPU maps (the demo ABI's table) */
+    /* The user stack of a sample taken in kernel mode, found by following pointers at that
+     * instant: p = the u64 at extra[chase_off + vcpu * chase_stride]; when p is not 0, the u64
+     * at p + chase_add is the user stack pointer, and ustack_bytes from it are captured (the
+     * demo ABI: the slot's user_regs, the saved frame's rsp). chase_stride 0: no chase. */
+    uint32_t chase_off, chase_stride;
+    uint32_t chase_add, ustack_bytes;
+};
+
+#endif

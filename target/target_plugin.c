@@ -1,0 +1,486 @@
+/* The plugin target: samples that qprof-plugin.so (plugin/) captured inside QEMU 10 on each
+ * vCPU's own thread while the guest ran. Nothing here stops the guest: sample() hands the
+ * session the next captured instant from the shared rings (one vCPU, as it was at that instant),
+ * and read() serves the memory captured with it.
+ *
+ * What is read at the sample's instant and what later, and why that is consistent:
+ * - registers, the stack window from sp (clipped at the first unmapped page), the demo guest's
+ *   qprof_abi table (the extra window) and, for a sample taken in kernel mode, the user stack
+ *   the ABI's saved frame points to: all captured by the plugin at the instant, on the vCPU's
+ *   thread, before the vCPU executes another instruction. A read inside these windows is served
+ *   from them.
+ * - anything else (a process's .text and .eh_frame, copied to identify its binary) is read later
+ *   from the guest's RAM file through the sample's captured CR3, when --qmp-socket names QEMU's
+ *   monitor and RAM is a shared file. That is consistent for memory the guest does not write
+ *   while the process lives: the image is keyed by the ABI's generation, which changes whenever
+ *   an executable is loaded, and a copy that tore anyway fails the hash match (no name, never a
+ *   wrong one). Without the RAM file such reads fail and the binary stays unidentified. */
+#include "target.h"
+#include "arch_x86_64.h"
+#include "target_qmp_ram.h"
+
+#include "qprof/guest_abi.h"
+#include "qmp.h"
+#include "qprof_ring.h"
+
+#include <errno.h>
+#include <glib.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The vCPU behind a delivered prof_vcpu: the captured sample and the MMU view for RAM reads. */
+struct plugin_cpu {
+    const struct qpr_sample *s; /* NULL for an idle sample */
+    struct qmp_regs mmu;
+};
+
+struct target_plugin {
+    int fd;
+    void *map;
+    size_t map_size;
+    uint32_t n_vcpus;
+    uint64_t tail[QPR_MAX_VCPUS];
+    uint64_t lost_at_open[QPR_MAX_VCPUS];
+    uint64_t interval_ns, period_insns;
+    uint64_t idle_carry_ns[QPR_MAX_VCPUS];
+    uint32_t next_ring;
+    int idle_vcpu; /* idle samples still to deliver for this vCPU */
+    uint64_t idle_pending;
+    uint64_t missed;       /* intervals that passed while the host did not run a vCPU's thread */
+    qmp_client *ram;       /* the RAM file, through QMP's direct backend; NULL without */
+    struct qpr_sample cur; /* a copy: the ring slot is released at once */
+    struct plugin_cpu cpu;
+    struct prof_vcpu vcpu;
+    char version[48];
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#define INSTALL_HINT                                                                               \
+    "start QEMU 10.0 or later with -plugin build/qprof-plugin.so,socket=PATH (xtask/qemu10.sh "    \
+    "fetches QEMU 10 and the plugin header; Debian 12's QEMU 7.2 cannot load it)"
+
+static int connect_socket(const char *address, struct qp_error *err)
+{
+    const char *path = g_str_has_prefix(address, "unix:") ? address + 5 : address;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path)
+        return qp_error_set(err, -ENAMETOOLONG, "--plugin %s: path too long", address);
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return qp_error_set(err, -errno, "socket: %s", strerror(errno));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        int e = errno;
+        close(fd);
+        return qp_error_set(err, -ECONNREFUSED, "no qprof plugin answers at %s (%s): " INSTALL_HINT,
+                            path, strerror(e));
+    }
+    return fd;
+}
+
+/* The plugin's hello and the memfd beside it. */
+static int receive_hello(struct target_plugin *t, const char *address, int *memfd,
+                         struct qpr_hello *h, double timeout_s, struct qp_error *err)
+{
+    struct pollfd p = {.fd = t->fd, .events = POLLIN};
+    if (poll(&p, 1, (int)(timeout_s * 1000)) <= 0)
+        return qp_error_set(err, -ETIMEDOUT,
+                            "%s said nothing in %.0f s: not a qprof plugin socket? " INSTALL_HINT,
+                            address, timeout_s);
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {.iov_base = h, .iov_len = sizeof *h};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl};
+    ssize_t n = recvmsg(t->fd, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+    *memfd = -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); n > 0 && c; c = CMSG_NXTHDR(&msg, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+            c->cmsg_len == CMSG_LEN(sizeof(int)))
+            memcpy(memfd, CMSG_DATA(c), sizeof(int));
+    if (n != (ssize_t)sizeof *h || h->magic != QPR_MAGIC)
+        return qp_error_set(err, -EPROTO,
+                            "%s is not a qprof plugin socket (QMP's or the "
+                            "gdbstub's?): " INSTALL_HINT,
+                            address);
+    if (h->version != QPR_VERSION)
+        return qp_error_set(err, -EPROTO,
+                            "the plugin at %s speaks version %u, this qprof %u: load the "
+                            "qprof-plugin.so built with this qprof",
+                            address, h->version, QPR_VERSION);
+    if (h->status == QPR_BUSY)
+        return qp_error_set(err, -EBUSY, "another qprof is sampling through the plugin at %s",
+                            address);
+    if (*memfd < 0 || h->n_vcpus == 0 || h->n_vcpus > QPR_MAX_VCPUS ||
+        h->map_size != qpr_map_size(h->n_vcpus))
+        return qp_error_set(err, -EPROTO, "the plugin at %s sent an unusable ring", address);
+    return 0;
+}
+
+static int map_rings(struct target_plugin *t, int memfd, const struct qpr_hello *h,
+                     struct qp_error *err)
+{
+    t->map_size = h->map_size;
+    t->map = mmap(NULL, t->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    close(memfd);
+    if (t->map == MAP_FAILED) {
+        t->map = NULL;
+        return qp_error_set(err, -errno, "mapping the plugin's ring: %s", strerror(errno));
+    }
+    const struct qpr_header *hd = t->map;
+    if (hd->magic != QPR_MAGIC || hd->n_vcpus != h->n_vcpus || hd->slots != QPR_SLOTS ||
+        hd->sample_size != sizeof(struct qpr_sample) || hd->ring_size != sizeof(struct qpr_ring) ||
+        hd->ring_offset != qpr_map_size(0))
+        return qp_error_set(err, -EPROTO,
+                            "the plugin's ring has another layout: load the "
+                            "qprof-plugin.so built with this qprof");
+    t->n_vcpus = h->n_vcpus;
+    snprintf(t->version, sizeof t->version, "10.0+ (plugin API %u)", hd->api_version);
+    /* Start from now: what an earlier qprof left unread is not this run's. */
+    for (uint32_t i = 0; i < t->n_vcpus; i++) {
+        struct qpr_ring *r = qpr_ring_at(t->map, i);
+        t->tail[i] = atomic_load_explicit(&r->head, memory_order_acquire);
+        atomic_store_explicit(&r->tail, t->tail[i], memory_order_release);
+        t->lost_at_open[i] = atomic_load_explicit(&r->lost, memory_order_relaxed);
+    }
+    return 0;
+}
+
+/* What to capture: the stack, the demo ABI's table and the user stack its slot leads to. */
+static int send_config(struct target_plugin *t, const struct prof_target_open_opts *o,
+                       struct qp_error *err)
+{
+    struct qpr_config c = {.magic = QPR_MAGIC,
+                           .version = QPR_VERSION,
+                           .interval_ns = o->period_insns ? 0 : o->interval_ns,
+                           .period_insns = o->period_insns,
+                           .stack_bytes = QPR_STACK_MAX};
+    if (o->abi_addr) {
+        c.extra_addr = o->abi_addr;
+        c.extra_len = sizeof(struct qprof_abi);
+        c.chase_off = offsetof(struct qprof_abi, cpu) + offsetof(struct qprof_abi_cpu, user_regs);
+        c.chase_stride = sizeof(struct qprof_abi_cpu);
+        c.chase_add = offsetof(struct qprof_abi_regs, rsp);
+        c.ustack_bytes = QPR_STACK_MAX;
+    }
+    _Static_assert(sizeof(struct qprof_abi) <= QPR_EXTRA_MAX, "the ABI fits the extra window");
+    if (send(t->fd, &c, sizeof c, MSG_NOSIGNAL) != (ssize_t)sizeof c)
+        return qp_error_set(err, -EPIPE, "configuring the plugin: %s", strerror(errno));
+    return 0;
+}
+
+static void tp_free(void *impl)
+{
+    struct target_plugin *t = impl;
+    if (!t)
+        return;
+    if (t->map)
+        munmap(t->map, t->map_size);
+    if (t->fd >= 0)
+        close(t->fd); /* the plugin disarms when its socket closes */
+    qmp_free(t->ram);
+    g_free(t);
+}
+
+static int tp_open(const struct prof_target_open_opts *o, void **impl, struct qp_error *err)
+{
+    struct target_plugin *t = g_new0(struct target_plugin, 1);
+    t->interval_ns = o->interval_ns ? o->interval_ns : 10000000;
+    t->period_insns = o->period_insns;
+    t->idle_vcpu = -1;
+    int memfd = -1;
+    struct qpr_hello h;
+    double timeout = o->timeout_s ? o->timeout_s : 5;
+    int rc = t->fd = connect_socket(o->address, err);
+    if (rc >= 0)
+        rc = receive_hello(t, o->address, &memfd, &h, timeout, err);
+    if (rc >= 0)
+        rc = map_rings(t, memfd, &h, err);
+    else if (memfd >= 0)
+        close(memfd);
+    if (rc >= 0 && o->qmp_address) {
+        struct qmp_open_opts qo = {.timeout_s = timeout, .backend = QMP_MEM_DIRECT};
+        rc = qmp_open(o->qmp_address, &qo, &t->ram, err);
+        if (rc)
+            qp_error_prefix(err, "the guest's RAM file, through QMP (--qmp-socket)");
+    }
+    if (rc >= 0)
+        rc = send_config(t, o, err);
+    if (rc < 0) {
+        tp_free(t);
+        return rc;
+    }
+    *impl = t;
+    return 0;
+}
+
+static void vcpu_from_sample(struct target_plugin *t, const struct qpr_sample *s)
+{
+    struct prof_vcpu *v = &t->vcpu;
+    struct unw_regs *u = &v->regs;
+    const uint64_t *q = s->regs;
+    memset(v, 0, sizeof *v);
+    u->r[UNW_RAX] = q[QPR_RAX], u->r[UNW_RDX] = q[QPR_RDX], u->r[UNW_RCX] = q[QPR_RCX];
+    u->r[UNW_RBX] = q[QPR_RBX], u->r[UNW_RSI] = q[QPR_RSI], u->r[UNW_RDI] = q[QPR_RDI];
+    u->r[UNW_RBP] = q[QPR_RBP], u->r[UNW_RSP] = q[QPR_RSP], u->r[UNW_R8] = q[QPR_R8];
+    u->r[UNW_R9] = q[QPR_R9], u->r[UNW_R10] = q[QPR_R10], u->r[UNW_R11] = q[QPR_R11];
+    u->r[UNW_R12] = q[QPR_R12], u->r[UNW_R13] = q[QPR_R13], u->r[UNW_R14] = q[QPR_R14];
+    u->r[UNW_R15] = q[QPR_R15], u->r[UNW_RIP] = q[QPR_RIP];
+    v->index = (int)s->vcpu;
+    v->pc = q[QPR_RIP];
+    v->sp = q[QPR_RSP];
+    v->privilege = (int)(q[QPR_CS] & 3);
+    v->user = v->privilege == 3;
+    v->paging64 = (q[QPR_CR0] & X86_CR0_PG) && (q[QPR_EFER] & X86_EFER_LMA);
+    v->as_root = q[QPR_CR3] & X86_CR3_ADDR_MASK;
+    v->gs_base = q[QPR_GS_BASE];
+    v->la57 = (q[QPR_CR4] & X86_CR4_LA57) != 0;
+    memset(&t->cpu.mmu, 0, sizeof t->cpu.mmu);
+    t->cpu.mmu.cpu_index = (int)s->vcpu;
+    t->cpu.mmu.cr0 = q[QPR_CR0], t->cpu.mmu.cr3 = q[QPR_CR3], t->cpu.mmu.cr4 = q[QPR_CR4];
+    t->cpu.mmu.long_mode = v->paging64;
+    t->cpu.s = s;
+    v->target_cpu = &t->cpu;
+}
+
+/* A vCPU that waited in hlt: an idle sample per interval it waited. */
+static void idle_vcpu(struct target_plugin *t, int index)
+{
+    struct prof_vcpu *v = &t->vcpu;
+    memset(v, 0, sizeof *v);
+    v->index = index;
+    v->halted = true;
+    v->paging64 = true;
+    t->cpu.s = NULL;
+    v->target_cpu = &t->cpu;
+}
+
+/* Takes the next record off the rings (round robin over vCPUs); false when all are empty. */
+static bool next_record(struct target_plugin *t)
+{
+    for (uint32_t k = 0; k < t->n_vcpus; k++) {
+        uint32_t i = (t->next_ring + k) % t->n_vcpus;
+        struct qpr_ring *r = qpr_ring_at(t->map, i);
+        if (atomic_load_explicit(&r->head, memory_order_acquire) == t->tail[i])
+            continue;
+        const struct qpr_sample *slot = &r->slots[t->tail[i] % QPR_SLOTS];
+        /* the fixed part and the windows' used bytes, not 36 KiB per sample */
+        memcpy(&t->cur, slot, offsetof(struct qpr_sample, stack));
+        if (t->cur.stack_len > QPR_STACK_MAX)
+            t->cur.stack_len = 0;
+        if (t->cur.extra_len > QPR_EXTRA_MAX)
+            t->cur.extra_len = 0;
+        if (t->cur.ustack_len > QPR_STACK_MAX)
+            t->cur.ustack_len = 0;
+        memcpy(t->cur.stack, slot->stack, t->cur.stack_len);
+        memcpy(t->cur.extra, slot->extra, t->cur.extra_len);
+        memcpy(t->cur.ustack, slot->ustack, t->cur.ustack_len);
+        t->cur.vcpu = i; /* the ring says which vCPU, not the slot */
+        atomic_store_explicit(&r->tail, ++t->tail[i], memory_order_release);
+        t->next_ring = i + 1;
+        return true;
+    }
+    return false;
+}
+
+/* The plugin's socket says EOF or an error: QEMU is gone. */
+static bool peer_gone(struct target_plugin *t)
+{
+    struct pollfd p = {.fd = t->fd, .events = POLLIN};
+    if (poll(&p, 1, 0) <= 0)
+        return false;
+    char c;
+    return (p.revents & (POLLHUP | POLLERR)) || recv(t->fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+/* How long sample() waits for the guest to execute anything before saying it did not run. */
+#define WAIT_RUN_NS UINT64_C(1000000000)
+
+static int tp_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn, void *ctx,
+                     struct prof_target_stats *stats, struct qp_error *err)
+{
+    struct target_plugin *t = impl;
+    if (stats)
+        *stats = (struct prof_target_stats){0};
+    uint64_t start = now_ns();
+    while (t->idle_pending == 0) {
+        if (!next_record(t)) {
+            if (peer_gone(t))
+                return qp_error_set(err, -EPIPE, "QEMU closed the plugin's socket (QEMU exited?)");
+            if (now_ns() - start > WAIT_RUN_NS) {
+                if (stats)
+                    stats->was_paused = true; /* no vCPU executed anything: paused */
+                return 0;
+            }
+            struct timespec ts = {0, 500000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (t->cur.kind == QPR_KIND_SAMPLE) {
+            vcpu_from_sample(t, &t->cur);
+            if (stats)
+                stats->paused_ns = t->cur.cost_ns; /* the capture's time on that vCPU alone */
+            /* Counted, not repeated: one capture standing for several intervals would weigh
+             * one instant many times (measured: hot-loop shares off by 8 points under MTTCG
+             * on an overcommitted host). */
+            if (t->cur.periods > 1 && t->cur.periods <= QPR_MAX_PERIODS)
+                t->missed += t->cur.periods - 1;
+            return fn(handle, &t->vcpu, 1, ctx, err);
+        }
+        if (t->cur.kind == QPR_KIND_IDLE) {
+            uint64_t *carry = &t->idle_carry_ns[t->cur.vcpu];
+            *carry += t->cur.idle_ns;
+            t->idle_pending = *carry / t->interval_ns;
+            *carry %= t->interval_ns;
+            t->idle_vcpu = (int)t->cur.vcpu;
+        }
+    }
+    t->idle_pending--;
+    idle_vcpu(t, t->idle_vcpu);
+    return fn(handle, &t->vcpu, 1, ctx, err);
+}
+
+/* Serves [vaddr, vaddr + len) from one captured window when it starts inside it. */
+static bool from_window(struct prof_mem_req *q, uint64_t addr, const uint8_t *bytes, uint32_t n)
+{
+    if (!n || q->vaddr < addr || q->vaddr - addr >= n)
+        return false;
+    size_t off = q->vaddr - addr, take = n - off < q->len ? n - off : q->len;
+    memcpy(q->buf, bytes + off, take);
+    q->got = take;
+    q->rc = 0;
+    return true;
+}
+
+static int tp_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req *reqs, size_t n,
+                   struct qp_error *err)
+{
+    struct target_plugin *t = impl;
+    const struct plugin_cpu *pc = cpu->target_cpu;
+    const struct qpr_sample *s = pc ? pc->s : NULL;
+    for (size_t i = 0; i < n; i++) {
+        struct prof_mem_req *q = &reqs[i];
+        q->got = 0;
+        q->rc = q->len ? -EFAULT : 0;
+        if (!q->len || !s)
+            continue;
+        if (from_window(q, s->stack_addr, s->stack, s->stack_len) ||
+            from_window(q, s->extra_addr, s->extra, s->extra_len) ||
+            from_window(q, s->ustack_addr, s->ustack, s->ustack_len))
+            continue;
+        if (t->ram) {
+            struct qmp_mem_req r = {.vaddr = q->vaddr, .len = q->len, .buf = q->buf};
+            int rc = qmp_mem_read_many(t->ram, &pc->mmu, &r, 1, err);
+            q->got = r.got;
+            q->rc = rc ? rc : r.rc;
+        }
+    }
+    return 0;
+}
+
+static bool tp_running(void *impl)
+{
+    (void)impl;
+    return true; /* a guest that runs nothing shows as no records (stats.was_paused) */
+}
+
+static int tp_vcpu_count(const void *impl)
+{
+    return (int)((const struct target_plugin *)impl)->n_vcpus;
+}
+
+static int tp_read_phys(void *impl, uint64_t paddr, void *buf, size_t len, struct qp_error *err)
+{
+    struct target_plugin *t = impl;
+    if (!t->ram)
+        return qp_error_set(err, -ENOTSUP,
+                            "the plugin target reads guest-physical memory only with "
+                            "--qmp-socket (the RAM file)");
+    return qmp_phys_read(t->ram, paddr, buf, len, err);
+}
+
+static int tp_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n,
+                         struct qp_error *err)
+{
+    struct target_plugin *t = impl;
+    if (!t->ram)
+        return qp_error_set(err, -ENOTSUP, "the plugin target lists RAM only with --qmp-socket");
+    return target_qmp_ram_ranges(t->ram, out, max, n, err);
+}
+
+static uint64_t tp_round_trips(const void *impl)
+{
+    (void)impl;
+    return 0;
+}
+
+static bool tp_reads_cost(const void *impl)
+{
+    (void)impl;
+    return false;
+}
+
+static const char *tp_version(const void *impl)
+{
+    return ((const struct target_plugin *)impl)->version;
+}
+
+static const char *tp_describe(const void *impl)
+{
+    return ((const struct target_plugin *)impl)->ram
+               ? "captured by the plugin, code from the RAM file"
+               : "captured by the plugin";
+}
+
+static uint64_t tp_missed(const void *impl)
+{
+    return ((const struct target_plugin *)impl)->missed;
+}
+
+static uint64_t tp_lost(const void *impl)
+{
+    const struct target_plugin *t = impl;
+    uint64_t lost = 0;
+    for (uint32_t i = 0; i < t->n_vcpus; i++)
+        lost += atomic_load_explicit(&qpr_ring_at(t->map, i)->lost, memory_order_relaxed) -
+                t->lost_at_open[i];
+    return lost;
+}
+
+const struct prof_target_ops prof_target_plugin_ops = {
+    .name = "plugin",
+    .transport = "plugin",
+    .round_trip_name = "round trips",
+    .round_trip_ms = 0,
+    .captures = true,
+    .arch = &prof_arch_x86_64,
+    .open = tp_open,
+    .sample = tp_sample,
+    .read = tp_read,
+    .running = tp_running,
+    .vcpu_count = tp_vcpu_count,
+    .read_phys = tp_read_phys,
+    .ram_ranges = tp_ram_ranges,
+    .round_trips = tp_round_trips,
+    .lost = tp_lost,
+    .missed = tp_missed,
+    .reads_cost_round_trips = tp_reads_cost,
+    .version = tp_version,
+    .describe = tp_describe,
+    .free = tp_free,
+};
