@@ -151,7 +151,8 @@ static void warn_if_slow(struct run_state *r, double now)
     double elapsed = now - r->first_done;
     double target = 1000.0 / r->o->interval_ms;
     if (r->warned_slow || r->samples < 20 || elapsed < 0.5 || r->paused_intervals ||
-        prof_target_captures(prof_session_target(r->session))) /* paced by the guest's own vCPU time */
+        prof_target_captures(
+            prof_session_target(r->session))) /* paced by the guest's own vCPU time */
         return;
     double achieved = (r->samples - 1) / elapsed;
     if (achieved < 0.8 * target) {
@@ -505,7 +506,8 @@ static void print_pause_costs(const struct run_state *r, double elapsed, FILE *f
             prof_hist_percentile(&r->paused, 50) / 1e6, prof_hist_percentile(&r->paused, 99) / 1e6,
             r->paused.max_ns / 1e6, (double)r->round_trips / r->samples,
             prof_target_round_trip_name(prof_session_target(r->session)),
-            prof_target_transport(prof_session_target(r->session)), prof_target_describe(prof_session_target(r->session)));
+            prof_target_transport(prof_session_target(r->session)),
+            prof_target_describe(prof_session_target(r->session)));
     double share = prof_guest_running_share(r->paused_total_ns, elapsed);
     fprintf(f, "guest running: %.1f%% of the sampling time (paused the rest for samples)%s\n",
             100 * share,
