@@ -1,5 +1,6 @@
 #!/bin/sh
-# The project's shell scripts through shellcheck: xtask/xtask, bench/*.sh and every tests/**/*.sh.
+# The project's shell scripts through shellcheck: xtask/xtask and xtask/*.sh, bench/*.sh and every
+# tests/**/*.sh.
 # A finding is fixed, or silenced where it stands with its reason
 # (`# shellcheck disable=SCnnnn # why`). Exits 77 (ctest's skip) when shellcheck is missing:
 # Debian's package shellcheck, which `xtask/xtask deps` installs.
@@ -11,9 +12,9 @@ if ! command -v shellcheck >/dev/null 2>&1; then
     exit 77
 fi
 shellcheck --version | sed -n 2p
-# xtask/xtask, bench/*.sh (not below bench/) and tests/**/*.sh
+# xtask/xtask, xtask/*.sh, bench/*.sh (not below bench/) and tests/**/*.sh
 scripts() {
-    find xtask/xtask bench tests -type f \( -path xtask/xtask -o -path 'bench/*.sh' ! -path 'bench/*/*' \
+    find xtask bench tests -type f \( -path xtask/xtask -o -path 'xtask/*.sh' -o -path 'bench/*.sh' ! -path 'bench/*/*' \
         -o -path 'tests/*.sh' \) "$@"
 }
 # find's status is shellcheck's: non-zero when any file has a finding
