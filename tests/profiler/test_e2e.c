@@ -843,11 +843,9 @@ static void case_usage(void)
 
 /* ---- Over the gdbstub only ------------------------------------------------------------- */
 
-/* QEMU serves one debugger at a time, and 7.2 accepts a second connection without ever
- * answering it: qprof says so in one clear line and exits 1, and neither it nor the qprof
- * already attached leaves the guest paused, once that one is gone too (QEMU takes the queued
- * connection on then, and stops the guest for it). */
-static void case_gdb_busy(void)
+/* A second qprof on a target that serves one at a time: it is told so in one line (`message`)
+ * and exits 1, and the first goes on sampling, then ends well, and the guest runs after both. */
+static void check_second_qprof_refused(const char *what, const char *message)
 {
     struct guest g;
     boot(&g, "spin", false);
@@ -859,8 +857,8 @@ static void case_gdb_busy(void)
     const char *args[] = {GUEST_ARGS(&g), "--samples", "10", "-o", "second.folded", NULL};
     struct qprof_run r = run_qprof(second_dir, args, 60);
     fprintf(stderr, "second qprof: %s", r.err);
-    CHECK_MSG(r.exit_code == 1, "a second qprof on a busy gdbstub exited %d", r.exit_code);
-    CHECK_MSG(strstr(r.err, "one debugger at a time"), "no clear message: %s", r.err);
+    CHECK_MSG(r.exit_code == 1, "a second qprof on a busy %s exited %d", what, r.exit_code);
+    CHECK_MSG(strstr(r.err, message), "no clear message: %s", r.err);
     CHECK_MSG(count_lines(r.err) <= 1, "more than one line: %s", r.err);
     run_free(&r);
     CHECK_MSG(waitpid(first, NULL, WNOHANG) == 0, "the first qprof ended");
@@ -868,14 +866,28 @@ static void case_gdb_busy(void)
     r = wait_qprof(vm_dir(g.vm), first, 30);
     CHECK_MSG(r.exit_code == 0, "the first qprof exited %d: %s", r.exit_code, r.err);
     run_free(&r);
-    CHECK_MSG(guest_running_soon(&g, 30), "guest left paused after the busy gdbstub");
-    char *paths[] = {g_strdup_printf("%s/qprof.out", second_dir),
-                     g_strdup_printf("%s/qprof.err", second_dir)};
-    for (int i = 0; i < 2; i++)
-        unlink(paths[i]), g_free(paths[i]);
+    struct folded f = read_folded(output);
+    CHECK_MSG(f.total >= 100, "the first qprof wrote %lu samples", (unsigned long)f.total);
+    folded_free(&f);
+    CHECK_MSG(guest_running_soon(&g, 30), "guest left paused after the busy %s", what);
+    const char *names[] = {"qprof.out", "qprof.err", "second.folded"};
+    for (int i = 0; i < 3; i++) {
+        char *path = g_strdup_printf("%s/%s", second_dir, names[i]);
+        unlink(path);
+        g_free(path);
+    }
     rmdir(second_dir);
     g_free(second_dir);
     vm_stop(g.vm);
+}
+
+/* QEMU serves one debugger at a time, and 7.2 accepts a second connection without ever
+ * answering it: qprof says so in one clear line and exits 1, and neither it nor the qprof
+ * already attached leaves the guest paused, once that one is gone too (QEMU takes the queued
+ * connection on then, and stops the guest for it). */
+static void case_gdb_busy(void)
+{
+    check_second_qprof_refused("gdbstub", "one debugger at a time");
 }
 
 /* Runs 300 samples with args (NULL-terminated, after the guest's kernel and user programs) and
@@ -971,39 +983,10 @@ static void case_plugin_restart(void)
     vm_stop(g.vm);
 }
 
-/* One qprof at a time: a second is told so in one line, and the first goes on. */
+/* One qprof at a time through the plugin too. */
 static void case_plugin_busy(void)
 {
-    struct guest g;
-    boot(&g, "spin", false);
-    char output[512];
-    pid_t first = start_open_ended_run(&g, output, sizeof output, 100);
-    char *second_dir = g_strdup_printf("%s/second", vm_dir(g.vm));
-    REQUIRE(mkdir(second_dir, 0700) == 0);
-    const char *args[] = {GUEST_ARGS(&g), "--samples", "10", "-o", "second.folded", NULL};
-    struct qprof_run r = run_qprof(second_dir, args, 60);
-    fprintf(stderr, "second qprof: %s", r.err);
-    CHECK_MSG(r.exit_code == 1, "a second qprof on a busy plugin exited %d", r.exit_code);
-    CHECK_MSG(strstr(r.err, "another qprof is sampling through the plugin"), "no clear message: %s",
-              r.err);
-    CHECK_MSG(count_lines(r.err) <= 1, "more than one line: %s", r.err);
-    run_free(&r);
-    CHECK_MSG(waitpid(first, NULL, WNOHANG) == 0, "the first qprof ended");
-    kill(first, SIGINT);
-    r = wait_qprof(vm_dir(g.vm), first, 30);
-    CHECK_MSG(r.exit_code == 0, "the first qprof exited %d: %s", r.exit_code, r.err);
-    struct folded f = read_folded(output);
-    CHECK_MSG(f.total >= 100, "the first qprof wrote %lu samples", (unsigned long)f.total);
-    folded_free(&f);
-    run_free(&r);
-    char *paths[] = {g_strdup_printf("%s/qprof.out", second_dir),
-                     g_strdup_printf("%s/qprof.err", second_dir),
-                     g_strdup_printf("%s/second.folded", second_dir)};
-    for (int i = 0; i < 3; i++)
-        unlink(paths[i]), g_free(paths[i]);
-    rmdir(second_dir);
-    g_free(second_dir);
-    vm_stop(g.vm);
+    check_second_qprof_refused("plugin", "another qprof is sampling through the plugin");
 }
 
 /* --plugin where no plugin answers (a QEMU started without it, or one too old to load it), or
