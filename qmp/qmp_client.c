@@ -379,11 +379,11 @@ const char *qmp_qemu_version(const qmp_client *c)
 
 /* ---- Open / free ------------------------------------------------------------------------ */
 
-static int read_greeting(qmp_client *c, struct qp_error *err)
+/* The next whole message of the greeting phase, in *msg (the caller puts it). */
+static int next_greeting_message(qmp_client *c, int64_t deadline, json_object **msg,
+                                 struct qp_error *err)
 {
-    int64_t deadline = qmp__now_us() + (int64_t)c->timeout_ms * 1000;
-    json_object *msg = NULL, *qmp, *v, *q;
-    while (qmp_parser_next(c->parser, &msg) == 0) {
+    while (qmp_parser_next(c->parser, msg) == 0) {
         struct qp_error e = {0};
         int rc = read_some(c, deadline, &e);
         if (rc == -ETIMEDOUT)
@@ -397,7 +397,28 @@ static int read_greeting(qmp_client *c, struct qp_error *err)
         if (rc < 0)
             return qp_error_set(err, rc, "QMP greeting from %s: %s", c->address, e.msg);
     }
-    int rc = 0;
+    return 0;
+}
+
+static int read_greeting(qmp_client *c, struct qp_error *err)
+{
+    int64_t deadline = qmp__now_us() + (int64_t)c->timeout_ms * 1000;
+    json_object *msg = NULL, *qmp, *v, *q;
+    int rc;
+    /* An event can come before the greeting: QEMU may flush one it queued for the client
+     * before (a RESUME, say) to a client that connects right after that one left. */
+    for (int events = 0; events <= 16; events++) {
+        if (msg && !json_object_object_get_ex(msg, "QMP", &qmp) &&
+            json_object_object_get_ex(msg, "event", &v)) {
+            json_object_put(msg);
+            msg = NULL;
+        }
+        if (msg)
+            break;
+        if ((rc = next_greeting_message(c, deadline, &msg, err)) < 0)
+            return rc;
+    }
+    rc = 0;
     if (!json_object_object_get_ex(msg, "QMP", &qmp))
         rc = qp_error_set(err, -EPROTO, "%s does not speak QMP: first message is %.100s",
                           c->address, json_object_to_json_string(msg));

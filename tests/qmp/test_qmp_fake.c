@@ -35,6 +35,7 @@ enum scenario {
     SC_ODD_EVENTS,   /* before every reply: events without a name, with absurd timestamps */
     SC_MEMSAVE_ERR,  /* every memsave fails ("Invalid addr"), as for an unmapped range */
     SC_HANG_MEMSAVE, /* memsave is never answered */
+    SC_EVENT_FIRST,  /* an event the last client left behind, then the greeting */
 };
 
 struct fake {
@@ -155,6 +156,9 @@ static bool answer(struct fake *f, int fd, json_object *req)
 static void serve_qmp(struct fake *f, int fd)
 {
     qmp_parser *p = qmp_parser_new();
+    if (f->sc == SC_EVENT_FIRST)
+        say(fd,
+            "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 2}, \"event\": \"RESUME\"}\r\n");
     say(fd, greeting);
     char buf[4096];
     ssize_t n;
@@ -341,6 +345,20 @@ static void test_not_qmp(void)
     CHECK_INT(qmp_open(f->path, &quick, &c, &err), -EPROTO);
     CHECK_MSG(strstr(err.msg, "does not speak QMP") != NULL, "%s", err.msg);
     CHECK(c == NULL);
+    g_free(fake_stop(f));
+}
+
+/* QEMU can flush an event it queued for the client before to one that connects right after:
+ * the greeting that follows it is the one that counts. */
+static void test_event_before_greeting(void)
+{
+    struct fake *f = fake_start(SC_EVENT_FIRST);
+    qmp_client *c = NULL;
+    struct qp_error err = {0};
+    CHECK_INT(qmp_open(f->path, &quick, &c, &err), 0);
+    CHECK_MSG(c != NULL, "%s", err.msg);
+    CHECK_INT(qmp_execute(c, "query-kvm", NULL, NULL, &err), 0);
+    qmp_free(c);
     g_free(fake_stop(f));
 }
 
@@ -695,6 +713,7 @@ int main(void)
     test_close_mid_reply();
     test_no_answer();
     test_not_qmp();
+    test_event_before_greeting();
     test_silent_peer();
     test_bad_paths();
     test_sample_ok();
