@@ -130,7 +130,7 @@ unpack() { # unpack PACKAGE: downloaded into $work and unpacked into $work/root
 }
 unpack "$pkg"
 deb=$(ls "$work/$pkg"_*.deb)
-vmlinuz=$(ls "$work"/root/boot/vmlinuz-* "$work"/root/usr/lib/modules/*/vmlinuz 2>/dev/null | head -n 1 || true)
+vmlinuz=$(find "$work/root" \( -path "*/boot/vmlinuz-*" -o -path "*/usr/lib/modules/*/vmlinuz" \) -type f | head -n 1)
 [ -n "$vmlinuz" ] || skip "$pkg holds no vmlinuz"
 # From 7.x on the modules are a package of their own (about 100 MB, fetched once).
 if [ -z "$(find "$work/root" -path '*/drivers/block/brd.ko*')" ] && [ "${pkg#linux-binary-}" != "$pkg" ]; then
