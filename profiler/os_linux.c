@@ -403,8 +403,7 @@ static bool find_kernel(struct os_linux *l)
         return false;
     }
     if (lx_kernel_load_orc(l->kernel, &err))
-        fprintf(stderr, "qprof: Linux %s: %s; kernel stacks are unwound by CFI only\n",
-                vi.osrelease, err.msg);
+        fprintf(stderr, "qprof: %s; kernel stacks are unwound by CFI only\n", err.msg);
     load_task_offsets(l);
     if (l->have_mod_offsets) {
         read_modules(l);

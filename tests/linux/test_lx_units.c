@@ -7,7 +7,7 @@
 #include "harness.h"
 #include "linux.h"
 #include "lx_task.h"
-#include "lx_internal.h" /* lx__modules_orc_find, struct lx_orc */
+#include "lx_internal.h" /* lx__orc_decode, struct lx_orc */
 #include "lx_module.h"
 
 #include <bpf/btf.h>
@@ -126,7 +126,28 @@ static void put_kallsyms(const struct sym *syms, int n)
     put64(KALLSYMS + 0xc000, KBASE + TEXT);
 }
 
-/* ORC entry flags (v1): sp_reg | bp_reg << 4 | type << 8 | end << 10 */
+enum { R_UNDEF = 0, R_PREV_SP = 1, R_BP = 4, R_SP = 5 };
+enum { T_CALL = 0, T_REGS = 1 };
+
+/* The layout put_orc writes entries in. */
+static enum lx_orc_layout orc_layout = LX_ORC_END_BIT;
+
+/* ORC entry flags, from the 4.14 register numbers and types: sp_reg | bp_reg << 4, then
+ * type << 8 | end << 10 (4.14 to 6.2) or type << 8 | signal << 11 with 6.3's types (END_OF_STACK
+ * 1, CALL 2, REGS 3) and, in 7.x, its register numbers (SP 3, PREV_SP 8). */
+static uint16_t orc_flags(int sp_reg, int bp_reg, int type, int end)
+{
+    if (orc_layout == LX_ORC_END_BIT)
+        return (uint16_t)(sp_reg | bp_reg << 4 | type << 8 | end << 10);
+    if (orc_layout == LX_ORC_SIGNAL_REGS) {
+        static const int renumber[] = {[R_UNDEF] = 0, [R_PREV_SP] = 8, [R_BP] = 4, [R_SP] = 3};
+        sp_reg = renumber[sp_reg];
+        bp_reg = renumber[bp_reg];
+    }
+    int new_type = end ? 1 : type == T_REGS ? 3 : 2;
+    return (uint16_t)(sp_reg | bp_reg << 4 | new_type << 8 | (type == T_REGS) << 11);
+}
+
 static void put_orc(int i, uint32_t ip_off, int16_t sp_off, int16_t bp_off, int sp_reg, int bp_reg,
                     int type, int end)
 {
@@ -134,14 +155,11 @@ static void put_orc(int i, uint32_t ip_off, int16_t sp_off, int16_t bp_off, int 
     int32_t rel = (int32_t)((TEXT + ip_off) - ip_slot);
     memcpy(ram + ip_slot, &rel, 4);
     uint64_t e = ORC + 0x1000 + 6 * (uint64_t)i;
-    uint16_t flags = (uint16_t)(sp_reg | bp_reg << 4 | type << 8 | end << 10);
+    uint16_t flags = orc_flags(sp_reg, bp_reg, type, end);
     memcpy(ram + e, &sp_off, 2);
     memcpy(ram + e + 2, &bp_off, 2);
     memcpy(ram + e + 4, &flags, 2);
 }
-
-enum { R_UNDEF = 0, R_PREV_SP = 1, R_BP = 4, R_SP = 5 };
-enum { T_CALL = 0, T_REGS = 1 };
 
 static void build_guest(const char *release)
 {
@@ -202,13 +220,17 @@ static void test_kallsyms(const struct lx_phys *p)
     lx_kernel_free(k);
 }
 
-static void test_orc(const struct lx_phys *p)
+/* The same walk in each layout: the entries tell which. */
+static void test_orc(const struct lx_phys *p, enum lx_orc_layout layout, const char *release)
 {
-    build_guest("6.1.0-56-amd64");
+    orc_layout = layout;
+    build_guest(release);
+    orc_layout = LX_ORC_END_BIT;
     lx_kernel *k = open_kernel(p);
     struct qp_error err = {0};
     CHECK_INT(lx_kernel_load_orc(k, &err), 0);
     CHECK_INT(lx_kernel_orc_entries(k), 4);
+    CHECK_INT(k->orc_layout, layout);
     /* func_b (rbp frame) called from func_a (no frame) called from the entry's pt_regs. */
     uint64_t sp = KBASE + STACK;
     uint64_t bp = sp + 8;
@@ -254,14 +276,30 @@ static void test_orc(const struct lx_phys *p)
     lx_kernel_free(k);
 }
 
-static void test_unknown_orc_version(const struct lx_phys *p)
+/* Entries that fit no layout are refused with one line naming the structure and the release:
+ * flag bits no layout uses, and a 6.3+ table whose call frames' sp register is ambiguous. */
+static void test_unknown_orc_layout(const struct lx_phys *p)
 {
-    build_guest("6.8.0-1-amd64");
-    lx_kernel *k = open_kernel(p);
-    struct qp_error err = {0};
-    CHECK_INT(lx_kernel_load_orc(k, &err), -ENOTSUP);
-    CHECK_MSG(strstr(err.msg, "6.8.0-1-amd64") && strstr(err.msg, "ORC"), "message: %s", err.msg);
-    lx_kernel_free(k);
+    for (int c = 0; c < 2; c++) {
+        orc_layout = c ? LX_ORC_SIGNAL_BIT : LX_ORC_END_BIT;
+        build_guest("8.1.0-1-amd64");
+        orc_layout = LX_ORC_END_BIT;
+        if (c == 0) {
+            uint16_t bad = 0x1000 | 5;
+            memcpy(ram + ORC + 0x1000 + 6 + 4, &bad, 2);
+        } else {
+            uint16_t sp3_call = 3 | 2 << 8; /* as many call frames on "register 3" as on 5 */
+            memcpy(ram + ORC + 0x1000 + 12 + 4, &sp3_call, 2);
+        }
+        lx_kernel *k = open_kernel(p);
+        struct qp_error err = {0};
+        CHECK_INT(lx_kernel_load_orc(k, &err), -ENOTSUP);
+        CHECK_MSG(strstr(err.msg, "8.1.0-1-amd64") && strstr(err.msg, "orc_entry") &&
+                      !strchr(err.msg, '\n'),
+                  "message: %s", err.msg);
+        CHECK_INT(lx_kernel_orc_entries(k), 0);
+        lx_kernel_free(k);
+    }
 }
 
 static void test_not_linux(const struct lx_phys *p)
@@ -583,9 +621,13 @@ static void test_modules_good(void)
     CHECK(lx_modules_find(m, pc) == lx_modules_at(m, 1));
     CHECK(lx_modules_find(m, mod_at(1) + 0x1010) == NULL); /* beta is not set up */
     CHECK(lx_modules_find(m, mod_at(2) + 0x2000) == NULL); /* past gamma's text */
-    const struct lx_orc *o = lx__modules_orc_find(m, pc);
-    CHECK(o && o->sp_reg == 5 && o->sp_offset == 16);
-    CHECK(lx__modules_orc_find(m, mod_at(2) + 0x1005) == NULL); /* before its first entry */
+    const uint8_t *raw = lx_modules_orc_find(m, pc);
+    CHECK(raw != NULL);
+    if (raw) {
+        struct lx_orc o = lx__orc_decode(raw, LX_ORC_END_BIT);
+        CHECK(o.sp_reg == 5 && o.sp_offset == 16);
+    }
+    CHECK(lx_modules_orc_find(m, mod_at(2) + 0x1005) == NULL); /* before its first entry */
     /* beta is set up: the identities differ. */
     mput32(mod_at(1), 1);
     lx_modules *again;
@@ -618,7 +660,7 @@ static void test_modules_init(void)
     CHECK_INT((int)lx_modules_count(m), 2);
     const struct lx_module *init = lx_modules_find(m, mod_at(0) + 0x5010);
     CHECK(init && strcmp(init->name, "delta") == 0 && init->n_syms == 1);
-    CHECK(lx__modules_orc_find(m, mod_at(0) + 0x5100) != NULL);
+    CHECK(lx_modules_orc_find(m, mod_at(0) + 0x5100) != NULL);
     CHECK(lx_modules_find(m, mod_at(0) + 0x5800) == NULL); /* past the init text */
     size_t n;
     const struct lx_symbol *s = lx_modules_symbols(m, &n);
@@ -765,8 +807,10 @@ int main(void)
     test_parse();
     test_load_file();
     test_kallsyms(&p);
-    test_orc(&p);
-    test_unknown_orc_version(&p);
+    test_orc(&p, LX_ORC_END_BIT, "6.1.0-56-amd64");
+    test_orc(&p, LX_ORC_SIGNAL_BIT, "6.12.95+deb12-amd64");
+    test_orc(&p, LX_ORC_SIGNAL_REGS, "7.3.4+deb13-amd64");
+    test_unknown_orc_layout(&p);
     test_not_linux(&p);
     test_file_path();
     test_build_id();
