@@ -80,17 +80,17 @@ static int check_kernel_ptr(uint64_t p, const char *what, struct qp_error *err)
 int lx_current_task(const struct lx_offsets *o, const struct lx_reader *r, uint64_t percpu_base,
                     uint64_t *task, struct qp_error *err)
 {
-    uint64_t self, current;
-    int rc = check_kernel_ptr(percpu_base, "per-CPU base", err);
+    uint64_t self, current, area = percpu_base + o->percpu_start;
+    int rc = check_kernel_ptr(area, "per-CPU area", err);
     if (!rc)
-        rc = read_u64(r, percpu_base + o->percpu_this_cpu_off, &self, "this_cpu_off", err);
+        rc = read_u64(r, area + o->percpu_this_cpu_off, &self, "this_cpu_off", err);
     if (rc)
         return rc;
     if (self != percpu_base)
         return qp_error_set(
             err, -EINVAL, "0x%" PRIx64 " is not a per-CPU base: its this_cpu_off reads 0x%" PRIx64,
             percpu_base, self);
-    rc = read_u64(r, percpu_base + o->percpu_current_task, &current, "current_task", err);
+    rc = read_u64(r, area + o->percpu_current_task, &current, "current_task", err);
     if (!rc)
         rc = check_kernel_ptr(current, "current_task", err);
     if (!rc)

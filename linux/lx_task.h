@@ -39,6 +39,11 @@ struct lx_offsets {
     uint64_t percpu_current_task; /* offset of current_task (or pcpu_hot.current_task) in
                                      .data..percpu */
     uint64_t percpu_cpu_number, percpu_this_cpu_off;
+    /* Where .data..percpu is linked (the kallsyms symbol __per_cpu_start): 0 while x86_64's
+     * per-CPU variables were zero-based (up to 6.14); a kernel address since 6.15, where a
+     * CPU's copy of a variable lies at its link address plus the CPU's per-CPU offset. Not in
+     * BTF: the caller sets it (0 by default). */
+    uint64_t percpu_start;
     bool has_pcpu_hot;
     /* Added by linuxt (not in the first contract): the maple node layouts, from BTF.
      * mt_r64_*: struct maple_range_64 (leaf_64 and range_64 nodes), mt_a64_*: struct

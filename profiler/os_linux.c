@@ -68,6 +68,7 @@ struct os_linux {
     GPtrArray *old_syms; /* symbols of earlier boots: the session's older samples use them */
     sym_table *syms;
     bool have_offsets;
+    bool said_task_error; /* -v: the first failure to read a current task was said */
     struct lx_offsets off;
     uint64_t per_cpu_offset; /* __per_cpu_offset[] */
     struct lx_task_info tasks[PROF_MAX_VCPUS];
@@ -369,6 +370,9 @@ static void load_task_offsets(struct os_linux *l)
         load_module_offsets(l, btf);
     if (rc == 0)
         rc = lx_btf_offsets(btf, &l->off, &err);
+    /* 6.15+ links per-CPU variables at kernel addresses (0 before: zero-based). */
+    if (rc == 0 && lx_kernel_symbol_addr(l->kernel, "__per_cpu_start", &l->off.percpu_start))
+        l->off.percpu_start = 0;
     l->have_offsets = rc == 0;
     if (rc == 0 && !l->off.mm_map_count && l->cfg.verbose)
         fprintf(stderr, "qprof: BTF has no mm_struct.map_count: a process's VMAs are read again "
@@ -443,6 +447,11 @@ static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
     if (lx_current_task(&l->off, &r, base, &task, &err) == 0 &&
         lx_task_read(&l->off, &r, task, &l->tasks[i], &err) == 0)
         l->task_ok[i] = true;
+    else if (l->cfg.verbose && !l->said_task_error) {
+        fprintf(stderr, "qprof: Linux: vCPU %d's current task: %s (said once)\n", cpu->index,
+                err.msg);
+        l->said_task_error = true;
+    }
 }
 
 /* Drops the kernel of a boot that ended (the symbols stay alive for the samples already taken);
