@@ -736,7 +736,10 @@ static void test_modules_garbage(void)
 
 /* struct module's offsets from BTF: a 6.1-like layout resolves; 6.4's mem[] is refused in one
  * clear line. */
-static lx_btf *module_btf(bool new_layout)
+/* struct module's text ranges: in core_layout (up to 6.3), in mem[] (6.4+), or in neither. */
+enum module_layout { CORE_LAYOUT, MEM_ARRAY, NO_LAYOUT };
+
+static lx_btf *module_btf(enum module_layout which)
 {
     struct btf *b = btf__new_empty();
     int u32 = btf__add_int(b, "unsigned int", 4, 0);
@@ -761,14 +764,24 @@ static lx_btf *module_btf(bool new_layout)
     btf__add_field(b, "strtab", vptr, 128, 0);
     btf__add_field(b, "typetab", vptr, 192, 0);
     (void)ks, (void)u64;
-    int mem = btf__add_array(b, u32, layout, 7);
-    btf__add_struct(b, "module", 896);
+    /* 6.4's struct module_memory (base, size, then a tree node) and enum mod_mem_type */
+    int memory = btf__add_struct(b, "module_memory", 72);
+    btf__add_field(b, "base", vptr, 0, 0);
+    btf__add_field(b, "size", u32, 64, 0);
+    btf__add_enum(b, "mod_mem_type", 4);
+    btf__add_enum_value(b, "MOD_TEXT", 0);
+    btf__add_enum_value(b, "MOD_DATA", 1);
+    btf__add_enum_value(b, "MOD_INIT_TEXT", 4);
+    int mem = btf__add_array(b, u32, memory, 7);
+    btf__add_struct(b, "module", 1024);
     btf__add_field(b, "state", u32, 0, 0);
     btf__add_field(b, "list", list, 64, 0);
     btf__add_field(b, "name", name, 192, 0);
-    btf__add_field(b, new_layout ? "mem" : "core_layout", new_layout ? mem : layout, 320 * 8, 0);
-    btf__add_field(b, "arch", arch, 480 * 8, 0);
-    btf__add_field(b, "kallsyms", vptr, 544 * 8, 0);
+    if (which != NO_LAYOUT)
+        btf__add_field(b, which == MEM_ARRAY ? "mem" : "core_layout",
+                       which == MEM_ARRAY ? mem : layout, 320 * 8, 0);
+    btf__add_field(b, "arch", arch, 832 * 8, 0);
+    btf__add_field(b, "kallsyms", vptr, 864 * 8, 0);
     uint32_t size;
     const void *raw = btf__raw_data(b, &size);
     lx_btf *out = NULL;
@@ -782,21 +795,34 @@ static void test_module_btf(void)
 {
     struct lx_module_offsets o;
     struct qp_error err = {0};
-    lx_btf *b = module_btf(false);
+    lx_btf *b = module_btf(CORE_LAYOUT);
     CHECK_INT(lx_btf_module_offsets(b, &o, &err), 0);
     CHECK_INT((int)o.list, 8);
     CHECK_INT((int)o.name, 24);
     CHECK_INT((int)o.name_len, 56);
     CHECK_INT((int)o.core_base, 320);
     CHECK_INT((int)o.core_text_size, 332);
-    CHECK_INT((int)o.orc_unwind, 496);
-    CHECK_INT((int)o.kallsyms, 544);
+    CHECK_INT((int)o.orc_unwind, 848);
+    CHECK_INT((int)o.kallsyms, 864);
     CHECK_INT((int)o.ks_typetab, 24);
     CHECK(o.has_typetab);
     lx_btf_free(b);
-    b = module_btf(true);
+    /* 6.4+: the text is mem[MOD_TEXT], all of it text; the init text mem[MOD_INIT_TEXT]. */
+    b = module_btf(MEM_ARRAY);
+    CHECK_INT(lx_btf_module_offsets(b, &o, &err), 0);
+    CHECK_INT((int)o.core_base, 320);
+    CHECK_INT((int)o.core_size, 328);
+    CHECK_INT((int)o.core_text_size, 328);
+    CHECK_INT((int)o.init_base, 320 + 4 * 72);
+    CHECK_INT((int)o.init_text_size, 320 + 4 * 72 + 8);
+    CHECK_INT((int)o.orc_unwind, 848);
+    lx_btf_free(b);
+    /* Neither: one line naming the structure. */
+    b = module_btf(NO_LAYOUT);
     CHECK_INT(lx_btf_module_offsets(b, &o, &err), -ENOTSUP);
-    CHECK_MSG(strstr(err.msg, "6.4") != NULL, "message: %s", err.msg);
+    CHECK_MSG(strstr(err.msg, "struct module") && strstr(err.msg, "mem[]") &&
+                  !strchr(err.msg, '\n'),
+              "message: %s", err.msg);
     lx_btf_free(b);
 }
 
