@@ -69,6 +69,18 @@ struct lx_kernel {
  * contiguous from there (to the end of its page), or -EFAULT. */
 int lx__translate(lx_kernel *k, uint64_t kva, uint64_t *paddr, uint64_t *contiguous);
 
+/* Where the kallsyms tables lie in a kernel image (offsets from its first byte). */
+struct lx_kallsyms_at {
+    size_t token_index, token_table, names, num_syms, relative_base, offsets;
+};
+/* Finds the 5.x kallsyms tables in img (len bytes of kernel image) by their shape
+ * (lx_kallsyms_scan.c): 0 and *out, or -ENOENT. big_lengths: two-byte name lengths (6.1+). */
+int lx__kallsyms_scan(const uint8_t *img, size_t len, bool big_lengths,
+                      struct lx_kallsyms_at *out);
+/* The same over k's image from _stext; fills k->vi's kallsyms_* addresses. -ENOTSUP with a
+ * message when nothing fits. */
+int lx__kallsyms_find(lx_kernel *k, bool big_lengths, struct qp_error *err);
+
 /* ORC helpers of lx_orc.c that lx_module.c uses for modules' tables (never the other way:
  * lx_orc.c reaches modules only through k->more_orc). */
 /* The index of the rightmost ip of a sorted table that is <= ip (on equal ips the last), or

@@ -86,11 +86,14 @@ static int read_names(lx_kernel *k, struct tables *t, struct qp_error *err)
 static int read_tables(lx_kernel *k, struct tables *t, struct qp_error *err)
 {
     const struct lx_vmcoreinfo *vi = &k->vi;
-    if (!vi->kallsyms_names || !vi->kallsyms_num_syms || !vi->kallsyms_token_table ||
-        !vi->kallsyms_token_index || !vi->kallsyms_offsets || !vi->stext)
-        return qp_error_set(err, -ENOTSUP,
-                            "vmcoreinfo names no kallsyms tables (Linux 6.0+ with "
-                            "CONFIG_KALLSYMS_BASE_RELATIVE): give --kernel kallsyms or System.map");
+    if (!vi->stext)
+        return qp_error_set(err, -ENOTSUP, "vmcoreinfo has no SYMBOL(_stext)");
+    /* Before 6.0 vmcoreinfo names no tables: they are looked for in the image by shape. */
+    int rc;
+    if ((!vi->kallsyms_names || !vi->kallsyms_num_syms || !vi->kallsyms_token_table ||
+         !vi->kallsyms_token_index || !vi->kallsyms_offsets) &&
+        (rc = lx__kallsyms_find(k, big_lengths(vi), err)))
+        return rc;
     t->have_relative_base = vi->kallsyms_relative_base != 0;
     t->offsets_at = vi->kallsyms_offsets;
     if (lx_kernel_read(k, vi->kallsyms_num_syms, &t->num, 4) ||
