@@ -263,6 +263,27 @@ static int resolve_maple(const struct btf *btf, struct lx_offsets *o, struct qp_
     return 0;
 }
 
+/* 6.1+: mm_struct.mm_mt, a maple tree; before: mm_rb and mmap (VMAs in a red-black tree and a
+ * list). Whichever mm_struct has decides. */
+static int resolve_vma_tree(const struct btf *btf, struct lx_offsets *o, struct qp_error *err)
+{
+    if (member_offset(btf, "mm_struct", "mm_mt", &o->mm_mt, NULL) == 0)
+        return resolve_maple(btf, o, err);
+    const struct member_spec rb[] = {
+        {"mm_struct", "mm_rb", &o->mm_rb},       {"mm_struct", "mmap", &o->mm_mmap},
+        {"vm_area_struct", "vm_rb", &o->vma_rb}, {"vm_area_struct", "vm_next", &o->vma_next},
+        {"rb_node", "rb_left", &o->rb_left},     {"rb_node", "rb_right", &o->rb_right},
+    };
+    struct qp_error why = {0};
+    if (resolve_members(btf, rb, sizeof rb / sizeof rb[0], &why))
+        return qp_error_set(err, -ENOTSUP,
+                            "BTF: struct mm_struct has neither mm_mt (6.1+) nor mm_rb and mmap "
+                            "(before 6.1): %s",
+                            why.msg);
+    o->has_rb = true;
+    return 0;
+}
+
 int lx_btf_offsets(const lx_btf *b, struct lx_offsets *out, struct qp_error *err)
 {
     struct lx_offsets o = {0};
@@ -275,7 +296,6 @@ int lx_btf_offsets(const lx_btf *b, struct lx_offsets *out, struct qp_error *err
         {"task_struct", "stack", &o.task_stack},
         {"task_struct", "flags", &o.task_flags},
         {"mm_struct", "pgd", &o.mm_pgd},
-        {"mm_struct", "mm_mt", &o.mm_mt},
         {"vm_area_struct", "vm_start", &o.vma_start},
         {"vm_area_struct", "vm_end", &o.vma_end},
         {"vm_area_struct", "vm_pgoff", &o.vma_pgoff},
@@ -292,13 +312,13 @@ int lx_btf_offsets(const lx_btf *b, struct lx_offsets *out, struct qp_error *err
     if (!rc)
         rc = resolve_members(btf, specs, sizeof(specs) / sizeof(specs[0]), err);
     if (!rc)
-        rc = resolve_maple(btf, &o, err);
+        rc = resolve_vma_tree(btf, &o, err);
     /* Optional (a VMA cache's generation): 0 when absent, never an error. */
     struct qp_error ignored = {0};
     if (!rc && member_offset(btf, "mm_struct", "map_count", &o.mm_map_count, &ignored))
         o.mm_map_count = 0;
-    if (!rc)
-        rc = resolve_percpu(btf, &o, err);
+    if (!rc && resolve_percpu(btf, &o, NULL))
+        o.percpu_unknown = true; /* lx_offsets_from_kernel asks kallsyms */
     if (rc)
         return rc;
     if (o.task_comm + 16 > o.task_size || o.task_pid + 4 > o.task_size ||

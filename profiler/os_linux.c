@@ -370,9 +370,8 @@ static void load_task_offsets(struct os_linux *l)
         load_module_offsets(l, btf);
     if (rc == 0)
         rc = lx_btf_offsets(btf, &l->off, &err);
-    /* 6.15+ links per-CPU variables at kernel addresses (0 before: zero-based). */
-    if (rc == 0 && lx_kernel_symbol_addr(l->kernel, "__per_cpu_start", &l->off.percpu_start))
-        l->off.percpu_start = 0;
+    if (rc == 0)
+        rc = lx_offsets_from_kernel(l->kernel, &l->off, &err);
     l->have_offsets = rc == 0;
     if (rc == 0 && !l->off.mm_map_count && l->cfg.verbose)
         fprintf(stderr, "qprof: BTF has no mm_struct.map_count: a process's VMAs are read again "
