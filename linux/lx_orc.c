@@ -137,6 +137,10 @@ struct lx_orc lx__orc_decode(const uint8_t *e, enum lx_orc_layout layout)
         o.type = (flags >> 8) & 3;
         o.end = (flags >> 10) & 1;
         o.signal = o.type != ORC_TYPE_CALL;
+        if (o.type > ORC_TYPE_REGS_PARTIAL) { /* no such type: no unwinding past here */
+            o.type = ORC_TYPE_CALL;
+            o.sp_reg = ORC_REG_UNDEFINED;
+        }
         return o;
     case LX_ORC_SIGNAL_REGS:
         o.sp_reg = regs_7x[o.sp_reg];
