@@ -116,6 +116,11 @@ static bool tables_before(const uint8_t *img, size_t tt, bool big, size_t *names
         if (m >= 4 && u32_at(img, m - 4) >= v)
             return false;
     }
+    /* A single marker (0) then 4 bytes of padding read as 0 first. */
+    if (count == 1 && m % 8 == 4 && m >= 4 && u32_at(img, m - 4) == 0) {
+        m -= 4;
+        end -= 4;
+    }
     if (count == 0 || u32_at(img, m) != 0 || m % 8)
         return false;
     uint32_t last = u32_at(img, end - 4);

@@ -4,6 +4,7 @@
  * call frame and the user-entry pt_regs. Loaded modules: a synthetic module area with a good
  * list, garbage lists (wild pointers, loops, too many nodes, absurd counts) and struct module's
  * BTF (6.1's core_layout, 6.4's mem[]). */
+#define _GNU_SOURCE /* memmem */
 #include "harness.h"
 #include "linux.h"
 #include "lx_task.h"
@@ -218,6 +219,84 @@ static void test_kallsyms(const struct lx_phys *p)
         CHECK(s[i - 1].addr <= s[i].addr);
     CHECK_INT(lx_kernel_symbol_addr(k, "nope", &addr), -ENOENT);
     lx_kernel_free(k);
+}
+
+/* vmcoreinfo as a 5.x kernel writes it: no kallsyms keys (renamed here, so the parser skips
+ * them). */
+static void hide_kallsyms_keys(void)
+{
+    for (uint8_t *at = ram + NOTE; (at = memmem(at, 4096 - (size_t)(at - (ram + NOTE)),
+                                               "SYMBOL(kallsyms_", 16)) != NULL;)
+        at[7] = 'x';
+}
+
+/* The 5.x tables in the kernel's order, 8-aligned, from image offset at: offsets (relative to
+ * relative_base, which is _stext), relative_base, num_syms, names, markers, token table (token
+ * c is byte c, token 0 "@"), token index. */
+static void put_kallsyms_5x(const struct sym *syms, int n, uint32_t at)
+{
+    uint32_t p = at;
+    for (int i = 0; i < n; i++)
+        put32(p + 4 * (uint32_t)i, syms[i].off);
+    p += (4 * (uint32_t)n + 7) & ~7u;
+    put64(p, KBASE + TEXT);
+    put32(p + 8, (uint32_t)n);
+    p += 16;
+    uint32_t names = p, markers[8];
+    for (int i = 0; i < n; i++) {
+        if (i % 256 == 0)
+            markers[i / 256] = p - names;
+        size_t len = strlen(syms[i].name) + 1;
+        ram[p++] = (uint8_t)len;
+        ram[p++] = (uint8_t)syms[i].type;
+        memcpy(ram + p, syms[i].name, len - 1);
+        p += (uint32_t)len - 1;
+    }
+    p = (p + 7) & ~7u;
+    for (int m = 0; m < (n + 255) / 256; m++, p += 4)
+        put32(p, markers[m]);
+    p = (p + 7) & ~7u;
+    uint32_t tokens = p;
+    for (int c = 0; c < 256; c++) {
+        ram[p++] = c ? (uint8_t)c : '@';
+        ram[p++] = 0;
+    }
+    p = (p + 7) & ~7u;
+    for (int c = 0; c < 256; c++) {
+        uint16_t off = (uint16_t)(2 * c);
+        memcpy(ram + p + 2 * (uint32_t)c, &off, 2);
+    }
+    (void)tokens;
+}
+
+/* A 5.x kernel: vmcoreinfo names no kallsyms tables; they are found in the image by shape. With
+ * none there, one line says so. */
+static void test_kallsyms_by_shape(const struct lx_phys *p)
+{
+    const struct sym syms[] = {
+        {"_text", 'T', 0}, {"_stext", 'T', 0}, {"func_a", 't', 0x200}, {"func_b", 'T', 0x300},
+        {"_etext", 'T', 0x1000},
+    };
+    for (int with_tables = 1; with_tables >= 0; with_tables--) {
+        build_guest("5.10.0-32-amd64");
+        hide_kallsyms_keys();
+        if (with_tables)
+            put_kallsyms_5x(syms, 5, TEXT + 0x50000);
+        lx_kernel *k = open_kernel(p);
+        struct qp_error err = {0};
+        uint64_t addr = 0;
+        if (with_tables) {
+            CHECK_MSG(lx_kernel_load_kallsyms(k, &err) == 0, "%s", err.msg);
+            CHECK_INT(lx_kernel_symbol_addr(k, "func_b", &addr), 0);
+            CHECK_U64(addr, KBASE + TEXT + 0x300);
+        } else {
+            CHECK_INT(lx_kernel_load_kallsyms(k, &err), -ENOTSUP);
+            CHECK_MSG(strstr(err.msg, "5.10.0-32-amd64") && strstr(err.msg, "kallsyms") &&
+                          !strchr(err.msg, '\n'),
+                      "message: %s", err.msg);
+        }
+        lx_kernel_free(k);
+    }
 }
 
 /* The same walk in each layout: the entries tell which. */
@@ -833,6 +912,7 @@ int main(void)
     test_parse();
     test_load_file();
     test_kallsyms(&p);
+    test_kallsyms_by_shape(&p);
     test_orc(&p, LX_ORC_END_BIT, "6.1.0-56-amd64");
     test_orc(&p, LX_ORC_SIGNAL_BIT, "6.12.95+deb12-amd64");
     test_orc(&p, LX_ORC_SIGNAL_REGS, "7.3.4+deb13-amd64");
