@@ -75,8 +75,7 @@ struct lx_kallsyms_at {
 };
 /* Finds the 5.x kallsyms tables in img (len bytes of kernel image) by their shape
  * (lx_kallsyms_scan.c): 0 and *out, or -ENOENT. big_lengths: two-byte name lengths (6.1+). */
-int lx__kallsyms_scan(const uint8_t *img, size_t len, bool big_lengths,
-                      struct lx_kallsyms_at *out);
+int lx__kallsyms_scan(const uint8_t *img, size_t len, bool big_lengths, struct lx_kallsyms_at *out);
 /* The same over k's image from _stext; fills k->vi's kallsyms_* addresses. -ENOTSUP with a
  * message when nothing fits. */
 int lx__kallsyms_find(lx_kernel *k, bool big_lengths, struct qp_error *err);

@@ -145,8 +145,7 @@ static bool tables_before(const uint8_t *img, size_t tt, bool big, size_t *names
     return false;
 }
 
-int lx__kallsyms_scan(const uint8_t *img, size_t len, bool big_lengths,
-                      struct lx_kallsyms_at *out)
+int lx__kallsyms_scan(const uint8_t *img, size_t len, bool big_lengths, struct lx_kallsyms_at *out)
 {
     for (size_t at = 0; at + 512 <= len; at += 8) {
         if (img[at] || img[at + 1] || !img[at + 2])

@@ -45,10 +45,10 @@ enum { ORC_TYPE_CALL = 0, ORC_TYPE_REGS = 1, ORC_TYPE_REGS_PARTIAL = 2 };
 enum { NEW_UNDEFINED = 0, NEW_END_OF_STACK = 1, NEW_CALL = 2, NEW_REGS = 3, NEW_REGS_PARTIAL = 4 };
 /* 7.x's register numbers to the 4.14 ones used internally */
 static const uint8_t regs_7x[16] = {
-    ORC_REG_UNDEFINED,   ORC_REG_AX,          ORC_REG_DX,   ORC_REG_SP,   ORC_REG_BP,
-    ORC_REG_DI,          ORC_REG_R10,         ORC_REG_R13,  ORC_REG_PREV_SP,
-    ORC_REG_SP_INDIRECT, ORC_REG_BP_INDIRECT, ORC_REG_NONE, ORC_REG_NONE, ORC_REG_NONE,
-    ORC_REG_NONE,        ORC_REG_NONE};
+    ORC_REG_UNDEFINED, ORC_REG_AX,          ORC_REG_DX,          ORC_REG_SP,
+    ORC_REG_BP,        ORC_REG_DI,          ORC_REG_R10,         ORC_REG_R13,
+    ORC_REG_PREV_SP,   ORC_REG_SP_INDIRECT, ORC_REG_BP_INDIRECT, ORC_REG_NONE,
+    ORC_REG_NONE,      ORC_REG_NONE,        ORC_REG_NONE,        ORC_REG_NONE};
 
 #define IRET_FRAME_OFFSET 128 /* offsetof(struct pt_regs, ip) */
 #define IRET_FRAME_SIZE   40  /* ip, cs, flags, sp, ss */
@@ -128,10 +128,8 @@ struct lx_orc lx__orc_decode(const uint8_t *e, enum lx_orc_layout layout)
     uint16_t flags = flags_of(e);
     memcpy(&sp, e, 2);
     memcpy(&bp, e + 2, 2);
-    struct lx_orc o = {.sp_offset = sp,
-                       .bp_offset = bp,
-                       .sp_reg = flags & 0xf,
-                       .bp_reg = (flags >> 4) & 0xf};
+    struct lx_orc o = {
+        .sp_offset = sp, .bp_offset = bp, .sp_reg = flags & 0xf, .bp_reg = (flags >> 4) & 0xf};
     switch (layout) {
     case LX_ORC_END_BIT:
         o.type = (flags >> 8) & 3;

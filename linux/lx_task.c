@@ -90,8 +90,7 @@ int lx_offsets_from_kernel(const lx_kernel *k, struct lx_offsets *o, struct qp_e
         uint64_t addr;
         if (lx_kernel_symbol_addr(k, names[i], &addr) || addr < o->percpu_start)
             return qp_error_set(err, -ENOENT,
-                                "neither BTF nor kallsyms names the per-CPU variable %s",
-                                names[i]);
+                                "neither BTF nor kallsyms names the per-CPU variable %s", names[i]);
         *outs[i] = addr - o->percpu_start;
     }
     o->percpu_unknown = false;

@@ -117,8 +117,9 @@ int lx_file_path(const struct lx_offsets *o, const struct lx_reader *r, uint64_t
 int lx_elf_build_id(const struct lx_reader *r, uint64_t base, uint64_t map_len,
                     uint8_t id[LX_BUILD_ID_MAX], size_t *len, struct qp_error *err);
 
-/* The VMA of mm containing addr, by a maple tree walk (6.1+) or a red-black tree search: 0, -ENOENT when none, other -errno.
- * A walk that meets a node the kernel is replacing answers -EAGAIN (retry later). */
+/* The VMA of mm containing addr, by a maple tree walk (6.1+) or a red-black tree search: 0, -ENOENT
+ * when none, other -errno. A walk that meets a node the kernel is replacing answers -EAGAIN (retry
+ * later). */
 int lx_vma_find(const struct lx_offsets *o, const struct lx_reader *r, uint64_t mm, uint64_t addr,
                 struct lx_vma *out, struct qp_error *err);
 

@@ -31,7 +31,8 @@ static void orc(const uint8_t *raw, size_t len)
     FUZZ_ASSERT(l == LX_ORC_UNKNOWN || n > 0);
     for (size_t i = 0; i < n; i++) {
         for (int any = LX_ORC_UNKNOWN; any <= LX_ORC_SIGNAL_REGS; any++) {
-            struct lx_orc o = lx__orc_decode(raw + 6 * i, l != LX_ORC_UNKNOWN ? l : (enum lx_orc_layout)any);
+            struct lx_orc o =
+                lx__orc_decode(raw + 6 * i, l != LX_ORC_UNKNOWN ? l : (enum lx_orc_layout)any);
             FUZZ_ASSERT(o.sp_reg < 16 && o.bp_reg < 16 && o.type <= 2);
             FUZZ_ASSERT(!o.end || o.sp_reg == 0 || l == LX_ORC_END_BIT || any == LX_ORC_END_BIT);
         }

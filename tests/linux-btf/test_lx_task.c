@@ -665,7 +665,8 @@ int main(int argc, char **argv)
     else if (strcmp(which, "rb") == 0)
         test_rb();
     else {
-        fprintf(stderr, "usage: %s current|task|maple|maple_garbage|walk|maple_random|rb\n", argv[0]);
+        fprintf(stderr, "usage: %s current|task|maple|maple_garbage|walk|maple_random|rb\n",
+                argv[0]);
         return 2;
     }
     return harness_result();

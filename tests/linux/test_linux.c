@@ -209,8 +209,7 @@ static int boot(int smp, const char *run, struct guest *g)
     snprintf(g->kallsyms, sizeof g->kallsyms, "%s/kallsyms.txt", g->dir);
     char serial2[320];
     snprintf(serial2, sizeof serial2, "file:%s", g->kallsyms);
-    const char *extra[] = {"-initrd", guest_file("/initrd.cpio"), "-serial", serial2,
-                           NULL};
+    const char *extra[] = {"-initrd", guest_file("/initrd.cpio"), "-serial", serial2, NULL};
     char cmdline[256];
     snprintf(cmdline, sizeof cmdline, "console=ttyS0 quiet qprof_run=%s", run);
     struct vm_opts o = {.kernel = guest_file("/vmlinuz"),

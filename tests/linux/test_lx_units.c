@@ -225,8 +225,8 @@ static void test_kallsyms(const struct lx_phys *p)
  * them). */
 static void hide_kallsyms_keys(void)
 {
-    for (uint8_t *at = ram + NOTE; (at = memmem(at, 4096 - (size_t)(at - (ram + NOTE)),
-                                               "SYMBOL(kallsyms_", 16)) != NULL;)
+    for (uint8_t *at = ram + NOTE;
+         (at = memmem(at, 4096 - (size_t)(at - (ram + NOTE)), "SYMBOL(kallsyms_", 16)) != NULL;)
         at[7] = 'x';
 }
 
@@ -274,8 +274,8 @@ static void put_kallsyms_5x(const struct sym *syms, int n, uint32_t at)
 static void test_kallsyms_by_shape(const struct lx_phys *p)
 {
     const struct sym syms[] = {
-        {"_text", 'T', 0}, {"_stext", 'T', 0}, {"func_a", 't', 0x200}, {"func_b", 'T', 0x300},
-        {"_etext", 'T', 0x1000},
+        {"_text", 'T', 0},      {"_stext", 'T', 0},      {"func_a", 't', 0x200},
+        {"func_b", 'T', 0x300}, {"_etext", 'T', 0x1000},
     };
     for (int with_tables = 1; with_tables >= 0; with_tables--) {
         build_guest("5.10.0-32-amd64");
