@@ -102,6 +102,11 @@ int lx_kernel_symbol_addr(const lx_kernel *k, const char *name, uint64_t *addr);
  * release when they fit none. */
 int lx_kernel_load_orc(lx_kernel *k, struct qp_error *err);
 size_t lx_kernel_orc_entries(const lx_kernel *k);
+/* Checks the layout the entries showed against BTF's struct orc_entry (signal_bit: it has the
+ * 6.3+ signal bit, not the end bit). When they disagree the ORC tables are dropped (kernel stacks
+ * end at their leaf, marked, rather than follow a misread table) and -EPROTO says so in one line.
+ * 0 when they agree or no ORC was loaded. */
+int lx_kernel_check_orc_bits(lx_kernel *k, bool signal_bit, struct qp_error *err);
 /* The layout found, in words ("6.3+ (signal bit)"), or "unknown" before a load. */
 const char *lx_kernel_orc_layout(const lx_kernel *k);
 

@@ -550,3 +550,18 @@ int lx_btf_module_offsets(const lx_btf *b, struct lx_module_offsets *out, struct
     *out = o;
     return 0;
 }
+
+int lx_btf_orc_signal_bit(const lx_btf *b, bool *signal_bit)
+{
+    uint32_t id = 0;
+    uint64_t bits;
+    if (find_composite(b->btf, "orc_entry", &id, NULL))
+        return -ENOENT;
+    if (member_bits(b->btf, id, "signal", 0, &bits, NULL))
+        *signal_bit = true;
+    else if (member_bits(b->btf, id, "end", 0, &bits, NULL))
+        *signal_bit = false;
+    else
+        return -ENOENT;
+    return 0;
+}

@@ -253,6 +253,23 @@ int lx_kernel_load_orc(lx_kernel *k, struct qp_error *err)
     return rc ? qp_error_prefix(err, "Linux %s", k->vi.osrelease) : 0;
 }
 
+int lx_kernel_check_orc_bits(lx_kernel *k, bool signal_bit, struct qp_error *err)
+{
+    if (!k->n_orc || (k->orc_layout != LX_ORC_END_BIT) == signal_bit)
+        return 0;
+    const char *layout = layout_name(k->orc_layout);
+    g_free(k->orc_ip);
+    g_free(k->orc);
+    k->orc_ip = NULL;
+    k->orc = NULL;
+    k->n_orc = 0;
+    k->orc_layout = LX_ORC_UNKNOWN;
+    return qp_error_set(err, -EPROTO,
+                        "Linux %s: BTF's struct orc_entry has the %s bit but the ORC entries "
+                        "read as the %s layout: kernel stacks are not unwound",
+                        k->vi.osrelease, signal_bit ? "signal" : "end", layout);
+}
+
 const char *lx_kernel_orc_layout(const lx_kernel *k)
 {
     return layout_name(k->orc_layout);

@@ -80,6 +80,10 @@ struct lx_task_info {
     uint64_t stack; /* task->stack (THREAD_SIZE 16 KiB below the top) */
     bool kthread;   /* PF_KTHREAD */
 };
+/* Whether BTF's struct orc_entry has the 6.3+ `signal` bit (true) or the older `end` bit
+ * (false): 0, or -ENOENT when BTF has no such struct (e.g. a kernel without ORC). */
+int lx_btf_orc_signal_bit(const lx_btf *b, bool *signal_bit);
+
 /* What BTF cannot give, from the kernel's kallsyms: percpu_start (__per_cpu_start; 0 when
  * absent) and, when o->percpu_unknown, the per-CPU variables current_task, cpu_number and
  * this_cpu_off (their kallsyms addresses less __per_cpu_start). -ENOENT with a message when one

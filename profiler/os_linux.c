@@ -368,6 +368,10 @@ static void load_task_offsets(struct os_linux *l)
         rc = lx_btf_new(blob, stop - start, &btf, &err);
     if (rc == 0)
         load_module_offsets(l, btf);
+    bool signal_bit;
+    if (rc == 0 && lx_btf_orc_signal_bit(btf, &signal_bit) == 0 &&
+        lx_kernel_check_orc_bits(l->kernel, signal_bit, &err))
+        fprintf(stderr, "qprof: %s\n", err.msg);
     if (rc == 0)
         rc = lx_btf_offsets(btf, &l->off, &err);
     if (rc == 0)

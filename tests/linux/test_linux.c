@@ -123,27 +123,40 @@ static int cmp_ksym(const void *a, const void *b)
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
+/* The lines of text, split in place (text keeps them; free the array only). g_strsplit's strstr
+ * per line is quadratic under ASan, whose strstr measures the whole rest of the text each time:
+ * minutes for 7.x's 150,000 kallsyms lines. */
+static char **split_lines(char *text)
+{
+    GPtrArray *lines = g_ptr_array_new();
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        g_ptr_array_add(lines, line);
+    }
+    g_ptr_array_add(lines, NULL);
+    return (char **)g_ptr_array_free(lines, FALSE);
+}
+
 static GArray *read_kallsyms(const char *path)
 {
     GArray *syms = g_array_new(FALSE, FALSE, sizeof(struct ksym));
     char *text = NULL;
     if (!g_file_get_contents(path, &text, NULL, NULL))
         return syms;
-    /* Line by line in place: g_strsplit's strstr per line is quadratic under ASan, whose strstr
-     * measures the whole rest of the text each time (minutes for 7.x's 150,000 lines). */
-    for (char *line = text, *next; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next)
-            *next++ = '\0';
+    char **lines = split_lines(text);
+    for (char **l = lines; *l; l++) {
         char name[256], type;
         unsigned long long addr;
-        if (sscanf(line, "%llx %c %255s", &addr, &type, name) != 3 || strchr(line, '['))
+        if (sscanf(*l, "%llx %c %255s", &addr, &type, name) != 3 || strchr(*l, '['))
             continue;
         if (type != 't' && type != 'T' && type != 'w' && type != 'W')
             continue;
         struct ksym k = {addr, g_strdup(name)};
         g_array_append_val(syms, k);
     }
+    g_free(lines);
     g_free(text);
     g_array_sort(syms, cmp_ksym);
     return syms;
@@ -887,8 +900,8 @@ static unsigned add_module_kallsyms(GArray *syms, const char *path)
     unsigned n = 0;
     if (!g_file_get_contents(path, &text, NULL, NULL))
         return 0;
-    gchar **lines = g_strsplit(text, "\n", -1);
-    for (gchar **l = lines; *l; l++) {
+    char **lines = split_lines(text);
+    for (char **l = lines; *l; l++) {
         char name[256], module[64], type;
         unsigned long long addr;
         if (sscanf(*l, "%llx %c %255s [%63[^]]]", &addr, &type, name, module) != 4)
@@ -899,7 +912,7 @@ static unsigned add_module_kallsyms(GArray *syms, const char *path)
         g_array_append_val(syms, k);
         n++;
     }
-    g_strfreev(lines);
+    g_free(lines);
     g_free(text);
     g_array_sort(syms, cmp_ksym);
     return n;

@@ -352,6 +352,19 @@ static void test_orc(const struct lx_phys *p, enum lx_orc_layout layout, const c
     live = (struct lx_pt_regs){.ip = KBASE + TEXT + 0x308, .sp = sp, .bp = bp};
     lx_unwind(k, &live, f, 8, &res);
     CHECK(!lx_unwind_end_is_complete(res.end));
+
+    /* BTF's struct orc_entry agrees with the entries, or the tables go with one line. */
+    bool signal_bit = layout != LX_ORC_END_BIT;
+    CHECK_INT(lx_kernel_check_orc_bits(k, signal_bit, &err), 0);
+    CHECK_INT(lx_kernel_orc_entries(k), 4);
+    CHECK_INT(lx_kernel_check_orc_bits(k, !signal_bit, &err), -EPROTO);
+    CHECK_MSG(strstr(err.msg, "orc_entry") && strstr(err.msg, release) && !strchr(err.msg, '\n'),
+              "message: %s", err.msg);
+    CHECK_INT(lx_kernel_orc_entries(k), 0);
+    live = (struct lx_pt_regs){.ip = KBASE + TEXT + 0x308, .sp = sp, .bp = bp};
+    lx_unwind(k, &live, f, 8, &res);
+    CHECK_INT(res.n_frames, 1);
+    CHECK_INT(res.end, LX_END_NO_ORC);
     lx_kernel_free(k);
 }
 
