@@ -216,7 +216,7 @@ static int decode(lx_kernel *k, const struct tables *t, struct qp_error *err)
     }
     if (stext_index < 0)
         return qp_error_set(err, -EPROTO, "kallsyms has no _stext");
-    enum encoding enc;
+    enum encoding enc = BASE_RELATIVE;
     int rc = find_encoding(t, (uint32_t)stext_index, k->vi.stext, &enc, err);
     if (rc)
         return rc;
