@@ -6,7 +6,8 @@
  *
  * Formats are re-implemented from their documentation (../shared/LINUX-GUESTS.md): vmcoreinfo
  * text, x86_64 4- and 5-level page tables, the 6.0+ kallsyms tables (6.1's two-byte name
- * lengths, base-relative and absolute-percpu offsets), ORC version 1 (Linux 4.14 to 6.2). */
+ * lengths, base-relative, absolute-percpu and 7.0's place-relative offsets), ORC in the layouts
+ * of 4.14 to 6.2, 6.3+ and 7.x. */
 #ifndef LINUX_H
 #define LINUX_H
 
@@ -95,10 +96,19 @@ int lx_kernel_symbol_addr(const lx_kernel *k, const char *name, uint64_t *addr);
 
 /* ---- ORC -------------------------------------------------------------------------------- */
 
-/* Copies vmlinux's ORC tables (a few MB, once) after checking that this kernel's ORC layout is
- * one qprof knows (version 1: Linux 4.14 to 6.2, from OSRELEASE). Needs the kallsyms. */
+/* Copies vmlinux's ORC tables (a few MB, once) after checking that their entries fit one of the
+ * layouts qprof knows (4.14 to 6.2, 6.3+, 7.x's renumbered registers), told from the entries
+ * themselves. Needs the kallsyms. -ENOTSUP with one line naming struct orc_entry and the kernel
+ * release when they fit none. */
 int lx_kernel_load_orc(lx_kernel *k, struct qp_error *err);
 size_t lx_kernel_orc_entries(const lx_kernel *k);
+/* Checks the layout the entries showed against BTF's struct orc_entry (signal_bit: it has the
+ * 6.3+ signal bit, not the end bit). When they disagree the ORC tables are dropped (kernel stacks
+ * end at their leaf, marked, rather than follow a misread table) and -EPROTO says so in one line.
+ * 0 when they agree or no ORC was loaded. */
+int lx_kernel_check_orc_bits(lx_kernel *k, bool signal_bit, struct qp_error *err);
+/* The layout found, in words ("6.3+ (signal bit)"), or "unknown" before a load. */
+const char *lx_kernel_orc_layout(const lx_kernel *k);
 
 /* struct pt_regs of x86_64 (168 bytes, in the kernel's order). */
 struct lx_pt_regs {

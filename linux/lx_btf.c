@@ -263,6 +263,27 @@ static int resolve_maple(const struct btf *btf, struct lx_offsets *o, struct qp_
     return 0;
 }
 
+/* 6.1+: mm_struct.mm_mt, a maple tree; before: mm_rb and mmap (VMAs in a red-black tree and a
+ * list). Whichever mm_struct has decides. */
+static int resolve_vma_tree(const struct btf *btf, struct lx_offsets *o, struct qp_error *err)
+{
+    if (member_offset(btf, "mm_struct", "mm_mt", &o->mm_mt, NULL) == 0)
+        return resolve_maple(btf, o, err);
+    const struct member_spec rb[] = {
+        {"mm_struct", "mm_rb", &o->mm_rb},       {"mm_struct", "mmap", &o->mm_mmap},
+        {"vm_area_struct", "vm_rb", &o->vma_rb}, {"vm_area_struct", "vm_next", &o->vma_next},
+        {"rb_node", "rb_left", &o->rb_left},     {"rb_node", "rb_right", &o->rb_right},
+    };
+    struct qp_error why = {0};
+    if (resolve_members(btf, rb, sizeof rb / sizeof rb[0], &why))
+        return qp_error_set(err, -ENOTSUP,
+                            "BTF: struct mm_struct has neither mm_mt (6.1+) nor mm_rb and mmap "
+                            "(before 6.1): %s",
+                            why.msg);
+    o->has_rb = true;
+    return 0;
+}
+
 int lx_btf_offsets(const lx_btf *b, struct lx_offsets *out, struct qp_error *err)
 {
     struct lx_offsets o = {0};
@@ -275,7 +296,6 @@ int lx_btf_offsets(const lx_btf *b, struct lx_offsets *out, struct qp_error *err
         {"task_struct", "stack", &o.task_stack},
         {"task_struct", "flags", &o.task_flags},
         {"mm_struct", "pgd", &o.mm_pgd},
-        {"mm_struct", "mm_mt", &o.mm_mt},
         {"vm_area_struct", "vm_start", &o.vma_start},
         {"vm_area_struct", "vm_end", &o.vma_end},
         {"vm_area_struct", "vm_pgoff", &o.vma_pgoff},
@@ -292,13 +312,13 @@ int lx_btf_offsets(const lx_btf *b, struct lx_offsets *out, struct qp_error *err
     if (!rc)
         rc = resolve_members(btf, specs, sizeof(specs) / sizeof(specs[0]), err);
     if (!rc)
-        rc = resolve_maple(btf, &o, err);
+        rc = resolve_vma_tree(btf, &o, err);
     /* Optional (a VMA cache's generation): 0 when absent, never an error. */
     struct qp_error ignored = {0};
     if (!rc && member_offset(btf, "mm_struct", "map_count", &o.mm_map_count, &ignored))
         o.mm_map_count = 0;
-    if (!rc)
-        rc = resolve_percpu(btf, &o, err);
+    if (!rc && resolve_percpu(btf, &o, NULL))
+        o.percpu_unknown = true; /* lx_offsets_from_kernel asks kallsyms */
     if (rc)
         return rc;
     if (o.task_comm + 16 > o.task_size || o.task_pid + 4 > o.task_size ||
@@ -419,21 +439,20 @@ static int enum_value(const struct btf *btf, const char *type, const char *name,
     return -ENOENT;
 }
 
-/* 6.4 put the module's memory in mem[MOD_MEM_NUM_TYPES] instead of core_layout; a kernel built
- * without the ORC unwinder has no arch.num_orcs. Both are said in one line. */
-static int check_module_layout(const struct btf *btf, struct qp_error *err)
+/* A kernel built without the ORC unwinder has no arch.num_orcs; a struct module with neither
+ * core_layout (up to 6.3) nor mem[] (6.4+) is a layout qprof does not know. One line each. */
+static int check_module_layout(const struct btf *btf, bool *mem_layout, struct qp_error *err)
 {
     uint32_t id = 0;
     uint64_t bits;
     int rc = find_composite(btf, "module", &id, err);
     if (rc)
         return rc;
-    if (!member_bits(btf, id, "core_layout", 0, &bits, NULL))
+    *mem_layout = !member_bits(btf, id, "core_layout", 0, &bits, NULL);
+    if (*mem_layout && !member_bits(btf, id, "mem", 0, &bits, NULL))
         return qp_error_set(err, -ENOTSUP,
-                            member_bits(btf, id, "mem", 0, &bits, NULL)
-                                ? "struct module has mem[] instead of core_layout (Linux 6.4+): "
-                                  "not read yet"
-                                : "struct module has no core_layout: a layout qprof does not know");
+                            "struct module has neither core_layout nor mem[]: a layout qprof "
+                            "does not know");
     uint32_t arch = 0;
     if (find_composite(btf, "mod_arch_specific", &arch, NULL) ||
         !member_bits(btf, arch, "num_orcs", 0, &bits, NULL))
@@ -442,19 +461,57 @@ static int check_module_layout(const struct btf *btf, struct qp_error *err)
     return 0;
 }
 
+/* 6.4+: module.mem[MOD_TEXT] is the core text (all of it text: size is text_size too) and
+ * mem[MOD_INIT_TEXT] the init text, each a struct module_memory {base, size, ...}; the indexes
+ * come from enum mod_mem_type. */
+static int resolve_mem_layout(const struct btf *btf, struct lx_module_offsets *o,
+                              struct qp_error *err)
+{
+    uint32_t mem, elem, base, size, text, init_text, n = 0;
+    int rc = member_offset(btf, "module", "mem", &mem, err);
+    if (!rc)
+        rc = struct_size(btf, "module_memory", &elem, err);
+    if (!rc)
+        rc = member_offset(btf, "module_memory", "base", &base, err);
+    if (!rc)
+        rc = member_offset(btf, "module_memory", "size", &size, err);
+    if (!rc)
+        rc = array_len(btf, "module", "mem", &n, err);
+    if (rc)
+        return rc;
+    if (enum_value(btf, "mod_mem_type", "MOD_TEXT", &text) ||
+        enum_value(btf, "mod_mem_type", "MOD_INIT_TEXT", &init_text) || text >= n ||
+        init_text >= n || elem < 16 || base + 8 > elem || size + 4 > elem)
+        return qp_error_set(err, -ENOTSUP,
+                            "struct module's mem[%u] of %u-byte module_memory: no MOD_TEXT or "
+                            "MOD_INIT_TEXT in enum mod_mem_type, or members out of place",
+                            n, elem);
+    o->core_base = mem + text * elem + base;
+    o->core_size = o->core_text_size = mem + text * elem + size;
+    o->init_base = mem + init_text * elem + base;
+    o->init_size = o->init_text_size = mem + init_text * elem + size;
+    return 0;
+}
+
 int lx_btf_module_offsets(const lx_btf *b, struct lx_module_offsets *out, struct qp_error *err)
 {
     struct lx_module_offsets o = {0};
     const struct btf *btf = b->btf;
-    int rc = check_module_layout(btf, err);
+    bool mem_layout;
+    int rc = check_module_layout(btf, &mem_layout, err);
+    if (rc)
+        return rc;
+    const struct path_spec core[] = {
+        {"module", {"core_layout", "base"}, 8, &o.core_base},
+        {"module", {"core_layout", "size"}, 4, &o.core_size},
+        {"module", {"core_layout", "text_size"}, 4, &o.core_text_size},
+    };
+    rc = mem_layout ? resolve_mem_layout(btf, &o, err) : resolve_paths(btf, core, 3, err);
     if (rc)
         return rc;
     const struct path_spec specs[] = {
         {"module", {"state"}, 4, &o.state},
         {"module", {"list", "next"}, 8, &o.list},
-        {"module", {"core_layout", "base"}, 8, &o.core_base},
-        {"module", {"core_layout", "size"}, 4, &o.core_size},
-        {"module", {"core_layout", "text_size"}, 4, &o.core_text_size},
         {"module", {"arch", "num_orcs"}, 4, &o.num_orcs},
         {"module", {"arch", "orc_unwind_ip"}, 8, &o.orc_unwind_ip},
         {"module", {"arch", "orc_unwind"}, 8, &o.orc_unwind},
@@ -482,7 +539,7 @@ int lx_btf_module_offsets(const lx_btf *b, struct lx_module_offsets *out, struct
         {"module", {"init_layout", "size"}, 4, &o.init_size},
         {"module", {"init_layout", "text_size"}, 4, &o.init_text_size},
     };
-    o.has_init = resolve_paths(btf, init, 3, NULL) == 0 &&
+    o.has_init = (mem_layout || resolve_paths(btf, init, 3, NULL) == 0) &&
                  enum_value(btf, "module_state", "MODULE_STATE_COMING", &o.state_coming) == 0 &&
                  o.init_size + 4 <= o.module_size;
     if (o.name_len < 8 || o.name_len > 256 || o.name + o.name_len > o.module_size ||
@@ -491,5 +548,20 @@ int lx_btf_module_offsets(const lx_btf *b, struct lx_module_offsets *out, struct
         return qp_error_set(err, -EINVAL, "BTF: struct module members lie outside its %u bytes",
                             o.module_size);
     *out = o;
+    return 0;
+}
+
+int lx_btf_orc_signal_bit(const lx_btf *b, bool *signal_bit)
+{
+    uint32_t id = 0;
+    uint64_t bits;
+    if (find_composite(b->btf, "orc_entry", &id, NULL))
+        return -ENOENT;
+    if (member_bits(b->btf, id, "signal", 0, &bits, NULL))
+        *signal_bit = true;
+    else if (member_bits(b->btf, id, "end", 0, &bits, NULL))
+        *signal_bit = false;
+    else
+        return -ENOENT;
     return 0;
 }

@@ -15,12 +15,26 @@ struct lx_tlb_entry {
     uint64_t page_size;        /* of the page the granule lies in */
 };
 
-/* One ORC entry, normalised (v1 layout). */
+/* The ORC entry layouts qprof reads (lx_orc.c tells them apart by the table's contents). */
+enum lx_orc_layout {
+    LX_ORC_UNKNOWN,
+    LX_ORC_END_BIT,     /* 4.14 to 6.2: type:2 (CALL 0, REGS 1, REGS_PARTIAL 2), end:1 */
+    LX_ORC_SIGNAL_BIT,  /* 6.3 on: type:3 (UNDEFINED 0, END_OF_STACK 1, CALL 2, REGS 3,
+                           REGS_PARTIAL 4), signal:1 */
+    LX_ORC_SIGNAL_REGS, /* 7.x: the same with the registers renumbered (SP 3, PREV_SP 8, ...) */
+};
+
+/* One ORC entry, normalised: the 4.14 register numbers and types (lx_orc.c's enums). */
 struct lx_orc {
     int16_t sp_offset, bp_offset;
     uint8_t sp_reg, bp_reg, type;
-    bool end;
+    bool end;    /* the end of the stack (a kernel thread's or the boot stack's start) */
+    bool signal; /* the ip this entry unwinds to is an interrupted instruction, not a return */
 };
+
+/* Where the ORC entry of an ip outside vmlinux comes from (a module's table): the raw 6-byte
+ * entry, or NULL. ctx is borrowed. */
+typedef const uint8_t *(*lx_orc_lookup_fn)(const void *ctx, uint64_t ip);
 
 struct lx_kernel {
     struct lx_vmcoreinfo vi;
@@ -45,22 +59,36 @@ struct lx_kernel {
     size_t n_orc;
     uint64_t text_start, text_end; /* _text.._etext */
     uint64_t init_start, init_end; /* _sinittext.._einittext */
-    const struct lx_modules *mods; /* loaded modules' ORC (lx_kernel_use_modules), borrowed */
+    enum lx_orc_layout orc_layout;
+    /* ORC of text outside vmlinux (lx_kernel_use_modules sets the modules' lookup) */
+    lx_orc_lookup_fn more_orc;
+    const void *more_orc_ctx;
 };
 
 /* Translates kva through the kernel page table: 0 with *paddr and the bytes physically
  * contiguous from there (to the end of its page), or -EFAULT. */
 int lx__translate(lx_kernel *k, uint64_t kva, uint64_t *paddr, uint64_t *contiguous);
 
-/* ORC helpers shared by lx_orc.c (vmlinux) and lx_module.c (modules). */
-struct lx_modules;
-/* The entry of ip in a module's text (NULL when no module text holds ip, or no entry). */
-const struct lx_orc *lx__modules_orc_find(const struct lx_modules *m, uint64_t ip);
-/* The rightmost entry of a sorted table whose ip is <= ip (on equal ips the last); NULL when
- * none. */
-const struct lx_orc *lx__orc_search(const uint64_t *ips, const struct lx_orc *orc, size_t n,
-                                    uint64_t ip);
-/* Decodes one 6-byte version-1 entry. */
-struct lx_orc lx__orc_decode(const uint8_t *e);
+/* Where the kallsyms tables lie in a kernel image (offsets from its first byte). */
+struct lx_kallsyms_at {
+    size_t token_index, token_table, names, num_syms, relative_base, offsets;
+};
+/* Finds the 5.x kallsyms tables in img (len bytes of kernel image) by their shape
+ * (lx_kallsyms_scan.c): 0 and *out, or -ENOENT. big_lengths: two-byte name lengths (6.1+). */
+int lx__kallsyms_scan(const uint8_t *img, size_t len, bool big_lengths, struct lx_kallsyms_at *out);
+/* The same over k's image from _stext; fills k->vi's kallsyms_* addresses. -ENOTSUP with a
+ * message when nothing fits. */
+int lx__kallsyms_find(lx_kernel *k, bool big_lengths, struct qp_error *err);
+
+/* ORC helpers of lx_orc.c that lx_module.c uses for modules' tables (never the other way:
+ * lx_orc.c reaches modules only through k->more_orc). */
+/* The index of the rightmost ip of a sorted table that is <= ip (on equal ips the last), or
+ * SIZE_MAX when none. */
+size_t lx__orc_search(const uint64_t *ips, size_t n, uint64_t ip);
+/* Decodes one 6-byte entry of the given layout into the normalised form. */
+struct lx_orc lx__orc_decode(const uint8_t *e, enum lx_orc_layout layout);
+/* The layout of a table of n raw 6-byte entries, told from their contents: LX_ORC_UNKNOWN when
+ * they fit none. */
+enum lx_orc_layout lx__orc_layout_of(const uint8_t *raw, size_t n);
 
 #endif

@@ -3,8 +3,11 @@
  * indexes; since 6.1 a length with bit 7 set takes a second byte (bits 7..14). A token index
  * selects a NUL-terminated string in kallsyms_token_table at kallsyms_token_index[i]. The first
  * character of an expanded name is the nm type letter. Addresses come from kallsyms_offsets
- * (int32) and kallsyms_relative_base, in one of two encodings that only the true address of
- * _stext tells apart. */
+ * (int32) in one of three encodings, which the true address of _stext (vmcoreinfo's) tells
+ * apart: relative to kallsyms_relative_base; the same with negative values meaning absolute
+ * per-CPU offsets (CONFIG_KALLSYMS_ABSOLUTE_PERCPU, up to 6.14); or, from 7.0 on, where the
+ * kernel has no kallsyms_relative_base and vmcoreinfo names none, relative to the entry's own
+ * address (place-relative, like ORC's ip table). */
 #include "lx_internal.h"
 
 #include <errno.h>
@@ -22,9 +25,17 @@ struct tables {
     uint8_t *names;
     size_t names_len;
     int32_t *offsets;
+    uint64_t offsets_at; /* kallsyms_offsets' own address, for place-relative entries */
     uint64_t relative_base;
+    bool have_relative_base;
 };
 
+enum encoding { BASE_RELATIVE, ABSOLUTE_PERCPU, PLACE_RELATIVE, N_ENCODINGS };
+
+/* Nothing in the tables tells one-byte from two-byte name lengths (a length byte with bit 7 set
+ * is either a long name's first byte or an entry of 128+ tokens): the version does. Commit
+ * 73bbb94466fd ("kallsyms: support "big" kernel symbols", Linux 6.1) made lengths of 128 and
+ * more take two bytes. */
 static bool big_lengths(const struct lx_vmcoreinfo *vi)
 {
     return vi->version_major > 6 || (vi->version_major == 6 && vi->version_minor >= 1);
@@ -75,16 +86,20 @@ static int read_names(lx_kernel *k, struct tables *t, struct qp_error *err)
 static int read_tables(lx_kernel *k, struct tables *t, struct qp_error *err)
 {
     const struct lx_vmcoreinfo *vi = &k->vi;
-    if (!vi->kallsyms_names || !vi->kallsyms_num_syms || !vi->kallsyms_token_table ||
-        !vi->kallsyms_token_index || !vi->kallsyms_offsets || !vi->kallsyms_relative_base ||
-        !vi->stext)
-        return qp_error_set(err, -ENOTSUP,
-                            "vmcoreinfo of %s names no kallsyms tables (Linux 6.0+ with "
-                            "CONFIG_KALLSYMS_BASE_RELATIVE): give --kernel kallsyms or System.map",
-                            vi->osrelease);
+    if (!vi->stext)
+        return qp_error_set(err, -ENOTSUP, "vmcoreinfo has no SYMBOL(_stext)");
+    /* Before 6.0 vmcoreinfo names no tables: they are looked for in the image by shape. */
+    int rc;
+    if ((!vi->kallsyms_names || !vi->kallsyms_num_syms || !vi->kallsyms_token_table ||
+         !vi->kallsyms_token_index || !vi->kallsyms_offsets) &&
+        (rc = lx__kallsyms_find(k, big_lengths(vi), err)))
+        return rc;
+    t->have_relative_base = vi->kallsyms_relative_base != 0;
+    t->offsets_at = vi->kallsyms_offsets;
     if (lx_kernel_read(k, vi->kallsyms_num_syms, &t->num, 4) ||
         lx_kernel_read(k, vi->kallsyms_token_index, t->token_index, sizeof t->token_index) ||
-        lx_kernel_read(k, vi->kallsyms_relative_base, &t->relative_base, 8))
+        (t->have_relative_base &&
+         lx_kernel_read(k, vi->kallsyms_relative_base, &t->relative_base, 8)))
         return qp_error_set(err, -EFAULT, "kallsyms tables unreadable");
     if (t->num == 0 || t->num > MAX_SYMS)
         return qp_error_set(err, -EPROTO, "kallsyms_num_syms %u is implausible", t->num);
@@ -119,12 +134,35 @@ static bool expand(const struct tables *t, bool big, size_t *pos, char *out, siz
     return o >= 2;
 }
 
-static uint64_t address(const struct tables *t, uint32_t i, bool absolute_percpu)
+static uint64_t address(const struct tables *t, uint32_t i, enum encoding e)
 {
     int64_t off = t->offsets[i];
-    if (!absolute_percpu)
+    switch (e) {
+    case BASE_RELATIVE:
         return t->relative_base + (uint64_t)off;
-    return off >= 0 ? (uint64_t)off : t->relative_base - 1 - (uint64_t)off;
+    case ABSOLUTE_PERCPU:
+        return off >= 0 ? (uint64_t)off : t->relative_base - 1 - (uint64_t)off;
+    default:
+        return t->offsets_at + 4 * (uint64_t)i + (uint64_t)off;
+    }
+}
+
+/* The encoding that puts _stext (entry stext_index) where vmcoreinfo says it is. */
+static int find_encoding(const struct tables *t, uint32_t stext_index, uint64_t stext,
+                         enum encoding *out, struct qp_error *err)
+{
+    for (int e = 0; e < N_ENCODINGS; e++) {
+        if (e != PLACE_RELATIVE && !t->have_relative_base)
+            continue;
+        if (address(t, stext_index, (enum encoding)e) == stext) {
+            *out = (enum encoding)e;
+            return 0;
+        }
+    }
+    return qp_error_set(err, -EPROTO,
+                        "kallsyms addresses match _stext (0x%llx) in no known encoding "
+                        "(base-relative, absolute per-CPU, place-relative)",
+                        (unsigned long long)stext);
 }
 
 struct keyed {
@@ -178,17 +216,12 @@ static int decode(lx_kernel *k, const struct tables *t, struct qp_error *err)
     }
     if (stext_index < 0)
         return qp_error_set(err, -EPROTO, "kallsyms has no _stext");
-    bool percpu;
-    if (address(t, (uint32_t)stext_index, false) == k->vi.stext)
-        percpu = false;
-    else if (address(t, (uint32_t)stext_index, true) == k->vi.stext)
-        percpu = true;
-    else
-        return qp_error_set(err, -EPROTO,
-                            "kallsyms addresses match _stext (0x%llx) in no known encoding",
-                            (unsigned long long)k->vi.stext);
+    enum encoding enc = BASE_RELATIVE;
+    int rc = find_encoding(t, (uint32_t)stext_index, k->vi.stext, &enc, err);
+    if (rc)
+        return rc;
     for (uint32_t i = 0; i < t->num; i++)
-        k->syms[i].addr = address(t, i, percpu);
+        k->syms[i].addr = address(t, i, enc);
     k->n_syms = t->num;
     return 0;
 }

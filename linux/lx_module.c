@@ -21,7 +21,7 @@
 struct mod_entry {
     struct lx_module info;
     uint64_t *orc_ip; /* absolute, ascending, only those inside the core text */
-    struct lx_orc *orc;
+    uint8_t *orc;     /* the raw 6-byte entries, parallel (decoded by lx_orc.c in k's layout) */
 };
 
 struct lx_modules {
@@ -189,7 +189,7 @@ static void read_orc(lx_modules *m, const struct lx_module_offsets *o, const str
     int32_t *rel = g_new(int32_t, n);
     uint8_t *raw = g_new(uint8_t, (size_t)n * 6);
     e->orc_ip = g_new(uint64_t, n);
-    e->orc = g_new(struct lx_orc, n);
+    e->orc = g_new(uint8_t, (size_t)n * 6);
     size_t kept = 0;
     const char *why = NULL;
     if (r->read(r->ctx, ip_at, rel, (size_t)n * 4) || r->read(r->ctx, orc_at, raw, (size_t)n * 6))
@@ -203,7 +203,7 @@ static void read_orc(lx_modules *m, const struct lx_module_offsets *o, const str
         if (kept && ip < e->orc_ip[kept - 1])
             why = "ORC table not sorted";
         e->orc_ip[kept] = ip;
-        e->orc[kept++] = lx__orc_decode(raw + 6 * (size_t)i);
+        memcpy(e->orc + 6 * kept++, raw + 6 * (size_t)i, 6);
     }
     if (why) {
         warn(m, e->info.name, why);
@@ -429,13 +429,15 @@ const struct lx_symbol *lx_modules_symbols(const lx_modules *m, size_t *n)
     return *n ? (const struct lx_symbol *)m->syms->data : NULL;
 }
 
-const struct lx_orc *lx__modules_orc_find(const struct lx_modules *m, uint64_t ip)
+const uint8_t *lx_modules_orc_find(const void *modules, uint64_t ip)
 {
-    const struct mod_entry *e = find_entry(m, ip);
-    return e ? lx__orc_search(e->orc_ip, e->orc, e->info.n_orc, ip) : NULL;
+    const struct mod_entry *e = find_entry(modules, ip);
+    size_t i = e ? lx__orc_search(e->orc_ip, e->info.n_orc, ip) : SIZE_MAX;
+    return i == SIZE_MAX ? NULL : e->orc + 6 * i;
 }
 
 void lx_kernel_use_modules(lx_kernel *k, const lx_modules *m)
 {
-    k->mods = m;
+    k->more_orc = m ? lx_modules_orc_find : NULL;
+    k->more_orc_ctx = m;
 }

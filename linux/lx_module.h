@@ -68,6 +68,11 @@ size_t lx_modules_orc_entries(const lx_modules *m);
  * does not stretch over what follows. NULL and *n = 0 before a full read. */
 const struct lx_symbol *lx_modules_symbols(const lx_modules *m, size_t *n);
 
+/* The raw 6-byte ORC entry of ip in the module text that holds it (modules: an lx_modules), or
+ * NULL when no module text holds ip or no entry covers it: the lookup lx_kernel_use_modules
+ * hands the unwinder. Valid while the lx_modules lives. */
+const uint8_t *lx_modules_orc_find(const void *modules, uint64_t ip);
+
 /* Makes k's ORC unwinder look pcs in module text up in m's tables (borrowed: valid until the
  * next call; NULL for none). */
 void lx_kernel_use_modules(lx_kernel *k, const lx_modules *m);

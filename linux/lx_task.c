@@ -77,20 +77,40 @@ static int check_kernel_ptr(uint64_t p, const char *what, struct qp_error *err)
     return 0;
 }
 
+int lx_offsets_from_kernel(const lx_kernel *k, struct lx_offsets *o, struct qp_error *err)
+{
+    /* 6.15+ links per-CPU variables at kernel addresses (before: zero-based, 0). */
+    if (lx_kernel_symbol_addr(k, "__per_cpu_start", &o->percpu_start))
+        o->percpu_start = 0;
+    if (!o->percpu_unknown)
+        return 0;
+    const char *names[] = {"current_task", "cpu_number", "this_cpu_off"};
+    uint64_t *outs[] = {&o->percpu_current_task, &o->percpu_cpu_number, &o->percpu_this_cpu_off};
+    for (int i = 0; i < 3; i++) {
+        uint64_t addr;
+        if (lx_kernel_symbol_addr(k, names[i], &addr) || addr < o->percpu_start)
+            return qp_error_set(err, -ENOENT,
+                                "neither BTF nor kallsyms names the per-CPU variable %s", names[i]);
+        *outs[i] = addr - o->percpu_start;
+    }
+    o->percpu_unknown = false;
+    return 0;
+}
+
 int lx_current_task(const struct lx_offsets *o, const struct lx_reader *r, uint64_t percpu_base,
                     uint64_t *task, struct qp_error *err)
 {
-    uint64_t self, current;
-    int rc = check_kernel_ptr(percpu_base, "per-CPU base", err);
+    uint64_t self, current, area = percpu_base + o->percpu_start;
+    int rc = check_kernel_ptr(area, "per-CPU area", err);
     if (!rc)
-        rc = read_u64(r, percpu_base + o->percpu_this_cpu_off, &self, "this_cpu_off", err);
+        rc = read_u64(r, area + o->percpu_this_cpu_off, &self, "this_cpu_off", err);
     if (rc)
         return rc;
     if (self != percpu_base)
         return qp_error_set(
             err, -EINVAL, "0x%" PRIx64 " is not a per-CPU base: its this_cpu_off reads 0x%" PRIx64,
             percpu_base, self);
-    rc = read_u64(r, percpu_base + o->percpu_current_task, &current, "current_task", err);
+    rc = read_u64(r, area + o->percpu_current_task, &current, "current_task", err);
     if (!rc)
         rc = check_kernel_ptr(current, "current_task", err);
     if (!rc)
@@ -430,10 +450,82 @@ static int vma_read(const struct lx_offsets *o, const struct lx_reader *r, uint6
     return 0;
 }
 
+/* ---- before 6.1: the red-black tree and the list ---- */
+
+#define RB_MAX_DEPTH 128 /* a red-black tree of LX_VMA_MAX nodes is at most 2 log2(n) deep */
+
+/* vm_start and vm_end of the VMA at vma. */
+static int vma_range(const struct lx_offsets *o, const struct lx_reader *r, uint64_t vma,
+                     uint64_t *start, uint64_t *end, struct qp_error *err)
+{
+    int rc = check_kernel_ptr(vma, "vm_area_struct", err);
+    if (!rc)
+        rc = read_u64(r, vma + o->vma_start, start, "vm_start", err);
+    if (!rc)
+        rc = read_u64(r, vma + o->vma_end, end, "vm_end", err);
+    if (!rc && *end <= *start)
+        rc = qp_error_set(err, -EINVAL, "VMA 0x%" PRIx64 " ends (0x%" PRIx64 ") before it starts",
+                          vma, *end);
+    return rc;
+}
+
+/* The kernel's find_vma: down mm->mm_rb by vm_start/vm_end. */
+static int rb_vma_find(const struct lx_offsets *o, const struct lx_reader *r, uint64_t mm,
+                       uint64_t addr, struct lx_vma *out, struct qp_error *err)
+{
+    uint64_t node;
+    int rc = read_u64(r, mm + o->mm_rb, &node, "mm->mm_rb", err);
+    for (int depth = 0; !rc && node; depth++) {
+        uint64_t vma = node - o->vma_rb, start, end;
+        if (depth >= RB_MAX_DEPTH)
+            return qp_error_set(err, -ELOOP, "VMA tree deeper than %d (a cycle or garbage)",
+                                RB_MAX_DEPTH);
+        rc = vma_range(o, r, vma, &start, &end, err);
+        if (!rc && start <= addr && addr < end)
+            return vma_read(o, r, vma, addr, out, err);
+        if (!rc)
+            rc = read_u64(r, node + (addr < start ? o->rb_left : o->rb_right), &node,
+                          "rb_node child", err);
+    }
+    return rc ? rc : qp_error_set(err, -ENOENT, "no VMA holds 0x%" PRIx64, addr);
+}
+
+/* mm->mmap, then vm_next: every VMA by address. */
+static int list_vma_for_each(const struct lx_offsets *o, const struct lx_reader *r, uint64_t mm,
+                             lx_vma_fn fn, void *ctx, struct qp_error *err)
+{
+    uint64_t vma, prev_end = 0;
+    int rc = read_u64(r, mm + o->mm_mmap, &vma, "mm->mmap", err);
+    for (unsigned n = 0; !rc && vma; n++) {
+        uint64_t start, end;
+        struct lx_vma v;
+        if (n >= LX_VMA_MAX)
+            return qp_error_set(err, -E2BIG, "VMA list: more than %d VMAs", LX_VMA_MAX);
+        rc = vma_range(o, r, vma, &start, &end, err);
+        if (!rc && start < prev_end)
+            rc = qp_error_set(err, -EINVAL,
+                              "VMA list: [0x%" PRIx64 ", 0x%" PRIx64
+                              ") overlaps the one before (ending 0x%" PRIx64 ")",
+                              start, end, prev_end);
+        if (!rc)
+            rc = vma_read(o, r, vma, start, &v, err);
+        if (!rc)
+            rc = fn(ctx, &v);
+        prev_end = end;
+        if (!rc)
+            rc = read_u64(r, vma + o->vma_next, &vma, "vm_next", err);
+    }
+    return rc;
+}
+
 int lx_vma_find(const struct lx_offsets *o, const struct lx_reader *r, uint64_t mm, uint64_t addr,
                 struct lx_vma *out, struct qp_error *err)
 {
     uint64_t root, entry;
+    if (o->has_rb) {
+        int rc = check_kernel_ptr(mm, "mm_struct", err);
+        return rc ? rc : rb_vma_find(o, r, mm, addr, out, err);
+    }
     int rc = check_kernel_ptr(mm, "mm_struct", err);
     if (!rc)
         rc = read_u64(r, mm + o->mm_mt + o->mt_root, &root, "mm->mm_mt.ma_root", err);
@@ -541,6 +633,8 @@ int lx_vma_for_each(const struct lx_offsets *o, const struct lx_reader *r, uint6
 {
     uint64_t root;
     int rc = check_kernel_ptr(mm, "mm_struct", err);
+    if (!rc && o->has_rb)
+        return list_vma_for_each(o, r, mm, fn, ctx, err);
     if (!rc)
         rc = read_u64(r, mm + o->mm_mt + o->mt_root, &root, "mm->mm_mt.ma_root", err);
     if (rc)

@@ -12,6 +12,7 @@
 #ifndef LX_TASK_H
 #define LX_TASK_H
 
+#include "linux.h"    /* lx_kernel */
 #include "qp_error.h" /* struct qp_error, as used everywhere in the repo */
 #include <stdbool.h>
 #include <stddef.h>
@@ -34,12 +35,25 @@ struct lx_offsets {
     uint32_t task_size, task_pid, task_tgid, task_comm, task_mm, task_stack, task_flags;
     uint32_t mm_pgd, mm_mt; /* mm_struct (members live in an anonymous struct in 6.1) */
     uint32_t mt_root;       /* maple_tree.ma_root */
+    /* Before 6.1 VMAs hang in a red-black tree (mm_struct.mm_rb, an rb_root whose node is
+     * vm_area_struct.vm_rb) and in a list by address (mm_struct.mmap, vm_area_struct.vm_next);
+     * has_rb tells which layout the mm_mt and mt_* or these members describe. */
+    bool has_rb;
+    uint32_t mm_rb, mm_mmap, vma_rb, vma_next, rb_left, rb_right;
     uint32_t vma_start, vma_end, vma_pgoff, vma_file, vma_flags;
     uint32_t file_path, path_dentry, dentry_name, dentry_parent, qstr_name, qstr_len;
     uint64_t percpu_current_task; /* offset of current_task (or pcpu_hot.current_task) in
                                      .data..percpu */
     uint64_t percpu_cpu_number, percpu_this_cpu_off;
+    /* Where .data..percpu is linked (the kallsyms symbol __per_cpu_start): 0 while x86_64's
+     * per-CPU variables were zero-based (up to 6.14); a kernel address since 6.15, where a
+     * CPU's copy of a variable lies at its link address plus the CPU's per-CPU offset. Not in
+     * BTF: the caller sets it (0 by default). */
+    uint64_t percpu_start;
     bool has_pcpu_hot;
+    /* BTF names no per-CPU variables (older pahole, e.g. Debian's 5.10): lx_offsets_from_kernel
+     * takes them from kallsyms. */
+    bool percpu_unknown;
     /* Added by linuxt (not in the first contract): the maple node layouts, from BTF.
      * mt_r64_*: struct maple_range_64 (leaf_64 and range_64 nodes), mt_a64_*: struct
      * maple_arange_64; *_pivots is the length of the pivot array (slots = pivots + 1);
@@ -66,6 +80,16 @@ struct lx_task_info {
     uint64_t stack; /* task->stack (THREAD_SIZE 16 KiB below the top) */
     bool kthread;   /* PF_KTHREAD */
 };
+/* Whether BTF's struct orc_entry has the 6.3+ `signal` bit (true) or the older `end` bit
+ * (false): 0, or -ENOENT when BTF has no such struct (e.g. a kernel without ORC). */
+int lx_btf_orc_signal_bit(const lx_btf *b, bool *signal_bit);
+
+/* What BTF cannot give, from the kernel's kallsyms: percpu_start (__per_cpu_start; 0 when
+ * absent) and, when o->percpu_unknown, the per-CPU variables current_task, cpu_number and
+ * this_cpu_off (their kallsyms addresses less __per_cpu_start). -ENOENT with a message when one
+ * is missing. */
+int lx_offsets_from_kernel(const lx_kernel *k, struct lx_offsets *o, struct qp_error *err);
+
 /* The per-CPU base is the vCPU's GS base while in kernel mode (or __per_cpu_offset[cpu]);
  * checks *(base + this_cpu_off) == base before trusting it. */
 int lx_current_task(const struct lx_offsets *o, const struct lx_reader *r, uint64_t percpu_base,
@@ -97,8 +121,9 @@ int lx_file_path(const struct lx_offsets *o, const struct lx_reader *r, uint64_t
 int lx_elf_build_id(const struct lx_reader *r, uint64_t base, uint64_t map_len,
                     uint8_t id[LX_BUILD_ID_MAX], size_t *len, struct qp_error *err);
 
-/* The VMA of mm containing addr, by a maple tree walk: 0, -ENOENT when none, other -errno.
- * A walk that meets a node the kernel is replacing answers -EAGAIN (retry later). */
+/* The VMA of mm containing addr, by a maple tree walk (6.1+) or a red-black tree search: 0, -ENOENT
+ * when none, other -errno. A walk that meets a node the kernel is replacing answers -EAGAIN (retry
+ * later). */
 int lx_vma_find(const struct lx_offsets *o, const struct lx_reader *r, uint64_t mm, uint64_t addr,
                 struct lx_vma *out, struct qp_error *err);
 

@@ -67,6 +67,7 @@ struct os_linux {
     GPtrArray *old_syms; /* symbols of earlier boots: the session's older samples use them */
     sym_table *syms;
     bool have_offsets;
+    bool said_task_error; /* -v: the first failure to read a current task was said */
     struct lx_offsets off;
     uint64_t per_cpu_offset; /* __per_cpu_offset[] */
     struct lx_task_info tasks[PROF_MAX_VCPUS];
@@ -366,8 +367,14 @@ static void load_task_offsets(struct os_linux *l)
         rc = lx_btf_new(blob, stop - start, &btf, &err);
     if (rc == 0)
         load_module_offsets(l, btf);
+    bool signal_bit;
+    if (rc == 0 && lx_btf_orc_signal_bit(btf, &signal_bit) == 0 &&
+        lx_kernel_check_orc_bits(l->kernel, signal_bit, &err))
+        fprintf(stderr, "qprof: %s\n", err.msg);
     if (rc == 0)
         rc = lx_btf_offsets(btf, &l->off, &err);
+    if (rc == 0)
+        rc = lx_offsets_from_kernel(l->kernel, &l->off, &err);
     l->have_offsets = rc == 0;
     if (rc == 0 && !l->off.mm_map_count && l->cfg.verbose)
         fprintf(stderr, "qprof: BTF has no mm_struct.map_count: a process's VMAs are read again "
@@ -402,8 +409,7 @@ static bool find_kernel(struct os_linux *l)
         return false;
     }
     if (lx_kernel_load_orc(l->kernel, &err))
-        fprintf(stderr, "qprof: Linux %s: %s; kernel stacks are unwound by CFI only\n",
-                vi.osrelease, err.msg);
+        fprintf(stderr, "qprof: %s; kernel stacks are unwound by CFI only\n", err.msg);
     load_task_offsets(l);
     if (l->have_mod_offsets) {
         read_modules(l);
@@ -443,6 +449,11 @@ static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
     if (lx_current_task(&l->off, &r, base, &task, &err) == 0 &&
         lx_task_read(&l->off, &r, task, &l->tasks[i], &err) == 0)
         l->task_ok[i] = true;
+    else if (l->cfg.verbose && !l->said_task_error) {
+        fprintf(stderr, "qprof: Linux: vCPU %d's current task: %s (said once)\n", cpu->index,
+                err.msg);
+        l->said_task_error = true;
+    }
 }
 
 /* Drops the kernel of a boot that ended (the symbols stay alive for the samples already taken);

@@ -555,6 +555,69 @@ static void test_maple_random(void)
 
 /* Writes seeds for fuzz_lx_maple into dir: an address, then a memory image whose first bytes are
  * the mm (its maple root at offset 8) and a task, followed by a tree from make_tree. */
+/* ---- before 6.1: the red-black tree and the VMA list ---- */
+
+/* 5.10's layout beside 6.1's offsets: mm_rb and mmap in mm_struct, vm_rb and vm_next in the
+ * VMA (where 6.1 keeps other members; the fake VMA is 152 bytes), rb_node's children. */
+static void use_rb_layout(void)
+{
+    O.has_rb = true;
+    O.mm_rb = 8, O.mm_mmap = 0;
+    O.vma_rb = 48, O.vma_next = 80; /* clear of vm_start 0, end 8, flags 32, pgoff 104, file 112 */
+    O.rb_right = 8, O.rb_left = 16;
+}
+
+/* node (a VMA's vm_rb) gets children left and right (VMAs or 0). */
+static void rb_link(struct fake_mem *m, uint64_t vma, uint64_t left, uint64_t right)
+{
+    fake_put_u64(m, vma + O.vma_rb + O.rb_left, left ? left + O.vma_rb : 0);
+    fake_put_u64(m, vma + O.vma_rb + O.rb_right, right ? right + O.vma_rb : 0);
+}
+
+static void test_rb(void)
+{
+    struct lx_offsets saved = O;
+    use_rb_layout();
+    struct fake_mem m;
+    fake_init(&m, 1 << 20);
+    struct lx_reader r = {.read = fake_read, .ctx = &m};
+    uint64_t v[5];
+    const char *files[] = {"busybox", NULL, "libc.so.6", NULL, "[stack]"};
+    for (int i = 0; i < 5; i++)
+        v[i] = make_vma(&m, 0x400000 + 0x100000 * (uint64_t)i, 0x480000 + 0x100000 * (uint64_t)i,
+                        i == 4 ? NULL : files[i]);
+    /* tree: v2 at the root, v0 < v1 on the left, v3 < v4 on the right; the list in order */
+    rb_link(&m, v[2], v[0], v[3]);
+    rb_link(&m, v[0], 0, v[1]);
+    rb_link(&m, v[3], 0, v[4]);
+    for (int i = 0; i < 5; i++)
+        fake_put_u64(&m, v[i] + O.vma_next, i < 4 ? v[i + 1] : 0);
+    uint64_t mm = fake_alloc(&m, 1096, 64);
+    fake_put_u64(&m, mm + O.mm_rb, v[2] + O.vma_rb);
+    fake_put_u64(&m, mm + O.mm_mmap, v[0]);
+    expect_vma(&r, mm, 0x400010, 0, 0x400000, "busybox");
+    expect_vma(&r, mm, 0x47ffff, 0, 0x400000, "busybox");
+    expect_vma(&r, mm, 0x610000, 0, 0x600000, "libc.so.6");
+    expect_vma(&r, mm, 0x8000f0, 0, 0x800000, "");
+    expect_vma(&r, mm, 0x490000, -ENOENT, 0, NULL); /* a gap */
+    expect_vma(&r, mm, 0x10, -ENOENT, 0, NULL);
+    struct collected c = {0};
+    struct qp_error err = {0};
+    CHECK_INT(lx_vma_for_each(&O, &r, mm, collect, &c, &err), 0);
+    CHECK_INT((int)c.n, 5);
+    for (unsigned i = 1; i < c.n && i < 5; i++)
+        CHECK(c.v[i - 1].end <= c.v[i].start);
+    /* garbage: a cycle in the tree ends the search, a list out of order ends the walk */
+    rb_link(&m, v[3], v[2], v[4]);
+    expect_vma(&r, mm, 0x6f0000, -ELOOP, 0, NULL);
+    fake_put_u64(&m, v[3] + O.vma_next, v[1]);
+    c = (struct collected){0};
+    CHECK_INT(lx_vma_for_each(&O, &r, mm, collect, &c, &err), -EINVAL);
+    CHECK_MSG(strstr(err.msg, "overlaps") != NULL, "%s", err.msg);
+    fake_fini(&m);
+    O = saved;
+}
+
 static int write_seeds(const char *dir)
 {
     const uint64_t addrs[] = {0x400000, 0x602fff, 0x1000e800, 0x7ffffffde000, 0x401000};
@@ -599,8 +662,11 @@ int main(int argc, char **argv)
         test_walk();
     else if (strcmp(which, "maple_random") == 0)
         test_maple_random();
+    else if (strcmp(which, "rb") == 0)
+        test_rb();
     else {
-        fprintf(stderr, "usage: %s current|task|maple|maple_garbage|walk|maple_random\n", argv[0]);
+        fprintf(stderr, "usage: %s current|task|maple|maple_garbage|walk|maple_random|rb\n",
+                argv[0]);
         return 2;
     }
     return harness_result();

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
+# make-guest.sh OUTDIR [SERIES]
 # Builds the stock-Linux test guest into OUTDIR from Debian packages only:
-#   OUTDIR/vmlinuz        Debian's linux-image-6.1.0-*-amd64 kernel, as shipped
+#   OUTDIR/vmlinuz        Debian's linux-image-6.1.0-*-amd64 kernel, as shipped; with SERIES
+#                         (5.10, 6.12, 7.x) the kernel of that series that fetch-kernel.sh
+#                         caches, and its brd.ko
 #   OUTDIR/initrd.cpio    busybox-static and an /init that starts the workloads named on the
 #                         kernel command line (qprof_run=dd,shloop) and dumps /proc/kallsyms
 #   OUTDIR/busybox        a copy of the guest's /bin/busybox (tests check user frames against it)
@@ -26,8 +29,13 @@
 # second serial port (ttyS1), so a test that gives QEMU `-serial file:K` can read it.
 set -euo pipefail
 
-out=${1:?usage: make-guest.sh OUTDIR}
+out=${1:?usage: make-guest.sh OUTDIR [SERIES]}
+series=${2:-6.1}
 here=$(cd "$(dirname "$0")" && pwd)
+kdir=""
+if [ "$series" != 6.1 ]; then
+    kdir=$("$here/fetch-kernel.sh" "$series") || exit $?
+fi
 mkdir -p "$out"
 cd "$out"
 
@@ -38,7 +46,8 @@ for tool in dpkg-deb cpio; do
 done
 
 if [ -s vmlinuz ] && [ -s initrd.cpio ] && [ -s busybox ] && [ -d sysroot ] &&
-    [ initrd.cpio -nt "$here/make-guest.sh" ] && [ initrd.cpio -nt "$here/hotpath.c" ]; then
+    [ initrd.cpio -nt "$here/make-guest.sh" ] && [ initrd.cpio -nt "$here/hotpath.c" ] &&
+    { [ -z "$kdir" ] || [ initrd.cpio -nt "$kdir/vmlinuz" ]; }; then
     exit 0
 fi
 
@@ -71,19 +80,26 @@ fetch_deb() { # fetch_deb PACKAGE
 if [ -n "${QPROF_LINUX_DEBS:-}" ] && ! ls linux-image-6.1.0-*-amd64_*.deb >/dev/null 2>&1; then
     cp "$QPROF_LINUX_DEBS"/linux-image-6.1.0-*-amd64_*.deb . 2>/dev/null || true
 fi
-kpkg=$(kernel_pkg) || true
-[ -n "$kpkg" ] || skip "cannot resolve linux-image-amd64's kernel package (apt-cache has no lists?)"
-fetch_deb "$kpkg"
+if [ -z "$kdir" ]; then
+    kpkg=$(kernel_pkg) || true
+    [ -n "$kpkg" ] || skip "cannot resolve linux-image-amd64's kernel package (apt-cache has no lists?)"
+    fetch_deb "$kpkg"
+fi
 fetch_deb busybox-static
 
 rm -rf x-kernel x-busybox root sysroot sysroot-other
-dpkg-deb -x "${kpkg}"_*.deb x-kernel
-dpkg-deb -x busybox-static_*.deb x-busybox
-cp x-kernel/boot/vmlinuz-* vmlinuz.tmp && mv vmlinuz.tmp vmlinuz
-echo "${kpkg#linux-image-}" > kernel-release
-
 mkdir -p root/bin root/proc root/sys root/dev root/tmp root/lib/modules
-cp x-kernel/lib/modules/*/kernel/drivers/block/brd.ko root/lib/modules/brd.ko
+if [ -z "$kdir" ]; then
+    dpkg-deb -x "${kpkg}"_*.deb x-kernel
+    cp x-kernel/boot/vmlinuz-* vmlinuz.tmp && mv vmlinuz.tmp vmlinuz
+    echo "${kpkg#linux-image-}" > kernel-release
+    cp x-kernel/lib/modules/*/kernel/drivers/block/brd.ko root/lib/modules/brd.ko
+else
+    cp "$kdir/vmlinuz" vmlinuz.tmp && mv vmlinuz.tmp vmlinuz
+    cp "$kdir/kernel-release" kernel-release
+    cp "$kdir/brd.ko" root/lib/modules/brd.ko
+fi
+dpkg-deb -x busybox-static_*.deb x-busybox
 cp x-busybox/bin/busybox root/bin/busybox
 cp x-busybox/bin/busybox busybox.tmp && mv busybox.tmp busybox
 cat > root/init <<'INIT'

@@ -4,10 +4,11 @@
  * call frame and the user-entry pt_regs. Loaded modules: a synthetic module area with a good
  * list, garbage lists (wild pointers, loops, too many nodes, absurd counts) and struct module's
  * BTF (6.1's core_layout, 6.4's mem[]). */
+#define _GNU_SOURCE /* memmem */
 #include "harness.h"
 #include "linux.h"
 #include "lx_task.h"
-#include "lx_internal.h" /* lx__modules_orc_find, struct lx_orc */
+#include "lx_internal.h" /* lx__orc_decode, struct lx_orc */
 #include "lx_module.h"
 
 #include <bpf/btf.h>
@@ -126,7 +127,28 @@ static void put_kallsyms(const struct sym *syms, int n)
     put64(KALLSYMS + 0xc000, KBASE + TEXT);
 }
 
-/* ORC entry flags (v1): sp_reg | bp_reg << 4 | type << 8 | end << 10 */
+enum { R_UNDEF = 0, R_PREV_SP = 1, R_BP = 4, R_SP = 5 };
+enum { T_CALL = 0, T_REGS = 1 };
+
+/* The layout put_orc writes entries in. */
+static enum lx_orc_layout orc_layout = LX_ORC_END_BIT;
+
+/* ORC entry flags, from the 4.14 register numbers and types: sp_reg | bp_reg << 4, then
+ * type << 8 | end << 10 (4.14 to 6.2) or type << 8 | signal << 11 with 6.3's types (END_OF_STACK
+ * 1, CALL 2, REGS 3) and, in 7.x, its register numbers (SP 3, PREV_SP 8). */
+static uint16_t orc_flags(int sp_reg, int bp_reg, int type, int end)
+{
+    if (orc_layout == LX_ORC_END_BIT)
+        return (uint16_t)(sp_reg | bp_reg << 4 | type << 8 | end << 10);
+    if (orc_layout == LX_ORC_SIGNAL_REGS) {
+        static const int renumber[] = {[R_UNDEF] = 0, [R_PREV_SP] = 8, [R_BP] = 4, [R_SP] = 3};
+        sp_reg = renumber[sp_reg];
+        bp_reg = renumber[bp_reg];
+    }
+    int new_type = end ? 1 : type == T_REGS ? 3 : 2;
+    return (uint16_t)(sp_reg | bp_reg << 4 | new_type << 8 | (type == T_REGS) << 11);
+}
+
 static void put_orc(int i, uint32_t ip_off, int16_t sp_off, int16_t bp_off, int sp_reg, int bp_reg,
                     int type, int end)
 {
@@ -134,14 +156,11 @@ static void put_orc(int i, uint32_t ip_off, int16_t sp_off, int16_t bp_off, int 
     int32_t rel = (int32_t)((TEXT + ip_off) - ip_slot);
     memcpy(ram + ip_slot, &rel, 4);
     uint64_t e = ORC + 0x1000 + 6 * (uint64_t)i;
-    uint16_t flags = (uint16_t)(sp_reg | bp_reg << 4 | type << 8 | end << 10);
+    uint16_t flags = orc_flags(sp_reg, bp_reg, type, end);
     memcpy(ram + e, &sp_off, 2);
     memcpy(ram + e + 2, &bp_off, 2);
     memcpy(ram + e + 4, &flags, 2);
 }
-
-enum { R_UNDEF = 0, R_PREV_SP = 1, R_BP = 4, R_SP = 5 };
-enum { T_CALL = 0, T_REGS = 1 };
 
 static void build_guest(const char *release)
 {
@@ -202,13 +221,95 @@ static void test_kallsyms(const struct lx_phys *p)
     lx_kernel_free(k);
 }
 
-static void test_orc(const struct lx_phys *p)
+/* vmcoreinfo as a 5.x kernel writes it: no kallsyms keys (renamed here, so the parser skips
+ * them). */
+static void hide_kallsyms_keys(void)
 {
-    build_guest("6.1.0-56-amd64");
+    for (uint8_t *at = ram + NOTE;
+         (at = memmem(at, 4096 - (size_t)(at - (ram + NOTE)), "SYMBOL(kallsyms_", 16)) != NULL;)
+        at[7] = 'x';
+}
+
+/* The 5.x tables in the kernel's order, 8-aligned, from image offset at: offsets (relative to
+ * relative_base, which is _stext), relative_base, num_syms, names, markers, token table (token
+ * c is byte c, token 0 "@"), token index. */
+static void put_kallsyms_5x(const struct sym *syms, int n, uint32_t at)
+{
+    uint32_t p = at;
+    for (int i = 0; i < n; i++)
+        put32(p + 4 * (uint32_t)i, syms[i].off);
+    p += (4 * (uint32_t)n + 7) & ~7u;
+    put64(p, KBASE + TEXT);
+    put32(p + 8, (uint32_t)n);
+    p += 16;
+    uint32_t names = p, markers[8];
+    for (int i = 0; i < n; i++) {
+        if (i % 256 == 0)
+            markers[i / 256] = p - names;
+        size_t len = strlen(syms[i].name) + 1;
+        ram[p++] = (uint8_t)len;
+        ram[p++] = (uint8_t)syms[i].type;
+        memcpy(ram + p, syms[i].name, len - 1);
+        p += (uint32_t)len - 1;
+    }
+    p = (p + 7) & ~7u;
+    for (int m = 0; m < (n + 255) / 256; m++, p += 4)
+        put32(p, markers[m]);
+    p = (p + 7) & ~7u;
+    uint32_t tokens = p;
+    for (int c = 0; c < 256; c++) {
+        ram[p++] = c ? (uint8_t)c : '@';
+        ram[p++] = 0;
+    }
+    p = (p + 7) & ~7u;
+    for (int c = 0; c < 256; c++) {
+        uint16_t off = (uint16_t)(2 * c);
+        memcpy(ram + p + 2 * (uint32_t)c, &off, 2);
+    }
+    (void)tokens;
+}
+
+/* A 5.x kernel: vmcoreinfo names no kallsyms tables; they are found in the image by shape. With
+ * none there, one line says so. */
+static void test_kallsyms_by_shape(const struct lx_phys *p)
+{
+    const struct sym syms[] = {
+        {"_text", 'T', 0},      {"_stext", 'T', 0},      {"func_a", 't', 0x200},
+        {"func_b", 'T', 0x300}, {"_etext", 'T', 0x1000},
+    };
+    for (int with_tables = 1; with_tables >= 0; with_tables--) {
+        build_guest("5.10.0-32-amd64");
+        hide_kallsyms_keys();
+        if (with_tables)
+            put_kallsyms_5x(syms, 5, TEXT + 0x50000);
+        lx_kernel *k = open_kernel(p);
+        struct qp_error err = {0};
+        uint64_t addr = 0;
+        if (with_tables) {
+            CHECK_MSG(lx_kernel_load_kallsyms(k, &err) == 0, "%s", err.msg);
+            CHECK_INT(lx_kernel_symbol_addr(k, "func_b", &addr), 0);
+            CHECK_U64(addr, KBASE + TEXT + 0x300);
+        } else {
+            CHECK_INT(lx_kernel_load_kallsyms(k, &err), -ENOTSUP);
+            CHECK_MSG(strstr(err.msg, "5.10.0-32-amd64") && strstr(err.msg, "kallsyms") &&
+                          !strchr(err.msg, '\n'),
+                      "message: %s", err.msg);
+        }
+        lx_kernel_free(k);
+    }
+}
+
+/* The same walk in each layout: the entries tell which. */
+static void test_orc(const struct lx_phys *p, enum lx_orc_layout layout, const char *release)
+{
+    orc_layout = layout;
+    build_guest(release);
+    orc_layout = LX_ORC_END_BIT;
     lx_kernel *k = open_kernel(p);
     struct qp_error err = {0};
     CHECK_INT(lx_kernel_load_orc(k, &err), 0);
     CHECK_INT(lx_kernel_orc_entries(k), 4);
+    CHECK_INT(k->orc_layout, layout);
     /* func_b (rbp frame) called from func_a (no frame) called from the entry's pt_regs. */
     uint64_t sp = KBASE + STACK;
     uint64_t bp = sp + 8;
@@ -251,17 +352,46 @@ static void test_orc(const struct lx_phys *p)
     live = (struct lx_pt_regs){.ip = KBASE + TEXT + 0x308, .sp = sp, .bp = bp};
     lx_unwind(k, &live, f, 8, &res);
     CHECK(!lx_unwind_end_is_complete(res.end));
+
+    /* BTF's struct orc_entry agrees with the entries, or the tables go with one line. */
+    bool signal_bit = layout != LX_ORC_END_BIT;
+    CHECK_INT(lx_kernel_check_orc_bits(k, signal_bit, &err), 0);
+    CHECK_INT(lx_kernel_orc_entries(k), 4);
+    CHECK_INT(lx_kernel_check_orc_bits(k, !signal_bit, &err), -EPROTO);
+    CHECK_MSG(strstr(err.msg, "orc_entry") && strstr(err.msg, release) && !strchr(err.msg, '\n'),
+              "message: %s", err.msg);
+    CHECK_INT(lx_kernel_orc_entries(k), 0);
+    live = (struct lx_pt_regs){.ip = KBASE + TEXT + 0x308, .sp = sp, .bp = bp};
+    lx_unwind(k, &live, f, 8, &res);
+    CHECK_INT(res.n_frames, 1);
+    CHECK_INT(res.end, LX_END_NO_ORC);
     lx_kernel_free(k);
 }
 
-static void test_unknown_orc_version(const struct lx_phys *p)
+/* Entries that fit no layout are refused with one line naming the structure and the release:
+ * flag bits no layout uses, and a 6.3+ table whose call frames' sp register is ambiguous. */
+static void test_unknown_orc_layout(const struct lx_phys *p)
 {
-    build_guest("6.8.0-1-amd64");
-    lx_kernel *k = open_kernel(p);
-    struct qp_error err = {0};
-    CHECK_INT(lx_kernel_load_orc(k, &err), -ENOTSUP);
-    CHECK_MSG(strstr(err.msg, "6.8.0-1-amd64") && strstr(err.msg, "ORC"), "message: %s", err.msg);
-    lx_kernel_free(k);
+    for (int c = 0; c < 2; c++) {
+        orc_layout = c ? LX_ORC_SIGNAL_BIT : LX_ORC_END_BIT;
+        build_guest("8.1.0-1-amd64");
+        orc_layout = LX_ORC_END_BIT;
+        if (c == 0) {
+            uint16_t bad = 0x1000 | 5;
+            memcpy(ram + ORC + 0x1000 + 6 + 4, &bad, 2);
+        } else {
+            uint16_t sp3_call = 3 | 2 << 8; /* as many call frames on "register 3" as on 5 */
+            memcpy(ram + ORC + 0x1000 + 12 + 4, &sp3_call, 2);
+        }
+        lx_kernel *k = open_kernel(p);
+        struct qp_error err = {0};
+        CHECK_INT(lx_kernel_load_orc(k, &err), -ENOTSUP);
+        CHECK_MSG(strstr(err.msg, "8.1.0-1-amd64") && strstr(err.msg, "orc_entry") &&
+                      !strchr(err.msg, '\n'),
+                  "message: %s", err.msg);
+        CHECK_INT(lx_kernel_orc_entries(k), 0);
+        lx_kernel_free(k);
+    }
 }
 
 static void test_not_linux(const struct lx_phys *p)
@@ -583,9 +713,13 @@ static void test_modules_good(void)
     CHECK(lx_modules_find(m, pc) == lx_modules_at(m, 1));
     CHECK(lx_modules_find(m, mod_at(1) + 0x1010) == NULL); /* beta is not set up */
     CHECK(lx_modules_find(m, mod_at(2) + 0x2000) == NULL); /* past gamma's text */
-    const struct lx_orc *o = lx__modules_orc_find(m, pc);
-    CHECK(o && o->sp_reg == 5 && o->sp_offset == 16);
-    CHECK(lx__modules_orc_find(m, mod_at(2) + 0x1005) == NULL); /* before its first entry */
+    const uint8_t *raw = lx_modules_orc_find(m, pc);
+    CHECK(raw != NULL);
+    if (raw) {
+        struct lx_orc o = lx__orc_decode(raw, LX_ORC_END_BIT);
+        CHECK(o.sp_reg == 5 && o.sp_offset == 16);
+    }
+    CHECK(lx_modules_orc_find(m, mod_at(2) + 0x1005) == NULL); /* before its first entry */
     /* beta is set up: the identities differ. */
     mput32(mod_at(1), 1);
     lx_modules *again;
@@ -618,7 +752,7 @@ static void test_modules_init(void)
     CHECK_INT((int)lx_modules_count(m), 2);
     const struct lx_module *init = lx_modules_find(m, mod_at(0) + 0x5010);
     CHECK(init && strcmp(init->name, "delta") == 0 && init->n_syms == 1);
-    CHECK(lx__modules_orc_find(m, mod_at(0) + 0x5100) != NULL);
+    CHECK(lx_modules_orc_find(m, mod_at(0) + 0x5100) != NULL);
     CHECK(lx_modules_find(m, mod_at(0) + 0x5800) == NULL); /* past the init text */
     size_t n;
     const struct lx_symbol *s = lx_modules_symbols(m, &n);
@@ -694,7 +828,10 @@ static void test_modules_garbage(void)
 
 /* struct module's offsets from BTF: a 6.1-like layout resolves; 6.4's mem[] is refused in one
  * clear line. */
-static lx_btf *module_btf(bool new_layout)
+/* struct module's text ranges: in core_layout (up to 6.3), in mem[] (6.4+), or in neither. */
+enum module_layout { CORE_LAYOUT, MEM_ARRAY, NO_LAYOUT };
+
+static lx_btf *module_btf(enum module_layout which)
 {
     struct btf *b = btf__new_empty();
     int u32 = btf__add_int(b, "unsigned int", 4, 0);
@@ -719,14 +856,24 @@ static lx_btf *module_btf(bool new_layout)
     btf__add_field(b, "strtab", vptr, 128, 0);
     btf__add_field(b, "typetab", vptr, 192, 0);
     (void)ks, (void)u64;
-    int mem = btf__add_array(b, u32, layout, 7);
-    btf__add_struct(b, "module", 896);
+    /* 6.4's struct module_memory (base, size, then a tree node) and enum mod_mem_type */
+    int memory = btf__add_struct(b, "module_memory", 72);
+    btf__add_field(b, "base", vptr, 0, 0);
+    btf__add_field(b, "size", u32, 64, 0);
+    btf__add_enum(b, "mod_mem_type", 4);
+    btf__add_enum_value(b, "MOD_TEXT", 0);
+    btf__add_enum_value(b, "MOD_DATA", 1);
+    btf__add_enum_value(b, "MOD_INIT_TEXT", 4);
+    int mem = btf__add_array(b, u32, memory, 7);
+    btf__add_struct(b, "module", 1024);
     btf__add_field(b, "state", u32, 0, 0);
     btf__add_field(b, "list", list, 64, 0);
     btf__add_field(b, "name", name, 192, 0);
-    btf__add_field(b, new_layout ? "mem" : "core_layout", new_layout ? mem : layout, 320 * 8, 0);
-    btf__add_field(b, "arch", arch, 480 * 8, 0);
-    btf__add_field(b, "kallsyms", vptr, 544 * 8, 0);
+    if (which != NO_LAYOUT)
+        btf__add_field(b, which == MEM_ARRAY ? "mem" : "core_layout",
+                       which == MEM_ARRAY ? mem : layout, 320 * 8, 0);
+    btf__add_field(b, "arch", arch, 832 * 8, 0);
+    btf__add_field(b, "kallsyms", vptr, 864 * 8, 0);
     uint32_t size;
     const void *raw = btf__raw_data(b, &size);
     lx_btf *out = NULL;
@@ -740,21 +887,34 @@ static void test_module_btf(void)
 {
     struct lx_module_offsets o;
     struct qp_error err = {0};
-    lx_btf *b = module_btf(false);
+    lx_btf *b = module_btf(CORE_LAYOUT);
     CHECK_INT(lx_btf_module_offsets(b, &o, &err), 0);
     CHECK_INT((int)o.list, 8);
     CHECK_INT((int)o.name, 24);
     CHECK_INT((int)o.name_len, 56);
     CHECK_INT((int)o.core_base, 320);
     CHECK_INT((int)o.core_text_size, 332);
-    CHECK_INT((int)o.orc_unwind, 496);
-    CHECK_INT((int)o.kallsyms, 544);
+    CHECK_INT((int)o.orc_unwind, 848);
+    CHECK_INT((int)o.kallsyms, 864);
     CHECK_INT((int)o.ks_typetab, 24);
     CHECK(o.has_typetab);
     lx_btf_free(b);
-    b = module_btf(true);
+    /* 6.4+: the text is mem[MOD_TEXT], all of it text; the init text mem[MOD_INIT_TEXT]. */
+    b = module_btf(MEM_ARRAY);
+    CHECK_INT(lx_btf_module_offsets(b, &o, &err), 0);
+    CHECK_INT((int)o.core_base, 320);
+    CHECK_INT((int)o.core_size, 328);
+    CHECK_INT((int)o.core_text_size, 328);
+    CHECK_INT((int)o.init_base, 320 + 4 * 72);
+    CHECK_INT((int)o.init_text_size, 320 + 4 * 72 + 8);
+    CHECK_INT((int)o.orc_unwind, 848);
+    lx_btf_free(b);
+    /* Neither: one line naming the structure. */
+    b = module_btf(NO_LAYOUT);
     CHECK_INT(lx_btf_module_offsets(b, &o, &err), -ENOTSUP);
-    CHECK_MSG(strstr(err.msg, "6.4") != NULL, "message: %s", err.msg);
+    CHECK_MSG(strstr(err.msg, "struct module") && strstr(err.msg, "mem[]") &&
+                  !strchr(err.msg, '\n'),
+              "message: %s", err.msg);
     lx_btf_free(b);
 }
 
@@ -765,8 +925,11 @@ int main(void)
     test_parse();
     test_load_file();
     test_kallsyms(&p);
-    test_orc(&p);
-    test_unknown_orc_version(&p);
+    test_kallsyms_by_shape(&p);
+    test_orc(&p, LX_ORC_END_BIT, "6.1.0-56-amd64");
+    test_orc(&p, LX_ORC_SIGNAL_BIT, "6.12.95+deb12-amd64");
+    test_orc(&p, LX_ORC_SIGNAL_REGS, "7.3.4+deb13-amd64");
+    test_unknown_orc_layout(&p);
     test_not_linux(&p);
     test_file_path();
     test_build_id();
