@@ -7,7 +7,12 @@
  * Formats are re-implemented from their documentation (../shared/LINUX-GUESTS.md): vmcoreinfo
  * text, x86_64 4- and 5-level page tables, the 6.0+ kallsyms tables (6.1's two-byte name
  * lengths, base-relative, absolute-percpu and 7.0's place-relative offsets), ORC in the layouts
- * of 4.14 to 6.2, 6.3+ and 7.x. */
+ * of 4.14 to 6.2, 6.3+ and 7.x.
+ *
+ * The folder is above the ~2.5k lines a folder keeps to: it is one library with one job (a
+ * kernel read from outside), already split by format, one file each (vmcoreinfo, kallsyms, ORC,
+ * BTF, tasks and VMAs, modules), and every series from 5.10 to 7.x adds its layouts beside the
+ * old ones. Another folder would only put a header between formats that always go together. */
 #ifndef LINUX_H
 #define LINUX_H
 
