@@ -164,6 +164,8 @@ struct prof_counters {
     /* --sysroot: user stacks unwound with the sysroot's files, those that reached the outermost
      * frame, and guest files whose sysroot copy was missing or another build (each once). */
     uint64_t sysroot_stacks, sysroot_stacks_complete, sysroot_files_unused;
+    /* --os none: user code pages (one per address space and page) no --user-dir file has */
+    uint64_t content_pages_unmatched;
 };
 
 /* Counts one vCPU's sample in its vCPU's balance (mode, and the first processes seen). */

@@ -11,6 +11,7 @@
  * rather than reading memory that the running guest has changed since. */
 #include "sampler.h"
 
+#include "aspace.h"
 #include "capture.h"
 #include "modules.h"
 #include "stacks.h"
@@ -74,6 +75,7 @@ struct prof_session {
     prof_modules *modules;      /* the profile's modules and their symbols */
     prof_stack_builder *stacks; /* unwinding the captures */
     prof_sysroot *sysroot;      /* --sysroot's files and address spaces */
+    prof_aspaces *aspaces;      /* --os none: address spaces as processes, NULL otherwise */
     struct prof_stack stack;    /* scratch, reused by every sample */
     struct prof_target_stats last_stats;
     uint64_t target_resets; /* prof_target_resets at the last stop */
@@ -146,6 +148,9 @@ static int load_symbols(prof_session *s, struct qp_error *err)
         if (s->opts.verbose)
             fprintf(stderr, "qprof: %d ELF files indexed under %s\n", rc, s->opts.user_dirs[i]);
     }
+    if (s->opts.verbose && s->opts.n_user_dirs)
+        fprintf(stderr, "qprof: %zu distinct pages of user code indexed\n",
+                sym_store_page_count(s->store));
     return 0;
 }
 
@@ -224,6 +229,11 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
                                           .kernel_space = s->kernel_space,
                                           .kernel_syms = s->kernel_syms};
     s->stacks = prof_stack_builder_new(&stack_cfg, s->modules, &s->counters);
+    if (o->os == PROF_OS_NONE) {
+        struct prof_aspaces_config as_cfg = {
+            .store = s->store, .user_end = s->split.user_end, .verbose = o->verbose};
+        s->aspaces = prof_aspaces_new(&as_cfg, s->modules, &s->counters);
+    }
     add_kernel_module(s);
     if ((rc = open_os(s, err)))
         goto fail;
@@ -258,6 +268,7 @@ void prof_session_free(prof_session *s)
     sym_table_free(s->kernel_syms);
     prof_stack_builder_free(s->stacks);
     prof_sysroot_free(s->sysroot);
+    prof_aspaces_free(s->aspaces);
     unw_space_free(s->kernel_space);
     prof_stack_free(&s->stack);
     sym_store_free(s->store);
@@ -270,6 +281,7 @@ void prof_session_free(prof_session *s)
     for (int i = 0; i < PROF_MAX_VCPUS; i++) {
         g_free(s->cap[i].kstack);
         g_free(s->cap[i].ustack);
+        g_free(s->cap[i].page);
     }
     g_free(s);
 }
@@ -476,6 +488,22 @@ static void image_identify(prof_session *s, struct proc_image *img)
     img->copy = NULL;
 }
 
+/* --os none: the copied code page names its binary; the address space names the process. */
+static void identify_aspace(prof_session *s, struct cpu_capture *c)
+{
+    if (c->page_state != PAGE_NONE)
+        prof_aspace_add_page(s->aspaces, c->as, c->page_addr,
+                             c->page_state == PAGE_COPIED ? c->page : NULL);
+    if (!prof_aspace_is_process(c->as))
+        return;
+    c->as_label = prof_aspace_label(c->as);
+    const struct unw_regs *user = c->vcpu.user         ? &c->vcpu.regs
+                                  : c->have_entry_regs ? &c->entry_regs
+                                                       : NULL;
+    if (user)
+        c->bin = prof_aspace_binary_at(c->as, user->r[s->arch->pc_reg]);
+}
+
 /* After the guest resumed: identify what was copied, and give each vCPU its binary. */
 static void identify_captured(prof_session *s)
 {
@@ -485,6 +513,8 @@ static void identify_captured(prof_session *s)
             image_identify(s, c->img);
         c->bin = c->img && c->img->state == IMAGE_DONE ? c->img->bin : NULL;
         prof_sysroot_build(s->sysroot, c->uspace);
+        if (c->as)
+            identify_aspace(s, c);
     }
 }
 
@@ -528,8 +558,12 @@ static void use_found_kernel(prof_session *s, const struct prof_os_refresh *r)
 static void forget_boot(prof_session *s)
 {
     g_hash_table_remove_all(s->images);
-    for (int i = 0; i < PROF_MAX_VCPUS; i++)
+    if (s->aspaces)
+        prof_aspaces_reset(s->aspaces);
+    for (int i = 0; i < PROF_MAX_VCPUS; i++) {
         s->cap[i].uspace = NULL;
+        s->cap[i].as = NULL;
+    }
     prof_sysroot_reset(s->sysroot);
 }
 
@@ -575,6 +609,34 @@ static void name_user_leaf(prof_session *s, struct cpu_capture *c, uint64_t pc,
         c->leaf_module = prof_modules_for_mapping(s->modules, &m);
 }
 
+/* --os none: copies the code page at user pc when its address space has not seen it yet. */
+static void copy_user_page(prof_session *s, struct cpu_capture *c, uint64_t pc)
+{
+    if (!prof_aspace_page_to_copy(c->as, pc, &c->page_addr))
+        return;
+    if (!c->page)
+        c->page = g_malloc(SYM_PAGE_SIZE);
+    size_t got = 0;
+    int rc = paused_read(s, &c->vcpu, c->page_addr, c->page, SYM_PAGE_SIZE, &got);
+    if (got == SYM_PAGE_SIZE)
+        c->page_state = PAGE_COPIED;
+    else if (rc != -ENOSPC && !s->budget.hit) /* out of budget: try again at a later stop */
+        c->page_state = PAGE_UNREADABLE;
+}
+
+/* --os none: the vCPU's address space stands for its process once user code ran in it. */
+static void capture_aspace(prof_session *s, struct cpu_capture *c)
+{
+    const struct prof_vcpu *v = &c->vcpu;
+    c->as = prof_aspace_for(s->aspaces, v->as_root);
+    if (v->user) {
+        prof_aspace_saw_user(c->as);
+        copy_user_page(s, c, v->regs.r[s->arch->pc_reg]);
+    } else if (c->have_entry_regs) {
+        copy_user_page(s, c, c->entry_regs.r[s->arch->pc_reg]);
+    }
+}
+
 /* Stacks first: they are what this sample is for. A new binary's copy takes what is left. */
 static void capture_cpu(prof_session *s, struct cpu_capture *c)
 {
@@ -607,6 +669,14 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
     }
     read_window(s, v, v->sp, c->kstack, prof_os_kernel_stack_len(s->os, v, &c->task, KSTACK_WINDOW),
                 &c->kstack_addr, &c->kstack_len);
+    if (s->aspaces && !c->task.known) {
+        /* A process's address space in the kernel: its user part is where the entry came from. */
+        struct prof_aspace *as = prof_aspace_for(s->aspaces, v->as_root);
+        if (prof_aspace_is_process(as) && prof_recover_user_regs(s->stacks, c))
+            read_window(s, v, c->entry_regs.r[s->arch->sp_reg], c->ustack, USTACK_WINDOW,
+                        &c->ustack_addr, &c->ustack_len);
+        return;
+    }
     if (!c->img)
         return;
     if (!c->task.user_regs_at) {
@@ -640,6 +710,9 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
         c->img = NULL;
         c->bin = NULL;
         c->uspace = NULL;
+        c->as = NULL;
+        c->as_label = NULL;
+        c->page_state = PAGE_NONE;
         c->leaf_module = OUT_NO_MODULE;
         c->kstack_len = c->ustack_len = 0;
     }
@@ -662,6 +735,8 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
                 c->ustack = g_malloc(USTACK_WINDOW);
             }
             capture_cpu(s, c);
+            if (s->aspaces && !c->task.known)
+                capture_aspace(s, c);
         }
     }
     for (int i = 0; i < s->n_cpus; i++)
