@@ -56,6 +56,9 @@ struct prof_options {
     const char *memory_backend; /* --memory auto|direct|memsave|hmp */
     enum prof_os_choice os;     /* --os, PROF_OS_AUTO */
     const char *vmcoreinfo;     /* --vmcoreinfo FILE (Linux guests), NULL: scan guest RAM */
+    const char *current;        /* --current EXPR (--os none), NULL: none */
+    const char *current_pid;    /* --current-pid FIELD, NULL: "pid" */
+    const char *current_name;   /* --current-name FIELD, NULL: "name", else "comm" */
     const char *sysroot; /* --sysroot DIR: the guest's root filesystem, NULL: user leaf only */
     int top;             /* --top, 10 */
     bool progress;       /* live progress line (on a terminal unless --no-progress;

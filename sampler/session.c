@@ -76,6 +76,7 @@ struct prof_session {
     prof_stack_builder *stacks; /* unwinding the captures */
     prof_sysroot *sysroot;      /* --sysroot's files and address spaces */
     prof_aspaces *aspaces;      /* --os none: address spaces as processes, NULL otherwise */
+    prof_os_current *current;   /* --current, resolved; NULL without */
     struct prof_stack stack;    /* scratch, reused by every sample */
     struct prof_target_stats last_stats;
     uint64_t target_resets; /* prof_target_resets at the last stop */
@@ -191,6 +192,23 @@ static const struct prof_os_ops *os_ops(const prof_session *s)
     }
 }
 
+/* --current: resolved against the kernel's DWARF before anything is sampled, so that a
+ * missing variable or field is the run's one-line error. */
+static int open_current(prof_session *s, struct qp_error *err)
+{
+    const struct prof_options *o = &s->opts;
+    if (!o->current)
+        return 0;
+    if (o->os != PROF_OS_NONE && o->os != PROF_OS_AUTO)
+        return qp_error_set(err, -EINVAL,
+                            "--current reads a kernel that publishes nothing: it "
+                            "goes with --os none only");
+    s->opts.os = PROF_OS_NONE;
+    s->abi_addr = 0;
+    return prof_os_current_open(o->kernel, o->current, o->current_pid, o->current_name, &s->current,
+                                err);
+}
+
 static int open_os(prof_session *s, struct qp_error *err)
 {
     const struct prof_os_ops *ops = os_ops(s);
@@ -199,7 +217,8 @@ static int open_os(prof_session *s, struct qp_error *err)
                                  .arch = s->arch,
                                  .vmcoreinfo_path = s->opts.vmcoreinfo,
                                  .chosen = s->opts.os == PROF_OS_LINUX,
-                                 .verbose = s->opts.verbose};
+                                 .verbose = s->opts.verbose,
+                                 .current = s->current};
     int rc = prof_os_open(ops, &cfg, &s->os);
     return rc ? qp_error_set(err, rc, "opening the %s OS adapter", ops->name) : 0;
 }
@@ -220,7 +239,10 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     struct prof_sysroot_config sysroot_cfg = {
         .dir = o->sysroot, .arch = s->arch, .verbose = o->verbose};
     s->sysroot = prof_sysroot_new(&sysroot_cfg, s->modules, &s->counters);
-    int rc = load_symbols(s, err);
+    int rc = open_current(s, err);
+    if (rc)
+        goto fail;
+    rc = load_symbols(s, err);
     if (rc)
         goto fail;
     struct prof_stack_config stack_cfg = {.max_depth = o->max_depth,
@@ -229,7 +251,7 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
                                           .kernel_space = s->kernel_space,
                                           .kernel_syms = s->kernel_syms};
     s->stacks = prof_stack_builder_new(&stack_cfg, s->modules, &s->counters);
-    if (o->os == PROF_OS_NONE) {
+    if (s->opts.os == PROF_OS_NONE) {
         struct prof_aspaces_config as_cfg = {
             .store = s->store, .user_end = s->split.user_end, .verbose = o->verbose};
         s->aspaces = prof_aspaces_new(&as_cfg, s->modules, &s->counters);
@@ -265,6 +287,7 @@ void prof_session_free(prof_session *s)
         return;
     prof_target_free(s->target);
     prof_os_free(s->os);
+    prof_os_current_free(s->current);
     sym_table_free(s->kernel_syms);
     prof_stack_builder_free(s->stacks);
     prof_sysroot_free(s->sysroot);
@@ -669,7 +692,7 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
     }
     read_window(s, v, v->sp, c->kstack, prof_os_kernel_stack_len(s->os, v, &c->task, KSTACK_WINDOW),
                 &c->kstack_addr, &c->kstack_len);
-    if (s->aspaces && !c->task.known) {
+    if (s->aspaces) {
         /* A process's address space in the kernel: its user part is where the entry came from. */
         struct prof_aspace *as = prof_aspace_for(s->aspaces, v->as_root);
         if (prof_aspace_is_process(as) && prof_recover_user_regs(s->stacks, c))
@@ -735,7 +758,7 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
                 c->ustack = g_malloc(USTACK_WINDOW);
             }
             capture_cpu(s, c);
-            if (s->aspaces && !c->task.known)
+            if (s->aspaces)
                 capture_aspace(s, c);
         }
     }

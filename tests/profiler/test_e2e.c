@@ -979,14 +979,15 @@ static void check_same_share(const char *what, uint64_t a, uint64_t n1, uint64_t
               what, p1, p2, tol);
 }
 
-/* A user stack of an address space is whole when its first frame is _start and nothing is cut. */
-static void check_as_stacks_complete(const struct folded *f)
+/* A process's user stack is whole when its first frame is _start and nothing is cut; the roots
+ * of processes contain `marker` (" [as " for address spaces, " (" for pids). */
+static void check_as_stacks_complete_in(const struct folded *f, const char *marker)
 {
     uint64_t in_as = 0, complete = 0;
     for (guint i = 0; i < f->stacks->len; i++) {
         const char *s = STACK(f, i);
         const char *semi = strchr(s, ';');
-        if (!semi || !g_strstr_len(s, semi - s, " [as "))
+        if (!semi || !g_strstr_len(s, semi - s, marker))
             continue;
         in_as += COUNT(f, i);
         if (g_str_has_prefix(semi, ";_start;") && !strstr(s, "[truncated]"))
@@ -994,11 +995,16 @@ static void check_as_stacks_complete(const struct folded *f)
         else
             fprintf(stderr, "not complete to _start: %s\n", s);
     }
-    fprintf(stderr, "%lu of %lu address-space stacks complete to _start\n", (unsigned long)complete,
+    fprintf(stderr, "%lu of %lu process stacks complete to _start\n", (unsigned long)complete,
             (unsigned long)in_as);
     REQUIRE(in_as > 0);
     CHECK_MSG(complete * 100 >= in_as * 99, "only %lu of %lu stacks complete to _start",
               (unsigned long)complete, (unsigned long)in_as);
+}
+
+static void check_as_stacks_complete(const struct folded *f)
+{
+    check_as_stacks_complete_in(f, " [as ");
 }
 
 /* The demo guest as a kernel that publishes nothing: with --os none and --user-dir, the two
@@ -1038,6 +1044,75 @@ static void case_os_none(bool nofp)
     g_hash_table_destroy(none_roots);
     folded_free(&abi);
     folded_free(&none);
+    vm_stop(g.vm);
+}
+
+/* The roots of a qprof_abi run and of a --current run are the same processes ("spin (1)", ...),
+ * each in the same share of the samples. */
+static void check_same_roots(const struct folded *abi, const struct folded *cur)
+{
+    GHashTable *a = root_counts(abi), *c = root_counts(cur);
+    GHashTableIter it;
+    gpointer key, value;
+    int processes = 0;
+    g_hash_table_iter_init(&it, a);
+    while (g_hash_table_iter_next(&it, &key, &value)) {
+        if (!strchr(key, '(') || *(uint64_t *)value < abi->total / 20)
+            continue; /* idle, kernel, a process seen a few times */
+        processes++;
+        uint64_t *other = g_hash_table_lookup(c, key);
+        CHECK_MSG(other, "--current has no root '%s'", (char *)key);
+        if (other)
+            check_same_share(key, *(uint64_t *)value, abi->total, *other, cur->total);
+    }
+    CHECK_MSG(processes == 3, "the qprof_abi run shows %d processes, expected spin, spin, sys",
+              processes);
+    g_hash_table_iter_init(&it, c);
+    while (g_hash_table_iter_next(&it, &key, &value))
+        CHECK_MSG(!strchr(key, '(') || g_hash_table_contains(a, key),
+                  "--current names a process the qprof_abi does not: '%s'", (char *)key);
+    g_hash_table_destroy(a);
+    g_hash_table_destroy(c);
+}
+
+/* --current with the demo kernel's own variable (`current` is `cpus[cpu_id()].proc`): the same
+ * pids and names as the qprof_abi run. A missing variable or field is a one-line error before
+ * anything is sampled; a pointer into unmapped memory leaves the samples without a process,
+ * never with a wrong one. */
+static void case_current(void)
+{
+    struct guest g;
+    boot(&g, "spin,spin,sys", false);
+    const unsigned samples = 2000;
+    struct folded abi = profile(&g, samples, "1", "--os=qprof-abi");
+    struct folded cur = profile(&g, samples, "1", "--current=cpus[$cpu].proc");
+    check_same_roots(&abi, &cur);
+    check_as_stacks_complete_in(&cur, " (");
+
+    const char *dir = vm_dir(g.vm);
+    const char *no_var[] = {"--qmp-socket", vm_qmp_path(g.vm),      "--kernel", g.kernel,
+                            "--current",    "cpu_table[$cpu].proc", NULL};
+    expect_failure(dir, no_var, 1, "no variable 'cpu_table'");
+    const char *no_field[] = {"--qmp-socket", vm_qmp_path(g.vm),    "--kernel", g.kernel,
+                              "--current",    "cpus[$cpu].process", NULL};
+    expect_failure(dir, no_field, 1, "struct cpu has no field 'process'");
+    const char *no_pid[] = {"--qmp-socket",  vm_qmp_path(g.vm), "--kernel",
+                            g.kernel,        "--current",       "cpus[$cpu].proc",
+                            "--current-pid", "process_id",      NULL};
+    expect_failure(dir, no_pid, 1, "no field 'process_id'");
+
+    /* 10 million structs past the table: beyond the direct map, unmapped. */
+    struct folded wild = profile(&g, 300, "1", "--current=cpus[$cpu].proc[10000000]");
+    for (guint i = 0; i < wild.stacks->len; i++)
+        CHECK_MSG(!strchr(STACK(&wild, i), '('), "a process named from unmapped memory: %s",
+                  STACK(&wild, i));
+    if (harness_failures) {
+        folded_dump(&abi);
+        folded_dump(&cur);
+    }
+    folded_free(&abi);
+    folded_free(&cur);
+    folded_free(&wild);
     vm_stop(g.vm);
 }
 
@@ -1083,6 +1158,8 @@ int main(int argc, char **argv)
         case_os_none(false);
     else if (strcmp(which, "os-none-nofp") == 0)
         case_os_none(true);
+    else if (strcmp(which, "current") == 0)
+        case_current();
     else {
         fprintf(stderr, "unknown case '%s'\n", which);
         return 2;
