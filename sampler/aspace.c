@@ -150,6 +150,7 @@ static struct user_binary *binary_for(prof_aspaces *a, const sym_table *t, uint6
     b->syms = t;
     b->text_addr = sym_table_text_addr(t) + bias;
     b->load_base = b->text_addr;
+    b->bias = (int64_t)bias;
     g_strlcpy(b->name, sym_table_name(t), sizeof b->name);
     struct out_module m = {.text_hash = b->hash, .base = b->load_base};
     g_strlcpy(m.name, b->name, sizeof m.name);
@@ -221,7 +222,11 @@ struct user_binary *prof_aspace_binary_at(const struct prof_aspace *as, uint64_t
 {
     uint64_t page = page_of(pc);
     const struct page_result *r = g_hash_table_lookup(as->pages, &page);
-    return r && r->bin ? r->bin : as->bin;
+    if (r)
+        return r->bin; /* NULL: the page is no binary's (or several's, undecided) */
+    /* A page not copied yet (out of budget): the space's binary when its .text holds pc. */
+    const struct user_binary *b = as->bin;
+    return b && pc - b->text_addr < sym_table_text_size(b->syms) ? as->bin : NULL;
 }
 
 const char *prof_aspace_label(const struct prof_aspace *as)

@@ -48,8 +48,9 @@ void prof_aspace_add_page(prof_aspaces *a, struct prof_aspace *as, uint64_t page
 void prof_aspace_saw_user(struct prof_aspace *as);
 /* A process: user code was seen running in it. */
 bool prof_aspace_is_process(const struct prof_aspace *as);
-/* The binary for user pc in as: its page's, else the one the address space matched; NULL when
- * none. */
+/* The binary for user pc in as: its page's; for a page not copied yet, the one the address
+ * space matched when its .text holds pc; NULL when none (the page is no binary's, or pc lies
+ * in another address space: a kernel switching address spaces still runs on the old stack). */
 struct user_binary *prof_aspace_binary_at(const struct prof_aspace *as, uint64_t pc);
 /* The root label, "spin [as 1]" (at most OUT_COMM_LEN - 1 characters and 15 in a record). */
 const char *prof_aspace_label(const struct prof_aspace *as);

@@ -22,6 +22,7 @@ struct user_binary {
     const sym_table *syms; /* borrowed from the store; NULL when no file matched */
     unw_space *space;      /* owned; NULL when no unwind tables could be had */
     uint64_t text_addr, load_base;
+    int64_t bias;    /* run-time minus link-time addresses (a relocated PIE), else 0 */
     char name[64];   /* module name: the file's, else the process's */
     uint32_t module; /* its index in the session's out_profile */
 };

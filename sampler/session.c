@@ -466,7 +466,7 @@ static void binary_load_unwind(prof_session *s, struct user_binary *b, const str
     if (unw_space_new(b->name, 0, s->split.user_end, &b->space, &err))
         goto fail;
     if (b->syms) {
-        if (unw_space_add_elf(b->space, sym_table_path(b->syms), 0, &err) == 0)
+        if (unw_space_add_elf(b->space, sym_table_path(b->syms), b->bias, &err) == 0)
             return;
         goto fail;
     }
@@ -497,7 +497,10 @@ static void image_identify(prof_session *s, struct proc_image *img)
         g_strlcpy(m.name, b->name, sizeof m.name);
         if (b->syms)
             g_strlcpy(m.path, sym_table_path(b->syms), sizeof m.path);
-        b->module = prof_modules_add(s->modules, &m, b->syms, 0);
+        /* A relocated (PIE) binary's .text runs away from its link address. */
+        int64_t bias = b->syms ? (int64_t)(k->text_addr - sym_table_text_addr(b->syms)) : 0;
+        b->module = prof_modules_add(s->modules, &m, b->syms, bias);
+        b->bias = bias;
         if (s->opts.verbose)
             fprintf(stderr, "qprof: pid %" PRIu64 " (%s): .text hash %016" PRIx64 " %s%s\n", k->pid,
                     img->name, hash, b->syms ? "is " : "matches no file under --user-dir",
@@ -525,6 +528,10 @@ static void identify_aspace(prof_session *s, struct cpu_capture *c)
                                                        : NULL;
     if (user)
         c->bin = prof_aspace_binary_at(c->as, user->r[s->arch->pc_reg]);
+    /* The entry's user pc is no code of this address space: the kernel stack belongs to another
+     * (a switch in progress), so its user frames would be read from the wrong memory. */
+    if (!c->vcpu.user && !c->bin)
+        c->have_entry_regs = false;
 }
 
 /* After the guest resumed: identify what was copied, and give each vCPU its binary. */

@@ -1116,6 +1116,34 @@ static void case_current(void)
     vm_stop(g.vm);
 }
 
+/* A position-independent build of spin (linked at 0, loaded at USER_PIE_BASE) is matched by the
+ * content of its pages at the address it runs at, and symbolized there. */
+static void case_os_none_pie(void)
+{
+    struct guest g;
+    boot(&g, "spin-pie,sys", false);
+    struct folded f = profile(&g, 1500, "1", "--os=none");
+    uint64_t pie = count_matching(&f, pred_root_prefix, "spin-pie [as ");
+    uint64_t hot = 0;
+    for (guint i = 0; i < f.stacks->len; i++) {
+        const char *s = STACK(&f, i);
+        if (g_str_has_prefix(s, "spin-pie [as ") &&
+            (strstr(s, "];_start;main;compute;hot_a") || strstr(s, "];_start;main;compute;hot_b")))
+            hot += COUNT(&f, i);
+    }
+    fprintf(stderr, "spin-pie: %lu samples, %lu in its hot loops\n", (unsigned long)pie,
+            (unsigned long)hot);
+    CHECK_MSG(pie >= f.total / 5, "spin-pie has %lu of %lu samples", (unsigned long)pie,
+              (unsigned long)f.total);
+    CHECK_MSG(hot >= pie / 2, "only %lu of spin-pie's %lu samples in _start;main;compute;hot_*",
+              (unsigned long)hot, (unsigned long)pie);
+    check_as_stacks_complete(&f);
+    if (harness_failures)
+        folded_dump(&f);
+    folded_free(&f);
+    vm_stop(g.vm);
+}
+
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "";
@@ -1160,6 +1188,8 @@ int main(int argc, char **argv)
         case_os_none(true);
     else if (strcmp(which, "current") == 0)
         case_current();
+    else if (strcmp(which, "os-none-pie") == 0)
+        case_os_none_pie();
     else {
         fprintf(stderr, "unknown case '%s'\n", which);
         return 2;
