@@ -149,9 +149,14 @@ static int load_symbols(prof_session *s, struct qp_error *err)
         if (s->opts.verbose)
             fprintf(stderr, "qprof: %d ELF files indexed under %s\n", rc, s->opts.user_dirs[i]);
     }
-    if (s->opts.verbose && s->opts.n_user_dirs)
-        fprintf(stderr, "qprof: %zu distinct pages of user code indexed\n",
-                sym_store_page_count(s->store));
+    if (s->opts.os == PROF_OS_NONE && s->opts.n_user_dirs) {
+        /* Binaries by content (aspace.c): the index is built here, before any sample. */
+        gint64 t0 = g_get_monotonic_time();
+        sym_store_index_pages(s->store);
+        if (s->opts.verbose)
+            fprintf(stderr, "qprof: %zu distinct pages of user code indexed in %.3f s\n",
+                    sym_store_page_count(s->store), (double)(g_get_monotonic_time() - t0) / 1e6);
+    }
     return 0;
 }
 

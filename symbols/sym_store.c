@@ -13,7 +13,8 @@
 struct sym_store {
     /* .text hash -> sym_table *, owned. Keys point at a copy owned by the table entry. */
     GHashTable *by_hash;
-    GHashTable *pages; /* sym_pages.c: page hash -> the binaries' pages */
+    GHashTable *pages;  /* sym_pages.c: page hash -> the binaries' pages */
+    bool pages_indexed; /* sym_store_index_pages was called: files added later are paged too */
     size_t unreadable;
 };
 
@@ -44,6 +45,18 @@ size_t sym_store_match_page(const sym_store *s, const void *page, struct sym_pag
                             size_t max)
 {
     return sym_pages_match(s->pages, page, out, max);
+}
+
+void sym_store_index_pages(sym_store *s)
+{
+    if (s->pages_indexed)
+        return;
+    s->pages_indexed = true;
+    GHashTableIter it;
+    gpointer key, table;
+    g_hash_table_iter_init(&it, s->by_hash);
+    while (g_hash_table_iter_next(&it, &key, &table))
+        sym_pages_add(s->pages, table); /* unpageable files stay known by .text hash */
 }
 
 size_t sym_store_page_count(const sym_store *s)
@@ -77,7 +90,8 @@ static int index_table(sym_store *s, sym_table *t)
     gint64 *owned_key = g_new(gint64, 1);
     *owned_key = key;
     g_hash_table_insert(s->by_hash, owned_key, t);
-    sym_pages_add(s->pages, t); /* a file that cannot be paged is still known by .text hash */
+    if (s->pages_indexed)
+        sym_pages_add(s->pages, t); /* a file that cannot be paged is still known by .text hash */
     return 1;
 }
 

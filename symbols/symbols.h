@@ -108,13 +108,16 @@ struct sym_page_match {
 
 /* The store's binaries that have a page of executable PT_LOAD code with exactly these
  * SYM_PAGE_SIZE bytes, as a loader that copies segments leaves it (zero outside the segment)
- * or as mmap maps it (the whole file page). Every file added to the store is indexed when it
- * is added. Fills up to max entries and returns how many binaries' pages match in all (0: none;
- * more than one: pages the binaries share, which another page of the same code decides).
- * A relocated (PIE) binary matches at any page-aligned load address: the caller's page address
- * minus out->vaddr is its load bias. */
+ * or as mmap maps it (the whole file page), once sym_store_index_pages was called. Fills up to max
+ * entries and returns how many binaries' pages match in all (0: none; more than one: pages the
+ * binaries share, which another page of the same code decides). A relocated (PIE) binary matches at
+ * any page-aligned load address: the caller's page address minus out->vaddr is its load bias. */
 size_t sym_store_match_page(const sym_store *s, const void *page, struct sym_page_match *out,
                             size_t max);
+
+/* Builds the page index of every binary in the store, and of every one added later. Only
+ * callers that match pages pay for it (it reads each file's code again). */
+void sym_store_index_pages(sym_store *s);
 
 /* Distinct page contents indexed. */
 size_t sym_store_page_count(const sym_store *s);
