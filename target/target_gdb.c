@@ -23,7 +23,10 @@ struct gdb_cpu {
 
 struct target_gdb {
     gdb_client *gdb;
-    qmp_client *ram;    /* a QMP client whose direct backend maps the RAM file; NULL: `m` packets */
+    /* The QMP client of --qmp-socket, NULL without: its events tell qprof's stops from anyone
+     * else's, and, when `direct`, its backend maps the RAM file (else memory is `m` packets). */
+    qmp_client *qmp;
+    bool direct;
     bool state_changed; /* this sample's reads saw another CR3 than its registers */
     /* Someone else paused the guest (QMP's events say so, or the stub sent a stop nobody here
      * asked for): no sample and no continue until it runs again. */
@@ -44,8 +47,7 @@ static int open_ram(struct target_gdb *t, const struct prof_target_open_opts *o,
 {
     const char *want = o->memory_backend ? o->memory_backend : "auto";
     bool direct = strcmp(want, "direct") == 0;
-    if (!direct && strcmp(want, "auto") != 0)
-        return 0;
+    bool try_direct = direct || strcmp(want, "auto") == 0;
     if (!o->qmp_address)
         return direct ? qp_error_set(err, -EINVAL,
                                      "--memory direct through the gdbstub needs --qmp-socket "
@@ -54,10 +56,19 @@ static int open_ram(struct target_gdb *t, const struct prof_target_open_opts *o,
     struct qmp_open_opts qo = {.timeout_s = o->timeout_s ? o->timeout_s : 5,
                                .backend = QMP_MEM_DIRECT};
     struct qp_error qerr = {0};
-    int rc = qmp_open(o->qmp_address, &qo, &t->ram, direct ? err : &qerr);
+    int rc = try_direct ? qmp_open(o->qmp_address, &qo, &t->qmp, direct ? err : &qerr) : -1;
     if (rc && direct)
         return qp_error_prefix(err, "the shared RAM file, through QMP");
-    return 0; /* auto: `m` packets */
+    t->direct = rc == 0;
+    if (rc) {
+        /* No shared RAM file: memory goes through `m` packets, but QMP still tells who paused
+         * the guest. Its HMP backend needs no setup and is never used for reads here. */
+        qo.backend = QMP_MEM_HMP;
+        rc = qmp_open(o->qmp_address, &qo, &t->qmp, err);
+        if (rc)
+            return qp_error_prefix(err, "--qmp-socket");
+    }
+    return 0;
 }
 
 static uint64_t now_ns(void)
@@ -76,18 +87,19 @@ static int tg_open(const struct prof_target_open_opts *o, void **impl, struct qp
     /* QEMU stops the guest on attach and says T02 whether or not it ran before: only QMP can
      * tell a guest paused before (by a monitor, or -S) from one that ran, and such a guest must
      * stay paused, also after a -S start. */
-    t->foreign_pause = t->ram && !qmp_guest_running(t->ram);
+    t->foreign_pause = t->qmp && !qmp_guest_running(t->qmp);
     go.keep_stopped = t->foreign_pause;
     if (!rc)
         rc = gdb_open(o->address, &go, &t->gdb, err);
     if (rc) {
-        qmp_free(t->ram);
+        qmp_free(t->qmp);
         g_free(t);
         return rc;
     }
     if (t->foreign_pause)
         gdb_disown_stop(t->gdb);
-    t->last_continue_us = g_get_real_time(); /* gdb_open resumed it after attaching */
+    if (!t->foreign_pause)
+        t->last_continue_us = g_get_real_time(); /* gdb_open resumed it after attaching */
     *impl = t;
     return 0;
 }
@@ -100,7 +112,7 @@ static int tg_open(const struct prof_target_open_opts *o, void **impl, struct qp
 /* Whether QMP's events say the guest runs (or qprof's own resume is still on its way). */
 static bool qmp_says_running(struct target_gdb *t)
 {
-    return qmp_guest_running(t->ram) || qmp_last_stop_us(t->ram) < t->last_continue_us;
+    return qmp_guest_running(t->qmp) || qmp_last_stop_us(t->qmp) < t->last_continue_us;
 }
 
 /* A stop reply can answer qprof's 0x03 or be QEMU's word of a monitor's `stop` that landed
@@ -109,8 +121,11 @@ static bool qmp_says_running(struct target_gdb *t)
  * `stop` would be undone by this sample's continue. */
 static bool stopped_before(struct target_gdb *t, int64_t interrupt_us)
 {
+    /* Only a STOP after the guest last started counts: an earlier one (a pause that has ended
+     * since) says nothing of this stop. */
+    int64_t started_us = MAX(t->last_continue_us, qmp_last_resume_us(t->qmp));
     int64_t stop_us = 0;
-    if (qmp_wait_stop_after(t->ram, t->last_continue_us, 50, &stop_us, NULL) != 0)
+    if (qmp_wait_stop_after(t->qmp, started_us, 50, &stop_us, NULL) != 0)
         return false; /* no event in time: take the stop as this sample's, as before */
     return stop_us < interrupt_us;
 }
@@ -119,7 +134,7 @@ static bool stopped_before(struct target_gdb *t, int64_t interrupt_us)
  * gdbstub alone, it is stopped for this sample already). */
 static int still_paused_by_other(struct target_gdb *t, struct qp_error *err)
 {
-    if (t->ram) {
+    if (t->qmp) {
         if (qmp_says_running(t))
             return 0;
         int rc = gdb_poll_stop(t->gdb, err); /* the stub's T02 for that pause: not ours */
@@ -210,7 +225,7 @@ static int tg_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
     t->state_changed = false;
     /* QEMU sends every monitor a STOP and a RESUME per sample; the RAM file's QMP client must
      * take them off its socket (no round trip), or QEMU buffers them without bound. */
-    bool running = !t->ram || qmp_says_running(t);
+    bool running = !t->qmp || qmp_says_running(t);
     int rc = 0;
     if (t->foreign_pause || !running) {
         rc = still_paused_by_other(t, err);
@@ -226,10 +241,18 @@ static int tg_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
     }
     struct gdb_stop stop = {0};
     int64_t interrupt_us = g_get_real_time();
-    rc = gdb_interrupt(t->gdb, &stop, err);
-    if (!rc && !stop.unasked && t->ram && stopped_before(t, interrupt_us))
+    struct qp_error ierr = {0};
+    rc = gdb_interrupt(t->gdb, &stop, &ierr);
+    /* QEMU drops a 0x03 while a monitor's `stop` holds the guest: over the stub alone, no
+     * answer is how such a pause shows (a QEMU that is gone closes the socket instead). Later
+     * samples probe until it runs again. */
+    bool ignored = rc == -ETIMEDOUT && !t->qmp;
+    if (rc && !ignored)
+        qp_error_set(err, rc, "%s", ierr.msg);
+    if (!rc && !stop.unasked && t->qmp && stopped_before(t, interrupt_us))
         stop.unasked = true;
-    if (!rc && stop.unasked) {
+    if (ignored || (!rc && stop.unasked)) {
+        rc = 0;
         /* The stub said the guest stopped before this sample asked: a monitor's `stop` (or
          * another cause) that this sample must not undo. */
         gdb_disown_stop(t->gdb);
@@ -274,7 +297,7 @@ static int read_direct(struct target_gdb *t, const struct gdb_cpu *gc, struct pr
     for (size_t i = 0; i < n; i++)
         qr[i] =
             (struct qmp_mem_req){.vaddr = reqs[i].vaddr, .len = reqs[i].len, .buf = reqs[i].buf};
-    int rc = qmp_mem_read_many(t->ram, &gc->mmu, qr, n, err);
+    int rc = qmp_mem_read_many(t->qmp, &gc->mmu, qr, n, err);
     for (size_t i = 0; i < n; i++) {
         reqs[i].got = qr[i].got;
         reqs[i].rc = rc ? rc : qr[i].rc;
@@ -288,7 +311,7 @@ static int tg_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
 {
     struct target_gdb *t = impl;
     const struct gdb_cpu *gc = cpu->target_cpu;
-    if (t->ram)
+    if (t->direct)
         return read_direct(t, gc, reqs, n, err);
     size_t n_parts = 0;
     for (size_t i = 0; i < n; i++)
@@ -350,11 +373,11 @@ static int tg_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
 static int tg_read_phys(void *impl, uint64_t paddr, void *buf, size_t len, struct qp_error *err)
 {
     struct target_gdb *t = impl;
-    if (!t->ram)
+    if (!t->direct)
         return qp_error_set(err, -ENOTSUP,
                             "guest-physical memory through the gdbstub needs --qmp-socket too "
                             "(the shared RAM file)");
-    return qmp_phys_read(t->ram, paddr, buf, len, err);
+    return qmp_phys_read(t->qmp, paddr, buf, len, err);
 }
 
 static int tg_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n,
@@ -362,11 +385,11 @@ static int tg_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n
 {
     struct target_gdb *t = impl;
     *n = 0;
-    if (!t->ram)
+    if (!t->direct)
         return qp_error_set(err, -ENOTSUP,
                             "listing guest RAM through the gdbstub needs --qmp-socket too "
                             "(the shared RAM file)");
-    return target_qmp_ram_ranges(t->ram, out, max, n, err);
+    return target_qmp_ram_ranges(t->qmp, out, max, n, err);
 }
 
 /* QMP's events say it without a round trip; over the gdbstub alone only a sample's interrupt
@@ -374,7 +397,7 @@ static int tg_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n
 static bool tg_running(void *impl)
 {
     struct target_gdb *t = impl;
-    return t->ram ? qmp_says_running(t) : true;
+    return t->qmp ? qmp_says_running(t) : true;
 }
 
 static uint64_t tg_round_trips(const void *impl)
@@ -387,26 +410,26 @@ static uint64_t tg_round_trips(const void *impl)
 static uint64_t tg_resets(const void *impl)
 {
     const struct target_gdb *t = impl;
-    return t->ram ? qmp_resets(t->ram) : 0;
+    return t->qmp ? qmp_resets(t->qmp) : 0;
 }
 
 static bool tg_reads_cost_round_trips(const void *impl)
 {
     const struct target_gdb *t = impl;
-    return t->ram == NULL;
+    return !t->direct;
 }
 
 static const char *tg_version(const void *impl)
 {
     const struct target_gdb *t = impl;
     /* the stub does not say which QEMU it is; QMP does */
-    return t->ram ? qmp_qemu_version(t->ram) : "(gdbstub)";
+    return t->qmp ? qmp_qemu_version(t->qmp) : "(gdbstub)";
 }
 
 static const char *tg_describe(const void *impl)
 {
     const struct target_gdb *t = impl;
-    return t->ram ? "direct" : "gdbstub m packets";
+    return t->direct ? "direct" : "gdbstub m packets";
 }
 
 static void tg_free(void *impl)
@@ -415,7 +438,7 @@ static void tg_free(void *impl)
     if (!t)
         return;
     gdb_free(t->gdb); /* stops if running, detaches: QEMU resumes the guest */
-    qmp_free(t->ram);
+    qmp_free(t->qmp);
     g_free(t);
 }
 
