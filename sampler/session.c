@@ -704,7 +704,7 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
     }
     read_window(s, v, v->sp, c->kstack, prof_os_kernel_stack_len(s->os, v, &c->task, KSTACK_WINDOW),
                 &c->kstack_addr, &c->kstack_len);
-    if (s->aspaces) {
+    if (s->aspaces && v->as_root) {
         /* A process's address space in the kernel: its user part is where the entry came from. */
         struct prof_aspace *as = prof_aspace_for(s->aspaces, v->as_root);
         if (prof_aspace_is_process(as) && prof_recover_user_regs(s->stacks, c))
@@ -770,7 +770,7 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
                 c->ustack = g_malloc(USTACK_WINDOW);
             }
             capture_cpu(s, c);
-            if (s->aspaces)
+            if (s->aspaces && c->vcpu.as_root) /* 0: the target cannot tell the root */
                 capture_aspace(s, c);
         }
     }
