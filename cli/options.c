@@ -92,8 +92,15 @@ void prof_print_help(FILE *out)
         "  --os auto|qprof-abi|linux|none what the guest kernel tells about processes [auto:\n"
         "                         the qprof_abi struct when the kernel ELF has it or --abi-addr\n"
         "                         is given, else linux when guest RAM holds a Linux kernel's\n"
-        "                         vmcoreinfo, else none: user or kernel by privilege level]\n"
+        "                         vmcoreinfo, else none: user or kernel by privilege level];\n"
+        "                         with --os none, each address space is a process named after\n"
+        "                         the --user-dir binary its code pages match (\"spin [as 1]\")\n"
         "  --vmcoreinfo FILE      a Linux guest's vmcoreinfo text, instead of scanning its RAM\n"
+        "  --current EXPR         (implies --os none) each vCPU's current process: a path over\n"
+        "                         the --kernel ELF's globals and DWARF types, $cpu for the vCPU,\n"
+        "                         e.g. 'cpus[$cpu].proc' (docs/profile-your-os.md)\n"
+        "  --current-pid FIELD    its pid field [pid]\n"
+        "  --current-name FIELD   its name field [name, else comm]\n"
         "  --sysroot DIR          the guest's root filesystem, e.g. its image mounted\n"
         "                         read-only; user binaries and libraries are matched by path\n"
         "                         and verified by build-id, then user stacks are unwound with\n"
@@ -253,6 +260,9 @@ enum {
     OPT_MEMORY,
     OPT_OS,
     OPT_VMCOREINFO,
+    OPT_CURRENT,
+    OPT_CURRENT_PID,
+    OPT_CURRENT_NAME,
     OPT_SYSROOT,
     OPT_TOP,
     OPT_NO_PROGRESS,
@@ -286,6 +296,9 @@ static const struct option long_options[] = {
     {"memory", required_argument, NULL, OPT_MEMORY},
     {"os", required_argument, NULL, OPT_OS},
     {"vmcoreinfo", required_argument, NULL, OPT_VMCOREINFO},
+    {"current", required_argument, NULL, OPT_CURRENT},
+    {"current-pid", required_argument, NULL, OPT_CURRENT_PID},
+    {"current-name", required_argument, NULL, OPT_CURRENT_NAME},
     {"sysroot", required_argument, NULL, OPT_SYSROOT},
     {"top", required_argument, NULL, OPT_TOP},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
@@ -445,6 +458,15 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
         return 0;
     case OPT_VMCOREINFO:
         o->vmcoreinfo = arg;
+        return 0;
+    case OPT_CURRENT:
+        o->current = arg;
+        return 0;
+    case OPT_CURRENT_PID:
+        o->current_pid = arg;
+        return 0;
+    case OPT_CURRENT_NAME:
+        o->current_name = arg;
         return 0;
     case OPT_SYSROOT: {
         struct stat st;

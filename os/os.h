@@ -116,6 +116,8 @@ struct prof_address_space {
     const struct prof_exec_mapping *maps; /* borrowed: valid until the adapter's next refresh */
 };
 
+typedef struct prof_os_current prof_os_current; /* --current, resolved (below) */
+
 struct prof_os_config {
     uint64_t abi_addr;            /* qprof_abi: where the guest publishes it */
     struct prof_addr_split split; /* the target's */
@@ -123,6 +125,7 @@ struct prof_os_config {
     const char *vmcoreinfo_path;  /* Linux: --vmcoreinfo, NULL to scan guest RAM */
     bool chosen;                  /* named by --os (not picked by auto): say why it fails */
     bool verbose;
+    const prof_os_current *current; /* none: --current, borrowed for the adapter's life; NULL */
 };
 
 struct prof_os_ops {
@@ -199,6 +202,47 @@ int prof_os_address_space(prof_os *os, int i, const struct prof_os_mem *mem,
                           struct prof_address_space *out);
 void prof_os_while_running(prof_os *os, const struct prof_os_mem *mem, struct prof_os_refresh *out);
 void prof_os_machine_reset(prof_os *os);
+
+/* ---- --current: the kernel's current-process variable through its DWARF (os_current.c) -- */
+
+#define PROF_CURRENT_MAX_STEPS 16
+
+enum prof_current_step_kind {
+    PROF_STEP_FIELD,     /* .name */
+    PROF_STEP_ARROW,     /* ->name */
+    PROF_STEP_INDEX,     /* [N] */
+    PROF_STEP_INDEX_CPU, /* [$cpu]: the vCPU's guest id (its APIC ID on x86) */
+};
+
+struct prof_current_step {
+    enum prof_current_step_kind kind;
+    char name[64];  /* FIELD, ARROW */
+    uint64_t index; /* INDEX */
+};
+
+/* VAR followed by steps, e.g. `cpus[$cpu].proc` or `percpu[$cpu].running->task`. */
+struct prof_current_path {
+    char var[64];
+    int n;
+    struct prof_current_step step[PROF_CURRENT_MAX_STEPS];
+};
+
+/* Parses an expression; -EINVAL with a one-line reason in err when it is not one. */
+int prof_current_parse(const char *expr, struct prof_current_path *out, struct qp_error *err);
+
+/* Resolves expr against the DWARF of the kernel ELF at kernel into offsets, pointer loads and
+ * vCPU indexes, ending at a struct (or a pointer to one) with an integer field pid_field
+ * (NULL: "pid") and a string field name_field (NULL: "name", else "comm"). A missing
+ * variable, field or DWARF is a one-line error naming it. *out is the caller's. */
+int prof_os_current_open(const char *kernel, const char *expr, const char *pid_field,
+                         const char *name_field, prof_os_current **out, struct qp_error *err);
+void prof_os_current_free(prof_os_current *c); /* NULL is a no-op */
+
+/* The current process of cpu while stopped, read through mem: 0 with *pid and name (cap
+ * bytes, printable); -ENOENT when the pointer is NULL (no process), -EFAULT when a read fails
+ * (unmapped memory, or out of budget), -ERANGE when the vCPU is past the array. */
+int prof_os_current_read(const prof_os_current *c, const struct prof_vcpu *cpu,
+                         const struct prof_os_mem *mem, uint32_t *pid, char *name, size_t cap);
 
 /* ---- The qprof_abi checks (os_qprof_abi_check.c; docs/guest-abi.md) ---------------------- */
 

@@ -179,6 +179,8 @@ const char *out_stack_root(const struct out_stack *s, char *out, size_t cap)
         g_strlcpy(out, "[firmware or early boot]", cap);
     else if (s->pid)
         snprintf(out, cap, "%s (%u)", s->comm[0] ? s->comm : "?", s->pid);
+    else if (strstr(s->comm, " [as ")) /* an address space standing for a process (--os none) */
+        g_strlcpy(out, s->comm, cap);
     else if (s->mode == OUT_MODE_USER)
         g_strlcpy(out, "[unknown process]", cap);
     else

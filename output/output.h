@@ -67,7 +67,8 @@ struct out_sample {
     uint64_t weight_ns;             /* wall time this sample stands for (the interval it closes) */
     uint32_t cpu;                   /* QEMU cpu-index */
     uint32_t pid;                   /* 0 when no process is known */
-    char comm[OUT_COMM_LEN];        /* process name, NUL-terminated, "" when unknown */
+    char comm[OUT_COMM_LEN];        /* process name, NUL-terminated, "" when unknown; with pid
+                                       0, "NAME [as N]": an address space (--os none) */
     uint8_t mode;                   /* enum out_mode */
     uint8_t user_stop, kernel_stop; /* how each part ended (UNW_STOP_OUTERMOST: whole or absent) */
     uint16_t n_frames, n_user;

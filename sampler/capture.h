@@ -22,12 +22,16 @@ struct user_binary {
     const sym_table *syms; /* borrowed from the store; NULL when no file matched */
     unw_space *space;      /* owned; NULL when no unwind tables could be had */
     uint64_t text_addr, load_base;
+    int64_t bias;    /* run-time minus link-time addresses (a relocated PIE), else 0 */
     char name[64];   /* module name: the file's, else the process's */
     uint32_t module; /* its index in the session's out_profile */
 };
 
-struct proc_image; /* session.c: one exec image of one process, being copied */
-struct user_space; /* sysroot.h: an address space and the sysroot files that match it */
+struct proc_image;  /* session.c: one exec image of one process, being copied */
+struct user_space;  /* sysroot.h: an address space and the sysroot files that match it */
+struct prof_aspace; /* aspace.h: an address space taken for a process (--os none) */
+
+enum page_copy { PAGE_NONE, PAGE_COPIED, PAGE_UNREADABLE };
 
 /* What one vCPU looked like at the stop, copied while the guest was paused. */
 struct cpu_capture {
@@ -44,7 +48,12 @@ struct cpu_capture {
     struct user_space *uspace; /* --sysroot: the task's address space, NULL when none */
     bool have_kstack;          /* the OS adapter unwound the kernel stack while stopped */
     struct prof_kstack kst;    /* its frames */
-    uint8_t *kstack, *ustack;  /* KSTACK_WINDOW / USTACK_WINDOW bytes, allocated once */
+    struct prof_aspace *as;    /* --os none: the vCPU's address space, NULL otherwise */
+    const char *as_label;      /* set after the guest resumed when as is a process */
+    enum page_copy page_state; /* a user code page copied for identification */
+    uint64_t page_addr;
+    uint8_t *page;            /* SYM_PAGE_SIZE bytes, allocated once */
+    uint8_t *kstack, *ustack; /* KSTACK_WINDOW / USTACK_WINDOW bytes, allocated once */
     uint64_t kstack_addr, ustack_addr;
     size_t kstack_len, ustack_len;
 };

@@ -58,6 +58,9 @@ struct prof_options {
     const char *memory_backend; /* --memory auto|direct|memsave|hmp */
     enum prof_os_choice os;     /* --os, PROF_OS_AUTO */
     const char *vmcoreinfo;     /* --vmcoreinfo FILE (Linux guests), NULL: scan guest RAM */
+    const char *current;        /* --current EXPR (--os none), NULL: none */
+    const char *current_pid;    /* --current-pid FIELD, NULL: "pid" */
+    const char *current_name;   /* --current-name FIELD, NULL: "name", else "comm" */
     const char *sysroot; /* --sysroot DIR: the guest's root filesystem, NULL: user leaf only */
     int top;             /* --top, 10 */
     bool progress;       /* live progress line (on a terminal unless --no-progress;
@@ -166,6 +169,8 @@ struct prof_counters {
     /* --sysroot: user stacks unwound with the sysroot's files, those that reached the outermost
      * frame, and guest files whose sysroot copy was missing or another build (each once). */
     uint64_t sysroot_stacks, sysroot_stacks_complete, sysroot_files_unused;
+    /* --os none: user code pages (one per address space and page) no --user-dir file has */
+    uint64_t content_pages_unmatched;
 };
 
 /* Counts one vCPU's sample in its vCPU's balance (mode, and the first processes seen). */

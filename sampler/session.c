@@ -11,6 +11,7 @@
  * rather than reading memory that the running guest has changed since. */
 #include "sampler.h"
 
+#include "aspace.h"
 #include "capture.h"
 #include "modules.h"
 #include "stacks.h"
@@ -74,6 +75,8 @@ struct prof_session {
     prof_modules *modules;      /* the profile's modules and their symbols */
     prof_stack_builder *stacks; /* unwinding the captures */
     prof_sysroot *sysroot;      /* --sysroot's files and address spaces */
+    prof_aspaces *aspaces;      /* --os none: address spaces as processes, NULL otherwise */
+    prof_os_current *current;   /* --current, resolved; NULL without */
     struct prof_stack stack;    /* scratch, reused by every sample */
     struct prof_target_stats last_stats;
     uint64_t target_resets; /* prof_target_resets at the last stop */
@@ -146,6 +149,14 @@ static int load_symbols(prof_session *s, struct qp_error *err)
         if (s->opts.verbose)
             fprintf(stderr, "qprof: %d ELF files indexed under %s\n", rc, s->opts.user_dirs[i]);
     }
+    if (s->opts.os == PROF_OS_NONE && s->opts.n_user_dirs) {
+        /* Binaries by content (aspace.c): the index is built here, before any sample. */
+        gint64 t0 = g_get_monotonic_time();
+        sym_store_index_pages(s->store);
+        if (s->opts.verbose)
+            fprintf(stderr, "qprof: %zu distinct pages of user code indexed in %.3f s\n",
+                    sym_store_page_count(s->store), (double)(g_get_monotonic_time() - t0) / 1e6);
+    }
     return 0;
 }
 
@@ -186,6 +197,23 @@ static const struct prof_os_ops *os_ops(const prof_session *s)
     }
 }
 
+/* --current: resolved against the kernel's DWARF before anything is sampled, so that a
+ * missing variable or field is the run's one-line error. */
+static int open_current(prof_session *s, struct qp_error *err)
+{
+    const struct prof_options *o = &s->opts;
+    if (!o->current)
+        return 0;
+    if (o->os != PROF_OS_NONE && o->os != PROF_OS_AUTO)
+        return qp_error_set(err, -EINVAL,
+                            "--current reads a kernel that publishes nothing: it "
+                            "goes with --os none only");
+    s->opts.os = PROF_OS_NONE;
+    s->abi_addr = 0;
+    return prof_os_current_open(o->kernel, o->current, o->current_pid, o->current_name, &s->current,
+                                err);
+}
+
 static int open_os(prof_session *s, struct qp_error *err)
 {
     const struct prof_os_ops *ops = os_ops(s);
@@ -194,7 +222,8 @@ static int open_os(prof_session *s, struct qp_error *err)
                                  .arch = s->arch,
                                  .vmcoreinfo_path = s->opts.vmcoreinfo,
                                  .chosen = s->opts.os == PROF_OS_LINUX,
-                                 .verbose = s->opts.verbose};
+                                 .verbose = s->opts.verbose,
+                                 .current = s->current};
     int rc = prof_os_open(ops, &cfg, &s->os);
     return rc ? qp_error_set(err, rc, "opening the %s OS adapter", ops->name) : 0;
 }
@@ -215,7 +244,10 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     struct prof_sysroot_config sysroot_cfg = {
         .dir = o->sysroot, .arch = s->arch, .verbose = o->verbose};
     s->sysroot = prof_sysroot_new(&sysroot_cfg, s->modules, &s->counters);
-    int rc = load_symbols(s, err);
+    int rc = open_current(s, err);
+    if (rc)
+        goto fail;
+    rc = load_symbols(s, err);
     if (rc)
         goto fail;
     struct prof_stack_config stack_cfg = {.max_depth = o->max_depth,
@@ -224,6 +256,11 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
                                           .kernel_space = s->kernel_space,
                                           .kernel_syms = s->kernel_syms};
     s->stacks = prof_stack_builder_new(&stack_cfg, s->modules, &s->counters);
+    if (s->opts.os == PROF_OS_NONE) {
+        struct prof_aspaces_config as_cfg = {
+            .store = s->store, .user_end = s->split.user_end, .verbose = o->verbose};
+        s->aspaces = prof_aspaces_new(&as_cfg, s->modules, &s->counters);
+    }
     add_kernel_module(s);
     if ((rc = open_os(s, err)))
         goto fail;
@@ -259,9 +296,11 @@ void prof_session_free(prof_session *s)
         return;
     prof_target_free(s->target);
     prof_os_free(s->os);
+    prof_os_current_free(s->current);
     sym_table_free(s->kernel_syms);
     prof_stack_builder_free(s->stacks);
     prof_sysroot_free(s->sysroot);
+    prof_aspaces_free(s->aspaces);
     unw_space_free(s->kernel_space);
     prof_stack_free(&s->stack);
     sym_store_free(s->store);
@@ -274,6 +313,7 @@ void prof_session_free(prof_session *s)
     for (int i = 0; i < PROF_MAX_VCPUS; i++) {
         g_free(s->cap[i].kstack);
         g_free(s->cap[i].ustack);
+        g_free(s->cap[i].page);
     }
     g_free(s);
 }
@@ -435,7 +475,7 @@ static void binary_load_unwind(prof_session *s, struct user_binary *b, const str
     if (unw_space_new(b->name, 0, s->split.user_end, &b->space, &err))
         goto fail;
     if (b->syms) {
-        if (unw_space_add_elf(b->space, sym_table_path(b->syms), 0, &err) == 0)
+        if (unw_space_add_elf(b->space, sym_table_path(b->syms), b->bias, &err) == 0)
             return;
         goto fail;
     }
@@ -466,7 +506,10 @@ static void image_identify(prof_session *s, struct proc_image *img)
         g_strlcpy(m.name, b->name, sizeof m.name);
         if (b->syms)
             g_strlcpy(m.path, sym_table_path(b->syms), sizeof m.path);
-        b->module = prof_modules_add(s->modules, &m, b->syms, 0);
+        /* A relocated (PIE) binary's .text runs away from its link address. */
+        int64_t bias = b->syms ? (int64_t)(k->text_addr - sym_table_text_addr(b->syms)) : 0;
+        b->module = prof_modules_add(s->modules, &m, b->syms, bias);
+        b->bias = bias;
         if (s->opts.verbose)
             fprintf(stderr, "qprof: pid %" PRIu64 " (%s): .text hash %016" PRIx64 " %s%s\n", k->pid,
                     img->name, hash, b->syms ? "is " : "matches no file under --user-dir",
@@ -480,6 +523,26 @@ static void image_identify(prof_session *s, struct proc_image *img)
     img->copy = NULL;
 }
 
+/* --os none: the copied code page names its binary; the address space names the process. */
+static void identify_aspace(prof_session *s, struct cpu_capture *c)
+{
+    if (c->page_state != PAGE_NONE)
+        prof_aspace_add_page(s->aspaces, c->as, c->page_addr,
+                             c->page_state == PAGE_COPIED ? c->page : NULL);
+    if (!prof_aspace_is_process(c->as))
+        return;
+    c->as_label = prof_aspace_label(c->as);
+    const struct unw_regs *user = c->vcpu.user         ? &c->vcpu.regs
+                                  : c->have_entry_regs ? &c->entry_regs
+                                                       : NULL;
+    if (user)
+        c->bin = prof_aspace_binary_at(c->as, user->r[s->arch->pc_reg]);
+    /* The entry's user pc is no code of this address space: the kernel stack belongs to another
+     * (a switch in progress), so its user frames would be read from the wrong memory. */
+    if (!c->vcpu.user && !c->bin)
+        c->have_entry_regs = false;
+}
+
 /* After the guest resumed: identify what was copied, and give each vCPU its binary. */
 static void identify_captured(prof_session *s)
 {
@@ -489,6 +552,8 @@ static void identify_captured(prof_session *s)
             image_identify(s, c->img);
         c->bin = c->img && c->img->state == IMAGE_DONE ? c->img->bin : NULL;
         prof_sysroot_build(s->sysroot, c->uspace);
+        if (c->as)
+            identify_aspace(s, c);
     }
 }
 
@@ -532,8 +597,12 @@ static void use_found_kernel(prof_session *s, const struct prof_os_refresh *r)
 static void forget_boot(prof_session *s)
 {
     g_hash_table_remove_all(s->images);
-    for (int i = 0; i < PROF_MAX_VCPUS; i++)
+    if (s->aspaces)
+        prof_aspaces_reset(s->aspaces);
+    for (int i = 0; i < PROF_MAX_VCPUS; i++) {
         s->cap[i].uspace = NULL;
+        s->cap[i].as = NULL;
+    }
     prof_sysroot_reset(s->sysroot);
 }
 
@@ -579,6 +648,34 @@ static void name_user_leaf(prof_session *s, struct cpu_capture *c, uint64_t pc,
         c->leaf_module = prof_modules_for_mapping(s->modules, &m);
 }
 
+/* --os none: copies the code page at user pc when its address space has not seen it yet. */
+static void copy_user_page(prof_session *s, struct cpu_capture *c, uint64_t pc)
+{
+    if (!prof_aspace_page_to_copy(c->as, pc, &c->page_addr))
+        return;
+    if (!c->page)
+        c->page = g_malloc(SYM_PAGE_SIZE);
+    size_t got = 0;
+    int rc = paused_read(s, &c->vcpu, c->page_addr, c->page, SYM_PAGE_SIZE, &got);
+    if (got == SYM_PAGE_SIZE)
+        c->page_state = PAGE_COPIED;
+    else if (rc != -ENOSPC && !s->budget.hit) /* out of budget: try again at a later stop */
+        c->page_state = PAGE_UNREADABLE;
+}
+
+/* --os none: the vCPU's address space stands for its process once user code ran in it. */
+static void capture_aspace(prof_session *s, struct cpu_capture *c)
+{
+    const struct prof_vcpu *v = &c->vcpu;
+    c->as = prof_aspace_for(s->aspaces, v->as_root);
+    if (v->user) {
+        prof_aspace_saw_user(c->as);
+        copy_user_page(s, c, v->regs.r[s->arch->pc_reg]);
+    } else if (c->have_entry_regs) {
+        copy_user_page(s, c, c->entry_regs.r[s->arch->pc_reg]);
+    }
+}
+
 /* Stacks first: they are what this sample is for. A new binary's copy takes what is left. */
 static void capture_cpu(prof_session *s, struct cpu_capture *c)
 {
@@ -611,6 +708,14 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
     }
     read_window(s, v, v->sp, c->kstack, prof_os_kernel_stack_len(s->os, v, &c->task, KSTACK_WINDOW),
                 &c->kstack_addr, &c->kstack_len);
+    if (s->aspaces && v->as_root) {
+        /* A process's address space in the kernel: its user part is where the entry came from. */
+        struct prof_aspace *as = prof_aspace_for(s->aspaces, v->as_root);
+        if (prof_aspace_is_process(as) && prof_recover_user_regs(s->stacks, c))
+            read_window(s, v, c->entry_regs.r[s->arch->sp_reg], c->ustack, USTACK_WINDOW,
+                        &c->ustack_addr, &c->ustack_len);
+        return;
+    }
     if (!c->img)
         return;
     if (!c->task.user_regs_at) {
@@ -644,6 +749,9 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
         c->img = NULL;
         c->bin = NULL;
         c->uspace = NULL;
+        c->as = NULL;
+        c->as_label = NULL;
+        c->page_state = PAGE_NONE;
         c->leaf_module = OUT_NO_MODULE;
         c->kstack_len = c->ustack_len = 0;
     }
@@ -666,6 +774,8 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
                 c->ustack = g_malloc(USTACK_WINDOW);
             }
             capture_cpu(s, c);
+            if (s->aspaces && c->vcpu.as_root) /* 0: the target cannot tell the root */
+                capture_aspace(s, c);
         }
     }
     for (int i = 0; i < s->n_cpus; i++)

@@ -132,6 +132,8 @@ static void set_process(const struct cpu_capture *c, struct out_sample *o)
         (t->pid || t->comm[0])) {
         o->pid = t->pid;
         g_strlcpy(o->comm, t->comm[0] ? t->comm : "?", sizeof o->comm);
+    } else if (!t->known && c->as_label) {
+        g_strlcpy(o->comm, c->as_label, sizeof o->comm); /* pid 0: an address space's label */
     }
     o->mode = c->vcpu.user ? OUT_MODE_USER : OUT_MODE_KERNEL;
 }

@@ -48,4 +48,10 @@ sym_lines *sym_lines_open(const char *path); /* never NULL; finds nothing withou
 void sym_lines_free(sym_lines *l);
 int sym_lines_find(sym_lines *l, uint64_t addr, const char **file, int *line);
 
+/* The page index (sym_pages.c): page hash -> GArray of struct sym_page_match. */
+GHashTable *sym_pages_new(void);
+/* Indexes t's executable PT_LOAD pages (read from its file); 0, or negative when unreadable. */
+int sym_pages_add(GHashTable *pages, const sym_table *t);
+size_t sym_pages_match(GHashTable *pages, const void *page, struct sym_page_match *out, size_t max);
+
 #endif

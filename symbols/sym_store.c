@@ -13,6 +13,8 @@
 struct sym_store {
     /* .text hash -> sym_table *, owned. Keys point at a copy owned by the table entry. */
     GHashTable *by_hash;
+    GHashTable *pages;  /* sym_pages.c: page hash -> the binaries' pages */
+    bool pages_indexed; /* sym_store_index_pages was called: files added later are paged too */
     size_t unreadable;
 };
 
@@ -21,6 +23,7 @@ sym_store *sym_store_new(void)
     sym_store *s = g_new0(sym_store, 1);
     s->by_hash =
         g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, (GDestroyNotify)sym_table_free);
+    s->pages = sym_pages_new();
     return s;
 }
 
@@ -28,6 +31,7 @@ void sym_store_free(sym_store *s)
 {
     if (!s)
         return;
+    g_hash_table_destroy(s->pages);
     g_hash_table_destroy(s->by_hash);
     g_free(s);
 }
@@ -35,6 +39,29 @@ void sym_store_free(sym_store *s)
 size_t sym_store_count(const sym_store *s)
 {
     return g_hash_table_size(s->by_hash);
+}
+
+size_t sym_store_match_page(const sym_store *s, const void *page, struct sym_page_match *out,
+                            size_t max)
+{
+    return sym_pages_match(s->pages, page, out, max);
+}
+
+void sym_store_index_pages(sym_store *s)
+{
+    if (s->pages_indexed)
+        return;
+    s->pages_indexed = true;
+    GHashTableIter it;
+    gpointer key, table;
+    g_hash_table_iter_init(&it, s->by_hash);
+    while (g_hash_table_iter_next(&it, &key, &table))
+        sym_pages_add(s->pages, table); /* unpageable files stay known by .text hash */
+}
+
+size_t sym_store_page_count(const sym_store *s)
+{
+    return g_hash_table_size(s->pages);
 }
 
 size_t sym_store_unreadable(const sym_store *s)
@@ -63,6 +90,8 @@ static int index_table(sym_store *s, sym_table *t)
     gint64 *owned_key = g_new(gint64, 1);
     *owned_key = key;
     g_hash_table_insert(s->by_hash, owned_key, t);
+    if (s->pages_indexed)
+        sym_pages_add(s->pages, t); /* a file that cannot be paged is still known by .text hash */
     return 1;
 }
 

@@ -96,6 +96,32 @@ const sym_table *sym_store_find(const sym_store *s, uint64_t hash);
 
 size_t sym_store_count(const sym_store *s);
 
+/* ---- Binaries by content: their pages of loadable code ------------------------------------- */
+
+#define SYM_PAGE_SIZE 4096u
+
+/* A page of one binary in the store. */
+struct sym_page_match {
+    const sym_table *table; /* borrowed from the store */
+    uint64_t vaddr;         /* the page's link-time address in that file */
+};
+
+/* The store's binaries that have a page of executable PT_LOAD code with exactly these
+ * SYM_PAGE_SIZE bytes, as a loader that copies segments leaves it (zero outside the segment)
+ * or as mmap maps it (the whole file page), once sym_store_index_pages was called. Fills up to max
+ * entries and returns how many binaries' pages match in all (0: none; more than one: pages the
+ * binaries share, which another page of the same code decides). A relocated (PIE) binary matches at
+ * any page-aligned load address: the caller's page address minus out->vaddr is its load bias. */
+size_t sym_store_match_page(const sym_store *s, const void *page, struct sym_page_match *out,
+                            size_t max);
+
+/* Builds the page index of every binary in the store, and of every one added later. Only
+ * callers that match pages pay for it (it reads each file's code again). */
+void sym_store_index_pages(sym_store *s);
+
+/* Distinct page contents indexed. */
+size_t sym_store_page_count(const sym_store *s);
+
 /* How many files with an ELF magic could not be opened or parsed, over every add_dir call. */
 size_t sym_store_unreadable(const sym_store *s);
 

@@ -9,6 +9,7 @@
 #define USER_BASE       0x400000           /* user programs are linked here */
 #define USER_STACK_TOP  0x7ffffff000       /* initial user rsp (16-aligned) */
 #define USER_STACK_SIZE 0x10000
+#define USER_PIE_BASE   0x10000000 /* where a position-independent program (ET_DYN) is loaded */
 #define USER_CLOCK_VA   0x200000 /* the clock page, read-only to user code (see kernel/arch.c) */
 
 #define SEL_KCODE 0x08

@@ -10,10 +10,12 @@ struct program {
 
 extern const uint8_t prog_spin_start[], prog_spin_end[];
 extern const uint8_t prog_sys_start[], prog_sys_end[];
+extern const uint8_t prog_spin_pie_start[], prog_spin_pie_end[];
 
 static const struct program programs[] = {
     {"spin", prog_spin_start, prog_spin_end},
     {"sys", prog_sys_start, prog_sys_end},
+    {"spin-pie", prog_spin_pie_start, prog_spin_pie_end}, /* spin, position-independent */
 };
 
 #define DEFAULT_RUN "spin,spin,sys"

@@ -210,27 +210,34 @@ static void find_sections(struct proc *p, const uint8_t *elf, size_t size)
     }
 }
 
-/* Loads a static ET_EXEC image into p's address space; returns the entry point or 0. */
+/* Loads a static image into p's address space; returns the entry point or 0. ET_EXEC goes to
+ * its link address; ET_DYN (a static PIE) to USER_PIE_BASE, with no relocations applied: the
+ * demo's PIE program has none (all its code is pc-relative and its data holds no pointers). */
 static uint64_t elf_load(struct proc *p, const uint8_t *elf, size_t size)
 {
     const struct elf64_ehdr *eh = (const void *)elf;
     if (size < sizeof *eh || memcmp(eh->ident, "\177ELF", 4) != 0 || eh->ident[4] != 2 ||
-        eh->type != 2 || eh->machine != 62)
+        (eh->type != 2 && eh->type != 3) || eh->machine != 62)
         return 0;
+    uint64_t bias = eh->type == 3 ? USER_PIE_BASE : 0;
     uint64_t lowest = ~0ull;
     for (int i = 0; i < eh->phnum; i++) {
         const struct elf64_phdr *ph = (const void *)(elf + eh->phoff + i * eh->phentsize);
         if (ph->type != 1 /* PT_LOAD */ || ph->offset + ph->filesz > size)
             continue;
-        load_segment(p, elf + ph->offset, ph->vaddr, ph->filesz, ph->memsz, ph->flags & 2);
+        load_segment(p, elf + ph->offset, ph->vaddr + bias, ph->filesz, ph->memsz, ph->flags & 2);
         if (ph->vaddr < lowest)
             lowest = ph->vaddr;
     }
-    p->load_base = 0; /* ET_EXEC at its link address; lowest mapped VA is informative only */
+    /* ET_EXEC at its link address (lowest mapped VA informative only); ET_DYN at the bias */
+    p->load_base = bias;
     (void)lowest;
     find_sections(p, elf, size);
+    p->text_addr += bias;
+    if (p->eh_frame_addr)
+        p->eh_frame_addr += bias;
     p->generation = ++exec_generation;
-    return eh->entry;
+    return eh->entry + bias;
 }
 
 int proc_spawn(const char *name, const uint8_t *elf, size_t elf_size, int pin)

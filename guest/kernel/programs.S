@@ -11,3 +11,8 @@ prog_spin_end:
 prog_sys_start:
     .incbin "sys"
 prog_sys_end:
+    .balign 16
+    .globl prog_spin_pie_start, prog_spin_pie_end
+prog_spin_pie_start:
+    .incbin "spin-pie"
+prog_spin_pie_end:

@@ -1079,6 +1079,224 @@ static void case_plugin_spin_20k(void)
     vm_stop(g.vm);
 }
 
+/* ---- --os none: address spaces and binaries by content ------------------------------------ */
+
+/* Samples per root ("spin (1)", "spin [as 2]", "idle", ...) of a folded file. */
+static GHashTable *root_counts(const struct folded *f)
+{
+    GHashTable *roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    for (guint i = 0; i < f->stacks->len; i++) {
+        const char *s = STACK(f, i);
+        const char *semi = strchr(s, ';');
+        char *root = g_strndup(s, semi ? (gsize)(semi - s) : strlen(s));
+        uint64_t *c = g_hash_table_lookup(roots, root);
+        if (!c) {
+            c = g_new0(uint64_t, 1);
+            g_hash_table_insert(roots, g_strdup(root), c);
+        }
+        *c += COUNT(f, i);
+        g_free(root);
+    }
+    return roots;
+}
+
+/* The counts of the roots that start with prefix, in ascending order (at most 8). */
+static int counts_of(GHashTable *roots, const char *prefix, uint64_t out[8])
+{
+    int n = 0;
+    GHashTableIter it;
+    gpointer key, value;
+    g_hash_table_iter_init(&it, roots);
+    while (g_hash_table_iter_next(&it, &key, &value))
+        if (g_str_has_prefix(key, prefix) && n < 8)
+            out[n++] = *(uint64_t *)value;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && out[j - 1] > out[j]; j--) {
+            uint64_t t = out[j];
+            out[j] = out[j - 1];
+            out[j - 1] = t;
+        }
+    return n;
+}
+
+/* Two measured shares of the same thing over n1 and n2 samples agree within 4.4 standard
+ * deviations of their difference, never tighter than 0.03. */
+static void check_same_share(const char *what, uint64_t a, uint64_t n1, uint64_t b, uint64_t n2)
+{
+    double p1 = (double)a / (double)n1, p2 = (double)b / (double)n2, p = (p1 + p2) / 2;
+    double tol = 4.4 * sqrt(p * (1 - p) * (1.0 / (double)n1 + 1.0 / (double)n2));
+    tol = tol > 0.03 ? tol : 0.03;
+    fprintf(stderr, "%s: share %.3f with qprof_abi, %.3f with --os none (+- %.3f)\n", what, p1, p2,
+            tol);
+    CHECK_MSG(fabs(p1 - p2) < tol, "%s: share %.3f with qprof_abi, %.3f with --os none (+- %.3f)",
+              what, p1, p2, tol);
+}
+
+/* A process's user stack is whole when its first frame is _start and nothing is cut; the roots
+ * of processes contain `marker` (" [as " for address spaces, " (" for pids). */
+static void check_as_stacks_complete_in(const struct folded *f, const char *marker)
+{
+    uint64_t in_as = 0, complete = 0;
+    for (guint i = 0; i < f->stacks->len; i++) {
+        const char *s = STACK(f, i);
+        const char *semi = strchr(s, ';');
+        if (!semi || !g_strstr_len(s, semi - s, marker))
+            continue;
+        in_as += COUNT(f, i);
+        if (g_str_has_prefix(semi, ";_start;") && !strstr(s, "[truncated]"))
+            complete += COUNT(f, i);
+        else
+            fprintf(stderr, "not complete to _start: %s\n", s);
+    }
+    fprintf(stderr, "%lu of %lu process stacks complete to _start\n", (unsigned long)complete,
+            (unsigned long)in_as);
+    REQUIRE(in_as > 0);
+    CHECK_MSG(complete * 100 >= in_as * 99, "only %lu of %lu stacks complete to _start",
+              (unsigned long)complete, (unsigned long)in_as);
+}
+
+static void check_as_stacks_complete(const struct folded *f)
+{
+    check_as_stacks_complete_in(f, " [as ");
+}
+
+/* The demo guest as a kernel that publishes nothing: with --os none and --user-dir, the two
+ * spin processes and sys are separate roots named after their binaries, in the shares the
+ * qprof_abi run measures, with whole user stacks. */
+static void case_os_none(bool nofp)
+{
+    struct guest g;
+    boot(&g, "spin,spin,sys", nofp);
+    const unsigned samples = 3000;
+    struct folded abi = profile(&g, samples, "1", "--os=qprof-abi");
+    struct folded none = profile(&g, samples, "1", "--os=none");
+    GHashTable *abi_roots = root_counts(&abi), *none_roots = root_counts(&none);
+    uint64_t abi_spin[8], none_spin[8], abi_sys[8], none_sys[8], user[8];
+    int n_abi_spin = counts_of(abi_roots, "spin (", abi_spin);
+    int n_none_spin = counts_of(none_roots, "spin [as ", none_spin);
+    int n_abi_sys = counts_of(abi_roots, "sys (", abi_sys);
+    int n_none_sys = counts_of(none_roots, "sys [as ", none_sys);
+    CHECK_MSG(n_abi_spin == 2 && n_abi_sys == 1, "the qprof_abi run has %d spin and %d sys roots",
+              n_abi_spin, n_abi_sys);
+    CHECK_MSG(n_none_spin == 2, "--os none: %d spin roots, expected 2", n_none_spin);
+    CHECK_MSG(n_none_sys == 1, "--os none: %d sys roots, expected 1", n_none_sys);
+    CHECK_MSG(counts_of(none_roots, "user [as ", user) == 0, "an address space matched no binary");
+    if (n_abi_spin == 2 && n_none_spin == 2 && n_abi_sys == 1 && n_none_sys == 1) {
+        check_same_share("spin, the busier process", abi_spin[1], abi.total, none_spin[1],
+                         none.total);
+        check_same_share("spin, the other process", abi_spin[0], abi.total, none_spin[0],
+                         none.total);
+        check_same_share("sys", abi_sys[0], abi.total, none_sys[0], none.total);
+    }
+    check_as_stacks_complete(&none);
+    if (harness_failures) {
+        folded_dump(&abi);
+        folded_dump(&none);
+    }
+    g_hash_table_destroy(abi_roots);
+    g_hash_table_destroy(none_roots);
+    folded_free(&abi);
+    folded_free(&none);
+    vm_stop(g.vm);
+}
+
+/* The roots of a qprof_abi run and of a --current run are the same processes ("spin (1)", ...),
+ * each in the same share of the samples. */
+static void check_same_roots(const struct folded *abi, const struct folded *cur)
+{
+    GHashTable *a = root_counts(abi), *c = root_counts(cur);
+    GHashTableIter it;
+    gpointer key, value;
+    int processes = 0;
+    g_hash_table_iter_init(&it, a);
+    while (g_hash_table_iter_next(&it, &key, &value)) {
+        if (!strchr(key, '(') || *(uint64_t *)value < abi->total / 20)
+            continue; /* idle, kernel, a process seen a few times */
+        processes++;
+        uint64_t *other = g_hash_table_lookup(c, key);
+        CHECK_MSG(other, "--current has no root '%s'", (char *)key);
+        if (other)
+            check_same_share(key, *(uint64_t *)value, abi->total, *other, cur->total);
+    }
+    CHECK_MSG(processes == 3, "the qprof_abi run shows %d processes, expected spin, spin, sys",
+              processes);
+    g_hash_table_iter_init(&it, c);
+    while (g_hash_table_iter_next(&it, &key, &value))
+        CHECK_MSG(!strchr(key, '(') || g_hash_table_contains(a, key),
+                  "--current names a process the qprof_abi does not: '%s'", (char *)key);
+    g_hash_table_destroy(a);
+    g_hash_table_destroy(c);
+}
+
+/* --current with the demo kernel's own variable (`current` is `cpus[cpu_id()].proc`): the same
+ * pids and names as the qprof_abi run. A missing variable or field is a one-line error before
+ * anything is sampled; a pointer into unmapped memory leaves the samples without a process,
+ * never with a wrong one. */
+static void case_current(void)
+{
+    struct guest g;
+    boot(&g, "spin,spin,sys", false);
+    const unsigned samples = 2000;
+    struct folded abi = profile(&g, samples, "1", "--os=qprof-abi");
+    struct folded cur = profile(&g, samples, "1", "--current=cpus[$cpu].proc");
+    check_same_roots(&abi, &cur);
+    check_as_stacks_complete_in(&cur, " (");
+
+    const char *dir = vm_dir(g.vm);
+    const char *no_var[] = {"--qmp-socket", vm_qmp_path(g.vm),      "--kernel", g.kernel,
+                            "--current",    "cpu_table[$cpu].proc", NULL};
+    expect_failure(dir, no_var, 1, "no variable 'cpu_table'");
+    const char *no_field[] = {"--qmp-socket", vm_qmp_path(g.vm),    "--kernel", g.kernel,
+                              "--current",    "cpus[$cpu].process", NULL};
+    expect_failure(dir, no_field, 1, "struct cpu has no field 'process'");
+    const char *no_pid[] = {"--qmp-socket",  vm_qmp_path(g.vm), "--kernel",
+                            g.kernel,        "--current",       "cpus[$cpu].proc",
+                            "--current-pid", "process_id",      NULL};
+    expect_failure(dir, no_pid, 1, "no field 'process_id'");
+
+    /* 10 million structs past the table: beyond the direct map, unmapped. */
+    struct folded wild = profile(&g, 300, "1", "--current=cpus[$cpu].proc[10000000]");
+    for (guint i = 0; i < wild.stacks->len; i++)
+        CHECK_MSG(!strchr(STACK(&wild, i), '('), "a process named from unmapped memory: %s",
+                  STACK(&wild, i));
+    if (harness_failures) {
+        folded_dump(&abi);
+        folded_dump(&cur);
+    }
+    folded_free(&abi);
+    folded_free(&cur);
+    folded_free(&wild);
+    vm_stop(g.vm);
+}
+
+/* A position-independent build of spin (linked at 0, loaded at USER_PIE_BASE) is matched by the
+ * content of its pages at the address it runs at, and symbolized there. */
+static void case_os_none_pie(void)
+{
+    struct guest g;
+    boot(&g, "spin-pie,sys", false);
+    struct folded f = profile(&g, 1500, "1", "--os=none");
+    uint64_t pie = count_matching(&f, pred_root_prefix, "spin-pie [as ");
+    uint64_t hot = 0;
+    for (guint i = 0; i < f.stacks->len; i++) {
+        const char *s = STACK(&f, i);
+        if (g_str_has_prefix(s, "spin-pie [as ") &&
+            (strstr(s, "];_start;main;compute;hot_a") || strstr(s, "];_start;main;compute;hot_b")))
+            hot += COUNT(&f, i);
+    }
+    fprintf(stderr, "spin-pie: %lu samples, %lu in its hot loops\n", (unsigned long)pie,
+            (unsigned long)hot);
+    CHECK_MSG(pie >= f.total / 5, "spin-pie has %lu of %lu samples", (unsigned long)pie,
+              (unsigned long)f.total);
+    CHECK_MSG(hot >= pie / 2, "only %lu of spin-pie's %lu samples in _start;main;compute;hot_*",
+              (unsigned long)hot, (unsigned long)pie);
+    check_as_stacks_complete(&f);
+    if (harness_failures)
+        folded_dump(&f);
+    folded_free(&f);
+    vm_stop(g.vm);
+}
+
 /* The plugin's own cases; false for a case shared with the other targets. */
 static bool plugin_case(const char *which)
 {
@@ -1141,6 +1359,14 @@ int main(int argc, char **argv)
         case_formats();
     else if (strcmp(which, "record-sigkill") == 0)
         case_record_sigkill();
+    else if (strcmp(which, "os-none") == 0)
+        case_os_none(false);
+    else if (strcmp(which, "os-none-nofp") == 0)
+        case_os_none(true);
+    else if (strcmp(which, "current") == 0)
+        case_current();
+    else if (strcmp(which, "os-none-pie") == 0)
+        case_os_none_pie();
     else {
         fprintf(stderr, "unknown case '%s'\n", which);
         return 2;

@@ -4,6 +4,7 @@
 #include "harness.h"
 #include "cli.h"
 
+#include <glib.h>
 #include <math.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -401,6 +402,51 @@ static void test_os_none(void)
     prof_os_free(os);
 }
 
+/* --current expressions: what parses into which steps, and what is refused with a reason. */
+static void test_current_parse(void)
+{
+    struct prof_current_path p;
+    struct qp_error err = {0};
+    CHECK_INT(prof_current_parse("cpus[$cpu].proc", &p, &err), 0);
+    CHECK_STR(p.var, "cpus");
+    CHECK_INT(p.n, 2);
+    CHECK(p.step[0].kind == PROF_STEP_INDEX_CPU);
+    CHECK(p.step[1].kind == PROF_STEP_FIELD);
+    CHECK_STR(p.step[1].name, "proc");
+    CHECK_INT(prof_current_parse(" percpu [ 0x10 ] -> running . task ", &p, &err), 0);
+    CHECK_STR(p.var, "percpu");
+    CHECK_INT(p.n, 3);
+    CHECK(p.step[0].kind == PROF_STEP_INDEX);
+    CHECK_U64(p.step[0].index, 16);
+    CHECK(p.step[1].kind == PROF_STEP_ARROW);
+    CHECK_STR(p.step[1].name, "running");
+    CHECK_STR(p.step[2].name, "task");
+    CHECK_INT(prof_current_parse("current", &p, &err), 0);
+    CHECK_INT(p.n, 0);
+    const char *bad[] = {
+        "",        "1cpus",    "cpus[", "cpus[$cpux]",       "cpus[-1]", "cpus.", "cpus->",
+        "cpus..a", "cpus[1]x", "a b",   "cpus[99999999999]", "*current", NULL};
+    for (const char **b = bad; *b; b++) {
+        struct qp_error e = {0};
+        CHECK_MSG(prof_current_parse(*b, &p, &e) == -EINVAL, "'%s' parsed", *b);
+        CHECK_MSG(e.msg[0] && !strchr(e.msg, '\n'), "'%s': no one-line reason: %s", *b, e.msg);
+    }
+    char longname[100];
+    memset(longname, 'a', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    CHECK_INT(prof_current_parse(longname, &p, &err), -EINVAL);
+    GString *deep = g_string_new("a");
+    for (int i = 0; i <= PROF_CURRENT_MAX_STEPS; i++)
+        g_string_append(deep, ".b");
+    CHECK_INT(prof_current_parse(deep->str, &p, &err), -EINVAL);
+    g_string_free(deep, TRUE);
+    /* No kernel, no DWARF: refused before anything else, with the reason. */
+    prof_os_current *c = NULL;
+    struct qp_error e = {0};
+    CHECK_INT(prof_os_current_open(NULL, "cpus[$cpu].proc", NULL, NULL, &c, &e), -EINVAL);
+    CHECK(strstr(e.msg, "--kernel") != NULL);
+}
+
 static void test_os_qprof_abi(void)
 {
     static uint8_t guest[PROF_ABI_MAX_BYTES + 4096];
@@ -498,6 +544,7 @@ int main(void)
     test_samples_option();
     test_abi_checks();
     test_os_none();
+    test_current_parse();
     test_os_qprof_abi();
     test_defaults_and_values();
     test_gdb_option();

@@ -482,6 +482,41 @@ static void test_store(void)
     g_free(root);
 }
 
+/* The page index: a page two binaries share names both, the next page decides; a page of
+ * nothing matches nothing. */
+static void test_pages(void)
+{
+    sym_store *s = sym_store_new();
+    CHECK_INT(sym_store_add_dir(s, FX("pages"), NULL), 2);
+    CHECK_U64(sym_store_page_count(s), 0); /* not built until asked */
+    sym_store_index_pages(s);
+    CHECK(sym_store_page_count(s) >= 3);
+    struct sym_page_match m[4];
+    uint8_t page[SYM_PAGE_SIZE];
+    uint64_t text = 0;
+    memset(page, 0x90, sizeof page); /* the shared page: 4096 nops */
+    size_t n = sym_store_match_page(s, page, m, 4);
+    CHECK_INT((int)n, 2);
+    if (n == 2) {
+        CHECK(m[0].table != m[1].table && m[0].vaddr == m[1].vaddr);
+        text = sym_table_text_addr(m[0].table);
+        CHECK_U64(m[0].vaddr, text);
+    }
+    memset(page, 0xcc, sizeof page); /* the next page tells them apart */
+    page[0] = 1;
+    n = sym_store_match_page(s, page, m, 4);
+    CHECK_INT((int)n, 1);
+    CHECK(n == 1 && strcmp(sym_table_name(m[0].table), "a") == 0 && m[0].vaddr == text + 4096);
+    page[0] = 2;
+    n = sym_store_match_page(s, page, m, 4);
+    CHECK(n == 1 && strcmp(sym_table_name(m[0].table), "b") == 0);
+    page[0] = 3;
+    CHECK_INT((int)sym_store_match_page(s, page, m, 4), 0);
+    memset(page, 0, sizeof page);
+    CHECK_INT((int)sym_store_match_page(s, page, m, 4), 0);
+    sym_store_free(s);
+}
+
 static const struct {
     const char *name;
     void (*run)(void);
@@ -489,6 +524,7 @@ static const struct {
     {"hash", test_hash},         {"elf", test_elf},           {"stripped", test_stripped},
     {"dynsym", test_dynsym},     {"demangle", test_demangle}, {"map", test_map},
     {"kallsyms", test_kallsyms}, {"store", test_store},       {"lines", test_lines},
+    {"pages", test_pages},
 };
 
 int main(int argc, char **argv)

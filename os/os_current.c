@@ -1,0 +1,483 @@
+/* --current: the current process of each vCPU, read from the kernel's own variables through
+ * the types its DWARF describes (libdw), the way a debugger prints `*myproc()`.
+ *
+ * The expression is parsed (prof_current_parse) and resolved once, at start, into a short list
+ * of operations on an address (add an offset, follow a pointer, index by the vCPU); a sample
+ * then costs one read per pointer followed plus the pid and name. Nothing about DWARF is parsed
+ * here by hand: libdw finds the variable, its location and every type. */
+#include "os.h"
+
+#include <ctype.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- The expression ---------------------------------------------------------------------- */
+
+static const char *skip_space(const char *p)
+{
+    while (*p == ' ' || *p == '\t')
+        p++;
+    return p;
+}
+
+/* Copies an identifier at *p into out (cap bytes); NULL when there is none or it is too long. */
+static const char *parse_ident(const char *p, char *out, size_t cap)
+{
+    size_t n = 0;
+    if (!isalpha((unsigned char)*p) && *p != '_')
+        return NULL;
+    while (isalnum((unsigned char)p[n]) || p[n] == '_')
+        n++;
+    if (n >= cap)
+        return NULL;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return p + n;
+}
+
+static const char *parse_index(const char *p, struct prof_current_step *st)
+{
+    p = skip_space(p);
+    if (strncmp(p, "$cpu", 4) == 0 && !isalnum((unsigned char)p[4]) && p[4] != '_') {
+        st->kind = PROF_STEP_INDEX_CPU;
+        p += 4;
+    } else {
+        if (!isdigit((unsigned char)*p))
+            return NULL;
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(p, &end, 0);
+        if (errno || end == p || v > UINT32_MAX)
+            return NULL;
+        st->kind = PROF_STEP_INDEX;
+        st->index = v;
+        p = end;
+    }
+    p = skip_space(p);
+    return *p == ']' ? p + 1 : NULL;
+}
+
+int prof_current_parse(const char *expr, struct prof_current_path *out, struct qp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const char *p = parse_ident(skip_space(expr), out->var, sizeof out->var);
+    if (!p)
+        return qp_error_set(err, -EINVAL, "--current '%s': expected a variable name first", expr);
+    for (p = skip_space(p); *p; p = skip_space(p)) {
+        if (out->n == PROF_CURRENT_MAX_STEPS)
+            return qp_error_set(err, -EINVAL, "--current '%s': more than %d steps", expr,
+                                PROF_CURRENT_MAX_STEPS);
+        struct prof_current_step *st = &out->step[out->n];
+        const char *at = p;
+        if (*p == '.' || (p[0] == '-' && p[1] == '>')) {
+            st->kind = *p == '.' ? PROF_STEP_FIELD : PROF_STEP_ARROW;
+            p = parse_ident(skip_space(p + (*p == '.' ? 1 : 2)), st->name, sizeof st->name);
+        } else if (*p == '[') {
+            p = parse_index(p + 1, st);
+        } else {
+            p = NULL;
+        }
+        if (!p)
+            return qp_error_set(err, -EINVAL, "--current '%s': cannot read '%s'", expr, at);
+        out->n++;
+    }
+    return 0;
+}
+
+/* ---- Resolving it with libdw ------------------------------------------------------------- */
+
+enum op_kind { OP_ADD, OP_DEREF, OP_INDEX_CPU };
+
+struct op {
+    enum op_kind kind;
+    uint64_t value; /* OP_ADD: the offset; OP_INDEX_CPU: the element size */
+    uint64_t bound; /* OP_INDEX_CPU: the array's length, 0 when unknown */
+};
+
+#define MAX_OPS (3 * PROF_CURRENT_MAX_STEPS + 8)
+
+struct prof_os_current {
+    char expr[256];
+    struct op ops[MAX_OPS];
+    int n_ops;
+    uint64_t pid_offset, pid_size;
+    uint64_t name_offset, name_len;
+    bool name_is_pointer; /* char *name: follow it */
+};
+
+/* What an expression names so far: an object of type `type` at the address the ops compute. */
+struct cursor {
+    prof_os_current *c;
+    Dwarf_Die type; /* peeled of typedefs and qualifiers */
+    const char *expr;
+    struct qp_error *err;
+};
+
+static int add_op(struct cursor *k, enum op_kind kind, uint64_t value, uint64_t bound)
+{
+    prof_os_current *c = k->c;
+    if (kind == OP_ADD && value == 0)
+        return 0;
+    if (kind == OP_ADD && c->n_ops && c->ops[c->n_ops - 1].kind == OP_ADD) {
+        c->ops[c->n_ops - 1].value += value;
+        return 0;
+    }
+    if (c->n_ops == MAX_OPS)
+        return qp_error_set(k->err, -EINVAL, "--current '%s': too long", k->expr);
+    c->ops[c->n_ops++] = (struct op){kind, value, bound};
+    return 0;
+}
+
+static const char *type_name(Dwarf_Die *type)
+{
+    const char *n = dwarf_diename(type);
+    return n ? n : "(anonymous)";
+}
+
+static const char *tag_word(int tag)
+{
+    switch (tag) {
+    case DW_TAG_structure_type:
+        return "struct ";
+    case DW_TAG_union_type:
+        return "union ";
+    case DW_TAG_pointer_type:
+        return "pointer ";
+    case DW_TAG_array_type:
+        return "array ";
+    default:
+        return "";
+    }
+}
+
+/* The type a DIE's DW_AT_type names, peeled; false when it has none (void). */
+static bool type_of(Dwarf_Die *die, Dwarf_Die *out)
+{
+    Dwarf_Attribute a;
+    Dwarf_Die t;
+    if (!dwarf_attr_integrate(die, DW_AT_type, &a) || !dwarf_formref_die(&a, &t))
+        return false;
+    return dwarf_peel_type(&t, out) == 0;
+}
+
+/* Finds member `name` of struct or union type, looking into anonymous members too. */
+static bool find_member(Dwarf_Die *type, const char *name, uint64_t *offset, Dwarf_Die *member)
+{
+    Dwarf_Die child;
+    if (dwarf_child(type, &child) != 0)
+        return false;
+    do {
+        if (dwarf_tag(&child) != DW_TAG_member)
+            continue;
+        Dwarf_Word off = 0;
+        Dwarf_Attribute a;
+        if (dwarf_attr(&child, DW_AT_data_member_location, &a) && dwarf_formudata(&a, &off) != 0)
+            continue; /* a location expression: not a plain offset */
+        const char *n = dwarf_diename(&child);
+        Dwarf_Die inner;
+        if (n && strcmp(n, name) == 0) {
+            *offset = off;
+            *member = child;
+            return true;
+        }
+        if (!n && type_of(&child, &inner) && find_member(&inner, name, offset, member)) {
+            *offset += off;
+            return true;
+        }
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return false;
+}
+
+static int step_member(struct cursor *k, const char *name)
+{
+    int tag = dwarf_tag(&k->type);
+    if (tag != DW_TAG_structure_type && tag != DW_TAG_union_type)
+        return qp_error_set(k->err, -EINVAL, "--current '%s': %s%s is no struct, it has no '%s'",
+                            k->expr, tag_word(tag), type_name(&k->type), name);
+    uint64_t off;
+    Dwarf_Die member;
+    if (!find_member(&k->type, name, &off, &member))
+        return qp_error_set(k->err, -ENOENT, "--current '%s': %s%s has no field '%s'", k->expr,
+                            tag_word(tag), type_name(&k->type), name);
+    Dwarf_Die t;
+    if (!type_of(&member, &t))
+        return qp_error_set(k->err, -EINVAL, "--current '%s': field '%s' has no type", k->expr,
+                            name);
+    k->type = t;
+    return add_op(k, OP_ADD, off, 0);
+}
+
+/* Follows a pointer: the object is now the one it points to. */
+static int step_deref(struct cursor *k, const char *why)
+{
+    if (dwarf_tag(&k->type) != DW_TAG_pointer_type)
+        return qp_error_set(k->err, -EINVAL, "--current '%s': %s: %s%s is no pointer", k->expr, why,
+                            tag_word(dwarf_tag(&k->type)), type_name(&k->type));
+    Dwarf_Die t;
+    if (!type_of(&k->type, &t))
+        return qp_error_set(k->err, -EINVAL, "--current '%s': %s: a void pointer", k->expr, why);
+    k->type = t;
+    return add_op(k, OP_DEREF, 0, 0);
+}
+
+static uint64_t array_length(Dwarf_Die *array)
+{
+    Dwarf_Die sub;
+    Dwarf_Attribute a;
+    Dwarf_Word v;
+    if (dwarf_child(array, &sub) != 0 || dwarf_tag(&sub) != DW_TAG_subrange_type)
+        return 0;
+    if (dwarf_attr(&sub, DW_AT_count, &a) && dwarf_formudata(&a, &v) == 0)
+        return v;
+    if (dwarf_attr(&sub, DW_AT_upper_bound, &a) && dwarf_formudata(&a, &v) == 0)
+        return v + 1;
+    return 0;
+}
+
+static int step_index(struct cursor *k, const struct prof_current_step *st)
+{
+    uint64_t length = 0;
+    if (dwarf_tag(&k->type) == DW_TAG_pointer_type) {
+        int rc = step_deref(k, "indexing");
+        if (rc)
+            return rc;
+    } else if (dwarf_tag(&k->type) == DW_TAG_array_type) {
+        length = array_length(&k->type);
+        Dwarf_Die elem;
+        if (!type_of(&k->type, &elem))
+            return qp_error_set(k->err, -EINVAL, "--current '%s': array of no type", k->expr);
+        k->type = elem;
+    } else {
+        return qp_error_set(k->err, -EINVAL, "--current '%s': %s%s cannot be indexed", k->expr,
+                            tag_word(dwarf_tag(&k->type)), type_name(&k->type));
+    }
+    Dwarf_Word size;
+    if (dwarf_aggregate_size(&k->type, &size) != 0 || size == 0)
+        return qp_error_set(k->err, -EINVAL, "--current '%s': elements of %s have no size", k->expr,
+                            type_name(&k->type));
+    if (st->kind == PROF_STEP_INDEX_CPU)
+        return add_op(k, OP_INDEX_CPU, size, length);
+    if (length && st->index >= length)
+        return qp_error_set(k->err, -ERANGE, "--current '%s': index %" PRIu64 " past %" PRIu64,
+                            k->expr, st->index, length);
+    return add_op(k, OP_ADD, st->index * size, 0);
+}
+
+/* A global variable's definition (with a location) named name, in any compile unit. */
+static bool find_variable(Dwarf *dw, const char *name, Dwarf_Die *out)
+{
+    Dwarf_Off off = 0, next;
+    size_t header;
+    while (dwarf_nextcu(dw, off, &next, &header, NULL, NULL, NULL) == 0) {
+        Dwarf_Die cu, child;
+        if (dwarf_offdie(dw, off + header, &cu) && dwarf_child(&cu, &child) == 0) {
+            do {
+                const char *n;
+                if (dwarf_tag(&child) == DW_TAG_variable && dwarf_hasattr(&child, DW_AT_location) &&
+                    (n = dwarf_diename(&child)) && strcmp(n, name) == 0) {
+                    *out = child;
+                    return true;
+                }
+            } while (dwarf_siblingof(&child, &child) == 0);
+        }
+        off = next;
+    }
+    return false;
+}
+
+static int start_at_variable(struct cursor *k, Dwarf *dw, const char *var, const char *kernel)
+{
+    Dwarf_Die die;
+    if (!find_variable(dw, var, &die))
+        return qp_error_set(k->err, -ENOENT, "--current '%s': no variable '%s' in the DWARF of %s",
+                            k->expr, var, kernel);
+    Dwarf_Attribute a;
+    Dwarf_Op *loc;
+    size_t n;
+    if (!dwarf_attr(&die, DW_AT_location, &a) || dwarf_getlocation(&a, &loc, &n) != 0 || n != 1 ||
+        loc[0].atom != DW_OP_addr)
+        return qp_error_set(k->err, -EINVAL,
+                            "--current '%s': '%s' has no fixed address (per-CPU "
+                            "or thread-local variables are not supported)",
+                            k->expr, var);
+    if (!type_of(&die, &k->type))
+        return qp_error_set(k->err, -EINVAL, "--current '%s': '%s' has no type", k->expr, var);
+    return add_op(k, OP_ADD, loc[0].number, 0);
+}
+
+/* The object the expression ends at is the process: a struct, or a pointer to one. */
+static int end_at_struct(struct cursor *k)
+{
+    if (dwarf_tag(&k->type) == DW_TAG_pointer_type) {
+        int rc = step_deref(k, "the process");
+        if (rc)
+            return rc;
+    }
+    int tag = dwarf_tag(&k->type);
+    if (tag != DW_TAG_structure_type && tag != DW_TAG_union_type)
+        return qp_error_set(k->err, -EINVAL,
+                            "--current '%s': names %s%s, not a struct or a pointer to one", k->expr,
+                            tag_word(tag), type_name(&k->type));
+    return 0;
+}
+
+static int resolve_pid(struct cursor *k, const char *field)
+{
+    uint64_t off;
+    Dwarf_Die member, t;
+    Dwarf_Word size;
+    if (!find_member(&k->type, field, &off, &member))
+        return qp_error_set(k->err, -ENOENT, "--current-pid: struct %s has no field '%s'",
+                            type_name(&k->type), field);
+    int tag = type_of(&member, &t) ? dwarf_tag(&t) : 0;
+    if ((tag != DW_TAG_base_type && tag != DW_TAG_enumeration_type) ||
+        dwarf_aggregate_size(&t, &size) != 0 || size == 0 || size > 8)
+        return qp_error_set(k->err, -EINVAL, "--current-pid: field '%s' is no integer", field);
+    k->c->pid_offset = off;
+    k->c->pid_size = size;
+    return 0;
+}
+
+static int resolve_name(struct cursor *k, const char *field, bool required)
+{
+    uint64_t off;
+    Dwarf_Die member, t;
+    Dwarf_Word size;
+    if (!find_member(&k->type, field, &off, &member))
+        return required
+                   ? qp_error_set(k->err, -ENOENT, "--current-name: struct %s has no field '%s'",
+                                  type_name(&k->type), field)
+                   : -ENOENT;
+    int tag = type_of(&member, &t) ? dwarf_tag(&t) : 0;
+    k->c->name_offset = off;
+    k->c->name_is_pointer = tag == DW_TAG_pointer_type;
+    if (tag == DW_TAG_array_type && dwarf_aggregate_size(&t, &size) == 0 && size > 0)
+        k->c->name_len = size < PROF_COMM_LEN - 9 ? size : PROF_COMM_LEN - 9;
+    else if (tag == DW_TAG_pointer_type)
+        k->c->name_len = 15;
+    else
+        return qp_error_set(k->err, -EINVAL, "--current-name: field '%s' is no string", field);
+    return 0;
+}
+
+static int resolve(struct cursor *k, Dwarf *dw, const struct prof_current_path *path,
+                   const char *kernel, const char *pid_field, const char *name_field)
+{
+    int rc = start_at_variable(k, dw, path->var, kernel);
+    for (int i = 0; rc == 0 && i < path->n; i++) {
+        const struct prof_current_step *st = &path->step[i];
+        if (st->kind == PROF_STEP_ARROW && (rc = step_deref(k, st->name)))
+            break;
+        if (st->kind == PROF_STEP_FIELD || st->kind == PROF_STEP_ARROW)
+            rc = step_member(k, st->name);
+        else
+            rc = step_index(k, st);
+    }
+    if (rc || (rc = end_at_struct(k)) || (rc = resolve_pid(k, pid_field ? pid_field : "pid")))
+        return rc;
+    if (name_field)
+        return resolve_name(k, name_field, true);
+    if (resolve_name(k, "name", false) == 0)
+        return 0;
+    return resolve_name(k, "comm", true);
+}
+
+int prof_os_current_open(const char *kernel, const char *expr, const char *pid_field,
+                         const char *name_field, prof_os_current **out, struct qp_error *err)
+{
+    struct prof_current_path path;
+    int rc = prof_current_parse(expr, &path, err);
+    if (rc)
+        return rc;
+    if (!kernel)
+        return qp_error_set(err, -EINVAL, "--current needs --kernel: an ELF with DWARF types");
+    int fd = open(kernel, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return qp_error_set(err, -errno, "--current: opening %s: %s", kernel, strerror(errno));
+    Dwarf *dw = dwarf_begin(fd, DWARF_C_READ);
+    if (!dw) {
+        close(fd);
+        return qp_error_set(err, -ENOENT, "--current: %s has no DWARF (build it with -g)", kernel);
+    }
+    prof_os_current *c = g_new0(prof_os_current, 1);
+    g_strlcpy(c->expr, expr, sizeof c->expr);
+    struct cursor k = {.c = c, .expr = expr, .err = err};
+    rc = resolve(&k, dw, &path, kernel, pid_field, name_field);
+    dwarf_end(dw);
+    close(fd);
+    if (rc) {
+        g_free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+void prof_os_current_free(prof_os_current *c)
+{
+    g_free(c);
+}
+
+/* ---- Reading it at a stop ---------------------------------------------------------------- */
+
+static int read_exact(const struct prof_os_mem *mem, const struct prof_vcpu *cpu, uint64_t addr,
+                      void *buf, size_t len)
+{
+    size_t got = 0;
+    int rc = mem->read(mem->ctx, cpu, addr, buf, len, &got);
+    return rc == 0 && got == len ? 0 : -EFAULT;
+}
+
+static int read_uint(const struct prof_os_mem *mem, const struct prof_vcpu *cpu, uint64_t addr,
+                     size_t size, uint64_t *out)
+{
+    uint8_t b[8] = {0};
+    int rc = read_exact(mem, cpu, addr, b, size);
+    *out = 0;
+    for (size_t i = size; rc == 0 && i > 0; i--) /* little-endian */
+        *out = *out << 8 | b[i - 1];
+    return rc;
+}
+
+int prof_os_current_read(const prof_os_current *c, const struct prof_vcpu *cpu,
+                         const struct prof_os_mem *mem, uint32_t *pid, char *name, size_t cap)
+{
+    uint64_t addr = 0, index = prof_vcpu_guest_id(cpu);
+    for (int i = 0; i < c->n_ops; i++) {
+        const struct op *op = &c->ops[i];
+        if (op->kind == OP_ADD) {
+            addr += op->value;
+        } else if (op->kind == OP_INDEX_CPU) {
+            if (op->bound && index >= op->bound)
+                return -ERANGE;
+            addr += index * op->value;
+        } else if (read_uint(mem, cpu, addr, 8, &addr) != 0) {
+            return -EFAULT;
+        } else if (addr == 0) {
+            return -ENOENT; /* no process */
+        }
+    }
+    uint64_t v, name_at = addr + c->name_offset;
+    if (read_uint(mem, cpu, addr + c->pid_offset, c->pid_size, &v) != 0)
+        return -EFAULT;
+    *pid = (uint32_t)v;
+    if (c->name_is_pointer && (read_uint(mem, cpu, name_at, 8, &name_at) != 0 || !name_at))
+        return -EFAULT;
+    char buf[PROF_COMM_LEN] = {0};
+    size_t len = c->name_len < cap ? c->name_len : cap - 1;
+    if (read_exact(mem, cpu, name_at, buf, len) != 0)
+        return -EFAULT;
+    buf[len] = '\0';
+    for (size_t i = 0; buf[i]; i++) /* a name goes into folded lines: no separators in it */
+        if (!isprint((unsigned char)buf[i]) || buf[i] == ';')
+            buf[i] = '?';
+    g_strlcpy(name, buf, cap);
+    return 0;
+}

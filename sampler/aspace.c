@@ -1,0 +1,235 @@
+/* Address spaces as processes and binaries by content (see aspace.h). */
+#include "aspace.h"
+
+#include <glib.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Candidates kept per page: more binaries sharing one page of code than this is no help. */
+#define MAX_CANDIDATES 8
+
+/* What one page of an address space matched. */
+struct page_result {
+    size_t n;                /* binaries whose page it is (0: none) */
+    struct user_binary *bin; /* the binary when exactly one */
+};
+
+struct prof_aspace {
+    uint64_t root;
+    int number; /* 1, 2, ... in the order first seen */
+    bool user_seen;
+    GHashTable *pages;       /* page vaddr -> struct page_result (owned) */
+    struct user_binary *bin; /* the first binary a page matched alone */
+    uint64_t probe;          /* a page to copy next because the pc's page was shared; 0: none */
+    char label[OUT_COMM_LEN];
+};
+
+/* One binary at one load bias: its symbols, its unwind tables, its module. */
+struct bin_key {
+    const sym_table *table;
+    uint64_t bias;
+};
+
+struct prof_aspaces {
+    struct prof_aspaces_config cfg;
+    prof_modules *modules;          /* borrowed */
+    struct prof_counters *counters; /* borrowed */
+    GHashTable *spaces;             /* root -> struct prof_aspace (owned) */
+    GHashTable *binaries;           /* struct bin_key -> struct user_binary (owned) */
+    int next_number;
+};
+
+static void aspace_free(gpointer p)
+{
+    struct prof_aspace *as = p;
+    g_hash_table_destroy(as->pages);
+    g_free(as);
+}
+
+static void binary_free(gpointer p)
+{
+    struct user_binary *b = p;
+    unw_space_free(b->space);
+    g_free(b);
+}
+
+static guint bin_key_hash(gconstpointer p)
+{
+    const struct bin_key *k = p;
+    return g_direct_hash(k->table) ^ (guint)(k->bias >> 12);
+}
+
+static gboolean bin_key_equal(gconstpointer a, gconstpointer b)
+{
+    const struct bin_key *x = a, *y = b;
+    return x->table == y->table && x->bias == y->bias;
+}
+
+prof_aspaces *prof_aspaces_new(const struct prof_aspaces_config *cfg, prof_modules *modules,
+                               struct prof_counters *counters)
+{
+    prof_aspaces *a = g_new0(prof_aspaces, 1);
+    a->cfg = *cfg;
+    a->modules = modules;
+    a->counters = counters;
+    a->spaces = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, aspace_free);
+    a->binaries = g_hash_table_new_full(bin_key_hash, bin_key_equal, g_free, binary_free);
+    a->next_number = 1;
+    return a;
+}
+
+void prof_aspaces_free(prof_aspaces *a)
+{
+    if (!a)
+        return;
+    g_hash_table_destroy(a->spaces);
+    g_hash_table_destroy(a->binaries);
+    g_free(a);
+}
+
+void prof_aspaces_reset(prof_aspaces *a)
+{
+    g_hash_table_remove_all(a->spaces);
+}
+
+static void set_label(struct prof_aspace *as, const char *name)
+{
+    /* Records keep 15 characters of a name: the number must survive, the name may shrink. */
+    char suffix[16];
+    int n = snprintf(suffix, sizeof suffix, " [as %d]", as->number);
+    int room = 15 - n > 1 ? 15 - n : 1;
+    snprintf(as->label, sizeof as->label, "%.*s%s", room, name, suffix);
+}
+
+struct prof_aspace *prof_aspace_for(prof_aspaces *a, uint64_t root)
+{
+    struct prof_aspace *as = g_hash_table_lookup(a->spaces, &root);
+    if (as)
+        return as;
+    as = g_new0(struct prof_aspace, 1);
+    as->root = root;
+    as->number = a->next_number++;
+    as->pages = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+    set_label(as, "user");
+    g_hash_table_insert(a->spaces, &as->root, as);
+    if (a->cfg.verbose)
+        fprintf(stderr, "qprof: address space %d: root 0x%" PRIx64 "\n", as->number, root);
+    return as;
+}
+
+static uint64_t page_of(uint64_t addr)
+{
+    return addr & ~(uint64_t)(SYM_PAGE_SIZE - 1);
+}
+
+bool prof_aspace_page_to_copy(const struct prof_aspace *as, uint64_t pc, uint64_t *page)
+{
+    uint64_t own = page_of(pc);
+    if (!g_hash_table_contains(as->pages, &own)) {
+        *page = own;
+        return true;
+    }
+    if (as->probe && !as->bin && !g_hash_table_contains(as->pages, &as->probe)) {
+        *page = as->probe;
+        return true;
+    }
+    return false;
+}
+
+/* The user_binary for table loaded at bias, made on first use: its module, its unwind tables
+ * (the file's .eh_frame or .debug_frame, frame pointers where they have no row). */
+static struct user_binary *binary_for(prof_aspaces *a, const sym_table *t, uint64_t bias)
+{
+    struct bin_key key = {t, bias};
+    struct user_binary *b = g_hash_table_lookup(a->binaries, &key);
+    if (b)
+        return b;
+    b = g_new0(struct user_binary, 1);
+    b->hash = sym_table_text_hash(t);
+    b->syms = t;
+    b->text_addr = sym_table_text_addr(t) + bias;
+    b->load_base = b->text_addr;
+    b->bias = (int64_t)bias;
+    g_strlcpy(b->name, sym_table_name(t), sizeof b->name);
+    struct out_module m = {.text_hash = b->hash, .base = b->load_base};
+    g_strlcpy(m.name, b->name, sizeof m.name);
+    g_strlcpy(m.path, sym_table_path(t), sizeof m.path);
+    b->module = prof_modules_add(a->modules, &m, t, (int64_t)bias);
+    struct qp_error err = {0};
+    if (unw_space_new(b->name, 0, a->cfg.user_end, &b->space, &err) == 0 &&
+        unw_space_add_elf(b->space, sym_table_path(t), (int64_t)bias, &err) != 0 && a->cfg.verbose)
+        fprintf(stderr, "qprof: no unwind tables for %s: %s\n", b->name, err.msg);
+    g_hash_table_insert(a->binaries, g_memdup2(&key, sizeof key), b);
+    return b;
+}
+
+static void note_match(prof_aspaces *a, struct prof_aspace *as, uint64_t page,
+                       const struct page_result *r, const struct sym_page_match *m)
+{
+    if (r->bin && !as->bin) {
+        as->bin = r->bin;
+        set_label(as, r->bin->name);
+        if (a->cfg.verbose)
+            fprintf(stderr,
+                    "qprof: address space %d (root 0x%" PRIx64 "): page 0x%" PRIx64
+                    " is %s+0x%" PRIx64 " (%s)\n",
+                    as->number, as->root, page, r->bin->name, m->vaddr, sym_table_path(m->table));
+    } else if (r->n > 1 && !as->bin) {
+        as->probe = page + SYM_PAGE_SIZE; /* the next page of the same code decides */
+    } else if (r->n == 0) {
+        a->counters->content_pages_unmatched++;
+        if (a->cfg.verbose)
+            fprintf(stderr,
+                    "qprof: address space %d (root 0x%" PRIx64 "): page 0x%" PRIx64
+                    " matches no file under --user-dir\n",
+                    as->number, as->root, page);
+    }
+}
+
+void prof_aspace_add_page(prof_aspaces *a, struct prof_aspace *as, uint64_t page,
+                          const uint8_t *bytes)
+{
+    if (g_hash_table_contains(as->pages, &page))
+        return;
+    struct sym_page_match m[MAX_CANDIDATES];
+    struct page_result *r = g_new0(struct page_result, 1);
+    r->n = bytes && a->cfg.store ? sym_store_match_page(a->cfg.store, bytes, m, MAX_CANDIDATES) : 0;
+    if (r->n == 1)
+        r->bin = binary_for(a, m[0].table, page - m[0].vaddr);
+    if (r->n > 1 && as->bin) /* shared with others, but this space's binary is one of them */
+        for (size_t i = 0; i < r->n && i < MAX_CANDIDATES; i++)
+            if (m[i].table == as->bin->syms &&
+                page - m[i].vaddr == as->bin->text_addr - sym_table_text_addr(m[i].table))
+                r->bin = as->bin;
+    uint64_t *key = g_new(uint64_t, 1);
+    *key = page;
+    g_hash_table_insert(as->pages, key, r);
+    note_match(a, as, page, r, m);
+}
+
+void prof_aspace_saw_user(struct prof_aspace *as)
+{
+    as->user_seen = true;
+}
+
+bool prof_aspace_is_process(const struct prof_aspace *as)
+{
+    return as->user_seen;
+}
+
+struct user_binary *prof_aspace_binary_at(const struct prof_aspace *as, uint64_t pc)
+{
+    uint64_t page = page_of(pc);
+    const struct page_result *r = g_hash_table_lookup(as->pages, &page);
+    if (r)
+        return r->bin; /* NULL: the page is no binary's (or several's, undecided) */
+    /* A page not copied yet (out of budget): the space's binary when its .text holds pc. */
+    const struct user_binary *b = as->bin;
+    return b && pc - b->text_addr < sym_table_text_size(b->syms) ? as->bin : NULL;
+}
+
+const char *prof_aspace_label(const struct prof_aspace *as)
+{
+    return as->label;
+}

@@ -1,0 +1,58 @@
+/* Private to sampler/: address spaces as processes, binaries by content (--os none).
+ *
+ * When the OS adapter names no process, an address space (the vCPU's root register, ASID bits
+ * masked) stands for one: it becomes a process the first time user code runs in it, numbered
+ * in the order seen and labelled after the binary its code pages match ("spin [as 1]"), or
+ * "user [as 1]" when none matched. The page at a user pc is copied while the guest is stopped
+ * (once per address space and page) and looked up in the --user-dir store's page index after
+ * it resumed; the binary found gives symbols and unwind tables for the whole user stack.
+ *
+ * The session owns the table and passes it what it needs; it adds modules through the
+ * session's prof_modules and calls nothing else in sampler/. */
+#ifndef PROF_ASPACE_H
+#define PROF_ASPACE_H
+
+#include "capture.h"
+#include "modules.h"
+#include "sampler.h"
+#include "symbols.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct prof_aspaces prof_aspaces;
+struct prof_aspace; /* one address space */
+
+struct prof_aspaces_config {
+    const sym_store *store; /* borrowed: --user-dir's binaries and their page index */
+    uint64_t user_end;      /* the user half's end (unwind spaces) */
+    bool verbose;           /* say what each address space and page matched */
+};
+
+/* store, modules and counters are borrowed and must outlive the table. */
+prof_aspaces *prof_aspaces_new(const struct prof_aspaces_config *cfg, prof_modules *modules,
+                               struct prof_counters *counters);
+void prof_aspaces_free(prof_aspaces *a); /* NULL is a no-op */
+/* The guest rebooted: roots mean nothing any more (numbers keep counting, labels stay unique). */
+void prof_aspaces_reset(prof_aspaces *a);
+
+/* While stopped: the address space with root `root`, made when new. Borrowed until reset. */
+struct prof_aspace *prof_aspace_for(prof_aspaces *a, uint64_t root);
+/* While stopped: the page to copy for user pc (its own page, or another of the same code when
+ * the pc's page is shared by several binaries); false when nothing needs copying. */
+bool prof_aspace_page_to_copy(const struct prof_aspace *as, uint64_t pc, uint64_t *page);
+/* After the guest resumed: the SYM_PAGE_SIZE bytes copied at page (NULL: unreadable). */
+void prof_aspace_add_page(prof_aspaces *a, struct prof_aspace *as, uint64_t page,
+                          const uint8_t *bytes);
+/* Notes that user code ran in as (it is a process from now on). */
+void prof_aspace_saw_user(struct prof_aspace *as);
+/* A process: user code was seen running in it. */
+bool prof_aspace_is_process(const struct prof_aspace *as);
+/* The binary for user pc in as: its page's; for a page not copied yet, the one the address
+ * space matched when its .text holds pc; NULL when none (the page is no binary's, or pc lies
+ * in another address space: a kernel switching address spaces still runs on the old stack). */
+struct user_binary *prof_aspace_binary_at(const struct prof_aspace *as, uint64_t pc);
+/* The root label, "spin [as 1]" (at most OUT_COMM_LEN - 1 characters and 15 in a record). */
+const char *prof_aspace_label(const struct prof_aspace *as);
+
+#endif
