@@ -357,6 +357,8 @@ static void print_run_notes(const char *meta, FILE *f)
             fprintf(f, "qprof report: the recording run warned: %s\n", *l + 8);
         else if (g_str_has_prefix(*l, "guest_running_pct="))
             fprintf(f, "qprof report: the guest ran %s%% of the sampling time\n", *l + 18);
+        else if (g_str_has_prefix(*l, "address_space="))
+            fprintf(f, "qprof report: address space %s\n", *l + 14);
         else if (g_str_has_prefix(*l, "paused_by_other_intervals="))
             fprintf(f,
                     "qprof report: the guest was paused by another client for %s sampling "

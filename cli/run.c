@@ -614,6 +614,7 @@ static void record_run_notes(struct run_state *r, double elapsed)
         g_string_append_printf(notes, "paused_by_other_intervals=%" PRIu64 "\n",
                                r->paused_intervals);
     g_string_append(notes, r->warnings->str);
+    prof_session_describe_aspaces(r->session, notes);
     out_recorder_notes(r->recorder, notes->str);
     g_string_free(notes, TRUE);
 }

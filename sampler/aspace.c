@@ -38,6 +38,7 @@ struct prof_aspaces {
     GHashTable *spaces;             /* root -> struct prof_aspace (owned) */
     GHashTable *binaries;           /* struct bin_key -> struct user_binary (owned) */
     int next_number;
+    GString *earlier; /* prof_aspaces_describe's lines for the boots before the last reset */
 };
 
 static void aspace_free(gpointer p)
@@ -76,6 +77,7 @@ prof_aspaces *prof_aspaces_new(const struct prof_aspaces_config *cfg, prof_modul
     a->spaces = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, aspace_free);
     a->binaries = g_hash_table_new_full(bin_key_hash, bin_key_equal, g_free, binary_free);
     a->next_number = 1;
+    a->earlier = g_string_new(NULL);
     return a;
 }
 
@@ -85,11 +87,32 @@ void prof_aspaces_free(prof_aspaces *a)
         return;
     g_hash_table_destroy(a->spaces);
     g_hash_table_destroy(a->binaries);
+    g_string_free(a->earlier, TRUE);
     g_free(a);
+}
+
+static void describe_spaces(GHashTable *spaces, GString *out)
+{
+    GHashTableIter it;
+    gpointer key, value;
+    g_hash_table_iter_init(&it, spaces);
+    while (g_hash_table_iter_next(&it, &key, &value)) {
+        const struct prof_aspace *as = value;
+        if (as->user_seen)
+            g_string_append_printf(out, "address_space=%s root=0x%" PRIx64 "\n", as->label,
+                                   as->root);
+    }
+}
+
+void prof_aspaces_describe(const prof_aspaces *a, GString *out)
+{
+    g_string_append(out, a->earlier->str);
+    describe_spaces(a->spaces, out);
 }
 
 void prof_aspaces_reset(prof_aspaces *a)
 {
+    describe_spaces(a->spaces, a->earlier); /* their labels stay in the record */
     g_hash_table_remove_all(a->spaces);
 }
 

@@ -52,6 +52,9 @@ bool prof_aspace_is_process(const struct prof_aspace *as);
  * space matched when its .text holds pc; NULL when none (the page is no binary's, or pc lies
  * in another address space: a kernel switching address spaces still runs on the old stack). */
 struct user_binary *prof_aspace_binary_at(const struct prof_aspace *as, uint64_t pc);
+/* Appends a line "address_space=LABEL root=0xROOT" for every address space that was a process
+ * in this run, earlier boots' too (for the record's notes). */
+void prof_aspaces_describe(const prof_aspaces *a, GString *out);
 /* The root label, "spin [as 1]" (at most OUT_COMM_LEN - 1 characters and 15 in a record). */
 const char *prof_aspace_label(const struct prof_aspace *as);
 

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <glib.h>
 #include <stdio.h>
 
 #include "output.h"
@@ -199,6 +200,9 @@ out_profile *prof_session_profile(prof_session *s);
 /* The session's target (borrowed, valid until prof_session_free). */
 const prof_target *prof_session_target(const prof_session *s);
 /* The figures so far (borrowed, valid until prof_session_free). */
+/* --os none: appends "address_space=LABEL root=0xROOT" for each address space that was a process
+ * (nothing otherwise), for the record's notes. */
+void prof_session_describe_aspaces(const prof_session *s, GString *out);
 const struct prof_counters *prof_session_counters(const prof_session *s);
 /* What the last sample cost (borrowed, overwritten by the next sample). */
 const struct prof_target_stats *prof_session_last_stats(const prof_session *s);

@@ -214,6 +214,20 @@ static int open_current(prof_session *s, struct qp_error *err)
                                 err);
 }
 
+/* --os auto with a kernel ELF that publishes no qprof_abi and is no Linux (no linux_banner):
+ * a kernel that tells nothing, for which address spaces stand for processes (--os none). */
+static void auto_os_for_kernel(prof_session *s)
+{
+    uint64_t addr;
+    if (s->opts.os != PROF_OS_AUTO || s->abi_addr || !s->kernel_syms ||
+        sym_find_by_name(s->kernel_syms, "linux_banner", &addr) == 0)
+        return;
+    s->opts.os = PROF_OS_NONE;
+    if (s->opts.verbose)
+        fprintf(stderr, "qprof: the kernel ELF has no qprof_abi and is not Linux: processes are "
+                        "told by address space and binaries by content (--os none)\n");
+}
+
 static int open_os(prof_session *s, struct qp_error *err)
 {
     const struct prof_os_ops *ops = os_ops(s);
@@ -250,6 +264,7 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     rc = load_symbols(s, err);
     if (rc)
         goto fail;
+    auto_os_for_kernel(s);
     struct prof_stack_config stack_cfg = {.max_depth = o->max_depth,
                                           .verbose = o->verbose,
                                           .arch = s->arch,
@@ -834,6 +849,12 @@ out_names *prof_session_names(prof_session *s)
 const prof_target *prof_session_target(const prof_session *s)
 {
     return s->target;
+}
+
+void prof_session_describe_aspaces(const prof_session *s, GString *out)
+{
+    if (s->aspaces)
+        prof_aspaces_describe(s->aspaces, out);
 }
 
 const struct prof_counters *prof_session_counters(const prof_session *s)

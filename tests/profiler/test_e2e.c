@@ -1163,6 +1163,26 @@ static void check_as_stacks_complete(const struct folded *f)
 /* The demo guest as a kernel that publishes nothing: with --os none and --user-dir, the two
  * spin processes and sys are separate roots named after their binaries, in the shares the
  * qprof_abi run measures, with whole user stacks. */
+/* A record of an --os none run keeps each address space's root value beside its label, and
+ * `qprof report` says them again. */
+static void check_as_roots_recorded(struct guest *g)
+{
+    const char *dir = vm_dir(g->vm);
+    char *data = g_strdup_printf("%s/none.data", dir);
+    const char *args[] = {GUEST_ARGS(g), "--os=none",     "--samples", "300", "--interval",
+                          "1",           "--no-progress", "-o",        data,  NULL};
+    struct qprof_run r = run_qprof(dir, args, run_deadline_s(300));
+    CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
+    run_free(&r);
+    const char *report[] = {"report", "-i", data, NULL};
+    r = run_qprof(dir, report, 120);
+    CHECK_MSG(r.exit_code == 0, "qprof report exited %d: %s", r.exit_code, r.err);
+    CHECK_MSG(strstr(r.out, "address space spin [as ") && strstr(r.out, " root=0x"),
+              "qprof report names no address space with its root:\n%s", r.out);
+    run_free(&r);
+    g_free(data);
+}
+
 static void case_os_none(bool nofp)
 {
     struct guest g;
@@ -1189,6 +1209,7 @@ static void case_os_none(bool nofp)
         check_same_share("sys", abi_sys[0], abi.total, none_sys[0], none.total);
     }
     check_as_stacks_complete(&none);
+    check_as_roots_recorded(&g);
     if (harness_failures) {
         folded_dump(&abi);
         folded_dump(&none);
@@ -1197,6 +1218,30 @@ static void case_os_none(bool nofp)
     g_hash_table_destroy(none_roots);
     folded_free(&abi);
     folded_free(&none);
+    vm_stop(g.vm);
+}
+
+/* --os auto, a kernel ELF that publishes nothing (the demo kernel without its qprof_abi symbol)
+ * and is no Linux: address spaces stand for processes by default, no --os needed. */
+static void case_os_auto_none(void)
+{
+    struct guest g;
+    boot(&g, "spin,spin,sys", false);
+    char *plain = g_strdup_printf("%s/kernel-no-abi.elf", vm_dir(g.vm));
+    char *cmd = g_strdup_printf("objcopy --strip-symbol=qprof_abi '%s' '%s'", g.kernel, plain);
+    REQUIRE(system(cmd) == 0);
+    g.kernel = plain;
+    struct folded f = profile(&g, 1000, "1", NULL);
+    GHashTable *roots = root_counts(&f);
+    uint64_t spin[8], sys[8];
+    CHECK_MSG(counts_of(roots, "spin [as ", spin) == 2, "not two spin address spaces");
+    CHECK_MSG(counts_of(roots, "sys [as ", sys) == 1, "not one sys address space");
+    if (harness_failures)
+        folded_dump(&f);
+    g_hash_table_destroy(roots);
+    folded_free(&f);
+    g_free(cmd);
+    g_free(plain);
     vm_stop(g.vm);
 }
 
@@ -1367,6 +1412,8 @@ int main(int argc, char **argv)
         case_current();
     else if (strcmp(which, "os-none-pie") == 0)
         case_os_none_pie();
+    else if (strcmp(which, "os-auto-none") == 0)
+        case_os_auto_none();
     else {
         fprintf(stderr, "unknown case '%s'\n", which);
         return 2;
