@@ -39,6 +39,8 @@ struct gdb_client {
     char threads[GDB_MAX_THREADS][32];
     int n_threads;
     struct gdb_tdesc tdesc;
+    int want_regnum[GDB_MAX_EXTRA_REGS]; /* gdb_want_registers: asked with `p` after each `g` */
+    int n_want;
     uint64_t replies, round_trips;
 };
 
@@ -687,6 +689,7 @@ void gdb_regset_clear(struct gdb_regset *r)
     free(r->valid);
     r->raw = r->valid = NULL;
     r->len = 0;
+    r->n_extra = 0;
 }
 
 static int hexv(int ch)
@@ -747,6 +750,44 @@ static int read_thread_state(gdb_client *c, int *halted, struct qp_error *err)
     return 0;
 }
 
+static bool decode_p(const char *r, uint64_t *value);
+
+void gdb_want_registers(gdb_client *c, const char *const *names)
+{
+    c->n_want = 0;
+    for (int k = 0; names && names[k] && c->n_want < GDB_MAX_EXTRA_REGS; k++) {
+        int i = gdb_tdesc_find(&c->tdesc, names[k]);
+        if (i >= 0)
+            c->want_regnum[c->n_want++] = c->tdesc.regs[i].regnum;
+    }
+}
+
+/* Whether the `g` reply r holds register regnum whole. */
+static bool in_g_reply(const gdb_client *c, const struct gdb_regset *r, int regnum)
+{
+    for (int i = 0; i < c->tdesc.n_regs; i++)
+        if (c->tdesc.regs[i].regnum == regnum)
+            return c->tdesc.regs[i].offset + (size_t)c->tdesc.regs[i].bitsize / 8 <= r->len;
+    return false;
+}
+
+/* After the first full read: the wanted registers the `g` reply held need no `p`. */
+static void drop_wants_in_g(gdb_client *c, const struct gdb_regset *r)
+{
+    int kept = 0;
+    for (int k = 0; k < c->n_want; k++)
+        if (!in_g_reply(c, r, c->want_regnum[k]))
+            c->want_regnum[kept++] = c->want_regnum[k];
+    c->n_want = kept;
+}
+
+static void read_extra(gdb_client *c, const char *reply, struct gdb_regset *r, int k)
+{
+    r->extra_regnum[k] = c->want_regnum[k];
+    r->extra_ok[k] = decode_p(reply, &r->extra[k]);
+    r->n_extra = k + 1;
+}
+
 int gdb_read_registers_all(gdb_client *c, struct gdb_regset *out, int max, int *n,
                            struct qp_error *err)
 {
@@ -763,6 +804,10 @@ int gdb_read_registers_all(gdb_client *c, struct gdb_regset *out, int max, int *
         snprintf(cmd, sizeof cmd, "Hg%s", c->threads[i]);
         add_frame(s, cmd);
         add_frame(s, "g");
+        for (int k = 0; k < c->n_want; k++) {
+            snprintf(cmd, sizeof cmd, "p%x", c->want_regnum[k]);
+            add_frame(s, cmd);
+        }
         if (c->thread_state) {
             snprintf(cmd, sizeof cmd, "qThreadExtraInfo,%s", c->threads[i]);
             add_frame(s, cmd);
@@ -780,6 +825,12 @@ int gdb_read_registers_all(gdb_client *c, struct gdb_regset *out, int max, int *
         if ((rc = next_reply(c, false, &hg, NULL, err)) < 0)
             break;
         rc = next_reply(c, false, &g, NULL, err);
+        for (int k = 0; rc == 0 && k < c->n_want; k++) {
+            char *p = NULL;
+            if ((rc = next_reply(c, false, &p, NULL, err)) == 0)
+                read_extra(c, p, &out[i], k);
+            free(p);
+        }
         if (rc == 0 && c->thread_state)
             rc = read_thread_state(c, &out[i].halted, err);
         if (rc == 0 && first == 0) {
@@ -803,6 +854,8 @@ int gdb_read_registers_all(gdb_client *c, struct gdb_regset *out, int max, int *
         *n = 0;
         return rc < 0 ? rc : first;
     }
+    if (*n > 0)
+        drop_wants_in_g(c, &out[0]);
     return 0;
 }
 
@@ -812,6 +865,11 @@ int gdb_reg_get(const gdb_client *c, const struct gdb_regset *r, const char *nam
     if (i < 0)
         return -ENOENT;
     const struct gdb_reg *g = &c->tdesc.regs[i];
+    for (int k = 0; k < r->n_extra; k++)
+        if (r->extra_regnum[k] == g->regnum && r->extra_ok[k]) {
+            *val = r->extra[k];
+            return 0;
+        }
     size_t w = g->bitsize / 8 < 8 ? g->bitsize / 8 : 8;
     if (g->offset + w > r->len)
         return -ENODATA;

@@ -199,15 +199,34 @@ static int open_os(prof_session *s, struct qp_error *err)
     return rc ? qp_error_set(err, rc, "opening the %s OS adapter", ops->name) : 0;
 }
 
+/* The architecture is the target's (the gdbstub's target.xml says it); a --kernel ELF of
+ * another is a one-line error before anything is read. */
+static int choose_arch(prof_session *s, struct qp_error *err)
+{
+    const struct prof_arch *kernel_arch = NULL;
+    int rc = s->opts.kernel ? prof_arch_of_elf_file(s->opts.kernel, &kernel_arch, err) : 0;
+    if (rc)
+        return rc;
+    s->arch = prof_target_arch(s->target);
+    s->split = s->arch->split;
+    return prof_arch_check_match(kernel_arch, s->opts.kernel, s->arch,
+                                 prof_target_transport(s->target), err);
+}
+
 int prof_session_open(const struct prof_options *o, prof_session **out, struct qp_error *err)
 {
     prof_session *s = g_new0(prof_session, 1);
     s->opts = *o;
     s->abi_addr = o->os == PROF_OS_NONE ? 0 : o->abi_addr; /* --os none: never read the ABI */
-    const struct prof_target_ops *target_ops =
-        o->gdb_address ? &prof_target_gdb_ops : &prof_target_qmp_ops;
-    s->arch = target_ops->arch;
-    s->split = s->arch->split;
+    struct prof_transport_choice tc = {.transport = o->transport,
+                                       .qmp_socket = o->qmp_socket,
+                                       .qmp_socket_given = o->qmp_socket_given,
+                                       .gdb_address = o->gdb_address,
+                                       .memory_backend = o->memory_backend,
+                                       .timeout_s = 5};
+    int rc = prof_target_open_transport(&tc, &s->target, err);
+    if (rc || (rc = choose_arch(s, err)))
+        goto fail;
     s->binaries = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, binary_free);
     s->images = g_hash_table_new_full(image_key_hash, image_key_equal, NULL, image_free);
     s->profile = out_profile_new();
@@ -215,8 +234,7 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     struct prof_sysroot_config sysroot_cfg = {
         .dir = o->sysroot, .arch = s->arch, .verbose = o->verbose};
     s->sysroot = prof_sysroot_new(&sysroot_cfg, s->modules, &s->counters);
-    int rc = load_symbols(s, err);
-    if (rc)
+    if ((rc = load_symbols(s, err)))
         goto fail;
     struct prof_stack_config stack_cfg = {.max_depth = o->max_depth,
                                           .verbose = o->verbose,
@@ -226,15 +244,6 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     s->stacks = prof_stack_builder_new(&stack_cfg, s->modules, &s->counters);
     add_kernel_module(s);
     if ((rc = open_os(s, err)))
-        goto fail;
-    struct prof_transport_choice tc = {.transport = o->transport,
-                                       .qmp_socket = o->qmp_socket,
-                                       .qmp_socket_given = o->qmp_socket_given,
-                                       .gdb_address = o->gdb_address,
-                                       .memory_backend = o->memory_backend,
-                                       .timeout_s = 5};
-    rc = prof_target_open_transport(&tc, &s->target, err);
-    if (rc)
         goto fail;
     if (o->verbose)
         fprintf(stderr,

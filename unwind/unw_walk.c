@@ -123,7 +123,7 @@ static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
 {
     unw_space *s = arg;
     const struct unw_regs *regs = s->walk.regs;
-    if (!dwfl_thread_state_registers(thread, 0, UNW_NREGS, regs->r))
+    if (!dwfl_thread_state_registers(thread, 0, UNW_X86_64_NREGS, regs->r))
         return false;
     dwfl_thread_state_register_pc(thread, regs->r[UNW_RIP]);
     return true;
@@ -192,11 +192,11 @@ static void capture_next_regs(Dwfl_Frame *frame, uint64_t pc, struct unw_result 
         Dwarf_Word v;
         if (dwfl_frame_reg(frame, regno, &v) == 0) {
             res->next_regs.r[regno] = v;
-            res->next_regs_known |= 1u << regno;
+            res->next_regs_known |= UINT64_C(1) << regno;
         }
     }
     res->next_regs.r[UNW_RIP] = pc;
-    res->next_regs_known |= 1u << UNW_RIP;
+    res->next_regs_known |= UINT64_C(1) << UNW_RIP;
 }
 
 /* A caller's CFA lies above its callee's; only the frame a signal interrupted may sit anywhere

@@ -19,9 +19,12 @@
 
 #define UNW_DEFAULT_MAX_DEPTH 128
 
-/* Registers in DWARF x86_64 numbering: 0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp,
- * 8..15 r8..r15, 16 rip (the return address column). */
-#define UNW_NREGS 17
+/* Registers in the guest architecture's DWARF numbering (arch/ says which slot holds the pc and
+ * the stack pointer). x86_64: 0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp, 8..15
+ * r8..r15, 16 rip (the return address column), the rest unused. riscv64: 0..31 x0..x31, 32 the pc
+ * (RISC-V's DWARF has no number for it). */
+#define UNW_NREGS 33
+#define UNW_X86_64_NREGS 17 /* rax..rip: what libdwfl's x86_64 backend takes */
 struct unw_regs {
     uint64_t r[UNW_NREGS];
 };
@@ -97,7 +100,7 @@ struct unw_result {
      * user registers a kernel entry stub's CFI recovered), to continue the walk in the next
      * space. Bit n of next_regs_known is set when register n was recovered; rip always is. */
     struct unw_regs next_regs;
-    uint32_t next_regs_known;
+    uint64_t next_regs_known;
 };
 
 typedef struct unw_space unw_space;
