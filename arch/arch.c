@@ -69,11 +69,9 @@ int prof_arch_of_elf_file(const char *path, const struct prof_arch **arch, struc
     if (elf && elf_kind(elf) == ELF_K_ELF && gelf_getehdr(elf, &eh)) {
         *arch = gelf_getclass(elf) == ELFCLASS64 ? prof_arch_for_elf(eh.e_machine) : NULL;
         if (!*arch)
-            rc = qp_error_set(err, -ENOTSUP,
-                              "%s: a %s %d-bit ELF (e_machine %u); qprof knows %s", path,
-                              machine_name(eh.e_machine),
-                              gelf_getclass(elf) == ELFCLASS64 ? 64 : 32, eh.e_machine,
-                              prof_arch_known_names());
+            rc = qp_error_set(err, -ENOTSUP, "%s: a %d-bit %s ELF (e_machine %u): qprof knows %s",
+                              path, gelf_getclass(elf) == ELFCLASS64 ? 64 : 32,
+                              machine_name(eh.e_machine), eh.e_machine, prof_arch_known_names());
     }
     if (elf)
         elf_end(elf);

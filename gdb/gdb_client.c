@@ -28,9 +28,9 @@ struct gdb_client {
     bool dead, no_ack, stopped, multiprocess, thread_state;
     bool interrupting; /* a 0x03 is out: the next stop reply is the one this client asked for */
     bool disowned;     /* the guest is stopped by someone else (gdb_disown_stop) */
-    bool heard;      /* the stub has sent at least one byte */
-    pid_t guard_pid; /* the guardian process, 0 without opts.guard */
-    int guard_pipe;  /* its lifeline: EOF without a goodbye means this process died */
+    bool heard;        /* the stub has sent at least one byte */
+    pid_t guard_pid;   /* the guardian process, 0 without opts.guard */
+    int guard_pipe;    /* its lifeline: EOF without a goodbye means this process died */
     /* A reply timed out: it may still come and be taken for the next one. A stop reply ends
      * the stream of late replies (the stub answers in order), so `?` puts it back in step. */
     bool out_of_step;
@@ -99,14 +99,14 @@ static int read_some(gdb_client *c, int64_t deadline_us, struct qp_error *err)
     char buf[65536];
     long n = qp_sock_recv(c->fd, c->tcp, buf, sizeof buf, deadline_us);
     if (n == 0)
-        return deadline_us ? qp_error_set(err, -ETIMEDOUT,
-                                          "the gdbstub did not answer within %.1f s on %s",
-                                          c->timeout_ms / 1000.0, c->address)
-                           : 0;
+        return deadline_us
+                   ? qp_error_set(err, -ETIMEDOUT, "the gdbstub did not answer within %.1f s on %s",
+                                  c->timeout_ms / 1000.0, c->address)
+                   : 0;
     if (n < 0) {
         c->dead = true;
-        return qp_error_set(err, -EPIPE, "the gdbstub at %s closed the connection%s%s",
-                            c->address, n != -EPIPE ? ": " : " (QEMU exited?)",
+        return qp_error_set(err, -EPIPE, "the gdbstub at %s closed the connection%s%s", c->address,
+                            n != -EPIPE ? ": " : " (QEMU exited?)",
                             n != -EPIPE ? strerror((int)-n) : "");
     }
     c->heard = true;
@@ -652,8 +652,7 @@ int gdb_interrupt(gdb_client *c, struct gdb_stop *stop, struct qp_error *err)
     return 0;
 }
 
-int gdb_interrupt_within(gdb_client *c, int timeout_ms, struct gdb_stop *stop,
-                         struct qp_error *err)
+int gdb_interrupt_within(gdb_client *c, int timeout_ms, struct gdb_stop *stop, struct qp_error *err)
 {
     int saved = c->timeout_ms;
     c->timeout_ms = timeout_ms;

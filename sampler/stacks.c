@@ -231,7 +231,8 @@ bool prof_recover_user_regs(prof_stack_builder *sb, struct cpu_capture *c)
     struct unw_result res;
     enum unw_stop stop;
     struct window w = {c->kstack_addr, c->kstack, c->kstack_len};
-    const uint64_t need = (UINT64_C(1) << sb->cfg.arch->sp_reg) | (UINT64_C(1) << sb->cfg.arch->pc_reg);
+    const uint64_t need =
+        (UINT64_C(1) << sb->cfg.arch->sp_reg) | (UINT64_C(1) << sb->cfg.arch->pc_reg);
     walk_full(sb, sb->cfg.kernel_space, regs, &w, &stop, &res);
     if (stop != UNW_STOP_LEFT_SPACE || (res.next_regs_known & need) != need ||
         res.next_regs.r[sb->cfg.arch->pc_reg] >= sb->cfg.arch->split.user_end)

@@ -30,14 +30,14 @@ struct prof_vcpu {
     uint32_t apic_id;     /* the guest's name for it: the x86 initial APIC ID */
     struct unw_regs regs; /* general registers, DWARF numbering */
     uint64_t pc, sp;
-    int privilege;          /* 0 is the most privileged level */
-    bool user;              /* at the level user code runs at */
-    bool halted;            /* idle, or never started by the guest */
-    bool paging64;          /* in 64-bit paging mode: addresses mean what the unwinder expects */
+    int privilege;    /* 0 is the most privileged level */
+    bool user;        /* at the level user code runs at */
+    bool halted;      /* idle, or never started by the guest */
+    bool paging64;    /* in 64-bit paging mode: addresses mean what the unwinder expects */
     uint64_t as_root; /* address-space root as arch->page_walk takes it (x86: CR3's address bits;
                          riscv64: all of satp, the mode included); compare through as_root_mask */
-    uint64_t gs_base;       /* x86: the GS segment base (the per-CPU area in a Linux kernel) */
-    bool la57;              /* x86: 5-level paging (CR4.LA57) */
+    uint64_t gs_base; /* x86: the GS segment base (the per-CPU area in a Linux kernel) */
+    bool la57;        /* x86: 5-level paging (CR4.LA57) */
     const void *target_cpu; /* the backend's own record, for prof_target_read; valid only while
                                the target is stopped */
 };

@@ -26,9 +26,9 @@ struct gdb_cpu {
 struct target_gdb {
     gdb_client *gdb;
     const struct prof_arch *arch; /* the one target.xml names */
-    qmp_client *ram;    /* a QMP client that finds the RAM file and hears QEMU's events */
-    bool direct;        /* memory from ram's RAM file; false: `m` packets */
-    bool state_changed; /* this sample's reads saw another CR3 than its registers */
+    qmp_client *ram;              /* a QMP client that finds the RAM file and hears QEMU's events */
+    bool direct;                  /* memory from ram's RAM file; false: `m` packets */
+    bool state_changed;           /* this sample's reads saw another CR3 than its registers */
     /* Someone else paused the guest (QMP's events say so, or the stub sent a stop nobody here
      * asked for): no sample and no continue until it runs again. */
     bool foreign_pause;
@@ -470,7 +470,7 @@ const struct prof_target_ops prof_target_gdb_ops = {
     .transport = "gdbstub",
     /* one write of pipelined packets (or a ^C) and the replies to it */
     .round_trip_name = "gdbstub round trips",
-    .round_trip_ms = 0.05, /* a register or 2 KiB memory read ~0.035 ms */
+    .round_trip_ms = 0.05,     /* a register or 2 KiB memory read ~0.035 ms */
     .arch = &prof_arch_x86_64, /* until open reads target.xml: tg_arch */
     .arch_of = tg_arch,
     .open = tg_open,

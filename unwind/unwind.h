@@ -23,7 +23,7 @@
  * the stack pointer). x86_64: 0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp, 8..15
  * r8..r15, 16 rip (the return address column), the rest unused. riscv64: 0..31 x0..x31, 32 the pc
  * (RISC-V's DWARF has no number for it). */
-#define UNW_NREGS 33
+#define UNW_NREGS        33
 #define UNW_X86_64_NREGS 17 /* rax..rip: what libdwfl's x86_64 backend takes */
 struct unw_regs {
     uint64_t r[UNW_NREGS];
