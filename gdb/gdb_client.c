@@ -761,12 +761,22 @@ void gdb_want_registers(gdb_client *c, const char *const *names)
     }
 }
 
-/* Whether the `g` reply r holds register regnum whole. */
+/* Whether the `g` reply r holds register regnum whole (decode_g pads a short reply to the
+ * description's size and marks the padding invalid). */
 static bool in_g_reply(const gdb_client *c, const struct gdb_regset *r, int regnum)
 {
-    for (int i = 0; i < c->tdesc.n_regs; i++)
-        if (c->tdesc.regs[i].regnum == regnum)
-            return c->tdesc.regs[i].offset + (size_t)c->tdesc.regs[i].bitsize / 8 <= r->len;
+    for (int i = 0; i < c->tdesc.n_regs; i++) {
+        const struct gdb_reg *g = &c->tdesc.regs[i];
+        if (g->regnum != regnum)
+            continue;
+        size_t w = (size_t)g->bitsize / 8;
+        if (w == 0 || g->offset + w > r->len)
+            return false;
+        for (size_t k = 0; k < w; k++)
+            if (!r->valid[g->offset + k])
+                return false;
+        return true;
+    }
     return false;
 }
 

@@ -75,6 +75,13 @@ static int walk_full(prof_stack_builder *sb, unw_space *space, const struct unw_
         .stack_lo = w->addr,
         .stack_hi = w->addr + w->len,
     };
+    if (!unw_supports_machine(sb->cfg.arch->elf_machine)) {
+        /* Unwinding this architecture's registers as another's would invent callers: the leaf,
+         * marked cut short. */
+        sb->frames[0] = (struct unw_frame){.pc = regs->r[sb->cfg.arch->pc_reg], .activation = true};
+        *stop = UNW_STOP_NO_CFI;
+        return 1;
+    }
     struct unw_result res = {.frames = sb->frames};
     struct qp_error err = {0};
     if (unw_unwind(space, regs, &mem, sb->cfg.max_depth, &res, &err) != 0) {

@@ -84,6 +84,11 @@ static int attach(unw_space *s, struct qp_error *err)
     return 0;
 }
 
+bool unw_supports_machine(uint16_t elf_machine)
+{
+    return elf_machine == EM_X86_64;
+}
+
 int unw_space_new(const char *name, uint64_t lo, uint64_t hi, unw_space **out, struct qp_error *err)
 {
     if (name == NULL || out == NULL || lo >= hi)

@@ -105,6 +105,10 @@ struct unw_result {
 
 typedef struct unw_space unw_space;
 
+/* Whether unw_unwind can walk stacks of this ELF machine: x86_64 only so far (its register
+ * slots and libdwfl backend are wired; riscv64's are the next step). */
+bool unw_supports_machine(uint16_t elf_machine);
+
 /* A space covers code at pc in [lo, hi): e.g. the kernel half 0xffff800000000000..2^64-1 or the
  * user half 0..0x0000800000000000. A return address outside ends the walk with
  * UNW_STOP_LEFT_SPACE. */

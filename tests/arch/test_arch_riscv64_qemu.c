@@ -1,0 +1,157 @@
+/* riscv64 through a real qemu-system-riscv64's gdbstub, with the gdbstub target (target/): the
+ * architecture comes from target.xml, the registers by its names, priv and satp by `p` packets;
+ * the guest (rv64_mini.S) runs in S and U mode under Sv39. At each stop the vCPU must be in a
+ * mode the guest uses, with its pc in the right half for it, and qprof's own Sv39 walk of the
+ * pc, reading the page tables from the guest's RAM file, must find the same bytes that QEMU's
+ * MMU gives for that pc through `m` packets. */
+#define _GNU_SOURCE
+#include "arch.h"
+#include "child.h"
+#include "harness.h"
+#include "target.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define RAM_BASE  0x80000000ull
+#define RAM_SIZE  (64ull << 20)
+#define USER_CODE 0x10000ull
+#define SAMPLES   200
+
+struct ram {
+    const uint8_t *map;
+};
+
+static int read_phys(void *ctx, uint64_t paddr, uint64_t *val)
+{
+    const struct ram *r = ctx;
+    if (paddr < RAM_BASE || paddr - RAM_BASE > RAM_SIZE - 8)
+        return -EFAULT;
+    memcpy(val, r->map + (paddr - RAM_BASE), 8);
+    return 0;
+}
+
+struct seen {
+    const struct ram *ram;
+    int user, supervisor, machine, walked;
+};
+
+static int on_stop(prof_target *t, const struct prof_vcpu *cpus, int n, void *ctx,
+                   struct qp_error *err)
+{
+    (void)err;
+    struct seen *s = ctx;
+    const struct prof_arch *a = prof_target_arch(t);
+    CHECK_INT(n, 1);
+    const struct prof_vcpu *v = &cpus[0];
+    if (v->privilege == 0) { /* M-mode: the boot code, before the first mret */
+        s->machine++;
+        CHECK(!v->paging64);
+        return 0;
+    }
+    CHECK(v->paging64);
+    CHECK_U64(v->as_root >> 60, 8); /* Sv39 */
+    CHECK_U64(v->pc, v->regs.r[a->pc_reg]);
+    CHECK_U64(v->sp, v->regs.r[a->sp_reg]);
+    if (v->user) {
+        s->user++;
+        CHECK_MSG(v->pc >= USER_CODE && v->pc < USER_CODE + 4096, "user pc %#" PRIx64, v->pc);
+    } else {
+        s->supervisor++;
+        CHECK_INT(v->privilege, 2);
+        CHECK_MSG(v->pc >= a->split.kernel_start, "S-mode pc %#" PRIx64, v->pc);
+    }
+    uint64_t paddr = 0, page = 0;
+    int rc = a->page_walk(v->as_root, v->pc, read_phys, (void *)s->ram, &paddr, &page);
+    CHECK_MSG(rc == 0, "walking pc %#" PRIx64 ": %d", v->pc, rc);
+    CHECK_U64(page, v->user ? 4096 : 1u << 30);
+    uint8_t via_qemu[32] = {0};
+    struct prof_mem_req req = {.vaddr = v->pc, .len = sizeof via_qemu, .buf = via_qemu};
+    CHECK_INT(prof_target_read(t, v, &req, 1, NULL), 0);
+    CHECK_INT(req.rc, 0);
+    if (rc == 0 && req.got == sizeof via_qemu && paddr - RAM_BASE < RAM_SIZE - sizeof via_qemu) {
+        CHECK(memcmp(via_qemu, s->ram->map + (paddr - RAM_BASE), sizeof via_qemu) == 0);
+        s->walked++;
+    }
+    return 0;
+}
+
+int main(void)
+{
+    const char *qemu = "qemu-system-riscv64";
+    char *found = g_find_program_in_path(qemu);
+    if (!found || access(QPROF_RV64_MINI, R_OK) != 0) {
+        fprintf(stderr, "SKIP: needs %s and %s (xtask deps)\n", qemu, QPROF_RV64_MINI);
+        g_free(found);
+        return 77;
+    }
+    char dir[] = "/tmp/qprv64XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    char *sock = g_strdup_printf("%s/gdb", dir), *ram_path = g_strdup_printf("%s/ram", dir);
+    char *addr = g_strdup_printf("unix:%s", sock);
+    char *chardev = g_strdup_printf("socket,path=%s,server=on,wait=off,id=g", sock);
+    char *mem =
+        g_strdup_printf("memory-backend-file,id=mem,size=64M,mem-path=%s,share=on", ram_path);
+    char *out = g_strdup_printf("%s/out", dir), *errp = g_strdup_printf("%s/err", dir);
+    const char *args[] = {found,      "-machine",      "virt,memory-backend=mem",
+                          "-m",       "64M",           "-object",
+                          mem,        "-bios",         "none",
+                          "-kernel",  QPROF_RV64_MINI, "-display",
+                          "none",     "-serial",       "none",
+                          "-monitor", "none",          "-chardev",
+                          chardev,    "-gdb",          "chardev:g",
+                          NULL};
+    pid_t pid = child_start(found, args, dir, out, errp, NULL);
+    REQUIRE(pid > 0);
+
+    prof_target *t = NULL;
+    struct qp_error err = {0};
+    struct prof_target_open_opts o = {.address = addr, .timeout_s = 10};
+    for (int i = 0; i < 600 && !t; i++) { /* the socket appears once QEMU has started */
+        if (prof_target_open(&prof_target_gdb_ops, &o, &t, &err) != 0)
+            usleep(50000);
+    }
+    REQUIRE(t || (fprintf(stderr, "%s\n", err.msg), 0));
+    CHECK(prof_target_arch(t) == &prof_arch_riscv64);
+    CHECK_STR(prof_target_arch(t)->name, "riscv64");
+
+    int fd = open(ram_path, O_RDONLY);
+    REQUIRE(fd >= 0);
+    struct ram ram = {mmap(NULL, RAM_SIZE, PROT_READ, MAP_SHARED, fd, 0)};
+    REQUIRE(ram.map != MAP_FAILED);
+    struct seen s = {.ram = &ram};
+    /* A fixed count of samples; the guest spends most time in U mode and a fair share in S. */
+    for (int i = 0; i < SAMPLES; i++) {
+        struct prof_target_stats st;
+        int rc = prof_target_sample(t, on_stop, &s, &st, &err);
+        CHECK_MSG(rc == 0, "sample %d: %s", i, err.msg);
+        if (rc)
+            break;
+    }
+    fprintf(stderr, "%d samples: %d user, %d supervisor, %d machine; %d pcs walked\n", SAMPLES,
+            s.user, s.supervisor, s.machine, s.walked);
+    CHECK(s.user > SAMPLES / 10);
+    CHECK(s.supervisor > SAMPLES / 10);
+    CHECK(s.walked >= s.user + s.supervisor - 2);
+    prof_target_free(t);
+    munmap((void *)ram.map, RAM_SIZE);
+    close(fd);
+    kill(pid, SIGKILL);
+    bool timed_out = false;
+    child_wait(pid, 30, &timed_out);
+    for (char **p = (char *[]){sock, ram_path, out, errp, NULL}; *p; p++) {
+        unlink(*p);
+        g_free(*p);
+    }
+    rmdir(dir);
+    g_free(found);
+    g_free(addr);
+    g_free(chardev);
+    g_free(mem);
+    return harness_result();
+}
