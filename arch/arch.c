@@ -85,6 +85,7 @@ int prof_arch_check_match(const struct prof_arch *kernel, const char *kernel_pat
 {
     if (!kernel || !guest || kernel == guest)
         return 0;
-    return qp_error_set(err, -EINVAL, "--kernel %s is a %s ELF, but the guest behind the %s is %s",
+    return qp_error_set(err, -EINVAL,
+                        "--kernel %s is an ELF for %s, but the guest behind the %s is %s",
                         kernel_path, kernel->name, transport, guest->name);
 }
