@@ -121,10 +121,7 @@ static int load_kernel(prof_session *s, struct qp_error *err)
     sym_table_set_slide(s->kernel_syms, s->opts.kernel_slide);
     if (!is_elf)
         return 0;
-    /* An architecture the unwinder does not take yet: the symbols name the leaves all the same
-     * (prof_build_stack ends its stacks there, marked). */
-    if (unw_supports_machine(s->arch->elf_machine))
-        rc = unw_space_add_elf(s->kernel_space, path, s->opts.kernel_slide, err);
+    rc = unw_space_add_elf(s->kernel_space, path, s->opts.kernel_slide, err);
     if (rc)
         return qp_error_prefix(err, "loading kernel unwind tables from %s", path);
     uint64_t abi = 0;
@@ -136,7 +133,8 @@ static int load_kernel(prof_session *s, struct qp_error *err)
 
 static int load_symbols(prof_session *s, struct qp_error *err)
 {
-    int rc = unw_space_new("kernel", s->split.kernel_start, UINT64_MAX, &s->kernel_space, err);
+    int rc = unw_space_new_for(s->arch->elf_machine, "kernel", s->split.kernel_start, UINT64_MAX,
+                               &s->kernel_space, err);
     if (rc)
         return rc;
     if (s->opts.kernel && (rc = load_kernel(s, err)))
@@ -440,7 +438,7 @@ static void binary_load_unwind(prof_session *s, struct user_binary *b, const str
 {
     struct qp_error err = {0};
     const struct image_key *k = &img->key;
-    if (unw_space_new(b->name, 0, s->split.user_end, &b->space, &err))
+    if (unw_space_new_for(s->arch->elf_machine, b->name, 0, s->split.user_end, &b->space, &err))
         goto fail;
     if (b->syms) {
         if (unw_space_add_elf(b->space, sym_table_path(b->syms), 0, &err) == 0)

@@ -75,13 +75,6 @@ static int walk_full(prof_stack_builder *sb, unw_space *space, const struct unw_
         .stack_lo = w->addr,
         .stack_hi = w->addr + w->len,
     };
-    if (!unw_supports_machine(sb->cfg.arch->elf_machine)) {
-        /* Unwinding this architecture's registers as another's would invent callers: the leaf,
-         * marked cut short. */
-        sb->frames[0] = (struct unw_frame){.pc = regs->r[sb->cfg.arch->pc_reg], .activation = true};
-        *stop = UNW_STOP_NO_CFI;
-        return 1;
-    }
     struct unw_result res = {.frames = sb->frames};
     struct qp_error err = {0};
     if (unw_unwind(space, regs, &mem, sb->cfg.max_depth, &res, &err) != 0) {
@@ -106,7 +99,8 @@ static int walk(prof_stack_builder *sb, unw_space *space, const struct unw_regs 
 static unw_space *fallback_user_space(prof_stack_builder *sb)
 {
     if (!sb->fallback_space)
-        unw_space_new("user", 0, sb->cfg.arch->split.user_end, &sb->fallback_space, NULL);
+        unw_space_new_for(sb->cfg.arch->elf_machine, "user", 0, sb->cfg.arch->split.user_end,
+                          &sb->fallback_space, NULL);
     return sb->fallback_space;
 }
 

@@ -105,8 +105,8 @@ struct unw_result {
 
 typedef struct unw_space unw_space;
 
-/* Whether unw_unwind can walk stacks of this ELF machine: x86_64 only so far (its register
- * slots and libdwfl backend are wired; riscv64's are the next step). */
+/* Whether unw_unwind can walk stacks of this ELF machine: x86_64 and riscv64 (libdwfl's
+ * backends; struct unw_regs's slots as unwind.h lists them). */
 bool unw_supports_machine(uint16_t elf_machine);
 
 /* A space covers code at pc in [lo, hi): e.g. the kernel half 0xffff800000000000..2^64-1 or the
@@ -114,6 +114,9 @@ bool unw_supports_machine(uint16_t elf_machine);
  * UNW_STOP_LEFT_SPACE. */
 int unw_space_new(const char *name, uint64_t lo, uint64_t hi, unw_space **out,
                   struct qp_error *err);
+/* The same for code of another ELF machine (unw_supports_machine); unw_space_new is x86_64's. */
+int unw_space_new_for(uint16_t elf_machine, const char *name, uint64_t lo, uint64_t hi,
+                      unw_space **out, struct qp_error *err);
 void unw_space_free(unw_space *s); /* NULL is a no-op */
 
 /* Adds a host ELF's CFI (.eh_frame, and .debug_frame when present). bias is added to the

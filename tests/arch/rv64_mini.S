@@ -5,7 +5,9 @@
  * system call every few thousand iterations; the S-mode handler does some work through a
  * frame-pointer call chain before returning. So a sampler sees U and S mode, Sv39 paging on,
  * kernel pcs in the high half and user pcs low. Position independent throughout: the same
- * code runs at its physical and its high address. */
+ * code runs at its physical and its high address. CFI (.eh_frame) describes the S-mode code, the
+ * trap entry and the user loop as outermost frames (ra undefined there), so a kernel stack
+ * unwinds kwork <- ksyscall <- s_trap and ends. */
     .equ KERNEL_OFFSET, 0xffffffbf80000000 /* high alias - physical */
     .equ USER_CODE_VA, 0x10000
     .equ USER_STACK_VA, 0x20000
@@ -93,10 +95,14 @@ s_entry:
 /* Traps from U: a system call (scause 8) does kernel work and returns past the ecall. */
     .align 4
 s_trap:
+    .cfi_startproc
+    .cfi_undefined ra
     csrrw sp, sscratch, sp
     addi sp, sp, -32
+    .cfi_def_cfa_offset 32
     sd ra, 24(sp)
     sd fp, 16(sp)
+    .cfi_offset fp, -16
     sd t0, 8(sp)
     addi fp, sp, 32
     call ksyscall
@@ -109,35 +115,47 @@ s_trap:
     addi sp, sp, 32
     csrrw sp, sscratch, sp
     sret
+    .cfi_endproc
 
-ksyscall:
+/* The standard frame: ra at fp-8, the caller's fp at fp-16 (arch's frame rule). */
+    .macro prologue
+    .cfi_startproc
     addi sp, sp, -16
+    .cfi_def_cfa_offset 16
     sd ra, 8(sp)
+    .cfi_offset ra, -8
     sd fp, 0(sp)
+    .cfi_offset fp, -16
     addi fp, sp, 16
-    call kwork
+    .cfi_def_cfa fp, 0
+    .endm
+    .macro epilogue
+    .cfi_def_cfa sp, 16
     ld fp, 0(sp)
     ld ra, 8(sp)
     addi sp, sp, 16
     ret
+    .cfi_endproc
+    .endm
+
+ksyscall:
+    prologue
+    call kwork
+    epilogue
 
 kwork:
-    addi sp, sp, -16
-    sd ra, 8(sp)
-    sd fp, 0(sp)
-    addi fp, sp, 16
+    prologue
     li t0, 20000
 1:  addi t0, t0, -1
     bnez t0, 1b
-    ld fp, 0(sp)
-    ld ra, 8(sp)
-    addi sp, sp, 16
-    ret
+    epilogue
 
 /* The user page: spin, and make a system call every 20000 iterations. */
     .section .text.user, "ax"
     .balign 4096
 user_code:
+    .cfi_startproc
+    .cfi_undefined ra
     li s1, 0
 2:  li t0, 20000
 3:  addi t0, t0, -1
@@ -145,6 +163,7 @@ user_code:
     bnez t0, 3b
     ecall
     j 2b
+    .cfi_endproc
     .balign 4096
 
     .bss
