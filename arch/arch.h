@@ -4,10 +4,12 @@
  *
  * Modelled on drgn's struct drgn_architecture_info: what differs between architectures is data
  * or a function in the table, so that riscv64 or aarch64 is one new file that fills another
- * struct prof_arch and one line in arch.c. What the table does not hold yet, and where it is:
- * the CFI rules come from libdwfl's backend for elf_machine (unwind/); QMP's `info registers`
- * text is qmp/'s; the Linux kernel's saved-register frame is the adapter's (os/os_linux.c,
- * linux/).
+ * struct prof_arch and one line in arch.c. What the table does not hold, and where it is: the
+ * CFI rules come from libdwfl's backend for elf_machine, the register slots it takes from
+ * unwind/'s machine table; QMP's `info registers` text is qmp/'s (x86_64 only); the Linux
+ * kernel's saved-register frame is the adapter's (os/os_linux.c, linux/). The frame rule is the
+ * architecture's convention, for frame-pointer walks outside libdwfl (unwind/ leaves them to
+ * libdwfl's backends today).
  *
  * The tables are static and live for the whole process. */
 #ifndef PROF_ARCH_H

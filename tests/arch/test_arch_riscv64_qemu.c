@@ -93,7 +93,7 @@ static char *slurp(const char *path)
  * the riscv64 one, kernel stacks unwind by its CFI (libdwfl's riscv backend) from kwork through
  * ksyscall to the trap entry s_trap, where they end; what cannot be unwound (user code, for
  * which --os none knows no binary) is marked truncated, never invented. */
-static void run_qprof(const char *dir, const char *gdb)
+static void run_qprof(const char *dir, const char *gdb, const char *qmp)
 {
     char *bin = g_strdup_printf("%s/qprof", QPROF_BUILD_DIR);
     char *out = g_strdup_printf("%s/q.out", dir), *err = g_strdup_printf("%s/q.err", dir);
@@ -106,6 +106,15 @@ static void run_qprof(const char *dir, const char *gdb)
     char *text = slurp(err);
     CHECK_INT(status, 1);
     CHECK_MSG(strstr(text, "is an ELF for x86_64, but the guest behind the gdbstub is riscv64") &&
+                  strchr(text, '\n') == text + strlen(text) - 1,
+              "%s", text);
+    g_free(text);
+    /* QMP alone: refused in one line, not sampled as an x86_64 guest */
+    const char *over_qmp[] = {"--qmp-socket", qmp, "--samples", "10", "--no-progress", NULL};
+    status = child_wait(child_start(bin, over_qmp, dir, out, err, NULL), 120, &timed_out);
+    text = slurp(err);
+    CHECK_INT(status, 1);
+    CHECK_MSG(strstr(text, "qemu-system-riscv64") && strstr(text, "--gdb") &&
                   strchr(text, '\n') == text + strlen(text) - 1,
               "%s", text);
     g_free(text);
@@ -166,7 +175,8 @@ int main(void)
     char dir[] = "/tmp/qprv64XXXXXX";
     REQUIRE(mkdtemp(dir));
     char *sock = g_strdup_printf("%s/gdb", dir), *ram_path = g_strdup_printf("%s/ram", dir);
-    char *addr = g_strdup_printf("unix:%s", sock);
+    char *addr = g_strdup_printf("unix:%s", sock), *qmp = g_strdup_printf("%s/qmp", dir);
+    char *qmp_arg = g_strdup_printf("unix:%s,server=on,wait=off", qmp);
     char *chardev = g_strdup_printf("socket,path=%s,server=on,wait=off,id=g", sock);
     char *mem =
         g_strdup_printf("memory-backend-file,id=mem,size=64M,mem-path=%s,share=on", ram_path);
@@ -181,6 +191,7 @@ int main(void)
                           "-monitor", "none",
                           "-chardev", chardev,
                           "-gdb",     "chardev:g",
+                          "-qmp",     qmp_arg,
                           NULL};
     pid_t pid = child_start(found, args, dir, out, errp, NULL);
     REQUIRE(pid > 0);
@@ -225,19 +236,20 @@ int main(void)
     CHECK(s.supervisor > SAMPLES / 10);
     CHECK(s.walked >= s.user + s.supervisor - 2);
     prof_target_free(t);
-    run_qprof(dir, addr);
+    run_qprof(dir, addr, qmp);
     munmap((void *)ram.map, RAM_SIZE);
     close(fd);
     kill(pid, SIGKILL);
     bool timed_out = false;
     child_wait(pid, 30, &timed_out);
-    for (char **p = (char *[]){sock, ram_path, out, errp, NULL}; *p; p++) {
+    for (char **p = (char *[]){sock, qmp, ram_path, out, errp, NULL}; *p; p++) {
         unlink(*p);
         g_free(*p);
     }
     rmdir(dir);
     g_free(found);
     g_free(addr);
+    g_free(qmp_arg);
     g_free(chardev);
     g_free(mem);
     return harness_result();
