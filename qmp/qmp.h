@@ -207,6 +207,9 @@ bool qmp_guest_running(qmp_client *c);
  * after (someone else's) from the one before (the client's own). No round trip. */
 int64_t qmp_last_stop_us(const qmp_client *c);
 
+/* The same for the last RESUME event read so far, 0 before any. */
+int64_t qmp_last_resume_us(const qmp_client *c);
+
 /* Reads the socket until a STOP event stamped after after_us (QEMU's wall clock, us) is in, at
  * most timeout_ms: 0 with its stamp in *stop_us, -ETIMEDOUT when none came. */
 int qmp_wait_stop_after(qmp_client *c, int64_t after_us, int timeout_ms, int64_t *stop_us,

@@ -28,6 +28,11 @@ int64_t qmp_last_stop_us(const qmp_client *c)
     return c->stop_ts_us;
 }
 
+int64_t qmp_last_resume_us(const qmp_client *c)
+{
+    return c->resume_ts_us;
+}
+
 bool qmp_guest_running(qmp_client *c)
 {
     absorb_pending(c);

@@ -26,9 +26,15 @@ struct gdb_cpu {
 struct target_gdb {
     gdb_client *gdb;
     const struct prof_arch *arch; /* the one target.xml names */
-    qmp_client *ram;              /* a QMP client that finds the RAM file and hears QEMU's events */
-    bool direct;                  /* memory from ram's RAM file; false: `m` packets */
-    bool state_changed;           /* this sample's reads saw another CR3 than its registers */
+    /* The QMP client of --qmp-socket, NULL without: its events tell qprof's stops from anyone
+     * else's, and, when `direct`, its backend maps the RAM file (else memory is `m` packets). */
+    qmp_client *qmp;
+    bool direct;
+    /* Virtual memory through qmp/'s direct backend, whose page walk is x86_64's: other
+     * architectures read through `m` packets (QEMU translates), the RAM file still serving
+     * guest-physical reads. */
+    bool direct_virtual;
+    bool state_changed; /* this sample's reads saw another CR3 than its registers */
     /* Someone else paused the guest (QMP's events say so, or the stub sent a stop nobody here
      * asked for): no sample and no continue until it runs again. */
     bool foreign_pause;
@@ -48,8 +54,7 @@ static int open_ram(struct target_gdb *t, const struct prof_target_open_opts *o,
 {
     const char *want = o->memory_backend ? o->memory_backend : "auto";
     bool direct = strcmp(want, "direct") == 0;
-    if (!direct && strcmp(want, "auto") != 0)
-        return 0;
+    bool try_direct = direct || strcmp(want, "auto") == 0;
     if (!o->qmp_address)
         return direct ? qp_error_set(err, -EINVAL,
                                      "--memory direct through the gdbstub needs --qmp-socket "
@@ -58,10 +63,19 @@ static int open_ram(struct target_gdb *t, const struct prof_target_open_opts *o,
     struct qmp_open_opts qo = {.timeout_s = o->timeout_s ? o->timeout_s : 5,
                                .backend = QMP_MEM_DIRECT};
     struct qp_error qerr = {0};
-    int rc = qmp_open(o->qmp_address, &qo, &t->ram, direct ? err : &qerr);
+    int rc = try_direct ? qmp_open(o->qmp_address, &qo, &t->qmp, direct ? err : &qerr) : -1;
     if (rc && direct)
         return qp_error_prefix(err, "the shared RAM file, through QMP");
-    return 0; /* auto: `m` packets */
+    t->direct = rc == 0;
+    if (rc) {
+        /* No shared RAM file: memory goes through `m` packets, but QMP still tells who paused
+         * the guest. Its HMP backend needs no setup and is never used for reads here. */
+        qo.backend = QMP_MEM_HMP;
+        rc = qmp_open(o->qmp_address, &qo, &t->qmp, err);
+        if (rc)
+            return qp_error_prefix(err, "--qmp-socket");
+    }
+    return 0;
 }
 
 static uint64_t now_ns(void)
@@ -72,9 +86,7 @@ static uint64_t now_ns(void)
 }
 
 /* The architecture from target.xml's <architecture> ("riscv:rv64"); a stub that names none is
- * taken for x86_64, as before there were others. qmp/'s direct backend walks x86_64 tables
- * only: other architectures read through `m` packets (QEMU translates), QMP then only telling
- * pauses and resets. */
+ * taken for x86_64, as before there were others. */
 static int choose_arch(struct target_gdb *t, struct qp_error *err)
 {
     const char *named = gdb_target(t->gdb)->arch;
@@ -84,7 +96,7 @@ static int choose_arch(struct target_gdb *t, struct qp_error *err)
                             "the gdbstub's guest is a %s (target.xml); qprof knows %s", named,
                             prof_arch_known_names());
     gdb_want_registers(t->gdb, t->arch->gdb_state_regs);
-    t->direct = t->ram && t->arch == &prof_arch_x86_64;
+    t->direct_virtual = t->direct && t->arch == &prof_arch_x86_64;
     return 0;
 }
 
@@ -97,7 +109,7 @@ static int tg_open(const struct prof_target_open_opts *o, void **impl, struct qp
     /* QEMU stops the guest on attach and says T02 whether or not it ran before: only QMP can
      * tell a guest paused before (by a monitor, or -S) from one that ran, and such a guest must
      * stay paused, also after a -S start. */
-    t->foreign_pause = t->ram && !qmp_guest_running(t->ram);
+    t->foreign_pause = t->qmp && !qmp_guest_running(t->qmp);
     go.keep_stopped = t->foreign_pause;
     if (!rc)
         rc = gdb_open(o->address, &go, &t->gdb, err);
@@ -105,13 +117,14 @@ static int tg_open(const struct prof_target_open_opts *o, void **impl, struct qp
         rc = choose_arch(t, err);
     if (rc) {
         gdb_free(t->gdb);
-        qmp_free(t->ram);
+        qmp_free(t->qmp);
         g_free(t);
         return rc;
     }
     if (t->foreign_pause)
         gdb_disown_stop(t->gdb);
-    t->last_continue_us = g_get_real_time(); /* gdb_open resumed it after attaching */
+    if (!t->foreign_pause)
+        t->last_continue_us = g_get_real_time(); /* gdb_open resumed it after attaching */
     *impl = t;
     return 0;
 }
@@ -124,7 +137,7 @@ static int tg_open(const struct prof_target_open_opts *o, void **impl, struct qp
 /* Whether QMP's events say the guest runs (or qprof's own resume is still on its way). */
 static bool qmp_says_running(struct target_gdb *t)
 {
-    return qmp_guest_running(t->ram) || qmp_last_stop_us(t->ram) < t->last_continue_us;
+    return qmp_guest_running(t->qmp) || qmp_last_stop_us(t->qmp) < t->last_continue_us;
 }
 
 /* A stop reply can answer qprof's 0x03 or be QEMU's word of a monitor's `stop` that landed
@@ -133,8 +146,11 @@ static bool qmp_says_running(struct target_gdb *t)
  * `stop` would be undone by this sample's continue. */
 static bool stopped_before(struct target_gdb *t, int64_t interrupt_us)
 {
+    /* Only a STOP after the guest last started counts: an earlier one (a pause that has ended
+     * since) says nothing of this stop. */
+    int64_t started_us = MAX(t->last_continue_us, qmp_last_resume_us(t->qmp));
     int64_t stop_us = 0;
-    if (qmp_wait_stop_after(t->ram, t->last_continue_us, 50, &stop_us, NULL) != 0)
+    if (qmp_wait_stop_after(t->qmp, started_us, 50, &stop_us, NULL) != 0)
         return false; /* no event in time: take the stop as this sample's, as before */
     return stop_us < interrupt_us;
 }
@@ -143,7 +159,7 @@ static bool stopped_before(struct target_gdb *t, int64_t interrupt_us)
  * gdbstub alone, it is stopped for this sample already). */
 static int still_paused_by_other(struct target_gdb *t, struct qp_error *err)
 {
-    if (t->ram) {
+    if (t->qmp) {
         if (qmp_says_running(t))
             return 0;
         int rc = gdb_poll_stop(t->gdb, err); /* the stub's T02 for that pause: not ours */
@@ -216,7 +232,7 @@ static int vcpu_from_regs(const struct target_gdb *t, const struct gdb_regset *s
     v->target_cpu = cpu;
     cpu->thread = set->thread;
     cpu->as_root = st.as_root;
-    if (t->direct)
+    if (t->direct_virtual)
         mmu_from_regs(t->gdb, set, set->thread, st.paging, &cpu->mmu);
     return 0;
 }
@@ -247,7 +263,7 @@ static int tg_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
     t->state_changed = false;
     /* QEMU sends every monitor a STOP and a RESUME per sample; the RAM file's QMP client must
      * take them off its socket (no round trip), or QEMU buffers them without bound. */
-    bool running = !t->ram || qmp_says_running(t);
+    bool running = !t->qmp || qmp_says_running(t);
     int rc = 0;
     if (t->foreign_pause || !running) {
         rc = still_paused_by_other(t, err);
@@ -263,10 +279,18 @@ static int tg_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
     }
     struct gdb_stop stop = {0};
     int64_t interrupt_us = g_get_real_time();
-    rc = gdb_interrupt(t->gdb, &stop, err);
-    if (!rc && !stop.unasked && t->ram && stopped_before(t, interrupt_us))
+    struct qp_error ierr = {0};
+    rc = gdb_interrupt(t->gdb, &stop, &ierr);
+    /* QEMU drops a 0x03 while a monitor's `stop` holds the guest: over the stub alone, no
+     * answer is how such a pause shows (a QEMU that is gone closes the socket instead). Later
+     * samples probe until it runs again. */
+    bool ignored = rc == -ETIMEDOUT && !t->qmp;
+    if (rc && !ignored)
+        qp_error_set(err, rc, "%s", ierr.msg);
+    if (!rc && !stop.unasked && t->qmp && stopped_before(t, interrupt_us))
         stop.unasked = true;
-    if (!rc && stop.unasked) {
+    if (ignored || (!rc && stop.unasked)) {
+        rc = 0;
         /* The stub said the guest stopped before this sample asked: a monitor's `stop` (or
          * another cause) that this sample must not undo. */
         gdb_disown_stop(t->gdb);
@@ -311,7 +335,7 @@ static int read_direct(struct target_gdb *t, const struct gdb_cpu *gc, struct pr
     for (size_t i = 0; i < n; i++)
         qr[i] =
             (struct qmp_mem_req){.vaddr = reqs[i].vaddr, .len = reqs[i].len, .buf = reqs[i].buf};
-    int rc = qmp_mem_read_many(t->ram, &gc->mmu, qr, n, err);
+    int rc = qmp_mem_read_many(t->qmp, &gc->mmu, qr, n, err);
     for (size_t i = 0; i < n; i++) {
         reqs[i].got = qr[i].got;
         reqs[i].rc = rc ? rc : qr[i].rc;
@@ -325,7 +349,7 @@ static int tg_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
 {
     struct target_gdb *t = impl;
     const struct gdb_cpu *gc = cpu->target_cpu;
-    if (t->direct)
+    if (t->direct_virtual)
         return read_direct(t, gc, reqs, n, err);
     size_t n_parts = 0;
     for (size_t i = 0; i < n; i++)
@@ -390,11 +414,11 @@ static int tg_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
 static int tg_read_phys(void *impl, uint64_t paddr, void *buf, size_t len, struct qp_error *err)
 {
     struct target_gdb *t = impl;
-    if (!t->ram)
+    if (!t->direct)
         return qp_error_set(err, -ENOTSUP,
                             "guest-physical memory through the gdbstub needs --qmp-socket too "
                             "(the shared RAM file)");
-    return qmp_phys_read(t->ram, paddr, buf, len, err);
+    return qmp_phys_read(t->qmp, paddr, buf, len, err);
 }
 
 static int tg_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n,
@@ -402,11 +426,11 @@ static int tg_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n
 {
     struct target_gdb *t = impl;
     *n = 0;
-    if (!t->ram)
+    if (!t->direct)
         return qp_error_set(err, -ENOTSUP,
                             "listing guest RAM through the gdbstub needs --qmp-socket too "
                             "(the shared RAM file)");
-    return target_qmp_ram_ranges(t->ram, out, max, n, err);
+    return target_qmp_ram_ranges(t->qmp, out, max, n, err);
 }
 
 /* QMP's events say it without a round trip; over the gdbstub alone only a sample's interrupt
@@ -414,7 +438,7 @@ static int tg_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n
 static bool tg_running(void *impl)
 {
     struct target_gdb *t = impl;
-    return t->ram ? qmp_says_running(t) : true;
+    return t->qmp ? qmp_says_running(t) : true;
 }
 
 static uint64_t tg_round_trips(const void *impl)
@@ -427,26 +451,26 @@ static uint64_t tg_round_trips(const void *impl)
 static uint64_t tg_resets(const void *impl)
 {
     const struct target_gdb *t = impl;
-    return t->ram ? qmp_resets(t->ram) : 0;
+    return t->qmp ? qmp_resets(t->qmp) : 0;
 }
 
 static bool tg_reads_cost_round_trips(const void *impl)
 {
     const struct target_gdb *t = impl;
-    return !t->direct;
+    return !t->direct_virtual;
 }
 
 static const char *tg_version(const void *impl)
 {
     const struct target_gdb *t = impl;
     /* the stub does not say which QEMU it is; QMP does */
-    return t->ram ? qmp_qemu_version(t->ram) : "(gdbstub)";
+    return t->qmp ? qmp_qemu_version(t->qmp) : "(gdbstub)";
 }
 
 static const char *tg_describe(const void *impl)
 {
     const struct target_gdb *t = impl;
-    return t->direct ? "direct" : "gdbstub m packets";
+    return t->direct_virtual ? "direct" : "gdbstub m packets";
 }
 
 static const struct prof_arch *tg_arch(const void *impl)
@@ -461,7 +485,7 @@ static void tg_free(void *impl)
     if (!t)
         return;
     gdb_free(t->gdb); /* stops if running, detaches: QEMU resumes the guest */
-    qmp_free(t->ram);
+    qmp_free(t->qmp);
     g_free(t);
 }
 

@@ -315,7 +315,9 @@ static void boot(struct guest *g, const struct boot_opts *b)
     transport == OVER_QMP ? "--qmp-socket" : "--gdb",                                              \
         transport == OVER_QMP ? vm_qmp_path((g)->vm) : vm_gdb_address((g)->vm),                    \
         transport == OVER_GDB_QMP ? "--qmp-socket" : "--transport",                                \
-        transport == OVER_GDB_QMP ? vm_qmp_path((g)->vm) : transport == OVER_QMP ? "qmp" : "gdb", \
+        transport == OVER_GDB_QMP ? vm_qmp_path((g)->vm)                                           \
+        : transport == OVER_QMP   ? "qmp"                                                          \
+                                  : "gdb",                                                           \
         "--kernel", (g)->kernel, "--user-dir", (g)->user_dir
 
 /* A client on the given socket; the test fails and ends when QEMU does not answer. */
@@ -598,6 +600,24 @@ static void pause_until_noticed(struct guest *g, struct qprof *q)
     qmp_free(c);
 }
 
+/* The sample count of the first progress line qprof printed after `notice` (progress lines
+ * come at most 4 times a second, so one printed before it may lag the samples taken by then). */
+static uint64_t samples_after(struct qprof *q, const char *notice)
+{
+    double deadline = now_s() + PROGRESS_DEADLINE_S;
+    for (;;) {
+        char *err = qprof_stderr(q);
+        const char *at = strstr(err, notice);
+        uint64_t n = at ? child_progress_samples(at) : 0;
+        g_free(err);
+        if (n || now_s() > deadline || qprof_exited(q)) {
+            CHECK_MSG(n, "no progress line after '%s'", notice);
+            return n;
+        }
+        usleep(20000);
+    }
+}
+
 /* QEMU started with -S: the guest has not run yet. qprof waits for it, says why, takes nothing
  * and never starts it (attaching a debugger would, were it let); the guest boots only on the
  * user's cont. */
@@ -649,19 +669,16 @@ static void case_paused_during(void)
     start_on_guest(&q, &g, (const char *[]){"--duration", "0", "--progress", NULL});
     if (wait_samples(&q, 100)) {
         pause_until_noticed(&g, &q);
-        char *err = qprof_stderr(&q);
-        uint64_t at_pause = child_progress_samples(err);
-        g_free(err);
+        uint64_t at_pause = samples_after(&q, "paused by another client");
         qmp_client *c = qmp_connect(vm_qmp2_path(g.vm));
         for (int i = 0; i < 15; i++) {
             CHECK_MSG(!running_on(c), "qprof resumed a guest that another client paused (%d)", i);
             usleep(100 * 1000); /* how long the other client keeps it paused, not a wait */
         }
-        err = qprof_stderr(&q);
-        uint64_t in_pause = child_progress_samples(err);
-        g_free(err);
-        /* a progress line written during the sample that met the pause may still come */
-        CHECK_MSG(in_pause <= at_pause + 1, "%lu samples taken while paused",
+        char *during = qprof_stderr(&q);
+        uint64_t in_pause = child_progress_samples(during);
+        g_free(during);
+        CHECK_MSG(in_pause == at_pause, "%lu samples taken while paused",
                   (unsigned long)(in_pause - at_pause));
         CHECK_MSG(qmp_execute(c, "cont", NULL, NULL, NULL) == 0, "cont on socket 2");
         qmp_free(c);
