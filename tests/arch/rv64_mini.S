@@ -3,7 +3,9 @@
  * again at 0xffffffc000000000 as a 1 GiB kernel page, one user code page at 0x10000 and one user
  * stack page at 0x20000), enters S-mode at the high alias, then U-mode. The user loop makes a
  * system call every few thousand iterations; the S-mode handler does some work through a
- * frame-pointer call chain before returning. So a sampler sees U and S mode, Sv39 paging on,
+ * frame-pointer call chain before returning. Every hart runs it (the tables they build are the
+ * same; the user loop touches no memory; each has its own kernel stack), so -smp N works too.
+ * So a sampler sees U and S mode, Sv39 paging on,
  * kernel pcs in the high half and user pcs low. Position independent throughout: the same
  * code runs at its physical and its high address. CFI (.eh_frame) describes the S-mode code, the
  * trap entry and the user loop as outermost frames (ra undefined there), so a kernel stack
@@ -76,13 +78,16 @@ _start:
     csrc mstatus, t0
     li t0, 1 << 11
     csrs mstatus, t0
+    csrr tp, mhartid /* for S-mode, which cannot read it */
     mret
 
     /* S-mode code */
 s_entry:
     lla t0, s_trap /* pc-relative: the high alias */
     csrw stvec, t0
-    lla sp, kstack_top
+    lla sp, kstack_top /* each hart its own 4 KiB of kernel stack (-smp up to 4) */
+    slli t1, tp, 12
+    sub sp, sp, t1
     li fp, 0
     csrw sscratch, sp
     li t0, USER_CODE_VA
@@ -172,5 +177,5 @@ pt_root: .space 4096
 pt_l1:   .space 4096
 pt_l0:   .space 4096
 user_stack: .space 4096
-kstack:  .space 8192
+kstack:  .space 4 * 4096
 kstack_top:

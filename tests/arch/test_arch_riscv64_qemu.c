@@ -36,24 +36,28 @@ static int read_phys(void *ctx, uint64_t paddr, uint64_t *val)
     return 0;
 }
 
+#define MAX_HARTS 4
+
 struct seen {
     const struct ram *ram;
+    int harts;
     int user, supervisor, machine, walked;
+    int user_of[MAX_HARTS], supervisor_of[MAX_HARTS];
 };
 
-static int on_stop(prof_target *t, const struct prof_vcpu *cpus, int n, void *ctx,
-                   struct qp_error *err)
+/* One vCPU at a stop: a mode the machine uses, its pc in the half for that mode, and the pc's
+ * bytes the same through qprof's walk and through QEMU's MMU. */
+static void check_vcpu(prof_target *t, const struct prof_arch *a, const struct prof_vcpu *v,
+                       struct seen *s)
 {
-    (void)err;
-    struct seen *s = ctx;
-    const struct prof_arch *a = prof_target_arch(t);
-    CHECK_INT(n, 1);
-    const struct prof_vcpu *v = &cpus[0];
+    CHECK(v->index >= 0 && v->index < s->harts);
+    if (v->index < 0 || v->index >= s->harts)
+        return;
     if (v->privilege == 0) { /* M-mode: the boot code, before the first mret */
         if (s->machine++ < 3)
             fprintf(stderr, "M-mode at pc %#" PRIx64 " ra %#" PRIx64 "\n", v->pc, v->regs.r[1]);
         CHECK(!v->paging64);
-        return 0;
+        return;
     }
     CHECK(v->paging64);
     CHECK_U64(v->as_root >> 60, 8); /* Sv39 */
@@ -61,9 +65,11 @@ static int on_stop(prof_target *t, const struct prof_vcpu *cpus, int n, void *ct
     CHECK_U64(v->sp, v->regs.r[a->sp_reg]);
     if (v->user) {
         s->user++;
+        s->user_of[v->index]++;
         CHECK_MSG(v->pc >= USER_CODE && v->pc < USER_CODE + 4096, "user pc %#" PRIx64, v->pc);
     } else {
         s->supervisor++;
+        s->supervisor_of[v->index]++;
         CHECK_INT(v->privilege, 2);
         CHECK_MSG(v->pc >= a->split.kernel_start, "S-mode pc %#" PRIx64, v->pc);
     }
@@ -79,6 +85,17 @@ static int on_stop(prof_target *t, const struct prof_vcpu *cpus, int n, void *ct
         CHECK(memcmp(via_qemu, s->ram->map + (paddr - RAM_BASE), sizeof via_qemu) == 0);
         s->walked++;
     }
+}
+
+static int on_stop(prof_target *t, const struct prof_vcpu *cpus, int n, void *ctx,
+                   struct qp_error *err)
+{
+    (void)err;
+    struct seen *s = ctx;
+    const struct prof_arch *a = prof_target_arch(t);
+    CHECK_INT(n, s->harts);
+    for (int i = 0; i < n && i < MAX_HARTS; i++)
+        check_vcpu(t, a, &cpus[i], s);
     return 0;
 }
 
@@ -93,7 +110,7 @@ static char *slurp(const char *path)
  * the riscv64 one, kernel stacks unwind by its CFI (libdwfl's riscv backend) from kwork through
  * ksyscall to the trap entry s_trap, where they end; what cannot be unwound (user code, for
  * which --os none knows no binary) is marked truncated, never invented. */
-static void run_qprof(const char *dir, const char *gdb, const char *qmp)
+static void run_qprof(const char *dir, const char *gdb, const char *qmp, int harts)
 {
     char *bin = g_strdup_printf("%s/qprof", QPROF_BUILD_DIR);
     char *out = g_strdup_printf("%s/q.out", dir), *err = g_strdup_printf("%s/q.err", dir);
@@ -148,9 +165,9 @@ static void run_qprof(const char *dir, const char *gdb, const char *qmp)
         }
     }
     g_strfreev(lines);
-    fprintf(stderr, "qprof: %lu samples, %lu in the kernel, %lu of them to s_trap\n", total, kernel,
-            to_entry);
-    CHECK_INT(total, 100);
+    fprintf(stderr, "qprof: %lu vCPU stacks, %lu in the kernel, %lu of them to s_trap\n", total,
+            kernel, to_entry);
+    CHECK_INT(total, 100 * harts); /* a stack per vCPU per sample */
     CHECK_MSG(strstr(stacks, "kernel;s_trap;ksyscall;kwork "), "%s", stacks);
     CHECK(kernel > 10);
     CHECK(to_entry * 10 >= kernel * 8); /* the few misses: stops inside the trap entry's first
@@ -163,8 +180,13 @@ static void run_qprof(const char *dir, const char *gdb, const char *qmp)
     g_free(bin);
 }
 
-int main(void)
+/* argv[1]: "smp2" (up to smp4) for that many harts, else one. */
+int main(int argc, char **argv)
 {
+    int harts = argc > 1 && g_str_has_prefix(argv[1], "smp") ? atoi(argv[1] + 3) : 1;
+    REQUIRE(harts >= 1 && harts <= MAX_HARTS);
+    char smp[16];
+    snprintf(smp, sizeof smp, "%d", harts);
     const char *qemu = "qemu-system-riscv64";
     char *found = g_find_program_in_path(qemu);
     if (!found || access(QPROF_RV64_MINI, R_OK) != 0) {
@@ -192,6 +214,7 @@ int main(void)
                           "-chardev", chardev,
                           "-gdb",     "chardev:g",
                           "-qmp",     qmp_arg,
+                          "-smp",     smp,
                           NULL};
     pid_t pid = child_start(found, args, dir, out, errp, NULL);
     REQUIRE(pid > 0);
@@ -211,7 +234,7 @@ int main(void)
     REQUIRE(fd >= 0);
     struct ram ram = {mmap(NULL, RAM_SIZE, PROT_READ, MAP_SHARED, fd, 0)};
     REQUIRE(ram.map != MAP_FAILED);
-    struct seen s = {.ram = &ram};
+    struct seen s = {.ram = &ram, .harts = harts};
     /* Boot: until a stop finds it past the M-mode code (generous deadline). */
     for (int i = 0; i < 3000 && s.user + s.supervisor == 0; i++) {
         CHECK_MSG(prof_target_sample(t, on_stop, &s, NULL, &err) == 0, "%s", err.msg);
@@ -221,7 +244,7 @@ int main(void)
     /* Then a fixed count of samples a few ms apart, as qprof takes them (back to back, TCG
      * would hardly run the guest between two stops). The guest spends about half its time in
      * U mode and the rest in S, and never traps to M. */
-    s = (struct seen){.ram = &ram};
+    s = (struct seen){.ram = &ram, .harts = harts};
     for (int i = 0; i < SAMPLES; i++) {
         int rc = prof_target_sample(t, on_stop, &s, NULL, &err);
         CHECK_MSG(rc == 0, "sample %d: %s", i, err.msg);
@@ -232,11 +255,14 @@ int main(void)
     fprintf(stderr, "%d samples: %d user, %d supervisor, %d machine; %d pcs walked\n", SAMPLES,
             s.user, s.supervisor, s.machine, s.walked);
     CHECK_INT(s.machine, 0);
-    CHECK(s.user > SAMPLES / 10);
-    CHECK(s.supervisor > SAMPLES / 10);
+    for (int h = 0; h < harts; h++) { /* every hart in both modes, about half and half */
+        fprintf(stderr, "hart %d: %d user, %d supervisor\n", h, s.user_of[h], s.supervisor_of[h]);
+        CHECK(s.user_of[h] > SAMPLES / 10);
+        CHECK(s.supervisor_of[h] > SAMPLES / 10);
+    }
     CHECK(s.walked >= s.user + s.supervisor - 2);
     prof_target_free(t);
-    run_qprof(dir, addr, qmp);
+    run_qprof(dir, addr, qmp, harts);
     munmap((void *)ram.map, RAM_SIZE);
     close(fd);
     kill(pid, SIGKILL);
