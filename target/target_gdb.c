@@ -85,16 +85,21 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The architecture from target.xml's <architecture> ("riscv:rv64"); a stub that names none is
- * taken for x86_64, as before there were others. */
+/* The architecture from target.xml's <architecture> ("riscv:rv64"). A stub that names none is
+ * x86_64 when it has x86_64's registers (as before there were others), and refused otherwise:
+ * sampling a guest whose registers qprof cannot name would fail every sample. */
 static int choose_arch(struct target_gdb *t, struct qp_error *err)
 {
-    const char *named = gdb_target(t->gdb)->arch;
-    t->arch = named[0] ? prof_arch_for_gdb(named) : &prof_arch_x86_64;
+    const struct gdb_tdesc *d = gdb_target(t->gdb);
+    if (d->arch[0])
+        t->arch = prof_arch_for_gdb(d->arch);
+    else
+        t->arch = gdb_tdesc_find(d, "rip") >= 0 ? &prof_arch_x86_64 : NULL;
     if (!t->arch)
-        return qp_error_set(err, -ENOTSUP,
-                            "the gdbstub's guest is a %s (target.xml); qprof knows %s", named,
-                            prof_arch_known_names());
+        return qp_error_set(err, -ENOTSUP, "the gdbstub's guest is %s%s: qprof knows %s",
+                            d->arch[0] ? d->arch
+                                       : "of an architecture its target.xml does not name",
+                            d->arch[0] ? " (target.xml)" : "", prof_arch_known_names());
     gdb_want_registers(t->gdb, t->arch->gdb_state_regs);
     t->direct_virtual = t->direct && t->arch == &prof_arch_x86_64;
     return 0;
