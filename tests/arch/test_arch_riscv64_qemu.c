@@ -10,6 +10,7 @@
 #include "harness.h"
 #include "target.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
@@ -106,10 +107,11 @@ static char *slurp(const char *path)
     return text ? text : g_strdup("");
 }
 
-/* The qprof binary against the same machine: an x86_64 kernel ELF is refused in one line; with
- * the riscv64 one, kernel stacks unwind by its CFI (libdwfl's riscv backend) from kwork through
- * ksyscall to the trap entry s_trap, where they end; what cannot be unwound (user code, for
- * which --os none knows no binary) is marked truncated, never invented. */
+/* The qprof binary against the same machine: an x86_64 or an aarch64 kernel ELF is refused in
+ * one line, and so is QMP alone; with the riscv64 one, kernel stacks unwind by its CFI
+ * (libdwfl's riscv backend) from kwork through ksyscall to the trap entry s_trap, where they
+ * end; what cannot be unwound (user code, for which --os none knows no binary) is marked
+ * truncated, never invented. */
 static void run_qprof(const char *dir, const char *gdb, const char *qmp, int harts)
 {
     char *bin = g_strdup_printf("%s/qprof", QPROF_BUILD_DIR);
@@ -126,6 +128,26 @@ static void run_qprof(const char *dir, const char *gdb, const char *qmp, int har
                   strchr(text, '\n') == text + strlen(text) - 1,
               "%s", text);
     g_free(text);
+    /* An aarch64 kernel ELF (its header is all qprof reads before refusing it) */
+    Elf64_Ehdr eh = {
+        .e_type = ET_EXEC, .e_machine = EM_AARCH64, .e_version = EV_CURRENT, .e_ehsize = sizeof eh};
+    memcpy(eh.e_ident, ELFMAG, SELFMAG);
+    eh.e_ident[EI_CLASS] = ELFCLASS64;
+    eh.e_ident[EI_DATA] = ELFDATA2LSB;
+    eh.e_ident[EI_VERSION] = EV_CURRENT;
+    char *arm = g_strdup_printf("%s/vmlinux-arm64", dir);
+    g_file_set_contents(arm, (const char *)&eh, sizeof eh, NULL);
+    const char *aarch64[] = {"--gdb",     gdb,  "--kernel",      arm,
+                             "--samples", "10", "--no-progress", NULL};
+    status = child_wait(child_start(bin, aarch64, dir, out, err, NULL), 120, &timed_out);
+    text = slurp(err);
+    CHECK_INT(status, 1);
+    CHECK_MSG(strstr(text, "64-bit aarch64 ELF (e_machine 183)") &&
+                  strchr(text, '\n') == text + strlen(text) - 1,
+              "%s", text);
+    g_free(text);
+    unlink(arm);
+    g_free(arm);
     /* QMP alone: refused in one line, not sampled as an x86_64 guest */
     const char *over_qmp[] = {"--qmp-socket", qmp, "--samples", "10", "--no-progress", NULL};
     status = child_wait(child_start(bin, over_qmp, dir, out, err, NULL), 120, &timed_out);
