@@ -1,14 +1,91 @@
-/* The architectures qprof knows: one line per table. */
+/* The architectures qprof knows: one line per table, and how one is chosen and checked. */
 #include "arch.h"
 
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
 #include <stddef.h>
+#include <string.h>
+#include <unistd.h>
 
-static const struct prof_arch *const arches[] = {&prof_arch_x86_64};
+static const struct prof_arch *const arches[] = {&prof_arch_x86_64, &prof_arch_riscv64};
+#define N_ARCHES (sizeof arches / sizeof arches[0])
 
 const struct prof_arch *prof_arch_for_elf(uint16_t elf_machine)
 {
-    for (size_t i = 0; i < sizeof arches / sizeof arches[0]; i++)
+    for (size_t i = 0; i < N_ARCHES; i++)
         if (arches[i]->elf_machine == elf_machine)
             return arches[i];
     return NULL;
+}
+
+const struct prof_arch *prof_arch_for_gdb(const char *xml_arch)
+{
+    for (size_t i = 0; xml_arch && i < N_ARCHES; i++)
+        if (strcmp(arches[i]->gdb_arch, xml_arch) == 0)
+            return arches[i];
+    return NULL;
+}
+
+const char *prof_arch_known_names(void)
+{
+    return "x86_64, riscv64";
+}
+
+/* Names for the e_machine values people meet, so that a message says "aarch64", not 183. */
+static const char *machine_name(unsigned m)
+{
+    switch (m) {
+    case EM_386:
+        return "i386";
+    case EM_ARM:
+        return "arm";
+    case EM_X86_64:
+        return "x86_64";
+    case EM_AARCH64:
+        return "aarch64";
+    case EM_RISCV:
+        return "riscv";
+    case EM_PPC64:
+        return "ppc64";
+    case EM_S390:
+        return "s390";
+    default:
+        return "unknown";
+    }
+}
+
+int prof_arch_of_elf_file(const char *path, const struct prof_arch **arch, struct qp_error *err)
+{
+    *arch = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0; /* the symbol loader says why, in its own words */
+    elf_version(EV_CURRENT);
+    Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+    GElf_Ehdr eh;
+    int rc = 0;
+    if (elf && elf_kind(elf) == ELF_K_ELF && gelf_getehdr(elf, &eh)) {
+        *arch = gelf_getclass(elf) == ELFCLASS64 ? prof_arch_for_elf(eh.e_machine) : NULL;
+        if (!*arch)
+            rc = qp_error_set(err, -ENOTSUP, "%s: a %d-bit %s ELF (e_machine %u): qprof knows %s",
+                              path, gelf_getclass(elf) == ELFCLASS64 ? 64 : 32,
+                              machine_name(eh.e_machine), eh.e_machine, prof_arch_known_names());
+    }
+    if (elf)
+        elf_end(elf);
+    close(fd);
+    return rc;
+}
+
+int prof_arch_check_match(const struct prof_arch *kernel, const char *kernel_path,
+                          const struct prof_arch *guest, const char *transport,
+                          struct qp_error *err)
+{
+    if (!kernel || !guest || kernel == guest)
+        return 0;
+    return qp_error_set(err, -EINVAL,
+                        "--kernel %s is an ELF for %s, but the guest behind the %s is %s",
+                        kernel_path, kernel->name, transport, guest->name);
 }

@@ -1,17 +1,21 @@
 /* arch: the facts of one CPU architecture, one table per architecture (arch_<name>.c), chosen
- * once (by the target backend today; later from a kernel's e_machine or the gdbstub's
- * target.xml) and passed down. The core names no architecture: it asks the table.
+ * once (from the gdbstub's target.xml, or the target backend's own; checked against --kernel's
+ * e_machine) and passed down. The core names no architecture: it asks the table.
  *
  * Modelled on drgn's struct drgn_architecture_info: what differs between architectures is data
  * or a function in the table, so that riscv64 or aarch64 is one new file that fills another
- * struct prof_arch and one line in arch.c. What the table does not hold yet, and where it is:
- * the frame-pointer and CFI rules come from libdwfl's backend for elf_machine (unwind/); the
- * mapping from a transport's register set to struct unw_regs is the backend's (target/); the
- * Linux kernel's saved-register frame is the adapter's (os/os_linux.c, linux/).
+ * struct prof_arch and one line in arch.c. What the table does not hold, and where it is: the
+ * CFI rules come from libdwfl's backend for elf_machine, the register slots it takes from
+ * unwind/'s machine table; QMP's `info registers` text is qmp/'s (x86_64 only); the Linux
+ * kernel's saved-register frame is the adapter's (os/os_linux.c, linux/). The frame rule is the
+ * architecture's convention, for frame-pointer walks outside libdwfl (unwind/ leaves them to
+ * libdwfl's backends today).
  *
  * The tables are static and live for the whole process. */
 #ifndef PROF_ARCH_H
 #define PROF_ARCH_H
+
+#include "qp_error.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -26,6 +30,31 @@ struct prof_addr_split {
  * RAM. */
 typedef int (*prof_arch_phys_read_fn)(void *ctx, uint64_t paddr, uint64_t *val);
 
+/* A general register as the gdbstub's target.xml names it, and its slot in struct unw_regs. */
+struct prof_arch_reg {
+    const char *gdb_name;
+    int slot;
+};
+
+/* The frame-pointer chain: in a frame whose frame pointer (DWARF slot fp_reg) holds fp, the
+ * caller's frame pointer is the word at fp + saved_fp and the return address the word at
+ * fp + saved_ra. */
+struct prof_frame_rule {
+    int fp_reg;
+    int saved_fp, saved_ra;
+};
+
+/* Reads register `name` of one vCPU from the transport: 0, -ENOENT when the target has no such
+ * register, -ENODATA when it could not give its value. */
+typedef int (*prof_arch_reg_fn)(void *ctx, const char *name, uint64_t *val);
+
+/* What a vCPU's privileged registers say, for struct prof_vcpu. */
+struct prof_arch_cpu_state {
+    int privilege;    /* 0 is the most privileged */
+    bool paging;      /* translation on, in the mode the page walk knows */
+    uint64_t as_root; /* the address-space root register's value (flags included) */
+};
+
 struct prof_arch {
     const char *name;             /* "x86_64": as people and ELF tools call it */
     uint16_t elf_machine;         /* EM_X86_64: which ELF files (--sysroot) belong to it */
@@ -35,14 +64,49 @@ struct prof_arch {
     uint64_t as_root_mask;        /* the address bits of the address-space root register */
     /* Translates vaddr through the page tables rooted at root (the root register's value, flag
      * bits allowed). Returns 0 with *paddr and *page_size (the size of the page holding vaddr),
-     * or -EFAULT when vaddr is not canonical, an entry is not present or a table is not in RAM. */
+     * -EFAULT when vaddr is not canonical, an entry is not present or a table is not in RAM,
+     * -ENOTSUP when root names a translation mode the walk does not know. Reads at most one
+     * entry per level: tables that point back at themselves end it, never loop it. */
     int (*page_walk)(uint64_t root, uint64_t vaddr, prof_arch_phys_read_fn read_phys, void *ctx,
                      uint64_t *paddr, uint64_t *page_size);
+    struct prof_frame_rule frame;
+
+    /* The gdbstub's view: target.xml's <architecture> (the prefix up to the first space or the
+     * end, e.g. "i386:x86-64", "riscv:rv64"), the general registers it sends and where they go,
+     * and the registers cpu_state asks for. */
+    const char *gdb_arch;
+    const struct prof_arch_reg *gdb_regs;
+    int n_gdb_regs;
+    const char *const *gdb_state_regs; /* NULL-terminated */
+    const char *gdb_root_reg;          /* the address-space root register: "cr3", "satp" */
+    /* Privilege, paging and the address-space root from the registers get reads (gdbstub names).
+     * A negative code with a one-line message when a register it needs is missing, or when a
+     * value is one it cannot interpret (a RISC-V satp mode it has no walk for). */
+    int (*cpu_state)(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state *st,
+                     struct qp_error *err);
 };
 
 extern const struct prof_arch prof_arch_x86_64;
+extern const struct prof_arch prof_arch_riscv64;
 
 /* The table for an ELF e_machine, NULL when qprof knows no such architecture. */
 const struct prof_arch *prof_arch_for_elf(uint16_t elf_machine);
+
+/* The table for a gdbstub target.xml <architecture> ("riscv:rv64"), NULL when unknown. */
+const struct prof_arch *prof_arch_for_gdb(const char *xml_arch);
+
+/* The names qprof knows, for messages: "x86_64, riscv64" (static). */
+const char *prof_arch_known_names(void);
+
+/* The architecture of the ELF file at path, for --kernel: 0 with *arch set, 0 with *arch NULL
+ * when path is no ELF file (a System.map), or -ENOTSUP with a one-line message naming its
+ * e_machine when qprof knows no such architecture. */
+int prof_arch_of_elf_file(const char *path, const struct prof_arch **arch, struct qp_error *err);
+
+/* The one-line error for a kernel ELF of one architecture given for a guest of another: 0 when
+ * they agree or either is unknown (NULL). */
+int prof_arch_check_match(const struct prof_arch *kernel, const char *kernel_path,
+                          const struct prof_arch *guest, const char *transport,
+                          struct qp_error *err);
 
 #endif

@@ -1,9 +1,10 @@
-/* x86_64: canonical halves, CPL 3, CR3, and the 4-level page walk. */
+/* x86_64: canonical halves, CPL 3, CR3, the 4-level page walk, the gdbstub's register names. */
 #include "arch_x86_64.h"
 #include "unwind.h"
 
 #include <elf.h>
 #include <errno.h>
+#include <stddef.h>
 
 #define PTE_PRESENT 0x1ull
 #define PTE_HUGE    0x80ull
@@ -33,6 +34,31 @@ static int page_walk(uint64_t cr3, uint64_t vaddr, prof_arch_phys_read_fn read_p
     return -EFAULT;
 }
 
+static const struct prof_arch_reg gdb_regs[] = {
+    {"rax", UNW_RAX}, {"rdx", UNW_RDX}, {"rcx", UNW_RCX}, {"rbx", UNW_RBX}, {"rsi", UNW_RSI},
+    {"rdi", UNW_RDI}, {"rbp", UNW_RBP}, {"rsp", UNW_RSP}, {"r8", UNW_R8},   {"r9", UNW_R9},
+    {"r10", UNW_R10}, {"r11", UNW_R11}, {"r12", UNW_R12}, {"r13", UNW_R13}, {"r14", UNW_R14},
+    {"r15", UNW_R15}, {"rip", UNW_RIP}};
+
+static const char *const gdb_state_regs[] = {"cs", "cr0", "cr3", "efer", NULL};
+
+/* CPL from CS; paging from CR0.PG and EFER.LMA, assumed on when the XML lacks them (QEMU's
+ * i386-64bit.xml has both). */
+static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state *st,
+                     struct qp_error *err)
+{
+    uint64_t cs, cr0 = X86_CR0_PG, efer = X86_EFER_LMA, cr3 = 0;
+    if (get(ctx, "cs", &cs) < 0)
+        return qp_error_set(err, -ENOENT, "the target has no readable register cs");
+    get(ctx, "cr0", &cr0);
+    get(ctx, "efer", &efer);
+    get(ctx, "cr3", &cr3);
+    st->privilege = (int)(cs & 3);
+    st->paging = (cr0 & X86_CR0_PG) && (efer & X86_EFER_LMA);
+    st->as_root = cr3 & X86_CR3_ADDR_MASK;
+    return 0;
+}
+
 const struct prof_arch prof_arch_x86_64 = {
     .name = "x86_64",
     .elf_machine = EM_X86_64,
@@ -44,4 +70,12 @@ const struct prof_arch prof_arch_x86_64 = {
     .user_privilege = 3,
     .as_root_mask = X86_CR3_ADDR_MASK,
     .page_walk = page_walk,
+    /* push rbp; mov rsp, rbp: the caller's rbp at [rbp], the return address above it. */
+    .frame = {.fp_reg = UNW_RBP, .saved_fp = 0, .saved_ra = 8},
+    .gdb_arch = "i386:x86-64",
+    .gdb_regs = gdb_regs,
+    .n_gdb_regs = sizeof gdb_regs / sizeof gdb_regs[0],
+    .gdb_state_regs = gdb_state_regs,
+    .gdb_root_reg = "cr3",
+    .cpu_state = cpu_state,
 };

@@ -179,15 +179,29 @@ int gdb_continue(gdb_client *c, struct qp_error *err);
  * exited. */
 int gdb_command(gdb_client *c, const char *cmd, char **reply, int *code, struct qp_error *err);
 
-/* One vCPU's registers: the decoded `g` reply, laid out as gdb_target() says. */
+#define GDB_MAX_EXTRA_REGS 8
+
+/* One vCPU's registers: the decoded `g` reply, laid out as gdb_target() says, and the wanted
+ * registers the `g` reply does not hold (gdb_want_registers). */
 struct gdb_regset {
     int thread; /* index into the thread list */
     int halted; /* with opts.thread_state: 1 halted (hlt), 0 running; -1 when not known */
     uint8_t *raw;
     uint8_t *valid; /* per byte: 0 where the stub sent `xx` (unavailable) */
     size_t len;
+    int n_extra;
+    int extra_regnum[GDB_MAX_EXTRA_REGS];
+    uint64_t extra[GDB_MAX_EXTRA_REGS];
+    bool extra_ok[GDB_MAX_EXTRA_REGS];
 };
 void gdb_regset_clear(struct gdb_regset *r); /* frees raw and valid */
+
+/* Registers gdb_read_registers_all should also give although QEMU may leave them out of the
+ * `g` reply (it sends only the core set: riscv64's priv and satp are in other features). Each
+ * is asked with `p` after that vCPU's `g`, in the same write: more packets, no more round trips;
+ * one the first `g` reply turns out to hold is not asked again. Names the target description
+ * lacks are skipped; at most GDB_MAX_EXTRA_REGS. NULL-terminated. */
+void gdb_want_registers(gdb_client *c, const char *const *names);
 
 /* Reads every vCPU's registers: `Hg<tid>` + `g` for all threads in one write, the replies read
  * after. Fills up to max entries, sets *n. While stopped only. */

@@ -28,9 +28,9 @@ struct gdb_client {
     bool dead, no_ack, stopped, multiprocess, thread_state;
     bool interrupting; /* a 0x03 is out: the next stop reply is the one this client asked for */
     bool disowned;     /* the guest is stopped by someone else (gdb_disown_stop) */
-    bool heard;      /* the stub has sent at least one byte */
-    pid_t guard_pid; /* the guardian process, 0 without opts.guard */
-    int guard_pipe;  /* its lifeline: EOF without a goodbye means this process died */
+    bool heard;        /* the stub has sent at least one byte */
+    pid_t guard_pid;   /* the guardian process, 0 without opts.guard */
+    int guard_pipe;    /* its lifeline: EOF without a goodbye means this process died */
     /* A reply timed out: it may still come and be taken for the next one. A stop reply ends
      * the stream of late replies (the stub answers in order), so `?` puts it back in step. */
     bool out_of_step;
@@ -39,6 +39,8 @@ struct gdb_client {
     char threads[GDB_MAX_THREADS][32];
     int n_threads;
     struct gdb_tdesc tdesc;
+    int want_regnum[GDB_MAX_EXTRA_REGS]; /* gdb_want_registers: asked with `p` after each `g` */
+    int n_want;
     uint64_t replies, round_trips;
 };
 
@@ -97,14 +99,14 @@ static int read_some(gdb_client *c, int64_t deadline_us, struct qp_error *err)
     char buf[65536];
     long n = qp_sock_recv(c->fd, c->tcp, buf, sizeof buf, deadline_us);
     if (n == 0)
-        return deadline_us ? qp_error_set(err, -ETIMEDOUT,
-                                          "the gdbstub did not answer within %.1f s on %s",
-                                          c->timeout_ms / 1000.0, c->address)
-                           : 0;
+        return deadline_us
+                   ? qp_error_set(err, -ETIMEDOUT, "the gdbstub did not answer within %.1f s on %s",
+                                  c->timeout_ms / 1000.0, c->address)
+                   : 0;
     if (n < 0) {
         c->dead = true;
-        return qp_error_set(err, -EPIPE, "the gdbstub at %s closed the connection%s%s",
-                            c->address, n != -EPIPE ? ": " : " (QEMU exited?)",
+        return qp_error_set(err, -EPIPE, "the gdbstub at %s closed the connection%s%s", c->address,
+                            n != -EPIPE ? ": " : " (QEMU exited?)",
                             n != -EPIPE ? strerror((int)-n) : "");
     }
     c->heard = true;
@@ -650,8 +652,7 @@ int gdb_interrupt(gdb_client *c, struct gdb_stop *stop, struct qp_error *err)
     return 0;
 }
 
-int gdb_interrupt_within(gdb_client *c, int timeout_ms, struct gdb_stop *stop,
-                         struct qp_error *err)
+int gdb_interrupt_within(gdb_client *c, int timeout_ms, struct gdb_stop *stop, struct qp_error *err)
 {
     int saved = c->timeout_ms;
     c->timeout_ms = timeout_ms;
@@ -687,6 +688,7 @@ void gdb_regset_clear(struct gdb_regset *r)
     free(r->valid);
     r->raw = r->valid = NULL;
     r->len = 0;
+    r->n_extra = 0;
 }
 
 static int hexv(int ch)
@@ -747,6 +749,54 @@ static int read_thread_state(gdb_client *c, int *halted, struct qp_error *err)
     return 0;
 }
 
+static bool decode_p(const char *r, uint64_t *value);
+
+void gdb_want_registers(gdb_client *c, const char *const *names)
+{
+    c->n_want = 0;
+    for (int k = 0; names && names[k] && c->n_want < GDB_MAX_EXTRA_REGS; k++) {
+        int i = gdb_tdesc_find(&c->tdesc, names[k]);
+        if (i >= 0)
+            c->want_regnum[c->n_want++] = c->tdesc.regs[i].regnum;
+    }
+}
+
+/* Whether the `g` reply r holds register regnum whole (decode_g pads a short reply to the
+ * description's size and marks the padding invalid). */
+static bool in_g_reply(const gdb_client *c, const struct gdb_regset *r, int regnum)
+{
+    for (int i = 0; i < c->tdesc.n_regs; i++) {
+        const struct gdb_reg *g = &c->tdesc.regs[i];
+        if (g->regnum != regnum)
+            continue;
+        size_t w = (size_t)g->bitsize / 8;
+        if (w == 0 || g->offset + w > r->len)
+            return false;
+        for (size_t k = 0; k < w; k++)
+            if (!r->valid[g->offset + k])
+                return false;
+        return true;
+    }
+    return false;
+}
+
+/* After the first full read: the wanted registers the `g` reply held need no `p`. */
+static void drop_wants_in_g(gdb_client *c, const struct gdb_regset *r)
+{
+    int kept = 0;
+    for (int k = 0; k < c->n_want; k++)
+        if (!in_g_reply(c, r, c->want_regnum[k]))
+            c->want_regnum[kept++] = c->want_regnum[k];
+    c->n_want = kept;
+}
+
+static void read_extra(gdb_client *c, const char *reply, struct gdb_regset *r, int k)
+{
+    r->extra_regnum[k] = c->want_regnum[k];
+    r->extra_ok[k] = decode_p(reply, &r->extra[k]);
+    r->n_extra = k + 1;
+}
+
 int gdb_read_registers_all(gdb_client *c, struct gdb_regset *out, int max, int *n,
                            struct qp_error *err)
 {
@@ -763,6 +813,10 @@ int gdb_read_registers_all(gdb_client *c, struct gdb_regset *out, int max, int *
         snprintf(cmd, sizeof cmd, "Hg%s", c->threads[i]);
         add_frame(s, cmd);
         add_frame(s, "g");
+        for (int k = 0; k < c->n_want; k++) {
+            snprintf(cmd, sizeof cmd, "p%x", c->want_regnum[k]);
+            add_frame(s, cmd);
+        }
         if (c->thread_state) {
             snprintf(cmd, sizeof cmd, "qThreadExtraInfo,%s", c->threads[i]);
             add_frame(s, cmd);
@@ -780,6 +834,12 @@ int gdb_read_registers_all(gdb_client *c, struct gdb_regset *out, int max, int *
         if ((rc = next_reply(c, false, &hg, NULL, err)) < 0)
             break;
         rc = next_reply(c, false, &g, NULL, err);
+        for (int k = 0; rc == 0 && k < c->n_want; k++) {
+            char *p = NULL;
+            if ((rc = next_reply(c, false, &p, NULL, err)) == 0)
+                read_extra(c, p, &out[i], k);
+            free(p);
+        }
         if (rc == 0 && c->thread_state)
             rc = read_thread_state(c, &out[i].halted, err);
         if (rc == 0 && first == 0) {
@@ -803,6 +863,8 @@ int gdb_read_registers_all(gdb_client *c, struct gdb_regset *out, int max, int *
         *n = 0;
         return rc < 0 ? rc : first;
     }
+    if (*n > 0)
+        drop_wants_in_g(c, &out[0]);
     return 0;
 }
 
@@ -812,6 +874,11 @@ int gdb_reg_get(const gdb_client *c, const struct gdb_regset *r, const char *nam
     if (i < 0)
         return -ENOENT;
     const struct gdb_reg *g = &c->tdesc.regs[i];
+    for (int k = 0; k < r->n_extra; k++)
+        if (r->extra_regnum[k] == g->regnum && r->extra_ok[k]) {
+            *val = r->extra[k];
+            return 0;
+        }
     size_t w = g->bitsize / 8 < 8 ? g->bitsize / 8 : 8;
     if (g->offset + w > r->len)
         return -ENODATA;

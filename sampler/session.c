@@ -136,7 +136,8 @@ static int load_kernel(prof_session *s, struct qp_error *err)
 
 static int load_symbols(prof_session *s, struct qp_error *err)
 {
-    int rc = unw_space_new("kernel", s->split.kernel_start, UINT64_MAX, &s->kernel_space, err);
+    int rc = unw_space_new_for(s->arch->elf_machine, "kernel", s->split.kernel_start, UINT64_MAX,
+                               &s->kernel_space, err);
     if (rc)
         return rc;
     if (s->opts.kernel && (rc = load_kernel(s, err)))
@@ -242,15 +243,62 @@ static int open_os(prof_session *s, struct qp_error *err)
     return rc ? qp_error_set(err, rc, "opening the %s OS adapter", ops->name) : 0;
 }
 
+/* The architecture is the target's (the gdbstub's target.xml says it); a --kernel ELF of
+ * another is a one-line error before anything is read. */
+static int choose_arch(prof_session *s, struct qp_error *err)
+{
+    const struct prof_arch *kernel_arch = NULL;
+    int rc = s->opts.kernel ? prof_arch_of_elf_file(s->opts.kernel, &kernel_arch, err) : 0;
+    if (rc)
+        return rc;
+    s->arch = prof_target_arch(s->target);
+    s->split = s->arch->split;
+    return prof_arch_check_match(kernel_arch, s->opts.kernel, s->arch,
+                                 prof_target_transport(s->target), err);
+}
+
+/* The plugin captures the demo ABI's table at each sample, so it must know where the table is
+ * when it is connected, before the kernel's symbols are loaded for the rest. */
+static void plugin_abi_addr(prof_session *s)
+{
+    if (!s->opts.plugin_address || s->abi_addr || s->opts.os == PROF_OS_NONE || !s->opts.kernel)
+        return;
+    sym_table *t = NULL;
+    if (sym_table_open_elf(s->opts.kernel, &t, NULL) == 0) {
+        uint64_t abi = 0;
+        sym_table_set_slide(t, s->opts.kernel_slide);
+        if (sym_find_by_name(t, QPROF_ABI_SYMBOL, &abi) == 0)
+            s->abi_addr = abi;
+    }
+    sym_table_free(t); /* a kernel that cannot be read is load_kernel's error to give */
+}
+
+static int open_target(prof_session *s, struct qp_error *err)
+{
+    const struct prof_options *o = &s->opts;
+    struct prof_transport_choice tc = {.transport = o->transport,
+                                       .qmp_socket = o->qmp_socket,
+                                       .qmp_socket_given = o->qmp_socket_given,
+                                       .gdb_address = o->gdb_address,
+                                       .memory_backend = o->memory_backend,
+                                       .timeout_s = 5,
+                                       .plugin_address = o->plugin_address,
+                                       .interval_ns = (uint64_t)(o->interval_ms * 1e6),
+                                       .period_insns = o->period_insns,
+                                       .abi_addr = s->abi_addr};
+    return prof_target_open_transport(&tc, &s->target, err);
+}
+
 int prof_session_open(const struct prof_options *o, prof_session **out, struct qp_error *err)
 {
     prof_session *s = g_new0(prof_session, 1);
     s->opts = *o;
     s->abi_addr = o->os == PROF_OS_NONE ? 0 : o->abi_addr; /* --os none: never read the ABI */
-    const struct prof_target_ops *target_ops =
-        o->gdb_address ? &prof_target_gdb_ops : &prof_target_qmp_ops;
-    s->arch = target_ops->arch;
-    s->split = s->arch->split;
+    int rc = open_current(s, err);
+    if (!rc)
+        plugin_abi_addr(s);
+    if (rc || (rc = open_target(s, err)) || (rc = choose_arch(s, err)))
+        goto fail;
     s->binaries = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, binary_free);
     s->images = g_hash_table_new_full(image_key_hash, image_key_equal, NULL, image_free);
     s->profile = out_profile_new();
@@ -258,11 +306,7 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     struct prof_sysroot_config sysroot_cfg = {
         .dir = o->sysroot, .arch = s->arch, .verbose = o->verbose};
     s->sysroot = prof_sysroot_new(&sysroot_cfg, s->modules, &s->counters);
-    int rc = open_current(s, err);
-    if (rc)
-        goto fail;
-    rc = load_symbols(s, err);
-    if (rc)
+    if ((rc = load_symbols(s, err)))
         goto fail;
     auto_os_for_kernel(s);
     struct prof_stack_config stack_cfg = {.max_depth = o->max_depth,
@@ -278,19 +322,6 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     }
     add_kernel_module(s);
     if ((rc = open_os(s, err)))
-        goto fail;
-    struct prof_transport_choice tc = {.transport = o->transport,
-                                       .qmp_socket = o->qmp_socket,
-                                       .qmp_socket_given = o->qmp_socket_given,
-                                       .gdb_address = o->gdb_address,
-                                       .memory_backend = o->memory_backend,
-                                       .timeout_s = 5,
-                                       .plugin_address = o->plugin_address,
-                                       .interval_ns = (uint64_t)(o->interval_ms * 1e6),
-                                       .period_insns = o->period_insns,
-                                       .abi_addr = s->abi_addr};
-    rc = prof_target_open_transport(&tc, &s->target, err);
-    if (rc)
         goto fail;
     if (o->verbose)
         fprintf(stderr,
@@ -487,7 +518,7 @@ static void binary_load_unwind(prof_session *s, struct user_binary *b, const str
 {
     struct qp_error err = {0};
     const struct image_key *k = &img->key;
-    if (unw_space_new(b->name, 0, s->split.user_end, &b->space, &err))
+    if (unw_space_new_for(s->arch->elf_machine, b->name, 0, s->split.user_end, &b->space, &err))
         goto fail;
     if (b->syms) {
         if (unw_space_add_elf(b->space, sym_table_path(b->syms), b->bias, &err) == 0)

@@ -99,7 +99,8 @@ static int walk(prof_stack_builder *sb, unw_space *space, const struct unw_regs 
 static unw_space *fallback_user_space(prof_stack_builder *sb)
 {
     if (!sb->fallback_space)
-        unw_space_new("user", 0, sb->cfg.arch->split.user_end, &sb->fallback_space, NULL);
+        unw_space_new_for(sb->cfg.arch->elf_machine, "user", 0, sb->cfg.arch->split.user_end,
+                          &sb->fallback_space, NULL);
     return sb->fallback_space;
 }
 
@@ -233,7 +234,8 @@ bool prof_recover_user_regs(prof_stack_builder *sb, struct cpu_capture *c)
     struct unw_result res;
     enum unw_stop stop;
     struct window w = {c->kstack_addr, c->kstack, c->kstack_len};
-    const uint32_t need = (1u << sb->cfg.arch->sp_reg) | (1u << sb->cfg.arch->pc_reg);
+    const uint64_t need =
+        (UINT64_C(1) << sb->cfg.arch->sp_reg) | (UINT64_C(1) << sb->cfg.arch->pc_reg);
     walk_full(sb, sb->cfg.kernel_space, regs, &w, &stop, &res);
     if (stop != UNW_STOP_LEFT_SPACE || (res.next_regs_known & need) != need ||
         res.next_regs.r[sb->cfg.arch->pc_reg] >= sb->cfg.arch->split.user_end)
@@ -242,7 +244,7 @@ bool prof_recover_user_regs(prof_stack_builder *sb, struct cpu_capture *c)
     /* Registers the entry CFI does not mention still hold the user values (the stub has not
      * touched them yet); the ones it recovered replace them. */
     for (int r = 0; r < UNW_NREGS; r++)
-        if (!(res.next_regs_known & (1u << r)))
+        if (!(res.next_regs_known & (UINT64_C(1) << r)))
             c->entry_regs.r[r] = regs->r[r];
     c->have_entry_regs = true;
     return true;

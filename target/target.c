@@ -128,12 +128,12 @@ const char *prof_target_describe(const prof_target *t)
 
 const struct prof_addr_split *prof_target_split(const prof_target *t)
 {
-    return &t->ops->arch->split;
+    return &prof_target_arch(t)->split;
 }
 
 const struct prof_arch *prof_target_arch(const prof_target *t)
 {
-    return t->ops->arch;
+    return t->ops->arch_of ? t->ops->arch_of(t->impl) : t->ops->arch;
 }
 
 int prof_target_open_transport(const struct prof_transport_choice *c, prof_target **out,

@@ -41,13 +41,14 @@ struct prof_vcpu {
     uint32_t apic_id;     /* the guest's name for it: the x86 initial APIC ID */
     struct unw_regs regs; /* general registers, DWARF numbering */
     uint64_t pc, sp;
-    int privilege;          /* 0 is the most privileged level */
-    bool user;              /* at the level user code runs at */
-    bool halted;            /* idle, or never started by the guest */
-    bool paging64;          /* in 64-bit paging mode: addresses mean what the unwinder expects */
-    uint64_t as_root;       /* address-space root: the top-level page table's address bits */
-    uint64_t gs_base;       /* x86: the GS segment base (the per-CPU area in a Linux kernel) */
-    bool la57;              /* x86: 5-level paging (CR4.LA57) */
+    int privilege;    /* 0 is the most privileged level */
+    bool user;        /* at the level user code runs at */
+    bool halted;      /* idle, or never started by the guest */
+    bool paging64;    /* in 64-bit paging mode: addresses mean what the unwinder expects */
+    uint64_t as_root; /* address-space root as arch->page_walk takes it (x86: CR3's address bits;
+                         riscv64: all of satp, the mode included); compare through as_root_mask */
+    uint64_t gs_base; /* x86: the GS segment base (the per-CPU area in a Linux kernel) */
+    bool la57;        /* x86: 5-level paging (CR4.LA57) */
     const void *target_cpu; /* the backend's own record, for prof_target_read; valid only while
                                the target is stopped */
 };
@@ -107,6 +108,9 @@ struct prof_target_ops {
     double round_trip_ms;         /* what one usually costs on this machine's kind (QMP-COSTS.md),
                                      for telling a stalled transport from a normal one */
     const struct prof_arch *arch; /* the guest architecture it serves, known before open */
+    /* Optional: the architecture the opened target found (the gdbstub's target.xml), for a
+     * backend that serves several; NULL: arch. */
+    const struct prof_arch *(*arch_of)(const void *impl);
     int (*open)(const struct prof_target_open_opts *o, void **impl, struct qp_error *err);
     /* Stops, reads the registers into prof_vcpu, calls fn with t, resumes on every path. */
     int (*sample)(void *impl, prof_target *t, prof_target_stopped_fn fn, void *ctx,
@@ -140,7 +144,7 @@ struct prof_target_ops {
 
 /* QEMU's QMP monitor (target_qmp.c): x86_64 guests. */
 extern const struct prof_target_ops prof_target_qmp_ops;
-/* QEMU's gdbstub (target_gdb.c): x86_64 guests. */
+/* QEMU's gdbstub (target_gdb.c): the guests arch/ knows, by target.xml. */
 extern const struct prof_target_ops prof_target_gdb_ops;
 /* qprof-plugin.so inside QEMU 10 (target_plugin.c): x86_64 guests under TCG, captured. */
 extern const struct prof_target_ops prof_target_plugin_ops;

@@ -1,6 +1,7 @@
-/* The gdbstub target: QEMU's -gdb socket, x86_64 guests. The gdb/ module does the protocol work
- * (interrupt, pipelined Hg/g for every vCPU, pipelined `m`, continue); this file turns its
- * register sets into struct prof_vcpu and maps the stub's answers onto the target seam. Whether
+/* The gdbstub target: QEMU's -gdb socket, every architecture arch/ has a table for (the one
+ * target.xml names). The gdb/ module does the protocol work (interrupt, pipelined Hg/g for every
+ * vCPU, pipelined `m`, continue); this file turns its register sets into struct prof_vcpu by the
+ * names in the architecture's table and maps the stub's answers onto the target seam. Whether
  * a vCPU waits in hlt comes from qThreadExtraInfo ("[halted ]"), asked in the same write as the
  * registers: one more packet per vCPU, no more round trips. */
 #include "target.h"
@@ -18,15 +19,21 @@
 /* What tg_read needs of one vCPU, behind prof_vcpu.target_cpu. */
 struct gdb_cpu {
     int thread;          /* index into the stub's thread list */
-    struct qmp_regs mmu; /* cr0, cr3, cr4, long mode: for the direct backend's page walk */
+    uint64_t as_root;    /* the address-space root at the stop */
+    struct qmp_regs mmu; /* x86_64: cr0, cr3, cr4, long mode: for the direct backend's page walk */
 };
 
 struct target_gdb {
     gdb_client *gdb;
+    const struct prof_arch *arch; /* the one target.xml names */
     /* The QMP client of --qmp-socket, NULL without: its events tell qprof's stops from anyone
      * else's, and, when `direct`, its backend maps the RAM file (else memory is `m` packets). */
     qmp_client *qmp;
     bool direct;
+    /* Virtual memory through qmp/'s direct backend, whose page walk is x86_64's: other
+     * architectures read through `m` packets (QEMU translates), the RAM file still serving
+     * guest-physical reads. */
+    bool direct_virtual;
     bool state_changed; /* this sample's reads saw another CR3 than its registers */
     /* Someone else paused the guest (QMP's events say so, or the stub sent a stop nobody here
      * asked for): no sample and no continue until it runs again. */
@@ -78,6 +85,26 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The architecture from target.xml's <architecture> ("riscv:rv64"). A stub that names none is
+ * x86_64 when it has x86_64's registers (as before there were others), and refused otherwise:
+ * sampling a guest whose registers qprof cannot name would fail every sample. */
+static int choose_arch(struct target_gdb *t, struct qp_error *err)
+{
+    const struct gdb_tdesc *d = gdb_target(t->gdb);
+    if (d->arch[0])
+        t->arch = prof_arch_for_gdb(d->arch);
+    else
+        t->arch = gdb_tdesc_find(d, "rip") >= 0 ? &prof_arch_x86_64 : NULL;
+    if (!t->arch)
+        return qp_error_set(err, -ENOTSUP, "the gdbstub's guest is %s%s: qprof knows %s",
+                            d->arch[0] ? d->arch
+                                       : "of an architecture its target.xml does not name",
+                            d->arch[0] ? " (target.xml)" : "", prof_arch_known_names());
+    gdb_want_registers(t->gdb, t->arch->gdb_state_regs);
+    t->direct_virtual = t->direct && t->arch == &prof_arch_x86_64;
+    return 0;
+}
+
 static int tg_open(const struct prof_target_open_opts *o, void **impl, struct qp_error *err)
 {
     struct target_gdb *t = g_new0(struct target_gdb, 1);
@@ -91,7 +118,10 @@ static int tg_open(const struct prof_target_open_opts *o, void **impl, struct qp
     go.keep_stopped = t->foreign_pause;
     if (!rc)
         rc = gdb_open(o->address, &go, &t->gdb, err);
+    if (!rc)
+        rc = choose_arch(t, err);
     if (rc) {
+        gdb_free(t->gdb);
         qmp_free(t->qmp);
         g_free(t);
         return rc;
@@ -156,40 +186,60 @@ static int still_paused_by_other(struct target_gdb *t, struct qp_error *err)
     return 0;
 }
 
-static void mmu_from_regs(const struct gdb_x86_regs *q, int index, bool paging64,
+/* x86_64 only: what qmp/'s direct backend needs for its page walk. */
+static void mmu_from_regs(const gdb_client *c, const struct gdb_regset *r, int index, bool paging64,
                           struct qmp_regs *m)
 {
     memset(m, 0, sizeof *m);
     m->cpu_index = index;
-    m->cr0 = q->has_cr0 ? q->cr0 : X86_CR0_PG;
-    m->cr3 = q->cr3;
-    m->cr4 = q->cr4;
+    m->cr0 = X86_CR0_PG;
+    gdb_reg_get(c, r, "cr0", &m->cr0);
+    gdb_reg_get(c, r, "cr3", &m->cr3);
+    gdb_reg_get(c, r, "cr4", &m->cr4);
     m->long_mode = paging64;
 }
 
-static void vcpu_from_regs(const struct gdb_x86_regs *q, int index, int halted,
-                           const struct gdb_cpu *cpu, struct prof_vcpu *v)
+struct reg_lookup {
+    const gdb_client *gdb;
+    const struct gdb_regset *set;
+};
+
+static int lookup_reg(void *ctx, const char *name, uint64_t *val)
 {
-    struct unw_regs *u = &v->regs;
+    const struct reg_lookup *l = ctx;
+    return gdb_reg_get(l->gdb, l->set, name, val);
+}
+
+/* The general registers by the names in the architecture's table, then what its privileged
+ * registers say. */
+static int vcpu_from_regs(const struct target_gdb *t, const struct gdb_regset *set,
+                          struct gdb_cpu *cpu, struct prof_vcpu *v, struct qp_error *err)
+{
+    const struct prof_arch *a = t->arch;
     memset(v, 0, sizeof *v);
-    u->r[UNW_RAX] = q->rax, u->r[UNW_RDX] = q->rdx, u->r[UNW_RCX] = q->rcx;
-    u->r[UNW_RBX] = q->rbx, u->r[UNW_RSI] = q->rsi, u->r[UNW_RDI] = q->rdi;
-    u->r[UNW_RBP] = q->rbp, u->r[UNW_RSP] = q->rsp, u->r[UNW_R8] = q->r8;
-    u->r[UNW_R9] = q->r9, u->r[UNW_R10] = q->r10, u->r[UNW_R11] = q->r11;
-    u->r[UNW_R12] = q->r12, u->r[UNW_R13] = q->r13, u->r[UNW_R14] = q->r14;
-    u->r[UNW_R15] = q->r15, u->r[UNW_RIP] = q->rip;
-    v->index = index;
-    v->pc = q->rip;
-    v->sp = q->rsp;
-    v->privilege = (int)(q->cs & 3);
-    v->user = v->privilege == prof_arch_x86_64.user_privilege;
-    v->halted = halted == 1;
-    /* Without cr0/efer in the XML, assume a 64-bit guest (i386-64bit.xml has both). */
-    bool pg = q->has_cr0 ? (q->cr0 & X86_CR0_PG) != 0 : true;
-    bool lma = q->has_efer ? (q->efer & X86_EFER_LMA) != 0 : true;
-    v->paging64 = pg && lma;
-    v->as_root = q->has_cr3 ? q->cr3 & X86_CR3_ADDR_MASK : 0;
+    for (int i = 0; i < a->n_gdb_regs; i++)
+        if (gdb_reg_get(t->gdb, set, a->gdb_regs[i].gdb_name, &v->regs.r[a->gdb_regs[i].slot]) < 0)
+            return qp_error_set(err, -ENOENT, "the target has no readable register %s",
+                                a->gdb_regs[i].gdb_name);
+    struct reg_lookup l = {t->gdb, set};
+    struct prof_arch_cpu_state st = {0};
+    int rc = a->cpu_state(lookup_reg, &l, &st, err);
+    if (rc)
+        return rc;
+    v->index = set->thread;
+    v->pc = v->regs.r[a->pc_reg];
+    v->sp = v->regs.r[a->sp_reg];
+    v->privilege = st.privilege;
+    v->user = v->privilege == a->user_privilege;
+    v->halted = set->halted == 1;
+    v->paging64 = st.paging;
+    v->as_root = st.as_root;
     v->target_cpu = cpu;
+    cpu->thread = set->thread;
+    cpu->as_root = st.as_root;
+    if (t->direct_virtual)
+        mmu_from_regs(t->gdb, set, set->thread, st.paging, &cpu->mmu);
+    return 0;
 }
 
 /* Stopped: every vCPU's registers, then fn. */
@@ -200,15 +250,8 @@ static int tg_stopped(struct target_gdb *t, prof_target *handle, prof_target_sto
     int n = 0;
     memset(sets, 0, sizeof sets);
     int rc = gdb_read_registers_all(t->gdb, sets, PROF_MAX_VCPUS, &n, err);
-    for (int i = 0; !rc && i < n; i++) {
-        struct gdb_x86_regs x;
-        rc = gdb_x86_regs_from(t->gdb, &sets[i], &x, err);
-        if (rc)
-            break;
-        t->cpus[i].thread = sets[i].thread;
-        vcpu_from_regs(&x, sets[i].thread, sets[i].halted, &t->cpus[i], &t->vcpus[i]);
-        mmu_from_regs(&x, sets[i].thread, t->vcpus[i].paging64, &t->cpus[i].mmu);
-    }
+    for (int i = 0; !rc && i < n; i++)
+        rc = vcpu_from_regs(t, &sets[i], &t->cpus[i], &t->vcpus[i], err);
     for (int i = 0; i < n; i++)
         gdb_regset_clear(&sets[i]);
     if (rc)
@@ -311,7 +354,7 @@ static int tg_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
 {
     struct target_gdb *t = impl;
     const struct gdb_cpu *gc = cpu->target_cpu;
-    if (t->direct)
+    if (t->direct_virtual)
         return read_direct(t, gc, reqs, n, err);
     size_t n_parts = 0;
     for (size_t i = 0; i < n; i++)
@@ -331,17 +374,20 @@ static int tg_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
         } while (off < reqs[i].len);
     }
     /* QEMU translates `m` addresses with the vCPU's state now, not at the stop: a reset by
-     * another client mid-sample (CR3 back to 0) would have these reads come from another
-     * address space than the registers. CR3 read after them in the same write tells. */
-    uint64_t cr3_after = 0;
-    bool have_cr3 = false;
-    int rc = gdb_mem_read_then_reg(t->gdb, gc->thread, gr, k, "cr3", &cr3_after, &have_cr3, err);
-    if (rc == 0 && have_cr3 && cr3_after != gc->mmu.cr3) {
+     * another client mid-sample (CR3 or satp back to 0) would have these reads come from
+     * another address space than the registers. The root read after them in the same write
+     * tells. */
+    uint64_t root_after = 0, mask = t->arch->as_root_mask;
+    bool have_root = false;
+    int rc = gdb_mem_read_then_reg(t->gdb, gc->thread, gr, k, t->arch->gdb_root_reg, &root_after,
+                                   &have_root, err);
+    if (rc == 0 && have_root && (root_after & mask) != (gc->as_root & mask)) {
         t->state_changed = true;
         rc = qp_error_set(err, -EAGAIN,
-                          "the vCPU's CR3 changed during the sample (0x%llx, then 0x%llx): the "
+                          "the vCPU's %s changed during the sample (0x%llx, then 0x%llx): the "
                           "machine was reset; the sample is dropped",
-                          (unsigned long long)gc->mmu.cr3, (unsigned long long)cr3_after);
+                          t->arch->gdb_root_reg, (unsigned long long)gc->as_root,
+                          (unsigned long long)root_after);
     }
     k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -416,7 +462,7 @@ static uint64_t tg_resets(const void *impl)
 static bool tg_reads_cost_round_trips(const void *impl)
 {
     const struct target_gdb *t = impl;
-    return !t->direct;
+    return !t->direct_virtual;
 }
 
 static const char *tg_version(const void *impl)
@@ -429,7 +475,13 @@ static const char *tg_version(const void *impl)
 static const char *tg_describe(const void *impl)
 {
     const struct target_gdb *t = impl;
-    return t->direct ? "direct" : "gdbstub m packets";
+    return t->direct_virtual ? "direct" : "gdbstub m packets";
+}
+
+static const struct prof_arch *tg_arch(const void *impl)
+{
+    const struct target_gdb *t = impl;
+    return t->arch;
 }
 
 static void tg_free(void *impl)
@@ -447,8 +499,9 @@ const struct prof_target_ops prof_target_gdb_ops = {
     .transport = "gdbstub",
     /* one write of pipelined packets (or a ^C) and the replies to it */
     .round_trip_name = "gdbstub round trips",
-    .round_trip_ms = 0.05, /* a register or 2 KiB memory read ~0.035 ms */
-    .arch = &prof_arch_x86_64,
+    .round_trip_ms = 0.05,     /* a register or 2 KiB memory read ~0.035 ms */
+    .arch = &prof_arch_x86_64, /* until open reads target.xml: tg_arch */
+    .arch_of = tg_arch,
     .open = tg_open,
     .sample = tg_sample,
     .read = tg_read,

@@ -86,12 +86,33 @@ static void learn_topology(struct target_qmp *t)
     json_object_put(ret);
 }
 
+/* QMP's `info registers` text is parsed for x86_64 only (qmp/): a QEMU of another target is
+ * refused at open, in one line, rather than sampled as nonsense. A QMP that does not say (an
+ * old QEMU, a test's fake) is taken for x86_64. */
+static int check_target_arch(struct target_qmp *t, struct qp_error *err)
+{
+    struct json_object *ret = NULL, *arch = NULL;
+    struct qp_error qerr = {0};
+    int rc = 0;
+    if (qmp_execute(t->qmp, "query-target", NULL, &ret, &qerr) == 0 &&
+        json_object_object_get_ex(ret, "arch", &arch) &&
+        strcmp(json_object_get_string(arch), prof_arch_x86_64.name) != 0)
+        rc = qp_error_set(err, -ENOTSUP,
+                          "this QEMU is qemu-system-%s: qprof samples it through its gdbstub "
+                          "only (start it with -gdb, then give --gdb)",
+                          json_object_get_string(arch));
+    json_object_put(ret);
+    return rc;
+}
+
 static int tq_open(const struct prof_target_open_opts *o, void **impl, struct qp_error *err)
 {
     struct target_qmp *t = g_new0(struct target_qmp, 1);
     struct qmp_open_opts qo = {.timeout_s = o->timeout_s ? o->timeout_s : 5,
                                .backend = backend_by_name(o->memory_backend)};
     int rc = qmp_open(o->address, &qo, &t->qmp, err);
+    if (!rc && (rc = check_target_arch(t, err)))
+        qmp_free(t->qmp);
     if (rc) {
         g_free(t);
         return rc;

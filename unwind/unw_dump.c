@@ -7,14 +7,14 @@
 
 #include "unw_internal.h"
 
-static const char *const reg_names[UNW_NREGS] = {
+static const char *const reg_names[UNW_X86_64_NREGS] = {
     "rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8",
     "r9",  "r10", "r11", "r12", "r13", "r14", "r15", "rip",
 };
 
 static void print_reg(FILE *out, uint64_t regno, int64_t offset)
 {
-    if (regno < UNW_NREGS)
+    if (regno < UNW_X86_64_NREGS)
         fputs(reg_names[regno], out);
     else
         fprintf(out, "reg%" PRIu64, regno);
@@ -68,7 +68,7 @@ static void print_rule(FILE *out, const Dwarf_Op *ops, size_t nops, bool is_cfa)
 
 static void print_registers(FILE *out, Dwarf_Frame *frame)
 {
-    for (int regno = 0; regno < UNW_NREGS; regno++) {
+    for (int regno = 0; regno < UNW_X86_64_NREGS; regno++) {
         Dwarf_Op ops_mem[3], *ops;
         size_t nops;
         if (dwarf_frame_register(frame, regno, ops_mem, &ops, &nops) != 0)

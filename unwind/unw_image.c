@@ -28,13 +28,18 @@ static struct image_layout layout_for(size_t eh_frame_len)
 
 void unw_x86_64_ehdr(Elf64_Ehdr *eh)
 {
+    unw_ehdr_for(eh, EM_X86_64);
+}
+
+void unw_ehdr_for(Elf64_Ehdr *eh, uint16_t elf_machine)
+{
     memset(eh, 0, sizeof *eh);
     memcpy(eh->e_ident, ELFMAG, SELFMAG);
     eh->e_ident[EI_CLASS] = ELFCLASS64;
     eh->e_ident[EI_DATA] = ELFDATA2LSB;
     eh->e_ident[EI_VERSION] = EV_CURRENT;
     eh->e_type = ET_EXEC;
-    eh->e_machine = EM_X86_64;
+    eh->e_machine = elf_machine;
     eh->e_version = EV_CURRENT;
     eh->e_ehsize = sizeof *eh;
 }

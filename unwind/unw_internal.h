@@ -53,7 +53,19 @@ struct unw_source {
     size_t image_len;
 };
 
+/* What the walk needs to know of an ELF machine's registers. */
+struct unw_machine {
+    uint16_t elf_machine;
+    const char *name;
+    unsigned nregs; /* slots 0..nregs-1 go to libdwfl as DWARF registers 0..nregs-1 */
+    unsigned pc_slot, sp_slot;
+    /* Calls leave the return address in a register (riscv's ra): a function that has not
+     * stored anything yet shares its caller's sp, so the first step may keep sp the same. */
+    bool link_register;
+};
+
 struct unw_space {
+    const struct unw_machine *machine;
     char *name;
     uint64_t lo, hi;
     Dwfl *dwfl;
@@ -68,6 +80,8 @@ struct unw_space {
 /* An x86_64 little-endian ET_EXEC ELF header with no program or section headers; callers fill
  * in the tables they add. */
 void unw_x86_64_ehdr(Elf64_Ehdr *eh);
+/* The same for another machine. */
+void unw_ehdr_for(Elf64_Ehdr *eh, uint16_t elf_machine);
 
 int unw_build_eh_frame_image(uint64_t text_addr, uint64_t text_size, uint64_t eh_frame_addr,
                              const void *eh_frame, size_t eh_frame_len, void **out,

@@ -65,16 +65,16 @@ static const Dwfl_Callbacks dwfl_callbacks = {
     .section_address = dwfl_offline_section_address,
 };
 
-static void fill_arch_ehdr(unsigned char *buf)
+static void fill_arch_ehdr(unsigned char *buf, uint16_t elf_machine)
 {
     Elf64_Ehdr eh;
-    unw_x86_64_ehdr(&eh);
+    unw_ehdr_for(&eh, elf_machine);
     memcpy(buf, &eh, sizeof eh);
 }
 
 static int attach(unw_space *s, struct qp_error *err)
 {
-    fill_arch_ehdr(s->arch_ehdr);
+    fill_arch_ehdr(s->arch_ehdr, s->machine->elf_machine);
     s->arch_elf = elf_memory((char *)s->arch_ehdr, sizeof s->arch_ehdr);
     if (s->arch_elf == NULL)
         return qp_error_set(err, -EIO, "unwind space %s: elf_memory: %s", s->name, elf_errmsg(-1));
@@ -84,13 +84,53 @@ static int attach(unw_space *s, struct qp_error *err)
     return 0;
 }
 
+/* x86_64: rax..r15 and rip (16); riscv64: x0..x31, the pc in slot 32 (RISC-V's DWARF has no
+ * number for it; libdwfl takes it apart from the registers). */
+static const struct unw_machine machines[] = {
+    {.elf_machine = EM_X86_64,
+     .name = "x86_64",
+     .nregs = UNW_X86_64_NREGS,
+     .pc_slot = UNW_RIP,
+     .sp_slot = UNW_RSP},
+    {.elf_machine = EM_RISCV,
+     .name = "riscv64",
+     .nregs = 32,
+     .pc_slot = 32,
+     .sp_slot = 2,
+     .link_register = true},
+};
+
+static const struct unw_machine *machine_for(uint16_t elf_machine)
+{
+    for (size_t i = 0; i < sizeof machines / sizeof machines[0]; i++)
+        if (machines[i].elf_machine == elf_machine)
+            return &machines[i];
+    return NULL;
+}
+
+bool unw_supports_machine(uint16_t elf_machine)
+{
+    return machine_for(elf_machine) != NULL;
+}
+
 int unw_space_new(const char *name, uint64_t lo, uint64_t hi, unw_space **out, struct qp_error *err)
 {
+    return unw_space_new_for(EM_X86_64, name, lo, hi, out, err);
+}
+
+int unw_space_new_for(uint16_t elf_machine, const char *name, uint64_t lo, uint64_t hi,
+                      unw_space **out, struct qp_error *err)
+{
+    const struct unw_machine *m = machine_for(elf_machine);
+    if (!m)
+        return qp_error_set(err, -ENOTSUP, "unwinding code of ELF machine %u is not supported",
+                            elf_machine);
     if (name == NULL || out == NULL || lo >= hi)
         return qp_error_set(err, -EINVAL, "unw_space_new: bad arguments (lo 0x%llx, hi 0x%llx)",
                             (unsigned long long)lo, (unsigned long long)hi);
     elf_version(EV_CURRENT);
     unw_space *s = g_new0(unw_space, 1);
+    s->machine = m;
     s->name = g_strdup(name);
     s->lo = lo;
     s->hi = hi;
@@ -166,7 +206,8 @@ static int elf_load_range(Elf *elf, uint64_t *lo, uint64_t *hi)
     return first ? -ENOENT : 0;
 }
 
-static int file_load_range(const char *path, uint64_t *lo, uint64_t *hi, struct qp_error *err)
+static int file_load_range(const unw_space *s, const char *path, uint64_t *lo, uint64_t *hi,
+                           struct qp_error *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -176,9 +217,9 @@ static int file_load_range(const char *path, uint64_t *lo, uint64_t *hi, struct 
     GElf_Ehdr eh;
     if (elf == NULL || elf_kind(elf) != ELF_K_ELF || gelf_getehdr(elf, &eh) == NULL)
         rc = qp_error_set(err, -EINVAL, "%s: not an ELF file", path);
-    else if (eh.e_machine != EM_X86_64)
-        rc =
-            qp_error_set(err, -ENOTSUP, "%s: not an x86_64 ELF (e_machine %u)", path, eh.e_machine);
+    else if (eh.e_machine != s->machine->elf_machine)
+        rc = qp_error_set(err, -ENOTSUP, "%s: not an %s ELF (e_machine %u)", path, s->machine->name,
+                          eh.e_machine);
     else if (elf_load_range(elf, lo, hi) < 0)
         rc = qp_error_set(err, -EINVAL, "%s: no PT_LOAD segment", path);
     elf_end(elf);
@@ -191,7 +232,7 @@ int unw_space_add_elf(unw_space *s, const char *path, int64_t bias, struct qp_er
     if (s == NULL || path == NULL)
         return qp_error_set(err, -EINVAL, "unw_space_add_elf: bad arguments");
     uint64_t lo = 0, hi = 0;
-    int rc = file_load_range(path, &lo, &hi, err);
+    int rc = file_load_range(s, path, &lo, &hi, err);
     if (rc < 0)
         return qp_error_prefix(err, "unwind space %s", s->name);
     struct unw_source *src = g_new0(struct unw_source, 1);

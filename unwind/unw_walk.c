@@ -123,9 +123,10 @@ static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
 {
     unw_space *s = arg;
     const struct unw_regs *regs = s->walk.regs;
-    if (!dwfl_thread_state_registers(thread, 0, UNW_NREGS, regs->r))
+    const struct unw_machine *m = s->machine;
+    if (!dwfl_thread_state_registers(thread, 0, m->nregs, regs->r))
         return false;
-    dwfl_thread_state_register_pc(thread, regs->r[UNW_RIP]);
+    dwfl_thread_state_register_pc(thread, regs->r[m->pc_slot]);
     return true;
 }
 
@@ -186,26 +187,28 @@ static int stop_walk(struct unw_walk *w, enum unw_stop why)
     return DWARF_CB_ABORT;
 }
 
-static void capture_next_regs(Dwfl_Frame *frame, uint64_t pc, struct unw_result *res)
+static void capture_next_regs(const struct unw_machine *m, Dwfl_Frame *frame, uint64_t pc,
+                              struct unw_result *res)
 {
-    for (unsigned regno = 0; regno < UNW_RIP; regno++) {
+    for (unsigned regno = 0; regno < m->nregs && regno < m->pc_slot; regno++) {
         Dwarf_Word v;
         if (dwfl_frame_reg(frame, regno, &v) == 0) {
             res->next_regs.r[regno] = v;
-            res->next_regs_known |= 1u << regno;
+            res->next_regs_known |= UINT64_C(1) << regno;
         }
     }
-    res->next_regs.r[UNW_RIP] = pc;
-    res->next_regs_known |= 1u << UNW_RIP;
+    res->next_regs.r[m->pc_slot] = pc;
+    res->next_regs_known |= UINT64_C(1) << m->pc_slot;
 }
 
 /* A caller's CFA lies above its callee's; only the frame a signal interrupted may sit anywhere
  * (another stack, say), and then it must at least differ from the frame before. */
-static bool frame_is_growing(struct unw_walk *w, uint64_t pc, uint64_t sp, bool activation)
+static bool frame_is_growing(const unw_space *s, int i, uint64_t pc, uint64_t sp, bool activation)
 {
+    const struct unw_walk *w = &s->walk;
     if (!w->prev_sp_known)
         return true;
-    if (activation)
+    if (activation || (i == 1 && s->machine->link_register))
         return sp != w->prev_sp || pc != w->prev_pc;
     return sp > w->prev_sp;
 }
@@ -235,16 +238,16 @@ static int on_frame(Dwfl_Frame *frame, void *arg)
         return stop_walk(w, UNW_STOP_BAD_PC);
     if (pc < s->lo || pc >= s->hi) {
         res->next_pc = pc;
-        capture_next_regs(frame, pc, res);
+        capture_next_regs(s->machine, frame, pc, res);
         return stop_walk(w, UNW_STOP_LEFT_SPACE);
     }
     if (i >= w->max_depth)
         return stop_walk(w, UNW_STOP_DEPTH);
     Dwarf_Word sp;
-    bool sp_known = dwfl_frame_reg(frame, UNW_RSP, &sp) == 0;
+    bool sp_known = dwfl_frame_reg(frame, s->machine->sp_slot, &sp) == 0;
     if (i > 0 && sp_known && !in_bounds(w->mem, sp, 0))
         return stop_walk(w, UNW_STOP_MEMORY);
-    if (i > 0 && sp_known && !frame_is_growing(w, pc, sp, activation))
+    if (i > 0 && sp_known && !frame_is_growing(s, i, pc, sp, activation))
         return stop_walk(w, UNW_STOP_NOT_GROWING);
     res->frames[i] =
         (struct unw_frame){.pc = pc, .activation = activation, .method = method_of_next(s, i)};

@@ -19,9 +19,12 @@
 
 #define UNW_DEFAULT_MAX_DEPTH 128
 
-/* Registers in DWARF x86_64 numbering: 0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp,
- * 8..15 r8..r15, 16 rip (the return address column). */
-#define UNW_NREGS 17
+/* Registers in the guest architecture's DWARF numbering (arch/ says which slot holds the pc and
+ * the stack pointer). x86_64: 0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp, 8..15
+ * r8..r15, 16 rip (the return address column), the rest unused. riscv64: 0..31 x0..x31, 32 the pc
+ * (RISC-V's DWARF has no number for it). */
+#define UNW_NREGS        33
+#define UNW_X86_64_NREGS 17 /* rax..rip: what libdwfl's x86_64 backend takes */
 struct unw_regs {
     uint64_t r[UNW_NREGS];
 };
@@ -97,16 +100,23 @@ struct unw_result {
      * user registers a kernel entry stub's CFI recovered), to continue the walk in the next
      * space. Bit n of next_regs_known is set when register n was recovered; rip always is. */
     struct unw_regs next_regs;
-    uint32_t next_regs_known;
+    uint64_t next_regs_known;
 };
 
 typedef struct unw_space unw_space;
+
+/* Whether unw_unwind can walk stacks of this ELF machine: x86_64 and riscv64 (libdwfl's
+ * backends; struct unw_regs's slots as unwind.h lists them). */
+bool unw_supports_machine(uint16_t elf_machine);
 
 /* A space covers code at pc in [lo, hi): e.g. the kernel half 0xffff800000000000..2^64-1 or the
  * user half 0..0x0000800000000000. A return address outside ends the walk with
  * UNW_STOP_LEFT_SPACE. */
 int unw_space_new(const char *name, uint64_t lo, uint64_t hi, unw_space **out,
                   struct qp_error *err);
+/* The same for code of another ELF machine (unw_supports_machine); unw_space_new is x86_64's. */
+int unw_space_new_for(uint16_t elf_machine, const char *name, uint64_t lo, uint64_t hi,
+                      unw_space **out, struct qp_error *err);
 void unw_space_free(unw_space *s); /* NULL is a no-op */
 
 /* Adds a host ELF's CFI (.eh_frame, and .debug_frame when present). bias is added to the

@@ -68,10 +68,10 @@ static int seize(pid_t pid)
 
 static void regs_from_ptrace(const struct user_regs_struct *u, struct unw_regs *r)
 {
-    const unsigned long long v[UNW_NREGS] = {u->rax, u->rdx, u->rcx, u->rbx, u->rsi, u->rdi,
-                                             u->rbp, u->rsp, u->r8,  u->r9,  u->r10, u->r11,
-                                             u->r12, u->r13, u->r14, u->r15, u->rip};
-    for (int i = 0; i < UNW_NREGS; i++)
+    const unsigned long long v[UNW_X86_64_NREGS] = {u->rax, u->rdx, u->rcx, u->rbx, u->rsi, u->rdi,
+                                                    u->rbp, u->rsp, u->r8,  u->r9,  u->r10, u->r11,
+                                                    u->r12, u->r13, u->r14, u->r15, u->rip};
+    for (int i = 0; i < UNW_X86_64_NREGS; i++)
         r->r[i] = v[i];
 }
 
