@@ -17,6 +17,15 @@ const char *fuzz_file_with(const uint8_t *data, size_t size);
 /* Little-endian reads from an input; bytes past size read as zero. */
 uint64_t fuzz_le(const uint8_t *data, size_t size, size_t off, unsigned n_bytes);
 
+/* Guest-physical memory from address 0 served from an input, for page-walk targets: 8-byte
+ * reads, failing (-EFAULT) outside it; reads counts them. */
+struct fuzz_phys {
+    const uint8_t *mem;
+    size_t len;
+    unsigned reads;
+};
+int fuzz_phys_read(void *ctx, uint64_t paddr, uint64_t *val); /* ctx: struct fuzz_phys */
+
 /* Stops the run with a message when a target's own invariant does not hold: a finding. */
 #define FUZZ_ASSERT(cond)                                                                          \
     do {                                                                                           \

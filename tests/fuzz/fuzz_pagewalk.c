@@ -2,7 +2,7 @@
  * memory backend, over page tables the guest controls.
  *
  * Input: cr3 (8 bytes LE), vaddr (8 bytes LE), then guest-physical memory from address 0.
- * read_phys serves the input and fails outside it. A translation must keep vaddr's offset in
+ * fuzz_phys_read serves the input and fails outside it. A translation must keep vaddr's offset in
  * its page, and the walk must read at most one entry per level. */
 #include <errno.h>
 #include <string.h>
@@ -10,30 +10,14 @@
 #include "arch.h"
 #include "fuzz.h"
 
-struct phys {
-    const uint8_t *mem;
-    size_t len;
-    unsigned reads;
-};
-
-static int read_phys(void *ctx, uint64_t paddr, uint64_t *val)
-{
-    struct phys *ph = ctx;
-    ph->reads++;
-    if (paddr > ph->len || ph->len - paddr < 8)
-        return -EFAULT;
-    memcpy(val, ph->mem + paddr, 8);
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 16)
         return 0;
     uint64_t cr3 = fuzz_le(data, size, 0, 8), vaddr = fuzz_le(data, size, 8, 8);
-    struct phys ph = {.mem = data + 16, .len = size - 16};
+    struct fuzz_phys ph = {.mem = data + 16, .len = size - 16};
     uint64_t paddr = 0, page_size = 0;
-    int rc = prof_arch_x86_64.page_walk(cr3, vaddr, read_phys, &ph, &paddr, &page_size);
+    int rc = prof_arch_x86_64.page_walk(cr3, vaddr, fuzz_phys_read, &ph, &paddr, &page_size);
     FUZZ_ASSERT(ph.reads <= 4);
     FUZZ_ASSERT(rc == 0 || rc == -EFAULT);
     if (rc == 0) {

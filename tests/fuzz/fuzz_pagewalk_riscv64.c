@@ -2,7 +2,7 @@
  * over page tables and a satp the guest controls.
  *
  * Input: satp (8 bytes LE), vaddr (8 bytes LE), then guest-physical memory from address 0.
- * read_phys serves the input and fails outside it. A translation must keep vaddr's offset in
+ * fuzz_phys_read serves the input and fails outside it. A translation must keep vaddr's offset in
  * its page; the walk reads at most one entry per level of satp's mode (none for a mode it does
  * not know, which it refuses with -ENOTSUP); cpu_state refuses the same modes with a message. */
 #include <errno.h>
@@ -10,22 +10,6 @@
 
 #include "arch.h"
 #include "fuzz.h"
-
-struct phys {
-    const uint8_t *mem;
-    size_t len;
-    unsigned reads;
-};
-
-static int read_phys(void *ctx, uint64_t paddr, uint64_t *val)
-{
-    struct phys *ph = ctx;
-    ph->reads++;
-    if (paddr > ph->len || ph->len - paddr < 8)
-        return -EFAULT;
-    memcpy(val, ph->mem + paddr, 8);
-    return 0;
-}
 
 static int get_reg(void *ctx, const char *name, uint64_t *val)
 {
@@ -38,9 +22,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 16)
         return 0;
     uint64_t satp = fuzz_le(data, size, 0, 8), vaddr = fuzz_le(data, size, 8, 8);
-    struct phys ph = {.mem = data + 16, .len = size - 16};
+    struct fuzz_phys ph = {.mem = data + 16, .len = size - 16};
     uint64_t paddr = 0, page_size = 0, mode = satp >> 60;
-    int rc = prof_arch_riscv64.page_walk(satp, vaddr, read_phys, &ph, &paddr, &page_size);
+    int rc = prof_arch_riscv64.page_walk(satp, vaddr, fuzz_phys_read, &ph, &paddr, &page_size);
     unsigned levels = mode == 8 ? 3 : mode == 9 ? 4 : mode == 10 ? 5 : 0;
     bool known = mode == 0 || levels > 0;
     FUZZ_ASSERT(ph.reads <= levels);

@@ -1,7 +1,9 @@
 /* Helpers for the fuzz targets (see fuzz.h). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -45,4 +47,14 @@ void fuzz_fail(const char *file, int line, const char *what)
 {
     fprintf(stderr, "%s:%d: fuzz invariant failed: %s\n", file, line, what);
     abort();
+}
+
+int fuzz_phys_read(void *ctx, uint64_t paddr, uint64_t *val)
+{
+    struct fuzz_phys *ph = ctx;
+    ph->reads++;
+    if (paddr > ph->len || ph->len - paddr < 8)
+        return -EFAULT;
+    memcpy(val, ph->mem + paddr, 8);
+    return 0;
 }
