@@ -185,6 +185,19 @@ static void test_all_transcripts(void)
             continue;
         char *rel = g_strdup_printf("qemu-transcripts/%s", name);
         struct qmp_regs r[QMP_MAX_CPUS];
+        if (g_str_has_prefix(name, "riscv64_")) {
+            /* QMP reads x86_64 registers only: another architecture's text is refused, saying so */
+            char *text = load(rel);
+            struct qp_error err = {0};
+            int n = 0;
+            REQUIRE(text);
+            CHECK_MSG(qmp_parse_registers(text, r, QMP_MAX_CPUS, &n, &err) < 0 &&
+                          strstr(err.msg, "x86"),
+                      "%s: %s", name, err.msg);
+            g_free(text);
+            g_free(rel);
+            continue;
+        }
         CHECK_MSG(parse_file(rel, r, QMP_MAX_CPUS) >= 1, "%s", name);
         g_free(rel);
         files++;
