@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The plugin target's costs on the demo guest: guest slowdown with qprof-plugin.so sampling at
 # 1 kHz and 10 kHz (and loaded but idle) against the same QEMU 10 without the plugin, beside the
-# gdbstub at 1 kHz; the capture cost on the vCPU thread (p50/p99, the plugin times itself) and
-# the samples lost, as qprof's summary gives them.
+# gdbstub at 1 kHz, and the plugin's two triggers (trigger=counter, the default, and timer);
+# the capture cost on the vCPU thread (p50/p99, the plugin times itself) and the samples lost,
+# as qprof's summary gives them.
 # Usage: bench/plugin.sh BUILD_DIR [SECONDS [ROUNDS]]   (a Markdown table; ~15 s per row)
 # The last lines: `bench: plugin 10 kHz slowdown X%, gdbstub 1 kHz slowdown Y%` (how they are
 # taken is printed above it), which xtask bench (bench/run.sh, section plugin) repeats.
@@ -35,6 +36,7 @@ boot() { # boot WITH_PLUGIN WITH_GDB
     : >"$WORK/serial"
     local extra=()
     [ "$1" = 1 ] && extra+=(-plugin "$PLUGIN,socket=$WORK/plugin")
+    [ "$1" = timer ] && extra+=(-plugin "$PLUGIN,socket=$WORK/plugin,trigger=timer")
     [ "$2" = 1 ] && extra+=(-chardev "socket,path=$WORK/gdb,server=on,wait=off,id=g" -gdb chardev:g)
     "$QEMU10_BIN" -L "$QEMU10_PREFIX/usr/share/qemu" -L /usr/share/seabios -display none \
         -nodefaults -no-reboot -m 256M -accel tcg -kernel "$BUILD/guest/kernel.elf" \
@@ -96,6 +98,8 @@ for ((round = 0; round < ROUNDS; round++)); do
     row "plugin 1 kHz" 1 0 --plugin "unix:$WORK/plugin" --interval 1
     row "plugin 10 kHz" 1 0 --plugin "unix:$WORK/plugin" --interval 0.1
     row "gdbstub 1 kHz" 0 1 --gdb "unix:$WORK/gdb" --interval 1
+    row "plugin loaded (trigger=timer), no qprof" timer 0
+    row "plugin 10 kHz (trigger=timer)" timer 0 --plugin "unix:$WORK/plugin" --interval 0.1
 done >"$WORK/all"
 # one line per label: the mean rates, the last round's summary
 awk -F'|' '!($1 in n) { order[++k] = $1 }
@@ -132,4 +136,4 @@ echo "paused costs QEMU no CPU. Wall-clock slowdowns:"
 echo "plugin 10 kHz $(slow "plugin 10 kHz" 2)%, gdbstub 1 kHz $(slow "gdbstub 1 kHz" 2)%."
 echo
 echo "bench: plugin 10 kHz slowdown ${PLUGIN10:--}%, gdbstub 1 kHz slowdown ${GDB1:--}%"
-echo "bench: plugin 1 kHz $(slow "plugin 1 kHz" 3)%, plugin loaded and idle $(slow "plugin loaded, no qprof" 3)% (QEMU's CPU per iteration)"
+echo "bench: plugin 1 kHz $(slow "plugin 1 kHz" 3)%, plugin loaded and idle $(slow "plugin loaded, no qprof" 3)%; trigger=timer: loaded and idle $(slow "plugin loaded (trigger=timer), no qprof" 3)%, 10 kHz $(slow "plugin 10 kHz (trigger=timer)" 3)% (QEMU's CPU per iteration)"

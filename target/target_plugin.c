@@ -64,6 +64,7 @@ struct target_plugin {
     uint32_t n_vcpus;
     uint64_t tail[QPR_MAX_VCPUS];
     uint64_t lost_at_open[QPR_MAX_VCPUS];
+    uint64_t idle_ticks_seen[QPR_MAX_VCPUS]; /* trigger=timer's idle samples taken over */
     uint64_t interval_ns, period_insns;
     uint64_t idle_carry_ns[QPR_MAX_VCPUS];
     uint32_t next_ring;
@@ -152,6 +153,11 @@ static int receive_hello(struct target_plugin *t, const char *address, int *memf
     if (h->status == QPR_BUSY)
         return qp_error_set(err, -EBUSY, "another qprof is sampling through the plugin at %s",
                             address);
+    if (h->flags & QPR_HELLO_TIMER && t->period_insns)
+        return qp_error_set(err, -ENOTSUP,
+                            "the plugin at %s was loaded with trigger=timer, which samples by time "
+                            "only: --period-insns needs trigger=counter (the default)",
+                            address);
     if (*memfd < 0 || h->n_vcpus == 0 || h->n_vcpus > QPR_MAX_VCPUS ||
         h->map_size != qpr_map_size(h->n_vcpus))
         return qp_error_set(err, -EPROTO, "the plugin at %s sent an unusable ring", address);
@@ -183,6 +189,7 @@ static int map_rings(struct target_plugin *t, int memfd, const struct qpr_hello 
         t->tail[i] = atomic_load_explicit(&r->head, memory_order_acquire);
         atomic_store_explicit(&r->tail, t->tail[i], memory_order_release);
         t->lost_at_open[i] = atomic_load_explicit(&r->lost, memory_order_relaxed);
+        t->idle_ticks_seen[i] = atomic_load_explicit(&r->idle_ticks, memory_order_relaxed);
     }
     return 0;
 }
@@ -393,6 +400,26 @@ static void idle_vcpu(struct target_plugin *t, int index)
     v->target_cpu = &t->cpu;
 }
 
+/* trigger=timer: idle ticks the timer thread counted since last seen, as pending idle samples. */
+static bool take_idle_ticks(struct target_plugin *t)
+{
+    for (uint32_t i = 0; i < t->n_vcpus; i++) {
+        uint64_t n =
+            atomic_load_explicit(&qpr_ring_at(t->map, i)->idle_ticks, memory_order_relaxed);
+        if (n != t->idle_ticks_seen[i]) {
+            uint64_t ticks = n - t->idle_ticks_seen[i];
+            t->idle_ticks_seen[i] = n;
+            take_pause_events(t);
+            if (t->paused_since_us)
+                continue; /* frozen by someone else's `stop`, not idle: no samples */
+            t->idle_pending = ticks;
+            t->idle_vcpu = (int)i;
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Takes the next record off the rings (round robin over vCPUs); false when all are empty. */
 static bool next_record(struct target_plugin *t)
 {
@@ -442,6 +469,8 @@ static int tp_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
         *stats = (struct prof_target_stats){0};
     uint64_t start = now_ns();
     while (t->idle_pending == 0) {
+        if (take_idle_ticks(t))
+            break;
         if (!next_record(t)) {
             if (peer_gone(t))
                 return qp_error_set(err, -EPIPE, "QEMU closed the plugin's socket (QEMU exited?)");
