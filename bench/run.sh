@@ -19,7 +19,7 @@
 # for a while (HMP `gdbserver tcp::PORT`, the same code as -gdb tcp::PORT) and back, so each
 # transport's TCP row is measured beside its UNIX-socket twin on the same guest in the same run.
 #
-# The run is four sections (demo, offline, smp, linux), each in a subshell of its own: one that
+# The run is five sections (demo, offline, smp, linux, plugin), each in a subshell of its own: one that
 # fails is named with the step it was in and the command that failed, the others still run, and
 # bench/results.md is written from whatever was measured, the failed section marked in it. Every
 # failing command names itself (the ERR trap below), so the script never ends without a word.
@@ -598,14 +598,24 @@ section_linux() {
     stop_qemu
 }
 
+# ---- Section plugin: the TCG plugin target against the gdbstub (bench/plugin.sh) ----------
+
+section_plugin() {
+    step "the plugin target at 1 and 10 kHz beside the gdbstub at 1 kHz, QEMU 10 (bench/plugin.sh)"
+    "$ROOT/bench/plugin.sh" "$BUILD" "$(secs 10)" 2 > "$WORK/plugin.md" 2> "$WORK/plugin.err" ||
+        die "bench/plugin.sh failed: $(tail -n 3 "$WORK/plugin.err" | tr '\n' ' ')"
+    grep -q '^bench: plugin 10 kHz slowdown [0-9.-]*%, gdbstub 1 kHz slowdown [0-9.-]*%$' \
+        "$WORK/plugin.md" || die "bench/plugin.sh measured no slowdown: $(tail -n 3 "$WORK/plugin.md")"
+}
+
 # ---- The run -------------------------------------------------------------------------------
 
 OTHER_QEMUS=$(pgrep -c -x qemu-system-x86 || true)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 PLACEMENT="not known (the demo section did not boot its guest)"
 BENCH_START=$EPOCHREALTIME
-for s in demo offline smp linux; do
-    case " ${BENCH_SECTIONS:-demo offline smp linux} " in
+for s in demo offline smp linux plugin; do
+    case " ${BENCH_SECTIONS:-demo offline smp linux plugin} " in
         *" $s "*) run_section "$s" "section_$s" ;;
         *) say "section $s: not run (BENCH_SECTIONS)" ;;
     esac
@@ -893,7 +903,7 @@ report_header() {
          "$LOAD_BEFORE before, $LOAD_AFTER after$(other_load_note)"
     [ -z "${BENCH_NOTE:-}" ] || echo "- note: $BENCH_NOTE"
     echo "- command: \`xtask/xtask bench\` (bench/run.sh; BENCH_SCALE=$SCALE)"
-    echo "- sections: $(for s in demo offline smp linux; do
+    echo "- sections: $(for s in demo offline smp linux plugin; do
         printf '%s %s, ' "$s" "$(section_state "$s" | sed 's/^failed.*/**failed**/')"; done | sed 's/, $//')"
     echo
 }
@@ -995,6 +1005,18 @@ report_targets() {
     echo
 }
 
+report_plugin() {
+    echo "## The TCG plugin target (\`bench/plugin.sh\`, QEMU 10)"
+    echo
+    echo "The demo guest (\`run=spin\`, one vCPU, TCG) under QEMU 10, each row booted afresh, the"
+    echo "rows run twice in turn and their rates averaged. \`--exact\` has no row: qprof has no"
+    echo "\`--exact\` yet."
+    echo
+    needs plugin || return 0
+    cat "$WORK/plugin.md"
+    echo
+}
+
 report_library() {
     echo "## Library-level sample cost (\`qmp_sample_bench\`, same guest)"
     echo
@@ -1037,7 +1059,7 @@ report_part() {
 report() {
     local part
     for part in report_header report_failures report_sampling transports_section tcp_section \
-                linux_section report_offline report_targets report_library; do
+                linux_section report_offline report_targets report_plugin report_library; do
         report_part "$part"
     done
 }
@@ -1048,6 +1070,7 @@ mv "$OUT.tmp" "$OUT"
 cat "$OUT"
 say "wrote $OUT"
 if section_ok demo; then say "$(tcp_comparison)"; fi
+if section_ok plugin; then grep '^bench: plugin 10 kHz slowdown' "$WORK/plugin.md" >&2; fi
 FAILED=$(awk -F'\t' '$2 == "failed" { printf "%s%s", sep, $1; sep = ", " }' "$WORK/sections")
 [ ${#REPORT_FAILED[@]} -eq 0 ] || FAILED+="${FAILED:+; }report parts: ${REPORT_FAILED[*]}"
 [ -z "$FAILED" ] || die "FAILED: $FAILED (each named above; $OUT has what was measured, the rest marked)"

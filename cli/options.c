@@ -62,6 +62,8 @@ void prof_print_help(FILE *out)
         "                                   socket=PATH): the guest never stops, each vCPU is\n"
         "                                   sampled on its own thread. With --qmp-socket too,\n"
         "                                   user code is identified from the shared RAM file\n"
+        "                                   and a monitor's pause is told from a halt (without,\n"
+        "                                   a paused guest shows as idle)\n"
         "  --transport auto|qmp|gdb         which to sample through [auto: the gdbstub when\n"
         "                                   --gdb is given and it answers, else QMP]\n"
         "  --memory auto|direct|memsave|hmp how to read guest memory [auto: direct if RAM is\n"

@@ -284,7 +284,11 @@ static void note_paused_by_other(struct run_state *r, bool paused)
         fprintf(stderr, "qprof: the guest runs again: sampling\n");
     }
     r->paused_by_other = paused;
-    if (paused)
+    /* a capturing target counts a pause's intervals from QEMU's stamps, not from these calls */
+    const prof_target *t = prof_session_target(r->session);
+    if (prof_target_captures(t))
+        r->paused_intervals = prof_target_paused_intervals(t);
+    else if (paused)
         r->paused_intervals++;
 }
 

@@ -76,6 +76,11 @@ static struct {
     struct qpr_config cfg[2];
     _Atomic uint64_t gen;
     uint64_t last_gen;
+    /* trigger=timer: no per-block counter; a host thread sets a vCPU's scoreboard entry to FIRE
+     * at its deadline, and every block only compares it (one load and a branch instead of an
+     * add, a load and a branch). Time-based sampling only. */
+    bool timer;
+    pthread_t timer_thread;
 } P = {.memfd = -1, .listen_fd = -1};
 
 static uint64_t now_ns(void)
@@ -139,11 +144,38 @@ static uint32_t read_window(struct vcpu *v, uint64_t addr, uint32_t len, uint8_t
 }
 
 /* In kernel mode: the user stack, where the pointers qprof named lead (struct qpr_config). */
+/* At an entry from user space before the kernel saved anything (a sample at an interrupt
+ * stub's first block), the CPU's own frame (rip, cs, rflags, rsp, ss) lies in the first words
+ * at sp, after an error code or the vector a stub pushed: its rsp is this instant's user stack,
+ * while the saved frame the ABI points to is an earlier entry's. Selectors with RPL 3, rflags'
+ * fixed bit and user-half addresses make a match in ordinary kernel stack words unlikely; qprof
+ * finds the frame by the kernel's CFI and uses this window only when the addresses agree. */
+static bool entry_frame_usp(const struct qpr_sample *s, uint64_t *usp)
+{
+    for (uint32_t off = 0; off <= 24 && off + 40 <= s->stack_len; off += 8) {
+        uint64_t w[5]; /* rip, cs, rflags, rsp, ss */
+        memcpy(w, s->stack + off, sizeof w);
+        if ((w[1] & 3) == 3 && w[1] < 0x10000 && (w[4] & 3) == 3 && w[4] < 0x10000 && (w[2] & 2) &&
+            w[2] < 0x400000 && w[0] < (UINT64_C(1) << 47) && w[3] && w[3] < (UINT64_C(1) << 47)) {
+            *usp = w[3];
+            return true;
+        }
+    }
+    return false;
+}
+
 static void chase_user_stack(struct vcpu *v, unsigned idx, struct qpr_sample *s)
 {
     const struct qpr_config *c = &v->cfg;
     uint64_t at = c->chase_off + (uint64_t)idx * c->chase_stride, frame = 0, usp = 0;
-    if (!c->chase_stride || !c->ustack_bytes || at + 8 > s->extra_len)
+    if (!c->ustack_bytes)
+        return;
+    if (entry_frame_usp(s, &usp)) {
+        s->ustack_addr = usp;
+        s->ustack_len = read_window(v, usp, c->ustack_bytes, s->ustack);
+        return;
+    }
+    if (!c->chase_stride || at + 8 > s->extra_len)
         return;
     memcpy(&frame, s->extra + at, 8);
     if (!frame || !qemu_plugin_read_memory_vaddr(frame + c->chase_add, v->buf, 8))
@@ -249,6 +281,11 @@ static void on_counter(unsigned int idx, void *userdata)
         rearm(idx, DISARMED_DISTANCE);
         return;
     }
+    if (P.timer) { /* the timer thread said this vCPU's deadline passed */
+        rearm(idx, DISARMED_DISTANCE);
+        take_sample(idx, v, now, 1);
+        return;
+    }
     v->insns += v->distance;
     if (!v->cfg.interval_ns) {
         take_sample(idx, v, now, 1);
@@ -278,6 +315,7 @@ static void on_idle(qemu_plugin_id_t id, unsigned int idx)
         P.vcpus[idx].idle_since_ns = now_ns();
 }
 
+/* Waking: the idle span as one record (trigger=counter; with the timer, idle ticks stand in). */
 static void on_resume(qemu_plugin_id_t id, unsigned int idx)
 {
     (void)id;
@@ -286,7 +324,7 @@ static void on_resume(qemu_plugin_id_t id, unsigned int idx)
     struct vcpu *v = &P.vcpus[idx];
     uint64_t now = now_ns(), since = v->idle_since_ns;
     v->idle_since_ns = 0;
-    if (!since || !refresh_config(v, now))
+    if (!since || P.timer || !refresh_config(v, now)) /* timer: idle ticks instead */
         return;
     struct qpr_ring *r = qpr_ring_at(P.map, idx);
     struct qpr_sample *s = claim(r);
@@ -308,7 +346,9 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     (void)id;
     uint64_t n = qemu_plugin_tb_n_insns(tb);
-    qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64, P.counter, n);
+    if (!P.timer)
+        qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64, P.counter,
+                                                          n);
     qemu_plugin_register_vcpu_tb_exec_cond_cb(tb, on_counter, QEMU_PLUGIN_CB_R_REGS,
                                               QEMU_PLUGIN_COND_GE, P.counter, FIRE, NULL);
 }
@@ -340,6 +380,42 @@ static void on_vcpu_init(qemu_plugin_id_t id, unsigned int idx)
     v->ready = true;
 }
 
+/* trigger=timer: flags each running vCPU at its jittered deadline. A flag set just as the vCPU
+ * clears its last one can be lost: that vCPU then skips one sample, nothing worse. */
+static void *timer_main(void *arg)
+{
+    (void)arg;
+    struct vcpu rng = {.rng = 0x2545f4914f6cdd1du ^ now_ns()}; /* only for jittered() */
+    uint64_t *deadline = g_new0(uint64_t, P.n_vcpus);
+    for (;;) {
+        uint64_t gen = atomic_load_explicit(&P.gen, memory_order_acquire), now = now_ns();
+        uint64_t interval = gen ? P.cfg[gen & 1].interval_ns : 0, next = now + 10000000;
+        for (uint32_t i = 0; interval && i < P.n_vcpus; i++) {
+            if (!P.vcpus[i].ready)
+                continue;
+            if (!deadline[i])
+                deadline[i] = now + jittered(&rng, interval);
+            if (now >= deadline[i]) {
+                /* idle and running are both sampled here, at the timer's own pace, so that a
+                 * late timer thread does not tilt the busy share */
+                if (P.vcpus[i].idle_since_ns)
+                    atomic_fetch_add_explicit(&qpr_ring_at(P.map, i)->idle_ticks, 1,
+                                              memory_order_relaxed);
+                else
+                    qemu_plugin_u64_set(P.counter, i, FIRE);
+                deadline[i] += jittered(&rng, interval);
+                if (deadline[i] <= now)
+                    deadline[i] = now + jittered(&rng, interval) / 2;
+            }
+            if (deadline[i] < next)
+                next = deadline[i];
+        }
+        struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+    }
+    return NULL;
+}
+
 /* --- the socket side (listener thread) --- */
 
 static int send_hello(int fd, uint32_t status)
@@ -350,6 +426,7 @@ static int send_hello(int fd, uint32_t status)
                           .n_vcpus = P.n_vcpus,
                           .map_size = P.map_size};
     snprintf(h.qemu_version, sizeof h.qemu_version, "plugin API %d", QEMU_PLUGIN_VERSION);
+    h.flags = P.timer ? QPR_HELLO_TIMER : 0;
     struct iovec iov = {.iov_base = &h, .iov_len = sizeof h};
     union {
         char buf[CMSG_SPACE(sizeof(int))];
@@ -503,8 +580,11 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     for (int i = 0; i < argc; i++) {
         if (g_str_has_prefix(argv[i], "socket="))
             socket_path = argv[i] + strlen("socket=");
+        else if (strcmp(argv[i], "trigger=timer") == 0 || strcmp(argv[i], "trigger=counter") == 0)
+            P.timer = strcmp(argv[i], "trigger=timer") == 0;
         else
-            return fail("unknown argument %s (expected socket=PATH)", argv[i]);
+            return fail("unknown argument %s (expected socket=PATH, trigger=counter|timer)",
+                        argv[i]);
     }
     if (!socket_path || !*socket_path)
         return fail("needs socket=PATH (-plugin qprof-plugin.so,socket=PATH)");
@@ -527,6 +607,10 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     if (pthread_create(&P.listener, NULL, listener_main, NULL) != 0)
         return fail("listener thread: %s", strerror(errno));
     pthread_detach(P.listener);
+    if (P.timer && pthread_create(&P.timer_thread, NULL, timer_main, NULL) != 0)
+        return fail("timer thread: %s", strerror(errno));
+    if (P.timer)
+        pthread_detach(P.timer_thread);
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     qemu_plugin_register_vcpu_idle_cb(id, on_idle);
     qemu_plugin_register_vcpu_resume_cb(id, on_resume);

@@ -33,11 +33,12 @@
     X(RCX, "rcx")                                                                                  \
     X(RDX, "rdx")                                                                                  \
     X(RSI, "rsi")                                                                                  \
-    X(RDI, "rdi") X(RBP, "rbp") X(RSP, "rsp") X(R8, "r8") X(R9, "r9") X(R10, "r10") X(R11, "r11")  \
-        X(R12, "r12") X(R13, "r13") X(R14, "r14") X(R15, "r15") X(RIP, "rip") X(EFLAGS, "eflags")  \
-            X(CS, "cs") X(SS, "ss") X(FS_BASE, "fs_base") X(GS_BASE, "gs_base")                    \
-                X(K_GS_BASE, "k_gs_base") X(CR0, "cr0") X(CR3, "cr3") X(CR4, "cr4")                \
-                    X(EFER, "efer")
+    X(RDI, "rdi")                                                                                  \
+    X(RBP, "rbp")                                                                                  \
+    X(RSP, "rsp") X(R8, "r8") X(R9, "r9") X(R10, "r10") X(R11, "r11") X(R12, "r12") X(R13, "r13")  \
+        X(R14, "r14") X(R15, "r15") X(RIP, "rip") X(EFLAGS, "eflags") X(CS, "cs") X(SS, "ss")      \
+            X(FS_BASE, "fs_base") X(GS_BASE, "gs_base") X(K_GS_BASE, "k_gs_base") X(CR0, "cr0")    \
+                X(CR3, "cr3") X(CR4, "cr4") X(EFER, "efer")
 
 enum qpr_reg {
 #define QPR_ENUM(id, name) QPR_##id,
@@ -82,7 +83,10 @@ struct qpr_ring {
     uint8_t pad1[56];
     _Atomic uint64_t lost;    /* samples dropped on a full ring, since QEMU started */
     _Atomic uint64_t samples; /* samples published, since QEMU started */
-    uint8_t pad2[48];
+    /* trigger=timer: deadlines the host timer found this vCPU idle at (written by the plugin's
+     * timer thread only); qprof turns each into an idle sample. */
+    _Atomic uint64_t idle_ticks;
+    uint8_t pad2[40];
     struct qpr_sample slots[QPR_SLOTS];
 };
 
@@ -115,11 +119,15 @@ enum qpr_status {
     QPR_BUSY = 1, /* another qprof is connected */
 };
 
+#define QPR_HELLO_TIMER 1u /* loaded with trigger=timer: time-based sampling only */
+
 struct qpr_hello { /* plugin -> qprof, with the memfd */
     uint32_t magic, version, status;
     uint32_t n_vcpus;
     uint64_t map_size;
     char qemu_version[32]; /* unknown to the plugin API: "plugin API 4" */
+    uint32_t flags;        /* QPR_HELLO_* */
+    uint32_t pad;
 };
 
 struct qpr_config { /* qprof -> plugin; a later one replaces it */

@@ -770,6 +770,12 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
                         &c->ustack_addr, &c->ustack_len);
         return;
     }
+    if (prof_recover_unsaved_entry(s->stacks, c)) {
+        /* a capturing target can sample an entry before it saved the user frame */
+        read_window(s, v, c->entry_regs.r[s->arch->sp_reg], c->ustack, USTACK_WINDOW,
+                    &c->ustack_addr, &c->ustack_len);
+        return;
+    }
     if (prof_os_user_regs(s->os, v, &c->task, &mem, &c->trap) == 0) {
         c->have_trap = true;
         read_window(s, v, c->trap.r[s->arch->sp_reg], c->ustack, USTACK_WINDOW, &c->ustack_addr,

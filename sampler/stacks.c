@@ -250,6 +250,15 @@ bool prof_recover_user_regs(prof_stack_builder *sb, struct cpu_capture *c)
     return true;
 }
 
+bool prof_recover_unsaved_entry(prof_stack_builder *sb, struct cpu_capture *c)
+{
+    struct sym_info info;
+    uint64_t pc = c->vcpu.regs.r[sb->cfg.arch->pc_reg];
+    if (!sb->cfg.kernel_syms || sym_lookup(sb->cfg.kernel_syms, pc, &info) != 0 || info.start != pc)
+        return false;
+    return prof_recover_user_regs(sb, c);
+}
+
 /* How a stop that QEMU took late shows (README, "TCG and the moment of a sample"): a kernel
  * walk of one frame, on the first instruction of a kernel function, entered from user space. */
 static bool at_kernel_entry(const prof_stack_builder *sb, int n, enum unw_stop stop)

@@ -51,6 +51,11 @@ void prof_stack_builder_free(prof_stack_builder *sb); /* NULL is a no-op */
  * c->entry_regs. Capture calls it while the guest is stopped, and only then, because the user
  * stack must be copied before the guest runs on. */
 bool prof_recover_user_regs(prof_stack_builder *sb, struct cpu_capture *c);
+/* At the first instruction of a kernel function (an entry stub, or the common entry code it
+ * jumps to) the entry has not saved the user registers yet: what the OS published is an
+ * earlier entry's. When the kernel's CFI leads from here to user space, those registers (the
+ * hardware's frame) are this entry's: true, in c->entry_regs, as prof_recover_user_regs. */
+bool prof_recover_unsaved_entry(prof_stack_builder *sb, struct cpu_capture *c);
 
 /* Builds the stack of c (vCPU i of the stop) into st (frames array grown as needed). */
 void prof_build_stack(prof_stack_builder *sb, struct cpu_capture *c, int i, struct prof_stack *st);

@@ -86,6 +86,11 @@ uint64_t prof_target_lost(const prof_target *t)
     return t->ops->lost ? t->ops->lost(t->impl) : 0;
 }
 
+uint64_t prof_target_paused_intervals(const prof_target *t)
+{
+    return t->ops->paused_intervals ? t->ops->paused_intervals(t->impl) : 0;
+}
+
 uint64_t prof_target_missed(const prof_target *t)
 {
     return t->ops->missed ? t->ops->missed(t->impl) : 0;

@@ -134,6 +134,9 @@ struct prof_target_ops {
     /* Optional. Intervals a capturing backend took no sample in because the host did not run
      * the vCPU's thread then (an overcommitted host): its vCPUs' counts differ by that much. */
     uint64_t (*missed)(const void *impl);
+    /* Optional. Intervals a capturing target skipped since it opened because someone else had
+     * the guest paused (a stopping target's caller counts its own skipped calls instead). */
+    uint64_t (*paused_intervals)(const void *impl);
     /* Optional. Machine resets seen so far (QMP's RESET events), without a round trip. */
     uint64_t (*resets)(const void *impl);
     bool (*reads_cost_round_trips)(const void *impl);
@@ -198,6 +201,8 @@ bool prof_target_captures(const prof_target *t);
 uint64_t prof_target_lost(const prof_target *t);
 /* Intervals a capturing target missed while the host did not run a vCPU thread; 0 otherwise. */
 uint64_t prof_target_missed(const prof_target *t);
+/* Intervals a capturing target skipped while someone else had the guest paused; 0 otherwise. */
+uint64_t prof_target_paused_intervals(const prof_target *t);
 /* Machine resets the target has seen since it opened; 0 when it cannot tell. */
 uint64_t prof_target_resets(const prof_target *t);
 /* "QMP" or "gdbstub" (static). */

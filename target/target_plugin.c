@@ -14,7 +14,12 @@
  *   monitor and RAM is a shared file. That is consistent for memory the guest does not write
  *   while the process lives: the image is keyed by the ABI's generation, which changes whenever
  *   an executable is loaded, and a copy that tore anyway fails the hash match (no name, never a
- *   wrong one). Without the RAM file such reads fail and the binary stays unidentified. */
+ *   wrong one). Without the RAM file such reads fail and the binary stays unidentified.
+ *
+ * A VM paused by someone else (a monitor's `stop`) looks to the plugin like vCPUs that wait in
+ * hlt. QMP's STOP and RESUME events, which QEMU stamps, tell the two apart: with --qmp-socket
+ * the paused part of the waiting gives no idle samples, and is counted as skipped intervals as
+ * the other targets count theirs; without it a pause shows as idle. */
 #include "target.h"
 #include "arch_x86_64.h"
 #include "target_qmp_ram.h"
@@ -25,6 +30,7 @@
 
 #include <errno.h>
 #include <glib.h>
+#include <json.h>
 #include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -34,6 +40,16 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+
+/* A pause someone else made, in QEMU's wall-clock stamps (us). */
+struct pause_span {
+    int64_t from_us, to_us;
+};
+
+#define MAX_PAUSES 64
+/* The vCPUs stop before QEMU stamps STOP and wake after it stamps RESUME (their threads wait
+ * for the host to run them): waiting this close to a pause is the pause's. */
+#define PAUSE_SLACK_US 50000
 
 /* The vCPU behind a delivered prof_vcpu: the captured sample and the MMU view for RAM reads. */
 struct plugin_cpu {
@@ -48,13 +64,24 @@ struct target_plugin {
     uint32_t n_vcpus;
     uint64_t tail[QPR_MAX_VCPUS];
     uint64_t lost_at_open[QPR_MAX_VCPUS];
+    uint64_t idle_ticks_seen[QPR_MAX_VCPUS]; /* trigger=timer's idle samples taken over */
     uint64_t interval_ns, period_insns;
     uint64_t idle_carry_ns[QPR_MAX_VCPUS];
     uint32_t next_ring;
     int idle_vcpu; /* idle samples still to deliver for this vCPU */
     uint64_t idle_pending;
-    uint64_t missed;       /* intervals that passed while the host did not run a vCPU's thread */
-    qmp_client *ram;       /* the RAM file, through QMP's direct backend; NULL without */
+    uint64_t missed; /* intervals that passed while the host did not run a vCPU's thread */
+    /* QMP of --qmp-socket, NULL without: its STOP and RESUME events tell a pause (someone
+     * else's `stop`) from a halt, which the plugin alone cannot (both are a vCPU thread that
+     * waits). With `direct`, its backend also maps the RAM file. */
+    qmp_client *qmp;
+    bool direct;
+    struct pause_span pauses[MAX_PAUSES]; /* the latest ended pauses, oldest overwritten */
+    unsigned n_pauses;
+    int64_t paused_since_us; /* QEMU's STOP stamp of the pause going on; 0: running */
+    int64_t open_us;         /* wall clock at open: pauses count from here */
+    int64_t real_minus_mono_us;
+    uint64_t paused_us;    /* ended pauses' time since open, for the skipped intervals */
     struct qpr_sample cur; /* a copy: the ring slot is released at once */
     struct plugin_cpu cpu;
     struct prof_vcpu vcpu;
@@ -126,6 +153,11 @@ static int receive_hello(struct target_plugin *t, const char *address, int *memf
     if (h->status == QPR_BUSY)
         return qp_error_set(err, -EBUSY, "another qprof is sampling through the plugin at %s",
                             address);
+    if (h->flags & QPR_HELLO_TIMER && t->period_insns)
+        return qp_error_set(err, -ENOTSUP,
+                            "the plugin at %s was loaded with trigger=timer, which samples by time "
+                            "only: --period-insns needs trigger=counter (the default)",
+                            address);
     if (*memfd < 0 || h->n_vcpus == 0 || h->n_vcpus > QPR_MAX_VCPUS ||
         h->map_size != qpr_map_size(h->n_vcpus))
         return qp_error_set(err, -EPROTO, "the plugin at %s sent an unusable ring", address);
@@ -157,6 +189,7 @@ static int map_rings(struct target_plugin *t, int memfd, const struct qpr_hello 
         t->tail[i] = atomic_load_explicit(&r->head, memory_order_acquire);
         atomic_store_explicit(&r->tail, t->tail[i], memory_order_release);
         t->lost_at_open[i] = atomic_load_explicit(&r->lost, memory_order_relaxed);
+        t->idle_ticks_seen[i] = atomic_load_explicit(&r->idle_ticks, memory_order_relaxed);
     }
     return 0;
 }
@@ -184,6 +217,107 @@ static int send_config(struct target_plugin *t, const struct prof_target_open_op
     return 0;
 }
 
+/* QMP beside the plugin: the RAM file when it is shared (code of user processes), and in any
+ * case the events that say when someone else paused the guest. */
+static int open_qmp(struct target_plugin *t, const char *address, double timeout,
+                    struct qp_error *err)
+{
+    struct qmp_open_opts qo = {.timeout_s = timeout, .backend = QMP_MEM_DIRECT};
+    struct qp_error derr = {0};
+    t->direct = qmp_open(address, &qo, &t->qmp, &derr) == 0;
+    if (!t->direct) {
+        qo.backend = QMP_MEM_HMP; /* never used for reads: only the events */
+        if (qmp_open(address, &qo, &t->qmp, err) != 0)
+            return qp_error_prefix(err, "--qmp-socket");
+    }
+    struct timespec mono, real;
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    clock_gettime(CLOCK_REALTIME, &real);
+    t->real_minus_mono_us = ((int64_t)real.tv_sec - (int64_t)mono.tv_sec) * 1000000 +
+                            ((int64_t)real.tv_nsec - (int64_t)mono.tv_nsec) / 1000;
+    t->open_us = g_get_real_time();
+    bool running = true;
+    if (qmp_query_running(t->qmp, &running, err) != 0)
+        return qp_error_prefix(err, "--qmp-socket");
+    if (!running)
+        t->paused_since_us = 1; /* paused before qprof came: all the waiting so far is pause */
+    return 0;
+}
+
+/* Takes in the STOP and RESUME events that arrived (no round trip). */
+static void take_pause_events(struct target_plugin *t)
+{
+    if (!t->qmp)
+        return;
+    qmp_guest_running(t->qmp); /* reads what is on the socket */
+    struct qmp_event ev;
+    while (qmp_pop_event(t->qmp, &ev) == 1) {
+        int64_t us = ev.ts_sec * 1000000 + ev.ts_usec;
+        if (strcmp(ev.name, "STOP") == 0 && !t->paused_since_us) {
+            t->paused_since_us = us > 0 ? us : 1;
+        } else if (strcmp(ev.name, "RESUME") == 0 && t->paused_since_us) {
+            struct pause_span p = {t->paused_since_us, us};
+            t->pauses[t->n_pauses++ % MAX_PAUSES] = p;
+            int64_t from = MAX(p.from_us, t->open_us);
+            if (p.to_us > from)
+                t->paused_us += (uint64_t)(p.to_us - from);
+            t->paused_since_us = 0;
+        }
+        json_object_put(ev.data);
+    }
+}
+
+static int64_t overlap_us(int64_t a0, int64_t a1, int64_t b0, int64_t b1)
+{
+    int64_t lo = MAX(a0, b0), hi = MIN(a1, b1);
+    return hi > lo ? hi - lo : 0;
+}
+
+/* How much of [start_us, end_us) (wall clock) someone else had the guest paused. */
+static int64_t paused_within_us(struct target_plugin *t, int64_t start_us, int64_t end_us)
+{
+    take_pause_events(t);
+    int64_t us = 0;
+    unsigned n = MIN(t->n_pauses, MAX_PAUSES);
+    for (unsigned i = 0; i < n; i++)
+        us += overlap_us(start_us, end_us, t->pauses[i].from_us - PAUSE_SLACK_US,
+                         t->pauses[i].to_us + PAUSE_SLACK_US);
+    if (t->paused_since_us)
+        us += overlap_us(start_us, end_us, t->paused_since_us - PAUSE_SLACK_US, INT64_MAX);
+    return us;
+}
+
+static int64_t wall_us(const struct target_plugin *t, uint64_t mono_ns)
+{
+    return (int64_t)(mono_ns / 1000) + t->real_minus_mono_us;
+}
+
+/* The part of an idle record's waiting that was someone else's pause: the guest did not
+ * halt then, it was frozen, and a paused VM gives no samples. */
+static uint64_t paused_part_ns(struct target_plugin *t, const struct qpr_sample *s)
+{
+    if (!t->qmp)
+        return 0;
+    int64_t end = wall_us(t, s->time_ns);
+    uint64_t ns = (uint64_t)paused_within_us(t, end - (int64_t)(s->idle_ns / 1000), end) * 1000;
+    return ns > s->idle_ns ? s->idle_ns : ns;
+}
+
+/* Intervals a sample stands for beyond its own that the vCPU's thread did not run: a pause
+ * that caught the vCPU between checks (not in a wait) shows so too, and is not the host's. */
+static uint64_t unrun_periods(struct target_plugin *t, const struct qpr_sample *s)
+{
+    if (s->periods <= 1 || s->periods > QPR_MAX_PERIODS)
+        return 0;
+    uint64_t n = s->periods - 1;
+    if (!t->qmp || t->period_insns)
+        return n;
+    int64_t end = wall_us(t, s->time_ns);
+    int64_t span = (int64_t)(n * t->interval_ns / 1000);
+    uint64_t paused = (uint64_t)paused_within_us(t, end - span, end) * 1000 / t->interval_ns;
+    return paused >= n ? 0 : n - paused;
+}
+
 static void tp_free(void *impl)
 {
     struct target_plugin *t = impl;
@@ -193,7 +327,7 @@ static void tp_free(void *impl)
         munmap(t->map, t->map_size);
     if (t->fd >= 0)
         close(t->fd); /* the plugin disarms when its socket closes */
-    qmp_free(t->ram);
+    qmp_free(t->qmp);
     g_free(t);
 }
 
@@ -213,12 +347,8 @@ static int tp_open(const struct prof_target_open_opts *o, void **impl, struct qp
         rc = map_rings(t, memfd, &h, err);
     else if (memfd >= 0)
         close(memfd);
-    if (rc >= 0 && o->qmp_address) {
-        struct qmp_open_opts qo = {.timeout_s = timeout, .backend = QMP_MEM_DIRECT};
-        rc = qmp_open(o->qmp_address, &qo, &t->ram, err);
-        if (rc)
-            qp_error_prefix(err, "the guest's RAM file, through QMP (--qmp-socket)");
-    }
+    if (rc >= 0 && o->qmp_address)
+        rc = open_qmp(t, o->qmp_address, timeout, err);
     if (rc >= 0)
         rc = send_config(t, o, err);
     if (rc < 0) {
@@ -270,6 +400,26 @@ static void idle_vcpu(struct target_plugin *t, int index)
     v->target_cpu = &t->cpu;
 }
 
+/* trigger=timer: idle ticks the timer thread counted since last seen, as pending idle samples. */
+static bool take_idle_ticks(struct target_plugin *t)
+{
+    for (uint32_t i = 0; i < t->n_vcpus; i++) {
+        uint64_t n =
+            atomic_load_explicit(&qpr_ring_at(t->map, i)->idle_ticks, memory_order_relaxed);
+        if (n != t->idle_ticks_seen[i]) {
+            uint64_t ticks = n - t->idle_ticks_seen[i];
+            t->idle_ticks_seen[i] = n;
+            take_pause_events(t);
+            if (t->paused_since_us)
+                continue; /* frozen by someone else's `stop`, not idle: no samples */
+            t->idle_pending = ticks;
+            t->idle_vcpu = (int)i;
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Takes the next record off the rings (round robin over vCPUs); false when all are empty. */
 static bool next_record(struct target_plugin *t)
 {
@@ -319,9 +469,20 @@ static int tp_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
         *stats = (struct prof_target_stats){0};
     uint64_t start = now_ns();
     while (t->idle_pending == 0) {
+        if (take_idle_ticks(t))
+            break;
         if (!next_record(t)) {
             if (peer_gone(t))
                 return qp_error_set(err, -EPIPE, "QEMU closed the plugin's socket (QEMU exited?)");
+            take_pause_events(t);
+            if (t->paused_since_us) {
+                /* someone else's `stop`: nothing runs, nothing to sample, nothing to resume */
+                struct timespec ts = {0, 10000000};
+                nanosleep(&ts, NULL);
+                if (stats)
+                    stats->was_paused = true;
+                return 0;
+            }
             if (now_ns() - start > WAIT_RUN_NS) {
                 if (stats)
                     stats->was_paused = true; /* no vCPU executed anything: paused */
@@ -338,13 +499,12 @@ static int tp_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
             /* Counted, not repeated: one capture standing for several intervals would weigh
              * one instant many times (measured: hot-loop shares off by 8 points under MTTCG
              * on an overcommitted host). */
-            if (t->cur.periods > 1 && t->cur.periods <= QPR_MAX_PERIODS)
-                t->missed += t->cur.periods - 1;
+            t->missed += unrun_periods(t, &t->cur);
             return fn(handle, &t->vcpu, 1, ctx, err);
         }
         if (t->cur.kind == QPR_KIND_IDLE) {
             uint64_t *carry = &t->idle_carry_ns[t->cur.vcpu];
-            *carry += t->cur.idle_ns;
+            *carry += t->cur.idle_ns - paused_part_ns(t, &t->cur);
             t->idle_pending = *carry / t->interval_ns;
             *carry %= t->interval_ns;
             t->idle_vcpu = (int)t->cur.vcpu;
@@ -383,9 +543,9 @@ static int tp_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
             from_window(q, s->extra_addr, s->extra, s->extra_len) ||
             from_window(q, s->ustack_addr, s->ustack, s->ustack_len))
             continue;
-        if (t->ram) {
+        if (t->direct) {
             struct qmp_mem_req r = {.vaddr = q->vaddr, .len = q->len, .buf = q->buf};
-            int rc = qmp_mem_read_many(t->ram, &pc->mmu, &r, 1, err);
+            int rc = qmp_mem_read_many(t->qmp, &pc->mmu, &r, 1, err);
             q->got = r.got;
             q->rc = rc ? rc : r.rc;
         }
@@ -407,20 +567,20 @@ static int tp_vcpu_count(const void *impl)
 static int tp_read_phys(void *impl, uint64_t paddr, void *buf, size_t len, struct qp_error *err)
 {
     struct target_plugin *t = impl;
-    if (!t->ram)
+    if (!t->direct)
         return qp_error_set(err, -ENOTSUP,
                             "the plugin target reads guest-physical memory only with "
                             "--qmp-socket (the RAM file)");
-    return qmp_phys_read(t->ram, paddr, buf, len, err);
+    return qmp_phys_read(t->qmp, paddr, buf, len, err);
 }
 
 static int tp_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n,
                          struct qp_error *err)
 {
     struct target_plugin *t = impl;
-    if (!t->ram)
+    if (!t->direct)
         return qp_error_set(err, -ENOTSUP, "the plugin target lists RAM only with --qmp-socket");
-    return target_qmp_ram_ranges(t->ram, out, max, n, err);
+    return target_qmp_ram_ranges(t->qmp, out, max, n, err);
 }
 
 static uint64_t tp_round_trips(const void *impl)
@@ -442,7 +602,7 @@ static const char *tp_version(const void *impl)
 
 static const char *tp_describe(const void *impl)
 {
-    return ((const struct target_plugin *)impl)->ram
+    return ((const struct target_plugin *)impl)->direct
                ? "captured by the plugin, code from the RAM file"
                : "captured by the plugin";
 }
@@ -450,6 +610,17 @@ static const char *tp_describe(const void *impl)
 static uint64_t tp_missed(const void *impl)
 {
     return ((const struct target_plugin *)impl)->missed;
+}
+
+static uint64_t tp_paused_intervals(const void *impl)
+{
+    const struct target_plugin *t = impl;
+    uint64_t us = t->paused_us;
+    if (t->paused_since_us) {
+        int64_t now = g_get_real_time(), from = MAX(t->paused_since_us, t->open_us);
+        us += now > from ? (uint64_t)(now - from) : 0;
+    }
+    return us * 1000 / t->interval_ns;
 }
 
 static uint64_t tp_lost(const void *impl)
@@ -479,6 +650,7 @@ const struct prof_target_ops prof_target_plugin_ops = {
     .round_trips = tp_round_trips,
     .lost = tp_lost,
     .missed = tp_missed,
+    .paused_intervals = tp_paused_intervals,
     .reads_cost_round_trips = tp_reads_cost,
     .version = tp_version,
     .describe = tp_describe,

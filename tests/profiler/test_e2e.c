@@ -119,6 +119,7 @@ static bool pred_root_prefix(const char *stack, const void *prefix)
  * QEMU 10 (--plugin, with --qmp-socket for the RAM file that user code is identified from). */
 enum transport { OVER_QMP, OVER_GDB, OVER_PLUGIN };
 static enum transport transport = OVER_QMP;
+static const char *plugin_args; /* plugin-timer-X: the plugin loaded with trigger=timer */
 
 struct guest {
     test_vm *vm;
@@ -136,7 +137,8 @@ static int boot_with(struct guest *g, const char *run, bool nofp, const char *co
                            .cmdline = cmdline,
                            .extra_args = extra_args,
                            .gdbstub = transport == OVER_GDB,
-                           .plugin = transport == OVER_PLUGIN};
+                           .plugin = transport == OVER_PLUGIN,
+                           .plugin_args = plugin_args};
     int rc = vm_start(&opts, &g->vm);
     if (rc == VM_SKIP)
         exit(VM_SKIP);
@@ -1366,6 +1368,10 @@ int main(int argc, char **argv)
     if (g_str_has_prefix(which, "plugin-")) {
         transport = OVER_PLUGIN;
         which += 7;
+        if (g_str_has_prefix(which, "timer-")) {
+            plugin_args = "trigger=timer";
+            which += 6;
+        }
         if (plugin_case(which))
             return harness_result();
     }

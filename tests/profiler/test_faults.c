@@ -275,7 +275,8 @@ static void check_no_tmp_left(const char *output)
 /* Which of QEMU's interfaces qprof samples through: a case named gdb_X runs case X over the
  * gdbstub (--gdb), with the same assertions; QMP then stays free for the test's checks. */
 /* OVER_GDB_QMP: the gdbstub samples, QMP beside it finds the RAM file and tells who paused. */
-enum transport { OVER_QMP, OVER_GDB, OVER_GDB_QMP };
+/* OVER_PLUGIN: qprof-plugin.so in QEMU 10 captures, QMP beside it tells who paused. */
+enum transport { OVER_QMP, OVER_GDB, OVER_GDB_QMP, OVER_PLUGIN };
 static enum transport transport = OVER_QMP;
 
 struct guest {
@@ -300,7 +301,8 @@ static void boot(struct guest *g, const struct boot_opts *b)
                            .smp = b->smp,
                            .second_qmp = b->second_qmp,
                            .allow_reset = b->allow_reset,
-                           .gdbstub = transport != OVER_QMP};
+                           .gdbstub = transport == OVER_GDB || transport == OVER_GDB_QMP,
+                           .plugin = transport == OVER_PLUGIN};
     int rc = vm_start(&opts, &g->vm);
     if (rc == VM_SKIP)
         exit(VM_SKIP);
@@ -312,12 +314,16 @@ static void boot(struct guest *g, const struct boot_opts *b)
 /* qprof's arguments that point it at the guest: its QMP socket or gdbstub, kernel and user
  * programs. */
 #define GUEST_ARGS(g)                                                                              \
-    transport == OVER_QMP ? "--qmp-socket" : "--gdb",                                              \
-        transport == OVER_QMP ? vm_qmp_path((g)->vm) : vm_gdb_address((g)->vm),                    \
-        transport == OVER_GDB_QMP ? "--qmp-socket" : "--transport",                                \
-        transport == OVER_GDB_QMP ? vm_qmp_path((g)->vm)                                           \
-        : transport == OVER_QMP   ? "qmp"                                                          \
-                                  : "gdb",                                                           \
+    transport == OVER_QMP      ? "--qmp-socket"                                                    \
+    : transport == OVER_PLUGIN ? "--plugin"                                                        \
+                               : "--gdb",                                                          \
+        transport == OVER_QMP      ? vm_qmp_path((g)->vm)                                          \
+        : transport == OVER_PLUGIN ? vm_plugin_address((g)->vm)                                    \
+                                   : vm_gdb_address((g)->vm),                                      \
+        transport == OVER_GDB_QMP || transport == OVER_PLUGIN ? "--qmp-socket" : "--transport",    \
+        transport == OVER_GDB_QMP || transport == OVER_PLUGIN ? vm_qmp_path((g)->vm)               \
+        : transport == OVER_QMP                               ? "qmp"                              \
+                                                              : "gdb",                                                           \
         "--kernel", (g)->kernel, "--user-dir", (g)->user_dir
 
 /* A client on the given socket; the test fails and ends when QEMU does not answer. */
@@ -661,6 +667,23 @@ static void case_prelaunch(void)
 /* Someone else pauses the guest mid-run: qprof says so, takes no sample and never resumes it
  * (query-status through the other socket says paused, again and again, for as long as that
  * client wants), and samples again once that client resumes it. */
+/* Through the plugin a pause looks like vCPUs waiting in hlt (or, caught between checks, like
+ * a thread the host did not run); the pause above held the guest for at least 1.5 s, 1,500
+ * intervals of 1 ms: as idle samples they would be 1,500 or more. */
+static void check_pause_not_idle(const struct folded *f, const char *err)
+{
+    uint64_t idle = 0;
+    for (guint i = 0; i < f->stacks->len; i++)
+        if (g_str_has_prefix(g_ptr_array_index(f->stacks, i), "idle"))
+            idle += g_array_index(f->counts, uint64_t, i);
+    CHECK_MSG(idle < 750, "%lu of %lu samples idle: the pause became idle time",
+              (unsigned long)idle, (unsigned long)f->total);
+    const char *skipped = strstr(err, "guest paused by another client: ");
+    unsigned long n =
+        skipped ? strtoul(skipped + strlen("guest paused by another client: "), NULL, 10) : 0;
+    CHECK_MSG(n >= 1000, "%lu intervals counted as skipped for a pause of 1.5 s or more", n);
+}
+
 static void case_paused_during(void)
 {
     struct guest g;
@@ -693,6 +716,8 @@ static void case_paused_during(void)
     CHECK_MSG(strstr(err, "sampling intervals skipped"), "the summary counts no skipped interval");
     struct folded f = check_written(err, g.output);
     CHECK_MSG(f.total >= 200, "only %lu samples written", (unsigned long)f.total);
+    if (transport == OVER_PLUGIN)
+        check_pause_not_idle(&f, err);
     check_no_tmp_left(g.output);
     CHECK_MSG(guest_running(&g, true), "the guest does not run after the other client's cont");
     folded_free(&f);
@@ -913,6 +938,9 @@ int main(int argc, char **argv)
         which += 4;
     } else if (g_str_has_prefix(which, "gdbqmp_")) {
         transport = OVER_GDB_QMP;
+        which += 7;
+    } else if (g_str_has_prefix(which, "plugin_")) {
+        transport = OVER_PLUGIN;
         which += 7;
     }
     if (strcmp(which, "sigkill_qemu") == 0)

@@ -230,7 +230,8 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
         push(argv, &argc, fixed[i]);
     if (opts->plugin) {
         push_qemu10(argv, &argc, datadir, sizeof datadir);
-        snprintf(plugin_arg, sizeof plugin_arg, "%s,socket=%s", QPROF_PLUGIN_SO, vm->plugin);
+        snprintf(plugin_arg, sizeof plugin_arg, "%s,socket=%s%s%s", QPROF_PLUGIN_SO, vm->plugin,
+                 opts->plugin_args ? "," : "", opts->plugin_args ? opts->plugin_args : "");
         push(argv, &argc, "-plugin");
         push(argv, &argc, plugin_arg);
     }

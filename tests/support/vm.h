@@ -27,6 +27,7 @@ struct vm_opts {
      * at vm_plugin_address, for qprof --plugin. vm_start returns VM_SKIP, saying why, when
      * either is missing. */
     bool plugin;
+    const char *plugin_args; /* appended to the plugin's arguments, e.g. "trigger=timer" */
 };
 
 typedef struct test_vm test_vm;
