@@ -134,6 +134,20 @@ static int load_kernel(prof_session *s, struct qp_error *err)
     return 0;
 }
 
+/* --os auto with a kernel ELF that publishes no qprof_abi and is no Linux (no linux_banner):
+ * a kernel that tells nothing, for which address spaces stand for processes (--os none). */
+static void auto_os_for_kernel(prof_session *s)
+{
+    uint64_t addr;
+    if (s->opts.os != PROF_OS_AUTO || s->abi_addr || !s->kernel_syms ||
+        sym_find_by_name(s->kernel_syms, "linux_banner", &addr) == 0)
+        return;
+    s->opts.os = PROF_OS_NONE;
+    if (s->opts.verbose)
+        fprintf(stderr, "qprof: the kernel ELF has no qprof_abi and is not Linux: processes are "
+                        "told by address space and binaries by content (--os none)\n");
+}
+
 static int load_symbols(prof_session *s, struct qp_error *err)
 {
     int rc = unw_space_new_for(s->arch->elf_machine, "kernel", s->split.kernel_start, UINT64_MAX,
@@ -142,6 +156,7 @@ static int load_symbols(prof_session *s, struct qp_error *err)
         return rc;
     if (s->opts.kernel && (rc = load_kernel(s, err)))
         return rc;
+    auto_os_for_kernel(s); /* before the page index, which only --os none needs */
     s->store = sym_store_new();
     for (int i = 0; i < s->opts.n_user_dirs; i++) {
         rc = sym_store_add_dir(s->store, s->opts.user_dirs[i], err);
@@ -213,20 +228,6 @@ static int open_current(prof_session *s, struct qp_error *err)
     s->abi_addr = 0;
     return prof_os_current_open(o->kernel, o->current, o->current_pid, o->current_name, &s->current,
                                 err);
-}
-
-/* --os auto with a kernel ELF that publishes no qprof_abi and is no Linux (no linux_banner):
- * a kernel that tells nothing, for which address spaces stand for processes (--os none). */
-static void auto_os_for_kernel(prof_session *s)
-{
-    uint64_t addr;
-    if (s->opts.os != PROF_OS_AUTO || s->abi_addr || !s->kernel_syms ||
-        sym_find_by_name(s->kernel_syms, "linux_banner", &addr) == 0)
-        return;
-    s->opts.os = PROF_OS_NONE;
-    if (s->opts.verbose)
-        fprintf(stderr, "qprof: the kernel ELF has no qprof_abi and is not Linux: processes are "
-                        "told by address space and binaries by content (--os none)\n");
 }
 
 static int open_os(prof_session *s, struct qp_error *err)
@@ -308,7 +309,6 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     s->sysroot = prof_sysroot_new(&sysroot_cfg, s->modules, &s->counters);
     if ((rc = load_symbols(s, err)))
         goto fail;
-    auto_os_for_kernel(s);
     struct prof_stack_config stack_cfg = {.max_depth = o->max_depth,
                                           .verbose = o->verbose,
                                           .arch = s->arch,
