@@ -678,7 +678,11 @@ CPU_PER_SAMPLE=$(awk -v n="$(awk '/samples in/ { print $2 }' "$WORK/direct-1000.
 DIRECT_SLOW_WALL=$(slowdown direct-100 3)
 DIRECT_SLOW_GUEST=$(slowdown direct-100 2)
 }
-unwind_us() { [ -f "$WORK/unwind_bench" ] && awk '/unwind \+ symbolize:/ { print $4 }' "$WORK/unwind_bench"; }
+# unwind_bench's figure; empty (status 0) when the offline section did not run.
+unwind_us() {
+    [ -f "$WORK/unwind_bench" ] || return 0
+    awk '/unwind \+ symbolize:/ { print $4 }' "$WORK/unwind_bench"
+}
 
 # transport_floor's figure: FILE_SUFFIX MODE KEY (floor-1, floor-2, floor-tcp, ...); empty when
 # that floor was not measured.
