@@ -422,18 +422,35 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
         o->mode_filter = want;
         return 0;
     }
-    case OPT_KERNEL:
+    case OPT_KERNEL: {
+        /* Said before anything connects: with no QEMU running either, the typo is the news. */
+        struct stat st;
+        if (stat(arg, &st) != 0) {
+            fprintf(stderr, "qprof: --kernel: '%s': %s\n", arg, strerror(errno));
+            return -1;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            fprintf(stderr, "qprof: --kernel: '%s' is not a file (an ELF or a System.map)\n", arg);
+            return -1;
+        }
         o->kernel = arg;
         return 0;
+    }
     case OPT_KERNEL_SLIDE:
         return parse_i64("--kernel-slide", arg, &o->kernel_slide);
-    case OPT_USER_DIR:
+    case OPT_USER_DIR: {
         if (o->n_user_dirs == PROF_MAX_USER_DIRS) {
             fprintf(stderr, "qprof: --user-dir: at most %d directories\n", PROF_MAX_USER_DIRS);
             return -1;
         }
+        struct stat st;
+        if (stat(arg, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "qprof: --user-dir: '%s' is not a directory\n", arg);
+            return -1;
+        }
         o->user_dirs[o->n_user_dirs++] = arg;
         return 0;
+    }
     case OPT_MAX_DEPTH:
         return parse_int("--max-depth", arg, 1, 1024, &o->max_depth);
     case OPT_CPUS:

@@ -834,6 +834,11 @@ static void case_usage(void)
     snprintf(file, sizeof file, "%s/regular", dir);
     g_file_set_contents(file, "not a socket", -1, NULL);
     expect_failure(dir, (const char *[]){"--qmp-socket", file, NULL}, 1, file);
+    /* A mistyped path is said before qprof looks for QEMU (none runs here). */
+    expect_failure(dir, (const char *[]){"--kernel", "./nope.elf", NULL}, 2,
+                   "--kernel: './nope.elf': No such file");
+    expect_failure(dir, (const char *[]){"--kernel", dir, NULL}, 2, "is not a file");
+    expect_failure(dir, (const char *[]){"--user-dir", file, NULL}, 2, "is not a directory");
     struct qprof_run r = run_qprof(dir, (const char *[]){"--help", NULL}, 30);
     CHECK_INT(r.exit_code, 0);
     CHECK(strstr(r.out, "EXAMPLES") != NULL);
