@@ -1081,6 +1081,112 @@ static void case_plugin_spin_20k(void)
     vm_stop(g.vm);
 }
 
+/* Flat instructions of hot_a and hot_b in a pprof file's instructions sample type, and the
+ * function listed first. */
+static bool pprof_instructions(const char *dir, const char *path, double *a, double *b, char *first,
+                               size_t cap)
+{
+    char *cmd = g_strdup_printf("cd %s && HOME=%s GOCACHE=%s/gocache go tool pprof -top "
+                                "-sample_index=instructions -nodecount=1000 %s 2>&1",
+                                dir, dir, dir, path);
+    FILE *f = popen(cmd, "r");
+    g_free(cmd);
+    char line[512];
+    bool table = false, typed = false;
+    *a = *b = 0;
+    first[0] = '\0';
+    while (f && fgets(line, sizeof line, f)) {
+        typed |= strstr(line, "Type: instructions") != NULL;
+        if (strstr(line, "flat%")) {
+            table = true;
+            continue;
+        }
+        double flat;
+        char name[256];
+        if (!table || sscanf(line, " %lf %*s %*s %*s %*s %255s", &flat, name) != 2)
+            continue;
+        if (!first[0])
+            g_strlcpy(first, name, cap);
+        if (strcmp(name, "hot_a") == 0)
+            *a = flat;
+        if (strcmp(name, "hot_b") == 0)
+            *b = flat;
+    }
+    fprintf(stderr, "pprof: %s\n", typed ? "Type: instructions" : "no 'Type: instructions' line");
+    return f && pclose(f) == 0 && table && typed;
+}
+
+/* The instructions of the line "root;leaf" of a flat profile, 0 when absent. */
+static uint64_t exact_line(const struct folded *f, const char *root_leaf)
+{
+    for (guint i = 0; i < f->stacks->len; i++)
+        if (strcmp(STACK(f, i), root_leaf) == 0)
+            return COUNT(f, i);
+    return 0;
+}
+
+/* --exact on the demo guest: every instruction counted, so spin's designed 3:1 work split of
+ * hot_a and hot_b (the same loop body, 3 x BATCH and BATCH iterations) shows within 1% (a run
+ * cut mid-batch is off by at most one batch in thousands); kernel functions are counted too,
+ * by name; pprof decodes with an instructions sample type that says the same. */
+static void case_plugin_exact(void)
+{
+    struct guest g;
+    boot(&g, "spin,sys", false);
+    const char *dir = vm_dir(g.vm);
+    char *folded = g_strdup_printf("%s/out.folded", dir),
+         *pb = g_strdup_printf("%s/out.pb.gz", dir);
+    char *exact = g_strdup_printf("%s/out.exact.folded", dir);
+    const char *args[] = {GUEST_ARGS(&g), "--exact", "--duration", "4", "--interval",    "1",
+                          "-o",           folded,    "-o",         pb,  "--no-progress", NULL};
+    struct qprof_run r = run_qprof(dir, args, 300);
+    fprintf(stderr, "%s", r.err);
+    CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
+    CHECK_MSG(strstr(r.err, "exact instructions (--exact"), "no exact counts in the summary");
+    struct folded f = read_folded(exact);
+    uint64_t a = exact_line(&f, "spin;hot_a"), b = exact_line(&f, "spin;hot_b");
+    double ratio = b ? (double)a / (double)b : 0;
+    fprintf(stderr, "exact: hot_a %lu, hot_b %lu instructions: %.5f to 1\n", (unsigned long)a,
+            (unsigned long)b, ratio);
+    /* hot_b's BATCH iterations run ~6 instructions each: a million is a few dozen batches */
+    CHECK_MSG(b > 1000000, "hot_b ran only %lu instructions", (unsigned long)b);
+    CHECK_MSG(fabs(ratio / 3 - 1) < 0.01, "hot_a : hot_b = %.4f, designed 3 within 1%%", ratio);
+    /* kernel code by its names: sys's system calls and the timer's interrupts */
+    unsigned kernel_named = 0;
+    uint64_t kernel = 0;
+    for (guint i = 0; i < f.stacks->len; i++) {
+        if (!g_str_has_prefix(STACK(&f, i), "kernel;"))
+            continue;
+        kernel += COUNT(&f, i);
+        kernel_named += !g_str_has_prefix(STACK(&f, i), "kernel;0x");
+        CHECK_MSG(strchr(STACK(&f, i) + 7, ';') == NULL, "not leaf-only: %s", STACK(&f, i));
+    }
+    fprintf(stderr, "exact: %u named kernel functions, %lu kernel instructions\n", kernel_named,
+            (unsigned long)kernel);
+    CHECK_MSG(kernel_named >= 5, "only %u kernel functions counted by name", kernel_named);
+    CHECK_MSG(exact_line(&f, "sys;main") > 0 || count_matching(&f, pred_root_prefix, "sys;") > 0,
+              "the second program, sys, is not counted");
+    /* the sampled stacks are as usual beside it */
+    struct folded sampled = read_folded(folded);
+    CHECK_MSG(count_matching(&sampled, pred_has_frame, "hot_a") > 0, "no sampled hot_a");
+    double pa, pb_flat;
+    char first[256];
+    CHECK_MSG(pprof_instructions(dir, pb, &pa, &pb_flat, first, sizeof first),
+              "go tool pprof -sample_index=instructions failed");
+    fprintf(stderr, "pprof instructions: first %s, hot_a %.0f hot_b %.0f\n", first, pa, pb_flat);
+    CHECK_STR(first, "hot_a");
+    CHECK_MSG(pb_flat > 0 && fabs(pa / pb_flat / 3 - 1) < 0.01,
+              "pprof: hot_a : hot_b = %.4f, designed 3 within 1%%", pb_flat ? pa / pb_flat : 0);
+    if (harness_failures)
+        folded_dump(&f);
+    folded_free(&sampled);
+    folded_free(&f);
+    run_free(&r);
+    g_free(folded), g_free(pb), g_free(exact);
+    CHECK(guest_running(&g));
+    vm_stop(g.vm);
+}
+
 /* ---- --os none: address spaces and binaries by content ------------------------------------ */
 
 /* Samples per root ("spin (1)", "spin [as 2]", "idle", ...) of a folded file. */
@@ -1357,6 +1463,8 @@ static bool plugin_case(const char *which)
         case_plugin_full_ring();
     else if (strcmp(which, "spin-20k") == 0)
         case_plugin_spin_20k();
+    else if (strcmp(which, "exact") == 0)
+        case_plugin_exact();
     else
         return false;
     return true;
