@@ -16,7 +16,11 @@
  *
  * A listener thread serves the unix socket: one qprof at a time gets the memfd and sends its
  * configuration; when it goes away, sampling is disarmed (the counter's threshold is then 2^24
- * instructions away, a callback per ~16M instructions) and the next qprof is served. */
+ * instructions away, a callback per ~16M instructions) and the next qprof is served.
+ *
+ * qprof --exact's instruction counts per block live in qprof_exact.c; this file only hands it
+ * each translated block, the socket's exact-count requests, and a vCPU thread to reset the
+ * plugin from (on_counter). */
 #define _GNU_SOURCE
 #include <qemu/qemu-plugin.h>
 

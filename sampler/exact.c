@@ -24,6 +24,12 @@ static void collect_binary(const sym_table *t, void *ctx)
         g_array_append_val(((struct attribution *)ctx)->binaries, b);
 }
 
+static gint by_name(gconstpointer a, gconstpointer b)
+{
+    return strcmp(sym_table_name(((const struct exact_binary *)a)->table),
+                  sym_table_name(((const struct exact_binary *)b)->table));
+}
+
 static uint32_t binary_module(struct attribution *a, struct exact_binary *b)
 {
     if (b->module != OUT_NO_MODULE)
@@ -87,6 +93,7 @@ void prof_exact_attribute(const struct prof_exact_counts *c, const struct prof_e
                                 g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL)};
     if (env->store)
         sym_store_foreach(env->store, collect_binary, &a);
+    g_array_sort(a.binaries, by_name); /* shared code's "a|b" in one order */
     *st = (struct prof_exact_summary){.counting = c->counting,
                                       .counted_s = c->counted_s,
                                       .blocks = c->n,
