@@ -1142,19 +1142,45 @@ static unsigned check_exact_kernel(const struct folded *f)
     return kernel_named;
 }
 
-/* One qprof --exact run of `seconds` (its summary in *err_text, g_free): the designed 3:1 split
+/* The batches spin (pid 1) reported done so far: its latest "spin[1] iter=N" line. */
+static uint64_t spin_batches(struct guest *g)
+{
+    char *text = vm_serial_text(g->vm);
+    const char *last = NULL;
+    for (const char *p = strstr(text, "spin[1] iter="); p; p = strstr(p + 1, "spin[1] iter="))
+        last = p;
+    uint64_t n = last ? strtoull(last + strlen("spin[1] iter="), NULL, 10) : 0;
+    g_free(text);
+    return n;
+}
+
+/* Batches an --exact run lets spin do: a count cut mid-call at either end is off by at most a
+ * batch of each function, so the 3:1 ratio's error is below 2 / EXACT_BATCHES (0.1%), however
+ * fast or loaded the host (the run lasts until the guest has done them). */
+#define EXACT_BATCHES 2000
+
+/* One qprof --exact run (until spin has done EXACT_BATCHES more batches): the designed 3:1 split
  * of hot_a and hot_b within 1% in the flat profile and in pprof's instructions, kernel functions
  * by name, the second program counted too, the sampled stacks as usual. Returns how long the
- * plugin said it counted. */
-static double check_exact_run(struct guest *g, const char *seconds)
+ * plugin said it counted; *wall_s gets how long qprof ran. */
+static double check_exact_run(struct guest *g, double *wall_s)
 {
     const char *dir = vm_dir(g->vm);
     char *folded = g_strdup_printf("%s/out.folded", dir);
     char *pb = g_strdup_printf("%s/out.pb.gz", dir);
     char *exact = g_strdup_printf("%s/out.exact.folded", dir);
-    const char *args[] = {GUEST_ARGS(g), "--exact", "--duration", seconds, "--interval",    "1",
-                          "-o",          folded,    "-o",         pb,      "--no-progress", NULL};
-    struct qprof_run r = run_qprof(dir, args, 300);
+    const char *args[] = {GUEST_ARGS(g), "--exact", "--duration", "0", "--interval", "1",
+                          "-o",          folded,    "-o",         pb,  "--progress", NULL};
+    double t0 = now_s();
+    pid_t pid = start_qprof(dir, args);
+    CHECK_MSG(wait_for_samples(dir, pid, 50, 120), "qprof --exact took no samples");
+    uint64_t from = spin_batches(g);
+    double deadline = now_s() + 300;
+    while (spin_batches(g) < from + EXACT_BATCHES && now_s() < deadline)
+        usleep(50000);
+    kill(pid, SIGINT);
+    struct qprof_run r = wait_qprof(dir, pid, 120);
+    *wall_s = now_s() - t0;
     fprintf(stderr, "%s", r.err);
     CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
     const char *summary = strstr(r.err, "exact instructions (--exact, counted for ");
@@ -1166,8 +1192,9 @@ static double check_exact_run(struct guest *g, const char *seconds)
     double ratio = b ? (double)a / (double)b : 0;
     fprintf(stderr, "exact: hot_a %lu, hot_b %lu instructions: %.5f to 1\n", (unsigned long)a,
             (unsigned long)b, ratio);
-    /* hot_b's BATCH iterations run ~6 instructions each: a million is a few dozen batches */
-    CHECK_MSG(b > 1000000, "hot_b ran only %lu instructions", (unsigned long)b);
+    /* a batch is BATCH = 20000 iterations of hot_b, a few instructions each */
+    CHECK_MSG(b > (uint64_t)EXACT_BATCHES * 20000 * 2, "hot_b ran only %lu instructions",
+              (unsigned long)b);
     CHECK_MSG(fabs(ratio / 3 - 1) < 0.01, "hot_a : hot_b = %.4f, designed 3 within 1%%", ratio);
     /* kernel code by its names: sys's system calls, the timer's interrupts */
     unsigned kernel_named = check_exact_kernel(&f);
@@ -1194,19 +1221,31 @@ static double check_exact_run(struct guest *g, const char *seconds)
 
 /* --exact on the demo guest: every instruction counted, so spin's designed 3:1 work split of
  * hot_a and hot_b (the same loop body, 3 x BATCH and BATCH iterations) shows within 1% (a run
- * cut mid-batch is off by at most one batch in thousands). A second --exact run against the same
- * QEMU counts afresh, from its own start; a qprof without --exact after it is served as usual
- * (the plugin removed its counters). */
+ * cut mid-batch is off by at most one batch in thousands). An --exact qprof killed outright
+ * leaves nothing behind: the next --exact run against the same QEMU counts from its own start
+ * (so does the one after it); a qprof without --exact after them is served as usual (the
+ * plugin removed its counters). */
 static void case_plugin_exact(void)
 {
     struct guest g;
     boot(&g, "spin,sys", false);
-    double first = check_exact_run(&g, "4");
-    double second = check_exact_run(&g, "2");
-    fprintf(stderr, "counted for %.2f s, then %.2f s\n", first, second);
-    CHECK_MSG(first > 1 && second > 0.5, "counted for only %.2f s and %.2f s", first, second);
-    CHECK_MSG(second < first, "the second run's counts started with the first's (%.2f s, %.2f s)",
-              first, second);
+    const char *dir = vm_dir(g.vm);
+    const char *killed[] = {GUEST_ARGS(&g), "--exact", "--duration", "0",
+                            "--interval",   "1",       "--progress", NULL};
+    pid_t pid = start_qprof(dir, killed);
+    CHECK_MSG(wait_for_samples(dir, pid, 2000, 120), "the first --exact qprof took no samples");
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    double wall1, wall2;
+    double first = check_exact_run(&g, &wall1);
+    double second = check_exact_run(&g, &wall2);
+    fprintf(stderr, "counted for %.2f s of %.2f s, then %.2f s of %.2f s\n", first, wall1, second,
+            wall2);
+    /* counted from the run's own start: within the time its qprof ran, not since the killed one */
+    CHECK_MSG(first > 0 && first < wall1, "the first run counted for %.2f s in %.2f s", first,
+              wall1);
+    CHECK_MSG(second > 0 && second < wall2, "the second run counted for %.2f s in %.2f s", second,
+              wall2);
     struct folded f = profile(&g, 300, "1", NULL);
     GHashTable *roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     check_spin_stacks(&f, roots);
