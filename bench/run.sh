@@ -601,7 +601,7 @@ section_linux() {
 # ---- Section plugin: the TCG plugin target against the gdbstub (bench/plugin.sh) ----------
 
 section_plugin() {
-    step "the plugin target at 1 and 10 kHz beside the gdbstub at 1 kHz, QEMU 10 (bench/plugin.sh)"
+    step "the plugin target at 1 and 10 kHz, and with --exact, beside the gdbstub at 1 kHz, QEMU 10 (bench/plugin.sh)"
     "$ROOT/bench/plugin.sh" "$BUILD" "$(secs 10)" 2 > "$WORK/plugin.md" 2> "$WORK/plugin.err" ||
         die "bench/plugin.sh failed: $(tail -n 3 "$WORK/plugin.err" | tr '\n' ' ')"
     grep -q '^bench: plugin 10 kHz slowdown [0-9.-]*%, gdbstub 1 kHz slowdown [0-9.-]*%$' \
