@@ -79,6 +79,16 @@ void prof_print_help(FILE *out)
         "                         whichever comes first\n"
         "  --period-insns N       --plugin: sample each vCPU every ~N guest instructions\n"
         "                         (jittered +-50%) instead of every --interval\n"
+        "  --exact                --plugin: also count every guest instruction executed\n"
+        "                         (kernel and user, every vCPU, from the start of the run),\n"
+        "                         per function: inline counters per translated block, no\n"
+        "                         sampling. A flat profile beside the sampled stacks: each\n"
+        "                         folded -o FILE.EXT gets FILE.exact.EXT with one line per\n"
+        "                         function, \"BINARY;FUNCTION INSTRUCTIONS\" (BINARY: kernel,\n"
+        "                         or the --user-dir binary whose code ran, all its processes\n"
+        "                         summed); a pprof -o gets the sample type instructions\n"
+        "                         (pprof -sample_index=instructions); the summary lists the\n"
+        "                         top functions. Costs more guest time while it counts\n"
         "  --cpus LIST            vCPUs to sample, e.g. 0 or 0,2-3 [all]\n"
         "  --kernel-only          keep only samples taken in kernel mode (incl. idle)\n"
         "  --user-only            keep only samples taken in user mode\n"
@@ -145,6 +155,10 @@ void prof_print_help(FILE *out)
         "      take exactly 5000 samples at ~1 kHz, however long that takes\n"
         "  qprof --duration 0 --interval 1 -o - > stack.folded\n"
         "      sample at ~1 kHz until Ctrl-C, folded stacks on stdout\n"
+        "  qprof --plugin unix:./qprof-plugin --qmp-socket ./qmp-socket --exact --duration 10 \\\n"
+        "        --kernel kernel.elf --user-dir bin/ -o stack.folded -o p.pb.gz\n"
+        "      sampled stacks in stack.folded, exact instructions per function in\n"
+        "      stack.exact.folded, both in p.pb.gz\n"
         "  qprof --qmp-socket ./qmp-socket --sysroot /mnt/guest-root -o linux.folded\n"
         "      a Linux guest: kernel stacks by ORC, user stacks by its own files' CFI\n"
         "  qprof --kernel-only --kernel System.map --kernel-slide 0x1e00000 -o k.folded\n"
@@ -247,6 +261,7 @@ enum {
     OPT_TRANSPORT,
     OPT_PLUGIN,
     OPT_PERIOD_INSNS,
+    OPT_EXACT,
     OPT_INTERVAL,
     OPT_DURATION,
     OPT_ONE_SHOT,
@@ -281,6 +296,7 @@ static const struct option long_options[] = {
     {"transport", required_argument, NULL, OPT_TRANSPORT},
     {"plugin", required_argument, NULL, OPT_PLUGIN},
     {"period-insns", required_argument, NULL, OPT_PERIOD_INSNS},
+    {"exact", no_argument, NULL, OPT_EXACT},
     {"output", required_argument, NULL, 'o'},
     {"interval", required_argument, NULL, OPT_INTERVAL},
     {"duration", required_argument, NULL, OPT_DURATION},
@@ -368,6 +384,9 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
         o->period_insns = v;
         return 0;
     }
+    case OPT_EXACT:
+        o->exact = true;
+        return 0;
     case OPT_GDB:
         if ((strncmp(arg, "tcp:", 4) != 0 && strncmp(arg, "unix:", 5) != 0) ||
             !arg[strncmp(arg, "tcp:", 4) == 0 ? 4 : 5]) {
@@ -594,6 +613,15 @@ int prof_parse_args(int argc, char **argv, struct prof_options *o)
     }
     if (o->plugin_address && o->gdb_address) {
         fprintf(stderr, "qprof: --plugin and --gdb are two targets: give one\n");
+        return usage_error();
+    }
+    if (o->exact && !o->plugin_address) {
+        fprintf(stderr, "qprof: --exact goes with --plugin (only the plugin inside QEMU can "
+                        "count instructions)\n");
+        return usage_error();
+    }
+    if (o->exact && o->one_shot) {
+        fprintf(stderr, "qprof: --exact counts over a run, not --one-shot\n");
         return usage_error();
     }
     if (o->period_insns && !o->plugin_address) {

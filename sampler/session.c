@@ -13,6 +13,7 @@
 
 #include "aspace.h"
 #include "capture.h"
+#include "exact.h"
 #include "modules.h"
 #include "stacks.h"
 #include "sysroot.h"
@@ -286,7 +287,8 @@ static int open_target(prof_session *s, struct qp_error *err)
                                        .plugin_address = o->plugin_address,
                                        .interval_ns = (uint64_t)(o->interval_ms * 1e6),
                                        .period_insns = o->period_insns,
-                                       .abi_addr = s->abi_addr};
+                                       .abi_addr = s->abi_addr,
+                                       .exact = o->exact};
     return prof_target_open_transport(&tc, &s->target, err);
 }
 
@@ -876,6 +878,19 @@ static bool keep_sample(const prof_session *s, const struct out_sample *o)
 out_profile *prof_session_profile(prof_session *s)
 {
     return s->profile;
+}
+
+int prof_session_exact(prof_session *s, struct prof_exact_summary *st, struct qp_error *err)
+{
+    struct prof_exact_counts c = {0};
+    int rc = prof_target_exact_counts(s->target, &c, err);
+    if (rc)
+        return rc;
+    struct prof_exact_env env = {
+        .split = s->split, .modules = s->modules, .profile = s->profile, .store = s->store};
+    prof_exact_attribute(&c, &env, st);
+    prof_exact_counts_clear(&c);
+    return 0;
 }
 
 out_names *prof_session_names(prof_session *s)

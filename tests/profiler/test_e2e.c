@@ -1086,6 +1086,180 @@ static void case_plugin_spin_20k(void)
     vm_stop(g.vm);
 }
 
+/* Flat instructions of hot_a and hot_b in a pprof file's instructions sample type, and the
+ * function listed first. */
+static bool pprof_instructions(const char *dir, const char *path, double *a, double *b, char *first,
+                               size_t cap)
+{
+    char *cmd = g_strdup_printf("cd %s && HOME=%s GOCACHE=%s/gocache go tool pprof -top "
+                                "-sample_index=instructions -nodecount=1000 %s 2>&1",
+                                dir, dir, dir, path);
+    FILE *f = popen(cmd, "r");
+    g_free(cmd);
+    char line[512];
+    bool table = false, typed = false;
+    *a = *b = 0;
+    first[0] = '\0';
+    while (f && fgets(line, sizeof line, f)) {
+        typed |= strstr(line, "Type: instructions") != NULL;
+        if (strstr(line, "flat%")) {
+            table = true;
+            continue;
+        }
+        double flat;
+        char name[256];
+        if (!table || sscanf(line, " %lf %*s %*s %*s %*s %255s", &flat, name) != 2)
+            continue;
+        if (!first[0])
+            g_strlcpy(first, name, cap);
+        if (strcmp(name, "hot_a") == 0)
+            *a = flat;
+        if (strcmp(name, "hot_b") == 0)
+            *b = flat;
+    }
+    fprintf(stderr, "pprof: %s\n", typed ? "Type: instructions" : "no 'Type: instructions' line");
+    return f && pclose(f) == 0 && table && typed;
+}
+
+/* The instructions of the line "root;leaf" of a flat profile, 0 when absent. */
+static uint64_t exact_line(const struct folded *f, const char *root_leaf)
+{
+    for (guint i = 0; i < f->stacks->len; i++)
+        if (strcmp(STACK(f, i), root_leaf) == 0)
+            return COUNT(f, i);
+    return 0;
+}
+
+/* The kernel part of a flat profile: leaf-only lines, and how many name a function. */
+static unsigned check_exact_kernel(const struct folded *f)
+{
+    unsigned kernel_named = 0;
+    uint64_t kernel = 0;
+    for (guint i = 0; i < f->stacks->len; i++) {
+        if (!g_str_has_prefix(STACK(f, i), "kernel;"))
+            continue;
+        kernel += COUNT(f, i);
+        kernel_named += !g_str_has_prefix(STACK(f, i), "kernel;0x");
+        CHECK_MSG(strchr(STACK(f, i) + 7, ';') == NULL, "not leaf-only: %s", STACK(f, i));
+    }
+    fprintf(stderr, "exact: %u named kernel functions, %lu kernel instructions\n", kernel_named,
+            (unsigned long)kernel);
+    return kernel_named;
+}
+
+/* The batches spin (pid 1) reported done so far: its latest "spin[1] iter=N" line. */
+static uint64_t spin_batches(struct guest *g)
+{
+    char *text = vm_serial_text(g->vm);
+    const char *last = NULL;
+    for (const char *p = strstr(text, "spin[1] iter="); p; p = strstr(p + 1, "spin[1] iter="))
+        last = p;
+    uint64_t n = last ? strtoull(last + strlen("spin[1] iter="), NULL, 10) : 0;
+    g_free(text);
+    return n;
+}
+
+/* Batches an --exact run lets spin do: a count cut mid-call at either end is off by at most a
+ * batch of each function, so the 3:1 ratio's error is below 2 / EXACT_BATCHES (0.1%), however
+ * fast or loaded the host (the run lasts until the guest has done them). */
+#define EXACT_BATCHES 2000
+
+/* One qprof --exact run (until spin has done EXACT_BATCHES more batches): the designed 3:1 split
+ * of hot_a and hot_b within 1% in the flat profile and in pprof's instructions, kernel functions
+ * by name, the second program counted too, the sampled stacks as usual. Returns how long the
+ * plugin said it counted; *wall_s gets how long qprof ran. */
+static double check_exact_run(struct guest *g, double *wall_s)
+{
+    const char *dir = vm_dir(g->vm);
+    char *folded = g_strdup_printf("%s/out.folded", dir);
+    char *pb = g_strdup_printf("%s/out.pb.gz", dir);
+    char *exact = g_strdup_printf("%s/out.exact.folded", dir);
+    const char *args[] = {GUEST_ARGS(g), "--exact", "--duration", "0", "--interval", "1",
+                          "-o",          folded,    "-o",         pb,  "--progress", NULL};
+    double t0 = now_s();
+    pid_t pid = start_qprof(dir, args);
+    CHECK_MSG(wait_for_samples(dir, pid, 50, 120), "qprof --exact took no samples");
+    uint64_t from = spin_batches(g);
+    double deadline = now_s() + 300;
+    while (spin_batches(g) < from + EXACT_BATCHES && now_s() < deadline)
+        usleep(50000);
+    kill(pid, SIGINT);
+    struct qprof_run r = wait_qprof(dir, pid, 120);
+    *wall_s = now_s() - t0;
+    fprintf(stderr, "%s", r.err);
+    CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
+    const char *summary = strstr(r.err, "exact instructions (--exact, counted for ");
+    CHECK_MSG(summary, "no exact counts in the summary");
+    double counted =
+        summary ? strtod(summary + strlen("exact instructions (--exact, counted for "), NULL) : 0;
+    struct folded f = read_folded(exact);
+    uint64_t a = exact_line(&f, "spin;hot_a"), b = exact_line(&f, "spin;hot_b");
+    double ratio = b ? (double)a / (double)b : 0;
+    fprintf(stderr, "exact: hot_a %lu, hot_b %lu instructions: %.5f to 1\n", (unsigned long)a,
+            (unsigned long)b, ratio);
+    /* a batch is BATCH = 20000 iterations of hot_b, a few instructions each */
+    CHECK_MSG(b > (uint64_t)EXACT_BATCHES * 20000 * 2, "hot_b ran only %lu instructions",
+              (unsigned long)b);
+    CHECK_MSG(fabs(ratio / 3 - 1) < 0.01, "hot_a : hot_b = %.4f, designed 3 within 1%%", ratio);
+    /* kernel code by its names: sys's system calls, the timer's interrupts */
+    unsigned kernel_named = check_exact_kernel(&f);
+    CHECK_MSG(kernel_named >= 5, "only %u kernel functions counted by name", kernel_named);
+    CHECK_MSG(count_matching(&f, pred_root_prefix, "sys;") > 0, "sys's own code is not counted");
+    struct folded sampled = read_folded(folded);
+    CHECK_MSG(count_matching(&sampled, pred_has_frame, "hot_a") > 0, "no sampled hot_a");
+    double pa, pb_flat;
+    char first[256];
+    CHECK_MSG(pprof_instructions(dir, pb, &pa, &pb_flat, first, sizeof first),
+              "go tool pprof -sample_index=instructions failed");
+    fprintf(stderr, "pprof instructions: first %s, hot_a %.0f hot_b %.0f\n", first, pa, pb_flat);
+    CHECK_STR(first, "hot_a");
+    CHECK_MSG(pb_flat > 0 && fabs(pa / pb_flat / 3 - 1) < 0.01,
+              "pprof: hot_a : hot_b = %.4f, designed 3 within 1%%", pb_flat ? pa / pb_flat : 0);
+    if (harness_failures)
+        folded_dump(&f);
+    folded_free(&sampled);
+    folded_free(&f);
+    run_free(&r);
+    g_free(folded), g_free(pb), g_free(exact);
+    return counted;
+}
+
+/* --exact on the demo guest: every instruction counted, so spin's designed 3:1 work split of
+ * hot_a and hot_b (the same loop body, 3 x BATCH and BATCH iterations) shows within 1% (a run
+ * cut mid-batch is off by at most one batch in thousands). An --exact qprof killed outright
+ * leaves nothing behind: the next --exact run against the same QEMU counts from its own start
+ * (so does the one after it); a qprof without --exact after them is served as usual (the
+ * plugin removed its counters). */
+static void case_plugin_exact(void)
+{
+    struct guest g;
+    boot(&g, "spin,sys", false);
+    const char *dir = vm_dir(g.vm);
+    const char *killed[] = {GUEST_ARGS(&g), "--exact", "--duration", "0",
+                            "--interval",   "1",       "--progress", NULL};
+    pid_t pid = start_qprof(dir, killed);
+    CHECK_MSG(wait_for_samples(dir, pid, 2000, 120), "the first --exact qprof took no samples");
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    double wall1, wall2;
+    double first = check_exact_run(&g, &wall1);
+    double second = check_exact_run(&g, &wall2);
+    fprintf(stderr, "counted for %.2f s of %.2f s, then %.2f s of %.2f s\n", first, wall1, second,
+            wall2);
+    /* counted from the run's own start: within the time its qprof ran, not since the killed one */
+    CHECK_MSG(first > 0 && first < wall1, "the first run counted for %.2f s in %.2f s", first,
+              wall1);
+    CHECK_MSG(second > 0 && second < wall2, "the second run counted for %.2f s in %.2f s", second,
+              wall2);
+    struct folded f = profile(&g, 300, "1", NULL);
+    GHashTable *roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    check_spin_stacks(&f, roots);
+    g_hash_table_destroy(roots);
+    folded_free(&f);
+    CHECK(guest_running(&g));
+    vm_stop(g.vm);
+}
+
 /* ---- --os none: address spaces and binaries by content ------------------------------------ */
 
 /* Samples per root ("spin (1)", "spin [as 2]", "idle", ...) of a folded file. */
@@ -1362,6 +1536,8 @@ static bool plugin_case(const char *which)
         case_plugin_full_ring();
     else if (strcmp(which, "spin-20k") == 0)
         case_plugin_spin_20k();
+    else if (strcmp(which, "exact") == 0)
+        case_plugin_exact();
     else
         return false;
     return true;
