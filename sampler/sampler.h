@@ -172,6 +172,8 @@ struct prof_counters {
     uint64_t sysroot_stacks, sysroot_stacks_complete, sysroot_files_unused;
     /* --os none: user code pages (one per address space and page) no --user-dir file has */
     uint64_t content_pages_unmatched;
+    /* --os none: times a kernel walk ran off the kernel stack window and it grew by a page */
+    uint64_t kstack_window_grown;
 };
 
 /* Counts one vCPU's sample in its vCPU's balance (mode, and the first processes seen). */
