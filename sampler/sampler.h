@@ -174,6 +174,8 @@ struct prof_counters {
     uint64_t content_pages_unmatched;
     /* --os none: times a kernel walk ran off the kernel stack window and it grew by a page */
     uint64_t kstack_window_grown;
+    /* --os none: address-space roots found given to another process (their code changed) */
+    uint64_t aspace_roots_reused;
 };
 
 /* Counts one vCPU's sample in its vCPU's balance (mode, and the first processes seen). */

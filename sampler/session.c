@@ -748,17 +748,31 @@ static void copy_user_page(prof_session *s, struct cpu_capture *c, uint64_t pc)
         c->page_state = PAGE_UNREADABLE;
 }
 
+/* --os none: a few bytes at user pc, now and then, against the page copied there before: a
+ * root that a new process got (its page table freed and allocated again) shows as other code. */
+static void check_root_reuse(prof_session *s, struct cpu_capture *c, uint64_t pc)
+{
+    uint64_t addr;
+    size_t len, got = 0;
+    uint8_t bytes[64];
+    if (!prof_aspace_check_due(c->as, pc, &addr, &len) || len > sizeof bytes)
+        return;
+    if (paused_read(s, &c->vcpu, addr, bytes, len, &got) == 0 && got == len)
+        c->as = prof_aspace_verify(s->aspaces, c->as, addr, bytes, len);
+}
+
 /* --os none: the vCPU's address space stands for its process once user code ran in it. */
 static void capture_aspace(prof_session *s, struct cpu_capture *c)
 {
     const struct prof_vcpu *v = &c->vcpu;
     c->as = prof_aspace_for(s->aspaces, v->as_root);
-    if (v->user) {
+    if (!v->user && !c->have_entry_regs)
+        return;
+    uint64_t pc = v->user ? v->regs.r[s->arch->pc_reg] : c->entry_regs.r[s->arch->pc_reg];
+    check_root_reuse(s, c, pc);
+    if (v->user)
         prof_aspace_saw_user(c->as);
-        copy_user_page(s, c, v->regs.r[s->arch->pc_reg]);
-    } else if (c->have_entry_regs) {
-        copy_user_page(s, c, c->entry_regs.r[s->arch->pc_reg]);
-    }
+    copy_user_page(s, c, pc);
 }
 
 /* Stacks first: they are what this sample is for. A new binary's copy takes what is left. */
