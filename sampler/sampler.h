@@ -62,6 +62,7 @@ struct prof_options {
     const char *current;        /* --current EXPR (--os none), NULL: none */
     const char *current_pid;    /* --current-pid FIELD, NULL: "pid" */
     const char *current_name;   /* --current-name FIELD, NULL: "name", else "comm" */
+    const char *percpu_offsets; /* --percpu-offsets TABLE, NULL: "__per_cpu_offset" */
     const char *sysroot; /* --sysroot DIR: the guest's root filesystem, NULL: user leaf only */
     int top;             /* --top, 10 */
     bool progress;       /* live progress line (on a terminal unless --no-progress;

@@ -229,8 +229,12 @@ static int open_current(prof_session *s, struct qp_error *err)
                             "goes with --os none only");
     s->opts.os = PROF_OS_NONE;
     s->abi_addr = 0;
-    return prof_os_current_open(o->kernel, o->current, o->current_pid, o->current_name, &s->current,
-                                err);
+    struct prof_current_names names = {
+        .pid_field = o->current_pid,
+        .name_field = o->current_name,
+        .percpu_offsets = o->percpu_offsets,
+    };
+    return prof_os_current_open(o->kernel, o->current, &names, &s->current, err);
 }
 
 static int open_os(prof_session *s, struct qp_error *err)
