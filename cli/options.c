@@ -110,9 +110,12 @@ void prof_print_help(FILE *out)
         "  --vmcoreinfo FILE      a Linux guest's vmcoreinfo text, instead of scanning its RAM\n"
         "  --current EXPR         (implies --os none) each vCPU's current process: a path over\n"
         "                         the --kernel ELF's globals and DWARF types, $cpu for the vCPU,\n"
-        "                         e.g. 'cpus[$cpu].proc' (docs/profile-your-os.md)\n"
+        "                         e.g. 'cpus[$cpu].proc'; per_cpu(VAR) is a per-CPU variable,\n"
+        "                         e.g. 'per_cpu(current_task)' (docs/profile-your-os.md)\n"
         "  --current-pid FIELD    its pid field [pid]\n"
         "  --current-name FIELD   its name field [name, else comm]\n"
+        "  --percpu-offsets VAR   per_cpu()'s table of each CPU's per-CPU base\n"
+        "                         [__per_cpu_offset]\n"
         "  --sysroot DIR          the guest's root filesystem, e.g. its image mounted\n"
         "                         read-only; user binaries and libraries are matched by path\n"
         "                         and verified by build-id, then user stacks are unwound with\n"
@@ -280,6 +283,7 @@ enum {
     OPT_CURRENT,
     OPT_CURRENT_PID,
     OPT_CURRENT_NAME,
+    OPT_PERCPU_OFFSETS,
     OPT_SYSROOT,
     OPT_TOP,
     OPT_NO_PROGRESS,
@@ -317,6 +321,7 @@ static const struct option long_options[] = {
     {"current", required_argument, NULL, OPT_CURRENT},
     {"current-pid", required_argument, NULL, OPT_CURRENT_PID},
     {"current-name", required_argument, NULL, OPT_CURRENT_NAME},
+    {"percpu-offsets", required_argument, NULL, OPT_PERCPU_OFFSETS},
     {"sysroot", required_argument, NULL, OPT_SYSROOT},
     {"top", required_argument, NULL, OPT_TOP},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
@@ -505,6 +510,9 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
         return 0;
     case OPT_CURRENT_NAME:
         o->current_name = arg;
+        return 0;
+    case OPT_PERCPU_OFFSETS:
+        o->percpu_offsets = arg;
         return 0;
     case OPT_SYSROOT: {
         struct stat st;

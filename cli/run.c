@@ -557,6 +557,16 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
                 "paused-time budget hit in %" PRIu64 " samples (reads cut at %u requests / %zu "
                 "KiB per sample)\n",
                 c->budget_hits, PROF_BUDGET_REQUESTS, PROF_BUDGET_BYTES >> 10);
+    if (c->kstack_window_grown)
+        fprintf(f,
+                "kernel stack window (--os none) grew %" PRIu64 " time(s): a kernel stack reached "
+                "past it\n",
+                c->kstack_window_grown);
+    if (c->aspace_roots_reused)
+        fprintf(f,
+                "address-space roots given to a new process (--os none, their code changed): "
+                "%" PRIu64 "\n",
+                c->aspace_roots_reused);
     print_per_cpu(c, f);
     print_truncations(c, f);
     print_kernel_completeness(c, f);

@@ -62,6 +62,7 @@ struct prof_options {
     const char *current;        /* --current EXPR (--os none), NULL: none */
     const char *current_pid;    /* --current-pid FIELD, NULL: "pid" */
     const char *current_name;   /* --current-name FIELD, NULL: "name", else "comm" */
+    const char *percpu_offsets; /* --percpu-offsets TABLE, NULL: "__per_cpu_offset" */
     const char *sysroot; /* --sysroot DIR: the guest's root filesystem, NULL: user leaf only */
     int top;             /* --top, 10 */
     bool progress;       /* live progress line (on a terminal unless --no-progress;
@@ -173,6 +174,10 @@ struct prof_counters {
     uint64_t sysroot_stacks, sysroot_stacks_complete, sysroot_files_unused;
     /* --os none: user code pages (one per address space and page) no --user-dir file has */
     uint64_t content_pages_unmatched;
+    /* --os none: times a kernel walk ran off the kernel stack window and it grew by a page */
+    uint64_t kstack_window_grown;
+    /* --os none: address-space roots found given to another process (their code changed) */
+    uint64_t aspace_roots_reused;
 };
 
 /* Counts one vCPU's sample in its vCPU's balance (mode, and the first processes seen). */

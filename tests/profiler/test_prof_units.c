@@ -460,7 +460,7 @@ static void test_current_parse(void)
     /* No kernel, no DWARF: refused before anything else, with the reason. */
     prof_os_current *c = NULL;
     struct qp_error e = {0};
-    CHECK_INT(prof_os_current_open(NULL, "cpus[$cpu].proc", NULL, NULL, &c, &e), -EINVAL);
+    CHECK_INT(prof_os_current_open(NULL, "cpus[$cpu].proc", NULL, &c, &e), -EINVAL);
     CHECK(strstr(e.msg, "--kernel") != NULL);
 }
 
