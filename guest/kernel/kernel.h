@@ -68,6 +68,14 @@ static inline void irq_restore(uint64_t flags)
     if (flags & 0x200)
         __asm__ volatile("sti" ::: "memory");
 }
+static inline void irq_off(void)
+{
+    __asm__ volatile("cli" ::: "memory");
+}
+static inline void cpu_halt(void) /* interrupts off: for good */
+{
+    __asm__ volatile("cli; hlt" ::: "memory");
+}
 void serial_init(void);
 void serial_putc(char c);
 void arch_init(int cpu);    /* BSP: GDT+TSS of `cpu`, IDT, PIC, PIT */

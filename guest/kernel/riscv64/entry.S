@@ -1,0 +1,271 @@
+/* riscv64 trap entry, return to user, context switch. Every trap (interrupt, exception,
+ * ecall) saves a struct qprof_abi_regs_riscv64 on the kernel stack and calls
+ * trap_dispatch(regs).
+ *
+ * sscratch is 0 while the hart runs kernel code and holds its struct cpu while it runs user
+ * code; tp holds the struct cpu in kernel code (its user value is saved in the frame), so
+ * `csrrw tp, sscratch, tp` tells the two apart and finds the kernel stack (cpu->ksp_top, the
+ * top of the current process's kernel stack) with no free register.
+ *
+ * CFI: once the frame is saved the entry is a signal frame whose return address column is 64
+ * (DWARF has no number for the pc; 64 is free below GCC's 66 frame registers), at the frame's
+ * pc slot, and x1..x31 at theirs, so an unwinder stepping out of trap_dispatch lands in the
+ * interrupted user or kernel context with all its registers. Before the frame is complete
+ * (the first instructions) and at sret, the return column is undefined: the walk ends there,
+ * marked, rather than reading a frame that is not there. */
+#include "../../include/layout.h"
+
+#define FRAME       288 /* sizeof(struct qprof_abi_regs_riscv64) */
+#define OFF_STATUS  256
+#define OFF_TVAL    264
+#define OFF_CAUSE   272
+#define CTX_KSP     0   /* struct cpu: ksp_top */
+#define CTX_SCRATCH 8   /* struct cpu: scratch */
+#define PC_COL      64
+#define SPP         (1 << 8)
+
+.macro FRAME_CFI
+    .cfi_def_cfa sp, FRAME
+    .cfi_offset PC_COL, -FRAME
+    .cfi_offset 1, 8 - FRAME
+    .cfi_offset 2, 16 - FRAME
+    .cfi_offset 3, 24 - FRAME
+    .cfi_offset 4, 32 - FRAME
+    .cfi_offset 5, 40 - FRAME
+    .cfi_offset 6, 48 - FRAME
+    .cfi_offset 7, 56 - FRAME
+    .cfi_offset 8, 64 - FRAME
+    .cfi_offset 9, 72 - FRAME
+    .cfi_offset 10, 80 - FRAME
+    .cfi_offset 11, 88 - FRAME
+    .cfi_offset 12, 96 - FRAME
+    .cfi_offset 13, 104 - FRAME
+    .cfi_offset 14, 112 - FRAME
+    .cfi_offset 15, 120 - FRAME
+    .cfi_offset 16, 128 - FRAME
+    .cfi_offset 17, 136 - FRAME
+    .cfi_offset 18, 144 - FRAME
+    .cfi_offset 19, 152 - FRAME
+    .cfi_offset 20, 160 - FRAME
+    .cfi_offset 21, 168 - FRAME
+    .cfi_offset 22, 176 - FRAME
+    .cfi_offset 23, 184 - FRAME
+    .cfi_offset 24, 192 - FRAME
+    .cfi_offset 25, 200 - FRAME
+    .cfi_offset 26, 208 - FRAME
+    .cfi_offset 27, 216 - FRAME
+    .cfi_offset 28, 224 - FRAME
+    .cfi_offset 29, 232 - FRAME
+    .cfi_offset 30, 240 - FRAME
+    .cfi_offset 31, 248 - FRAME
+.endm
+
+    .text
+    .globl trap_entry
+    .type trap_entry, @function
+    .balign 4
+trap_entry:
+    .cfi_startproc simple
+    .cfi_signal_frame
+    .cfi_return_column PC_COL
+    .cfi_def_cfa sp, 0
+    .cfi_undefined PC_COL
+    csrrw tp, sscratch, tp
+    beqz tp, 1f
+    /* from user: tp = this cpu, sscratch = user tp */
+    sd sp, CTX_SCRATCH(tp)
+    ld sp, CTX_KSP(tp)
+    j 2f
+1:  /* from kernel: sscratch = kernel tp (this cpu) */
+    csrr tp, sscratch
+    sd sp, CTX_SCRATCH(tp)
+2:  addi sp, sp, -FRAME
+    sd x1, 8(sp)
+    sd x3, 24(sp)
+    sd x5, 40(sp)
+    sd x6, 48(sp)
+    sd x7, 56(sp)
+    sd x8, 64(sp)
+    sd x9, 72(sp)
+    sd x10, 80(sp)
+    sd x11, 88(sp)
+    sd x12, 96(sp)
+    sd x13, 104(sp)
+    sd x14, 112(sp)
+    sd x15, 120(sp)
+    sd x16, 128(sp)
+    sd x17, 136(sp)
+    sd x18, 144(sp)
+    sd x19, 152(sp)
+    sd x20, 160(sp)
+    sd x21, 168(sp)
+    sd x22, 176(sp)
+    sd x23, 184(sp)
+    sd x24, 192(sp)
+    sd x25, 200(sp)
+    sd x26, 208(sp)
+    sd x27, 216(sp)
+    sd x28, 224(sp)
+    sd x29, 232(sp)
+    sd x30, 240(sp)
+    sd x31, 248(sp)
+    ld t0, CTX_SCRATCH(tp)
+    sd t0, 16(sp)
+    csrr t0, sscratch
+    sd t0, 32(sp)
+    csrw sscratch, zero
+    csrr t0, sepc
+    sd t0, 0(sp)
+    csrr t0, sstatus
+    sd t0, OFF_STATUS(sp)
+    csrr t0, stval
+    sd t0, OFF_TVAL(sp)
+    csrr t0, scause
+    sd t0, OFF_CAUSE(sp)
+    FRAME_CFI
+    mv a0, sp
+    call trap_dispatch
+    /* fall through */
+    .globl trap_return
+trap_return: /* sp: the frame; interrupts off */
+    ld t0, OFF_STATUS(sp)
+    csrw sstatus, t0
+    ld t1, 0(sp)
+    csrw sepc, t1
+    andi t0, t0, SPP
+    bnez t0, 3f
+    /* to user: the next trap finds this kernel stack's top through sscratch */
+    addi t0, sp, FRAME
+    sd t0, CTX_KSP(tp)
+    csrw sscratch, tp
+    ld x1, 8(sp)
+    ld x3, 24(sp)
+    ld x5, 40(sp)
+    ld x6, 48(sp)
+    ld x7, 56(sp)
+    ld x8, 64(sp)
+    ld x9, 72(sp)
+    ld x10, 80(sp)
+    ld x11, 88(sp)
+    ld x12, 96(sp)
+    ld x13, 104(sp)
+    ld x14, 112(sp)
+    ld x15, 120(sp)
+    ld x16, 128(sp)
+    ld x17, 136(sp)
+    ld x18, 144(sp)
+    ld x19, 152(sp)
+    ld x20, 160(sp)
+    ld x21, 168(sp)
+    ld x22, 176(sp)
+    ld x23, 184(sp)
+    ld x24, 192(sp)
+    ld x25, 200(sp)
+    ld x26, 208(sp)
+    ld x27, 216(sp)
+    ld x28, 224(sp)
+    ld x29, 232(sp)
+    ld x30, 240(sp)
+    ld x31, 248(sp)
+    ld tp, 32(sp)
+    ld sp, 16(sp)
+    .cfi_def_cfa sp, 0
+    .cfi_undefined PC_COL
+    sret
+3:  /* to kernel: tp stays this hart's (the context may have moved to another hart) */
+    .cfi_def_cfa sp, FRAME
+    ld x1, 8(sp)
+    ld x3, 24(sp)
+    ld x5, 40(sp)
+    ld x6, 48(sp)
+    ld x7, 56(sp)
+    ld x8, 64(sp)
+    ld x9, 72(sp)
+    ld x10, 80(sp)
+    ld x11, 88(sp)
+    ld x12, 96(sp)
+    ld x13, 104(sp)
+    ld x14, 112(sp)
+    ld x15, 120(sp)
+    ld x16, 128(sp)
+    ld x17, 136(sp)
+    ld x18, 144(sp)
+    ld x19, 152(sp)
+    ld x20, 160(sp)
+    ld x21, 168(sp)
+    ld x22, 176(sp)
+    ld x23, 184(sp)
+    ld x24, 192(sp)
+    ld x25, 200(sp)
+    ld x26, 208(sp)
+    ld x27, 216(sp)
+    ld x28, 224(sp)
+    ld x29, 232(sp)
+    ld x30, 240(sp)
+    ld x31, 248(sp)
+    ld sp, 16(sp)
+    .cfi_def_cfa sp, 0
+    .cfi_undefined PC_COL
+    sret
+    .cfi_endproc
+    .size trap_entry, . - trap_entry
+
+/* A new process's first kernel code: swtch "returns" here with sp at the user frame the
+ * kernel built (proc_spawn). Same CFI as the entry, so its stack unwinds into user _start. */
+    .globl proc_first_entry
+    .type proc_first_entry, @function
+    .balign 4
+proc_first_entry:
+    .cfi_startproc simple
+    .cfi_signal_frame
+    .cfi_return_column PC_COL
+    FRAME_CFI
+    call sched_unlock
+    call abi_return_to_user
+    j trap_return
+    .cfi_endproc
+    .size proc_first_entry, . - proc_first_entry
+
+/* void swtch(uint64_t *old_ksp, uint64_t new_ksp): saves ra and s0..s11 on the old stack. */
+    .globl swtch
+    .type swtch, @function
+    .balign 4
+swtch:
+    .cfi_startproc
+    addi sp, sp, -112
+    .cfi_def_cfa_offset 112
+    sd ra, 104(sp)
+    .cfi_offset ra, -8
+    sd s0, 96(sp)
+    .cfi_offset s0, -16
+    sd s1, 88(sp)
+    sd s2, 80(sp)
+    sd s3, 72(sp)
+    sd s4, 64(sp)
+    sd s5, 56(sp)
+    sd s6, 48(sp)
+    sd s7, 40(sp)
+    sd s8, 32(sp)
+    sd s9, 24(sp)
+    sd s10, 16(sp)
+    sd s11, 8(sp)
+    sd sp, 0(a0)
+    mv sp, a1
+    ld ra, 104(sp)
+    ld s0, 96(sp)
+    ld s1, 88(sp)
+    ld s2, 80(sp)
+    ld s3, 72(sp)
+    ld s4, 64(sp)
+    ld s5, 56(sp)
+    ld s6, 48(sp)
+    ld s7, 40(sp)
+    ld s8, 32(sp)
+    ld s9, 24(sp)
+    ld s10, 16(sp)
+    ld s11, 8(sp)
+    addi sp, sp, 112
+    .cfi_def_cfa_offset 0
+    ret
+    .cfi_endproc
+    .size swtch, . - swtch

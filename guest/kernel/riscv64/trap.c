@@ -1,0 +1,134 @@
+/* riscv64: trap dispatch (the timer, system calls, faults), the system calls, the UART. */
+#include "rv.h"
+
+#define CAUSE_INTERRUPT (1ull << 63)
+#define IRQ_S_TIMER     5
+#define CAUSE_ECALL_U   8
+#define TICK_CYCLES     (TIMEBASE_HZ / TIMER_HZ)
+#define CSR_STIMECMP    "0x14d"
+
+/* ---- UART (ns16550a at 0x10000000, polled) ---- */
+void serial_putc(char c)
+{
+    volatile uint8_t *uart = (volatile uint8_t *)UART_VA;
+    while (!(uart[5] & 0x20))
+        ;
+    uart[0] = (uint8_t)c;
+}
+
+/* ---- timer: each hart its own (Sstc's stimecmp), at TIMER_HZ ---- */
+static void timer_arm(void)
+{
+    uint64_t next = csr_read(time) + TICK_CYCLES;
+    __asm__ volatile("csrw " CSR_STIMECMP ", %0" ::"r"(next));
+}
+
+void trap_init_hart(void)
+{
+    csr_write(stvec, (uint64_t)trap_entry);
+    csr_write(sscratch, 0);
+    csr_set(sstatus, SSTATUS_SUM); /* system calls read user buffers */
+    csr_set(sie, SIE_STIE);
+    timer_arm();
+}
+
+/* ---- system calls: the same numbers and work as the x86_64 kernel's syscall.c ---- */
+NOINLINE uint64_t kwork_mix(uint64_t x, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        x = x * 6364136223846793005ull + i;
+        x ^= x >> 29;
+        __asm__ volatile("" : "+r"(x));
+    }
+    return x;
+}
+
+NOINLINE uint64_t kwork_checksum(uint64_t seed, uint64_t n)
+{
+    uint64_t x = kwork_mix(seed, n);
+    return x ^ (x >> 17);
+}
+
+/* Runs with interrupts enabled so the timer can preempt it. */
+NOINLINE uint64_t sys_work(uint64_t n)
+{
+    if (n > 10000000)
+        n = 10000000;
+    uint64_t pid = (uint64_t)current->pid;
+    irq_on();
+    uint64_t r = kwork_checksum(pid, n);
+    irq_off();
+    return r;
+}
+
+static NOINLINE uint64_t sys_write(uint64_t buf, uint64_t len)
+{
+    static char copy[MAX_CPUS][4096];
+    if (buf >= USER_STACK_TOP || len > 4096 || buf + len > USER_STACK_TOP)
+        return (uint64_t)-1;
+    char *dst = copy[this_cpu()->id];
+    memcpy(dst, (const char *)buf, len);
+    kputs_n(dst, len);
+    return len;
+}
+
+static NOINLINE uint64_t sys_sleep_until(uint64_t tick)
+{
+    proc_sleep_until(tick);
+    return 0;
+}
+
+void syscall_dispatch(struct qprof_abi_regs_riscv64 *r)
+{
+    switch (r->a7) {
+    case SYS_WRITE:
+        r->a0 = sys_write(r->a0, r->a1);
+        break;
+    case SYS_SLEEP_UNTIL:
+        r->a0 = sys_sleep_until(r->a0);
+        break;
+    case SYS_TICKS:
+        r->a0 = ticks_now();
+        break;
+    case SYS_WORK:
+        r->a0 = sys_work(r->a0);
+        break;
+    case SYS_GETPID:
+        r->a0 = (uint64_t)current->pid;
+        break;
+    case SYS_EXIT:
+        proc_exit((int)r->a0);
+    default:
+        r->a0 = (uint64_t)-1;
+    }
+}
+
+static void timer_interrupt(void)
+{
+    timer_arm();
+    if (this_cpu()->id == 0)
+        timer_tick();
+    schedule();
+}
+
+/* Interrupts are off here (the hardware cleared SIE); sys_work turns them on for its work. */
+void trap_dispatch(struct qprof_abi_regs_riscv64 *regs)
+{
+    int from_user = !(regs->status & SSTATUS_SPP);
+    if (from_user)
+        abi_enter_from_user(regs);
+    if (regs->cause == (CAUSE_INTERRUPT | IRQ_S_TIMER)) {
+        timer_interrupt();
+    } else if (regs->cause == CAUSE_ECALL_U) {
+        regs->pc += 4;
+        syscall_dispatch(regs);
+    } else if (from_user) {
+        kprintf("fault pid=%d name=%s: scause %lx sepc %lx stval %lx\n", current->pid,
+                current->name, regs->cause, regs->pc, regs->tval);
+        proc_exit(-1);
+    } else {
+        panic("kernel trap: scause %lx sepc %lx stval %lx", regs->cause, regs->pc, regs->tval);
+    }
+    if (from_user)
+        abi_return_to_user();
+}
