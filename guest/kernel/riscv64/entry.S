@@ -2,17 +2,22 @@
  * ecall) saves a struct qprof_abi_regs_riscv64 on the kernel stack and calls
  * trap_dispatch(regs).
  *
- * sscratch is 0 while the hart runs kernel code and holds its struct cpu while it runs user
- * code; tp holds the struct cpu in kernel code (its user value is saved in the frame), so
- * `csrrw tp, sscratch, tp` tells the two apart and finds the kernel stack (cpu->ksp_top, the
- * top of the current process's kernel stack) with no free register.
+ * sscratch always holds this hart's struct cpu, and tp holds it in kernel code (its user value
+ * is saved in the frame): `csrrw tp, sscratch, tp` gives the entry its struct cpu with no free
+ * register. The stack is chosen without a branch (sstatus.SPP indexes cpu->ksp_top, the top of
+ * the current process's kernel stack, or cpu->scratch, the interrupted kernel sp), so that the
+ * entry up to its complete frame is only two translation blocks under TCG: the first CSR write
+ * ends a block, and a sample can stop only at a block's start.
  *
  * CFI: once the frame is saved the entry is a signal frame whose return address column is 64
  * (DWARF has no number for the pc; 64 is free below GCC's 66 frame registers), at the frame's
  * pc slot, and x1..x31 at theirs, so an unwinder stepping out of trap_dispatch lands in the
- * interrupted user or kernel context with all its registers. Before the frame is complete
- * (the first instructions) and at sret, the return column is undefined: the walk ends there,
- * marked, rather than reading a frame that is not there. */
+ * interrupted user or kernel context with all its registers. At the first instruction nothing
+ * is saved and the interrupted pc is only in sepc: the return column is undefined (the walk
+ * ends; qprof takes the pc from sepc, arch_riscv64.c). From the second instruction until the
+ * frame is complete the interrupted tp is only in sscratch and the CFA is an expression that
+ * cannot be read (*0): a walk from there ends marked truncated, never on a guessed frame. At
+ * sret the return column is undefined again. */
 #include "../../include/layout.h"
 
 #define FRAME       288 /* sizeof(struct qprof_abi_regs_riscv64) */
@@ -71,15 +76,15 @@ trap_entry:
     .cfi_def_cfa sp, 0
     .cfi_undefined PC_COL
     csrrw tp, sscratch, tp
-    beqz tp, 1f
-    /* from user: tp = this cpu, sscratch = user tp */
+    .cfi_escape 0x0f, 0x02, 0x30, 0x06 /* DW_CFA_def_cfa_expression: DW_OP_lit0, DW_OP_deref */
+    .cfi_offset PC_COL, 0
     sd sp, CTX_SCRATCH(tp)
-    ld sp, CTX_KSP(tp)
-    j 2f
-1:  /* from kernel: sscratch = kernel tp (this cpu) */
-    csrr tp, sscratch
-    sd sp, CTX_SCRATCH(tp)
-2:  addi sp, sp, -FRAME
+    csrr sp, sstatus
+    andi sp, sp, SPP
+    srli sp, sp, 5 /* 0 from user, 8 from kernel */
+    add sp, sp, tp
+    ld sp, CTX_KSP(sp) /* cpu->ksp_top, or cpu->scratch: the interrupted sp */
+    addi sp, sp, -FRAME
     sd x1, 8(sp)
     sd x3, 24(sp)
     sd x5, 40(sp)
@@ -113,7 +118,6 @@ trap_entry:
     sd t0, 16(sp)
     csrr t0, sscratch
     sd t0, 32(sp)
-    csrw sscratch, zero
     csrr t0, sepc
     sd t0, 0(sp)
     csrr t0, sstatus
@@ -123,21 +127,21 @@ trap_entry:
     csrr t0, scause
     sd t0, OFF_CAUSE(sp)
     FRAME_CFI
+    csrw sscratch, tp
     mv a0, sp
     call trap_dispatch
-    /* fall through */
-    .globl trap_return
-trap_return: /* sp: the frame; interrupts off */
+    /* fall through (a local label: a stack's frame here is named trap_entry) */
+.Ltrap_return: /* sp: the frame; interrupts off */
     ld t0, OFF_STATUS(sp)
     csrw sstatus, t0
     ld t1, 0(sp)
     csrw sepc, t1
     andi t0, t0, SPP
+    .cfi_remember_state
     bnez t0, 3f
-    /* to user: the next trap finds this kernel stack's top through sscratch */
+    /* to user: the next trap from user mode starts at this kernel stack's top */
     addi t0, sp, FRAME
     sd t0, CTX_KSP(tp)
-    csrw sscratch, tp
     ld x1, 8(sp)
     ld x3, 24(sp)
     ld x5, 40(sp)
@@ -173,7 +177,7 @@ trap_return: /* sp: the frame; interrupts off */
     .cfi_undefined PC_COL
     sret
 3:  /* to kernel: tp stays this hart's (the context may have moved to another hart) */
-    .cfi_def_cfa sp, FRAME
+    .cfi_restore_state
     ld x1, 8(sp)
     ld x3, 24(sp)
     ld x5, 40(sp)
@@ -222,7 +226,7 @@ proc_first_entry:
     FRAME_CFI
     call sched_unlock
     call abi_return_to_user
-    j trap_return
+    j .Ltrap_return
     .cfi_endproc
     .size proc_first_entry, . - proc_first_entry
 

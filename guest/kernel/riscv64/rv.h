@@ -119,7 +119,7 @@ struct proc {
 /* Per hart; tp points at it in kernel code. The first two fields are entry.S's. */
 struct cpu {
     uint64_t ksp_top; /* top of the kernel stack a trap from user mode starts on */
-    uint64_t scratch; /* entry.S: the interrupted sp while the frame is built */
+    uint64_t scratch; /* entry.S: the interrupted sp (and a trap from kernel mode's stack) */
     int id;           /* hart ID = qprof_abi slot */
     volatile int online;
     struct proc *proc; /* current: a process or &idle */
