@@ -53,10 +53,9 @@ struct prof_arch_cpu_state {
     int privilege;    /* 0 is the most privileged */
     bool paging;      /* translation on, in the mode the page walk knows */
     uint64_t as_root; /* the address-space root register's value (flags included) */
-    /* At the first instruction of the trap vector, before the entry saved anything: every
-     * general register still holds the interrupted context's value, but its pc is only in a
-     * CSR (RISC-V sepc), which no CFI can name. trap_pc is that pc. */
-    bool at_trap_vector;
+    /* The trap CSR that holds the interrupted pc (RISC-V sepc), for the unwinder's column
+     * UNW_TRAP_PC_COLUMN: a trap entry names the pc there until it has saved it. */
+    bool has_trap_pc;
     uint64_t trap_pc;
 };
 

@@ -92,7 +92,7 @@ static const struct prof_arch_reg gdb_regs[] = {
     {"s6", 22}, {"s7", 23}, {"s8", 24}, {"s9", 25},        {"s10", 26}, {"s11", 27}, {"t3", 28},
     {"t4", 29}, {"t5", 30}, {"t6", 31}, {"pc", RV_SLOT_PC}};
 
-static const char *const gdb_state_regs[] = {"priv", "satp", "stvec", "sepc", NULL};
+static const char *const gdb_state_regs[] = {"priv", "satp", "sepc", NULL};
 
 enum { PRIV_U = 0, PRIV_S = 1, PRIV_M = 3 };
 
@@ -117,14 +117,8 @@ static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state
     st->privilege = priv == PRIV_M ? 0 : priv == PRIV_S ? 2 : 3;
     st->paging = has_satp && priv != PRIV_M && mode_levels(satp) > 0;
     st->as_root = satp;
-    /* stvec in direct mode (low bits 0) is the one entry every trap takes; vectored mode sends
-     * interrupts elsewhere and is not recognised. Without the CSRs, nothing is claimed. */
-    uint64_t pc, stvec, sepc;
-    if (priv == PRIV_S && get(ctx, "pc", &pc) == 0 && get(ctx, "stvec", &stvec) == 0 &&
-        get(ctx, "sepc", &sepc) == 0 && (stvec & 3) == 0 && pc == stvec) {
-        st->at_trap_vector = true;
-        st->trap_pc = sepc;
-    }
+    /* sepc: where an S-mode trap entry's CFI finds the interrupted pc before it saved it */
+    st->has_trap_pc = priv == PRIV_S && get(ctx, "sepc", &st->trap_pc) == 0;
     return 0;
 }
 

@@ -231,14 +231,6 @@ static void user_part(prof_stack_builder *sb, struct cpu_capture *c, const struc
 bool prof_recover_user_regs(prof_stack_builder *sb, struct cpu_capture *c)
 {
     const struct unw_regs *regs = &c->vcpu.regs;
-    if (c->vcpu.at_trap_vector && c->vcpu.trap_pc < sb->cfg.arch->split.user_end) {
-        /* A trap from user mode that has run none of its entry yet: the registers are all the
-         * user's but the pc, which the target read from the trap CSR (RISC-V sepc). */
-        c->entry_regs = *regs;
-        c->entry_regs.r[sb->cfg.arch->pc_reg] = c->vcpu.trap_pc;
-        c->have_entry_regs = true;
-        return true;
-    }
     struct unw_result res;
     enum unw_stop stop;
     struct window w = {c->kstack_addr, c->kstack, c->kstack_len};

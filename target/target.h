@@ -49,8 +49,6 @@ struct prof_vcpu {
                          riscv64: all of satp, the mode included); compare through as_root_mask */
     uint64_t gs_base; /* x86: the GS segment base (the per-CPU area in a Linux kernel) */
     bool la57;        /* x86: 5-level paging (CR4.LA57) */
-    bool at_trap_vector; /* riscv64: at the trap vector's first instruction (prof_arch_cpu_state) */
-    uint64_t trap_pc;    /* then: the interrupted pc (sepc) */
     const void *target_cpu; /* the backend's own record, for prof_target_read; valid only while
                                the target is stopped */
 };

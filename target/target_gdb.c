@@ -235,8 +235,8 @@ static int vcpu_from_regs(const struct target_gdb *t, const struct gdb_regset *s
     v->halted = set->halted == 1;
     v->paging64 = st.paging;
     v->as_root = st.as_root;
-    v->at_trap_vector = st.at_trap_vector;
-    v->trap_pc = st.trap_pc;
+    v->regs.has_trap_pc = st.has_trap_pc;
+    v->regs.trap_pc = st.trap_pc;
     v->target_cpu = cpu;
     cpu->thread = set->thread;
     cpu->as_root = st.as_root;

@@ -127,8 +127,8 @@ static void vm_stop(struct vm *vm)
     g_free(vm->gdb), g_free(vm->qmp), g_free(vm->serial);
 }
 
-/* qprof over the gdbstub, --samples n, folded stacks back. */
-static struct stacks profile(struct vm *vm, int samples)
+/* qprof over the gdbstub, --samples n every interval_ms, folded stacks back. */
+static struct stacks profile(struct vm *vm, int samples, const char *interval_ms)
 {
     char *gdb = g_strdup_printf("unix:%s", vm->gdb);
     char *folded = g_strdup_printf("%s/out.folded", vm->dir);
@@ -136,7 +136,7 @@ static struct stacks profile(struct vm *vm, int samples)
     char *count = g_strdup_printf("%d", samples);
     const char *args[] = {"--gdb",      gdb,        "--qmp-socket", vm->qmp,
                           "--kernel",   QPROF_RV64_KERNEL, "--user-dir", QPROF_RV64_USER,
-                          "--samples",  count,      "--interval",   "1",
+                          "--samples",  count,      "--interval",   interval_ms,
                           "--no-progress", "-o",    folded,         NULL};
     char *bin = g_strdup_printf("%s/qprof", QPROF_BUILD_DIR);
     bool timed_out = false;
@@ -227,7 +227,7 @@ static void case_spin(const char *qemu)
 {
     struct vm vm;
     vm_boot(&vm, qemu, "spin,spin", 1);
-    struct stacks s = profile(&vm, 3000);
+    struct stacks s = profile(&vm, 3000, "1");
     CHECK_U64(s.total, 3000);
     GHashTable *roots = check_spin_stacks(&s);
     CHECK_MSG(g_hash_table_size(roots) == 2, "expected 2 spin processes, got %u",
@@ -253,7 +253,7 @@ static void case_sys(const char *qemu)
 {
     struct vm vm;
     vm_boot(&vm, qemu, "sys", 1);
-    struct stacks s = profile(&vm, 2500);
+    struct stacks s = profile(&vm, 2500, "1");
     GRegex *re = g_regex_new("^sys \\(\\d+\\);_start;main;kernel_work;sys_call;trap_entry;"
                              "trap_dispatch;syscall_dispatch;sys_work;kwork_checksum;kwork_mix"
                              "(;|\\s)",
@@ -300,16 +300,18 @@ static void case_smp4(const char *qemu)
     struct vm vm;
     vm_boot(&vm, qemu, "spin@0,spin@1,sys@2,spin@3", 4);
     REQUIRE(serial_has(&vm, "smp: 4 cpus online"));
-    struct stacks s = profile(&vm, 1500);
-    CHECK_U64(s.total, 4 * 1500); /* a stack per hart per sample */
+    /* 10 ms apart, as x86_64's test_smp: under MTTCG back-to-back stops leave the hart threads
+     * too little host time between them, and the shares drift */
+    struct stacks s = profile(&vm, 900, "10");
+    CHECK_U64(s.total, 4 * 900); /* a stack per hart per sample */
     GHashTable *roots = check_spin_stacks(&s);
     CHECK_MSG(g_hash_table_size(roots) == 3, "expected 3 spin processes, got %u",
               g_hash_table_size(roots));
     check_spin_ratio(&s);
     uint64_t sys = count_root(&s, "sys (3)");
     fprintf(stderr, "sys (3): %lu samples\n", (unsigned long)sys);
-    CHECK(sys >= 500);
-    CHECK(count_frame(&s, "kwork_mix") > 100);
+    CHECK(sys >= 300);
+    CHECK(count_frame(&s, "kwork_mix") > 60);
     if (harness_failures)
         dump(&s);
     g_hash_table_destroy(roots);

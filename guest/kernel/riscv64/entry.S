@@ -9,15 +9,17 @@
  * entry up to its complete frame is only two translation blocks under TCG: the first CSR write
  * ends a block, and a sample can stop only at a block's start.
  *
- * CFI: once the frame is saved the entry is a signal frame whose return address column is 64
- * (DWARF has no number for the pc; 64 is free below GCC's 66 frame registers), at the frame's
- * pc slot, and x1..x31 at theirs, so an unwinder stepping out of trap_dispatch lands in the
- * interrupted user or kernel context with all its registers. At the first instruction nothing
- * is saved and the interrupted pc is only in sepc: the return column is undefined (the walk
- * ends; qprof takes the pc from sepc, arch_riscv64.c). From the second instruction until the
- * frame is complete the interrupted tp is only in sscratch and the CFA is an expression that
- * cannot be read (*0): a walk from there ends marked truncated, never on a guessed frame. At
- * sret the return column is undefined again. */
+ * CFI: the entry is a signal frame whose return address column is 64 (DWARF has no number for
+ * the pc; 64 is free below GCC's 66 frame registers). Once the frame is saved, column 64 is at
+ * the frame's pc slot and x1..x31 at theirs, so an unwinder stepping out of trap_dispatch lands
+ * in the interrupted user or kernel context with all its registers. Before that, at the two
+ * places a stop can land (the vector, and after its first instruction, which as a CSR write
+ * ends a translation block), the interrupted pc is only in sepc: the CFI says column 64 keeps
+ * its value, and qprof seeds column 64 with sepc (unw_regs.trap_pc), so the walk steps into the
+ * interrupted context there too; the other registers are the interrupted ones (tp after the
+ * first instruction is in sscratch: undefined). While sp is clobbered the CFA is an expression
+ * that cannot be read (*0): a walk from there ends marked truncated, never on a guessed frame.
+ * At sret the return column is undefined. */
 #include "../../include/layout.h"
 
 #define FRAME       288 /* sizeof(struct qprof_abi_regs_riscv64) */
@@ -73,13 +75,48 @@ trap_entry:
     .cfi_startproc simple
     .cfi_signal_frame
     .cfi_return_column PC_COL
+    /* nothing saved or changed yet: every register is the interrupted one's, the pc is sepc
+       (qprof's column PC_COL) */
     .cfi_def_cfa sp, 0
-    .cfi_undefined PC_COL
+    .cfi_same_value 1
+    .cfi_same_value 2
+    .cfi_same_value 3
+    .cfi_same_value 4
+    .cfi_same_value 5
+    .cfi_same_value 6
+    .cfi_same_value 7
+    .cfi_same_value 8
+    .cfi_same_value 9
+    .cfi_same_value 10
+    .cfi_same_value 11
+    .cfi_same_value 12
+    .cfi_same_value 13
+    .cfi_same_value 14
+    .cfi_same_value 15
+    .cfi_same_value 16
+    .cfi_same_value 17
+    .cfi_same_value 18
+    .cfi_same_value 19
+    .cfi_same_value 20
+    .cfi_same_value 21
+    .cfi_same_value 22
+    .cfi_same_value 23
+    .cfi_same_value 24
+    .cfi_same_value 25
+    .cfi_same_value 26
+    .cfi_same_value 27
+    .cfi_same_value 28
+    .cfi_same_value 29
+    .cfi_same_value 30
+    .cfi_same_value 31
+    .cfi_same_value PC_COL
     csrrw tp, sscratch, tp
-    .cfi_escape 0x0f, 0x02, 0x30, 0x06 /* DW_CFA_def_cfa_expression: DW_OP_lit0, DW_OP_deref */
-    .cfi_offset PC_COL, 0
+    .cfi_undefined 4 /* the interrupted tp is in sscratch now */
     sd sp, CTX_SCRATCH(tp)
     csrr sp, sstatus
+    /* sp is clobbered until the frame is complete (no stop lands in between: one block) */
+    .cfi_escape 0x0f, 0x02, 0x30, 0x06 /* DW_CFA_def_cfa_expression: DW_OP_lit0, DW_OP_deref */
+    .cfi_offset PC_COL, 0
     andi sp, sp, SPP
     srli sp, sp, 5 /* 0 from user, 8 from kernel */
     add sp, sp, tp
