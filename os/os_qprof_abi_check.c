@@ -33,9 +33,9 @@ int prof_abi_check(const void *bytes, size_t len, struct qprof_abi *hdr, size_t 
                             hdr->cpu_slot_size, QPROF_ABI_CPU_V1_SIZE, PROF_ABI_MAX_SLOT);
     size_t layout = HEADER_SIZE + (size_t)hdr->cpu_count * hdr->cpu_slot_size;
     if (hdr->size < QPROF_ABI_V1_SIZE || hdr->size < layout)
-        return qp_error_set(
-            err, -EPROTO, "size %u is smaller than the struct (%u) or its %u slots of %u bytes",
-            hdr->size, QPROF_ABI_V1_SIZE, hdr->cpu_count, hdr->cpu_slot_size);
+        return qp_error_set(err, -EPROTO,
+                            "size %u is smaller than the struct (%u) or its %u slots of %u bytes",
+                            hdr->size, QPROF_ABI_V1_SIZE, hdr->cpu_count, hdr->cpu_slot_size);
     *need = layout;
     if (len < layout)
         return qp_error_set(err, -ENODATA, "%zu bytes copied, the slots need %zu", len, layout);

@@ -363,7 +363,8 @@ static int walk_read_phys(void *ctx, uint64_t paddr, uint64_t *val)
  * request stops at the first page that does not translate or is not RAM. */
 static void read_walked(struct target_gdb *t, const struct prof_vcpu *cpu, struct prof_mem_req *r)
 {
-    /* translation off (M-mode): a root of 0 is Bare mode, no translation (only riscv64 comes here) */
+    /* translation off (M-mode): a root of 0 is Bare mode, no translation (only riscv64 comes here)
+     */
     uint64_t root = cpu->paging64 ? ((const struct gdb_cpu *)cpu->target_cpu)->as_root : 0;
     r->got = 0;
     r->rc = 0;

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 struct stacks {
-    char **lines;  /* "frame;frame;... count" */
+    char **lines; /* "frame;frame;... count" */
     uint64_t total;
 };
 
@@ -83,8 +83,8 @@ static void vm_boot(struct vm *vm, const char *qemu, const char *run, int harts)
     vm->gdb = g_strdup_printf("%s/gdb", vm->dir);
     vm->qmp = g_strdup_printf("%s/qmp", vm->dir);
     vm->serial = g_strdup_printf("%s/serial", vm->dir);
-    char *mem = g_strdup_printf(
-        "memory-backend-file,id=mem,size=128M,mem-path=%s/ram,share=on", vm->dir);
+    char *mem =
+        g_strdup_printf("memory-backend-file,id=mem,size=128M,mem-path=%s/ram,share=on", vm->dir);
     char *chardev = g_strdup_printf("socket,path=%s,server=on,wait=off,id=g", vm->gdb);
     char *qmp = g_strdup_printf("unix:%s,server=on,wait=off", vm->qmp);
     char *serial = g_strdup_printf("file:%s", vm->serial);
@@ -132,12 +132,17 @@ static struct stacks profile(struct vm *vm, int samples, const char *interval_ms
 {
     char *gdb = g_strdup_printf("unix:%s", vm->gdb);
     char *folded = g_strdup_printf("%s/out.folded", vm->dir);
-    char *out = g_strdup_printf("%s/qprof.out", vm->dir), *err = g_strdup_printf("%s/qprof.err", vm->dir);
+    char *out = g_strdup_printf("%s/qprof.out", vm->dir),
+         *err = g_strdup_printf("%s/qprof.err", vm->dir);
     char *count = g_strdup_printf("%d", samples);
-    const char *args[] = {"--gdb",      gdb,        "--qmp-socket", vm->qmp,
-                          "--kernel",   QPROF_RV64_KERNEL, "--user-dir", QPROF_RV64_USER,
-                          "--samples",  count,      "--interval",   interval_ms,
-                          "--no-progress", "-o",    folded,         NULL};
+    const char *args[] = {"--gdb",         gdb,
+                          "--qmp-socket",  vm->qmp,
+                          "--kernel",      QPROF_RV64_KERNEL,
+                          "--user-dir",    QPROF_RV64_USER,
+                          "--samples",     count,
+                          "--interval",    interval_ms,
+                          "--no-progress", "-o",
+                          folded,          NULL};
     char *bin = g_strdup_printf("%s/qprof", QPROF_BUILD_DIR);
     bool timed_out = false;
     int status = child_wait(child_start(bin, args, vm->dir, out, err, NULL), 300, &timed_out);
@@ -193,8 +198,7 @@ static GHashTable *check_spin_stacks(const struct stacks *s)
         }
         /* a kernel part sits on user frames and starts at the trap entry */
         const char *k = strstr(*l, ";trap_entry");
-        CHECK_MSG(!has_frame(*l, "trap_dispatch") || k, "kernel frames not from the entry: %s",
-                  *l);
+        CHECK_MSG(!has_frame(*l, "trap_dispatch") || k, "kernel frames not from the entry: %s", *l);
         g_free(root);
     }
     fprintf(stderr, "%lu of %lu spin stacks complete to _start\n", (unsigned long)complete,
@@ -324,8 +328,10 @@ int main(int argc, char **argv)
     const char *which = argc > 1 ? argv[1] : "spin";
     char *qemu = g_find_program_in_path("qemu-system-riscv64");
     if (!qemu || access(QPROF_RV64_KERNEL, R_OK) != 0) {
-        fprintf(stderr, "SKIP: needs qemu-system-riscv64 and %s (riscv64-linux-gnu-gcc; "
-                        "xtask deps)\n", QPROF_RV64_KERNEL);
+        fprintf(stderr,
+                "SKIP: needs qemu-system-riscv64 and %s (riscv64-linux-gnu-gcc; "
+                "xtask deps)\n",
+                QPROF_RV64_KERNEL);
         g_free(qemu);
         return 77;
     }

@@ -22,6 +22,9 @@ _start:
     .cfi_startproc
     .cfi_undefined ra
     csrw mie, zero
+    /* A hart past qprof_abi's 8 slots (and the 8 boot stacks) never leaves M-mode. */
+    li t0, 8
+    bgeu a0, t0, park
     /* PMP: S and U mode may reach all memory (one NAPOT region over everything). */
     li t0, -1
     srli t0, t0, 10
@@ -72,6 +75,9 @@ _start:
     li t0, 1 << 11
     csrs mstatus, t0
     mret
+park:
+    wfi
+    j park
     .cfi_endproc
 
     .section .data

@@ -105,8 +105,7 @@ static const struct program *parse_entry(const char *entry, size_t len, int *pin
         *pin = cpu;
     }
     for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++)
-        if (strlen(programs[i].name) == name_len &&
-            strncmp(programs[i].name, entry, name_len) == 0)
+        if (strlen(programs[i].name) == name_len && strncmp(programs[i].name, entry, name_len) == 0)
             return &programs[i];
     return 0;
 }
@@ -155,10 +154,7 @@ static uint64_t boot_stack_lo(int hart)
 void ap_main(uint64_t hartid);
 void ap_main(uint64_t hartid)
 {
-    int hart = (int)hartid;
-    if (hart >= MAX_CPUS)
-        for (;;)
-            cpu_halt(); /* qprof_abi has no slot for it; hart 0 reported it */
+    int hart = (int)hartid; /* < MAX_CPUS: boot.S parks the others in M-mode */
     cpu_init(hart, boot_stack_lo(hart), boot_stack_lo(hart) + BOOT_STACK_SIZE);
     trap_init_hart();
     abi_publish_idle();
@@ -176,11 +172,11 @@ static int smp_start(int harts)
                 harts - MAX_CPUS, MAX_CPUS, MAX_CPUS);
     __atomic_store_n(&ap_go, 1, __ATOMIC_RELEASE);
     uint64_t deadline = csr_read(time) + 5ull * TIMEBASE_HZ;
-    while (harts_online < harts && csr_read(time) < deadline)
+    while (harts_online < usable && csr_read(time) < deadline)
         ;
-    if (harts_online < harts)
-        kprintf("smp: %d of %d cpus started within 5 s\n", harts_online, harts);
-    kprintf("smp: %d cpus online\n", harts_online < usable ? harts_online : usable);
+    if (harts_online < usable)
+        kprintf("smp: %d of %d cpus started within 5 s\n", harts_online, usable);
+    kprintf("smp: %d cpus online\n", harts_online);
     return usable;
 }
 

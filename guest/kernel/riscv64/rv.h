@@ -13,15 +13,15 @@
 #define barrier() __asm__ volatile("" ::: "memory")
 
 /* RAM from KERNEL_PHYS is mapped at KERNEL_VMA (1 GiB). */
-#define P2V(pa) ((void *)((uint64_t)(pa) - KERNEL_PHYS + KERNEL_VMA))
+#define P2V(pa) ((void *)((uint64_t)(pa)-KERNEL_PHYS + KERNEL_VMA))
 #define V2P(va) ((uint64_t)(va)-KERNEL_VMA + KERNEL_PHYS)
 
-#define MAX_CPUS     QPROF_ABI_MAX_CPUS
-#define MAX_PROCS    8
-#define KSTACK_SIZE  16384
-#define RAM_USED     (64ull << 20) /* frames come from the image's end up to here */
-#define TIMEBASE_HZ  10000000      /* virt's time CSR */
-#define UART_VA      (MMIO_VMA + 0x10000000)
+#define MAX_CPUS    QPROF_ABI_MAX_CPUS
+#define MAX_PROCS   8
+#define KSTACK_SIZE 16384
+#define RAM_USED    (64ull << 20) /* frames come from the image's end up to here */
+#define TIMEBASE_HZ 10000000      /* virt's time CSR */
+#define UART_VA     (MMIO_VMA + 0x10000000)
 
 #define SSTATUS_SIE  (1ull << 1)
 #define SSTATUS_SPIE (1ull << 5)

@@ -27,7 +27,7 @@ void trap_init_hart(void)
 {
     csr_write(stvec, (uint64_t)trap_entry);
     csr_write(sscratch, (uint64_t)this_cpu()); /* entry.S: always this hart's struct cpu */
-    csr_set(sstatus, SSTATUS_SUM); /* system calls read user buffers */
+    csr_set(sstatus, SSTATUS_SUM);             /* system calls read user buffers */
     csr_set(sie, SIE_STIE);
     timer_arm();
 }
