@@ -137,6 +137,7 @@ const struct prof_arch prof_arch_riscv64 = {
     /* The standard prologue (addi sp,sp,-16; sd ra,8(sp); sd s0,0(sp); addi s0,sp,16): s0
      * points above the saved pair, the return address at fp-8, the caller's fp at fp-16. */
     .frame = {.fp_reg = RV_SLOT_FP, .saved_fp = -16, .saved_ra = -8},
+    .gdb_reads_by_privilege = true,
     .gdb_arch = "riscv:rv64",
     .gdb_regs = gdb_regs,
     .n_gdb_regs = sizeof gdb_regs / sizeof gdb_regs[0],

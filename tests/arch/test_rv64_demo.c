@@ -157,6 +157,37 @@ static struct stacks profile(struct vm *vm, int samples, const char *interval_ms
     return s;
 }
 
+/* The gdbstub alone (no RAM file): samples still come, and qprof says once, up front, why those
+ * of a hart in U mode name no process. */
+static void check_gdb_alone(struct vm *vm)
+{
+    char *gdb = g_strdup_printf("unix:%s", vm->gdb);
+    char *out = g_strdup_printf("%s/alone.out", vm->dir),
+         *err = g_strdup_printf("%s/alone.err", vm->dir);
+    const char *args[] = {"--gdb",
+                          gdb,
+                          "--kernel",
+                          QPROF_RV64_KERNEL,
+                          "--user-dir",
+                          QPROF_RV64_USER,
+                          "--samples",
+                          "50",
+                          "--no-progress",
+                          "-o",
+                          "-",
+                          NULL};
+    char *bin = g_strdup_printf("%s/qprof", QPROF_BUILD_DIR);
+    bool timed_out = false;
+    int status = child_wait(child_start(bin, args, vm->dir, out, err, NULL), 300, &timed_out);
+    char *log = NULL;
+    g_file_get_contents(err, &log, NULL, NULL);
+    CHECK_MSG(status == 0, "qprof --gdb alone exited %d: %s", status, log ? log : "");
+    CHECK_MSG(log && strstr(log, "cannot read the kernel's qprof_abi") &&
+                  strstr(log, "--qmp-socket"),
+              "no note on --gdb alone: %s", log ? log : "");
+    g_free(log), g_free(gdb), g_free(out), g_free(err), g_free(bin);
+}
+
 static void dump(const struct stacks *s)
 {
     for (char **l = s->lines; *l; l++)
@@ -250,6 +281,7 @@ static void case_spin(const char *qemu)
         dump(&s);
     g_hash_table_destroy(roots);
     g_strfreev(s.lines);
+    check_gdb_alone(&vm);
     vm_stop(&vm);
 }
 
