@@ -7,10 +7,7 @@
 __attribute__((section(".qprof_abi"), aligned(4096), used)) struct qprof_abi qprof_abi;
 
 /* The tick counter alone in a page every process maps read-only at USER_CLOCK_VA. */
-static union {
-    volatile uint64_t ticks;
-    uint8_t page[4096];
-} clock_page __attribute__((aligned(4096)));
+union clock_page clock_page __attribute__((aligned(4096)));
 
 static inline void abi_write_begin(struct qprof_abi_cpu *slot)
 {
@@ -337,12 +334,6 @@ void sched_unlock(void);
 void sched_unlock(void)
 {
     spin_unlock(&sched_lock);
-}
-
-uint64_t ticks_now(void);
-uint64_t ticks_now(void)
-{
-    return clock_page.ticks;
 }
 
 /* Hart 0's tick: the only place the global tick advances. */

@@ -133,10 +133,18 @@ static inline struct cpu *this_cpu(void)
     __asm__ volatile("mv %0, tp" : "=r"(c));
     return c;
 }
+static inline int cpu_id(void)
+{
+    return this_cpu()->id;
+}
 #define current (this_cpu()->proc)
 
 extern struct qprof_abi qprof_abi;
-uint64_t ticks_now(void); /* the global tick (the clock page) */
+union clock_page {
+    volatile uint64_t ticks;
+    uint8_t page[4096];
+};
+extern union clock_page clock_page; /* clock_page.ticks: timer ticks since boot */
 void cpu_init(int hart, uint64_t stack_lo, uint64_t stack_hi);
 void abi_init(void);
 void abi_publish_header(int cpu_count);
@@ -155,7 +163,15 @@ uint64_t frame_alloc(void);
 /* ---- trap.c ---- */
 void trap_init_hart(void);
 void trap_dispatch(struct qprof_abi_regs_riscv64 *regs);
-void syscall_dispatch(struct qprof_abi_regs_riscv64 *regs);
+
+/* ---- syscall.c, shared with x86_64 (ecall: number in a7, arguments in a0, a1, result a0) ---- */
+typedef struct qprof_abi_regs_riscv64 trap_frame_t;
+#define SYSCALL_NR(r)   ((r)->a7)
+#define SYSCALL_ARG0(r) ((r)->a0)
+#define SYSCALL_ARG1(r) ((r)->a1)
+#define SYSCALL_RET(r)  ((r)->a0)
+#define USER_ADDR_END   0x4000000000ull /* Sv39: user addresses are below 2^38 */
+void syscall_dispatch(trap_frame_t *regs);
 
 /* ---- entry.S, boot.S, linker ---- */
 void trap_entry(void);
