@@ -218,6 +218,8 @@ static GHashTable *check_spin_stacks(const struct stacks *s)
         all += line_count(*l);
         bool whole = semi && g_str_has_prefix(semi, ";_start;main") && !strstr(*l, "[truncated]");
         complete += whole ? line_count(*l) : 0;
+        if (!whole)
+            fprintf(stderr, "incomplete: %s\n", *l);
         CHECK_MSG(whole || g_str_has_prefix(semi ? semi : "", ";[truncated];trap_entry "),
                   "orphan spin stack: %s", *l);
         if (has_frame(*l, "hot_a") || has_frame(*l, "hot_b")) {

@@ -5,21 +5,22 @@
  * sscratch always holds this hart's struct cpu, and tp holds it in kernel code (its user value
  * is saved in the frame): `csrrw tp, sscratch, tp` gives the entry its struct cpu with no free
  * register. The stack is chosen without a branch (sstatus.SPP indexes cpu->ksp_top, the top of
- * the current process's kernel stack, or cpu->scratch, the interrupted kernel sp), so that the
- * entry up to its complete frame is only two translation blocks under TCG: the first CSR write
- * ends a block, and a sample can stop only at a block's start.
+ * the current process's kernel stack, or cpu->scratch, the interrupted kernel sp). Under TCG a
+ * sample stops only at the start of a translation block, and QEMU 7.2 ends one after every CSR
+ * access, so the CFI below is exact at every instruction, not only the first.
  *
  * CFI: the entry is a signal frame whose return address column is 64 (DWARF has no number for
  * the pc; 64 is free below GCC's 66 frame registers). Once the frame is saved, column 64 is at
  * the frame's pc slot and x1..x31 at theirs, so an unwinder stepping out of trap_dispatch lands
  * in the interrupted user or kernel context with all its registers. Before that, at the two
  * places a stop can land (the vector, and after its first instruction, which as a CSR write
- * ends a translation block), the interrupted pc is only in sepc: the CFI says column 64 keeps
- * its value, and qprof seeds column 64 with sepc (unw_regs.trap_pc), so the walk steps into the
- * interrupted context there too; the other registers are the interrupted ones (tp after the
- * first instruction is in sscratch: undefined). While sp is clobbered the CFA is an expression
- * that cannot be read (*0): a walk from there ends marked truncated, never on a guessed frame.
- * At sret the return column is undefined. */
+ * ends a translation block; QEMU 7.2 ends one at every CSR access), the interrupted pc is only
+ * in sepc: the CFI says column 64 keeps its value, and qprof seeds column 64 with sepc
+ * (unw_regs.trap_pc), so the walk steps into the interrupted context there too. Every other
+ * register the unwinder needs is described at every instruction: still live or at its frame
+ * slot (the interrupted sp is stored there before sp moves to the frame); tp and t0, parked in
+ * sscratch and cpu->t0, are undefined until their slots are written. At sret the return
+ * column is undefined. */
 #include "../../include/layout.h"
 
 #define FRAME       288 /* sizeof(struct qprof_abi_regs_riscv64) */
@@ -28,17 +29,14 @@
 #define OFF_CAUSE   272
 #define CTX_KSP     0   /* struct cpu: ksp_top */
 #define CTX_SCRATCH 8   /* struct cpu: scratch */
+#define CTX_T0      16  /* struct cpu: t0 */
 #define PC_COL      64
 #define SPP         (1 << 8)
 
-.macro FRAME_CFI
+.macro FRAME_CFI_SAVED /* the frame at sp, x1, x3, x6..x31 in it */
     .cfi_def_cfa sp, FRAME
-    .cfi_offset PC_COL, -FRAME
     .cfi_offset 1, 8 - FRAME
-    .cfi_offset 2, 16 - FRAME
     .cfi_offset 3, 24 - FRAME
-    .cfi_offset 4, 32 - FRAME
-    .cfi_offset 5, 40 - FRAME
     .cfi_offset 6, 48 - FRAME
     .cfi_offset 7, 56 - FRAME
     .cfi_offset 8, 64 - FRAME
@@ -65,6 +63,14 @@
     .cfi_offset 29, 232 - FRAME
     .cfi_offset 30, 240 - FRAME
     .cfi_offset 31, 248 - FRAME
+.endm
+
+.macro FRAME_CFI /* the whole frame at sp */
+    FRAME_CFI_SAVED
+    .cfi_offset 2, 16 - FRAME
+    .cfi_offset 4, 32 - FRAME
+    .cfi_offset 5, 40 - FRAME
+    .cfi_offset PC_COL, -FRAME
 .endm
 
     .text
@@ -113,18 +119,20 @@ trap_entry:
     csrrw tp, sscratch, tp
     .cfi_undefined 4 /* the interrupted tp is in sscratch now */
     sd sp, CTX_SCRATCH(tp)
-    csrr sp, sstatus
-    /* sp is clobbered until the frame is complete (no stop lands in between: one block) */
-    .cfi_escape 0x0f, 0x02, 0x30, 0x06 /* DW_CFA_def_cfa_expression: DW_OP_lit0, DW_OP_deref */
-    .cfi_offset PC_COL, 0
-    andi sp, sp, SPP
-    srli sp, sp, 5 /* 0 from user, 8 from kernel */
-    add sp, sp, tp
-    ld sp, CTX_KSP(sp) /* cpu->ksp_top, or cpu->scratch: the interrupted sp */
-    addi sp, sp, -FRAME
+    sd t0, CTX_T0(tp)
+    csrr t0, sstatus
+    .cfi_undefined 5 /* t0 is at cpu->t0 (outside the stack: not needed to unwind) */
+    andi t0, t0, SPP
+    srli t0, t0, 5 /* 0 from user, 8 from kernel */
+    add t0, t0, tp
+    ld t0, CTX_KSP(t0) /* cpu->ksp_top, or cpu->scratch: the interrupted sp */
+    addi t0, t0, -FRAME
+    sd sp, 16(t0)
+    mv sp, t0
+    .cfi_def_cfa sp, FRAME
+    .cfi_offset 2, 16 - FRAME
     sd x1, 8(sp)
     sd x3, 24(sp)
-    sd x5, 40(sp)
     sd x6, 48(sp)
     sd x7, 56(sp)
     sd x8, 64(sp)
@@ -151,19 +159,22 @@ trap_entry:
     sd x29, 232(sp)
     sd x30, 240(sp)
     sd x31, 248(sp)
-    ld t0, CTX_SCRATCH(tp)
-    sd t0, 16(sp)
+    FRAME_CFI_SAVED
+    ld t0, CTX_T0(tp)
+    sd t0, 40(sp)
+    .cfi_offset 5, 40 - FRAME
     csrr t0, sscratch
     sd t0, 32(sp)
+    .cfi_offset 4, 32 - FRAME
     csrr t0, sepc
     sd t0, 0(sp)
+    .cfi_offset PC_COL, -FRAME
     csrr t0, sstatus
     sd t0, OFF_STATUS(sp)
     csrr t0, stval
     sd t0, OFF_TVAL(sp)
     csrr t0, scause
     sd t0, OFF_CAUSE(sp)
-    FRAME_CFI
     csrw sscratch, tp
     mv a0, sp
     call trap_dispatch

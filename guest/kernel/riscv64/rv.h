@@ -116,10 +116,11 @@ struct proc {
     int pin; /* hart that alone may run it, or -1 */
 };
 
-/* Per hart; tp points at it in kernel code. The first two fields are entry.S's. */
+/* Per hart; tp points at it in kernel code. The first three fields are entry.S's. */
 struct cpu {
     uint64_t ksp_top; /* top of the kernel stack a trap from user mode starts on */
     uint64_t scratch; /* entry.S: the interrupted sp (and a trap from kernel mode's stack) */
+    uint64_t t0;      /* entry.S: t0 while it computes the stack */
     int id;           /* hart ID = qprof_abi slot */
     volatile int online;
     struct proc *proc; /* current: a process or &idle */
