@@ -221,9 +221,14 @@ struct prof_current_step {
     uint64_t index; /* INDEX */
 };
 
-/* VAR followed by steps, e.g. `cpus[$cpu].proc` or `percpu[$cpu].running->task`. */
+/* VAR followed by steps, e.g. `cpus[$cpu].proc` or `percpu[$cpu].running->task`; or a
+ * per-CPU VAR, `per_cpu(VAR)` or `per_cpu(VAR, N)`, followed by steps: VAR's address plus the
+ * CPU's entry of the kernel's per-CPU offset table (drgn's per_cpu(), Linux's per_cpu()). */
 struct prof_current_path {
     char var[64];
+    bool per_cpu;          /* VAR is per-CPU */
+    bool per_cpu_at_index; /* per_cpu(VAR, N): CPU per_cpu_index, not the vCPU's */
+    uint64_t per_cpu_index;
     int n;
     struct prof_current_step step[PROF_CURRENT_MAX_STEPS];
 };
@@ -231,12 +236,20 @@ struct prof_current_path {
 /* Parses an expression; -EINVAL with a one-line reason in err when it is not one. */
 int prof_current_parse(const char *expr, struct prof_current_path *out, struct qp_error *err);
 
-/* Resolves expr against the DWARF of the kernel ELF at kernel into offsets, pointer loads and
- * vCPU indexes, ending at a struct (or a pointer to one) with an integer field pid_field
- * (NULL: "pid") and a string field name_field (NULL: "name", else "comm"). A missing
- * variable, field or DWARF is a one-line error naming it. *out is the caller's. */
-int prof_os_current_open(const char *kernel, const char *expr, const char *pid_field,
-                         const char *name_field, prof_os_current **out, struct qp_error *err);
+/* Names for prof_os_current_open: NULL for the defaults. */
+struct prof_current_names {
+    const char *pid_field;      /* the process's integer pid field: "pid" */
+    const char *name_field;     /* its string name field: "name", else "comm" */
+    const char *percpu_offsets; /* per_cpu()'s table, one offset per CPU: "__per_cpu_offset" */
+};
+
+/* Resolves expr against the DWARF of the kernel ELF at kernel into offsets, pointer loads,
+ * vCPU indexes and per-CPU offsets, ending at a struct (or a pointer to one) with the fields
+ * names says. A missing variable, field, offset table or DWARF is a one-line error naming it.
+ * *out is the caller's. */
+int prof_os_current_open(const char *kernel, const char *expr,
+                         const struct prof_current_names *names, prof_os_current **out,
+                         struct qp_error *err);
 void prof_os_current_free(prof_os_current *c); /* NULL is a no-op */
 
 /* The current process of cpu while stopped, read through mem: 0 with *pid and name (cap

@@ -354,9 +354,29 @@ void timer_tick(void)
     for (int i = 0; i < MAX_PROCS; i++)
         if (procs[i].state == P_SLEEPING && procs[i].wake_tick <= clock_page.ticks)
             procs[i].state = P_RUNNABLE;
+    uint64_t now = clock_page.ticks;
     spin_unlock(&sched_lock);
+    recycle_tick(now);
     smp_tick_others();
     schedule();
+}
+
+const char *proc_retire_one(int *pid)
+{
+    struct proc *victim = 0;
+    spin_lock(&sched_lock);
+    for (int i = 0; i < MAX_PROCS && !victim; i++)
+        if (procs[i].state == P_RUNNABLE || procs[i].state == P_SLEEPING)
+            victim = &procs[i]; /* not current anywhere: its stack and tables are free */
+    if (victim)
+        victim->state = P_DEAD;
+    spin_unlock(&sched_lock);
+    if (!victim)
+        return 0;
+    *pid = victim->pid;
+    pml4_free(victim->cr3);
+    victim->state = P_FREE; /* proc_spawn may take the slot */
+    return victim->name;
 }
 
 /* An AP's tick (the IPI the boot CPU forwards): preemption only. */

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int parse(struct prof_options *o, const char *const *args)
@@ -28,6 +29,13 @@ static int parse(struct prof_options *o, const char *const *args)
 static void test_defaults_and_values(void)
 {
     struct prof_options o;
+    /* --kernel and --user-dir name paths that exist (checked while parsing): make them. */
+    char dir[] = "/tmp/qprof-units-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    char *cwd = g_get_current_dir();
+    REQUIRE(chdir(dir) == 0);
+    REQUIRE(g_file_set_contents("k.elf", "", 0, NULL));
+    REQUIRE(mkdir("a", 0700) == 0 && mkdir("b", 0700) == 0);
     CHECK_INT(parse(&o, (const char *[]){NULL}), -1);
     CHECK_STR(o.qmp_socket, "./qmp-socket");
     CHECK(o.interval_ms == 10);
@@ -55,6 +63,15 @@ static void test_defaults_and_values(void)
     CHECK_INT(o.max_depth, 64);
     CHECK_U64(o.cpu_mask, 0xd);
     CHECK_INT(o.mode_filter, PROF_USER_ONLY);
+    CHECK_INT(parse(&o, (const char *[]){"--kernel", "a", NULL}), 2);
+    CHECK_INT(parse(&o, (const char *[]){"--user-dir", "k.elf", NULL}), 2);
+    CHECK_INT(parse(&o, (const char *[]){"--user-dir", "missing", NULL}), 2);
+    unlink("k.elf");
+    rmdir("a");
+    rmdir("b");
+    REQUIRE(chdir(cwd) == 0);
+    rmdir(dir);
+    g_free(cwd);
 }
 
 static void test_gdb_option(void)
@@ -494,7 +511,7 @@ static void test_current_parse(void)
     /* No kernel, no DWARF: refused before anything else, with the reason. */
     prof_os_current *c = NULL;
     struct qp_error e = {0};
-    CHECK_INT(prof_os_current_open(NULL, "cpus[$cpu].proc", NULL, NULL, &c, &e), -EINVAL);
+    CHECK_INT(prof_os_current_open(NULL, "cpus[$cpu].proc", NULL, &c, &e), -EINVAL);
     CHECK(strstr(e.msg, "--kernel") != NULL);
 }
 
