@@ -43,6 +43,7 @@ struct prof_task {
     struct prof_image_id image;
     uint64_t kstack_lo, kstack_hi; /* the kernel stack of the current context; 0, 0: unknown */
     uint64_t user_regs_at;         /* where the user registers were saved; 0: not (yet) */
+    uint32_t user_regs_arch;       /* qprof_abi: the frame's QPROF_ABI_ARCH_* (regs_arch) */
     bool user_leaf_only; /* user frames cannot be unwound (no tables): show the leaf only */
 };
 
@@ -276,5 +277,20 @@ int prof_abi_check(const void *bytes, size_t len, struct qprof_abi *hdr, size_t 
  * NUL-terminated. Returns 0, -ENOENT for a cpu beyond cpu_count, -ENODATA if len is short. */
 int prof_abi_slot(const void *bytes, size_t len, const struct qprof_abi *hdr, unsigned cpu,
                   struct qprof_abi_cpu *out);
+
+/* The most bytes a slot's user register frame takes (the riscv64 one). */
+#define PROF_ABI_MAX_FRAME sizeof(struct qprof_abi_regs_riscv64)
+
+/* The size of the frame a slot's regs_arch names for a guest of ELF machine elf_machine: the
+ * x86_64 frame for QPROF_ABI_ARCH_UNSET (a first-revision guest), 0 when regs_arch names
+ * another architecture than the guest's or none qprof knows. */
+size_t prof_abi_frame_size(uint32_t regs_arch, uint16_t elf_machine);
+
+/* The user registers of a frame copied from the guest (len bytes, of the shape regs_arch
+ * names) as unwinder slots for elf_machine. Returns 0; -EPROTO when len is not that frame's
+ * size or regs_arch does not fit the machine; -EFAULT when its pc is not below user_end (the
+ * frame was not saved on an entry from user mode). */
+int prof_abi_frame_regs(const void *frame, size_t len, uint32_t regs_arch, uint16_t elf_machine,
+                        uint64_t user_end, struct unw_regs *u);
 
 #endif

@@ -332,6 +332,13 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     add_kernel_module(s);
     if ((rc = open_os(s, err)))
         goto fail;
+    if (s->arch->gdb_reads_by_privilege && s->abi_addr &&
+        prof_target_reads_cost_round_trips(s->target))
+        fprintf(stderr,
+                "qprof: %s memory through gdbstub `m` packets: a vCPU stopped in user mode cannot "
+                "read the kernel's qprof_abi, so its samples name no process; add --qmp-socket "
+                "with the guest's RAM in a shared file (memory-backend-file,share=on)\n",
+                s->arch->name);
     if (o->verbose)
         fprintf(stderr,
                 "qprof: connected to QEMU %s, memory backend %s, qprof_abi at 0x%" PRIx64 "\n",

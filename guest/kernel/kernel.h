@@ -68,6 +68,18 @@ static inline void irq_restore(uint64_t flags)
     if (flags & 0x200)
         __asm__ volatile("sti" ::: "memory");
 }
+static inline void irq_off(void)
+{
+    __asm__ volatile("cli" ::: "memory");
+}
+static inline void irq_on(void)
+{
+    __asm__ volatile("sti" ::: "memory");
+}
+static inline void cpu_halt(void) /* interrupts off: for good */
+{
+    __asm__ volatile("cli; hlt" ::: "memory");
+}
 void serial_init(void);
 void serial_putc(char c);
 void arch_init(int cpu);    /* BSP: GDT+TSS of `cpu`, IDT, PIC, PIT */
@@ -193,8 +205,14 @@ enum abi_fault {
 };
 void abi_set_fault(enum abi_fault fault);
 
-/* ---- syscall.c ---- */
-void syscall_dispatch(struct qprof_abi_regs *regs);
+/* ---- syscall.c (int $0x80: number in rax, arguments in rdi, rsi, result in rax) ---- */
+typedef struct qprof_abi_regs trap_frame_t;
+#define SYSCALL_NR(r)   ((r)->rax)
+#define SYSCALL_ARG0(r) ((r)->rdi)
+#define SYSCALL_ARG1(r) ((r)->rsi)
+#define SYSCALL_RET(r)  ((r)->rax)
+#define USER_ADDR_END   0x800000000000ull /* user addresses are below */
+void syscall_dispatch(trap_frame_t *regs);
 
 /* ---- entry.S ---- */
 void swtch(uint64_t *old_ksp, uint64_t new_ksp);

@@ -37,6 +37,8 @@ void abi_init(int boot_cpu)
     slot->cr3 = read_cr3();
     slot->kstack_lo = (uint64_t)boot_stack_lo;
     slot->kstack_hi = (uint64_t)boot_stack_hi;
+    slot->regs_arch = QPROF_ABI_ARCH_X86_64;
+    slot->regs_size = sizeof(struct qprof_abi_regs);
     abi_write_end(slot);
 }
 
@@ -97,6 +99,8 @@ static void abi_publish(struct qprof_abi_cpu *slot, struct proc *p, int idle)
     slot->cr3 = p->cr3;
     slot->kstack_lo = p->kstack_lo;
     slot->kstack_hi = p->kstack_hi;
+    slot->regs_arch = QPROF_ABI_ARCH_X86_64;
+    slot->regs_size = sizeof(struct qprof_abi_regs);
     if (abi_fault != ABI_FAULT_NONE)
         abi_fault_slot(slot);
     abi_write_end(slot);

@@ -6,6 +6,7 @@
 
 #include <glib.h>
 #include <math.h>
+#include <elf.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,6 +297,18 @@ static void test_abi_checks(void)
     CHECK_INT(prof_abi_slot(buf, len, &h, 2, &slot), 0);
     CHECK_INT(slot.pid, 102);
 
+    /* a first-revision guest (112-byte slots, no regs_arch): read, the new fields as 0 */
+    len = make_abi(buf, sizeof buf, 2, QPROF_ABI_CPU_V1_SIZE);
+    ((struct qprof_abi *)buf)->size = QPROF_ABI_V1_SIZE;
+    CHECK_INT(prof_abi_check(buf, QPROF_ABI_V1_SIZE, &h, &need, &err), 0);
+    CHECK_INT(prof_abi_slot(buf, QPROF_ABI_V1_SIZE, &h, 1, &slot), 0);
+    CHECK_INT(slot.pid, 101);
+    CHECK_INT(slot.regs_arch, 0);
+    CHECK_U64(prof_abi_frame_size(slot.regs_arch, EM_X86_64), sizeof(struct qprof_abi_regs));
+    CHECK_U64(prof_abi_frame_size(slot.regs_arch, EM_RISCV), 0); /* not riscv64's frame */
+    make_abi(buf, sizeof buf, 1, QPROF_ABI_CPU_V1_SIZE - 8);     /* shorter than the first */
+    CHECK_INT(prof_abi_check(buf, sizeof(struct qprof_abi), &h, &need, &err), -EPROTO);
+
     /* hostile or broken headers are refused with a reason */
     make_abi(buf, sizeof buf, 1, sizeof(struct qprof_abi_cpu));
     ((struct qprof_abi *)buf)->size = 16;
@@ -317,6 +330,44 @@ static void test_abi_checks(void)
     ((struct qprof_abi *)buf)->magic = 0;
     CHECK_INT(prof_abi_check(buf, sizeof(struct qprof_abi), &h, &need, &err), -EAGAIN);
     CHECK_INT(prof_abi_check(buf, 10, &h, &need, &err), -EPROTO);
+}
+
+/* The user frames a slot's regs_arch names: riscv64's x1..x31 go to DWARF slots 1..31, the pc
+ * to slot 32; a frame of the wrong size or architecture, or one not from user mode, is refused. */
+static void test_abi_frames(void)
+{
+    struct qprof_abi_regs_riscv64 rv = {.pc = 0x400120,
+                                        .ra = 0x400200,
+                                        .sp = 0x3fffffef00,
+                                        .s0 = 0x3fffffef40,
+                                        .a7 = 3,
+                                        .t6 = 0x66};
+    struct unw_regs u;
+    const uint64_t user_end = UINT64_C(0x0100000000000000);
+    CHECK_INT(prof_abi_frame_regs(&rv, sizeof rv, QPROF_ABI_ARCH_RISCV64, EM_RISCV, user_end, &u),
+              0);
+    CHECK_U64(u.r[0], 0);
+    CHECK_U64(u.r[1], 0x400200);
+    CHECK_U64(u.r[2], 0x3fffffef00);
+    CHECK_U64(u.r[8], 0x3fffffef40);
+    CHECK_U64(u.r[17], 3);
+    CHECK_U64(u.r[31], 0x66);
+    CHECK_U64(u.r[32], 0x400120);
+    CHECK_INT(prof_abi_frame_regs(&rv, sizeof rv, QPROF_ABI_ARCH_X86_64, EM_RISCV, user_end, &u),
+              -EPROTO);
+    CHECK_INT(
+        prof_abi_frame_regs(&rv, sizeof rv - 8, QPROF_ABI_ARCH_RISCV64, EM_RISCV, user_end, &u),
+        -EPROTO);
+    CHECK_INT(prof_abi_frame_regs(&rv, sizeof rv, QPROF_ABI_ARCH_RISCV64, EM_X86_64, user_end, &u),
+              -EPROTO);
+    rv.pc = UINT64_C(0xffffffff80001000); /* a frame from kernel mode */
+    CHECK_INT(prof_abi_frame_regs(&rv, sizeof rv, QPROF_ABI_ARCH_RISCV64, EM_RISCV, user_end, &u),
+              -EFAULT);
+    struct qprof_abi_regs x = {.rip = 0x401000, .rsp = 0x7ffffff000, .rbp = 0x7fffffeff0};
+    CHECK_INT(prof_abi_frame_regs(&x, sizeof x, QPROF_ABI_ARCH_UNSET, EM_X86_64, user_end, &u), 0);
+    CHECK_U64(u.r[UNW_RIP], 0x401000);
+    CHECK_U64(u.r[UNW_RSP], 0x7ffffff000);
+    CHECK_U64(u.r[UNW_RBP], 0x7fffffeff0);
 }
 
 /* Several -o; a .data name is the record file in any run; `qprof record` takes one -o. */
@@ -568,6 +619,7 @@ int main(void)
     test_outputs_and_record();
     test_samples_option();
     test_abi_checks();
+    test_abi_frames();
     test_os_none();
     test_current_parse();
     test_os_qprof_abi();
