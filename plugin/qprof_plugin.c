@@ -143,46 +143,26 @@ static uint32_t read_window(struct vcpu *v, uint64_t addr, uint32_t len, uint8_t
     return got;
 }
 
-/* In kernel mode: the user stack, where the pointers qprof named lead (struct qpr_config). */
-/* At an entry from user space before the kernel saved anything (a sample at an interrupt
- * stub's first block), the CPU's own frame (rip, cs, rflags, rsp, ss) lies in the first words
- * at sp, after an error code or the vector a stub pushed: its rsp is this instant's user stack,
- * while the saved frame the ABI points to is an earlier entry's. Selectors with RPL 3, rflags'
- * fixed bit and user-half addresses make a match in ordinary kernel stack words unlikely; qprof
- * finds the frame by the kernel's CFI and uses this window only when the addresses agree. */
-static bool entry_frame_usp(const struct qpr_sample *s, uint64_t *usp)
+static bool read_guest_u64(void *ctx, uint64_t addr, uint64_t *out)
 {
-    for (uint32_t off = 0; off <= 24 && off + 40 <= s->stack_len; off += 8) {
-        uint64_t w[5]; /* rip, cs, rflags, rsp, ss */
-        memcpy(w, s->stack + off, sizeof w);
-        if ((w[1] & 3) == 3 && w[1] < 0x10000 && (w[4] & 3) == 3 && w[4] < 0x10000 && (w[2] & 2) &&
-            w[2] < 0x400000 && w[0] < (UINT64_C(1) << 47) && w[3] && w[3] < (UINT64_C(1) << 47)) {
-            *usp = w[3];
-            return true;
-        }
-    }
-    return false;
+    struct vcpu *v = ctx;
+    if (!qemu_plugin_read_memory_vaddr(addr, v->buf, 8))
+        return false;
+    memcpy(out, v->buf->data, 8);
+    return true;
 }
 
+/* In kernel mode: the user stack of this instant, found from what was just captured
+ * (qpr_user_sp says where). qprof finds the user registers by the kernel's CFI or the saved
+ * frame and uses this window only where the addresses agree; a stack it does not find here ends
+ * marked truncated, never read later from memory that has changed. */
 static void chase_user_stack(struct vcpu *v, unsigned idx, struct qpr_sample *s)
 {
-    const struct qpr_config *c = &v->cfg;
-    uint64_t at = c->chase_off + (uint64_t)idx * c->chase_stride, frame = 0, usp = 0;
-    if (!c->ustack_bytes)
+    uint64_t usp = 0;
+    if (!v->cfg.ustack_bytes || !qpr_user_sp(s, &v->cfg, idx, read_guest_u64, v, &usp))
         return;
-    if (entry_frame_usp(s, &usp)) {
-        s->ustack_addr = usp;
-        s->ustack_len = read_window(v, usp, c->ustack_bytes, s->ustack);
-        return;
-    }
-    if (!c->chase_stride || at + 8 > s->extra_len)
-        return;
-    memcpy(&frame, s->extra + at, 8);
-    if (!frame || !qemu_plugin_read_memory_vaddr(frame + c->chase_add, v->buf, 8))
-        return;
-    memcpy(&usp, v->buf->data, 8);
     s->ustack_addr = usp;
-    s->ustack_len = read_window(v, usp, c->ustack_bytes, s->ustack);
+    s->ustack_len = read_window(v, usp, v->cfg.ustack_bytes, s->ustack);
 }
 
 /* Claims the next slot of the vCPU's ring, or counts a loss; NULL when full. */

@@ -66,6 +66,10 @@ struct prof_mem_req {
     void *buf;  /* len bytes, owned by the caller */
     size_t got; /* out: bytes read from the start */
     int rc;     /* out: 0 when got > 0 or len == 0, -EFAULT when the first byte is unmapped */
+    /* A stack window: its bytes must be those of the sample's instant. A target that captured
+     * the sample while the guest ran on (prof_target_ops.captures) serves it only from what it
+     * captured then, and fails the rest rather than read memory that has changed since. */
+    bool instant;
 };
 
 struct prof_target_stats {
