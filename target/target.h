@@ -203,7 +203,8 @@ uint64_t prof_target_round_trips(const prof_target *t);
 bool prof_target_captures(const prof_target *t);
 /* Samples a capturing target dropped since it opened; 0 for a stopping one. */
 uint64_t prof_target_lost(const prof_target *t);
-/* Intervals a capturing target missed while the host did not run a vCPU thread; 0 otherwise. */
+/* Intervals a capturing target missed while the host did not run a vCPU thread (or the thread
+ * that times the samples); 0 otherwise. */
 uint64_t prof_target_missed(const prof_target *t);
 /* Intervals a capturing target skipped while someone else had the guest paused; 0 otherwise. */
 uint64_t prof_target_paused_intervals(const prof_target *t);

@@ -155,8 +155,9 @@ static int receive_hello(struct target_plugin *t, const char *address, int *memf
                             address);
     if (h->flags & QPR_HELLO_TIMER && t->period_insns)
         return qp_error_set(err, -ENOTSUP,
-                            "the plugin at %s was loaded with trigger=timer, which samples by time "
-                            "only: --period-insns needs trigger=counter (the default)",
+                            "the plugin at %s samples by time (trigger=timer, its default): "
+                            "--period-insns needs it loaded with trigger=counter (-plugin "
+                            "qprof-plugin.so,socket=PATH,trigger=counter)",
                             address);
     if (*memfd < 0 || h->n_vcpus == 0 || h->n_vcpus > QPR_MAX_VCPUS ||
         h->map_size != qpr_map_size(h->n_vcpus))
