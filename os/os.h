@@ -105,6 +105,9 @@ struct prof_exec_mapping {
     uint64_t pgoff;           /* file offset of start, in 4 KiB pages */
     uint8_t build_id[PROF_BUILD_ID_MAX];
     uint8_t build_id_len; /* 0: unknown (not read, or unreadable) */
+    /* The mapping of the same file's offset 0 (its ELF header), where the process's own copy of
+     * the file's headers, .eh_frame and .dynsym is read from with no --sysroot; 0, 0: none. */
+    uint64_t head_start, head_end;
 };
 
 /* An address space as the OS adapter sees it at this stop. Two answers with the same id and

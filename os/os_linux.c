@@ -1005,6 +1005,11 @@ static void build_exec(struct os_linux *l, struct mm_vmas *m, const struct prof_
         if (!f->path[0])
             continue;
         struct prof_exec_mapping e = {.start = v[i].start, .end = v[i].end, .pgoff = v[i].pgoff};
+        const struct lx_vma *head = file_head(m, v[i].file);
+        if (head) {
+            e.head_start = head->start;
+            e.head_end = head->end;
+        }
         g_strlcpy(e.path, f->path, sizeof e.path);
         memcpy(e.build_id, f->build_id, sizeof e.build_id);
         e.build_id_len = f->build_id_len;
