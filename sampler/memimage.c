@@ -25,8 +25,7 @@ struct prof_memimg {
     struct sym_mem_image facts;         /* at link-time addresses (bias 0) */
     uint8_t *eh_frame;                  /* facts.eh_frame_max bytes while copying */
     size_t eh_frame_have, eh_frame_len; /* copied; whole entries of them, once done */
-    uint8_t *dynsym;
-    char *dynstr;
+    uint8_t *dynsym, *dynstr;
     size_t dynsym_have, dynstr_have;
     bool dynsym_ok; /* both tables copied whole */
     sym_table *syms;
@@ -134,18 +133,21 @@ static int read_all(void *ctx, uint64_t addr, void *buf, size_t len)
     return read_some(ctx, addr, buf, len, &got);
 }
 
-/* Copies more of [addr, addr + want) into buf, from *have on: 0 when complete, else read_some's
- * code for the first read that came short. stop_at_terminator: .eh_frame, done at its end. */
-static int copy_more(const struct reader *r, uint64_t addr, uint8_t *buf, size_t want, size_t *have,
-                     bool stop_at_terminator)
+/* Copies more of [addr, addr + want) into *buf, from *have on, growing it by what each read
+ * asks (what the guest declares sizes nothing before it is read): 0 when complete, else
+ * read_some's code for the first read that came short. stop_at_terminator: .eh_frame, done at
+ * its end. */
+static int copy_more(const struct reader *r, uint64_t addr, uint8_t **buf, size_t want,
+                     size_t *have, bool stop_at_terminator)
 {
     while (*have < want) {
         size_t n = want - *have < COPY_CHUNK ? want - *have : COPY_CHUNK, got;
-        int rc = read_some(r, addr + *have, buf + *have, n, &got);
+        *buf = g_realloc(*buf, *have + n);
+        int rc = read_some(r, addr + *have, *buf + *have, n, &got);
         *have += got;
         bool terminated = false;
         if (stop_at_terminator)
-            sym_eh_frame_whole_len(buf, *have, &terminated);
+            sym_eh_frame_whole_len(*buf, *have, &terminated);
         if (terminated)
             return 0;
         if (rc)
@@ -196,9 +198,7 @@ static int stage_eh_frame(prof_memimgs *t, struct prof_memimg *img, const struct
 {
     if (img->facts.eh_frame) {
         size_t want = (size_t)img->facts.eh_frame_max;
-        if (!img->eh_frame)
-            img->eh_frame = g_malloc(want);
-        int rc = copy_more(r, img->facts.eh_frame + bias, img->eh_frame, want, &img->eh_frame_have,
+        int rc = copy_more(r, img->facts.eh_frame + bias, &img->eh_frame, want, &img->eh_frame_have,
                            true);
         if (rc == -ENOSPC)
             return rc;
@@ -220,9 +220,7 @@ static int stage_dynsym(prof_memimgs *t, struct prof_memimg *img, const struct r
                         uint64_t bias)
 {
     size_t want = (size_t)img->facts.dynsym_count * sizeof(Elf64_Sym);
-    if (!img->dynsym)
-        img->dynsym = g_malloc(want ? want : 1);
-    int rc = copy_more(r, img->facts.dynsym + bias, img->dynsym, want, &img->dynsym_have, false);
+    int rc = copy_more(r, img->facts.dynsym + bias, &img->dynsym, want, &img->dynsym_have, false);
     if (rc == -ENOSPC)
         return rc;
     if (rc) {
@@ -238,10 +236,7 @@ static int stage_dynstr(prof_memimgs *t, struct prof_memimg *img, const struct r
                         uint64_t bias)
 {
     size_t want = (size_t)img->facts.dynstr_size;
-    if (!img->dynstr)
-        img->dynstr = g_malloc(want);
-    int rc = copy_more(r, img->facts.dynstr + bias, (uint8_t *)img->dynstr, want, &img->dynstr_have,
-                       false);
+    int rc = copy_more(r, img->facts.dynstr + bias, &img->dynstr, want, &img->dynstr_have, false);
     if (rc == -ENOSPC)
         return rc;
     if (rc)
@@ -339,8 +334,9 @@ const sym_table *prof_memimg_symbols(struct prof_memimg *img)
     img->syms_made = true;
     struct qp_error err = {0};
     if (img->dynsym_ok)
-        sym_table_from_dynsym(img->name, img->dynsym, (size_t)img->facts.dynsym_count, img->dynstr,
-                              (size_t)img->facts.dynstr_size, &img->syms, &err);
+        sym_table_from_dynsym(img->name, img->dynsym, (size_t)img->facts.dynsym_count,
+                              (const char *)img->dynstr, (size_t)img->facts.dynstr_size, &img->syms,
+                              &err);
     /* The copies are not needed once the table is made. */
     g_free(img->dynsym);
     g_free(img->dynstr);
