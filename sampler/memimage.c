@@ -187,8 +187,8 @@ static int stage_headers(prof_memimgs *t, struct prof_memimg *img, const struct 
     img->facts.eh_frame = f.eh_frame ? f.eh_frame - bias : 0;
     img->facts.dynsym = f.dynsym ? f.dynsym - bias : 0;
     img->facts.dynstr = f.dynstr ? f.dynstr - bias : 0;
-    if (!f.eh_frame)
-        say(t, img, "unwinding", "no PT_GNU_EH_FRAME");
+    if (!f.eh_frame || f.missing)
+        say(t, img, f.eh_frame ? "names" : "unwinding", f.missing ? err.msg : "no PT_GNU_EH_FRAME");
     img->stage = ST_EH_FRAME;
     return 0;
 }

@@ -373,12 +373,21 @@ int sym_mem_image_read(sym_mem_read_fn read, void *ctx, uint64_t base, uint16_t 
     if ((rc = collect_loads(ph, phnum, base, &L, &out->bias, err)))
         return rc;
     out->type = le16(eh + 16);
-    for (unsigned i = 0; i < phnum && rc == 0; i++) {
+    for (unsigned i = 0; i < phnum && (rc == 0 || rc == -EFAULT); i++) {
         const uint8_t *p = ph + i * sizeof(Elf64_Phdr);
+        /* A table whose page is not present is left out (its fields stay 0): the other may be
+         * (libc's .dynsym is, once the loader used it; its .eh_frame_hdr, read by nothing,
+         * often is not). */
+        int one = 0;
         if (le32(p) == PT_GNU_EH_FRAME)
-            rc = read_eh_frame_hdr(read, ctx, &L, le64(p + 16), out, err);
+            one = read_eh_frame_hdr(read, ctx, &L, le64(p + 16), out, err);
         else if (le32(p) == PT_DYNAMIC)
-            rc = read_dynsym_facts(read, ctx, &L, le64(p + 16), le64(p + 40), out, err);
+            one = read_dynsym_facts(read, ctx, &L, le64(p + 16), le64(p + 40), out, err);
+        if (one == -EFAULT) {
+            out->missing++;
+            one = 0;
+        }
+        rc = one;
     }
     return rc;
 }

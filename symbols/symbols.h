@@ -145,14 +145,17 @@ struct sym_mem_image {
     uint64_t eh_frame_max; /* bytes from there to the end of the PT_LOAD holding it (capped) */
     uint64_t dynsym, dynsym_count; /* .dynsym and its symbol count (from the hash table), 0: none */
     uint64_t dynstr, dynstr_size;
+    unsigned missing; /* tables left out because a page of theirs is not readable */
 };
 
 /* Reads the ELF header at base (where the process mapped file offset 0), its program headers,
  * .eh_frame_hdr's pointer to .eh_frame and the dynamic section's .dynsym, .dynstr and hash table
  * (DT_GNU_HASH, else DT_HASH, for the symbol count), for an ELF of machine `machine`. Every
  * table must lie inside the image's PT_LOAD segments, counts and sizes within the SYM_MEM_MAX_*
- * bounds. No PT_GNU_EH_FRAME or PT_DYNAMIC is no error (the fields stay 0). Returns 0, -ENOSPC
- * (read's "try again later"), -EFAULT (a header not readable), -EINVAL (garbage), with err. */
+ * bounds. No PT_GNU_EH_FRAME or PT_DYNAMIC is no error (the fields stay 0), nor is one whose
+ * table is not readable (counted in missing, the reason in err). Returns 0, -ENOSPC (read's
+ * "try again later"), -EFAULT (the ELF or program headers not readable), -EINVAL (garbage),
+ * with err. */
 int sym_mem_image_read(sym_mem_read_fn read, void *ctx, uint64_t base, uint16_t machine,
                        struct sym_mem_image *out, struct qp_error *err);
 

@@ -625,8 +625,8 @@ static void check_mapped_fxlib(bool relocate)
     /* .eh_frame's entries end at its terminator (the fixture, linked without crtend.o, has
      * none: they end with the section, which ends its segment). */
     bool terminated = false;
-    size_t whole = sym_eh_frame_whole_len(m.mem + eh_frame.addr, (size_t)img.eh_frame_max,
-                                          &terminated);
+    size_t whole =
+        sym_eh_frame_whole_len(m.mem + eh_frame.addr, (size_t)img.eh_frame_max, &terminated);
     CHECK_U64(whole, terminated ? whole : eh_frame.size);
     CHECK(whole <= eh_frame.size && whole > 16);
     /* A copy cut short keeps whole entries only. */
@@ -646,8 +646,13 @@ static void check_mapped_fxlib(bool relocate)
         CHECK_MSG(false, "lib_second not found in the mapped .dynsym");
     sym_table_free(t);
 
-    /* The page of .eh_frame_hdr not present: an error, never a guess. */
+    /* The page of .eh_frame_hdr not present: no .eh_frame, never a guess, and the names
+     * still. */
     m.absent_page = eh_frame.addr & ~UINT64_C(0xfff);
+    CHECK_INT(sym_mem_image_read(mapped_read, &m, MEM_BASE, EM_X86_64, &img, &err), 0);
+    CHECK(img.eh_frame == 0 && img.missing == 1 && img.dynsym == MEM_BASE + dynsym.addr);
+    /* The ELF header's page not present: nothing. */
+    m.absent_page = 0;
     CHECK_INT(sym_mem_image_read(mapped_read, &m, MEM_BASE, EM_X86_64, &img, &err), -EFAULT);
     /* Another machine's ELF is refused. */
     m.absent_page = UINT64_MAX;
