@@ -16,18 +16,25 @@
 
 enum stage { ST_HEADERS, ST_EH_FRAME, ST_DYNSYM, ST_DYNSTR, ST_DONE };
 
+/* One table being copied: from the process's memory while its pages are present there, then
+ * from the page cache (the pages a process never touched are in none of its page tables). */
+struct table_copy {
+    uint8_t *bytes;
+    size_t have;
+    bool by_file;     /* the process's memory failed: the rest from the page cache */
+    size_t from_file; /* bytes that came that way */
+};
+
 struct prof_memimg {
     char *key;
     char name[64]; /* the file's basename */
     enum stage stage;
     int tries;
-    uint64_t link_base;                 /* link-time address of the page of file offset 0 */
-    struct sym_mem_image facts;         /* at link-time addresses (bias 0) */
-    uint8_t *eh_frame;                  /* facts.eh_frame_max bytes while copying */
-    size_t eh_frame_have, eh_frame_len; /* copied; whole entries of them, once done */
-    uint8_t *dynsym, *dynstr;
-    size_t dynsym_have, dynstr_have;
-    bool dynsym_ok; /* both tables copied whole */
+    uint64_t link_base;         /* link-time address of the page of file offset 0 */
+    struct sym_mem_image facts; /* at link-time addresses (bias 0) */
+    struct table_copy eh, dynsym, dynstr;
+    size_t eh_frame_len; /* whole entries of eh, once done */
+    bool dynsym_ok;      /* both tables copied whole */
     sym_table *syms;
     bool syms_made;
 };
@@ -43,9 +50,9 @@ static void memimg_free(gpointer p)
 {
     struct prof_memimg *img = p;
     g_free(img->key);
-    g_free(img->eh_frame);
-    g_free(img->dynsym);
-    g_free(img->dynstr);
+    g_free(img->eh.bytes);
+    g_free(img->dynsym.bytes);
+    g_free(img->dynstr.bytes);
     sym_table_free(img->syms);
     g_free(img);
 }
@@ -100,6 +107,8 @@ int64_t prof_memimg_bias(const struct prof_memimg *img, const struct prof_exec_m
 struct reader {
     const struct prof_os_mem *mem;
     const struct prof_vcpu *cpu;
+    prof_os *os;
+    uint64_t file_id;
 };
 
 /* Reads up to len bytes at addr, *got from the start: 0 when all came, -ENOSPC when the
@@ -133,21 +142,55 @@ static int read_all(void *ctx, uint64_t addr, void *buf, size_t len)
     return read_some(ctx, addr, buf, len, &got);
 }
 
-/* Copies more of [addr, addr + want) into *buf, from *have on, growing it by what each read
- * asks (what the guest declares sizes nothing before it is read): 0 when complete, else
- * read_some's code for the first read that came short. stop_at_terminator: .eh_frame, done at
- * its end. */
-static int copy_more(const struct reader *r, uint64_t addr, uint8_t **buf, size_t want,
-                     size_t *have, bool stop_at_terminator)
+/* The file's bytes at offset from the OS's page cache, a page at a time: 0 when all came,
+ * -ENOSPC (later), -EFAULT when a page is not cached (or the OS cannot read files). */
+static int file_read_some(const struct reader *r, uint64_t offset, uint8_t *buf, size_t len,
+                          size_t *got)
 {
-    while (*have < want) {
-        size_t n = want - *have < COPY_CHUNK ? want - *have : COPY_CHUNK, got;
-        *buf = g_realloc(*buf, *have + n);
-        int rc = read_some(r, addr + *have, *buf + *have, n, &got);
-        *have += got;
+    *got = 0;
+    while (*got < len) {
+        uint64_t off = offset + *got;
+        size_t n = len - *got, in = 0;
+        n = n < 4096 - (off & PAGE_MASK_LOW) ? n : 4096 - (off & PAGE_MASK_LOW);
+        int rc = r->file_id ? prof_os_file_read(r->os, r->file_id, off, buf + *got, n, &in, r->mem)
+                            : -ENOTSUP;
+        if (rc == -ENOSPC)
+            return rc;
+        if (rc || in == 0)
+            return -EFAULT;
+        *got += in;
+    }
+    return 0;
+}
+
+static int file_read_all(void *ctx, uint64_t offset, void *buf, size_t len)
+{
+    size_t got;
+    return file_read_some(ctx, offset, buf, len, &got);
+}
+
+/* Copies more of the want bytes at run-time addr (file offset offset) into t, growing its
+ * buffer by what each read asks (what the guest declares sizes nothing before it is read):
+ * 0 when complete (or, with stop_at_terminator, at .eh_frame's end), -ENOSPC, or -EFAULT for a
+ * page neither way could read. */
+static int copy_table(const struct reader *r, uint64_t addr, uint64_t offset, size_t want,
+                      struct table_copy *t, bool stop_at_terminator)
+{
+    while (t->have < want) {
+        size_t n = want - t->have < COPY_CHUNK ? want - t->have : COPY_CHUNK, got = 0;
+        t->bytes = g_realloc(t->bytes, t->have + n);
+        int rc = t->by_file ? -EFAULT : read_some(r, addr + t->have, t->bytes + t->have, n, &got);
+        t->have += got;
+        if (rc == -EFAULT && offset) {
+            t->by_file = true;
+            n = want - t->have < COPY_CHUNK ? want - t->have : COPY_CHUNK;
+            rc = file_read_some(r, offset + t->have, t->bytes + t->have, n, &got);
+            t->have += got;
+            t->from_file += got;
+        }
         bool terminated = false;
         if (stop_at_terminator)
-            sym_eh_frame_whole_len(*buf, *have, &terminated);
+            sym_eh_frame_whole_len(t->bytes, t->have, &terminated);
         if (terminated)
             return 0;
         if (rc)
@@ -172,7 +215,8 @@ static int stage_headers(prof_memimgs *t, struct prof_memimg *img, const struct 
 {
     struct qp_error err = {0};
     struct sym_mem_image f;
-    int rc = sym_mem_image_read(read_all, (void *)r, m->head_start, t->elf_machine, &f, &err);
+    int rc = sym_mem_image_read(read_all, file_read_all, (void *)r, m->head_start, t->elf_machine,
+                                &f, &err);
     if (rc == -ENOSPC)
         return rc;
     if (rc) {
@@ -197,20 +241,18 @@ static int stage_eh_frame(prof_memimgs *t, struct prof_memimg *img, const struct
                           uint64_t bias)
 {
     if (img->facts.eh_frame) {
-        size_t want = (size_t)img->facts.eh_frame_max;
-        int rc = copy_more(r, img->facts.eh_frame + bias, &img->eh_frame, want, &img->eh_frame_have,
-                           true);
+        int rc = copy_table(r, img->facts.eh_frame + bias, img->facts.eh_frame_offset,
+                            (size_t)img->facts.eh_frame_max, &img->eh, true);
         if (rc == -ENOSPC)
             return rc;
         bool terminated;
-        img->eh_frame_len = sym_eh_frame_whole_len(img->eh_frame, img->eh_frame_have, &terminated);
-        img->eh_frame = g_realloc(img->eh_frame, img->eh_frame_len ? img->eh_frame_len : 1);
-        if (rc == -EFAULT) {
-            char why[96];
-            snprintf(why, sizeof why, "%zu of its bytes readable, the next page not present",
-                     img->eh_frame_len);
-            say(t, img, ".eh_frame", why);
-        }
+        img->eh_frame_len = sym_eh_frame_whole_len(img->eh.bytes, img->eh.have, &terminated);
+        img->eh.bytes = g_realloc(img->eh.bytes, img->eh_frame_len ? img->eh_frame_len : 1);
+        char why[128];
+        snprintf(why, sizeof why, "%zu bytes of whole entries, %zu of them from the page cache%s",
+                 img->eh_frame_len, img->eh.from_file,
+                 rc ? "; then a page neither mapped nor cached" : "");
+        say(t, img, ".eh_frame", why);
     }
     img->stage = img->facts.dynsym ? ST_DYNSYM : ST_DONE;
     return 0;
@@ -220,11 +262,12 @@ static int stage_dynsym(prof_memimgs *t, struct prof_memimg *img, const struct r
                         uint64_t bias)
 {
     size_t want = (size_t)img->facts.dynsym_count * sizeof(Elf64_Sym);
-    int rc = copy_more(r, img->facts.dynsym + bias, &img->dynsym, want, &img->dynsym_have, false);
+    int rc = copy_table(r, img->facts.dynsym + bias, img->facts.dynsym_offset, want, &img->dynsym,
+                        false);
     if (rc == -ENOSPC)
         return rc;
     if (rc) {
-        say(t, img, ".dynsym", "a page not present: no names");
+        say(t, img, ".dynsym", "a page neither mapped nor cached: no names");
         img->stage = ST_DONE;
         return 0;
     }
@@ -235,12 +278,12 @@ static int stage_dynsym(prof_memimgs *t, struct prof_memimg *img, const struct r
 static int stage_dynstr(prof_memimgs *t, struct prof_memimg *img, const struct reader *r,
                         uint64_t bias)
 {
-    size_t want = (size_t)img->facts.dynstr_size;
-    int rc = copy_more(r, img->facts.dynstr + bias, &img->dynstr, want, &img->dynstr_have, false);
+    int rc = copy_table(r, img->facts.dynstr + bias, img->facts.dynstr_offset,
+                        (size_t)img->facts.dynstr_size, &img->dynstr, false);
     if (rc == -ENOSPC)
         return rc;
     if (rc)
-        say(t, img, ".dynstr", "a page not present: no names");
+        say(t, img, ".dynstr", "a page neither mapped nor cached: no names");
     img->dynsym_ok = rc == 0;
     img->stage = ST_DONE;
     return 0;
@@ -288,7 +331,7 @@ static char *key_of(uint64_t as_id, const struct prof_exec_mapping *m)
 }
 
 struct prof_memimg *prof_memimg_progress(prof_memimgs *t, uint64_t as_id,
-                                         const struct prof_exec_mapping *m,
+                                         const struct prof_exec_mapping *m, prof_os *os,
                                          const struct prof_vcpu *cpu, const struct prof_os_mem *mem)
 {
     if (!m->head_start || m->head_end <= m->head_start)
@@ -308,7 +351,7 @@ struct prof_memimg *prof_memimg_progress(prof_memimgs *t, uint64_t as_id,
     } else {
         g_free(key);
     }
-    struct reader r = {mem, cpu};
+    struct reader r = {mem, cpu, os, m->file_id};
     if (img->stage != ST_DONE)
         advance(t, img, &r, m);
     return img;
@@ -323,7 +366,7 @@ int prof_memimg_add_unwind(struct prof_memimg *img, unw_space *space,
         return qp_error_set(err, -ENOENT, "%s: no .eh_frame in the guest's memory", img->key);
     uint64_t bias = (uint64_t)prof_memimg_bias(img, m);
     return unw_space_add_eh_frame(space, img->name, m->start, m->end - m->start,
-                                  img->facts.eh_frame + bias, img->eh_frame, img->eh_frame_len,
+                                  img->facts.eh_frame + bias, img->eh.bytes, img->eh_frame_len,
                                   err);
 }
 
@@ -334,13 +377,12 @@ const sym_table *prof_memimg_symbols(struct prof_memimg *img)
     img->syms_made = true;
     struct qp_error err = {0};
     if (img->dynsym_ok)
-        sym_table_from_dynsym(img->name, img->dynsym, (size_t)img->facts.dynsym_count,
-                              (const char *)img->dynstr, (size_t)img->facts.dynstr_size, &img->syms,
-                              &err);
+        sym_table_from_dynsym(img->name, img->dynsym.bytes, (size_t)img->facts.dynsym_count,
+                              (const char *)img->dynstr.bytes, (size_t)img->facts.dynstr_size,
+                              &img->syms, &err);
     /* The copies are not needed once the table is made. */
-    g_free(img->dynsym);
-    g_free(img->dynstr);
-    img->dynsym = NULL;
-    img->dynstr = NULL;
+    g_free(img->dynsym.bytes);
+    g_free(img->dynstr.bytes);
+    img->dynsym.bytes = img->dynstr.bytes = NULL;
     return img->syms;
 }

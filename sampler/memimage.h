@@ -4,8 +4,9 @@
  * A process's own mappings hold what an in-process unwinder uses: .eh_frame_hdr and .eh_frame
  * in a loaded segment, and .dynsym/.dynstr of every dynamically linked file. While the guest is
  * paused, what a mapped file has of them is copied out of the process's memory a part at a time
- * within the sample's budget (headers, then .eh_frame up to its terminator or the first page that
- * is not present, then .dynsym and .dynstr); once copied, the unwinder gets the .eh_frame and
+ * within the sample's budget (headers, then .eh_frame up to its terminator, its pages that the
+ * process never touched from the OS's page cache when the adapter can read it, then .dynsym and
+ * .dynstr); once copied, the unwinder gets the .eh_frame and
  * the profile a module named by the exported functions. Copies are kept by file content (its
  * path and GNU build-id, else per address space and address), so that the next process mapping
  * the same libc costs no reads.
@@ -34,7 +35,7 @@ void prof_memimgs_reset(prof_memimgs *t);
  * budget allows through mem with cpu's page tables (the process on cpu must own the mapping).
  * Borrowed until reset; NULL when m has no mapped ELF header or the table is full. */
 struct prof_memimg *prof_memimg_progress(prof_memimgs *t, uint64_t as_id,
-                                         const struct prof_exec_mapping *m,
+                                         const struct prof_exec_mapping *m, prof_os *os,
                                          const struct prof_vcpu *cpu,
                                          const struct prof_os_mem *mem);
 /* Whether the copy is finished (usable or not). */

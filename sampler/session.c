@@ -789,7 +789,7 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
 {
     capture_stacks(s, c);
     struct prof_os_mem mem = os_mem(s);
-    prof_sysroot_copy_images(s->sysroot, c->uspace, &c->vcpu, &mem);
+    prof_sysroot_copy_images(s->sysroot, c->uspace, s->os, &c->vcpu, &mem);
 }
 
 static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, void *ctx,

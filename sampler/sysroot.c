@@ -351,8 +351,8 @@ static void user_space_build(prof_sysroot *sr, struct user_space *u)
 
 /* ---- The guest's own copies of its files (no sysroot file for them) ---------------------- */
 
-void prof_sysroot_copy_images(prof_sysroot *sr, struct user_space *u, const struct prof_vcpu *cpu,
-                              const struct prof_os_mem *mem)
+void prof_sysroot_copy_images(prof_sysroot *sr, struct user_space *u, prof_os *os,
+                              const struct prof_vcpu *cpu, const struct prof_os_mem *mem)
 {
     if (!u || !sr->memimgs)
         return;
@@ -364,7 +364,7 @@ void prof_sysroot_copy_images(prof_sysroot *sr, struct user_space *u, const stru
     for (int k = 0; k < u->n; k++) {
         if (u->verified[k] || (u->img[k] && prof_memimg_done(u->img[k])))
             continue;
-        u->img[k] = prof_memimg_progress(sr->memimgs, u->key.id, &u->maps[k], cpu, mem);
+        u->img[k] = prof_memimg_progress(sr->memimgs, u->key.id, &u->maps[k], os, cpu, mem);
         pending |= u->img[k] && !prof_memimg_done(u->img[k]);
     }
     u->mem_pending = pending;

@@ -70,8 +70,8 @@ struct user_space *prof_sysroot_capture(prof_sysroot *sr, prof_os *os, int i,
 /* While stopped, after the sample's own reads: copies more of the guest's mapped files that no
  * sysroot file serves, through cpu's page tables (the task of u on it), within the budget. NULL
  * u is a no-op. */
-void prof_sysroot_copy_images(prof_sysroot *sr, struct user_space *u, const struct prof_vcpu *cpu,
-                              const struct prof_os_mem *mem);
+void prof_sysroot_copy_images(prof_sysroot *sr, struct user_space *u, prof_os *os,
+                              const struct prof_vcpu *cpu, const struct prof_os_mem *mem);
 /* After the guest resumed: matches u's mappings against the sysroot and loads the unwinder
  * (once), and hands it the guest's own copies finished since. NULL is a no-op. */
 void prof_sysroot_build(prof_sysroot *sr, struct user_space *u);

@@ -25,7 +25,7 @@
 struct image_loads {
     unsigned n;
     struct {
-        uint64_t vaddr, filesz, memsz; /* link-time */
+        uint64_t vaddr, filesz, memsz, offset; /* link-time */
     } l[MAX_LOADS];
 };
 
@@ -50,10 +50,24 @@ static uint16_t le16(const uint8_t *p)
     return GUINT16_FROM_LE(v);
 }
 
-static int mem_read(sym_mem_read_fn read, void *ctx, uint64_t addr, void *buf, size_t len,
-                    const char *what, struct qp_error *err)
+/* Where the image's bytes come from: the process's memory, and, for a page not present there,
+ * the file by offset (read_file, NULL: none) once the PT_LOADs tell offsets (L). */
+struct mem_src {
+    sym_mem_read_fn read, read_file;
+    void *ctx;
+    const struct image_loads *L;
+    int64_t bias;
+};
+
+static bool file_offset_of(const struct mem_src *S, uint64_t addr, size_t len, uint64_t *off);
+
+static int mem_read(const struct mem_src *S, uint64_t addr, void *buf, size_t len, const char *what,
+                    struct qp_error *err)
 {
-    int rc = read(ctx, addr, buf, len);
+    int rc = S->read(S->ctx, addr, buf, len);
+    uint64_t off;
+    if (rc && rc != -ENOSPC && S->read_file && file_offset_of(S, addr, len, &off))
+        rc = S->read_file(S->ctx, off, buf, len);
     if (rc == -ENOSPC)
         return qp_error_set(err, -ENOSPC, "no read budget left for the %s", what);
     if (rc)
@@ -74,12 +88,29 @@ static bool in_load(const struct image_loads *L, uint64_t addr, uint64_t len, bo
     return false;
 }
 
-/* Bytes of file-backed PT_LOAD from link-time addr to its segment's end (0: in none). */
-static uint64_t load_room(const struct image_loads *L, uint64_t addr)
+/* The file offset of run-time [addr, addr + len) when it lies in one PT_LOAD's file bytes. */
+static bool file_offset_of(const struct mem_src *S, uint64_t addr, size_t len, uint64_t *off)
+{
+    const struct image_loads *L = S->L;
+    uint64_t link = addr - (uint64_t)S->bias;
+    for (unsigned i = 0; L && i < L->n; i++)
+        if (link >= L->l[i].vaddr && link - L->l[i].vaddr <= L->l[i].filesz &&
+            len <= L->l[i].filesz - (link - L->l[i].vaddr)) {
+            *off = L->l[i].offset + (link - L->l[i].vaddr);
+            return true;
+        }
+    return false;
+}
+
+/* Bytes of file-backed PT_LOAD from link-time addr to its segment's end (0: in none), and the
+ * file offset of addr. */
+static uint64_t load_room(const struct image_loads *L, uint64_t addr, uint64_t *offset)
 {
     for (unsigned i = 0; i < L->n; i++)
-        if (addr >= L->l[i].vaddr && addr - L->l[i].vaddr < L->l[i].filesz)
+        if (addr >= L->l[i].vaddr && addr - L->l[i].vaddr < L->l[i].filesz) {
+            *offset = L->l[i].offset + (addr - L->l[i].vaddr);
             return L->l[i].filesz - (addr - L->l[i].vaddr);
+        }
     return 0;
 }
 
@@ -117,6 +148,7 @@ static int collect_loads(const uint8_t *ph, unsigned phnum, uint64_t base, struc
         L->l[L->n].vaddr = vaddr;
         L->l[L->n].filesz = filesz;
         L->l[L->n].memsz = memsz;
+        L->l[L->n].offset = off;
         L->n++;
         if (!have_bias && off <= PAGE_MASK) {
             *bias = (int64_t)(base - (vaddr & ~PAGE_MASK));
@@ -172,14 +204,14 @@ static int decode_pointer(const uint8_t *p, size_t room, uint8_t enc, uint64_t f
 
 /* .eh_frame_hdr (version 1) names where .eh_frame starts; it must lie in a PT_LOAD's file
  * bytes, and ends at most where that segment does. */
-static int read_eh_frame_hdr(sym_mem_read_fn read, void *ctx, const struct image_loads *L,
+static int read_eh_frame_hdr(const struct mem_src *S, const struct image_loads *L,
                              uint64_t hdr_link, struct sym_mem_image *out, struct qp_error *err)
 {
     uint8_t h[12];
     uint64_t hdr = hdr_link + (uint64_t)out->bias;
     if (!in_load(L, hdr_link, sizeof h, true))
         return qp_error_set(err, -EINVAL, "PT_GNU_EH_FRAME outside the PT_LOAD segments");
-    int rc = mem_read(read, ctx, hdr, h, sizeof h, ".eh_frame_hdr", err);
+    int rc = mem_read(S, hdr, h, sizeof h, ".eh_frame_hdr", err);
     if (rc)
         return rc;
     uint64_t eh;
@@ -188,10 +220,11 @@ static int read_eh_frame_hdr(sym_mem_read_fn read, void *ctx, const struct image
         return qp_error_set(err, -EINVAL, ".eh_frame_hdr version %u, encoding 0x%x: not known",
                             h[0], h[1]);
     uint64_t eh_link = eh - (uint64_t)out->bias;
-    uint64_t room = load_room(L, eh_link);
+    uint64_t offset = 0, room = load_room(L, eh_link, &offset);
     if (room < 4)
         return qp_error_set(err, -EINVAL, ".eh_frame at 0x%" PRIx64 " outside the PT_LOADs", eh);
     out->eh_frame = eh;
+    out->eh_frame_offset = offset;
     out->eh_frame_max = room < SYM_MEM_MAX_EH_FRAME ? room : SYM_MEM_MAX_EH_FRAME;
     return 0;
 }
@@ -215,7 +248,7 @@ struct dyn_facts {
     uint64_t symtab, strtab, strsz, syment, hash, gnu_hash; /* run-time addresses, sizes */
 };
 
-static int read_dynamic(sym_mem_read_fn read, void *ctx, const struct image_loads *L, int64_t bias,
+static int read_dynamic(const struct mem_src *S, const struct image_loads *L, int64_t bias,
                         uint64_t dyn_link, uint64_t dyn_size, struct dyn_facts *d,
                         struct qp_error *err)
 {
@@ -223,7 +256,7 @@ static int read_dynamic(sym_mem_read_fn read, void *ctx, const struct image_load
     if (n == 0 || !in_load(L, dyn_link, n * 16, false))
         return qp_error_set(err, -EINVAL, "PT_DYNAMIC outside the PT_LOAD segments");
     uint8_t *buf = g_malloc(n * 16);
-    int rc = mem_read(read, ctx, dyn_link + (uint64_t)bias, buf, n * 16, "dynamic section", err);
+    int rc = mem_read(S, dyn_link + (uint64_t)bias, buf, n * 16, "dynamic section", err);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         uint64_t tag = le64(buf + i * 16), val = le64(buf + i * 16 + 8);
         if (tag == DT_NULL)
@@ -263,13 +296,13 @@ static bool rt_in_image(const struct image_loads *L, int64_t bias, uint64_t addr
 
 /* The symbol count of a GNU hash table: one past the highest index any chain reaches (the last
  * chain is the one of the highest bucket; its end is the entry with bit 0 set). */
-static int gnu_hash_count(sym_mem_read_fn read, void *ctx, const struct image_loads *L,
-                          int64_t bias, uint64_t gh, uint64_t *count, struct qp_error *err)
+static int gnu_hash_count(const struct mem_src *S, const struct image_loads *L, int64_t bias,
+                          uint64_t gh, uint64_t *count, struct qp_error *err)
 {
     uint8_t h[16];
     if (!rt_in_image(L, bias, gh, sizeof h))
         return qp_error_set(err, -EINVAL, "DT_GNU_HASH outside the image");
-    int rc = mem_read(read, ctx, gh, h, sizeof h, "GNU hash table", err);
+    int rc = mem_read(S, gh, h, sizeof h, "GNU hash table", err);
     if (rc)
         return rc;
     uint32_t nbuckets = le32(h), symoffset = le32(h + 4), bloom = le32(h + 8);
@@ -281,7 +314,7 @@ static int gnu_hash_count(sym_mem_read_fn read, void *ctx, const struct image_lo
     if (!rt_in_image(L, bias, buckets, (uint64_t)nbuckets * 4))
         return qp_error_set(err, -EINVAL, "GNU hash buckets outside the image");
     uint8_t *b = g_malloc((size_t)nbuckets * 4);
-    rc = mem_read(read, ctx, buckets, b, (size_t)nbuckets * 4, "GNU hash buckets", err);
+    rc = mem_read(S, buckets, b, (size_t)nbuckets * 4, "GNU hash buckets", err);
     uint32_t top = 0;
     for (uint32_t i = 0; rc == 0 && i < nbuckets; i++)
         top = le32(b + (size_t)i * 4) > top ? le32(b + (size_t)i * 4) : top;
@@ -299,7 +332,7 @@ static int gnu_hash_count(sym_mem_read_fn read, void *ctx, const struct image_lo
             n /= 2;
         if (!rt_in_image(L, bias, at, n * 4))
             return qp_error_set(err, -EINVAL, "GNU hash chain leaves the image");
-        if ((rc = mem_read(read, ctx, at, block, n * 4, "GNU hash chains", err)))
+        if ((rc = mem_read(S, at, block, n * 4, "GNU hash chains", err)))
             return rc;
         for (uint64_t k = 0; k < n; k++, i++)
             if (le32(block + k * 4) & 1) {
@@ -311,25 +344,25 @@ static int gnu_hash_count(sym_mem_read_fn read, void *ctx, const struct image_lo
 }
 
 /* DT_HASH: nchain is the symbol count. */
-static int sysv_hash_count(sym_mem_read_fn read, void *ctx, const struct image_loads *L,
-                           int64_t bias, uint64_t hash, uint64_t *count, struct qp_error *err)
+static int sysv_hash_count(const struct mem_src *S, const struct image_loads *L, int64_t bias,
+                           uint64_t hash, uint64_t *count, struct qp_error *err)
 {
     uint8_t h[8];
     if (!rt_in_image(L, bias, hash, sizeof h))
         return qp_error_set(err, -EINVAL, "DT_HASH outside the image");
-    int rc = mem_read(read, ctx, hash, h, sizeof h, "hash table", err);
+    int rc = mem_read(S, hash, h, sizeof h, "hash table", err);
     if (rc == 0)
         *count = le32(h + 4);
     return rc;
 }
 
 /* Fills out's .dynsym/.dynstr when the dynamic section names them in the image's file bytes. */
-static int read_dynsym_facts(sym_mem_read_fn read, void *ctx, const struct image_loads *L,
+static int read_dynsym_facts(const struct mem_src *S, const struct image_loads *L,
                              uint64_t dyn_link, uint64_t dyn_size, struct sym_mem_image *out,
                              struct qp_error *err)
 {
     struct dyn_facts d = {0};
-    int rc = read_dynamic(read, ctx, L, out->bias, dyn_link, dyn_size, &d, err);
+    int rc = read_dynamic(S, L, out->bias, dyn_link, dyn_size, &d, err);
     if (rc)
         return rc;
     if (!d.symtab || !d.strtab || (!d.hash && !d.gnu_hash))
@@ -339,8 +372,8 @@ static int read_dynsym_facts(sym_mem_read_fn read, void *ctx, const struct image
         return qp_error_set(err, -EINVAL, ".dynstr of %" PRIu64 " bytes outside the image",
                             d.strsz);
     uint64_t count = 0;
-    rc = d.gnu_hash ? gnu_hash_count(read, ctx, L, out->bias, d.gnu_hash, &count, err)
-                    : sysv_hash_count(read, ctx, L, out->bias, d.hash, &count, err);
+    rc = d.gnu_hash ? gnu_hash_count(S, L, out->bias, d.gnu_hash, &count, err)
+                    : sysv_hash_count(S, L, out->bias, d.hash, &count, err);
     if (rc)
         return rc;
     if (count > SYM_MEM_MAX_DYNSYMS ||
@@ -351,27 +384,32 @@ static int read_dynsym_facts(sym_mem_read_fn read, void *ctx, const struct image
     out->dynsym_count = count;
     out->dynstr = d.strtab;
     out->dynstr_size = d.strsz;
+    file_offset_of(S, d.symtab, count * sizeof(Elf64_Sym), &out->dynsym_offset);
+    file_offset_of(S, d.strtab, d.strsz, &out->dynstr_offset);
     return 0;
 }
 
-int sym_mem_image_read(sym_mem_read_fn read, void *ctx, uint64_t base, uint16_t machine,
-                       struct sym_mem_image *out, struct qp_error *err)
+int sym_mem_image_read(sym_mem_read_fn read, sym_mem_read_fn read_file, void *ctx, uint64_t base,
+                       uint16_t machine, struct sym_mem_image *out, struct qp_error *err)
 {
     uint8_t eh[sizeof(Elf64_Ehdr)], ph[MAX_PHNUM * sizeof(Elf64_Phdr)];
+    struct mem_src src = {.read = read, .ctx = ctx}, *S = &src;
     *out = (struct sym_mem_image){0};
-    int rc = mem_read(read, ctx, base, eh, sizeof eh, "ELF header", err);
+    int rc = mem_read(S, base, eh, sizeof eh, "ELF header", err);
     if (rc || (rc = check_ehdr(eh, machine, err)))
         return rc;
     uint64_t phoff = le64(eh + 32);
     unsigned phnum = le16(eh + 56);
     if (phoff > 0x10000)
         return qp_error_set(err, -EINVAL, "program headers at offset 0x%" PRIx64, phoff);
-    if ((rc = mem_read(read, ctx, base + phoff, ph, phnum * sizeof(Elf64_Phdr), "program headers",
-                       err)))
+    if ((rc = mem_read(S, base + phoff, ph, phnum * sizeof(Elf64_Phdr), "program headers", err)))
         return rc;
     struct image_loads L;
     if ((rc = collect_loads(ph, phnum, base, &L, &out->bias, err)))
         return rc;
+    src.L = &L;
+    src.bias = out->bias;
+    src.read_file = read_file;
     out->type = le16(eh + 16);
     for (unsigned i = 0; i < phnum && (rc == 0 || rc == -EFAULT); i++) {
         const uint8_t *p = ph + i * sizeof(Elf64_Phdr);
@@ -380,9 +418,9 @@ int sym_mem_image_read(sym_mem_read_fn read, void *ctx, uint64_t base, uint16_t 
          * often is not). */
         int one = 0;
         if (le32(p) == PT_GNU_EH_FRAME)
-            one = read_eh_frame_hdr(read, ctx, &L, le64(p + 16), out, err);
+            one = read_eh_frame_hdr(S, &L, le64(p + 16), out, err);
         else if (le32(p) == PT_DYNAMIC)
-            one = read_dynsym_facts(read, ctx, &L, le64(p + 16), le64(p + 40), out, err);
+            one = read_dynsym_facts(S, &L, le64(p + 16), le64(p + 40), out, err);
         if (one == -EFAULT) {
             out->missing++;
             one = 0;

@@ -5,8 +5,9 @@
  * (sym_table_from_dynsym, sym_lookup).
  *
  * Input: byte 0 sets how many reads succeed before the reader answers "out of budget" (0: no
- * limit); the rest is the process's memory from MEM_BASE, where the ELF header lies. Reads
- * outside it fail as a page that is not present does. */
+ * limit; odd: a reader of the file by offset is given too); the rest is the process's memory
+ * from MEM_BASE, where the ELF header lies. Reads outside it fail as a page that is not present
+ * does. */
 #include <elf.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -32,6 +33,13 @@ static int mem_read(void *ctx, uint64_t addr, void *buf, size_t len)
         return -EFAULT;
     memcpy(buf, m->bytes + (addr - MEM_BASE), len);
     return 0;
+}
+
+/* The file by offset: the same input from its start (a file whose first page is mapped at
+ * MEM_BASE reads the same there). */
+static int file_read(void *ctx, uint64_t off, void *buf, size_t len)
+{
+    return mem_read(ctx, MEM_BASE + off, buf, len);
 }
 
 /* The bytes of [addr, addr + len) when the input holds them all, else NULL. */
@@ -89,7 +97,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct memory m = {.bytes = data + 1, .len = size - 1, .budget = data[0]};
     struct sym_mem_image img;
     struct qp_error err = {0};
-    int rc = sym_mem_image_read(mem_read, &m, MEM_BASE, EM_X86_64, &img, &err);
+    int rc = sym_mem_image_read(mem_read, m.budget & 1 ? file_read : NULL, &m, MEM_BASE, EM_X86_64,
+                                &img, &err);
     if (rc != 0) {
         FUZZ_ASSERT(err.msg[0] != '\0');
         FUZZ_ASSERT(rc == -ENOSPC || rc == -EFAULT || rc == -EINVAL);

@@ -529,7 +529,18 @@ struct mapped {
     uint8_t *mem;
     size_t len;
     uint64_t absent_page; /* offset of a page that is not present, or UINT64_MAX */
+    uint8_t *file;        /* the file itself, for read_file */
+    size_t file_len;
 };
+
+static int file_read(void *ctx, uint64_t off, void *buf, size_t len)
+{
+    const struct mapped *m = ctx;
+    if (off > m->file_len || len > m->file_len - off)
+        return -EFAULT;
+    memcpy(buf, m->file + off, len);
+    return 0;
+}
 
 static int mapped_read(void *ctx, uint64_t addr, void *buf, size_t len)
 {
@@ -601,7 +612,8 @@ static struct mapped map_like_mmap(const char *path, bool relocate, struct secti
             *want = (struct section){sh.sh_addr, sh.sh_size};
     }
     elf_end(elf);
-    g_free(file);
+    m.file = (uint8_t *)file;
+    m.file_len = file_len;
     return m;
 }
 
@@ -612,7 +624,7 @@ static void check_mapped_fxlib(bool relocate)
     REQUIRE(dynsym.size && dynstr.size && eh_frame.size);
     struct sym_mem_image img;
     struct qp_error err = {0};
-    CHECK_INT(sym_mem_image_read(mapped_read, &m, MEM_BASE, EM_X86_64, &img, &err), 0);
+    CHECK_INT(sym_mem_image_read(mapped_read, NULL, &m, MEM_BASE, EM_X86_64, &img, &err), 0);
     CHECK_INT(img.type, ET_DYN);
     CHECK_U64((uint64_t)img.bias, MEM_BASE);
     CHECK_U64(img.eh_frame, MEM_BASE + eh_frame.addr);
@@ -649,15 +661,20 @@ static void check_mapped_fxlib(bool relocate)
     /* The page of .eh_frame_hdr not present: no .eh_frame, never a guess, and the names
      * still. */
     m.absent_page = eh_frame.addr & ~UINT64_C(0xfff);
-    CHECK_INT(sym_mem_image_read(mapped_read, &m, MEM_BASE, EM_X86_64, &img, &err), 0);
+    CHECK_INT(sym_mem_image_read(mapped_read, NULL, &m, MEM_BASE, EM_X86_64, &img, &err), 0);
     CHECK(img.eh_frame == 0 && img.missing == 1 && img.dynsym == MEM_BASE + dynsym.addr);
+    /* ... unless the file's pages can be read (the page cache): then from there. */
+    CHECK_INT(sym_mem_image_read(mapped_read, file_read, &m, MEM_BASE, EM_X86_64, &img, &err), 0);
+    CHECK_U64(img.eh_frame, MEM_BASE + eh_frame.addr);
+    CHECK(img.missing == 0 && img.eh_frame_offset == eh_frame.addr); /* vaddr = offset there */
     /* The ELF header's page not present: nothing. */
     m.absent_page = 0;
-    CHECK_INT(sym_mem_image_read(mapped_read, &m, MEM_BASE, EM_X86_64, &img, &err), -EFAULT);
+    CHECK_INT(sym_mem_image_read(mapped_read, NULL, &m, MEM_BASE, EM_X86_64, &img, &err), -EFAULT);
     /* Another machine's ELF is refused. */
     m.absent_page = UINT64_MAX;
-    CHECK_INT(sym_mem_image_read(mapped_read, &m, MEM_BASE, EM_RISCV, &img, &err), -EINVAL);
+    CHECK_INT(sym_mem_image_read(mapped_read, NULL, &m, MEM_BASE, EM_RISCV, &img, &err), -EINVAL);
     g_free(m.mem);
+    g_free(m.file);
 }
 
 static void test_mem_image(void)
