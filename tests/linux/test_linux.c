@@ -14,8 +14,9 @@
  *
  * The sysroot case runs hotpath (hotpath.c: main -> outer_work -> middle_work -> hot_leaf, no
  * frame pointers, linked -rdynamic) and checks that --sysroot names that whole chain by DWARF,
- * that without it the same chain comes out of the guest's own memory (the .eh_frame hotpath has
- * mapped, the names its .dynsym exports), and that a sysroot whose hotpath is another build is
+ * that without it the same chain, up to _start, comes out of the guest's own memory (the
+ * .eh_frame of hotpath and libc, from the process's pages or the page cache, and the names
+ * hotpath's .dynsym exports), and that a sysroot whose hotpath is another build is
  * not used (the guest's own copy names the chain instead).
  *
  * modules: dd reading a RAM disk (brd.ko, loaded by the guest's /init) with O_DIRECT: its kernel
@@ -739,6 +740,7 @@ struct hot_stacks {
     uint64_t chain;   /* main;outer_work;middle_work;hot_leaf in that order, nothing between */
     uint64_t named;   /* any of those four names, anywhere */
     uint64_t leaf_by_mapping; /* user part "[truncated];hotpath+0x..." */
+    uint64_t from_start;      /* the chain under _start, the outermost frame */
 };
 
 /* The frames above main are libc's start code and the executable's _start, nothing else (and,
@@ -774,6 +776,7 @@ static void count_hot_stack(gchar **frames, uint64_t count, const char *leaf_pre
         CHECK_MSG(start_frames_ok(frames, at[0]), "unexpected frames above main in: %s (...)",
                   frames[1]);
         h->chain += count;
+        h->from_start += strcmp(frames[1], "_start") == 0 ? count : 0;
     }
     if (frames[1] && strcmp(frames[1], "[truncated]") == 0 && frames[2] &&
         g_str_has_prefix(frames[2], leaf_prefix))
@@ -797,8 +800,8 @@ static struct hot_stacks hot_stacks(const char *folded_path, const char *comm, i
     folded_free(&f);
     fprintf(stderr,
             "%s: %" PRIu64 " samples, main..hot_leaf chain %" PRIu64 ", any of those names %" PRIu64
-            ", leaf only as %s... %" PRIu64 "\n",
-            root, h.samples, h.chain, h.named, leaf_prefix, h.leaf_by_mapping);
+            ", leaf only as %s... %" PRIu64 ", chain from _start %" PRIu64 "\n",
+            root, h.samples, h.chain, h.named, leaf_prefix, h.leaf_by_mapping, h.from_start);
     return h;
 }
 
@@ -869,7 +872,8 @@ static int case_sysroot(void)
 
     /* Without it: the same chain, unwound by the .eh_frame the process has mapped and named by
      * its .dynsym (hotpath is linked -rdynamic, so that it exports its functions), for the PIE
-     * and the fixed-address build alike. */
+     * and the fixed-address build alike, up to _start: libc's .eh_frame, which no page table of
+     * the process maps, comes from the page cache. */
     r = profile_hotpath(&g, "plain.folded", samples, NULL, folded, sizeof folded);
     h = hot_stacks(folded, "hotpath", pid);
     np = hot_stacks(folded, "hotpath-nopie", g.nopie_pid);
@@ -885,6 +889,10 @@ static int case_sysroot(void)
               "without --sysroot only %" PRIu64 " of hotpath-nopie's %" PRIu64
               " samples show main;outer_work;middle_work;hot_leaf",
               np.chain, np.samples);
+    CHECK_MSG(h.from_start * 4 >= h.samples * 3 && np.from_start * 4 >= np.samples * 3,
+              "without --sysroot only %" PRIu64 " of hotpath's %" PRIu64 " and %" PRIu64
+              " of hotpath-nopie's %" PRIu64 " samples reach _start",
+              h.from_start, h.samples, np.from_start, np.samples);
     CHECK_MSG(strstr(r.err, "user stacks by the guest's own .eh_frame: "),
               "no summary line for stacks unwound from the guest's memory:\n%s", r.err);
     run_free(&r);
