@@ -5,7 +5,10 @@
  *
  * While the guest is paused only the OS adapter's list of exec mappings is copied (and the
  * adapter reads what it does not know yet: paths, build-ids, once per process and file). Opening
- * files, checking build-ids and loading libdwfl wait until the guest runs again. */
+ * files, checking build-ids and loading libdwfl wait until the guest runs again.
+ *
+ * A mapping no sysroot file serves (no --sysroot, or none of the guest's build there) is
+ * unwound and named from the guest's own mapped copy of the file instead (memimage.h). */
 #include "sysroot.h"
 
 #include <elfutils/libdwelf.h>

@@ -1,9 +1,13 @@
-/* Private to sampler/: --sysroot, user stacks unwound with the guest's own files (sysroot.c).
+/* Private to sampler/: user stacks unwound with the guest's own files (sysroot.c): those under
+ * --sysroot, and, for a mapping none of them serves, the copy the guest itself has mapped
+ * (memimage.h).
  *
  * The session owns one prof_sysroot. While the guest is stopped, capture asks it for the
- * address space of a vCPU's task (prof_sysroot_capture); after the guest resumed, the session
- * has it match that space's files (prof_sysroot_build), and stack building reads the space.
- * It adds modules through the session's prof_modules and calls nothing else in sampler/. */
+ * address space of a vCPU's task (prof_sysroot_capture) and, after the sample's own reads, has
+ * it copy more of the mapped files it lacks (prof_sysroot_copy_images); after the guest resumed,
+ * the session has it match that space's files and hand the finished copies to the unwinder
+ * (prof_sysroot_build), and stack building reads the space. It adds modules through the
+ * session's prof_modules and calls nothing else in sampler/ but memimage.c. */
 #ifndef PROF_SYSROOT_H
 #define PROF_SYSROOT_H
 
