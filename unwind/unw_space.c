@@ -97,7 +97,8 @@ static const struct unw_machine machines[] = {
      .nregs = 32,
      .pc_slot = 32,
      .sp_slot = 2,
-     .link_register = true},
+     .link_register = true,
+     .trap_pc_column = true},
 };
 
 static const struct unw_machine *machine_for(uint16_t elf_machine)
