@@ -9,8 +9,8 @@
 # taken is printed above it), which xtask bench (bench/run.sh, section plugin) repeats.
 # The `plugin 1 kHz --exact` row samples at 1 kHz and counts every instruction per block (qprof
 # --exact): its slowdown against the `plugin 1 kHz` row is what counting costs; the line
-# `bench: --exact slowdown X% (Y% over plugin 1 kHz; with trigger=timer Z%)` gives both, and the
-# same with the plugin's cheaper trigger.
+# `bench: --exact slowdown X% (Y% over plugin 1 kHz; with trigger=counter Z%)` gives both, and
+# the same with the plugin's other trigger.
 #
 # Each row boots a fresh QEMU 10 (xtask/qemu10.sh) with `run=spin`, one vCPU, TCG, and stamps
 # each "spin[1] iter=N" line of the serial log with the host clock as it arrives; the work rate
