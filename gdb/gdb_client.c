@@ -29,6 +29,9 @@ struct gdb_client {
     bool interrupting; /* a 0x03 is out: the next stop reply is the one this client asked for */
     bool disowned;     /* the guest is stopped by someone else (gdb_disown_stop) */
     bool heard;        /* the stub has sent at least one byte */
+    /* Acks of replies taken while the guest is stopped, sent in front of the next request
+     * (send_raw) instead of one write each. */
+    unsigned acks_owed;
     pid_t guard_pid;   /* the guardian process, 0 without opts.guard */
     int guard_pipe;    /* its lifeline: EOF without a goodbye means this process died */
     /* A reply timed out: it may still come and be taken for the next one. A stop reply ends
@@ -82,13 +85,30 @@ static int send_raw(gdb_client *c, const char *buf, size_t len, struct qp_error 
 {
     if (c->dead)
         return qp_error_set(err, -EPIPE, "gdbstub connection to %s already failed", c->address);
-    int rc = qp_sock_send_all(c->fd, buf, len);
+    int rc;
+    if (c->acks_owed) {
+        GString *s = g_string_sized_new(c->acks_owed + len);
+        for (unsigned i = 0; i < c->acks_owed; i++)
+            g_string_append_c(s, '+');
+        g_string_append_len(s, buf, (gssize)len);
+        c->acks_owed = 0;
+        rc = qp_sock_send_all(c->fd, s->str, s->len);
+        g_string_free(s, TRUE);
+    } else {
+        rc = qp_sock_send_all(c->fd, buf, len);
+    }
     if (rc < 0) {
         c->dead = true;
         return qp_error_set(err, -EPIPE, "writing to the gdbstub at %s: %s", c->address,
                             strerror(-rc));
     }
     return 0;
+}
+
+/* Sends the acks owed on their own (send_raw puts them in front of what it sends). */
+static int flush_acks(gdb_client *c, struct qp_error *err)
+{
+    return c->acks_owed ? send_raw(c, "", 0, err) : 0;
 }
 
 /* Reads what is available into the parser, waiting up to the deadline (0: do not wait). */
@@ -116,13 +136,19 @@ static int read_some(gdb_client *c, int64_t deadline_us, struct qp_error *err)
         c->dead = true;
         return rc;
     }
-    /* Ack mode: every good packet is acked. A bad one gets no `-`: with pipelined requests
-     * the stub would resend some other reply (it keeps only its last), and a `-` it does
-     * not wait for stops a running guest. next_reply fails the request it belonged to. */
-    if (!c->no_ack)
-        for (uint64_t i = before; i < gdb_parser_packets(c->parser); i++)
-            if ((rc = send_raw(c, "+", 1, err)) < 0)
-                return rc;
+    /* Ack mode (QEMU before 8.x has no QStartNoAckMode): every good packet is acked. A bad
+     * one gets no `-`: with pipelined requests the stub would resend some other reply (it
+     * keeps only its last), and a `-` it does not wait for stops a running guest. next_reply
+     * fails the request it belonged to. The stub waits for no ack (a `$` acks its last reply
+     * too), so while the guest is stopped, or stopping at our 0x03, the acks ride in front of
+     * the next request: one write, and one wake-up of QEMU's main loop, instead of one per
+     * reply (four a sample; each a TCP segment of its own on a tcp: gdbstub). A running guest's
+     * stub gets its ack at once: a stray `+` there, with nothing to ack, would stop the guest. */
+    if (!c->no_ack) {
+        c->acks_owed += (unsigned)(gdb_parser_packets(c->parser) - before);
+        if (!c->stopped && !c->interrupting)
+            return flush_acks(c, err);
+    }
     return 0;
 }
 
@@ -663,6 +689,8 @@ int gdb_interrupt_within(gdb_client *c, int timeout_ms, struct gdb_stop *stop, s
 
 void gdb_disown_stop(gdb_client *c)
 {
+    /* Someone else's stop: from here on the guest may run at any moment. */
+    (void)flush_acks(c, NULL);
     c->stopped = false;
     c->disowned = true;
 }
