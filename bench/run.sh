@@ -919,7 +919,9 @@ tcp_section() {
     echo "\`gdbserver tcp::PORT\` (QEMU's \`-gdb tcp::PORT\` at run time) and then back. Each TCP run"
     echo "follows its UNIX twin directly: closed loop for $CLOSED s, then 100 Hz for $AT100 s. Raw floor:"
     echo "\`transport_floor\` over the same kind of socket (300 samples, closed loop; the UNIX floors are"
-    echo "the -smp 1 floors of the table above, taken later in the same run)."
+    echo "the -smp 1 floors of the table above, taken later in the same run). Then $TCP_PAIRS alternating"
+    echo "UNIX/TCP pairs of each transport at 100 Hz, $(secs 4) s each: the verdict below compares the"
+    echo "medians of their p50s (a single pair's ratio moves by a third on a loaded 2-core machine)."
     echo
     echo "| transport | socket | paused p50 / p99 at 100 Hz | round trips per sample | samples/s at 100 Hz | closed loop: samples/s (paused p50) | raw floor: paused p50 / p99 |"
     echo "|---|---|---|---|---|---|---|"
