@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -268,6 +269,7 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
         push(argv, &argc, *e);
     argv[argc] = NULL;
 
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         perror("fork");
@@ -275,6 +277,12 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
         return -1;
     }
     if (pid == 0) {
+        /* A test killed by ctest's timeout (SIGTERM: no atexit) takes its QEMU with it: an
+         * orphaned guest would load the machine under every later test. vm_start runs on the
+         * test's main thread, whose exit is the one this watches. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
         int devnull = open("/dev/null", O_RDWR);
         dup2(devnull, 0);
         if (opts->plugin)
