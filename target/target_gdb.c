@@ -60,22 +60,11 @@ static int open_ram(struct target_gdb *t, const struct prof_target_open_opts *o,
                                      "--memory direct through the gdbstub needs --qmp-socket "
                                      "too: QMP finds the shared RAM file")
                       : 0;
-    struct qmp_open_opts qo = {.timeout_s = o->timeout_s ? o->timeout_s : 5,
-                               .backend = QMP_MEM_DIRECT};
-    struct qp_error qerr = {0};
-    int rc = try_direct ? qmp_open(o->qmp_address, &qo, &t->qmp, direct ? err : &qerr) : -1;
-    if (rc && direct)
-        return qp_error_prefix(err, "the shared RAM file, through QMP");
-    t->direct = rc == 0;
-    if (rc) {
-        /* No shared RAM file: memory goes through `m` packets, but QMP still tells who paused
-         * the guest. Its HMP backend needs no setup and is never used for reads here. */
-        qo.backend = QMP_MEM_HMP;
-        rc = qmp_open(o->qmp_address, &qo, &t->qmp, err);
-        if (rc)
-            return qp_error_prefix(err, "--qmp-socket");
-    }
-    return 0;
+    enum target_qmp_ram_use ram = direct       ? TARGET_QMP_RAM_REQUIRED
+                                  : try_direct ? TARGET_QMP_RAM_PREFERRED
+                                               : TARGET_QMP_RAM_UNUSED;
+    return target_qmp_open_beside(o->qmp_address, o->timeout_s ? o->timeout_s : 5, ram, &t->qmp,
+                                  &t->direct, err);
 }
 
 static uint64_t now_ns(void)

@@ -222,14 +222,10 @@ static int send_config(struct target_plugin *t, const struct prof_target_open_op
 static int open_qmp(struct target_plugin *t, const char *address, double timeout,
                     struct qp_error *err)
 {
-    struct qmp_open_opts qo = {.timeout_s = timeout, .backend = QMP_MEM_DIRECT};
-    struct qp_error derr = {0};
-    t->direct = qmp_open(address, &qo, &t->qmp, &derr) == 0;
-    if (!t->direct) {
-        qo.backend = QMP_MEM_HMP; /* never used for reads: only the events */
-        if (qmp_open(address, &qo, &t->qmp, err) != 0)
-            return qp_error_prefix(err, "--qmp-socket");
-    }
+    int rc = target_qmp_open_beside(address, timeout, TARGET_QMP_RAM_PREFERRED, &t->qmp, &t->direct,
+                                    err);
+    if (rc)
+        return rc;
     struct timespec mono, real;
     clock_gettime(CLOCK_MONOTONIC, &mono);
     clock_gettime(CLOCK_REALTIME, &real);

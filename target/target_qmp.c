@@ -105,6 +105,25 @@ static int check_target_arch(struct target_qmp *t, struct qp_error *err)
     return rc;
 }
 
+int target_qmp_open_beside(const char *address, double timeout_s, enum target_qmp_ram_use ram,
+                           qmp_client **out, bool *direct, struct qp_error *err)
+{
+    struct qmp_open_opts qo = {.timeout_s = timeout_s, .backend = QMP_MEM_DIRECT};
+    struct qp_error derr = {0};
+    int rc = -1;
+    if (ram != TARGET_QMP_RAM_UNUSED)
+        rc = qmp_open(address, &qo, out, ram == TARGET_QMP_RAM_REQUIRED ? err : &derr);
+    if (rc && ram == TARGET_QMP_RAM_REQUIRED)
+        return qp_error_prefix(err, "the shared RAM file, through QMP");
+    *direct = rc == 0;
+    if (rc) {
+        qo.backend = QMP_MEM_HMP;
+        if ((rc = qmp_open(address, &qo, out, err)) != 0)
+            return qp_error_prefix(err, "--qmp-socket");
+    }
+    return 0;
+}
+
 static int tq_open(const struct prof_target_open_opts *o, void **impl, struct qp_error *err)
 {
     struct target_qmp *t = g_new0(struct target_qmp, 1);

@@ -1,12 +1,28 @@
 /* Private to the target backends that read guest RAM through a QMP client (target_qmp.c, and
- * target_gdb.c when it has a QMP socket). The architecture's facts are in arch/. */
+ * target_gdb.c and target_plugin.c when they have a QMP socket). The architecture's facts are in arch/. */
 #ifndef PROF_TARGET_QMP_RAM_H
 #define PROF_TARGET_QMP_RAM_H
 
 #include "qmp.h"
 #include "target.h"
 
+#include <stdbool.h>
 #include <stdint.h>
+
+/* How target_qmp_open_beside treats QEMU's shared RAM file. */
+enum target_qmp_ram_use {
+    TARGET_QMP_RAM_REQUIRED,  /* --memory direct: no RAM file is an error */
+    TARGET_QMP_RAM_PREFERRED, /* auto: the RAM file when QEMU shares one */
+    TARGET_QMP_RAM_UNUSED,    /* memory comes another way: QMP only for its events */
+};
+
+/* Opens the QMP client that a gdbstub or plugin target keeps beside it: with the direct backend
+ * when the RAM file is wanted and shared (*direct true), else with the HMP backend, which needs
+ * no setup and is never used for reads there: QMP's STOP and RESUME events still tell who paused
+ * the guest. Errors are prefixed "--qmp-socket" (for a required RAM file, "the shared RAM file,
+ * through QMP"). */
+int target_qmp_open_beside(const char *address, double timeout_s, enum target_qmp_ram_use ram,
+                           qmp_client **out, bool *direct, struct qp_error *err);
 
 /* Both backends read guest RAM through a QMP client's direct backend: its RAM ranges, as the
  * target seam gives them. */
