@@ -223,6 +223,7 @@ static int vcpu_from_regs(const struct target_gdb *t, const struct gdb_regset *s
     v->halted = set->halted == 1;
     v->paging64 = st.paging;
     v->as_root = st.as_root;
+    v->mmu = st.mmu;
     v->target_cpu = cpu;
     cpu->thread = set->thread;
     cpu->as_root = st.as_root;
