@@ -21,22 +21,22 @@
 #define A64_SLOT_PC 32
 
 /* TCR_EL1 fields (Arm ARM D17.2.131). */
-#define TCR_T0SZ(t)   ((int)((t) & 0x3f))
-#define TCR_EPD0      (UINT64_C(1) << 7)
-#define TCR_TG0(t)    ((unsigned)((t) >> 14) & 3)
-#define TCR_T1SZ(t)   ((int)(((t) >> 16) & 0x3f))
-#define TCR_EPD1      (UINT64_C(1) << 23)
-#define TCR_TG1(t)    ((unsigned)((t) >> 30) & 3)
-#define TCR_TBI0      (UINT64_C(1) << 37)
-#define TCR_TBI1      (UINT64_C(1) << 38)
-#define TNSZ_MIN      16 /* 48-bit halves: no FEAT_LVA/LPA2 */
-#define TNSZ_MAX      39 /* 25-bit halves: no FEAT_TTST */
-#define PSTATE_NRW    (UINT64_C(1) << 4) /* AArch32 state */
-#define PSTATE_EL(p)  ((int)((p) >> 2) & 3)
-#define SCTLR_M       UINT64_C(1) /* stage 1 translation of EL1&0 on */
-#define ADDR_MASK     UINT64_C(0x0000fffffffffffe) /* TTBR BADDR, descriptor OA: bits 47..1 */
-#define DESC_VALID    UINT64_C(1)
-#define DESC_TABLE    UINT64_C(2) /* with VALID: a table (levels 0..2) or a page (level 3) */
+#define TCR_T0SZ(t)  ((int)((t)&0x3f))
+#define TCR_EPD0     (UINT64_C(1) << 7)
+#define TCR_TG0(t)   ((unsigned)((t) >> 14) & 3)
+#define TCR_T1SZ(t)  ((int)(((t) >> 16) & 0x3f))
+#define TCR_EPD1     (UINT64_C(1) << 23)
+#define TCR_TG1(t)   ((unsigned)((t) >> 30) & 3)
+#define TCR_TBI0     (UINT64_C(1) << 37)
+#define TCR_TBI1     (UINT64_C(1) << 38)
+#define TNSZ_MIN     16                 /* 48-bit halves: no FEAT_LVA/LPA2 */
+#define TNSZ_MAX     39                 /* 25-bit halves: no FEAT_TTST */
+#define PSTATE_NRW   (UINT64_C(1) << 4) /* AArch32 state */
+#define PSTATE_EL(p) ((int)((p) >> 2) & 3)
+#define SCTLR_M      UINT64_C(1)                  /* stage 1 translation of EL1&0 on */
+#define ADDR_MASK    UINT64_C(0x0000fffffffffffe) /* TTBR BADDR, descriptor OA: bits 47..1 */
+#define DESC_VALID   UINT64_C(1)
+#define DESC_TABLE   UINT64_C(2) /* with VALID: a table (levels 0..2) or a page (level 3) */
 
 /* The granule as a page shift: 12 (4K), 14 (16K), 16 (64K); TG0 and TG1 encode them
  * differently. -1 for a reserved encoding. */
@@ -49,8 +49,8 @@ static int granule_shift(uint64_t tcr, bool high)
 /* One half of the address space as TCR_EL1 shapes it. */
 struct half {
     uint64_t root;
-    int va_bits;  /* 64 - TnSZ */
-    int granule;  /* page shift, -1 when reserved */
+    int va_bits;   /* 64 - TnSZ */
+    int granule;   /* page shift, -1 when reserved */
     bool disabled; /* EPDn: a miss in the TLB faults, no walk */
     bool tbi;      /* top byte ignored: bits 63..56 are a tag */
 };
@@ -124,9 +124,8 @@ static int walk_half(const struct half *h, uint64_t vaddr, prof_arch_phys_read_f
 /* -ENOTSUP for a shape the walk does not know: a reserved granule or a TnSZ outside 16..39. */
 static int half_supported(const struct half *h)
 {
-    return h->granule > 0 && h->va_bits >= 64 - TNSZ_MAX && h->va_bits <= 64 - TNSZ_MIN
-               ? 0
-               : -ENOTSUP;
+    return h->granule > 0 && h->va_bits >= 64 - TNSZ_MAX && h->va_bits <= 64 - TNSZ_MIN ? 0
+                                                                                        : -ENOTSUP;
 }
 
 static int page_walk_mmu(uint64_t ttbr0, const struct prof_arch_mmu *mmu, uint64_t vaddr,
@@ -152,16 +151,16 @@ static int page_walk(uint64_t ttbr0, uint64_t vaddr, prof_arch_phys_read_fn read
 
 /* QEMU's aarch64-core.xml: x0..x30, sp, pc, cpsr. */
 static const struct prof_arch_reg gdb_regs[] = {
-    {"x0", 0},   {"x1", 1},   {"x2", 2},   {"x3", 3},   {"x4", 4},   {"x5", 5},
-    {"x6", 6},   {"x7", 7},   {"x8", 8},   {"x9", 9},   {"x10", 10}, {"x11", 11},
-    {"x12", 12}, {"x13", 13}, {"x14", 14}, {"x15", 15}, {"x16", 16}, {"x17", 17},
-    {"x18", 18}, {"x19", 19}, {"x20", 20}, {"x21", 21}, {"x22", 22}, {"x23", 23},
-    {"x24", 24}, {"x25", 25}, {"x26", 26}, {"x27", 27}, {"x28", 28}, {"x29", 29},
-    {"x30", 30}, {"sp", A64_SLOT_SP},     {"pc", A64_SLOT_PC}};
+    {"x0", 0},   {"x1", 1},           {"x2", 2},          {"x3", 3},   {"x4", 4},   {"x5", 5},
+    {"x6", 6},   {"x7", 7},           {"x8", 8},          {"x9", 9},   {"x10", 10}, {"x11", 11},
+    {"x12", 12}, {"x13", 13},         {"x14", 14},        {"x15", 15}, {"x16", 16}, {"x17", 17},
+    {"x18", 18}, {"x19", 19},         {"x20", 20},        {"x21", 21}, {"x22", 22}, {"x23", 23},
+    {"x24", 24}, {"x25", 25},         {"x26", 26},        {"x27", 27}, {"x28", 28}, {"x29", 29},
+    {"x30", 30}, {"sp", A64_SLOT_SP}, {"pc", A64_SLOT_PC}};
 
 /* QEMU 7.2's system-registers feature (org.qemu.gdb.arm.sys.regs) names SCTLR_EL1 "SCTLR" (its
  * AArch32 and AArch64 views are one register); a stub that spells it out is asked too. */
-static const char *const gdb_state_regs[] = {"cpsr",    "SCTLR",   "SCTLR_EL1", "TTBR0_EL1",
+static const char *const gdb_state_regs[] = {"cpsr",      "SCTLR",   "SCTLR_EL1", "TTBR0_EL1",
                                              "TTBR1_EL1", "TCR_EL1", NULL};
 
 static int need_reg(prof_arch_reg_fn get, void *ctx, const char *name, uint64_t *val,

@@ -33,10 +33,11 @@
 #define ENTRY_RETURN (USER_CODE + 12)      /* user_start's bl umain returns here */
 #define SAMPLES      200
 /* a64_mini.S's TCR_EL1: T0SZ 16, T1SZ 25, walk attributes, IPS 40 bits, and the granules */
-#define TCR_COMMON  (16ull | 25ull << 16 | 1ull << 8 | 1ull << 10 | 3ull << 12 | 1ull << 24 | \
-                    1ull << 26 | 3ull << 28 | 2ull << 32)
-#define TCR_4K      (TCR_COMMON | 2ull << 30)
-#define TCR_64K     (TCR_COMMON | 1ull << 14 | 3ull << 30)
+#define TCR_COMMON                                                                                 \
+    (16ull | 25ull << 16 | 1ull << 8 | 1ull << 10 | 3ull << 12 | 1ull << 24 | 1ull << 26 |         \
+     3ull << 28 | 2ull << 32)
+#define TCR_4K  (TCR_COMMON | 2ull << 30)
+#define TCR_64K (TCR_COMMON | 1ull << 14 | 3ull << 30)
 
 struct ram {
     const uint8_t *map;
@@ -64,8 +65,8 @@ static uint64_t compare_at(prof_target *t, const struct prof_arch *a, const stru
                            struct seen *s, uint64_t va, size_t len)
 {
     uint64_t paddr = 0, page = 0;
-    int rc = prof_arch_page_walk(a, v->as_root, &v->mmu, va, read_phys, (void *)s->ram, &paddr,
-                                 &page);
+    int rc =
+        prof_arch_page_walk(a, v->as_root, &v->mmu, va, read_phys, (void *)s->ram, &paddr, &page);
     CHECK_MSG(rc == 0, "walking %#" PRIx64 " (%s): %d", va, v->user ? "EL0" : "EL1", rc);
     uint8_t via_qemu[32] = {0};
     REQUIRE(len <= sizeof via_qemu);
@@ -211,8 +212,7 @@ static void check_folded(const char *stacks)
          * ("user [as 1]"), one in none at "kernel" */
         const char *semi = strchr(*p, ';');
         const char *frames = semi ? semi + 1 : "";
-        bool in_process =
-            g_str_has_prefix(*p, "user [as ") && g_str_has_prefix(frames, "el0_sync");
+        bool in_process = g_str_has_prefix(*p, "user [as ") && g_str_has_prefix(frames, "el0_sync");
         if (g_str_has_prefix(*p, "kernel;") || in_process) {
             kernel += n;
             to_entry += g_str_has_prefix(frames, "el0_sync") ? n : 0;
@@ -248,10 +248,9 @@ static void run_qprof(const char *dir, const char *elf, const char *gdb, const c
     const char *over_qmp[] = {"--qmp-socket", qmp, "--samples", "10", "--no-progress", NULL};
     expect_refusal(bin, over_qmp, dir, out, err, "qemu-system-aarch64");
     /* The image's link address is physical; it runs at KERNEL_OFFSET above it. */
-    const char *right[] = {"--gdb",     gdb,    "--os",           "none",
-                           "--kernel",  elf,    "--kernel-slide", "-0x8000000000",
-                           "--samples", "100",  "--no-progress",  "-o",
-                           folded,      NULL};
+    const char *right[] = {
+        "--gdb",         gdb,         "--os", "none",          "--kernel", elf,    "--kernel-slide",
+        "-0x8000000000", "--samples", "100",  "--no-progress", "-o",       folded, NULL};
     bool timed_out = false;
     int status = child_wait(child_start(bin, right, dir, out, err, NULL), 120, &timed_out);
     char *errors = slurp(err);
@@ -275,8 +274,10 @@ int main(int argc, char **argv)
     const char *qemu = "qemu-system-aarch64";
     char *found = g_find_program_in_path(qemu);
     if (!found || access(elf, R_OK) != 0) {
-        fprintf(stderr, "SKIP: needs %s and %s (xtask deps: qemu-system-arm, "
-                        "gcc-aarch64-linux-gnu)\n", qemu, elf);
+        fprintf(stderr,
+                "SKIP: needs %s and %s (xtask deps: qemu-system-arm, "
+                "gcc-aarch64-linux-gnu)\n",
+                qemu, elf);
         g_free(found);
         return 77;
     }

@@ -385,8 +385,11 @@ static int a64_get_reg(void *ctx, const char *name, uint64_t *val)
     const struct {
         const char *name;
         uint64_t val;
-    } regs[] = {{"cpsr", f->cpsr},          {f->sctlr_name, f->sctlr}, {"TTBR0_EL1", f->ttbr0},
-                {"TTBR1_EL1", f->ttbr1},    {"TCR_EL1", f->tcr}};
+    } regs[] = {{"cpsr", f->cpsr},
+                {f->sctlr_name, f->sctlr},
+                {"TTBR0_EL1", f->ttbr0},
+                {"TTBR1_EL1", f->ttbr1},
+                {"TCR_EL1", f->tcr}};
     for (size_t i = 0; i < sizeof regs / sizeof regs[0]; i++)
         if (strcmp(name, regs[i].name) == 0)
             return *val = regs[i].val, 0;
@@ -428,8 +431,8 @@ static void test_a64_cpu_state(void)
     CHECK(!st.paging);
     r.sctlr = el0.sctlr; /* on: the reserved TG0 is refused */
     CHECK_INT(a->cpu_state(a64_get_reg, &r, &st, &err), -ENOTSUP);
-    CHECK_MSG(strstr(err.msg, "TG0") && strstr(err.msg, "reserved") && !strchr(err.msg, '\n'),
-              "%s", err.msg);
+    CHECK_MSG(strstr(err.msg, "TG0") && strstr(err.msg, "reserved") && !strchr(err.msg, '\n'), "%s",
+              err.msg);
     r.tcr |= TCR_EPD0; /* ... unless the low half does not walk */
     CHECK_INT(a->cpu_state(a64_get_reg, &r, &st, &err), 0);
     r.tcr = tcr(16, 0, 12, 2);
@@ -485,9 +488,10 @@ static void test_choice(void)
     /* An aarch64 kernel given for a riscv64 guest */
     CHECK_INT(prof_arch_check_match(&prof_arch_aarch64, arm, &prof_arch_riscv64, "gdbstub", &err),
               -EINVAL);
-    CHECK_MSG(strstr(err.msg, "is an ELF for aarch64, but the guest behind the gdbstub is riscv64") &&
-                  !strchr(err.msg, '\n'),
-              "%s", err.msg);
+    CHECK_MSG(
+        strstr(err.msg, "is an ELF for aarch64, but the guest behind the gdbstub is riscv64") &&
+            !strchr(err.msg, '\n'),
+        "%s", err.msg);
     /* An ELF of a machine qprof does not know */
     char *ppc = elf_file(dir, "ppc.elf", EM_PPC64);
     CHECK_INT(prof_arch_of_elf_file(ppc, &a, &err), -ENOTSUP);
