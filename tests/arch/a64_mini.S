@@ -144,7 +144,7 @@ el1_high:
     mov x29, #0
     mov x0, #USER_CODE_VA
     msr elr_el1, x0
-    ldr x0, =USER_STACK_VA + PAGE_SIZE
+    ldr x0, =USER_STACK_VA + PAGE_SIZE - 64 /* room above, as argv and environ give a process */
     msr sp_el0, x0
     mov x0, #0x3c0 /* EL0t, DAIF masked */
     msr spsr_el1, x0

@@ -220,7 +220,10 @@ static void check_folded(const char *stacks)
                           g_str_has_prefix(frames, "[truncated];"),
                       "%s", *p);
         } else {
-            CHECK_MSG(strstr(*p, ";[truncated];"), "%s", *p); /* user code: no binary known */
+            /* User code: --os none knows no binary for it, so no CFI; libdwfl's frame-pointer
+             * guesses for aarch64 are not taken (unw_walk.c): the leaf, marked, and no caller */
+            const char *leaf = strstr(*p, ";[truncated];");
+            CHECK_MSG(leaf && !strchr(leaf + strlen(";[truncated];"), ';'), "%s", *p);
         }
     }
     g_strfreev(lines);
