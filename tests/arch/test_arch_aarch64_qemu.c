@@ -269,10 +269,12 @@ static void run_qprof(const char *dir, const char *elf, const char *gdb, const c
     g_free(bin);
 }
 
-/* argv[1]: "64k" for the 64K-granule build of the machine, else the 4K one. */
+/* argv[1]: "64k" for the 64K-granule build of the machine, "max" for the 4K one on `-cpu max`
+ * (SVE and some 200 system registers in its target.xml), else the 4K one on a Cortex-A57. */
 int main(int argc, char **argv)
 {
     bool g64 = argc > 1 && strcmp(argv[1], "64k") == 0;
+    const char *cpu = argc > 1 && strcmp(argv[1], "max") == 0 ? "max" : "cortex-a57";
     const char *elf = g64 ? QPROF_A64_MINI_64K : QPROF_A64_MINI;
     const char *qemu = "qemu-system-aarch64";
     char *found = g_find_program_in_path(qemu);
@@ -294,7 +296,7 @@ int main(int argc, char **argv)
         g_strdup_printf("memory-backend-file,id=mem,size=128M,mem-path=%s,share=on", ram_path);
     char *out = g_strdup_printf("%s/out", dir), *errp = g_strdup_printf("%s/err", dir);
     const char *args[] = {"-machine", "virt,memory-backend=mem",
-                          "-cpu",     "cortex-a57",
+                          "-cpu",     cpu,
                           "-m",       "128M",
                           "-object",  mem,
                           "-kernel",  elf,
@@ -345,9 +347,9 @@ int main(int argc, char **argv)
         usleep(2000 + (unsigned)g_random_int_range(0, 4000));
     }
     fprintf(stderr,
-            "%s: %d samples: %d EL0, %d EL1, %d other; %d translations compared; chains: %d "
+            "%s, %s: %d samples: %d EL0, %d EL1, %d other; %d translations compared; chains: %d "
             "user, %d kernel (%d from kwork)\n",
-            g64 ? "64K" : "4K", SAMPLES, s.user, s.kernel, s.other, s.walked, s.user_chains,
+            cpu, g64 ? "64K" : "4K", SAMPLES, s.user, s.kernel, s.other, s.walked, s.user_chains,
             s.kernel_chains, s.kernel_deep);
     CHECK_INT(s.other, 0);
     CHECK(s.user > SAMPLES / 10);
