@@ -12,7 +12,9 @@
  * zero record in el0_sync (as Linux's does at its EL0 entry). Position independent throughout
  * (adr/adrp, bl): the same code runs at its physical and its high address. CFI (.eh_frame)
  * describes every function, el0_sync and user_start as outermost (x30 undefined), so a kernel
- * stack unwinds kwork <- ksyscall <- el0_sync and ends. */
+ * stack unwinds kwork <- ksyscall <- el0_sync and ends. Every CPU of -smp 1..4 runs it (CPU 0
+ * starts the others through PSCI once the tables are built), each with its own kernel stack and
+ * its own part of the user stack page: one address space, a thread per CPU. */
 #ifdef GRANULE_64K
 #define PAGE_SHIFT 16
 #else
@@ -87,8 +89,6 @@ _start:
     /* TTBR1: l2_hi[2] = RAM (VA bits 38..29 of 0xffffff8040000000) */
     ldr x3, =RAM_BASE | KERNEL_BLOCK
     put l2_hi, 2, x3
-    la x6, l1_lo
-    la x7, l2_hi
 #else
     /* TTBR0: l0_lo[0] -> l1_lo; l1_lo[1] = RAM (1 GiB, EL1 only); l1_lo[0] -> l2_lo -> l3_lo */
     la x4, l1_lo
@@ -113,6 +113,30 @@ _start:
     /* TTBR1: l1_hi[1] = RAM (VA bits 38..30 of 0xffffff8040000000) */
     ldr x3, =RAM_BASE | KERNEL_BLOCK
     put l1_hi, 1, x3
+#endif
+    /* Start CPUs 1..3 (PSCI CPU_ON through QEMU's hvc conduit): each enters `secondary` at EL1
+     * with the MMU off and its index in x0; one that does not exist stays off. */
+    mov x20, #1
+4:  ldr x0, =0xc4000003
+    mov x1, x20 /* MPIDR: Aff0 is the index on -machine virt */
+    la x2, secondary
+    mov x3, x20
+    hvc #0
+    add x20, x20, #1
+    cmp x20, #4
+    b.lo 4b
+    mov x19, #0
+    b mmu_on
+
+secondary:
+    mov x19, x0
+
+/* Every CPU: the same tables, then the high alias. x19 is the CPU's index. */
+mmu_on:
+#ifdef GRANULE_64K
+    la x6, l1_lo
+    la x7, l2_hi
+#else
     la x6, l0_lo
     la x7, l1_hi
 #endif
@@ -139,12 +163,15 @@ _start:
 el1_high:
     la x0, vectors
     msr vbar_el1, x0
-    la x0, kstack_top
+    la x0, kstack_top /* each CPU its own 4 KiB of kernel stack */
+    sub x0, x0, x19, lsl #12
     mov sp, x0
     mov x29, #0
     mov x0, #USER_CODE_VA
     msr elr_el1, x0
-    ldr x0, =USER_STACK_VA + PAGE_SIZE - 64 /* room above, as argv and environ give a process */
+    /* room above, as argv and environ give a process; each CPU 1 KiB of the user stack page */
+    ldr x0, =USER_STACK_VA + PAGE_SIZE - 64
+    sub x0, x0, x19, lsl #10
     msr sp_el0, x0
     mov x0, #0x3c0 /* EL0t, DAIF masked */
     msr spsr_el1, x0

@@ -32,6 +32,7 @@
 #define KERNEL_TEXT  0xffffff8040080000ull /* the high alias of the image */
 #define ENTRY_RETURN (USER_CODE + 12)      /* user_start's bl umain returns here */
 #define SAMPLES      200
+#define MAX_CPUS     4
 /* a64_mini.S's TCR_EL1: T0SZ 16, T1SZ 25, walk attributes, IPS 40 bits, and the granules */
 #define TCR_COMMON                                                                                 \
     (16ull | 25ull << 16 | 1ull << 8 | 1ull << 10 | 3ull << 12 | 1ull << 24 | 1ull << 26 |         \
@@ -55,7 +56,9 @@ static int read_phys(void *ctx, uint64_t paddr, uint64_t *val)
 struct seen {
     const struct ram *ram;
     uint64_t page, block, tcr; /* what the granule makes of the user pages and the kernel */
+    int cpus;
     int user, kernel, other, walked;
+    int user_of[MAX_CPUS], kernel_of[MAX_CPUS];
     int user_chains, kernel_chains, kernel_deep; /* frame chains followed to their end */
 };
 
@@ -118,6 +121,9 @@ static int follow_chain(prof_target *t, const struct prof_arch *a, const struct 
 static void check_vcpu(prof_target *t, const struct prof_arch *a, const struct prof_vcpu *v,
                        struct seen *s)
 {
+    CHECK(v->index >= 0 && v->index < s->cpus);
+    if (v->index < 0 || v->index >= s->cpus)
+        return;
     if (!v->paging64 || (v->privilege != 2 && v->privilege != 3)) {
         if (s->other++ < 3)
             fprintf(stderr, "privilege %d, paging %d at pc %#" PRIx64 "\n", v->privilege,
@@ -133,6 +139,7 @@ static void check_vcpu(prof_target *t, const struct prof_arch *a, const struct p
     int depth = follow_chain(t, a, v, &last_ra);
     if (v->user) {
         s->user++;
+        s->user_of[v->index]++;
         CHECK_MSG(v->pc - USER_CODE < 4096, "EL0 pc %#" PRIx64, v->pc);
         CHECK_U64(compare_at(t, a, v, s, v->pc, 32), s->page);
         CHECK_MSG(v->sp - USER_STACK <= s->page && v->sp > USER_STACK, "EL0 sp %#" PRIx64, v->sp);
@@ -143,6 +150,7 @@ static void check_vcpu(prof_target *t, const struct prof_arch *a, const struct p
         s->user_chains += depth >= 1 && last_ra == ENTRY_RETURN;
     } else {
         s->kernel++;
+        s->kernel_of[v->index]++;
         CHECK_MSG(v->pc - KERNEL_TEXT < 8192, "EL1 pc %#" PRIx64, v->pc);
         CHECK_U64(compare_at(t, a, v, s, v->pc, 32), s->block);
         CHECK_U64(compare_at(t, a, v, s, v->sp, 16), s->block);
@@ -158,7 +166,7 @@ static int on_stop(prof_target *t, const struct prof_vcpu *cpus, int n, void *ct
     (void)err;
     struct seen *s = ctx;
     const struct prof_arch *a = prof_target_arch(t);
-    CHECK_INT(n, 1);
+    CHECK_INT(n, s->cpus);
     for (int i = 0; i < n; i++)
         check_vcpu(t, a, &cpus[i], s);
     return 0;
@@ -198,7 +206,7 @@ static char *elf_header_file(const char *dir, const char *name, uint16_t machine
 }
 
 /* Counts the folded stacks; kernel ones must start at el0_sync or be marked truncated. */
-static void check_folded(const char *stacks)
+static void check_folded(const char *stacks, int cpus)
 {
     unsigned long total = 0, kernel = 0, to_entry = 0;
     char **lines = g_strsplit(stacks, "\n", -1);
@@ -229,13 +237,13 @@ static void check_folded(const char *stacks)
     g_strfreev(lines);
     fprintf(stderr, "qprof: %lu stacks, %lu in the kernel, %lu of them to el0_sync\n", total,
             kernel, to_entry);
-    CHECK_INT(total, 100);
+    CHECK_INT(total, 100 * cpus); /* a stack per vCPU per sample */
     CHECK_MSG(strstr(stacks, ";el0_sync;ksyscall;kwork "), "%s", stacks);
     CHECK(kernel > 10);
     CHECK(to_entry * 10 >= kernel * 8); /* misses: stops in el0_sync before its frame exists */
 }
 
-static void run_qprof(const char *dir, const char *elf, const char *gdb, const char *qmp)
+static void run_qprof(const char *dir, const char *elf, const char *gdb, const char *qmp, int cpus)
 {
     char *bin = g_strdup_printf("%s/qprof", QPROF_BUILD_DIR);
     char *out = g_strdup_printf("%s/q.out", dir), *err = g_strdup_printf("%s/q.err", dir);
@@ -260,7 +268,7 @@ static void run_qprof(const char *dir, const char *elf, const char *gdb, const c
     CHECK_MSG(status == 0, "qprof: %s", errors);
     g_free(errors);
     char *stacks = slurp(folded);
-    check_folded(stacks);
+    check_folded(stacks, cpus);
     g_free(stacks);
     for (char **p = (char *[]){out, err, folded, rv, NULL}; *p; p++) {
         unlink(*p);
@@ -270,11 +278,16 @@ static void run_qprof(const char *dir, const char *elf, const char *gdb, const c
 }
 
 /* argv[1]: "64k" for the 64K-granule build of the machine, "max" for the 4K one on `-cpu max`
- * (SVE and some 200 system registers in its target.xml), else the 4K one on a Cortex-A57. */
+ * (SVE and some 200 system registers in its target.xml), "smpN" for N Cortex-A57s (up to 4),
+ * else the 4K one on one Cortex-A57. */
 int main(int argc, char **argv)
 {
     bool g64 = argc > 1 && strcmp(argv[1], "64k") == 0;
     const char *cpu = argc > 1 && strcmp(argv[1], "max") == 0 ? "max" : "cortex-a57";
+    int cpus = argc > 1 && g_str_has_prefix(argv[1], "smp") ? atoi(argv[1] + 3) : 1;
+    REQUIRE(cpus >= 1 && cpus <= MAX_CPUS);
+    char smp[16];
+    snprintf(smp, sizeof smp, "%d", cpus);
     const char *elf = g64 ? QPROF_A64_MINI_64K : QPROF_A64_MINI;
     const char *qemu = "qemu-system-aarch64";
     char *found = g_find_program_in_path(qemu);
@@ -306,6 +319,7 @@ int main(int argc, char **argv)
                           "-chardev", chardev,
                           "-gdb",     "chardev:g",
                           "-qmp",     qmp_arg,
+                          "-smp",     smp,
                           NULL};
     pid_t pid = child_start(found, args, dir, out, errp, NULL);
     REQUIRE(pid > 0);
@@ -328,7 +342,8 @@ int main(int argc, char **argv)
     const struct seen fresh = {.ram = &ram,
                                .page = g64 ? 65536 : 4096,
                                .block = g64 ? 512ull << 20 : 1ull << 30,
-                               .tcr = g64 ? TCR_64K : TCR_4K};
+                               .tcr = g64 ? TCR_64K : TCR_4K,
+                               .cpus = cpus};
     struct seen s = fresh;
     /* Boot: until a stop finds it with the MMU on (generous deadline). */
     for (int i = 0; i < 3000 && s.user + s.kernel == 0; i++) {
@@ -352,14 +367,17 @@ int main(int argc, char **argv)
             cpu, g64 ? "64K" : "4K", SAMPLES, s.user, s.kernel, s.other, s.walked, s.user_chains,
             s.kernel_chains, s.kernel_deep);
     CHECK_INT(s.other, 0);
-    CHECK(s.user > SAMPLES / 10);
-    CHECK(s.kernel > SAMPLES / 10);
+    for (int c = 0; c < cpus; c++) { /* every CPU at both levels, about half and half */
+        fprintf(stderr, "CPU %d: %d EL0, %d EL1\n", c, s.user_of[c], s.kernel_of[c]);
+        CHECK(s.user_of[c] > SAMPLES / 10);
+        CHECK(s.kernel_of[c] > SAMPLES / 10);
+    }
     CHECK_INT(s.walked, 2 * (s.user + s.kernel));
     CHECK_INT(s.user_chains, s.user);
     CHECK(s.kernel_chains * 10 >= s.kernel * 8);
     CHECK(s.kernel_deep * 2 >= s.kernel); /* most of the kernel's time is kwork's loop */
     prof_target_free(t);
-    run_qprof(dir, elf, addr, qmp);
+    run_qprof(dir, elf, addr, qmp, s.cpus);
     munmap((void *)ram.map, RAM_SIZE);
     close(fd);
     kill(pid, SIGKILL);
