@@ -63,6 +63,10 @@ struct prof_arch_cpu_state {
     bool paging;      /* translation on, in the mode the page walk knows */
     uint64_t as_root; /* the address-space root register's value (flags included) */
     struct prof_arch_mmu mmu; /* the rest of the walk's context; zero where none is needed */
+    /* The trap CSR that holds the interrupted pc (RISC-V sepc), for the unwinder's column
+     * UNW_TRAP_PC_COLUMN: a trap entry names the pc there until it has saved it. */
+    bool has_trap_pc;
+    uint64_t trap_pc;
 };
 
 struct prof_arch {
@@ -86,6 +90,9 @@ struct prof_arch {
                          prof_arch_phys_read_fn read_phys, void *ctx, uint64_t *paddr,
                          uint64_t *page_size);
     struct prof_frame_rule frame;
+    /* QEMU's gdbstub translates `m` addresses with the vCPU's own privilege (riscv64): a vCPU
+     * stopped in user mode cannot read kernel memory that way, only from a shared RAM file. */
+    bool gdb_reads_by_privilege;
 
     /* The gdbstub's view: target.xml's <architecture> (the prefix up to the first space or the
      * end, e.g. "i386:x86-64", "riscv:rv64"), the general registers it sends and where they go,

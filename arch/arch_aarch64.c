@@ -245,6 +245,9 @@ const struct prof_arch prof_arch_aarch64 = {
     /* stp x29, x30, [sp, #-16]!; mov x29, sp: the caller's x29 at [x29], the return address
      * at [x29+8]. */
     .frame = {.fp_reg = A64_SLOT_FP, .saved_fp = 0, .saved_ra = 8},
+    /* QEMU translates a debugger's access with the vCPU's own regime and permissions: at EL0, the
+     * kernel's EL1-only pages fault */
+    .gdb_reads_by_privilege = true,
     .gdb_arch = "aarch64",
     .gdb_regs = gdb_regs,
     .n_gdb_regs = sizeof gdb_regs / sizeof gdb_regs[0],

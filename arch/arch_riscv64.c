@@ -92,7 +92,7 @@ static const struct prof_arch_reg gdb_regs[] = {
     {"s6", 22}, {"s7", 23}, {"s8", 24}, {"s9", 25},        {"s10", 26}, {"s11", 27}, {"t3", 28},
     {"t4", 29}, {"t5", 30}, {"t6", 31}, {"pc", RV_SLOT_PC}};
 
-static const char *const gdb_state_regs[] = {"priv", "satp", NULL};
+static const char *const gdb_state_regs[] = {"priv", "satp", "sepc", NULL};
 
 enum { PRIV_U = 0, PRIV_S = 1, PRIV_M = 3 };
 
@@ -117,6 +117,8 @@ static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state
     st->privilege = priv == PRIV_M ? 0 : priv == PRIV_S ? 2 : 3;
     st->paging = has_satp && priv != PRIV_M && mode_levels(satp) > 0;
     st->as_root = satp;
+    /* sepc: where an S-mode trap entry's CFI finds the interrupted pc before it saved it */
+    st->has_trap_pc = priv == PRIV_S && get(ctx, "sepc", &st->trap_pc) == 0;
     return 0;
 }
 
@@ -135,6 +137,7 @@ const struct prof_arch prof_arch_riscv64 = {
     /* The standard prologue (addi sp,sp,-16; sd ra,8(sp); sd s0,0(sp); addi s0,sp,16): s0
      * points above the saved pair, the return address at fp-8, the caller's fp at fp-16. */
     .frame = {.fp_reg = RV_SLOT_FP, .saved_fp = -16, .saved_ra = -8},
+    .gdb_reads_by_privilege = true,
     .gdb_arch = "riscv:rv64",
     .gdb_regs = gdb_regs,
     .n_gdb_regs = sizeof gdb_regs / sizeof gdb_regs[0],

@@ -7,7 +7,10 @@
 # Usage: bench/plugin.sh BUILD_DIR [SECONDS [ROUNDS]]   (a Markdown table; ~15 s per row)
 # The last lines: `bench: plugin 10 kHz slowdown X%, gdbstub 1 kHz slowdown Y%` (how they are
 # taken is printed above it), which xtask bench (bench/run.sh, section plugin) repeats.
-# --exact has no row: qprof has no --exact yet (issue 26).
+# The `plugin 1 kHz --exact` row samples at 1 kHz and counts every instruction per block (qprof
+# --exact): its slowdown against the `plugin 1 kHz` row is what counting costs; the line
+# `bench: --exact slowdown X% (Y% over plugin 1 kHz; with trigger=timer Z%)` gives both, and the
+# same with the plugin's cheaper trigger.
 #
 # Each row boots a fresh QEMU 10 (xtask/qemu10.sh) with `run=spin`, one vCPU, TCG, and stamps
 # each "spin[1] iter=N" line of the serial log with the host clock as it arrives; the work rate
@@ -80,7 +83,7 @@ row() { # row LABEL WITH_PLUGIN WITH_GDB [QPROF ARGS...]
     if [ $# -gt 0 ]; then
         "$BUILD/qprof" "$@" --kernel "$BUILD/guest/kernel.elf" --user-dir "$BUILD/guest/user" \
             --duration "$SECS" --no-progress -o "$WORK/out.folded" 2>"$WORK/qprof.err" || true
-        summary=$(grep -E "samples in|capture cost|guest paused per sample|guest running|lost" "$WORK/qprof.err" |
+        summary=$(grep -E "samples in|capture cost|guest paused per sample|guest running|lost|exact instructions \(" "$WORK/qprof.err" |
             tr '\n' ' ' || true)
         [ -n "$summary" ] || summary="qprof failed: $(tail -n1 "$WORK/qprof.err")"
     else
@@ -98,8 +101,10 @@ for ((round = 0; round < ROUNDS; round++)); do
     row "plugin 1 kHz" 1 0 --plugin "unix:$WORK/plugin" --interval 1
     row "plugin 10 kHz" 1 0 --plugin "unix:$WORK/plugin" --interval 0.1
     row "gdbstub 1 kHz" 0 1 --gdb "unix:$WORK/gdb" --interval 1
+    row "plugin 1 kHz --exact" 1 0 --plugin "unix:$WORK/plugin" --interval 1 --exact
     row "plugin loaded (trigger=timer), no qprof" timer 0
     row "plugin 10 kHz (trigger=timer)" timer 0 --plugin "unix:$WORK/plugin" --interval 0.1
+    row "plugin 1 kHz --exact (trigger=timer)" timer 0 --plugin "unix:$WORK/plugin" --interval 1 --exact
 done >"$WORK/all"
 # one line per label: the mean rates, the last round's summary
 awk -F'|' '!($1 in n) { order[++k] = $1 }
@@ -136,4 +141,9 @@ echo "paused costs QEMU no CPU. Wall-clock slowdowns:"
 echo "plugin 10 kHz $(slow "plugin 10 kHz" 2)%, gdbstub 1 kHz $(slow "gdbstub 1 kHz" 2)%."
 echo
 echo "bench: plugin 10 kHz slowdown ${PLUGIN10:--}%, gdbstub 1 kHz slowdown ${GDB1:--}%"
+# --exact against QEMU 10 without the plugin, and against the same sampling without counting
+EXACT=$(slow "plugin 1 kHz --exact" 3)
+EXACT_OVER=$(awk -F'|' '$1 == "plugin 1 kHz" { b = $3 } $1 == "plugin 1 kHz --exact" { e = $3 }
+    END { if (b > 0 && e != "" && e != "-") printf "%.1f", 100 * (1 - e / b) }' "$WORK/rows")
+echo "bench: --exact slowdown ${EXACT:--}% (${EXACT_OVER:--}% over plugin 1 kHz; with trigger=timer $(slow "plugin 1 kHz --exact (trigger=timer)" 3)%; QEMU's CPU per iteration)"
 echo "bench: plugin 1 kHz $(slow "plugin 1 kHz" 3)%, plugin loaded and idle $(slow "plugin loaded, no qprof" 3)%; trigger=timer: loaded and idle $(slow "plugin loaded (trigger=timer), no qprof" 3)%, 10 kHz $(slow "plugin 10 kHz (trigger=timer)" 3)% (QEMU's CPU per iteration)"

@@ -79,6 +79,16 @@ void prof_print_help(FILE *out)
         "                         whichever comes first\n"
         "  --period-insns N       --plugin: sample each vCPU every ~N guest instructions\n"
         "                         (jittered +-50%) instead of every --interval\n"
+        "  --exact                --plugin: also count every guest instruction executed\n"
+        "                         (kernel and user, every vCPU, from the start of the run),\n"
+        "                         per function: inline counters per translated block, no\n"
+        "                         sampling. A flat profile beside the sampled stacks: each\n"
+        "                         folded -o FILE.EXT gets FILE.exact.EXT with one line per\n"
+        "                         function, \"BINARY;FUNCTION INSTRUCTIONS\" (BINARY: kernel,\n"
+        "                         or the --user-dir binary whose code ran, all its processes\n"
+        "                         summed); a pprof -o gets the sample type instructions\n"
+        "                         (pprof -sample_index=instructions); the summary lists the\n"
+        "                         top functions. Costs more guest time while it counts\n"
         "  --cpus LIST            vCPUs to sample, e.g. 0 or 0,2-3 [all]\n"
         "  --kernel-only          keep only samples taken in kernel mode (incl. idle)\n"
         "  --user-only            keep only samples taken in user mode\n"
@@ -100,9 +110,12 @@ void prof_print_help(FILE *out)
         "  --vmcoreinfo FILE      a Linux guest's vmcoreinfo text, instead of scanning its RAM\n"
         "  --current EXPR         (implies --os none) each vCPU's current process: a path over\n"
         "                         the --kernel ELF's globals and DWARF types, $cpu for the vCPU,\n"
-        "                         e.g. 'cpus[$cpu].proc' (docs/profile-your-os.md)\n"
+        "                         e.g. 'cpus[$cpu].proc'; per_cpu(VAR) is a per-CPU variable,\n"
+        "                         e.g. 'per_cpu(current_task)' (docs/profile-your-os.md)\n"
         "  --current-pid FIELD    its pid field [pid]\n"
         "  --current-name FIELD   its name field [name, else comm]\n"
+        "  --percpu-offsets VAR   per_cpu()'s table of each CPU's per-CPU base\n"
+        "                         [__per_cpu_offset]\n"
         "  --sysroot DIR          the guest's root filesystem, e.g. its image mounted\n"
         "                         read-only; user binaries and libraries are matched by path\n"
         "                         and verified by build-id, then user stacks are unwound with\n"
@@ -145,6 +158,10 @@ void prof_print_help(FILE *out)
         "      take exactly 5000 samples at ~1 kHz, however long that takes\n"
         "  qprof --duration 0 --interval 1 -o - > stack.folded\n"
         "      sample at ~1 kHz until Ctrl-C, folded stacks on stdout\n"
+        "  qprof --plugin unix:./qprof-plugin --qmp-socket ./qmp-socket --exact --duration 10 \\\n"
+        "        --kernel kernel.elf --user-dir bin/ -o stack.folded -o p.pb.gz\n"
+        "      sampled stacks in stack.folded, exact instructions per function in\n"
+        "      stack.exact.folded, both in p.pb.gz\n"
         "  qprof --qmp-socket ./qmp-socket --sysroot /mnt/guest-root -o linux.folded\n"
         "      a Linux guest: kernel stacks by ORC, user stacks by its own files' CFI\n"
         "  qprof --kernel-only --kernel System.map --kernel-slide 0x1e00000 -o k.folded\n"
@@ -247,6 +264,7 @@ enum {
     OPT_TRANSPORT,
     OPT_PLUGIN,
     OPT_PERIOD_INSNS,
+    OPT_EXACT,
     OPT_INTERVAL,
     OPT_DURATION,
     OPT_ONE_SHOT,
@@ -265,6 +283,7 @@ enum {
     OPT_CURRENT,
     OPT_CURRENT_PID,
     OPT_CURRENT_NAME,
+    OPT_PERCPU_OFFSETS,
     OPT_SYSROOT,
     OPT_TOP,
     OPT_NO_PROGRESS,
@@ -281,6 +300,7 @@ static const struct option long_options[] = {
     {"transport", required_argument, NULL, OPT_TRANSPORT},
     {"plugin", required_argument, NULL, OPT_PLUGIN},
     {"period-insns", required_argument, NULL, OPT_PERIOD_INSNS},
+    {"exact", no_argument, NULL, OPT_EXACT},
     {"output", required_argument, NULL, 'o'},
     {"interval", required_argument, NULL, OPT_INTERVAL},
     {"duration", required_argument, NULL, OPT_DURATION},
@@ -301,6 +321,7 @@ static const struct option long_options[] = {
     {"current", required_argument, NULL, OPT_CURRENT},
     {"current-pid", required_argument, NULL, OPT_CURRENT_PID},
     {"current-name", required_argument, NULL, OPT_CURRENT_NAME},
+    {"percpu-offsets", required_argument, NULL, OPT_PERCPU_OFFSETS},
     {"sysroot", required_argument, NULL, OPT_SYSROOT},
     {"top", required_argument, NULL, OPT_TOP},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
@@ -368,6 +389,9 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
         o->period_insns = v;
         return 0;
     }
+    case OPT_EXACT:
+        o->exact = true;
+        return 0;
     case OPT_GDB:
         if ((strncmp(arg, "tcp:", 4) != 0 && strncmp(arg, "unix:", 5) != 0) ||
             !arg[strncmp(arg, "tcp:", 4) == 0 ? 4 : 5]) {
@@ -422,18 +446,35 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
         o->mode_filter = want;
         return 0;
     }
-    case OPT_KERNEL:
+    case OPT_KERNEL: {
+        /* Said before anything connects: with no QEMU running either, the typo is the news. */
+        struct stat st;
+        if (stat(arg, &st) != 0) {
+            fprintf(stderr, "qprof: --kernel: '%s': %s\n", arg, strerror(errno));
+            return -1;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            fprintf(stderr, "qprof: --kernel: '%s' is not a file (an ELF or a System.map)\n", arg);
+            return -1;
+        }
         o->kernel = arg;
         return 0;
+    }
     case OPT_KERNEL_SLIDE:
         return parse_i64("--kernel-slide", arg, &o->kernel_slide);
-    case OPT_USER_DIR:
+    case OPT_USER_DIR: {
         if (o->n_user_dirs == PROF_MAX_USER_DIRS) {
             fprintf(stderr, "qprof: --user-dir: at most %d directories\n", PROF_MAX_USER_DIRS);
             return -1;
         }
+        struct stat st;
+        if (stat(arg, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "qprof: --user-dir: '%s' is not a directory\n", arg);
+            return -1;
+        }
         o->user_dirs[o->n_user_dirs++] = arg;
         return 0;
+    }
     case OPT_MAX_DEPTH:
         return parse_int("--max-depth", arg, 1, 1024, &o->max_depth);
     case OPT_CPUS:
@@ -469,6 +510,9 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
         return 0;
     case OPT_CURRENT_NAME:
         o->current_name = arg;
+        return 0;
+    case OPT_PERCPU_OFFSETS:
+        o->percpu_offsets = arg;
         return 0;
     case OPT_SYSROOT: {
         struct stat st;
@@ -577,6 +621,15 @@ int prof_parse_args(int argc, char **argv, struct prof_options *o)
     }
     if (o->plugin_address && o->gdb_address) {
         fprintf(stderr, "qprof: --plugin and --gdb are two targets: give one\n");
+        return usage_error();
+    }
+    if (o->exact && !o->plugin_address) {
+        fprintf(stderr, "qprof: --exact goes with --plugin (only the plugin inside QEMU can "
+                        "count instructions)\n");
+        return usage_error();
+    }
+    if (o->exact && o->one_shot) {
+        fprintf(stderr, "qprof: --exact counts over a run, not --one-shot\n");
         return usage_error();
     }
     if (o->period_insns && !o->plugin_address) {

@@ -69,13 +69,13 @@ static void sleep_until(double deadline)
 
 /* The jitter keeps samples from locking onto a periodic guest timer (which would over- or
  * under-sample whatever runs at that phase). */
-double prof_next_deadline(double prev_deadline, double now, double interval_s, double u01,
+double prof_next_deadline(double resumed_at, double cost_avg, double interval_s, double u01,
                           double u02)
 {
-    double next = prev_deadline + interval_s * (0.5 + u01);
-    if (next < now)
-        next = now + interval_s * 0.5 * u02;
-    return next;
+    double run = interval_s * (0.5 + u01) - cost_avg;
+    if (run < interval_s * 0.1)
+        run = interval_s * 0.5 * u02;
+    return resumed_at + run;
 }
 
 static double uniform01(void)
@@ -101,6 +101,8 @@ struct run_state {
     prof_session *session;
     prof_agg *agg; /* the folded view of the profile, for the summary (made at the end) */
     double last_sample;
+    double resumed_at;      /* when the last sample let the guest run again */
+    double cost_avg;        /* mean seconds the guest stood still per sample (prof_next_deadline) */
     out_recorder *recorder; /* with a record file: written as sampling goes */
     double last_flush;
     bool record_failed;
@@ -118,6 +120,8 @@ struct run_state {
     GString *warnings;         /* every warning given, for the record */
     int consecutive_failures;
     uint64_t paused_intervals; /* intervals skipped while someone else had the guest paused */
+    bool have_exact;           /* --exact's counts were taken (exact) */
+    struct prof_exact_summary exact;
 };
 
 /* The slot of a failure code; the last slot ("other") takes every code not listed. */
@@ -317,6 +321,11 @@ static void take_sample(struct run_state *r)
     if (!captured || prof_session_last_stats(r->session)->paused_ns)
         prof_hist_add(&r->paused, prof_session_last_stats(r->session)->paused_ns);
     r->paused_total_ns += prof_session_last_stats(r->session)->paused_ns;
+    /* The stop came right after `now`: resumed one paused time later. The mean is long-run
+     * (1/64 per sample), so the next run time hardly depends on this sample's cost. */
+    double paused_s = prof_session_last_stats(r->session)->paused_ns / 1e9;
+    r->resumed_at = now + paused_s;
+    r->cost_avg = r->samples == 1 ? paused_s : r->cost_avg + (paused_s - r->cost_avg) / 64;
     r->round_trips += prof_session_last_stats(r->session)->round_trips;
     if (r->samples >= 2 && r->samples <= 6)
         r->first_paused_ms[r->samples - 2] = prof_session_last_stats(r->session)->paused_ns / 1e6;
@@ -348,6 +357,7 @@ static void sampling_loop(struct run_state *r)
         double now = now_s();
         if (end && now >= end)
             break;
+        double last_try = now;
         take_sample(r);
         if (limit && r->samples >= limit)
             break;
@@ -362,7 +372,9 @@ static void sampling_loop(struct run_state *r)
             sleep_until(now); /* only to take a pending stop signal: the target paces itself */
             continue;
         }
-        next = prof_next_deadline(next, now, interval, uniform01(), uniform01());
+        /* after a failed sample or one someone else's pause kept from happening: from now */
+        double from = r->samples && r->resumed_at >= last_try ? r->resumed_at : now;
+        next = prof_next_deadline(from, r->cost_avg, interval, uniform01(), uniform01());
         if (end && next > end)
             next = end;
         sleep_until(next);
@@ -555,12 +567,49 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
                 "paused-time budget hit in %" PRIu64 " samples (reads cut at %u requests / %zu "
                 "KiB per sample)\n",
                 c->budget_hits, PROF_BUDGET_REQUESTS, PROF_BUDGET_BYTES >> 10);
+    if (c->kstack_window_grown)
+        fprintf(f,
+                "kernel stack window (--os none) grew %" PRIu64 " time(s): a kernel stack reached "
+                "past it\n",
+                c->kstack_window_grown);
+    if (c->aspace_roots_reused)
+        fprintf(f,
+                "address-space roots given to a new process (--os none, their code changed): "
+                "%" PRIu64 "\n",
+                c->aspace_roots_reused);
     print_per_cpu(c, f);
     print_truncations(c, f);
     print_kernel_completeness(c, f);
     print_sysroot_use(c, f);
     print_kernel_entries(c, f);
     prof_agg_print_report(r->agg, f, r->o->top);
+}
+
+/* --exact: the totals and the top functions by instructions. */
+static void print_exact(const struct run_state *r, out_names *names, FILE *f)
+{
+    const struct prof_exact_summary *e = &r->exact;
+    if (!r->have_exact || !e->counting)
+        return;
+    fprintf(f,
+            "exact instructions (--exact, counted for %.2f s, %zu blocks): %" PRIu64
+            " (kernel %.1f%%, user %.1f%%",
+            e->counted_s, e->blocks, e->insns, pct(e->kernel, e->insns), pct(e->user, e->insns));
+    if (e->shared_user)
+        fprintf(f, ", code several binaries share %.1f%%", pct(e->shared_user, e->insns));
+    if (e->unknown_user)
+        fprintf(f, ", user code of no --user-dir binary %.1f%%", pct(e->unknown_user, e->insns));
+    if (e->unplaced)
+        fprintf(f, ", blocks beyond the plugin's table %.1f%%", pct(e->unplaced, e->insns));
+    fprintf(f, ")\n");
+    size_t n = 0;
+    struct out_exact_line *lines = out_exact_lines(prof_session_profile(r->session), names, &n);
+    if (n && r->o->top)
+        fprintf(f, "top functions by exact instructions:\n");
+    for (size_t i = 0; i < n && i < (size_t)r->o->top; i++)
+        fprintf(f, "  %6.2f%%  %14" PRIu64 "  %s;%s\n", pct(lines[i].insns, e->insns),
+                lines[i].insns, lines[i].root, lines[i].leaf->name);
+    g_free(lines);
 }
 
 static int one_shot(prof_session *s)
@@ -579,6 +628,50 @@ static enum out_format format_of(const struct prof_options *o, const char *path)
         return (enum out_format)out_format_from_name(o->format);
     int f = out_format_from_path(path);
     return f < 0 || f == OUT_RECORD ? OUT_FOLDED : (enum out_format)f;
+}
+
+/* --exact: the counts into the profile, at the end (while the guest still runs). */
+static bool take_exact_counts(struct run_state *r)
+{
+    struct qp_error err = {0};
+    if (!r->o->exact)
+        return true;
+    if (prof_session_exact(r->session, &r->exact, &err) != 0) {
+        fprintf(stderr, "qprof: --exact: %s\n", err.msg);
+        return false;
+    }
+    r->have_exact = true;
+    if (!r->exact.counting)
+        fprintf(stderr, "qprof: --exact: the plugin had not put its counters in place yet (no "
+                        "vCPU ran since qprof connected): nothing counted\n");
+    return true;
+}
+
+/* --exact's flat profile beside each folded -o (pprof outputs hold it themselves). */
+static bool write_exact_outputs(struct run_state *r, out_names *names)
+{
+    bool ok = true;
+    for (int i = 0; r->have_exact && i < r->o->n_outputs; i++) {
+        const char *path = r->o->outputs[i];
+        if (format_of(r->o, path) != OUT_FOLDED)
+            continue;
+        if (strcmp(path, "-") == 0) {
+            fprintf(stderr, "qprof: --exact: no flat profile beside -o - (name a file, or a "
+                            ".pb.gz)\n");
+            continue;
+        }
+        struct qp_error err = {0};
+        char *exact_path = out_exact_path(path);
+        if (out_write_exact_file(prof_session_profile(r->session), names, exact_path, &err)) {
+            fprintf(stderr, "qprof: %s\n", err.msg);
+            ok = false;
+        } else {
+            fprintf(stderr, "qprof: wrote exact instruction counts of %zu blocks to %s\n",
+                    r->exact.blocks, exact_path);
+        }
+        g_free(exact_path);
+    }
+    return ok;
 }
 
 /* Writes every -o; returns false when one could not be written. */
@@ -632,13 +725,15 @@ static int finish(struct run_state *r)
     if (stop_signal)
         fprintf(stderr, "qprof: interrupted by %s after %.1f s; writing what was sampled\n",
                 strsignal(stop_signal), elapsed);
+    if (!take_exact_counts(r))
+        exit_code = PROF_EXIT_RUNTIME;
     /* Names are looked up here, once per distinct PC, for every output and the summary. */
     out_names *names = prof_session_names(r->session);
     struct qp_error err = {0};
     if (prof_agg_from_profile(r->agg, prof_session_profile(r->session), names, r->o->per_cpu,
                               &err) != 0)
         fprintf(stderr, "qprof: %s\n", err.msg);
-    if (!write_outputs(r, names))
+    if (!write_outputs(r, names) || !write_exact_outputs(r, names))
         exit_code = PROF_EXIT_RUNTIME;
     if (r->recorder) {
         record_run_notes(r, elapsed);
@@ -653,6 +748,7 @@ static int finish(struct run_state *r)
         }
     }
     print_summary(r, elapsed, summary);
+    print_exact(r, names, summary);
     out_names_free(names);
     return exit_code;
 }

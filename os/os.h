@@ -43,6 +43,7 @@ struct prof_task {
     struct prof_image_id image;
     uint64_t kstack_lo, kstack_hi; /* the kernel stack of the current context; 0, 0: unknown */
     uint64_t user_regs_at;         /* where the user registers were saved; 0: not (yet) */
+    uint32_t user_regs_arch;       /* qprof_abi: the frame's QPROF_ABI_ARCH_* (regs_arch) */
     bool user_leaf_only; /* user frames cannot be unwound (no tables): show the leaf only */
 };
 
@@ -220,9 +221,14 @@ struct prof_current_step {
     uint64_t index; /* INDEX */
 };
 
-/* VAR followed by steps, e.g. `cpus[$cpu].proc` or `percpu[$cpu].running->task`. */
+/* VAR followed by steps, e.g. `cpus[$cpu].proc` or `percpu[$cpu].running->task`; or a
+ * per-CPU VAR, `per_cpu(VAR)` or `per_cpu(VAR, N)`, followed by steps: VAR's address plus the
+ * CPU's entry of the kernel's per-CPU offset table (drgn's per_cpu(), Linux's per_cpu()). */
 struct prof_current_path {
     char var[64];
+    bool per_cpu;          /* VAR is per-CPU */
+    bool per_cpu_at_index; /* per_cpu(VAR, N): CPU per_cpu_index, not the vCPU's */
+    uint64_t per_cpu_index;
     int n;
     struct prof_current_step step[PROF_CURRENT_MAX_STEPS];
 };
@@ -230,12 +236,20 @@ struct prof_current_path {
 /* Parses an expression; -EINVAL with a one-line reason in err when it is not one. */
 int prof_current_parse(const char *expr, struct prof_current_path *out, struct qp_error *err);
 
-/* Resolves expr against the DWARF of the kernel ELF at kernel into offsets, pointer loads and
- * vCPU indexes, ending at a struct (or a pointer to one) with an integer field pid_field
- * (NULL: "pid") and a string field name_field (NULL: "name", else "comm"). A missing
- * variable, field or DWARF is a one-line error naming it. *out is the caller's. */
-int prof_os_current_open(const char *kernel, const char *expr, const char *pid_field,
-                         const char *name_field, prof_os_current **out, struct qp_error *err);
+/* Names for prof_os_current_open: NULL for the defaults. */
+struct prof_current_names {
+    const char *pid_field;      /* the process's integer pid field: "pid" */
+    const char *name_field;     /* its string name field: "name", else "comm" */
+    const char *percpu_offsets; /* per_cpu()'s table, one offset per CPU: "__per_cpu_offset" */
+};
+
+/* Resolves expr against the DWARF of the kernel ELF at kernel into offsets, pointer loads,
+ * vCPU indexes and per-CPU offsets, ending at a struct (or a pointer to one) with the fields
+ * names says. A missing variable, field, offset table or DWARF is a one-line error naming it.
+ * *out is the caller's. */
+int prof_os_current_open(const char *kernel, const char *expr,
+                         const struct prof_current_names *names, prof_os_current **out,
+                         struct qp_error *err);
 void prof_os_current_free(prof_os_current *c); /* NULL is a no-op */
 
 /* The current process of cpu while stopped, read through mem: 0 with *pid and name (cap
@@ -263,5 +277,20 @@ int prof_abi_check(const void *bytes, size_t len, struct qprof_abi *hdr, size_t 
  * NUL-terminated. Returns 0, -ENOENT for a cpu beyond cpu_count, -ENODATA if len is short. */
 int prof_abi_slot(const void *bytes, size_t len, const struct qprof_abi *hdr, unsigned cpu,
                   struct qprof_abi_cpu *out);
+
+/* The most bytes a slot's user register frame takes (the riscv64 one). */
+#define PROF_ABI_MAX_FRAME sizeof(struct qprof_abi_regs_riscv64)
+
+/* The size of the frame a slot's regs_arch names for a guest of ELF machine elf_machine: the
+ * x86_64 frame for QPROF_ABI_ARCH_UNSET (a first-revision guest), 0 when regs_arch names
+ * another architecture than the guest's or none qprof knows. */
+size_t prof_abi_frame_size(uint32_t regs_arch, uint16_t elf_machine);
+
+/* The user registers of a frame copied from the guest (len bytes, of the shape regs_arch
+ * names) as unwinder slots for elf_machine. Returns 0; -EPROTO when len is not that frame's
+ * size or regs_arch does not fit the machine; -EFAULT when its pc is not below user_end (the
+ * frame was not saved on an entry from user mode). */
+int prof_abi_frame_regs(const void *frame, size_t len, uint32_t regs_arch, uint16_t elf_machine,
+                        uint64_t user_end, struct unw_regs *u);
 
 #endif

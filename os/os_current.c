@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <gelf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
@@ -42,7 +43,8 @@ static const char *parse_ident(const char *p, char *out, size_t cap)
     return p + n;
 }
 
-static const char *parse_index(const char *p, struct prof_current_step *st)
+/* `$cpu` or a number, then `close`; NULL when not. */
+static const char *parse_index(const char *p, struct prof_current_step *st, char close)
 {
     p = skip_space(p);
     if (strncmp(p, "$cpu", 4) == 0 && !isalnum((unsigned char)p[4]) && p[4] != '_') {
@@ -61,15 +63,47 @@ static const char *parse_index(const char *p, struct prof_current_step *st)
         p = end;
     }
     p = skip_space(p);
-    return *p == ']' ? p + 1 : NULL;
+    return *p == close ? p + 1 : NULL;
+}
+
+/* After `per_cpu(` at p: `VAR)` or `VAR, $cpu)` or `VAR, N)`; NULL when it is none of them. */
+static const char *parse_per_cpu(const char *p, struct prof_current_path *out)
+{
+    p = parse_ident(skip_space(p), out->var, sizeof out->var);
+    if (!p)
+        return NULL;
+    out->per_cpu = true;
+    p = skip_space(p);
+    if (*p == ',') {
+        struct prof_current_step index = {0};
+        p = parse_index(p + 1, &index, ')');
+        out->per_cpu_at_index = index.kind == PROF_STEP_INDEX;
+        out->per_cpu_index = index.index;
+        return p;
+    }
+    return *p == ')' ? p + 1 : NULL;
+}
+
+/* The expression's start: `VAR`, or `per_cpu(VAR...)` (a variable of that name is one when no
+ * parenthesis follows). */
+static const char *parse_start(const char *expr, struct prof_current_path *out)
+{
+    const char *p = parse_ident(skip_space(expr), out->var, sizeof out->var);
+    if (p && strcmp(out->var, "per_cpu") == 0 && *skip_space(p) == '(') {
+        out->var[0] = '\0';
+        return parse_per_cpu(skip_space(p) + 1, out);
+    }
+    return p;
 }
 
 int prof_current_parse(const char *expr, struct prof_current_path *out, struct qp_error *err)
 {
     memset(out, 0, sizeof *out);
-    const char *p = parse_ident(skip_space(expr), out->var, sizeof out->var);
+    const char *p = parse_start(expr, out);
     if (!p)
-        return qp_error_set(err, -EINVAL, "--current '%s': expected a variable name first", expr);
+        return qp_error_set(err, -EINVAL,
+                            "--current '%s': expected a variable name or per_cpu(VARIABLE) first",
+                            expr);
     for (p = skip_space(p); *p; p = skip_space(p)) {
         if (out->n == PROF_CURRENT_MAX_STEPS)
             return qp_error_set(err, -EINVAL, "--current '%s': more than %d steps", expr,
@@ -80,7 +114,7 @@ int prof_current_parse(const char *expr, struct prof_current_path *out, struct q
             st->kind = *p == '.' ? PROF_STEP_FIELD : PROF_STEP_ARROW;
             p = parse_ident(skip_space(p + (*p == '.' ? 1 : 2)), st->name, sizeof st->name);
         } else if (*p == '[') {
-            p = parse_index(p + 1, st);
+            p = parse_index(p + 1, st, ']');
         } else {
             p = NULL;
         }
@@ -93,12 +127,18 @@ int prof_current_parse(const char *expr, struct prof_current_path *out, struct q
 
 /* ---- Resolving it with libdw ------------------------------------------------------------- */
 
-enum op_kind { OP_ADD, OP_DEREF, OP_INDEX_CPU };
+enum op_kind { OP_ADD, OP_DEREF, OP_INDEX_CPU, OP_PER_CPU };
 
 struct op {
     enum op_kind kind;
-    uint64_t value; /* OP_ADD: the offset; OP_INDEX_CPU: the element size */
-    uint64_t bound; /* OP_INDEX_CPU: the array's length, 0 when unknown */
+    uint64_t value; /* OP_ADD: the offset; OP_INDEX_CPU: the element size; OP_PER_CPU: the
+                       offset table's address (of the pointer to it when table_is_pointer) */
+    uint64_t bound; /* OP_INDEX_CPU, OP_PER_CPU: the array's length, 0 when unknown */
+    /* OP_PER_CPU: add the table's entry for the CPU: its element size, whether the table is
+     * reached through a pointer, and the CPU (UINT64_MAX: the vCPU's). */
+    uint8_t elem_size;
+    bool table_is_pointer;
+    uint64_t cpu;
 };
 
 #define MAX_OPS (3 * PROF_CURRENT_MAX_STEPS + 8)
@@ -117,6 +157,7 @@ struct cursor {
     prof_os_current *c;
     Dwarf_Die type; /* peeled of typedefs and qualifiers */
     const char *expr;
+    bool per_cpu; /* the expression starts with per_cpu() */
     struct qp_error *err;
 };
 
@@ -131,7 +172,7 @@ static int add_op(struct cursor *k, enum op_kind kind, uint64_t value, uint64_t 
     }
     if (c->n_ops == MAX_OPS)
         return qp_error_set(k->err, -EINVAL, "--current '%s': too long", k->expr);
-    c->ops[c->n_ops++] = (struct op){kind, value, bound};
+    c->ops[c->n_ops++] = (struct op){.kind = kind, .value = value, .bound = bound};
     return 0;
 }
 
@@ -292,6 +333,24 @@ static bool find_variable(Dwarf *dw, const char *name, Dwarf_Die *out)
     return false;
 }
 
+/* Whether addr lies in the ELF's per-CPU section (Linux's .data..percpu): the address of such a
+ * variable is an offset into each CPU's copy, not where any copy is. */
+static bool in_per_cpu_section(Dwarf *dw, uint64_t addr)
+{
+    Elf *elf = dwarf_getelf(dw);
+    size_t shstrndx;
+    if (!elf || elf_getshdrstrndx(elf, &shstrndx) != 0)
+        return false;
+    for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
+        GElf_Shdr sh;
+        const char *name;
+        if (gelf_getshdr(scn, &sh) && (name = elf_strptr(elf, shstrndx, sh.sh_name)) &&
+            strcmp(name, ".data..percpu") == 0 && addr - sh.sh_addr < sh.sh_size)
+            return true;
+    }
+    return false;
+}
+
 static int start_at_variable(struct cursor *k, Dwarf *dw, const char *var, const char *kernel)
 {
     Dwarf_Die die;
@@ -304,12 +363,65 @@ static int start_at_variable(struct cursor *k, Dwarf *dw, const char *var, const
     if (!dwarf_attr(&die, DW_AT_location, &a) || dwarf_getlocation(&a, &loc, &n) != 0 || n != 1 ||
         loc[0].atom != DW_OP_addr)
         return qp_error_set(k->err, -EINVAL,
-                            "--current '%s': '%s' has no fixed address (per-CPU "
-                            "or thread-local variables are not supported)",
+                            "--current '%s': '%s' has no fixed address (thread-local "
+                            "variables are not supported)",
                             k->expr, var);
+    if (!k->per_cpu && in_per_cpu_section(dw, loc[0].number))
+        return qp_error_set(k->err, -EINVAL,
+                            "--current '%s': '%s' is a per-CPU variable (.data..percpu): write "
+                            "per_cpu(%s)",
+                            k->expr, var, var);
     if (!type_of(&die, &k->type))
         return qp_error_set(k->err, -EINVAL, "--current '%s': '%s' has no type", k->expr, var);
     return add_op(k, OP_ADD, loc[0].number, 0);
+}
+
+/* per_cpu(VAR): VAR's address is an offset into each CPU's copy; the table named `table` (an
+ * array of integers, or a pointer to them) holds each CPU's base. Resolved here to its address
+ * and element size; read per sample. */
+static int add_per_cpu(struct cursor *k, Dwarf *dw, const struct prof_current_path *path,
+                       const char *table, const char *kernel)
+{
+    Dwarf_Die die, t, elem;
+    Dwarf_Attribute a;
+    Dwarf_Op *loc;
+    size_t n;
+    Dwarf_Word size = 0;
+    if (!find_variable(dw, table, &die))
+        return qp_error_set(k->err, -ENOENT,
+                            "--current '%s': no per-CPU offset table '%s' in the DWARF of %s "
+                            "(name the kernel's with --percpu-offsets)",
+                            k->expr, table, kernel);
+    if (!dwarf_attr(&die, DW_AT_location, &a) || dwarf_getlocation(&a, &loc, &n) != 0 || n != 1 ||
+        loc[0].atom != DW_OP_addr || !type_of(&die, &t))
+        return qp_error_set(k->err, -EINVAL, "--current '%s': '%s' has no fixed address", k->expr,
+                            table);
+    int tag = dwarf_tag(&t);
+    bool typed =
+        (tag == DW_TAG_array_type || tag == DW_TAG_pointer_type) && type_of(&t, &elem) &&
+        (dwarf_tag(&elem) == DW_TAG_base_type || dwarf_tag(&elem) == DW_TAG_pointer_type) &&
+        dwarf_aggregate_size(&elem, &size) == 0 && (size == 4 || size == 8);
+    if (!typed)
+        return qp_error_set(k->err, -EINVAL,
+                            "--current '%s': per-CPU offset table '%s' is no array of (or pointer "
+                            "to) 4- or 8-byte integers",
+                            k->expr, table);
+    prof_os_current *c = k->c;
+    if (c->n_ops == MAX_OPS)
+        return qp_error_set(k->err, -EINVAL, "--current '%s': too long", k->expr);
+    c->ops[c->n_ops++] = (struct op){
+        .kind = OP_PER_CPU,
+        .value = loc[0].number,
+        .bound = tag == DW_TAG_array_type ? array_length(&t) : 0,
+        .elem_size = (uint8_t)size,
+        .table_is_pointer = tag == DW_TAG_pointer_type,
+        .cpu = path->per_cpu_at_index ? path->per_cpu_index : UINT64_MAX,
+    };
+    if (path->per_cpu_at_index && c->ops[c->n_ops - 1].bound &&
+        path->per_cpu_index >= c->ops[c->n_ops - 1].bound)
+        return qp_error_set(k->err, -ERANGE, "--current '%s': CPU %" PRIu64 " past %" PRIu64,
+                            k->expr, path->per_cpu_index, c->ops[c->n_ops - 1].bound);
+    return 0;
 }
 
 /* The object the expression ends at is the process: a struct, or a pointer to one. */
@@ -368,9 +480,14 @@ static int resolve_name(struct cursor *k, const char *field, bool required)
 }
 
 static int resolve(struct cursor *k, Dwarf *dw, const struct prof_current_path *path,
-                   const char *kernel, const char *pid_field, const char *name_field)
+                   const char *kernel, const struct prof_current_names *names)
 {
+    const char *pid_field = names ? names->pid_field : NULL;
+    const char *name_field = names ? names->name_field : NULL;
+    const char *table = names && names->percpu_offsets ? names->percpu_offsets : "__per_cpu_offset";
     int rc = start_at_variable(k, dw, path->var, kernel);
+    if (rc == 0 && path->per_cpu)
+        rc = add_per_cpu(k, dw, path, table, kernel);
     for (int i = 0; rc == 0 && i < path->n; i++) {
         const struct prof_current_step *st = &path->step[i];
         if (st->kind == PROF_STEP_ARROW && (rc = step_deref(k, st->name)))
@@ -389,8 +506,9 @@ static int resolve(struct cursor *k, Dwarf *dw, const struct prof_current_path *
     return resolve_name(k, "comm", true);
 }
 
-int prof_os_current_open(const char *kernel, const char *expr, const char *pid_field,
-                         const char *name_field, prof_os_current **out, struct qp_error *err)
+int prof_os_current_open(const char *kernel, const char *expr,
+                         const struct prof_current_names *names, prof_os_current **out,
+                         struct qp_error *err)
 {
     struct prof_current_path path;
     int rc = prof_current_parse(expr, &path, err);
@@ -408,8 +526,8 @@ int prof_os_current_open(const char *kernel, const char *expr, const char *pid_f
     }
     prof_os_current *c = g_new0(prof_os_current, 1);
     g_strlcpy(c->expr, expr, sizeof c->expr);
-    struct cursor k = {.c = c, .expr = expr, .err = err};
-    rc = resolve(&k, dw, &path, kernel, pid_field, name_field);
+    struct cursor k = {.c = c, .expr = expr, .per_cpu = path.per_cpu, .err = err};
+    rc = resolve(&k, dw, &path, kernel, names);
     dwarf_end(dw);
     close(fd);
     if (rc) {
@@ -446,6 +564,22 @@ static int read_uint(const struct prof_os_mem *mem, const struct prof_vcpu *cpu,
     return rc;
 }
 
+/* OP_PER_CPU: *addr plus the table's entry for the CPU (vcpu_index unless the op names one). */
+static int add_cpu_offset(const struct op *op, uint64_t vcpu_index, const struct prof_vcpu *cpu,
+                          const struct prof_os_mem *mem, uint64_t *addr)
+{
+    uint64_t table = op->value, offset;
+    uint64_t index = op->cpu == UINT64_MAX ? vcpu_index : op->cpu;
+    if (op->bound && index >= op->bound)
+        return -ERANGE;
+    if (op->table_is_pointer && (read_uint(mem, cpu, table, 8, &table) != 0 || !table))
+        return -EFAULT;
+    if (read_uint(mem, cpu, table + index * op->elem_size, op->elem_size, &offset) != 0)
+        return -EFAULT;
+    *addr += offset;
+    return 0;
+}
+
 int prof_os_current_read(const prof_os_current *c, const struct prof_vcpu *cpu,
                          const struct prof_os_mem *mem, uint32_t *pid, char *name, size_t cap)
 {
@@ -458,6 +592,10 @@ int prof_os_current_read(const prof_os_current *c, const struct prof_vcpu *cpu,
             if (op->bound && index >= op->bound)
                 return -ERANGE;
             addr += index * op->value;
+        } else if (op->kind == OP_PER_CPU) {
+            int rc = add_cpu_offset(op, index, cpu, mem, &addr);
+            if (rc)
+                return rc;
         } else if (read_uint(mem, cpu, addr, 8, &addr) != 0) {
             return -EFAULT;
         } else if (addr == 0) {

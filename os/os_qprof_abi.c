@@ -138,6 +138,7 @@ static void abi_task(void *impl, const struct prof_vcpu *cpu, int i, struct prof
                                         .load_base = slot.load_base,
                                         .generation = slot.generation};
     out->user_regs_at = slot.user_regs;
+    out->user_regs_arch = slot.regs_arch;
 }
 
 /* The stack from sp up to the top of the context's kernel stack when the slot's bounds hold sp
@@ -152,24 +153,21 @@ static size_t abi_kernel_stack_len(void *impl, const struct prof_vcpu *cpu,
     return max;
 }
 
+/* The frame's shape comes from the slot (regs_arch, checked against the guest's architecture
+ * in abi_task), its size from ours. */
 static int abi_user_regs(void *impl, const struct prof_vcpu *cpu, const struct prof_task *t,
                          const struct prof_os_mem *mem, struct unw_regs *u)
 {
     const struct os_abi *a = impl;
-    struct qprof_abi_regs f;
-    size_t got = 0;
-    if (mem->read(mem->ctx, cpu, t->user_regs_at, &f, sizeof f, &got) != 0 || got != sizeof f)
+    uint8_t frame[PROF_ABI_MAX_FRAME];
+    size_t got = 0, size = prof_abi_frame_size(t->user_regs_arch, a->cfg.arch->elf_machine);
+    if (size == 0)
+        return -EPROTO;
+    if (mem->read(mem->ctx, cpu, t->user_regs_at, frame, size, &got) != 0 || got != size)
         return -EFAULT;
-    if (f.rip >= a->cfg.split.user_end)
-        return -EPROTO; /* not a frame saved on entry from user mode */
-    memset(u, 0, sizeof *u);
-    u->r[UNW_RAX] = f.rax, u->r[UNW_RDX] = f.rdx, u->r[UNW_RCX] = f.rcx;
-    u->r[UNW_RBX] = f.rbx, u->r[UNW_RSI] = f.rsi, u->r[UNW_RDI] = f.rdi;
-    u->r[UNW_RBP] = f.rbp, u->r[UNW_RSP] = f.rsp, u->r[UNW_R8] = f.r8;
-    u->r[UNW_R9] = f.r9, u->r[UNW_R10] = f.r10, u->r[UNW_R11] = f.r11;
-    u->r[UNW_R12] = f.r12, u->r[UNW_R13] = f.r13, u->r[UNW_R14] = f.r14;
-    u->r[UNW_R15] = f.r15, u->r[UNW_RIP] = f.rip;
-    return 0;
+    int rc = prof_abi_frame_regs(frame, size, t->user_regs_arch, a->cfg.arch->elf_machine,
+                                 a->cfg.split.user_end, u);
+    return rc == -EFAULT ? -EPROTO : rc; /* not a frame saved on entry from user mode */
 }
 
 const struct prof_os_ops prof_os_qprof_abi_ops = {

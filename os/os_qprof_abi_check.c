@@ -3,6 +3,7 @@
  * it declares are checked against what was copied before anything is indexed. */
 #include "os.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
@@ -25,15 +26,16 @@ int prof_abi_check(const void *bytes, size_t len, struct qprof_abi *hdr, size_t 
     if (hdr->cpu_count == 0 || hdr->cpu_count > QPROF_ABI_MAX_CPUS)
         return qp_error_set(err, -EPROTO, "cpu_count %u is not 1..%u", hdr->cpu_count,
                             QPROF_ABI_MAX_CPUS);
-    if (hdr->cpu_slot_size < sizeof(struct qprof_abi_cpu) || hdr->cpu_slot_size % 8 ||
+    /* The first revision's slots (no regs_arch) are still read: as x86_64's. */
+    if (hdr->cpu_slot_size < QPROF_ABI_CPU_V1_SIZE || hdr->cpu_slot_size % 8 ||
         hdr->cpu_slot_size > PROF_ABI_MAX_SLOT)
-        return qp_error_set(err, -EPROTO, "cpu_slot_size %u is not a multiple of 8 from %zu to %u",
-                            hdr->cpu_slot_size, sizeof(struct qprof_abi_cpu), PROF_ABI_MAX_SLOT);
+        return qp_error_set(err, -EPROTO, "cpu_slot_size %u is not a multiple of 8 from %u to %u",
+                            hdr->cpu_slot_size, QPROF_ABI_CPU_V1_SIZE, PROF_ABI_MAX_SLOT);
     size_t layout = HEADER_SIZE + (size_t)hdr->cpu_count * hdr->cpu_slot_size;
-    if (hdr->size < sizeof(struct qprof_abi) || hdr->size < layout)
-        return qp_error_set(
-            err, -EPROTO, "size %u is smaller than the struct (%zu) or its %u slots of %u bytes",
-            hdr->size, sizeof(struct qprof_abi), hdr->cpu_count, hdr->cpu_slot_size);
+    if (hdr->size < QPROF_ABI_V1_SIZE || hdr->size < layout)
+        return qp_error_set(err, -EPROTO,
+                            "size %u is smaller than the struct (%u) or its %u slots of %u bytes",
+                            hdr->size, QPROF_ABI_V1_SIZE, hdr->cpu_count, hdr->cpu_slot_size);
     *need = layout;
     if (len < layout)
         return qp_error_set(err, -ENODATA, "%zu bytes copied, the slots need %zu", len, layout);
@@ -47,9 +49,65 @@ int prof_abi_slot(const void *bytes, size_t len, const struct qprof_abi *hdr, un
         return -ENOENT;
     /* The declared stride, not ours: a newer guest appends fields to each slot. */
     size_t at = HEADER_SIZE + (size_t)cpu * hdr->cpu_slot_size;
-    if (at > len || len - at < sizeof *out)
+    /* A slot of an older revision is shorter: the fields it lacks read as 0. */
+    size_t have = hdr->cpu_slot_size < sizeof *out ? hdr->cpu_slot_size : sizeof *out;
+    if (at > len || len - at < have)
         return -ENODATA;
-    memcpy(out, (const char *)bytes + at, sizeof *out);
+    memset(out, 0, sizeof *out);
+    memcpy(out, (const char *)bytes + at, have);
     out->name[QPROF_ABI_NAME_LEN - 1] = '\0';
     return 0;
+}
+
+size_t prof_abi_frame_size(uint32_t regs_arch, uint16_t elf_machine)
+{
+    if (elf_machine == EM_X86_64 &&
+        (regs_arch == QPROF_ABI_ARCH_UNSET || regs_arch == QPROF_ABI_ARCH_X86_64))
+        return sizeof(struct qprof_abi_regs);
+    if (elf_machine == EM_RISCV && regs_arch == QPROF_ABI_ARCH_RISCV64)
+        return sizeof(struct qprof_abi_regs_riscv64);
+    return 0;
+}
+
+static uint64_t x86_64_frame(const struct qprof_abi_regs *f, struct unw_regs *u)
+{
+    u->r[UNW_RAX] = f->rax, u->r[UNW_RDX] = f->rdx, u->r[UNW_RCX] = f->rcx;
+    u->r[UNW_RBX] = f->rbx, u->r[UNW_RSI] = f->rsi, u->r[UNW_RDI] = f->rdi;
+    u->r[UNW_RBP] = f->rbp, u->r[UNW_RSP] = f->rsp, u->r[UNW_R8] = f->r8;
+    u->r[UNW_R9] = f->r9, u->r[UNW_R10] = f->r10, u->r[UNW_R11] = f->r11;
+    u->r[UNW_R12] = f->r12, u->r[UNW_R13] = f->r13, u->r[UNW_R14] = f->r14;
+    u->r[UNW_R15] = f->r15, u->r[UNW_RIP] = f->rip;
+    return f->rip;
+}
+
+/* The frame's words after pc are x1..x31 in order, which are their DWARF numbers; the pc takes
+ * slot 32 (arch_riscv64.c). x0 reads as zero. */
+#define RISCV64_PC_SLOT 32
+static uint64_t riscv64_frame(const struct qprof_abi_regs_riscv64 *f, struct unw_regs *u)
+{
+    const uint64_t *words = &f->pc;
+    for (int x = 1; x < 32; x++)
+        u->r[x] = words[x];
+    u->r[RISCV64_PC_SLOT] = f->pc;
+    return f->pc;
+}
+
+int prof_abi_frame_regs(const void *frame, size_t len, uint32_t regs_arch, uint16_t elf_machine,
+                        uint64_t user_end, struct unw_regs *u)
+{
+    size_t size = prof_abi_frame_size(regs_arch, elf_machine);
+    if (size == 0 || len != size)
+        return -EPROTO;
+    memset(u, 0, sizeof *u);
+    uint64_t pc;
+    if (elf_machine == EM_RISCV) {
+        struct qprof_abi_regs_riscv64 f;
+        memcpy(&f, frame, sizeof f);
+        pc = riscv64_frame(&f, u);
+    } else {
+        struct qprof_abi_regs f;
+        memcpy(&f, frame, sizeof f);
+        pc = x86_64_frame(&f, u);
+    }
+    return pc < user_end ? 0 : -EFAULT;
 }

@@ -5,7 +5,12 @@
  *
  * Samples of one stack on one vCPU become one pprof Sample (counts and weights summed); the vCPU,
  * the pid and the process name are labels, so `pprof -tagroot=cpu` gives the per-vCPU view that
- * per_cpu gives the folded output (per_cpu itself changes nothing here). */
+ * per_cpu gives the folded output (per_cpu itself changes nothing here).
+ *
+ * With --exact's counts, a third sample type, instructions (count), holds them: one Sample per
+ * counted block, its location the block's first instruction under the root of its binary
+ * ("kernel", "spin"), with 0 samples and 0 ns; the sampled stacks have 0 instructions. The
+ * default view stays cpu time; `pprof -sample_index=instructions` shows the counts. */
 #include "output.h"
 
 #include "profile.pb-c.h"
@@ -53,6 +58,7 @@ struct pprof_builder {
     GHashTable *sample_of;       /* (cpu << 32 | stack id) -> pb_sample * */
     struct stack_locations *stack_locs; /* per stack id, n == 0 until first used */
     struct module_seen *modules;        /* per module */
+    size_t n_values;                    /* sample types: 2, or 3 with exact counts */
 };
 
 static void *arena_new(struct pprof_builder *b, size_t size)
@@ -195,8 +201,8 @@ static pb_sample *sample_new(struct pprof_builder *b, const struct out_record *r
     *sample = (pb_sample)PERFTOOLS__PROFILES__SAMPLE__INIT;
     sample->n_location_id = locs->n;
     sample->location_id = locs->ids;
-    sample->n_value = 2;
-    sample->value = arena_new(b, 2 * sizeof *sample->value);
+    sample->n_value = b->n_values;
+    sample->value = arena_new(b, b->n_values * sizeof *sample->value);
     sample->label = arena_new(b, 3 * sizeof *sample->label);
     if (s->pid)
         sample->label[sample->n_label++] = label_new(b, "pid", NULL, s->pid, NULL);
@@ -219,6 +225,34 @@ static void add_samples(struct pprof_builder *b)
         }
         sample->value[0] += 1;
         sample->value[1] += (int64_t)r[i].weight_ns;
+    }
+}
+
+/* --exact: a leaf-only Sample per counted block (see the top of this file). */
+static void add_exact_samples(struct pprof_builder *b)
+{
+    const struct out_exact *e = out_profile_exact(b->profile);
+    size_t n_modules = out_profile_module_count(b->profile);
+    for (size_t i = 0; i < out_profile_exact_count(b->profile); i++) {
+        const struct out_module *m =
+            e[i].module < n_modules ? out_profile_module(b->profile, e[i].module) : NULL;
+        struct out_frame f = {
+            .pc = e[i].pc, .module = e[i].module, .exact = true, .kernel = m && m->kernel};
+        const struct out_name *name = out_names_frame(b->names, &f);
+        const char *root = !m ? "[unknown user code]" : m->kernel ? "kernel" : m->name;
+        pb_sample *sample = arena_new(b, sizeof *sample);
+        *sample = (pb_sample)PERFTOOLS__PROFILES__SAMPLE__INIT;
+        sample->n_location_id = 2;
+        sample->location_id = arena_new(b, 2 * sizeof *sample->location_id);
+        sample->location_id[0] = code_location(b, name, &f);
+        sample->location_id[1] = named_location(b, root);
+        sample->n_value = b->n_values;
+        sample->value = arena_new(b, b->n_values * sizeof *sample->value);
+        sample->value[2] = (int64_t)e[i].insns;
+        sample->n_label = 1;
+        sample->label = arena_new(b, sizeof *sample->label);
+        sample->label[0] = label_new(b, "binary", root, 0, NULL);
+        g_ptr_array_add(b->samples, sample);
     }
 }
 
@@ -273,11 +307,16 @@ static int64_t duration_ns(const out_profile *p)
 static void profile_fill(struct pprof_builder *b, const struct out_write_opts *o, pb_profile *pb)
 {
     string_id(b, ""); /* string_table[0] must be "" */
-    pb->n_sample_type = 2;
-    pb->sample_type = arena_new(b, 2 * sizeof *pb->sample_type);
+    b->n_values = out_profile_exact_count(b->profile) ? 3 : 2;
+    pb->n_sample_type = b->n_values;
+    pb->sample_type = arena_new(b, b->n_values * sizeof *pb->sample_type);
     /* count first, by pprof's convention; the last (cpu time) is the default shown */
     pb->sample_type[0] = value_type_new(b, "samples", "count");
     pb->sample_type[1] = value_type_new(b, "cpu", "nanoseconds");
+    if (b->n_values == 3) { /* counted, not sampled: cpu time stays the default view */
+        pb->sample_type[2] = value_type_new(b, "instructions", "count");
+        pb->default_sample_type = string_id(b, "cpu");
+    }
     pb->period_type = value_type_new(b, "cpu", "nanoseconds");
     pb->period = (int64_t)o->interval_ns;
     pb->duration_nanos = duration_ns(b->profile);
@@ -287,6 +326,7 @@ static void profile_fill(struct pprof_builder *b, const struct out_write_opts *o
         pb->comment[0] = string_id(b, o->title);
     }
     add_samples(b); /* before the mappings: the locations tell what each module resolved */
+    add_exact_samples(b);
     pb->n_mapping = out_profile_module_count(b->profile);
     pb->mapping = mappings_new(b);
     pb->n_sample = b->samples->len;

@@ -5,10 +5,12 @@
 #include <string.h>
 
 struct out_profile {
-    GArray *modules;   /* struct out_module */
-    GPtrArray *stacks; /* struct out_stack *, owned, index = id */
-    GHashTable *ids;   /* struct out_stack * -> id + 1 */
-    GArray *samples;   /* struct out_record */
+    GArray *modules;         /* struct out_module */
+    GPtrArray *stacks;       /* struct out_stack *, owned, index = id */
+    GHashTable *ids;         /* struct out_stack * -> id + 1 */
+    GArray *samples;         /* struct out_record */
+    GArray *exact;           /* struct out_exact, --exact's counts */
+    GHashTable *exact_index; /* (module, pc) packed into a key string -> index + 1 */
 };
 
 static guint stack_hash(gconstpointer key)
@@ -53,6 +55,9 @@ out_profile *out_profile_new(void)
     p->stacks = g_ptr_array_new_with_free_func(stack_free);
     p->ids = g_hash_table_new(stack_hash, stack_equal);
     p->samples = g_array_new(FALSE, FALSE, sizeof(struct out_record));
+    p->exact = g_array_new(FALSE, FALSE, sizeof(struct out_exact));
+    p->exact_index =
+        g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref, NULL);
     return p;
 }
 
@@ -64,7 +69,37 @@ void out_profile_free(out_profile *p)
     g_ptr_array_free(p->stacks, TRUE);
     g_array_free(p->modules, TRUE);
     g_array_free(p->samples, TRUE);
+    g_array_free(p->exact, TRUE);
+    g_hash_table_destroy(p->exact_index);
     g_free(p);
+}
+
+void out_profile_add_exact(out_profile *p, uint32_t module, uint64_t pc, uint64_t insns)
+{
+    struct {
+        uint64_t pc;
+        uint32_t module, pad;
+    } packed = {pc, module, 0};
+    GBytes *key = g_bytes_new(&packed, sizeof packed);
+    guint index = GPOINTER_TO_UINT(g_hash_table_lookup(p->exact_index, key));
+    if (index) {
+        g_array_index(p->exact, struct out_exact, index - 1).insns += insns;
+        g_bytes_unref(key);
+        return;
+    }
+    struct out_exact e = {.module = module, .pc = pc, .insns = insns};
+    g_array_append_val(p->exact, e);
+    g_hash_table_insert(p->exact_index, key, GUINT_TO_POINTER(p->exact->len));
+}
+
+size_t out_profile_exact_count(const out_profile *p)
+{
+    return p->exact->len;
+}
+
+const struct out_exact *out_profile_exact(const out_profile *p)
+{
+    return (const struct out_exact *)p->exact->data;
 }
 
 uint32_t out_profile_add_module(out_profile *p, const struct out_module *m)

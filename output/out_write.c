@@ -103,11 +103,25 @@ int out_check_writable(const char *path, struct qp_error *err)
     return rc;
 }
 
-int out_write_file(const out_profile *p, out_names *n, enum out_format format,
-                   const struct out_write_opts *o, const char *path, struct qp_error *err)
+/* What goes into a file: a format of the profile, or the exact counts' flat profile. */
+struct file_job {
+    const out_profile *p;
+    out_names *n;
+    int format; /* enum out_format, or -1: the flat profile (out_write_exact_folded) */
+    const struct out_write_opts *o;
+};
+
+static int write_job(const struct file_job *j, FILE *f, struct qp_error *err)
+{
+    if (j->format < 0)
+        return out_write_exact_folded(j->p, j->n, f, err);
+    return out_write(j->p, j->n, (enum out_format)j->format, j->o, f, err);
+}
+
+static int write_path(const struct file_job *j, const char *path, struct qp_error *err)
 {
     if (strcmp(path, "-") == 0)
-        return out_write(p, n, format, o, stdout, err);
+        return write_job(j, stdout, err);
     bool in_place = is_special_file(path);
     char *tmp = in_place ? g_strdup(path) : g_strdup_printf("%s.tmp.%d", path, (int)getpid());
     int rc = 0;
@@ -116,7 +130,7 @@ int out_write_file(const out_profile *p, out_names *n, enum out_format format,
         rc = qp_error_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
         goto out;
     }
-    rc = out_write(p, n, format, o, f, err);
+    rc = write_job(j, f, err);
     if (fclose(f) != 0 && rc == 0)
         rc = qp_error_set(err, -errno, "writing %s: %s", path, strerror(errno));
     else if (rc)
@@ -128,4 +142,17 @@ int out_write_file(const out_profile *p, out_names *n, enum out_format format,
 out:
     g_free(tmp);
     return rc;
+}
+
+int out_write_file(const out_profile *p, out_names *n, enum out_format format,
+                   const struct out_write_opts *o, const char *path, struct qp_error *err)
+{
+    struct file_job j = {p, n, (int)format, o};
+    return write_path(&j, path, err);
+}
+
+int out_write_exact_file(const out_profile *p, out_names *n, const char *path, struct qp_error *err)
+{
+    struct file_job j = {p, n, -1, NULL};
+    return write_path(&j, path, err);
 }

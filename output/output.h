@@ -133,6 +133,21 @@ void out_profile_filter(out_profile *p,
                                      void *ctx),
                         void *ctx);
 
+/* ---- Exact instruction counts (qprof --exact) -------------------------------------------- */
+
+/* Instructions executed in one block of code (a straight run from pc to its first branch),
+ * counted, not sampled: a flat profile beside the samples, without stacks or time. */
+struct out_exact {
+    uint32_t module; /* the kernel, a user binary, or OUT_NO_MODULE: user code of no known file */
+    uint64_t pc;     /* the block's first instruction */
+    uint64_t insns;
+};
+
+/* Adds insns to the block at (module, pc), summed with what it had. */
+void out_profile_add_exact(out_profile *p, uint32_t module, uint64_t pc, uint64_t insns);
+size_t out_profile_exact_count(const out_profile *p);
+const struct out_exact *out_profile_exact(const out_profile *p); /* in the order first added */
+
 /* ---- Names ------------------------------------------------------------------------------- */
 
 /* What a symbolizer knows about one PC. function NULL: no symbol. file NULL / line 0: no line
@@ -228,6 +243,31 @@ int out_write_pprof(const out_profile *p, out_names *n, const struct out_write_o
                     struct qp_error *err);
 int out_write_svg(const out_profile *p, out_names *n, const struct out_write_opts *o, FILE *f,
                   struct qp_error *err);
+
+/* --exact's flat profile by function: a block's instructions count for the function its first
+ * instruction is in. The root is the code's binary, as the sampled stacks' roots would show
+ * it without a process: "kernel", a user binary's name ("spin": every process that runs it
+ * summed), or "[unknown user code]". */
+struct out_exact_line {
+    const char *root;            /* static, or the module's name (valid while the profile) */
+    const struct out_name *leaf; /* the function, owned by the names cache */
+    uint64_t insns;
+};
+
+/* The lines, the most instructions first (ties by root and name); *n_lines of them, g_free. */
+struct out_exact_line *out_exact_lines(const out_profile *p, out_names *n, size_t *n_lines);
+
+/* Leaf-only folded lines of the flat profile, "ROOT;FUNCTION INSTRUCTIONS", sorted by text
+ * like the folded output. */
+int out_write_exact_folded(const out_profile *p, out_names *n, FILE *f, struct qp_error *err);
+
+/* Where the flat profile of a folded -o PATH goes: PATH with ".exact" before its extension
+ * ("stack.folded" -> "stack.exact.folded", "out" -> "out.exact"). g_free. */
+char *out_exact_path(const char *path);
+
+/* Writes the flat profile to path as out_write_file writes (a temporary file and a rename). */
+int out_write_exact_file(const out_profile *p, out_names *n, const char *path,
+                         struct qp_error *err);
 
 /* ---- Record files (docs/record-format.md) ------------------------------------------------ */
 

@@ -16,10 +16,15 @@
  *
  * A listener thread serves the unix socket: one qprof at a time gets the memfd and sends its
  * configuration; when it goes away, sampling is disarmed (the counter's threshold is then 2^24
- * instructions away, a callback per ~16M instructions) and the next qprof is served. */
+ * instructions away, a callback per ~16M instructions) and the next qprof is served.
+ *
+ * qprof --exact's instruction counts per block live in qprof_exact.c; this file only hands it
+ * each translated block, the socket's exact-count requests, and a vCPU thread to reset the
+ * plugin from (on_counter). */
 #define _GNU_SOURCE
 #include <qemu/qemu-plugin.h>
 
+#include "qprof_exact.h"
 #include "qprof_ring.h"
 
 #include <errno.h>
@@ -277,6 +282,7 @@ static void on_counter(unsigned int idx, void *userdata)
         return;
     struct vcpu *v = &P.vcpus[idx];
     uint64_t now = now_ns();
+    exact_apply(); /* --exact started or ended: needs a vCPU thread */
     if (!refresh_config(v, now)) {
         rearm(idx, DISARMED_DISTANCE);
         return;
@@ -351,6 +357,7 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
                                                           n);
     qemu_plugin_register_vcpu_tb_exec_cond_cb(tb, on_counter, QEMU_PLUGIN_CB_R_REGS,
                                               QEMU_PLUGIN_COND_GE, P.counter, FIRE, NULL);
+    exact_on_tb_trans(tb);
 }
 
 static const char *const reg_names[QPR_NREGS] = {
@@ -426,7 +433,7 @@ static int send_hello(int fd, uint32_t status)
                           .n_vcpus = P.n_vcpus,
                           .map_size = P.map_size};
     snprintf(h.qemu_version, sizeof h.qemu_version, "plugin API %d", QEMU_PLUGIN_VERSION);
-    h.flags = P.timer ? QPR_HELLO_TIMER : 0;
+    h.flags = (P.timer ? QPR_HELLO_TIMER : 0) | QPR_HELLO_EXACT;
     struct iovec iov = {.iov_base = &h, .iov_len = sizeof h};
     union {
         char buf[CMSG_SPACE(sizeof(int))];
@@ -490,6 +497,11 @@ static void serve(int fd)
             continue;
         struct qpr_config c;
         ssize_t n = recv(fd, &c, sizeof c, MSG_WAITALL);
+        if (n == (ssize_t)sizeof c && exact_is_request(&c)) {
+            if (exact_serve(fd, &c) != 0)
+                return;
+            continue;
+        }
         if (n != (ssize_t)sizeof c || c.magic != QPR_MAGIC || c.version != QPR_VERSION)
             return;
         publish_config(&c);
@@ -508,6 +520,7 @@ static void *listener_main(void *arg)
         }
         serve(fd);
         disarm();
+        exact_disconnected();
         close(fd);
     }
 }
@@ -558,6 +571,15 @@ static void on_exit_cb(qemu_plugin_id_t id, void *userdata)
     disarm();
     if (P.socket_path)
         unlink(P.socket_path);
+}
+
+/* Every callback but vCPU init: at install, and again after --exact's resets (qprof_exact.c). */
+static void register_running_callbacks(qemu_plugin_id_t id)
+{
+    qemu_plugin_register_vcpu_idle_cb(id, on_idle);
+    qemu_plugin_register_vcpu_resume_cb(id, on_resume);
+    qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb_trans);
+    qemu_plugin_register_atexit_cb(id, on_exit_cb, NULL);
 }
 
 /* Says on stderr why the plugin cannot load; QEMU then refuses -plugin. */
@@ -612,9 +634,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     if (P.timer)
         pthread_detach(P.timer_thread);
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
-    qemu_plugin_register_vcpu_idle_cb(id, on_idle);
-    qemu_plugin_register_vcpu_resume_cb(id, on_resume);
-    qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb_trans);
-    qemu_plugin_register_atexit_cb(id, on_exit_cb, NULL);
+    register_running_callbacks(id);
+    exact_init(id, register_running_callbacks);
     return 0;
 }

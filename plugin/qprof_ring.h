@@ -120,6 +120,7 @@ enum qpr_status {
 };
 
 #define QPR_HELLO_TIMER 1u /* loaded with trigger=timer: time-based sampling only */
+#define QPR_HELLO_EXACT 2u /* serves exact instruction counts (struct qpr_exact_request) */
 
 struct qpr_hello { /* plugin -> qprof, with the memfd */
     uint32_t magic, version, status;
@@ -144,5 +145,58 @@ struct qpr_config { /* qprof -> plugin; a later one replaces it */
     uint32_t chase_off, chase_stride;
     uint32_t chase_add, ustack_bytes;
 };
+
+/* --- Exact instruction counts (qprof --exact; the plugin's qprof_exact.c) ---
+ *
+ * qprof asks with a struct qpr_exact_request on the same socket (the size of a qpr_config, which
+ * is the size the plugin reads its messages in; the magic tells the two apart). START: from the
+ * next vCPU callback on, every translation block carries an inline per-vCPU counter (QEMU's
+ * code cache is flushed once so that blocks translated before get one too), counted afresh;
+ * no callback per block. The plugin answers a struct qpr_exact_reply without blocks. DUMP: the
+ * plugin answers a struct qpr_exact_reply and then n_blocks struct qpr_exact_block, the counts
+ * at that moment, summed over the vCPUs. When the qprof that asked goes away, the counters are
+ * removed again (another flush). */
+#define QPR_EXACT_MAGIC 0x58525051u /* "QPRX" */
+
+enum qpr_exact_op {
+    QPR_EXACT_START = 1,
+    QPR_EXACT_DUMP = 2,
+};
+
+struct qpr_exact_request { /* qprof -> plugin */
+    uint32_t magic, version, op, pad;
+    uint8_t rest[sizeof(struct qpr_config) - 16];
+};
+_Static_assert(sizeof(struct qpr_exact_request) == sizeof(struct qpr_config),
+               "the plugin reads every message in a qpr_config's size");
+
+struct qpr_exact_reply { /* plugin -> qprof */
+    uint32_t magic, version;
+    uint32_t n_blocks; /* struct qpr_exact_block that follow (DUMP) */
+    uint32_t counting; /* 1: the counters of the latest START are in place */
+    uint64_t since_ns; /* CLOCK_MONOTONIC when they were put in place, 0: not yet */
+    /* instructions of blocks translated after the block table filled up (counted, not placed) */
+    uint64_t overflow_insns;
+    uint64_t table_full_blocks; /* translations that found the table full */
+};
+
+struct qpr_exact_block {
+    uint64_t vaddr;     /* the guest virtual address the block was translated at */
+    uint64_t code_hash; /* qpr_code_hash of its n_bytes of code */
+    uint64_t insns;     /* instructions it executed: n_insns x executions, all vCPUs */
+    uint32_t n_insns, n_bytes;
+};
+
+/* FNV-1a over a block's code bytes, continued from h (start with QPR_CODE_HASH_INIT): both
+ * sides compute it, the plugin from the translated instructions, qprof from an ELF's bytes at
+ * the block's address, so a block is matched to the binary whose code it ran. */
+#define QPR_CODE_HASH_INIT UINT64_C(0xcbf29ce484222325)
+static inline uint64_t qpr_code_hash(uint64_t h, const void *bytes, uint64_t len)
+{
+    const uint8_t *p = (const uint8_t *)bytes;
+    for (uint64_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * UINT64_C(0x100000001b3);
+    return h;
+}
 
 #endif

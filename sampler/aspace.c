@@ -9,10 +9,17 @@
 /* Candidates kept per page: more binaries sharing one page of code than this is no help. */
 #define MAX_CANDIDATES 8
 
+/* A copied page's bytes are checked again every PROBE_EVERY-th time a pc in the address space
+ * falls in it, PROBE_LEN bytes around the pc: a different content means the root now belongs to
+ * another process (see prof_aspace_verify). */
+#define PROBE_EVERY 8
+#define PROBE_LEN   64u
+
 /* What one page of an address space matched. */
 struct page_result {
     size_t n;                /* binaries whose page it is (0: none) */
     struct user_binary *bin; /* the binary when exactly one */
+    uint8_t *bytes;          /* the copy (owned); NULL when the page was unreadable */
 };
 
 struct prof_aspace {
@@ -22,6 +29,7 @@ struct prof_aspace {
     GHashTable *pages;       /* page vaddr -> struct page_result (owned) */
     struct user_binary *bin; /* the first binary a page matched alone */
     uint64_t probe;          /* a page to copy next because the pc's page was shared; 0: none */
+    int until_check;         /* user pcs in copied pages before the next content check */
     char label[OUT_COMM_LEN];
 };
 
@@ -36,6 +44,7 @@ struct prof_aspaces {
     prof_modules *modules;          /* borrowed */
     struct prof_counters *counters; /* borrowed */
     GHashTable *spaces;             /* root -> struct prof_aspace (owned) */
+    GPtrArray *retired;             /* address spaces whose root was reused (owned, until reset) */
     GHashTable *binaries;           /* struct bin_key -> struct user_binary (owned) */
     int next_number;
     GString *earlier; /* prof_aspaces_describe's lines for the boots before the last reset */
@@ -46,6 +55,13 @@ static void aspace_free(gpointer p)
     struct prof_aspace *as = p;
     g_hash_table_destroy(as->pages);
     g_free(as);
+}
+
+static void page_result_free(gpointer p)
+{
+    struct page_result *r = p;
+    g_free(r->bytes);
+    g_free(r);
 }
 
 static void binary_free(gpointer p)
@@ -75,6 +91,7 @@ prof_aspaces *prof_aspaces_new(const struct prof_aspaces_config *cfg, prof_modul
     a->modules = modules;
     a->counters = counters;
     a->spaces = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, aspace_free);
+    a->retired = g_ptr_array_new_with_free_func(aspace_free);
     a->binaries = g_hash_table_new_full(bin_key_hash, bin_key_equal, g_free, binary_free);
     a->next_number = 1;
     a->earlier = g_string_new(NULL);
@@ -86,9 +103,16 @@ void prof_aspaces_free(prof_aspaces *a)
     if (!a)
         return;
     g_hash_table_destroy(a->spaces);
+    g_ptr_array_free(a->retired, TRUE);
     g_hash_table_destroy(a->binaries);
     g_string_free(a->earlier, TRUE);
     g_free(a);
+}
+
+static void describe_space(const struct prof_aspace *as, GString *out)
+{
+    if (as->user_seen)
+        g_string_append_printf(out, "address_space=%s root=0x%" PRIx64 "\n", as->label, as->root);
 }
 
 static void describe_spaces(GHashTable *spaces, GString *out)
@@ -96,12 +120,8 @@ static void describe_spaces(GHashTable *spaces, GString *out)
     GHashTableIter it;
     gpointer key, value;
     g_hash_table_iter_init(&it, spaces);
-    while (g_hash_table_iter_next(&it, &key, &value)) {
-        const struct prof_aspace *as = value;
-        if (as->user_seen)
-            g_string_append_printf(out, "address_space=%s root=0x%" PRIx64 "\n", as->label,
-                                   as->root);
-    }
+    while (g_hash_table_iter_next(&it, &key, &value))
+        describe_space(value, out);
 }
 
 void prof_aspaces_describe(const prof_aspaces *a, GString *out)
@@ -114,6 +134,7 @@ void prof_aspaces_reset(prof_aspaces *a)
 {
     describe_spaces(a->spaces, a->earlier); /* their labels stay in the record */
     g_hash_table_remove_all(a->spaces);
+    g_ptr_array_set_size(a->retired, 0);
 }
 
 static void set_label(struct prof_aspace *as, const char *name)
@@ -133,7 +154,8 @@ struct prof_aspace *prof_aspace_for(prof_aspaces *a, uint64_t root)
     as = g_new0(struct prof_aspace, 1);
     as->root = root;
     as->number = a->next_number++;
-    as->pages = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+    as->pages = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, page_result_free);
+    as->until_check = PROBE_EVERY;
     set_label(as, "user");
     g_hash_table_insert(a->spaces, &as->root, as);
     if (a->cfg.verbose)
@@ -217,6 +239,7 @@ void prof_aspace_add_page(prof_aspaces *a, struct prof_aspace *as, uint64_t page
         return;
     struct sym_page_match m[MAX_CANDIDATES];
     struct page_result *r = g_new0(struct page_result, 1);
+    r->bytes = bytes ? g_memdup2(bytes, SYM_PAGE_SIZE) : NULL;
     r->n = bytes && a->cfg.store ? sym_store_match_page(a->cfg.store, bytes, m, MAX_CANDIDATES) : 0;
     if (r->n == 1)
         r->bin = binary_for(a, m[0].table, page - m[0].vaddr);
@@ -229,6 +252,41 @@ void prof_aspace_add_page(prof_aspaces *a, struct prof_aspace *as, uint64_t page
     *key = page;
     g_hash_table_insert(as->pages, key, r);
     note_match(a, as, page, r, m);
+}
+
+bool prof_aspace_check_due(struct prof_aspace *as, uint64_t pc, uint64_t *addr, size_t *len)
+{
+    uint64_t page = page_of(pc);
+    const struct page_result *r = g_hash_table_lookup(as->pages, &page);
+    if (!r || !r->bytes || --as->until_check > 0)
+        return false;
+    as->until_check = PROBE_EVERY;
+    *addr = pc & ~(uint64_t)(PROBE_LEN - 1); /* PROBE_LEN divides the page: never crosses it */
+    *len = PROBE_LEN;
+    return true;
+}
+
+struct prof_aspace *prof_aspace_verify(prof_aspaces *a, struct prof_aspace *as, uint64_t addr,
+                                       const uint8_t *bytes, size_t len)
+{
+    uint64_t page = page_of(addr);
+    const struct page_result *r = g_hash_table_lookup(as->pages, &page);
+    if (!r || !r->bytes || addr - page + len > SYM_PAGE_SIZE ||
+        memcmp(r->bytes + (addr - page), bytes, len) == 0)
+        return as;
+    /* Another process's code where this one's was: its root was freed and given again. The old
+     * address space keeps its label for the samples it had (and for the record); the root
+     * starts over as a new one. */
+    a->counters->aspace_roots_reused++;
+    g_hash_table_steal(a->spaces, &as->root);
+    g_ptr_array_add(a->retired, as);
+    describe_space(as, a->earlier);
+    if (a->cfg.verbose)
+        fprintf(stderr,
+                "qprof: address space %d (root 0x%" PRIx64 "): the code at 0x%" PRIx64
+                " changed: the root belongs to another process now\n",
+                as->number, as->root, addr);
+    return prof_aspace_for(a, as->root);
 }
 
 void prof_aspace_saw_user(struct prof_aspace *as)

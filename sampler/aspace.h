@@ -36,7 +36,8 @@ void prof_aspaces_free(prof_aspaces *a); /* NULL is a no-op */
 /* The guest rebooted: roots mean nothing any more (numbers keep counting, labels stay unique). */
 void prof_aspaces_reset(prof_aspaces *a);
 
-/* While stopped: the address space with root `root`, made when new. Borrowed until reset. */
+/* While stopped: the address space with root `root`, made when new. Borrowed until reset (also
+ * after prof_aspace_verify retired it). */
 struct prof_aspace *prof_aspace_for(prof_aspaces *a, uint64_t root);
 /* While stopped: the page to copy for user pc (its own page, or another of the same code when
  * the pc's page is shared by several binaries); false when nothing needs copying. */
@@ -44,6 +45,16 @@ bool prof_aspace_page_to_copy(const struct prof_aspace *as, uint64_t pc, uint64_
 /* After the guest resumed: the SYM_PAGE_SIZE bytes copied at page (NULL: unreadable). */
 void prof_aspace_add_page(prof_aspaces *a, struct prof_aspace *as, uint64_t page,
                           const uint8_t *bytes);
+/* While stopped, for a user pc in as: whether the copied page it lies in is due for a check
+ * (every few pcs there), and then the bytes to read for it, at addr (len bytes, in pc's page). */
+bool prof_aspace_check_due(struct prof_aspace *as, uint64_t pc, uint64_t *addr, size_t *len);
+/* While stopped: the len bytes read at addr (as prof_aspace_check_due said) against the copy.
+ * When they differ, the root was freed and given to another process: as is retired (its label
+ * stays in the record, and the pointer stays valid until reset) and a new address space for
+ * the root, numbered anew, is returned (counted in aspace_roots_reused); else as. Code that
+ * changes under a live process (a JIT) reads as a new process each time. */
+struct prof_aspace *prof_aspace_verify(prof_aspaces *a, struct prof_aspace *as, uint64_t addr,
+                                       const uint8_t *bytes, size_t len);
 /* Notes that user code ran in as (it is a process from now on). */
 void prof_aspace_saw_user(struct prof_aspace *as);
 /* A process: user code was seen running in it. */

@@ -56,6 +56,7 @@ struct cpu_capture {
     uint8_t *kstack, *ustack; /* KSTACK_WINDOW / USTACK_WINDOW bytes, allocated once */
     uint64_t kstack_addr, ustack_addr;
     size_t kstack_len, ustack_len;
+    bool kstack_short; /* --os none: the kernel window was cut short of KSTACK_WINDOW */
 };
 
 #endif

@@ -62,10 +62,12 @@ struct prof_options {
     const char *current;        /* --current EXPR (--os none), NULL: none */
     const char *current_pid;    /* --current-pid FIELD, NULL: "pid" */
     const char *current_name;   /* --current-name FIELD, NULL: "name", else "comm" */
+    const char *percpu_offsets; /* --percpu-offsets TABLE, NULL: "__per_cpu_offset" */
     const char *sysroot; /* --sysroot DIR: the guest's root filesystem, NULL: user leaf only */
     int top;             /* --top, 10 */
     bool progress;       /* live progress line (on a terminal unless --no-progress;
                             --progress forces it, e.g. into a log file) */
+    bool exact;          /* --exact: count every instruction per function (--plugin) */
 };
 
 /* ---- Frame names ------------------------------------------------------------------------- */
@@ -172,6 +174,10 @@ struct prof_counters {
     uint64_t sysroot_stacks, sysroot_stacks_complete, sysroot_files_unused;
     /* --os none: user code pages (one per address space and page) no --user-dir file has */
     uint64_t content_pages_unmatched;
+    /* --os none: times a kernel walk ran off the kernel stack window and it grew by a page */
+    uint64_t kstack_window_grown;
+    /* --os none: address-space roots found given to another process (their code changed) */
+    uint64_t aspace_roots_reused;
 };
 
 /* Counts one vCPU's sample in its vCPU's balance (mode, and the first processes seen). */
@@ -215,6 +221,19 @@ out_names *prof_session_names(prof_session *s);
  * .text) or is cut (a stack window), and the summary counts the samples that hit the cap. */
 #define PROF_BUDGET_BYTES    ((size_t)2 << 20)
 #define PROF_BUDGET_REQUESTS 64u
+
+/* --exact: what the counts held and where they went. */
+struct prof_exact_summary {
+    bool counting;    /* the target had its counters in place */
+    double counted_s; /* for how long */
+    size_t blocks;
+    uint64_t insns; /* all of them, unplaced included */
+    uint64_t kernel, user, shared_user, unknown_user, unplaced;
+};
+
+/* --exact: takes the target's counts so far into the session's profile (out_profile_add_exact,
+ * attributed to the kernel and the --user-dir binaries) and fills *st. */
+int prof_session_exact(prof_session *s, struct prof_exact_summary *st, struct qp_error *err);
 
 /* Prints one stack per vCPU, eu-stack style, to f. */
 int prof_session_one_shot(prof_session *s, FILE *f, struct qp_error *err);

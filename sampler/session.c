@@ -13,6 +13,7 @@
 
 #include "aspace.h"
 #include "capture.h"
+#include "exact.h"
 #include "modules.h"
 #include "stacks.h"
 #include "sysroot.h"
@@ -77,7 +78,10 @@ struct prof_session {
     prof_sysroot *sysroot;      /* --sysroot's files and address spaces */
     prof_aspaces *aspaces;      /* --os none: address spaces as processes, NULL otherwise */
     prof_os_current *current;   /* --current, resolved; NULL without */
-    struct prof_stack stack;    /* scratch, reused by every sample */
+    /* --os none, which knows no kernel stack bounds: how far past the end of sp's page the
+     * kernel stack window reaches (see kernel_window_len). */
+    size_t kstack_extra;
+    struct prof_stack stack; /* scratch, reused by every sample */
     struct prof_target_stats last_stats;
     uint64_t target_resets; /* prof_target_resets at the last stop */
     struct prof_counters counters;
@@ -226,8 +230,12 @@ static int open_current(prof_session *s, struct qp_error *err)
                             "goes with --os none only");
     s->opts.os = PROF_OS_NONE;
     s->abi_addr = 0;
-    return prof_os_current_open(o->kernel, o->current, o->current_pid, o->current_name, &s->current,
-                                err);
+    struct prof_current_names names = {
+        .pid_field = o->current_pid,
+        .name_field = o->current_name,
+        .percpu_offsets = o->percpu_offsets,
+    };
+    return prof_os_current_open(o->kernel, o->current, &names, &s->current, err);
 }
 
 static int open_os(prof_session *s, struct qp_error *err)
@@ -286,7 +294,8 @@ static int open_target(prof_session *s, struct qp_error *err)
                                        .plugin_address = o->plugin_address,
                                        .interval_ns = (uint64_t)(o->interval_ms * 1e6),
                                        .period_insns = o->period_insns,
-                                       .abi_addr = s->abi_addr};
+                                       .abi_addr = s->abi_addr,
+                                       .exact = o->exact};
     return prof_target_open_transport(&tc, &s->target, err);
 }
 
@@ -323,6 +332,13 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     add_kernel_module(s);
     if ((rc = open_os(s, err)))
         goto fail;
+    if (s->arch->gdb_reads_by_privilege && s->abi_addr &&
+        prof_target_reads_cost_round_trips(s->target))
+        fprintf(stderr,
+                "qprof: %s memory through gdbstub `m` packets: a vCPU stopped in user mode cannot "
+                "read the kernel's qprof_abi, so its samples name no process; add --qmp-socket "
+                "with the guest's RAM in a shared file (memory-backend-file,share=on)\n",
+                s->arch->name);
     if (o->verbose)
         fprintf(stderr,
                 "qprof: connected to QEMU %s, memory backend %s, qprof_abi at 0x%" PRIx64 "\n",
@@ -694,6 +710,42 @@ static void name_user_leaf(prof_session *s, struct cpu_capture *c, uint64_t pc,
         c->leaf_module = prof_modules_for_mapping(s->modules, &m);
 }
 
+/* How much kernel stack above sp to copy. An adapter that knows the stack's bounds says; without
+ * them (--os none) the window runs to the end of sp's page plus what kernel walks were seen to
+ * need (grow_kernel_window). A fixed 16 KiB would do too, but copying it costs every kernel
+ * sample: over the gdbstub's `m` packets 2-7 ms against 1-2 ms, and samples whose cost differs
+ * by what the guest runs skew the shares (docs/profile-your-os.md, "Sampling cost"). */
+static size_t kernel_window_len(const prof_session *s, struct cpu_capture *c)
+{
+    const struct prof_vcpu *v = &c->vcpu;
+    size_t max = prof_os_kernel_stack_len(s->os, v, &c->task, KSTACK_WINDOW);
+    c->kstack_short = false;
+    if (!s->aspaces || max < KSTACK_WINDOW)
+        return max;
+    size_t len = SYM_PAGE_SIZE - v->sp % SYM_PAGE_SIZE + s->kstack_extra;
+    if (len >= KSTACK_WINDOW)
+        return KSTACK_WINDOW;
+    c->kstack_short = true;
+    return len;
+}
+
+/* A kernel walk that ran off a window cut short by kernel_window_len: later samples copy one page
+ * more (at most the full window). The samples before are counted as truncated, as they were. */
+static void grow_kernel_window(prof_session *s, const struct cpu_capture *c,
+                               const struct prof_stack *st)
+{
+    if (!c->kstack_short || st->sample.kernel_stop != UNW_STOP_MEMORY ||
+        s->kstack_extra >= KSTACK_WINDOW)
+        return;
+    s->kstack_extra += SYM_PAGE_SIZE;
+    s->counters.kstack_window_grown++;
+    if (s->opts.verbose)
+        fprintf(stderr,
+                "qprof: a kernel stack reached past the copied window: copying %zu bytes past "
+                "the end of sp's page from now on\n",
+                s->kstack_extra);
+}
+
 /* --os none: copies the code page at user pc when its address space has not seen it yet. */
 static void copy_user_page(prof_session *s, struct cpu_capture *c, uint64_t pc)
 {
@@ -709,17 +761,31 @@ static void copy_user_page(prof_session *s, struct cpu_capture *c, uint64_t pc)
         c->page_state = PAGE_UNREADABLE;
 }
 
+/* --os none: a few bytes at user pc, now and then, against the page copied there before: a
+ * root that a new process got (its page table freed and allocated again) shows as other code. */
+static void check_root_reuse(prof_session *s, struct cpu_capture *c, uint64_t pc)
+{
+    uint64_t addr;
+    size_t len, got = 0;
+    uint8_t bytes[64];
+    if (!prof_aspace_check_due(c->as, pc, &addr, &len) || len > sizeof bytes)
+        return;
+    if (paused_read(s, &c->vcpu, addr, bytes, len, &got) == 0 && got == len)
+        c->as = prof_aspace_verify(s->aspaces, c->as, addr, bytes, len);
+}
+
 /* --os none: the vCPU's address space stands for its process once user code ran in it. */
 static void capture_aspace(prof_session *s, struct cpu_capture *c)
 {
     const struct prof_vcpu *v = &c->vcpu;
     c->as = prof_aspace_for(s->aspaces, v->as_root);
-    if (v->user) {
+    if (!v->user && !c->have_entry_regs)
+        return;
+    uint64_t pc = v->user ? v->regs.r[s->arch->pc_reg] : c->entry_regs.r[s->arch->pc_reg];
+    check_root_reuse(s, c, pc);
+    if (v->user)
         prof_aspace_saw_user(c->as);
-        copy_user_page(s, c, v->regs.r[s->arch->pc_reg]);
-    } else if (c->have_entry_regs) {
-        copy_user_page(s, c, c->entry_regs.r[s->arch->pc_reg]);
-    }
+    copy_user_page(s, c, pc);
 }
 
 /* Stacks first: they are what this sample is for. A new binary's copy takes what is left. */
@@ -752,8 +818,7 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
             read_window(s, v, v->sp, c->ustack, USTACK_WINDOW, &c->ustack_addr, &c->ustack_len);
         return;
     }
-    read_window(s, v, v->sp, c->kstack, prof_os_kernel_stack_len(s->os, v, &c->task, KSTACK_WINDOW),
-                &c->kstack_addr, &c->kstack_len);
+    read_window(s, v, v->sp, c->kstack, kernel_window_len(s, c), &c->kstack_addr, &c->kstack_len);
     if (s->aspaces && v->as_root) {
         /* A process's address space in the kernel: its user part is where the entry came from. */
         struct prof_aspace *as = prof_aspace_for(s->aspaces, v->as_root);
@@ -878,6 +943,19 @@ out_profile *prof_session_profile(prof_session *s)
     return s->profile;
 }
 
+int prof_session_exact(prof_session *s, struct prof_exact_summary *st, struct qp_error *err)
+{
+    struct prof_exact_counts c = {0};
+    int rc = prof_target_exact_counts(s->target, &c, err);
+    if (rc)
+        return rc;
+    struct prof_exact_env env = {
+        .split = s->split, .modules = s->modules, .profile = s->profile, .store = s->store};
+    prof_exact_attribute(&c, &env, st);
+    prof_exact_counts_clear(&c);
+    return 0;
+}
+
 out_names *prof_session_names(prof_session *s)
 {
     return out_names_new(s->profile, prof_modules_symbolize, s->modules);
@@ -921,6 +999,7 @@ int prof_session_sample(prof_session *s, uint64_t time_ns, uint64_t weight_ns, b
         prof_build_stack(s->stacks, &s->cap[i], i, &s->stack);
         if (s->stack.skipped)
             continue;
+        grow_kernel_window(s, &s->cap[i], &s->stack);
         s->counters.vcpu_samples++;
         if (s->stack.sample.mode == OUT_MODE_IDLE)
             s->counters.idle++;

@@ -69,6 +69,15 @@ size_t sym_store_unreadable(const sym_store *s)
     return s->unreadable;
 }
 
+void sym_store_foreach(const sym_store *s, void (*fn)(const sym_table *t, void *ctx), void *ctx)
+{
+    GHashTableIter it;
+    gpointer key, table;
+    g_hash_table_iter_init(&it, s->by_hash);
+    while (g_hash_table_iter_next(&it, &key, &table))
+        fn(table, ctx);
+}
+
 const sym_table *sym_store_find(const sym_store *s, uint64_t hash)
 {
     gint64 key = (gint64)hash;

@@ -96,6 +96,22 @@ const sym_table *sym_store_find(const sym_store *s, uint64_t hash);
 
 size_t sym_store_count(const sym_store *s);
 
+/* Calls fn for every binary in the store (in no particular order). */
+void sym_store_foreach(const sym_store *s, void (*fn)(const sym_table *t, void *ctx), void *ctx);
+
+/* ---- Code bytes of one binary -------------------------------------------------------------- */
+
+/* The file bytes of a binary's executable PT_LOAD segments at their link addresses, read once
+ * (copied: the file may go away). */
+typedef struct sym_code sym_code;
+
+/* NULL when t's file cannot be read as an ELF. The caller frees. */
+sym_code *sym_code_open(const sym_table *t);
+void sym_code_free(sym_code *c); /* NULL is a no-op */
+/* The len bytes at link address vaddr when one executable segment's file bytes hold all of
+ * them (borrowed, valid while c lives), else NULL. */
+const uint8_t *sym_code_at(const sym_code *c, uint64_t vaddr, size_t len);
+
 /* ---- Binaries by content: their pages of loadable code ------------------------------------- */
 
 #define SYM_PAGE_SIZE 4096u

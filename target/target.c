@@ -86,6 +86,22 @@ uint64_t prof_target_lost(const prof_target *t)
     return t->ops->lost ? t->ops->lost(t->impl) : 0;
 }
 
+int prof_target_exact_counts(prof_target *t, struct prof_exact_counts *out, struct qp_error *err)
+{
+    if (!t->ops->exact_counts)
+        return qp_error_set(err, -ENOTSUP,
+                            "exact instruction counts need --plugin (%s cannot "
+                            "count instructions)",
+                            t->ops->transport);
+    return t->ops->exact_counts(t->impl, out, err);
+}
+
+void prof_exact_counts_clear(struct prof_exact_counts *c)
+{
+    g_free(c->blocks);
+    *c = (struct prof_exact_counts){0};
+}
+
 uint64_t prof_target_paused_intervals(const prof_target *t)
 {
     return t->ops->paused_intervals ? t->ops->paused_intervals(t->impl) : 0;
@@ -152,6 +168,7 @@ int prof_target_open_transport(const struct prof_transport_choice *c, prof_targe
             .interval_ns = c->interval_ns,
             .period_insns = c->period_insns,
             .abi_addr = c->abi_addr,
+            .exact = c->exact,
         };
         return prof_target_open(&prof_target_plugin_ops, &to, out, err);
     }

@@ -88,6 +88,9 @@ struct prof_target_open_opts {
      * 0: none). */
     uint64_t interval_ns, period_insns;
     uint64_t abi_addr;
+    /* Capturing backends that offer exact_counts: count every executed instruction per
+     * translation block from open on (--exact). */
+    bool exact;
 };
 
 struct prof_ram_range {
@@ -95,6 +98,29 @@ struct prof_ram_range {
 };
 
 typedef struct prof_target prof_target;
+
+/* --exact: one translated block of guest code and the instructions it executed, summed over
+ * the vCPUs, since counting started. A block is a straight run of code from pc (the guest
+ * virtual address it was translated at) to its first branch; code_hash is
+ * prof_target_code_hash of its n_bytes, so that the caller can tell which binary's code ran. */
+struct prof_exact_block {
+    uint64_t pc, code_hash, insns;
+    uint32_t n_insns, n_bytes;
+};
+
+struct prof_exact_counts {
+    struct prof_exact_block *blocks; /* g_free'd by prof_exact_counts_clear */
+    size_t n;
+    bool counting;           /* the counters were in place (false: not yet, nothing counted) */
+    double counted_s;        /* how long they had been, at the dump */
+    uint64_t unplaced_insns; /* instructions of blocks beyond the backend's table: counted in
+                                no block (the total stays exact) */
+};
+
+void prof_exact_counts_clear(struct prof_exact_counts *c);
+
+/* The hash exact counts give of a block's code (FNV-1a 64), for matching it to a file's bytes. */
+uint64_t prof_target_code_hash(const void *code, size_t len);
 
 /* Called while every vCPU is stopped, with their registers (borrowed for the call). Return 0 to
  * go on, a negative code to fail the sample: the target resumes all the same. */
@@ -139,6 +165,9 @@ struct prof_target_ops {
     /* Optional. Intervals a capturing target skipped since it opened because someone else had
      * the guest paused (a stopping target's caller counts its own skipped calls instead). */
     uint64_t (*paused_intervals)(const void *impl);
+    /* Optional (NULL: no --exact). The exact counts so far (open_opts.exact), into *out (the
+     * caller's, prof_exact_counts_clear). */
+    int (*exact_counts)(void *impl, struct prof_exact_counts *out, struct qp_error *err);
     /* Optional. Machine resets seen so far (QMP's RESET events), without a round trip. */
     uint64_t (*resets)(const void *impl);
     bool (*reads_cost_round_trips)(const void *impl);
@@ -172,6 +201,7 @@ struct prof_transport_choice {
     const char *plugin_address;         /* --plugin; NULL: not given */
     uint64_t interval_ns, period_insns; /* for the plugin */
     uint64_t abi_addr;                  /* for the plugin: captured with each sample */
+    bool exact;                         /* for the plugin: --exact */
 };
 
 /* Opens the target the choice names. With both given and AUTO, the gdbstub when it connects
@@ -205,6 +235,8 @@ uint64_t prof_target_lost(const prof_target *t);
 uint64_t prof_target_missed(const prof_target *t);
 /* Intervals a capturing target skipped while someone else had the guest paused; 0 otherwise. */
 uint64_t prof_target_paused_intervals(const prof_target *t);
+/* --exact: the counts so far; -ENOTSUP from a target that cannot count. */
+int prof_target_exact_counts(prof_target *t, struct prof_exact_counts *out, struct qp_error *err);
 /* Machine resets the target has seen since it opened; 0 when it cannot tell. */
 uint64_t prof_target_resets(const prof_target *t);
 /* "QMP" or "gdbstub" (static). */

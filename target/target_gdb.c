@@ -30,9 +30,10 @@ struct target_gdb {
      * else's, and, when `direct`, its backend maps the RAM file (else memory is `m` packets). */
     qmp_client *qmp;
     bool direct;
-    /* Virtual memory through qmp/'s direct backend, whose page walk is x86_64's: other
-     * architectures read through `m` packets (QEMU translates), the RAM file still serving
-     * guest-physical reads. */
+    /* Virtual memory from the RAM file: on x86_64 through qmp/'s direct backend and its page
+     * walk, on other architectures through the arch table's page walk from the stop's root
+     * (read_walked). Without the RAM file, `m` packets (QEMU translates; on riscv64 with the
+     * vCPU's own privilege, so a hart in U mode cannot read kernel memory that way). */
     bool direct_virtual;
     bool state_changed; /* this sample's reads saw another CR3 than its registers */
     /* Someone else paused the guest (QMP's events say so, or the stub sent a stop nobody here
@@ -90,7 +91,7 @@ static int choose_arch(struct target_gdb *t, struct qp_error *err)
                                        : "of an architecture its target.xml does not name",
                             d->arch[0] ? " (target.xml)" : "", prof_arch_known_names());
     gdb_want_registers(t->gdb, t->arch->gdb_state_regs);
-    t->direct_virtual = t->direct && t->arch == &prof_arch_x86_64;
+    t->direct_virtual = t->direct;
     return 0;
 }
 
@@ -224,10 +225,12 @@ static int vcpu_from_regs(const struct target_gdb *t, const struct gdb_regset *s
     v->paging64 = st.paging;
     v->as_root = st.as_root;
     v->mmu = st.mmu;
+    v->regs.has_trap_pc = st.has_trap_pc;
+    v->regs.trap_pc = st.trap_pc;
     v->target_cpu = cpu;
     cpu->thread = set->thread;
     cpu->as_root = st.as_root;
-    if (t->direct_virtual)
+    if (t->direct_virtual && t->arch == &prof_arch_x86_64)
         mmu_from_regs(t->gdb, set, set->thread, st.paging, &cpu->mmu);
     return 0;
 }
@@ -339,13 +342,50 @@ static int read_direct(struct target_gdb *t, const struct gdb_cpu *gc, struct pr
     return rc;
 }
 
+static int walk_read_phys(void *ctx, uint64_t paddr, uint64_t *val)
+{
+    struct target_gdb *t = ctx;
+    struct qp_error ignored = {0};
+    return qmp_phys_read(t->qmp, paddr, val, sizeof *val, &ignored) == 0 ? 0 : -EFAULT;
+}
+
+/* The arch table's page walk from the root the vCPU had at the stop, then the RAM file: a
+ * request stops at the first page that does not translate or is not RAM. */
+static void read_walked(struct target_gdb *t, const struct prof_vcpu *cpu, struct prof_mem_req *r)
+{
+    uint64_t root = ((const struct gdb_cpu *)cpu->target_cpu)->as_root;
+    r->got = 0;
+    r->rc = 0;
+    while (r->got < r->len) {
+        uint64_t va = r->vaddr + r->got, pa = va, page = PAGE_SIZE;
+        /* translation off (riscv64 M-mode, aarch64 with SCTLR_EL1.M clear): physical = virtual */
+        if (cpu->paging64 &&
+            prof_arch_page_walk(t->arch, root, &cpu->mmu, va, walk_read_phys, t, &pa, &page) != 0)
+            break;
+        size_t len = (size_t)(page - va % page);
+        if (len > r->len - r->got)
+            len = r->len - r->got;
+        struct qp_error ignored = {0};
+        if (qmp_phys_read(t->qmp, pa, (uint8_t *)r->buf + r->got, len, &ignored) != 0)
+            break;
+        r->got += len;
+    }
+    if (r->got == 0 && r->len > 0)
+        r->rc = -EFAULT;
+}
+
 static int tg_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req *reqs, size_t n,
                    struct qp_error *err)
 {
     struct target_gdb *t = impl;
     const struct gdb_cpu *gc = cpu->target_cpu;
-    if (t->direct_virtual)
+    if (t->direct_virtual && t->arch == &prof_arch_x86_64)
         return read_direct(t, gc, reqs, n, err);
+    if (t->direct_virtual) {
+        for (size_t i = 0; i < n; i++)
+            read_walked(t, cpu, &reqs[i]);
+        return 0;
+    }
     size_t n_parts = 0;
     for (size_t i = 0; i < n; i++)
         n_parts += reqs[i].len ? (reqs[i].vaddr % PAGE_SIZE + reqs[i].len - 1) / PAGE_SIZE + 1 : 1;

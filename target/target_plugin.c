@@ -66,6 +66,7 @@ struct target_plugin {
     uint64_t lost_at_open[QPR_MAX_VCPUS];
     uint64_t idle_ticks_seen[QPR_MAX_VCPUS]; /* trigger=timer's idle samples taken over */
     uint64_t interval_ns, period_insns;
+    bool exact; /* --exact: the plugin counts instructions per block */
     uint64_t idle_carry_ns[QPR_MAX_VCPUS];
     uint32_t next_ring;
     int idle_vcpu; /* idle samples still to deliver for this vCPU */
@@ -157,6 +158,11 @@ static int receive_hello(struct target_plugin *t, const char *address, int *memf
         return qp_error_set(err, -ENOTSUP,
                             "the plugin at %s was loaded with trigger=timer, which samples by time "
                             "only: --period-insns needs trigger=counter (the default)",
+                            address);
+    if (t->exact && !(h->flags & QPR_HELLO_EXACT))
+        return qp_error_set(err, -ENOTSUP,
+                            "the plugin at %s cannot count instructions (--exact): load the "
+                            "qprof-plugin.so built with this qprof",
                             address);
     if (*memfd < 0 || h->n_vcpus == 0 || h->n_vcpus > QPR_MAX_VCPUS ||
         h->map_size != qpr_map_size(h->n_vcpus))
@@ -314,6 +320,78 @@ static uint64_t unrun_periods(struct target_plugin *t, const struct qpr_sample *
     return paused >= n ? 0 : n - paused;
 }
 
+/* --- --exact: requests on the socket, answered at once by the plugin's listener --- */
+
+uint64_t prof_target_code_hash(const void *code, size_t len)
+{
+    return qpr_code_hash(QPR_CODE_HASH_INIT, code, len);
+}
+
+/* len bytes of the plugin's answer, within timeout_s. */
+static int recv_exactly(struct target_plugin *t, void *buf, size_t len, double timeout_s,
+                        struct qp_error *err)
+{
+    char *p = buf;
+    while (len) {
+        struct pollfd pf = {.fd = t->fd, .events = POLLIN};
+        int ready = poll(&pf, 1, (int)(timeout_s * 1000));
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready <= 0)
+            return qp_error_set(err, -ETIMEDOUT, "the plugin did not answer in %.0f s", timeout_s);
+        ssize_t n = recv(t->fd, p, len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return qp_error_set(err, -EPIPE, "QEMU closed the plugin's socket (QEMU exited?)");
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int exact_request(struct target_plugin *t, uint32_t op, struct qpr_exact_reply *reply,
+                         struct qp_error *err)
+{
+    struct qpr_exact_request q = {.magic = QPR_EXACT_MAGIC, .version = QPR_VERSION, .op = op};
+    if (send(t->fd, &q, sizeof q, MSG_NOSIGNAL) != (ssize_t)sizeof q)
+        return qp_error_set(err, -EPIPE, "asking the plugin for exact counts: %s", strerror(errno));
+    int rc = recv_exactly(t, reply, sizeof *reply, 30, err);
+    if (rc == 0 && (reply->magic != QPR_EXACT_MAGIC || reply->version != QPR_VERSION ||
+                    reply->n_blocks > (1u << 24)))
+        rc = qp_error_set(err, -EPROTO, "the plugin's exact counts are malformed");
+    return rc;
+}
+
+static int tp_exact_counts(void *impl, struct prof_exact_counts *out, struct qp_error *err)
+{
+    struct target_plugin *t = impl;
+    struct qpr_exact_reply r;
+    *out = (struct prof_exact_counts){0};
+    if (!t->exact)
+        return qp_error_set(err, -EINVAL, "the plugin target was opened without --exact");
+    int rc = exact_request(t, QPR_EXACT_DUMP, &r, err);
+    if (rc)
+        return rc;
+    struct qpr_exact_block *raw = g_new(struct qpr_exact_block, r.n_blocks ? r.n_blocks : 1);
+    rc = recv_exactly(t, raw, r.n_blocks * sizeof *raw, 30, err);
+    if (rc == 0) {
+        out->blocks = g_new(struct prof_exact_block, r.n_blocks ? r.n_blocks : 1);
+        for (uint32_t i = 0; i < r.n_blocks; i++)
+            out->blocks[i] = (struct prof_exact_block){.pc = raw[i].vaddr,
+                                                       .code_hash = raw[i].code_hash,
+                                                       .insns = raw[i].insns,
+                                                       .n_insns = raw[i].n_insns,
+                                                       .n_bytes = raw[i].n_bytes};
+        out->n = r.n_blocks;
+        out->counting = r.counting;
+        out->counted_s = r.since_ns && now_ns() > r.since_ns ? (now_ns() - r.since_ns) / 1e9 : 0;
+        out->unplaced_insns = r.overflow_insns;
+    }
+    g_free(raw);
+    return rc;
+}
+
 static void tp_free(void *impl)
 {
     struct target_plugin *t = impl;
@@ -332,6 +410,7 @@ static int tp_open(const struct prof_target_open_opts *o, void **impl, struct qp
     struct target_plugin *t = g_new0(struct target_plugin, 1);
     t->interval_ns = o->interval_ns ? o->interval_ns : 10000000;
     t->period_insns = o->period_insns;
+    t->exact = o->exact;
     t->idle_vcpu = -1;
     int memfd = -1;
     struct qpr_hello h;
@@ -347,6 +426,9 @@ static int tp_open(const struct prof_target_open_opts *o, void **impl, struct qp
         rc = open_qmp(t, o->qmp_address, timeout, err);
     if (rc >= 0)
         rc = send_config(t, o, err);
+    struct qpr_exact_reply started;
+    if (rc >= 0 && t->exact) /* counting starts at the next callback on a running vCPU */
+        rc = exact_request(t, QPR_EXACT_START, &started, err);
     if (rc < 0) {
         tp_free(t);
         return rc;
@@ -647,6 +729,7 @@ const struct prof_target_ops prof_target_plugin_ops = {
     .lost = tp_lost,
     .missed = tp_missed,
     .paused_intervals = tp_paused_intervals,
+    .exact_counts = tp_exact_counts,
     .reads_cost_round_trips = tp_reads_cost,
     .version = tp_version,
     .describe = tp_describe,

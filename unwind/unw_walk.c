@@ -126,6 +126,9 @@ static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
     const struct unw_machine *m = s->machine;
     if (!dwfl_thread_state_registers(thread, 0, m->nregs, regs->r))
         return false;
+    if (m->trap_pc_column && regs->has_trap_pc &&
+        !dwfl_thread_state_registers(thread, UNW_TRAP_PC_COLUMN, 1, &regs->trap_pc))
+        return false;
     dwfl_thread_state_register_pc(thread, regs->r[m->pc_slot]);
     return true;
 }

@@ -3,11 +3,20 @@
 #ifndef GUEST_LAYOUT_H
 #define GUEST_LAYOUT_H
 
+#if defined(__riscv)
+/* riscv64 (kernel/riscv64/): RAM starts at 0x80000000 on QEMU's virt machine; Sv39 gives user
+ * code the addresses below 0x4000000000. */
+#define KERNEL_VMA      0xffffffff80000000 /* VA of physical address KERNEL_PHYS (1 GiB map) */
+#define KERNEL_PHYS     0x80000000         /* kernel image loaded at the start of RAM */
+#define MMIO_VMA        0xffffffff00000000 /* VA of physical address 0 (1 GiB: UART, CLINT) */
+#define USER_STACK_TOP  0x3ffffff000       /* initial user sp (16-aligned) */
+#else
 #define KERNEL_VMA      0xffffffff80000000 /* VA of physical address 0 (1 GiB direct map) */
 #define KERNEL_PHYS     0x100000           /* kernel image loaded at 1 MiB physical */
+#define USER_STACK_TOP  0x7ffffff000       /* initial user rsp (16-aligned) */
+#endif
 
 #define USER_BASE       0x400000           /* user programs are linked here */
-#define USER_STACK_TOP  0x7ffffff000       /* initial user rsp (16-aligned) */
 #define USER_STACK_SIZE 0x10000
 #define USER_PIE_BASE   0x10000000 /* where a position-independent program (ET_DYN) is loaded */
 #define USER_CLOCK_VA   0x200000 /* the clock page, read-only to user code (see kernel/arch.c) */
@@ -22,7 +31,8 @@
 #define TIMER_VECTOR   0x20
 #define TIMER_HZ       100
 
-/* int $0x80: rax = number, args in rdi, rsi, rdx; result in rax. */
+/* int $0x80: rax = number, args in rdi, rsi, rdx; result in rax.
+ * riscv64 ecall: a7 = number, args in a0, a1; result in a0. */
 #define SYS_WRITE       0 /* (buf, len) -> len: writes to COM1 */
 #define SYS_SLEEP_UNTIL 1 /* (tick) -> 0: sleeps until the tick counter reaches tick */
 #define SYS_TICKS       2 /* () -> ticks since boot (TIMER_HZ per second) */

@@ -68,6 +68,18 @@ static inline void irq_restore(uint64_t flags)
     if (flags & 0x200)
         __asm__ volatile("sti" ::: "memory");
 }
+static inline void irq_off(void)
+{
+    __asm__ volatile("cli" ::: "memory");
+}
+static inline void irq_on(void)
+{
+    __asm__ volatile("sti" ::: "memory");
+}
+static inline void cpu_halt(void) /* interrupts off: for good */
+{
+    __asm__ volatile("cli; hlt" ::: "memory");
+}
 void serial_init(void);
 void serial_putc(char c);
 void arch_init(int cpu);    /* BSP: GDT+TSS of `cpu`, IDT, PIC, PIT */
@@ -120,7 +132,8 @@ uint64_t pit_clock_us(void); /* microseconds since pit_clock_start (polls PIT ch
 void mm_init(uint64_t free_start_pa, uint64_t free_end_pa);
 uint64_t frame_alloc(void); /* zeroed 4 KiB frame, physical address */
 uint64_t kernel_pml4_pa(void);
-uint64_t pml4_new(void); /* a fresh address space sharing the kernel half */
+uint64_t pml4_new(void);     /* a fresh address space sharing the kernel half */
+void pml4_free(uint64_t pa); /* the next pml4_new returns this table again */
 void map_page(uint64_t pml4_pa, uint64_t va, uint64_t pa, uint64_t flags);
 #define PTE_P 1ull
 #define PTE_W 2ull
@@ -164,7 +177,11 @@ void cpu_init_idle(int cpu, uint64_t stack_lo, uint64_t stack_hi);
 int proc_spawn(const char *name, const uint8_t *elf, size_t elf_size, int pin);
 void schedule(void);   /* interrupts off */
 void timer_tick(void); /* BSP, interrupts off: advances the global tick */
-void cpu_tick(void);   /* every CPU, interrupts off: preemption */
+/* recycle= (a test aid): retires a process that no CPU runs, frees its top-level page table
+ * and returns its name (NULL when every process runs). */
+const char *proc_retire_one(int *pid);
+void recycle_tick(uint64_t tick); /* main.c: called by timer_tick, sched_lock not held */
+void cpu_tick(void);              /* every CPU, interrupts off: preemption */
 void proc_sleep_until(uint64_t tick);
 __attribute__((noreturn)) void proc_exit(int code);
 __attribute__((noreturn)) void idle_loop(void);
@@ -188,8 +205,14 @@ enum abi_fault {
 };
 void abi_set_fault(enum abi_fault fault);
 
-/* ---- syscall.c ---- */
-void syscall_dispatch(struct qprof_abi_regs *regs);
+/* ---- syscall.c (int $0x80: number in rax, arguments in rdi, rsi, result in rax) ---- */
+typedef struct qprof_abi_regs trap_frame_t;
+#define SYSCALL_NR(r)   ((r)->rax)
+#define SYSCALL_ARG0(r) ((r)->rdi)
+#define SYSCALL_ARG1(r) ((r)->rsi)
+#define SYSCALL_RET(r)  ((r)->rax)
+#define USER_ADDR_END   0x800000000000ull /* user addresses are below */
+void syscall_dispatch(trap_frame_t *regs);
 
 /* ---- entry.S ---- */
 void swtch(uint64_t *old_ksp, uint64_t new_ksp);

@@ -1,6 +1,6 @@
 /* Kernel entry after long mode: set up the machine, start the other CPUs, start the programs
  * named on the command line (run=a,b@1,c; default spin,spin,sys), then become the boot CPU's
- * idle loop. abi_fault= and reset_run= are test aids (guest/README.md). */
+ * idle loop. abi_fault=, reset_run= and recycle= are test aids (guest/README.md). */
 #include "kernel.h"
 
 struct program {
@@ -128,6 +128,35 @@ static const struct program *parse_entry(const char *entry, size_t len, int *pin
     return find_program(entry, name_len);
 }
 
+/* recycle=TICKS (a test aid): every TICKS ticks a process no CPU runs is retired and the other
+ * demo program started in its place, in its freed top-level page table: the same address-space
+ * root now holds another process (what a kernel that frees and reuses page tables does). */
+static uint64_t recycle_ticks;
+
+static void parse_recycle(const char *cmdline)
+{
+    size_t len;
+    const char *v = cmdline_value(cmdline, "recycle=", &len);
+    for (size_t i = 0; v && i < len && v[i] >= '0' && v[i] <= '9'; i++)
+        recycle_ticks = recycle_ticks * 10 + (uint64_t)(v[i] - '0');
+}
+
+void recycle_tick(uint64_t tick)
+{
+    if (!recycle_ticks || tick % recycle_ticks)
+        return;
+    char name[QPROF_ABI_NAME_LEN];
+    int old_pid = 0;
+    const char *retired = proc_retire_one(&old_pid);
+    if (!retired)
+        return;
+    memcpy(name, retired, sizeof name); /* the slot is reused by the spawn */
+    const struct program *next =
+        strcmp(name, "spin") == 0 ? find_program("sys", 3) : find_program("spin", 4);
+    int pid = proc_spawn(next->name, next->start, (size_t)(next->end - next->start), -1);
+    kprintf("recycle pid=%d name=%s -> pid=%d name=%s\n", old_pid, name, pid, next->name);
+}
+
 static void start_programs(const char *cmdline)
 {
     size_t len;
@@ -203,6 +232,7 @@ void kmain(uint64_t start_info_pa)
     smp_init(rsdp_pa);
     abi_publish_header(smp_cpu_limit);
     apply_abi_fault(cmdline);
+    parse_recycle(cmdline);
     start_programs(cmdline);
     kprintf("ready\n");
     abi_publish_idle();

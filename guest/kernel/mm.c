@@ -29,10 +29,23 @@ uint64_t kernel_pml4_pa(void)
     return V2P(boot_pml4);
 }
 
+/* One freed top-level table, handed out again first (recycle=: a new process gets the root of
+ * one that was retired). The lower tables it pointed to are not freed: memory is never reused
+ * otherwise. */
+static uint64_t freed_pml4;
+
+void pml4_free(uint64_t pa)
+{
+    freed_pml4 = pa;
+}
+
 uint64_t pml4_new(void)
 {
-    uint64_t pa = frame_alloc();
+    uint64_t pa = freed_pml4 ? freed_pml4 : frame_alloc();
+    freed_pml4 = 0;
     uint64_t *pml4 = P2V(pa);
+    for (int i = 0; i < 256; i++)
+        pml4[i] = 0;
     for (int i = 256; i < 512; i++)
         pml4[i] = boot_pml4[i];
     return pa;

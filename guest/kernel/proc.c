@@ -37,6 +37,8 @@ void abi_init(int boot_cpu)
     slot->cr3 = read_cr3();
     slot->kstack_lo = (uint64_t)boot_stack_lo;
     slot->kstack_hi = (uint64_t)boot_stack_hi;
+    slot->regs_arch = QPROF_ABI_ARCH_X86_64;
+    slot->regs_size = sizeof(struct qprof_abi_regs);
     abi_write_end(slot);
 }
 
@@ -97,6 +99,8 @@ static void abi_publish(struct qprof_abi_cpu *slot, struct proc *p, int idle)
     slot->cr3 = p->cr3;
     slot->kstack_lo = p->kstack_lo;
     slot->kstack_hi = p->kstack_hi;
+    slot->regs_arch = QPROF_ABI_ARCH_X86_64;
+    slot->regs_size = sizeof(struct qprof_abi_regs);
     if (abi_fault != ABI_FAULT_NONE)
         abi_fault_slot(slot);
     abi_write_end(slot);
@@ -350,9 +354,29 @@ void timer_tick(void)
     for (int i = 0; i < MAX_PROCS; i++)
         if (procs[i].state == P_SLEEPING && procs[i].wake_tick <= clock_page.ticks)
             procs[i].state = P_RUNNABLE;
+    uint64_t now = clock_page.ticks;
     spin_unlock(&sched_lock);
+    recycle_tick(now);
     smp_tick_others();
     schedule();
+}
+
+const char *proc_retire_one(int *pid)
+{
+    struct proc *victim = 0;
+    spin_lock(&sched_lock);
+    for (int i = 0; i < MAX_PROCS && !victim; i++)
+        if (procs[i].state == P_RUNNABLE || procs[i].state == P_SLEEPING)
+            victim = &procs[i]; /* not current anywhere: its stack and tables are free */
+    if (victim)
+        victim->state = P_DEAD;
+    spin_unlock(&sched_lock);
+    if (!victim)
+        return 0;
+    *pid = victim->pid;
+    pml4_free(victim->cr3);
+    victim->state = P_FREE; /* proc_spawn may take the slot */
+    return victim->name;
 }
 
 /* An AP's tick (the IPI the boot CPU forwards): preemption only. */

@@ -1,6 +1,11 @@
-/* System calls (int $0x80). SYS_WORK does measurable work in named kernel functions so that
- * sampled stacks cross from user to kernel: sys_work -> kwork_checksum -> kwork_mix. */
+/* System calls (x86_64 int $0x80, riscv64 ecall; both kernels build this file). SYS_WORK does
+ * measurable work in named kernel functions so that sampled stacks cross from user to kernel:
+ * sys_work -> kwork_checksum -> kwork_mix. */
+#if defined(__riscv)
+#include "riscv64/rv.h"
+#else
 #include "kernel.h"
+#endif
 
 /* Same loop body as the sys program's user_mix, so equal iteration counts cost equal time. */
 NOINLINE uint64_t kwork_mix(uint64_t x, uint64_t n)
@@ -24,10 +29,10 @@ NOINLINE uint64_t sys_work(uint64_t n)
 {
     if (n > 10000000)
         n = 10000000;
-    uint64_t pid = (uint64_t)current->pid; /* before sti: once preemptible, it may migrate */
-    __asm__ volatile("sti");
+    uint64_t pid = (uint64_t)current->pid; /* before irq_on: once preemptible, it may migrate */
+    irq_on();
     uint64_t r = kwork_checksum(pid, n);
-    __asm__ volatile("cli");
+    irq_off();
     return r;
 }
 
@@ -38,7 +43,7 @@ NOINLINE uint64_t sys_work(uint64_t n)
 static NOINLINE uint64_t sys_write(uint64_t buf, uint64_t len)
 {
     static char copy[MAX_CPUS][4096];
-    if (buf >= 0x800000000000ull || len > 4096 || buf + len >= 0x800000000000ull)
+    if (buf >= USER_ADDR_END || len > 4096 || buf + len >= USER_ADDR_END)
         return (uint64_t)-1;
     char *dst = copy[cpu_id()];
     memcpy(dst, (const char *)buf, len);
@@ -52,27 +57,29 @@ static NOINLINE uint64_t sys_sleep_until(uint64_t tick)
     return 0;
 }
 
-void syscall_dispatch(struct qprof_abi_regs *r)
+/* The number and arguments where the architecture's convention puts them (kernel.h, rv.h:
+ * SYSCALL_NR, SYSCALL_ARG0/1, SYSCALL_RET). */
+void syscall_dispatch(trap_frame_t *r)
 {
-    switch (r->rax) {
+    switch (SYSCALL_NR(r)) {
     case SYS_WRITE:
-        r->rax = sys_write(r->rdi, r->rsi);
+        SYSCALL_RET(r) = sys_write(SYSCALL_ARG0(r), SYSCALL_ARG1(r));
         break;
     case SYS_SLEEP_UNTIL:
-        r->rax = sys_sleep_until(r->rdi);
+        SYSCALL_RET(r) = sys_sleep_until(SYSCALL_ARG0(r));
         break;
     case SYS_TICKS:
-        r->rax = clock_page.ticks;
+        SYSCALL_RET(r) = clock_page.ticks;
         break;
     case SYS_WORK:
-        r->rax = sys_work(r->rdi);
+        SYSCALL_RET(r) = sys_work(SYSCALL_ARG0(r));
         break;
     case SYS_GETPID:
-        r->rax = (uint64_t)current->pid;
+        SYSCALL_RET(r) = (uint64_t)current->pid;
         break;
     case SYS_EXIT:
-        proc_exit((int)r->rdi);
+        proc_exit((int)SYSCALL_ARG0(r));
     default:
-        r->rax = (uint64_t)-1;
+        SYSCALL_RET(r) = (uint64_t)-1;
     }
 }

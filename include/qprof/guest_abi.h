@@ -10,9 +10,14 @@
  * docs/guest-abi.md explains the update rules and shows how to implement it in another kernel.
  *
  * Layout rules: every field has a fixed size and natural alignment; there is no implicit
- * padding; all integers are little-endian (x86_64). A reader checks magic, version, and that
- * `size` and `cpu_slot_size` are at least what it knows; newer minor additions append fields,
- * so a reader finds slot i at offsetof(cpu) + i * cpu_slot_size, never at its own stride.
+ * padding; all integers are little-endian (x86_64 and riscv64 both are). A reader checks magic,
+ * version, and that `size` and `cpu_slot_size` are at least the first revision's; newer minor
+ * additions append fields, so a reader finds slot i at offsetof(cpu) + i * cpu_slot_size, never
+ * at its own stride, and reads a field past the slot size the guest declares as 0.
+ *
+ * Revisions of version 1: the first had 112-byte slots and x86_64 only; the second appends
+ * regs_arch and regs_size to each slot (120 bytes) and adds the riscv64 register frame. A slot
+ * of the first revision (or a regs_arch of 0) means the x86_64 frame.
  */
 #ifndef QPROF_GUEST_ABI_H
 #define QPROF_GUEST_ABI_H
@@ -25,6 +30,11 @@
 #define QPROF_ABI_MAX_CPUS 8
 #define QPROF_ABI_NAME_LEN 16
 #define QPROF_ABI_SYMBOL   "qprof_abi"
+
+/* qprof_abi_cpu.regs_arch: the ELF e_machine of the frame user_regs points to. */
+#define QPROF_ABI_ARCH_UNSET   0u   /* a first-revision guest: the x86_64 frame */
+#define QPROF_ABI_ARCH_X86_64  62u  /* EM_X86_64: struct qprof_abi_regs */
+#define QPROF_ABI_ARCH_RISCV64 243u /* EM_RISCV: struct qprof_abi_regs_riscv64 */
 
 /* What a vCPU is doing, as far as the kernel knows (struct qprof_abi_cpu.state). */
 enum qprof_abi_cpu_state {
@@ -45,7 +55,22 @@ struct qprof_abi_regs {
     uint64_t rip, cs, rflags, rsp, ss;
 };
 
-/* One slot per vCPU; slot i describes the vCPU with APIC ID i (QEMU's cpu-index i). */
+/* The riscv64 user register frame, saved by the trap entry on the kernel stack (the layout of
+ * Linux's struct pt_regs): pc is sepc (x0 is always zero and has no slot), then x1..x31 by
+ * their ABI names, then the trap CSRs. */
+struct qprof_abi_regs_riscv64 {
+    uint64_t pc, ra, sp, gp, tp, t0, t1, t2, s0, s1;
+    uint64_t a0, a1, a2, a3, a4, a5, a6, a7;
+    uint64_t s2, s3, s4, s5, s6, s7, s8, s9, s10, s11;
+    uint64_t t3, t4, t5, t6;
+    uint64_t status; /* sstatus at the trap */
+    uint64_t tval;   /* stval */
+    uint64_t cause;  /* scause: 8 for a system call (ecall from U mode) */
+    uint64_t pad;    /* keeps the frame a multiple of 16 bytes (the RISC-V stack alignment) */
+};
+
+/* One slot per vCPU; slot i describes the vCPU with APIC ID i on x86_64, hart ID i on riscv64
+ * (QEMU's cpu-index i either way). */
 struct qprof_abi_cpu {
     uint64_t seq;       /* seqlock: odd while the kernel rewrites this slot, even when stable */
     uint32_t state;     /* enum qprof_abi_cpu_state */
@@ -59,10 +84,18 @@ struct qprof_abi_cpu {
     uint64_t generation; /* changes every time an executable is loaded into this process */
     uint64_t user_regs;  /* kernel VA of the struct qprof_abi_regs saved by the innermost entry
                             from user mode, 0 while the CPU runs user code or has no process */
-    uint64_t cr3;        /* physical address of the process's top-level page table */
+    uint64_t cr3; /* the process's address-space root: CR3 on x86_64, the satp value (mode and
+                     root PPN) on riscv64 */
     uint64_t kstack_lo;  /* kernel stack range of the current context; bounds kernel unwinding */
     uint64_t kstack_hi;
+    /* second revision */
+    uint32_t regs_arch; /* QPROF_ABI_ARCH_*: the shape of the frame at user_regs */
+    uint32_t regs_size; /* sizeof that frame */
 };
+
+/* The first revision's slot and struct sizes: the least a reader accepts. */
+#define QPROF_ABI_CPU_V1_SIZE 112u
+#define QPROF_ABI_V1_SIZE     (48u + QPROF_ABI_MAX_CPUS * QPROF_ABI_CPU_V1_SIZE)
 
 struct qprof_abi {
     uint64_t magic;         /* QPROF_ABI_MAGIC, written last at boot */
@@ -78,8 +111,8 @@ struct qprof_abi {
 
 /* Compile-time layout checks shared by the guest and the profiler. */
 _Static_assert(sizeof(struct qprof_abi_regs) == 22 * 8, "qprof_abi_regs layout");
-_Static_assert(sizeof(struct qprof_abi_cpu) == 8 + 8 + QPROF_ABI_NAME_LEN + 10 * 8,
-               "qprof_abi_cpu layout");
+_Static_assert(sizeof(struct qprof_abi_regs_riscv64) == 36 * 8, "qprof_abi_regs_riscv64 layout");
+_Static_assert(sizeof(struct qprof_abi_cpu) == QPROF_ABI_CPU_V1_SIZE + 8, "qprof_abi_cpu layout");
 _Static_assert(sizeof(struct qprof_abi) == 48 + QPROF_ABI_MAX_CPUS * sizeof(struct qprof_abi_cpu),
                "qprof_abi layout");
 

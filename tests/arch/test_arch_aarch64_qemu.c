@@ -259,17 +259,36 @@ static void run_qprof(const char *dir, const char *elf, const char *gdb, const c
     const char *over_qmp[] = {"--qmp-socket", qmp, "--samples", "10", "--no-progress", NULL};
     expect_refusal(bin, over_qmp, dir, out, err, "qemu-system-aarch64");
     /* The image's link address is physical; it runs at KERNEL_OFFSET above it. */
-    const char *right[] = {
-        "--gdb",         gdb,         "--os", "none",          "--kernel", elf,    "--kernel-slide",
-        "-0x8000000000", "--samples", "100",  "--no-progress", "-o",       folded, NULL};
-    bool timed_out = false;
-    int status = child_wait(child_start(bin, right, dir, out, err, NULL), 120, &timed_out);
-    char *errors = slurp(err);
-    CHECK_MSG(status == 0, "qprof: %s", errors);
-    g_free(errors);
-    char *stacks = slurp(folded);
-    check_folded(stacks, cpus);
-    g_free(stacks);
+    /* Memory through `m` packets (QEMU translates), then with --qmp-socket through qprof's own
+     * walk of both TTBRs on the shared RAM file */
+    for (int direct = 0; direct <= 1; direct++) {
+        const char *right[] = {"--gdb",
+                               gdb,
+                               "--os",
+                               "none",
+                               "--kernel",
+                               elf,
+                               "--kernel-slide",
+                               "-0x8000000000",
+                               "--samples",
+                               "100",
+                               "--no-progress",
+                               "-o",
+                               folded,
+                               direct ? "--qmp-socket" : NULL,
+                               qmp,
+                               NULL};
+        bool timed_out = false;
+        int status = child_wait(child_start(bin, right, dir, out, err, NULL), 120, &timed_out);
+        char *errors = slurp(err);
+        CHECK_MSG(status == 0, "qprof: %s", errors);
+        CHECK_MSG(strstr(errors, direct ? "memory: direct" : "memory: gdbstub m packets"), "%s",
+                  errors);
+        g_free(errors);
+        char *stacks = slurp(folded);
+        check_folded(stacks, cpus);
+        g_free(stacks);
+    }
     for (char **p = (char *[]){out, err, folded, rv, NULL}; *p; p++) {
         unlink(*p);
         g_free(*p);

@@ -1,8 +1,8 @@
 /* Fuzz target: --current expressions through prof_current_parse.
  *
  * Input: the expression text (cut at the first NUL). A parse either fails with a message or
- * gives a path whose names are identifiers that fit their buffers and whose steps are within
- * the limit. */
+ * gives a path whose names are identifiers that fit their buffers, whose steps are within the
+ * limit, and whose per_cpu() CPU index is one only for a per_cpu() start. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -30,6 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_ASSERT(rc == -EINVAL && err.msg[0]);
     } else {
         check_ident(path.var, sizeof path.var);
+        FUZZ_ASSERT(!path.per_cpu_at_index || path.per_cpu);
+        FUZZ_ASSERT(path.per_cpu_index <= UINT32_MAX);
         FUZZ_ASSERT(path.n >= 0 && path.n <= PROF_CURRENT_MAX_STEPS);
         for (int i = 0; i < path.n; i++)
             if (path.step[i].kind == PROF_STEP_FIELD || path.step[i].kind == PROF_STEP_ARROW)

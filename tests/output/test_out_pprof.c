@@ -405,6 +405,54 @@ static void test_pprof_empty(void)
     out_profile_free(p);
 }
 
+/* --exact's counts: a third sample type, instructions; one leaf-only sample per counted block
+ * under its binary's root, 0 samples and 0 ns; the sampled stacks 0 instructions; cpu stays the
+ * default view. */
+static void test_pprof_exact(void)
+{
+    out_profile *p = hand_built();
+    out_profile_add_exact(p, 1, 0x401210, 3000);           /* spin's hot_a */
+    out_profile_add_exact(p, 0, KERNEL_BASE + 0x2010, 70); /* sys_work */
+    char dir[] = "/tmp/test_out_pprof.XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    char *path = g_build_filename(dir, "exact.pb.gz", NULL);
+    REQUIRE(write_pprof(p, path) == 0);
+    GByteArray *raw = gunzip_file(path);
+    pb_profile *pb = perftools__profiles__profile__unpack(NULL, raw->len, raw->data);
+    REQUIRE(pb != NULL);
+    REQUIRE(pb->n_sample_type == 3);
+    CHECK_STR(str(pb, pb->sample_type[2]->type), "instructions");
+    CHECK_STR(str(pb, pb->sample_type[2]->unit), "count");
+    CHECK_STR(str(pb, pb->default_sample_type), "cpu");
+    REQUIRE(pb->n_sample == 10);
+    for (size_t i = 0; i < 8; i++) {
+        REQUIRE(pb->sample[i]->n_value == 3);
+        CHECK_INT(pb->sample[i]->value[2], 0);
+    }
+    static const struct {
+        const char *names, *labels;
+        int64_t insns;
+    } expected[] = {{"hot_a;spin", "binary=spin", 3000}, {"sys_work;kernel", "binary=kernel", 70}};
+    for (size_t i = 0; i < 2; i++) {
+        const pb_sample *s = pb->sample[8 + i];
+        char *names = sample_names(pb, s), *labels = sample_labels(pb, s);
+        CHECK_STR(names, expected[i].names);
+        CHECK_STR(labels, expected[i].labels);
+        REQUIRE(s->n_value == 3);
+        CHECK_INT(s->value[0], 0);
+        CHECK_INT(s->value[1], 0);
+        CHECK_INT(s->value[2], expected[i].insns);
+        g_free(names);
+        g_free(labels);
+    }
+    perftools__profiles__profile__free_unpacked(pb, NULL);
+    g_byte_array_free(raw, TRUE);
+    unlink(path);
+    rmdir(dir);
+    g_free(path);
+    out_profile_free(p);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--write") == 0) {
@@ -415,5 +463,6 @@ int main(int argc, char **argv)
     }
     test_pprof_contents();
     test_pprof_empty();
+    test_pprof_exact();
     return harness_result();
 }

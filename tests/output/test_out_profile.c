@@ -129,9 +129,55 @@ static void test_formats_by_name(void)
     CHECK_INT(out_format_from_name("nope"), -1);
 }
 
+/* --exact's flat profile: blocks summed per (module, pc), then per function; leaf-only lines
+ * rooted at the binary, sorted by text; the summary's order by instructions. */
+static void test_exact_flat_profile(void)
+{
+    out_profile *p = out_profile_new();
+    struct out_module kernel = {.name = "kernel.elf", .kernel = true};
+    struct out_module spin = {.name = "spin", .base = 0x400000};
+    uint32_t mk = out_profile_add_module(p, &kernel), ms = out_profile_add_module(p, &spin);
+    out_profile_add_exact(p, ms, 0x401200, 3000); /* hot_a, two blocks */
+    out_profile_add_exact(p, ms, 0x401210, 600);
+    out_profile_add_exact(p, ms, 0x401200, 400);          /* the first block again: summed */
+    out_profile_add_exact(p, ms, 0x401100, 7);            /* main */
+    out_profile_add_exact(p, mk, 0xffffffff80102010, 50); /* sys_work */
+    out_profile_add_exact(p, OUT_NO_MODULE, 0x500000, 9);
+    CHECK_U64(out_profile_exact_count(p), 5);
+    out_names *n = out_names_new(p, symbolize, NULL);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK_INT(out_write_exact_folded(p, n, f, NULL), 0);
+    fclose(f);
+    CHECK_STR(buf, "[unknown user code];0x500000 9\n"
+                   "kernel;sys_work 50\n"
+                   "spin;hot_a 4000\n"
+                   "spin;main 7\n");
+    size_t n_lines = 0;
+    struct out_exact_line *lines = out_exact_lines(p, n, &n_lines);
+    CHECK_U64(n_lines, 4);
+    CHECK_STR(lines[0].leaf->name, "hot_a");
+    CHECK_STR(lines[3].leaf->name, "main");
+    g_free(lines);
+    free(buf);
+    out_names_free(n);
+    out_profile_free(p);
+    char *path = out_exact_path("out/stack.folded");
+    CHECK_STR(path, "out/stack.exact.folded");
+    g_free(path);
+    path = out_exact_path("a.b/stack");
+    CHECK_STR(path, "a.b/stack.exact");
+    g_free(path);
+    path = out_exact_path(".hidden");
+    CHECK_STR(path, ".hidden.exact");
+    g_free(path);
+}
+
 int main(void)
 {
     test_profile_and_folded();
+    test_exact_flat_profile();
     test_formats_by_name();
     return harness_result();
 }

@@ -834,6 +834,11 @@ static void case_usage(void)
     snprintf(file, sizeof file, "%s/regular", dir);
     g_file_set_contents(file, "not a socket", -1, NULL);
     expect_failure(dir, (const char *[]){"--qmp-socket", file, NULL}, 1, file);
+    /* A mistyped path is said before qprof looks for QEMU (none runs here). */
+    expect_failure(dir, (const char *[]){"--kernel", "./nope.elf", NULL}, 2,
+                   "--kernel: './nope.elf': No such file");
+    expect_failure(dir, (const char *[]){"--kernel", dir, NULL}, 2, "is not a file");
+    expect_failure(dir, (const char *[]){"--user-dir", file, NULL}, 2, "is not a directory");
     struct qprof_run r = run_qprof(dir, (const char *[]){"--help", NULL}, 30);
     CHECK_INT(r.exit_code, 0);
     CHECK(strstr(r.out, "EXAMPLES") != NULL);
@@ -1078,6 +1083,180 @@ static void case_plugin_spin_20k(void)
         folded_dump(&f);
     g_hash_table_destroy(roots);
     folded_free(&f);
+    vm_stop(g.vm);
+}
+
+/* Flat instructions of hot_a and hot_b in a pprof file's instructions sample type, and the
+ * function listed first. */
+static bool pprof_instructions(const char *dir, const char *path, double *a, double *b, char *first,
+                               size_t cap)
+{
+    char *cmd = g_strdup_printf("cd %s && HOME=%s GOCACHE=%s/gocache go tool pprof -top "
+                                "-sample_index=instructions -nodecount=1000 %s 2>&1",
+                                dir, dir, dir, path);
+    FILE *f = popen(cmd, "r");
+    g_free(cmd);
+    char line[512];
+    bool table = false, typed = false;
+    *a = *b = 0;
+    first[0] = '\0';
+    while (f && fgets(line, sizeof line, f)) {
+        typed |= strstr(line, "Type: instructions") != NULL;
+        if (strstr(line, "flat%")) {
+            table = true;
+            continue;
+        }
+        double flat;
+        char name[256];
+        if (!table || sscanf(line, " %lf %*s %*s %*s %*s %255s", &flat, name) != 2)
+            continue;
+        if (!first[0])
+            g_strlcpy(first, name, cap);
+        if (strcmp(name, "hot_a") == 0)
+            *a = flat;
+        if (strcmp(name, "hot_b") == 0)
+            *b = flat;
+    }
+    fprintf(stderr, "pprof: %s\n", typed ? "Type: instructions" : "no 'Type: instructions' line");
+    return f && pclose(f) == 0 && table && typed;
+}
+
+/* The instructions of the line "root;leaf" of a flat profile, 0 when absent. */
+static uint64_t exact_line(const struct folded *f, const char *root_leaf)
+{
+    for (guint i = 0; i < f->stacks->len; i++)
+        if (strcmp(STACK(f, i), root_leaf) == 0)
+            return COUNT(f, i);
+    return 0;
+}
+
+/* The kernel part of a flat profile: leaf-only lines, and how many name a function. */
+static unsigned check_exact_kernel(const struct folded *f)
+{
+    unsigned kernel_named = 0;
+    uint64_t kernel = 0;
+    for (guint i = 0; i < f->stacks->len; i++) {
+        if (!g_str_has_prefix(STACK(f, i), "kernel;"))
+            continue;
+        kernel += COUNT(f, i);
+        kernel_named += !g_str_has_prefix(STACK(f, i), "kernel;0x");
+        CHECK_MSG(strchr(STACK(f, i) + 7, ';') == NULL, "not leaf-only: %s", STACK(f, i));
+    }
+    fprintf(stderr, "exact: %u named kernel functions, %lu kernel instructions\n", kernel_named,
+            (unsigned long)kernel);
+    return kernel_named;
+}
+
+/* The batches spin (pid 1) reported done so far: its latest "spin[1] iter=N" line. */
+static uint64_t spin_batches(struct guest *g)
+{
+    char *text = vm_serial_text(g->vm);
+    const char *last = NULL;
+    for (const char *p = strstr(text, "spin[1] iter="); p; p = strstr(p + 1, "spin[1] iter="))
+        last = p;
+    uint64_t n = last ? strtoull(last + strlen("spin[1] iter="), NULL, 10) : 0;
+    g_free(text);
+    return n;
+}
+
+/* Batches an --exact run lets spin do: a count cut mid-call at either end is off by at most a
+ * batch of each function, so the 3:1 ratio's error is below 2 / EXACT_BATCHES (0.1%), however
+ * fast or loaded the host (the run lasts until the guest has done them). */
+#define EXACT_BATCHES 2000
+
+/* One qprof --exact run (until spin has done EXACT_BATCHES more batches): the designed 3:1 split
+ * of hot_a and hot_b within 1% in the flat profile and in pprof's instructions, kernel functions
+ * by name, the second program counted too, the sampled stacks as usual. Returns how long the
+ * plugin said it counted; *wall_s gets how long qprof ran. */
+static double check_exact_run(struct guest *g, double *wall_s)
+{
+    const char *dir = vm_dir(g->vm);
+    char *folded = g_strdup_printf("%s/out.folded", dir);
+    char *pb = g_strdup_printf("%s/out.pb.gz", dir);
+    char *exact = g_strdup_printf("%s/out.exact.folded", dir);
+    const char *args[] = {GUEST_ARGS(g), "--exact", "--duration", "0", "--interval", "1",
+                          "-o",          folded,    "-o",         pb,  "--progress", NULL};
+    double t0 = now_s();
+    pid_t pid = start_qprof(dir, args);
+    CHECK_MSG(wait_for_samples(dir, pid, 50, 120), "qprof --exact took no samples");
+    uint64_t from = spin_batches(g);
+    double deadline = now_s() + 300;
+    while (spin_batches(g) < from + EXACT_BATCHES && now_s() < deadline)
+        usleep(50000);
+    kill(pid, SIGINT);
+    struct qprof_run r = wait_qprof(dir, pid, 120);
+    *wall_s = now_s() - t0;
+    fprintf(stderr, "%s", r.err);
+    CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
+    const char *summary = strstr(r.err, "exact instructions (--exact, counted for ");
+    CHECK_MSG(summary, "no exact counts in the summary");
+    double counted =
+        summary ? strtod(summary + strlen("exact instructions (--exact, counted for "), NULL) : 0;
+    struct folded f = read_folded(exact);
+    uint64_t a = exact_line(&f, "spin;hot_a"), b = exact_line(&f, "spin;hot_b");
+    double ratio = b ? (double)a / (double)b : 0;
+    fprintf(stderr, "exact: hot_a %lu, hot_b %lu instructions: %.5f to 1\n", (unsigned long)a,
+            (unsigned long)b, ratio);
+    /* a batch is BATCH = 20000 iterations of hot_b, a few instructions each */
+    CHECK_MSG(b > (uint64_t)EXACT_BATCHES * 20000 * 2, "hot_b ran only %lu instructions",
+              (unsigned long)b);
+    CHECK_MSG(fabs(ratio / 3 - 1) < 0.01, "hot_a : hot_b = %.4f, designed 3 within 1%%", ratio);
+    /* kernel code by its names: sys's system calls, the timer's interrupts */
+    unsigned kernel_named = check_exact_kernel(&f);
+    CHECK_MSG(kernel_named >= 5, "only %u kernel functions counted by name", kernel_named);
+    CHECK_MSG(count_matching(&f, pred_root_prefix, "sys;") > 0, "sys's own code is not counted");
+    struct folded sampled = read_folded(folded);
+    CHECK_MSG(count_matching(&sampled, pred_has_frame, "hot_a") > 0, "no sampled hot_a");
+    double pa, pb_flat;
+    char first[256];
+    CHECK_MSG(pprof_instructions(dir, pb, &pa, &pb_flat, first, sizeof first),
+              "go tool pprof -sample_index=instructions failed");
+    fprintf(stderr, "pprof instructions: first %s, hot_a %.0f hot_b %.0f\n", first, pa, pb_flat);
+    CHECK_STR(first, "hot_a");
+    CHECK_MSG(pb_flat > 0 && fabs(pa / pb_flat / 3 - 1) < 0.01,
+              "pprof: hot_a : hot_b = %.4f, designed 3 within 1%%", pb_flat ? pa / pb_flat : 0);
+    if (harness_failures)
+        folded_dump(&f);
+    folded_free(&sampled);
+    folded_free(&f);
+    run_free(&r);
+    g_free(folded), g_free(pb), g_free(exact);
+    return counted;
+}
+
+/* --exact on the demo guest: every instruction counted, so spin's designed 3:1 work split of
+ * hot_a and hot_b (the same loop body, 3 x BATCH and BATCH iterations) shows within 1% (a run
+ * cut mid-batch is off by at most one batch in thousands). An --exact qprof killed outright
+ * leaves nothing behind: the next --exact run against the same QEMU counts from its own start
+ * (so does the one after it); a qprof without --exact after them is served as usual (the
+ * plugin removed its counters). */
+static void case_plugin_exact(void)
+{
+    struct guest g;
+    boot(&g, "spin,sys", false);
+    const char *dir = vm_dir(g.vm);
+    const char *killed[] = {GUEST_ARGS(&g), "--exact", "--duration", "0",
+                            "--interval",   "1",       "--progress", NULL};
+    pid_t pid = start_qprof(dir, killed);
+    CHECK_MSG(wait_for_samples(dir, pid, 2000, 120), "the first --exact qprof took no samples");
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    double wall1, wall2;
+    double first = check_exact_run(&g, &wall1);
+    double second = check_exact_run(&g, &wall2);
+    fprintf(stderr, "counted for %.2f s of %.2f s, then %.2f s of %.2f s\n", first, wall1, second,
+            wall2);
+    /* counted from the run's own start: within the time its qprof ran, not since the killed one */
+    CHECK_MSG(first > 0 && first < wall1, "the first run counted for %.2f s in %.2f s", first,
+              wall1);
+    CHECK_MSG(second > 0 && second < wall2, "the second run counted for %.2f s in %.2f s", second,
+              wall2);
+    struct folded f = profile(&g, 300, "1", NULL);
+    GHashTable *roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    check_spin_stacks(&f, roots);
+    g_hash_table_destroy(roots);
+    folded_free(&f);
+    CHECK(guest_running(&g));
     vm_stop(g.vm);
 }
 
@@ -1344,6 +1523,90 @@ static void case_os_none_pie(void)
     vm_stop(g.vm);
 }
 
+static unsigned count_substr(const char *text, const char *what)
+{
+    unsigned n = 0;
+    for (const char *p = text; (p = strstr(p, what)); p += strlen(what))
+        n++;
+    return n;
+}
+
+/* Samples of a root named `root` ("spin [as ") whose stack has one of frames (";hot_a"...). */
+static uint64_t count_root_frames(const struct folded *f, const char *root,
+                                  const char *const *frames)
+{
+    uint64_t n = 0;
+    for (guint i = 0; i < f->stacks->len; i++) {
+        const char *s = STACK(f, i);
+        if (!g_str_has_prefix(s, root))
+            continue;
+        for (const char *const *fr = frames; *fr; fr++)
+            if (strstr(s, *fr)) {
+                n += COUNT(f, i);
+                break;
+            }
+    }
+    return n;
+}
+
+/* recycle=25: every 250 ms the demo kernel retires a process and starts the other program in
+ * its freed top-level page table, so one address-space root holds spin, then sys, then spin...
+ * (guest/README.md). With --os none, each new process under a reused root is told by its code
+ * and gets a root of its own, named after its binary: spin's hot loops show under spin roots,
+ * and the samples that land under the other program's root are the few before a check lands
+ * (at most 8 user pcs, plus margin, per reuse). */
+static void case_os_none_recycle(void)
+{
+    struct guest g;
+    boot(&g, "spin,sys recycle=25", false);
+    const unsigned samples = 2000;
+    char *before = vm_serial_text(g.vm);
+    unsigned recycles_before = count_substr(before, "recycle pid=");
+    g_free(before);
+    char count[32], output[512];
+    snprintf(count, sizeof count, "%u", samples);
+    snprintf(output, sizeof output, "%s/recycle.folded", vm_dir(g.vm));
+    const char *args[] = {GUEST_ARGS(&g), "--os=none", "--samples",     count, "--interval", "1",
+                          "-o",           output,      "--no-progress", NULL};
+    struct qprof_run r = run_qprof(vm_dir(g.vm), args, run_deadline_s(samples));
+    CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
+    fprintf(stderr, "%s", r.err);
+    char *after = vm_serial_text(g.vm);
+    unsigned recycles = count_substr(after, "recycle pid=") - recycles_before;
+    g_free(after);
+    const char *line = strstr(r.err, "address-space roots given to a new process");
+    uint64_t reused = line ? strtoull(strchr(line, ':') + 1, NULL, 10) : 0;
+    struct folded f = read_folded(output);
+    static const char *const spin_frames[] = {";compute", ";hot_a", ";hot_b", NULL};
+    static const char *const sys_frames[] = {";user_work", ";user_mix", ";kernel_work", NULL};
+    uint64_t in_as = 0;
+    for (guint i = 0; i < f.stacks->len; i++)
+        if (strstr(STACK(&f, i), " [as "))
+            in_as += COUNT(&f, i);
+    uint64_t spin_hot = count_root_frames(&f, "spin [as ", spin_frames);
+    uint64_t wrong = count_root_frames(&f, "spin [as ", sys_frames) +
+                     count_root_frames(&f, "sys [as ", spin_frames);
+    fprintf(stderr,
+            "recycle: the guest recycled %u times, qprof saw %lu roots reused; %lu of %lu "
+            "process samples in spin's code under spin roots, %lu under the other program's\n",
+            recycles, (unsigned long)reused, (unsigned long)spin_hot, (unsigned long)in_as,
+            (unsigned long)wrong);
+    REQUIRE(recycles >= 1); /* >= 0.5 s of guest time: 2000 stops, each >= 0.25 ms apart */
+    CHECK_MSG(reused >= 1, "no reused root counted (the guest recycled %u times)", recycles);
+    CHECK_MSG(reused <= recycles + 1, "%lu reused roots for %u recycles", (unsigned long)reused,
+              recycles);
+    CHECK_MSG(spin_hot * 10 >= in_as, "spin's code in only %lu of %lu process samples",
+              (unsigned long)spin_hot, (unsigned long)in_as);
+    CHECK_MSG(wrong <= 10 * reused + in_as / 100,
+              "%lu samples under the other program's root (%lu reuses)", (unsigned long)wrong,
+              (unsigned long)reused);
+    if (harness_failures)
+        folded_dump(&f);
+    run_free(&r);
+    folded_free(&f);
+    vm_stop(g.vm);
+}
+
 /* The plugin's own cases; false for a case shared with the other targets. */
 static bool plugin_case(const char *which)
 {
@@ -1357,6 +1620,8 @@ static bool plugin_case(const char *which)
         case_plugin_full_ring();
     else if (strcmp(which, "spin-20k") == 0)
         case_plugin_spin_20k();
+    else if (strcmp(which, "exact") == 0)
+        case_plugin_exact();
     else
         return false;
     return true;
@@ -1420,6 +1685,8 @@ int main(int argc, char **argv)
         case_os_none_pie();
     else if (strcmp(which, "os-auto-none") == 0)
         case_os_auto_none();
+    else if (strcmp(which, "os-none-recycle") == 0)
+        case_os_none_recycle();
     else {
         fprintf(stderr, "unknown case '%s'\n", which);
         return 2;

@@ -6,9 +6,11 @@
 
 #include <glib.h>
 #include <math.h>
+#include <elf.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int parse(struct prof_options *o, const char *const *args)
@@ -27,6 +29,13 @@ static int parse(struct prof_options *o, const char *const *args)
 static void test_defaults_and_values(void)
 {
     struct prof_options o;
+    /* --kernel and --user-dir name paths that exist (checked while parsing): make them. */
+    char dir[] = "/tmp/qprof-units-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    char *cwd = g_get_current_dir();
+    REQUIRE(chdir(dir) == 0);
+    REQUIRE(g_file_set_contents("k.elf", "", 0, NULL));
+    REQUIRE(mkdir("a", 0700) == 0 && mkdir("b", 0700) == 0);
     CHECK_INT(parse(&o, (const char *[]){NULL}), -1);
     CHECK_STR(o.qmp_socket, "./qmp-socket");
     CHECK(o.interval_ms == 10);
@@ -54,6 +63,15 @@ static void test_defaults_and_values(void)
     CHECK_INT(o.max_depth, 64);
     CHECK_U64(o.cpu_mask, 0xd);
     CHECK_INT(o.mode_filter, PROF_USER_ONLY);
+    CHECK_INT(parse(&o, (const char *[]){"--kernel", "a", NULL}), 2);
+    CHECK_INT(parse(&o, (const char *[]){"--user-dir", "k.elf", NULL}), 2);
+    CHECK_INT(parse(&o, (const char *[]){"--user-dir", "missing", NULL}), 2);
+    unlink("k.elf");
+    rmdir("a");
+    rmdir("b");
+    REQUIRE(chdir(cwd) == 0);
+    rmdir(dir);
+    g_free(cwd);
 }
 
 static void test_gdb_option(void)
@@ -188,17 +206,25 @@ static void test_hist(void)
     CHECK_MSG(max <= 50000000 && max >= 49000000, "max %lu", (unsigned long)max);
 }
 
-/* Deadlines stay within +-50% of the interval while on time; once behind, the next sample is
- * still a random time away, never at once and never a burst to catch up. */
+/* The guest runs the jittered interval less the mean cost of a sample, counted from when it
+ * resumed; never a function of the last sample's own cost. When the mean cost leaves too little,
+ * a random time under half an interval, never at once and never a burst to catch up. */
 static void test_next_deadline(void)
 {
-    CHECK(prof_next_deadline(10.0, 10.2, 1.0, 0.0, 0.5) == 10.5);
-    CHECK(prof_next_deadline(10.0, 10.2, 1.0, 1.0, 0.5) == 11.5);
-    double behind_lo = prof_next_deadline(10.0, 12.0, 1.0, 0.5, 0.0);
-    double behind_hi = prof_next_deadline(10.0, 12.0, 1.0, 0.5, 1.0);
-    CHECK_MSG(behind_lo == 12.0 && behind_hi == 12.5, "behind: %f %f", behind_lo, behind_hi);
-    double mid = prof_next_deadline(10.0, 12.0, 1.0, 0.5, 0.3);
-    CHECK_MSG(mid > 12.0 && mid < 12.5, "behind, random gap: %f", mid);
+    CHECK(prof_next_deadline(10.0, 0.0, 1.0, 0.0, 0.5) == 10.5);
+    CHECK(prof_next_deadline(10.0, 0.0, 1.0, 1.0, 0.5) == 11.5);
+    CHECK(prof_next_deadline(10.0, 0.25, 1.0, 0.5, 0.5) == 10.75);
+    /* the mean cost eats the run: a random fraction of half an interval instead */
+    double lo = prof_next_deadline(10.0, 2.0, 1.0, 0.5, 0.0);
+    double hi = prof_next_deadline(10.0, 2.0, 1.0, 0.5, 1.0);
+    CHECK_MSG(lo == 10.0 && hi == 10.5, "behind: %f %f", lo, hi);
+    double mid = prof_next_deadline(10.0, 2.0, 1.0, 0.5, 0.3);
+    CHECK_MSG(mid > 10.0 && mid < 10.5, "behind, random gap: %f", mid);
+    /* and the mean rate: a cycle of cost plus run averages one interval */
+    double sum = 0;
+    for (int i = 0; i < 1000; i++)
+        sum += 0.3 + (prof_next_deadline(0.0, 0.3, 1.0, (i + 0.5) / 1000.0, 0.5) - 0.0);
+    CHECK_MSG(sum / 1000 > 0.99 && sum / 1000 < 1.01, "mean cycle %f", sum / 1000);
 }
 
 /* --samples alone has no time limit (the default 5 s would cut a fixed count short); with
@@ -271,6 +297,18 @@ static void test_abi_checks(void)
     CHECK_INT(prof_abi_slot(buf, len, &h, 2, &slot), 0);
     CHECK_INT(slot.pid, 102);
 
+    /* a first-revision guest (112-byte slots, no regs_arch): read, the new fields as 0 */
+    len = make_abi(buf, sizeof buf, 2, QPROF_ABI_CPU_V1_SIZE);
+    ((struct qprof_abi *)buf)->size = QPROF_ABI_V1_SIZE;
+    CHECK_INT(prof_abi_check(buf, QPROF_ABI_V1_SIZE, &h, &need, &err), 0);
+    CHECK_INT(prof_abi_slot(buf, QPROF_ABI_V1_SIZE, &h, 1, &slot), 0);
+    CHECK_INT(slot.pid, 101);
+    CHECK_INT(slot.regs_arch, 0);
+    CHECK_U64(prof_abi_frame_size(slot.regs_arch, EM_X86_64), sizeof(struct qprof_abi_regs));
+    CHECK_U64(prof_abi_frame_size(slot.regs_arch, EM_RISCV), 0); /* not riscv64's frame */
+    make_abi(buf, sizeof buf, 1, QPROF_ABI_CPU_V1_SIZE - 8);     /* shorter than the first */
+    CHECK_INT(prof_abi_check(buf, sizeof(struct qprof_abi), &h, &need, &err), -EPROTO);
+
     /* hostile or broken headers are refused with a reason */
     make_abi(buf, sizeof buf, 1, sizeof(struct qprof_abi_cpu));
     ((struct qprof_abi *)buf)->size = 16;
@@ -292,6 +330,44 @@ static void test_abi_checks(void)
     ((struct qprof_abi *)buf)->magic = 0;
     CHECK_INT(prof_abi_check(buf, sizeof(struct qprof_abi), &h, &need, &err), -EAGAIN);
     CHECK_INT(prof_abi_check(buf, 10, &h, &need, &err), -EPROTO);
+}
+
+/* The user frames a slot's regs_arch names: riscv64's x1..x31 go to DWARF slots 1..31, the pc
+ * to slot 32; a frame of the wrong size or architecture, or one not from user mode, is refused. */
+static void test_abi_frames(void)
+{
+    struct qprof_abi_regs_riscv64 rv = {.pc = 0x400120,
+                                        .ra = 0x400200,
+                                        .sp = 0x3fffffef00,
+                                        .s0 = 0x3fffffef40,
+                                        .a7 = 3,
+                                        .t6 = 0x66};
+    struct unw_regs u;
+    const uint64_t user_end = UINT64_C(0x0100000000000000);
+    CHECK_INT(prof_abi_frame_regs(&rv, sizeof rv, QPROF_ABI_ARCH_RISCV64, EM_RISCV, user_end, &u),
+              0);
+    CHECK_U64(u.r[0], 0);
+    CHECK_U64(u.r[1], 0x400200);
+    CHECK_U64(u.r[2], 0x3fffffef00);
+    CHECK_U64(u.r[8], 0x3fffffef40);
+    CHECK_U64(u.r[17], 3);
+    CHECK_U64(u.r[31], 0x66);
+    CHECK_U64(u.r[32], 0x400120);
+    CHECK_INT(prof_abi_frame_regs(&rv, sizeof rv, QPROF_ABI_ARCH_X86_64, EM_RISCV, user_end, &u),
+              -EPROTO);
+    CHECK_INT(
+        prof_abi_frame_regs(&rv, sizeof rv - 8, QPROF_ABI_ARCH_RISCV64, EM_RISCV, user_end, &u),
+        -EPROTO);
+    CHECK_INT(prof_abi_frame_regs(&rv, sizeof rv, QPROF_ABI_ARCH_RISCV64, EM_X86_64, user_end, &u),
+              -EPROTO);
+    rv.pc = UINT64_C(0xffffffff80001000); /* a frame from kernel mode */
+    CHECK_INT(prof_abi_frame_regs(&rv, sizeof rv, QPROF_ABI_ARCH_RISCV64, EM_RISCV, user_end, &u),
+              -EFAULT);
+    struct qprof_abi_regs x = {.rip = 0x401000, .rsp = 0x7ffffff000, .rbp = 0x7fffffeff0};
+    CHECK_INT(prof_abi_frame_regs(&x, sizeof x, QPROF_ABI_ARCH_UNSET, EM_X86_64, user_end, &u), 0);
+    CHECK_U64(u.r[UNW_RIP], 0x401000);
+    CHECK_U64(u.r[UNW_RSP], 0x7ffffff000);
+    CHECK_U64(u.r[UNW_RBP], 0x7fffffeff0);
 }
 
 /* Several -o; a .data name is the record file in any run; `qprof record` takes one -o. */
@@ -443,7 +519,7 @@ static void test_current_parse(void)
     /* No kernel, no DWARF: refused before anything else, with the reason. */
     prof_os_current *c = NULL;
     struct qp_error e = {0};
-    CHECK_INT(prof_os_current_open(NULL, "cpus[$cpu].proc", NULL, NULL, &c, &e), -EINVAL);
+    CHECK_INT(prof_os_current_open(NULL, "cpus[$cpu].proc", NULL, &c, &e), -EINVAL);
     CHECK(strstr(e.msg, "--kernel") != NULL);
 }
 
@@ -543,6 +619,7 @@ int main(void)
     test_outputs_and_record();
     test_samples_option();
     test_abi_checks();
+    test_abi_frames();
     test_os_none();
     test_current_parse();
     test_os_qprof_abi();

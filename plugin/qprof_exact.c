@@ -1,0 +1,249 @@
+/* Exact instruction counts for qprof --exact, inside qprof-plugin.so.
+ *
+ * While a qprof asks for them, every translation block gets one inline operation: add the
+ * block's instruction count to its own per-vCPU counter (no callback per block, no lock). The
+ * counters are the u64 slots of one scoreboard whose per-vCPU entry holds EXACT_SLOTS of them;
+ * a block's slot is chosen when it is translated, by (virtual address, instruction count, hash
+ * of its code bytes), so the same code translated again (another vCPU, after a flush) counts in
+ * the same slot, and different code at one address (two processes' binaries linked at the same
+ * address) in different ones. Blocks translated once the table is full all count in slot 0,
+ * which qprof reports as unplaced instructions: the total stays exact.
+ *
+ * Blocks already translated have no counter, and QEMU gives a plugin no way to add one to them:
+ * starting (and stopping) therefore resets the plugin (qemu_plugin_reset), which flushes QEMU's
+ * code cache in an exclusive section and removes every callback; the reset's callback puts a
+ * fresh table in place (so counting starts at zero, from that moment) and registers the
+ * plugin's callbacks again. A reset has to be asked for from a vCPU thread (from the listener
+ * it would not flush), so the listener only records what qprof wants and the next vCPU
+ * callback (exact_apply, a single atomic compare when nothing changed) asks for the reset.
+ *
+ * The listener reads the counters while the vCPUs run: an aligned 64-bit load per slot and
+ * vCPU, a count that is at most one block behind. The table's lock keeps it from reading a
+ * table a reset frees, and serialises translations on several vCPUs (translation is rare next
+ * to execution). */
+#include "qprof_exact.h"
+
+#include <errno.h>
+#include <glib.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#define EXACT_SLOTS   (1u << 16) /* 512 KiB of counters per vCPU */
+#define OVERFLOW_SLOT 0u
+
+struct block_key {
+    uint64_t vaddr, code_hash;
+    uint32_t n_insns, n_bytes;
+};
+
+static struct {
+    qemu_plugin_id_t id;
+    void (*reregister)(qemu_plugin_id_t id);
+    GMutex lock;                          /* the fields below up to want_gen */
+    struct qemu_plugin_scoreboard *score; /* NULL: not counting; replaced only by a reset */
+    GHashTable *slots;                    /* struct block_key * -> slot */
+    struct block_key *keys;               /* by slot */
+    uint32_t used;                        /* slots handed out, the overflow slot included */
+    uint64_t full;                        /* translations that found no free slot */
+    uint64_t since_ns;
+    bool want_on;                 /* what the connected qprof asked for */
+    _Atomic uint64_t want_gen;    /* bumped by every change of want_on or a new START */
+    _Atomic uint64_t applied_gen; /* the want_gen the last reset put in place */
+    _Atomic bool resetting;       /* a reset was asked for and has not run yet */
+} X;
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static guint key_hash(gconstpointer p)
+{
+    const struct block_key *k = p;
+    return (guint)(k->vaddr ^ k->vaddr >> 32 ^ k->code_hash ^ k->n_insns);
+}
+
+static gboolean key_equal(gconstpointer a, gconstpointer b)
+{
+    return memcmp(a, b, sizeof(struct block_key)) == 0;
+}
+
+void exact_init(qemu_plugin_id_t id, void (*reregister)(qemu_plugin_id_t id))
+{
+    X.id = id;
+    X.reregister = reregister;
+    g_mutex_init(&X.lock);
+}
+
+/* Under the lock, in the reset's exclusive section: no block refers to the old table. */
+static void table_free(void)
+{
+    if (X.score)
+        qemu_plugin_scoreboard_free(X.score);
+    if (X.slots)
+        g_hash_table_destroy(X.slots);
+    g_free(X.keys);
+    X.score = NULL;
+    X.slots = NULL;
+    X.keys = NULL;
+    X.used = 0;
+    X.full = 0;
+    X.since_ns = 0;
+}
+
+static void table_new(void)
+{
+    X.score = qemu_plugin_scoreboard_new(EXACT_SLOTS * sizeof(uint64_t));
+    X.slots = g_hash_table_new(key_hash, key_equal); /* keys point into X.keys */
+    X.keys = g_new0(struct block_key, EXACT_SLOTS);
+    X.used = 1; /* the overflow slot */
+    X.since_ns = mono_ns();
+}
+
+static void after_reset(qemu_plugin_id_t id)
+{
+    g_mutex_lock(&X.lock);
+    uint64_t gen = atomic_load(&X.want_gen);
+    table_free();
+    if (X.want_on)
+        table_new();
+    atomic_store(&X.applied_gen, gen);
+    g_mutex_unlock(&X.lock);
+    atomic_store(&X.resetting, false);
+    X.reregister(id);
+}
+
+void exact_apply(void)
+{
+    if (atomic_load_explicit(&X.want_gen, memory_order_relaxed) ==
+        atomic_load_explicit(&X.applied_gen, memory_order_relaxed))
+        return;
+    if (atomic_exchange(&X.resetting, true))
+        return; /* asked for already */
+    qemu_plugin_reset(X.id, after_reset);
+}
+
+/* The block's identity: where it was translated, how long, and what code. */
+static struct block_key block_key_of(struct qemu_plugin_tb *tb)
+{
+    struct block_key k = {.vaddr = qemu_plugin_tb_vaddr(tb), .code_hash = QPR_CODE_HASH_INIT};
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    uint8_t bytes[32]; /* an x86 instruction is at most 15 bytes */
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        size_t got = qemu_plugin_insn_data(insn, bytes, sizeof bytes);
+        k.code_hash = qpr_code_hash(k.code_hash, bytes, got);
+        k.n_bytes += (uint32_t)got;
+    }
+    k.n_insns = (uint32_t)n;
+    return k;
+}
+
+void exact_on_tb_trans(struct qemu_plugin_tb *tb)
+{
+    if (!X.score) /* changes only in a reset, while no vCPU translates */
+        return;
+    struct block_key k = block_key_of(tb);
+    g_mutex_lock(&X.lock);
+    uint32_t slot = GPOINTER_TO_UINT(g_hash_table_lookup(X.slots, &k));
+    if (!slot && X.used < EXACT_SLOTS) {
+        slot = X.used++;
+        X.keys[slot] = k;
+        g_hash_table_insert(X.slots, &X.keys[slot], GUINT_TO_POINTER(slot));
+    } else if (!slot) {
+        X.full++;
+    }
+    qemu_plugin_u64 counter = {X.score, (size_t)slot * sizeof(uint64_t)};
+    g_mutex_unlock(&X.lock);
+    qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64, counter,
+                                                      k.n_insns);
+}
+
+bool exact_is_request(const void *msg)
+{
+    const struct qpr_exact_request *r = msg;
+    return r->magic == QPR_EXACT_MAGIC;
+}
+
+void exact_disconnected(void)
+{
+    g_mutex_lock(&X.lock);
+    if (X.want_on) {
+        X.want_on = false;
+        atomic_fetch_add(&X.want_gen, 1);
+    }
+    g_mutex_unlock(&X.lock);
+}
+
+static uint64_t slot_sum(uint32_t slot)
+{
+    qemu_plugin_u64 counter = {X.score, (size_t)slot * sizeof(uint64_t)};
+    uint64_t sum = 0;
+    for (int i = 0, n = qemu_plugin_num_vcpus(); i < n; i++)
+        sum += qemu_plugin_u64_get(counter, (unsigned)i);
+    return sum;
+}
+
+static int send_all(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Under the lock: the reply's header, and with blocks the counted ones (g_free). */
+static struct qpr_exact_reply reply_locked(bool with_blocks, struct qpr_exact_block **blocks)
+{
+    struct qpr_exact_reply r = {.magic = QPR_EXACT_MAGIC, .version = QPR_VERSION};
+    r.counting = X.want_on && X.score && atomic_load(&X.applied_gen) == atomic_load(&X.want_gen);
+    r.since_ns = X.score ? X.since_ns : 0;
+    r.table_full_blocks = X.full;
+    *blocks = NULL;
+    if (!with_blocks || !X.score)
+        return r;
+    r.overflow_insns = slot_sum(OVERFLOW_SLOT);
+    *blocks = g_new(struct qpr_exact_block, X.used);
+    for (uint32_t slot = 1; slot < X.used; slot++) {
+        uint64_t insns = slot_sum(slot);
+        const struct block_key *k = &X.keys[slot];
+        if (insns)
+            (*blocks)[r.n_blocks++] = (struct qpr_exact_block){.vaddr = k->vaddr,
+                                                               .code_hash = k->code_hash,
+                                                               .insns = insns,
+                                                               .n_insns = k->n_insns,
+                                                               .n_bytes = k->n_bytes};
+    }
+    return r;
+}
+
+int exact_serve(int fd, const void *msg)
+{
+    const struct qpr_exact_request *req = msg;
+    if (req->version != QPR_VERSION || (req->op != QPR_EXACT_START && req->op != QPR_EXACT_DUMP))
+        return -1;
+    g_mutex_lock(&X.lock);
+    if (req->op == QPR_EXACT_START) {
+        X.want_on = true;
+        atomic_fetch_add(&X.want_gen, 1);
+    }
+    struct qpr_exact_block *blocks;
+    struct qpr_exact_reply r = reply_locked(req->op == QPR_EXACT_DUMP, &blocks);
+    g_mutex_unlock(&X.lock);
+    int rc = send_all(fd, &r, sizeof r);
+    if (rc == 0 && r.n_blocks)
+        rc = send_all(fd, blocks, r.n_blocks * sizeof *blocks);
+    g_free(blocks);
+    return rc;
+}

@@ -1,0 +1,382 @@
+/* The riscv64 demo guest (guest/kernel/riscv64/) under a real qemu-system-riscv64, profiled by
+ * the qprof binary over the gdbstub (with QMP for the shared RAM file), with the x86_64 e2e
+ * suite's assertions: processes named, every spin stack complete from _start, hot_a 75% of
+ * hot_a + hot_b, idle separate; sys's kernel stacks from its user frames through the trap entry
+ * to kwork_mix, about half its time in the kernel. Cases: spin, sys (one hart), smp4 (four
+ * harts under MTTCG, one process pinned to each).
+ *
+ * Skips (77) without qemu-system-riscv64 or the riscv64 guest (riscv64-linux-gnu-gcc). */
+#define _GNU_SOURCE
+#include "child.h"
+#include "harness.h"
+
+#include <glib.h>
+#include <math.h>
+#include <signal.h>
+#include <unistd.h>
+
+struct stacks {
+    char **lines; /* "frame;frame;... count" */
+    uint64_t total;
+};
+
+static uint64_t line_count(const char *line)
+{
+    const char *sp = strrchr(line, ' ');
+    return sp ? strtoull(sp + 1, NULL, 10) : 0;
+}
+
+static struct stacks load_folded(const char *path)
+{
+    char *text = NULL;
+    g_file_get_contents(path, &text, NULL, NULL);
+    struct stacks s = {g_strsplit(text ? text : "", "\n", -1), 0};
+    g_free(text);
+    for (char **l = s.lines; *l; l++)
+        s.total += line_count(*l);
+    return s;
+}
+
+static bool has_frame(const char *line, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(line, name); p; p = strstr(p + 1, name))
+        if ((p == line || p[-1] == ';') && (p[n] == ';' || p[n] == ' '))
+            return true;
+    return false;
+}
+
+static uint64_t count_frame(const struct stacks *s, const char *name)
+{
+    uint64_t n = 0;
+    for (char **l = s->lines; *l; l++)
+        n += has_frame(*l, name) ? line_count(*l) : 0;
+    return n;
+}
+
+/* x86_64's e2e band: 4.4 standard deviations of a binomial share, never below floor. */
+static double share_tolerance(double p, uint64_t n, double floor)
+{
+    double t = 4.4 * sqrt(p * (1 - p) / (double)(n ? n : 1));
+    return t > floor ? t : floor;
+}
+
+struct vm {
+    char dir[32];
+    char *gdb, *qmp, *serial;
+    pid_t pid;
+};
+
+static bool serial_has(const struct vm *vm, const char *text)
+{
+    char *log = NULL;
+    g_file_get_contents(vm->serial, &log, NULL, NULL);
+    bool has = log && strstr(log, text);
+    g_free(log);
+    return has;
+}
+
+static void vm_boot(struct vm *vm, const char *qemu, const char *run, int harts)
+{
+    g_strlcpy(vm->dir, "/tmp/qprv64dXXXXXX", sizeof vm->dir);
+    REQUIRE(mkdtemp(vm->dir));
+    vm->gdb = g_strdup_printf("%s/gdb", vm->dir);
+    vm->qmp = g_strdup_printf("%s/qmp", vm->dir);
+    vm->serial = g_strdup_printf("%s/serial", vm->dir);
+    char *mem =
+        g_strdup_printf("memory-backend-file,id=mem,size=128M,mem-path=%s/ram,share=on", vm->dir);
+    char *chardev = g_strdup_printf("socket,path=%s,server=on,wait=off,id=g", vm->gdb);
+    char *qmp = g_strdup_printf("unix:%s,server=on,wait=off", vm->qmp);
+    char *serial = g_strdup_printf("file:%s", vm->serial);
+    char *smp = g_strdup_printf("%d", harts);
+    char *append = g_strdup_printf("run=%s", run);
+    const char *args[] = {"-machine", "virt,memory-backend=mem",
+                          "-m",       "128M",
+                          "-object",  mem,
+                          "-bios",    "none",
+                          "-kernel",  QPROF_RV64_KERNEL,
+                          "-append",  append,
+                          "-smp",     smp,
+                          "-accel",   harts > 1 ? "tcg,thread=multi" : "tcg",
+                          "-display", "none",
+                          "-monitor", "none",
+                          "-serial",  serial,
+                          "-chardev", chardev,
+                          "-gdb",     "chardev:g",
+                          "-qmp",     qmp,
+                          NULL};
+    char *out = g_strdup_printf("%s/qemu.out", vm->dir);
+    vm->pid = child_start(qemu, args, vm->dir, out, out, NULL);
+    REQUIRE(vm->pid > 0);
+    /* Up once the kernel has started its programs (generous deadline: the host is shared). */
+    for (int i = 0; i < 1200 && !serial_has(vm, "\nready"); i++)
+        usleep(50000);
+    REQUIRE(serial_has(vm, "\nready") || (fprintf(stderr, "guest not ready\n"), 0));
+    g_free(mem), g_free(chardev), g_free(qmp), g_free(serial), g_free(smp), g_free(append);
+    g_free(out);
+}
+
+static void vm_stop(struct vm *vm)
+{
+    kill(vm->pid, SIGKILL);
+    bool timed_out = false;
+    child_wait(vm->pid, 30, &timed_out);
+    char *rm = g_strdup_printf("rm -rf %s", vm->dir);
+    CHECK(system(rm) == 0);
+    g_free(rm);
+    g_free(vm->gdb), g_free(vm->qmp), g_free(vm->serial);
+}
+
+/* qprof over the gdbstub, --samples n every interval_ms, folded stacks back. */
+static struct stacks profile(struct vm *vm, int samples, const char *interval_ms)
+{
+    char *gdb = g_strdup_printf("unix:%s", vm->gdb);
+    char *folded = g_strdup_printf("%s/out.folded", vm->dir);
+    char *out = g_strdup_printf("%s/qprof.out", vm->dir),
+         *err = g_strdup_printf("%s/qprof.err", vm->dir);
+    char *count = g_strdup_printf("%d", samples);
+    const char *args[] = {"--gdb",         gdb,
+                          "--qmp-socket",  vm->qmp,
+                          "--kernel",      QPROF_RV64_KERNEL,
+                          "--user-dir",    QPROF_RV64_USER,
+                          "--samples",     count,
+                          "--interval",    interval_ms,
+                          "--no-progress", "-o",
+                          folded,          NULL};
+    char *bin = g_strdup_printf("%s/qprof", QPROF_BUILD_DIR);
+    bool timed_out = false;
+    int status = child_wait(child_start(bin, args, vm->dir, out, err, NULL), 300, &timed_out);
+    char *log = NULL;
+    g_file_get_contents(err, &log, NULL, NULL);
+    fprintf(stderr, "%s", log ? log : "");
+    CHECK_MSG(status == 0 && !timed_out, "qprof exited %d", status);
+    CHECK_MSG(log && strstr(log, "memory: direct"), "not the RAM file: %s", log ? log : "");
+    g_free(log);
+    struct stacks s = load_folded(folded);
+    g_free(gdb), g_free(folded), g_free(out), g_free(err), g_free(count), g_free(bin);
+    return s;
+}
+
+/* The gdbstub alone (no RAM file): samples still come, and qprof says once, up front, why those
+ * of a hart in U mode name no process. */
+static void check_gdb_alone(struct vm *vm)
+{
+    char *gdb = g_strdup_printf("unix:%s", vm->gdb);
+    char *out = g_strdup_printf("%s/alone.out", vm->dir),
+         *err = g_strdup_printf("%s/alone.err", vm->dir);
+    const char *args[] = {"--gdb",
+                          gdb,
+                          "--kernel",
+                          QPROF_RV64_KERNEL,
+                          "--user-dir",
+                          QPROF_RV64_USER,
+                          "--samples",
+                          "50",
+                          "--no-progress",
+                          "-o",
+                          "-",
+                          NULL};
+    char *bin = g_strdup_printf("%s/qprof", QPROF_BUILD_DIR);
+    bool timed_out = false;
+    int status = child_wait(child_start(bin, args, vm->dir, out, err, NULL), 300, &timed_out);
+    char *log = NULL;
+    g_file_get_contents(err, &log, NULL, NULL);
+    CHECK_MSG(status == 0, "qprof --gdb alone exited %d: %s", status, log ? log : "");
+    CHECK_MSG(log && strstr(log, "cannot read the kernel's qprof_abi") &&
+                  strstr(log, "--qmp-socket"),
+              "no note on --gdb alone: %s", log ? log : "");
+    g_free(log), g_free(gdb), g_free(out), g_free(err), g_free(bin);
+}
+
+static void dump(const struct stacks *s)
+{
+    for (char **l = s->lines; *l; l++)
+        if (**l)
+            fprintf(stderr, "  %s\n", *l);
+}
+
+/* Spin stacks are complete from _start, but for at most 0.5% that say they are not: a stop
+ * at the trap entry's second instruction, where the interrupted pc is only in sepc and tp only
+ * in sscratch (guest/kernel/riscv64/entry.S; the first instruction qprof recovers from sepc).
+ * A hot stack went exactly through main and compute. Returns the spin processes seen (their
+ * roots), with their sample counts. */
+static GHashTable *check_spin_stacks(const struct stacks *s)
+{
+    uint64_t complete = 0, all = 0;
+    GHashTable *roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    for (char **l = s->lines; *l; l++) {
+        if (!g_str_has_prefix(*l, "spin ("))
+            continue;
+        const char *semi = strchr(*l, ';');
+        char *root = g_strndup(*l, semi ? (size_t)(semi - *l) : strcspn(*l, " "));
+        uint64_t *c = g_hash_table_lookup(roots, root);
+        if (!c) {
+            c = g_new0(uint64_t, 1);
+            g_hash_table_insert(roots, g_strdup(root), c);
+        }
+        *c += line_count(*l);
+        all += line_count(*l);
+        bool whole = semi && g_str_has_prefix(semi, ";_start;main") && !strstr(*l, "[truncated]");
+        complete += whole ? line_count(*l) : 0;
+        if (!whole)
+            fprintf(stderr, "incomplete: %s\n", *l);
+        CHECK_MSG(whole || g_str_has_prefix(semi ? semi : "", ";[truncated];trap_entry "),
+                  "orphan spin stack: %s", *l);
+        if (has_frame(*l, "hot_a") || has_frame(*l, "hot_b")) {
+            char *a = g_strdup_printf("%s;_start;main;compute;hot_a", root);
+            char *b = g_strdup_printf("%s;_start;main;compute;hot_b", root);
+            CHECK_MSG(g_str_has_prefix(*l, a) || g_str_has_prefix(*l, b),
+                      "hot function under the wrong parents: %s", *l);
+            g_free(a), g_free(b);
+        }
+        /* a kernel part sits on user frames and starts at the trap entry */
+        const char *k = strstr(*l, ";trap_entry");
+        CHECK_MSG(!has_frame(*l, "trap_dispatch") || k, "kernel frames not from the entry: %s", *l);
+        g_free(root);
+    }
+    fprintf(stderr, "%lu of %lu spin stacks complete to _start\n", (unsigned long)complete,
+            (unsigned long)all);
+    CHECK_MSG(complete * 1000 >= all * 995, "only %lu of %lu spin stacks complete",
+              (unsigned long)complete, (unsigned long)all);
+    return roots;
+}
+
+static void check_spin_ratio(const struct stacks *s)
+{
+    uint64_t a = count_frame(s, "hot_a"), b = count_frame(s, "hot_b");
+    fprintf(stderr, "hot_a %lu, hot_b %lu of %lu samples\n", (unsigned long)a, (unsigned long)b,
+            (unsigned long)s->total);
+    REQUIRE(a + b >= s->total / 2);
+    double share = (double)a / (double)(a + b), tol = share_tolerance(0.75, a + b, 0.03);
+    CHECK_MSG(fabs(share - 0.75) < tol, "hot_a share %.3f over %lu samples, designed 0.75 +- %.3f",
+              share, (unsigned long)(a + b), tol);
+}
+
+static uint64_t count_root(const struct stacks *s, const char *prefix)
+{
+    uint64_t n = 0;
+    for (char **l = s->lines; *l; l++)
+        n += g_str_has_prefix(*l, prefix) ? line_count(*l) : 0;
+    return n;
+}
+
+static void case_spin(const char *qemu)
+{
+    struct vm vm;
+    vm_boot(&vm, qemu, "spin,spin", 1);
+    struct stacks s = profile(&vm, 3000, "1");
+    CHECK_U64(s.total, 3000);
+    GHashTable *roots = check_spin_stacks(&s);
+    CHECK_MSG(g_hash_table_size(roots) == 2, "expected 2 spin processes, got %u",
+              g_hash_table_size(roots));
+    GHashTableIter it;
+    gpointer key, value;
+    g_hash_table_iter_init(&it, roots);
+    while (g_hash_table_iter_next(&it, &key, &value))
+        CHECK_MSG(*(uint64_t *)value >= 200, "%s has only %lu samples", (char *)key,
+                  (unsigned long)*(uint64_t *)value);
+    check_spin_ratio(&s);
+    uint64_t idle = count_root(&s, "idle");
+    fprintf(stderr, "idle %lu of %lu\n", (unsigned long)idle, (unsigned long)s.total);
+    CHECK_MSG(idle > 0, "no idle samples though the guest sleeps between work windows");
+    if (harness_failures)
+        dump(&s);
+    g_hash_table_destroy(roots);
+    g_strfreev(s.lines);
+    check_gdb_alone(&vm);
+    vm_stop(&vm);
+}
+
+static void case_sys(const char *qemu)
+{
+    struct vm vm;
+    vm_boot(&vm, qemu, "sys", 1);
+    struct stacks s = profile(&vm, 2500, "1");
+    GRegex *re = g_regex_new("^sys \\(\\d+\\);_start;main;kernel_work;sys_call;trap_entry;"
+                             "trap_dispatch;syscall_dispatch;sys_work;kwork_checksum;kwork_mix"
+                             "(;|\\s)",
+                             0, 0, NULL);
+    uint64_t kernel_work = 0, user_work = count_frame(&s, "user_mix"), complete = 0, sys = 0;
+    for (char **l = s.lines; *l; l++) {
+        if (!g_str_has_prefix(*l, "sys ("))
+            continue;
+        sys += line_count(*l);
+        const char *semi = strchr(*l, ';');
+        complete += semi && g_str_has_prefix(semi, ";_start;main") && !strstr(*l, "[truncated]")
+                        ? line_count(*l)
+                        : 0;
+        /* no stack without its user frames that does not say so */
+        CHECK_MSG((semi && g_str_has_prefix(semi, ";_start;main")) || strstr(*l, "[truncated]"),
+                  "sys stack without user frames, unmarked: %s", *l);
+        if (!has_frame(*l, "kwork_mix"))
+            continue;
+        kernel_work += line_count(*l);
+        CHECK_MSG(g_regex_match(re, *l, 0, NULL), "sys kernel stack not user -> entry -> work: %s",
+                  *l);
+    }
+    g_regex_unref(re);
+    fprintf(stderr, "kwork_mix %lu, user_mix %lu; %lu of %lu sys stacks complete\n",
+            (unsigned long)kernel_work, (unsigned long)user_work, (unsigned long)complete,
+            (unsigned long)sys);
+    REQUIRE(kernel_work + user_work >= s.total / 2);
+    double share = (double)kernel_work / (double)(kernel_work + user_work);
+    double tol = share_tolerance(0.5, kernel_work + user_work, 0.10);
+    CHECK_MSG(fabs(share - 0.5) < tol, "kernel share of sys %.3f, designed 0.5 +- %.3f", share,
+              tol);
+    CHECK_MSG(complete * 1000 >= sys * 995, "only %lu of %lu sys stacks complete to _start",
+              (unsigned long)complete, (unsigned long)sys);
+    if (harness_failures)
+        dump(&s);
+    g_strfreev(s.lines);
+    vm_stop(&vm);
+}
+
+/* Four harts under MTTCG, a process pinned to each: all four named and sampled, the spin
+ * stacks complete and in their ratio. */
+static void case_smp4(const char *qemu)
+{
+    struct vm vm;
+    vm_boot(&vm, qemu, "spin@0,spin@1,sys@2,spin@3", 4);
+    REQUIRE(serial_has(&vm, "smp: 4 cpus online"));
+    /* 10 ms apart, as x86_64's test_smp: under MTTCG back-to-back stops leave the hart threads
+     * too little host time between them, and the shares drift */
+    struct stacks s = profile(&vm, 900, "10");
+    CHECK_U64(s.total, 4 * 900); /* a stack per hart per sample */
+    GHashTable *roots = check_spin_stacks(&s);
+    CHECK_MSG(g_hash_table_size(roots) == 3, "expected 3 spin processes, got %u",
+              g_hash_table_size(roots));
+    check_spin_ratio(&s);
+    uint64_t sys = count_root(&s, "sys (3)");
+    fprintf(stderr, "sys (3): %lu samples\n", (unsigned long)sys);
+    CHECK(sys >= 300);
+    CHECK(count_frame(&s, "kwork_mix") > 60);
+    if (harness_failures)
+        dump(&s);
+    g_hash_table_destroy(roots);
+    g_strfreev(s.lines);
+    vm_stop(&vm);
+}
+
+int main(int argc, char **argv)
+{
+    const char *which = argc > 1 ? argv[1] : "spin";
+    char *qemu = g_find_program_in_path("qemu-system-riscv64");
+    if (!qemu || access(QPROF_RV64_KERNEL, R_OK) != 0) {
+        fprintf(stderr,
+                "SKIP: needs qemu-system-riscv64 and %s (riscv64-linux-gnu-gcc; "
+                "xtask deps)\n",
+                QPROF_RV64_KERNEL);
+        g_free(qemu);
+        return 77;
+    }
+    if (strcmp(which, "spin") == 0)
+        case_spin(qemu);
+    else if (strcmp(which, "sys") == 0)
+        case_sys(qemu);
+    else if (strcmp(which, "smp4") == 0)
+        case_smp4(qemu);
+    else
+        REQUIRE(!"unknown case");
+    g_free(qemu);
+    return harness_result();
+}
