@@ -508,7 +508,8 @@ static void print_capture_costs(const struct run_state *r, double elapsed, FILE 
             100 * (1 - prof_guest_running_share(r->paused_total_ns, elapsed)));
     if (prof_target_missed(t))
         fprintf(f,
-                "intervals without a sample because the host did not run a vCPU thread: %" PRIu64
+                "intervals without a sample because the host did not run a vCPU thread, or the "
+                "plugin's timer, in time: %" PRIu64
                 " (an overcommitted host; the vCPUs' counts differ by that)\n",
                 prof_target_missed(t));
 }

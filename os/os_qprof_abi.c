@@ -97,6 +97,13 @@ static bool slot_for(const struct os_abi *a, const struct prof_vcpu *cpu,
     if (slot->state == QPROF_CPU_USER && slot->cr3 &&
         (slot->cr3 & a->cfg.arch->as_root_mask) != (cpu->as_root & a->cfg.arch->as_root_mask))
         return false;
+    /* The same in kernel mode for the stack: a switch publishes the next process (and loads its
+     * CR3) before it moves to that process's kernel stack, and a sample between the two has
+     * the previous process's kernel stack under the next one's slot, whose saved user frame
+     * and name are not this stack's. */
+    if (slot->state == QPROF_CPU_USER && !cpu->user && slot->kstack_hi &&
+        (cpu->sp < slot->kstack_lo || cpu->sp >= slot->kstack_hi))
+        return false;
     return true;
 }
 

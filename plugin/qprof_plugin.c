@@ -2,17 +2,23 @@
  *
  *   qemu-system-x86_64 ... -plugin build/qprof-plugin.so,socket=./qprof-plugin
  *
- * Every translation block adds its instruction count to a per-vCPU inline counter (a
- * scoreboard entry: no callback, no lock); a conditional callback fires when the counter
- * crosses a threshold. That callback runs on the vCPU's own thread: it checks the clock against
- * the vCPU's jittered deadline (time-based sampling, the default) or takes a sample at once
- * (--period-insns), and re-arms the counter. The re-arm distance adapts to the instruction rate
- * the vCPU shows, so the clock is read about eight times per interval and not per block. A
- * sample reads the registers and the stack from sp, page by page up to the first unmapped page
+ * Two triggers, chosen when QEMU loads the plugin; both end in a conditional callback on a
+ * per-vCPU scoreboard entry, which runs on the vCPU's own thread at the start of a translation
+ * block (a consistent instant) and takes the sample:
+ * - trigger=timer (the default; time-based sampling, qprof's --interval): a host thread wakes
+ *   once per jittered interval and sets every running vCPU's entry to the threshold; every block
+ *   only compares it (a load and a branch). Measured cheapest: the plugin loaded costs the guest
+ *   almost nothing, and sampling costs the timer thread's wake-ups plus the captures.
+ * - trigger=counter (--period-insns, and --interval by instruction counts): every block adds its
+ *   instruction count to the entry inline; the callback checks the clock against the vCPU's
+ *   jittered deadline or takes a sample every ~N instructions, and re-arms the counter. The
+ *   re-arm distance adapts to the instruction rate, so the clock is read about eight times per
+ *   interval. The inline add on every block is what this costs, sampling or not (bench/plugin.sh).
+ * A sample reads the registers and the stack from sp, page by page up to the first unmapped page
  * (a read that runs into an unmapped page fails whole), plus one window qprof names (the demo
- * guest's ABI table), into the vCPU's own ring in a memfd shared with qprof (qprof_ring.h): no
- * allocation (buffers are sized at vCPU init), no syscall, no lock shared between vCPUs. A full
- * ring drops the sample and counts it.
+ * guest's ABI table) and, in kernel mode, the user stack (qpr_user_sp), into the vCPU's own ring
+ * in a memfd shared with qprof (qprof_ring.h): no allocation (buffers are sized at vCPU init), no
+ * syscall, no lock shared between vCPUs. A full ring drops the sample and counts it.
  *
  * A listener thread serves the unix socket: one qprof at a time gets the memfd and sends its
  * configuration; when it goes away, sampling is disarmed (the counter's threshold is then 2^24
@@ -60,7 +66,9 @@ struct vcpu {
     uint64_t gen; /* the configuration generation this vCPU last saw */
     struct qpr_config cfg;
     uint64_t deadline_ns, last_check_ns, distance, insns;
-    uint64_t idle_since_ns;
+    _Atomic uint64_t idle_since_ns; /* the timer thread reads it */
+    /* trigger=timer: deadlines the timer thread flagged since this vCPU's last sample */
+    _Atomic uint32_t flagged;
 };
 
 static struct {
@@ -81,9 +89,9 @@ static struct {
     struct qpr_config cfg[2];
     _Atomic uint64_t gen;
     uint64_t last_gen;
-    /* trigger=timer: no per-block counter; a host thread sets a vCPU's scoreboard entry to FIRE
-     * at its deadline, and every block only compares it (one load and a branch instead of an
-     * add, a load and a branch). Time-based sampling only. */
+    /* trigger=timer (the default): no per-block counter; a host thread sets the running vCPUs'
+     * scoreboard entries to FIRE at each deadline, and every block only compares its entry (one
+     * load and a branch instead of an add, a load and a branch). Time-based sampling only. */
     bool timer;
     pthread_t timer_thread;
 } P = {.memfd = -1, .listen_fd = -1};
@@ -148,46 +156,26 @@ static uint32_t read_window(struct vcpu *v, uint64_t addr, uint32_t len, uint8_t
     return got;
 }
 
-/* In kernel mode: the user stack, where the pointers qprof named lead (struct qpr_config). */
-/* At an entry from user space before the kernel saved anything (a sample at an interrupt
- * stub's first block), the CPU's own frame (rip, cs, rflags, rsp, ss) lies in the first words
- * at sp, after an error code or the vector a stub pushed: its rsp is this instant's user stack,
- * while the saved frame the ABI points to is an earlier entry's. Selectors with RPL 3, rflags'
- * fixed bit and user-half addresses make a match in ordinary kernel stack words unlikely; qprof
- * finds the frame by the kernel's CFI and uses this window only when the addresses agree. */
-static bool entry_frame_usp(const struct qpr_sample *s, uint64_t *usp)
+static bool read_guest_u64(void *ctx, uint64_t addr, uint64_t *out)
 {
-    for (uint32_t off = 0; off <= 24 && off + 40 <= s->stack_len; off += 8) {
-        uint64_t w[5]; /* rip, cs, rflags, rsp, ss */
-        memcpy(w, s->stack + off, sizeof w);
-        if ((w[1] & 3) == 3 && w[1] < 0x10000 && (w[4] & 3) == 3 && w[4] < 0x10000 && (w[2] & 2) &&
-            w[2] < 0x400000 && w[0] < (UINT64_C(1) << 47) && w[3] && w[3] < (UINT64_C(1) << 47)) {
-            *usp = w[3];
-            return true;
-        }
-    }
-    return false;
+    struct vcpu *v = ctx;
+    if (!qemu_plugin_read_memory_vaddr(addr, v->buf, 8))
+        return false;
+    memcpy(out, v->buf->data, 8);
+    return true;
 }
 
+/* In kernel mode: the user stack of this instant, found from what was just captured
+ * (qpr_user_sp says where). qprof finds the user registers by the kernel's CFI or the saved
+ * frame and uses this window only where the addresses agree; a stack it does not find here ends
+ * marked truncated, never read later from memory that has changed. */
 static void chase_user_stack(struct vcpu *v, unsigned idx, struct qpr_sample *s)
 {
-    const struct qpr_config *c = &v->cfg;
-    uint64_t at = c->chase_off + (uint64_t)idx * c->chase_stride, frame = 0, usp = 0;
-    if (!c->ustack_bytes)
+    uint64_t usp = 0;
+    if (!v->cfg.ustack_bytes || !qpr_user_sp(s, &v->cfg, idx, read_guest_u64, v, &usp))
         return;
-    if (entry_frame_usp(s, &usp)) {
-        s->ustack_addr = usp;
-        s->ustack_len = read_window(v, usp, c->ustack_bytes, s->ustack);
-        return;
-    }
-    if (!c->chase_stride || at + 8 > s->extra_len)
-        return;
-    memcpy(&frame, s->extra + at, 8);
-    if (!frame || !qemu_plugin_read_memory_vaddr(frame + c->chase_add, v->buf, 8))
-        return;
-    memcpy(&usp, v->buf->data, 8);
     s->ustack_addr = usp;
-    s->ustack_len = read_window(v, usp, c->ustack_bytes, s->ustack);
+    s->ustack_len = read_window(v, usp, v->cfg.ustack_bytes, s->ustack);
 }
 
 /* Claims the next slot of the vCPU's ring, or counts a loss; NULL when full. */
@@ -285,11 +273,16 @@ static void on_counter(unsigned int idx, void *userdata)
     exact_apply(); /* --exact started or ended: needs a vCPU thread */
     if (!refresh_config(v, now)) {
         rearm(idx, DISARMED_DISTANCE);
+        atomic_store_explicit(&v->flagged, 0, memory_order_relaxed);
         return;
     }
     if (P.timer) { /* the timer thread said this vCPU's deadline passed */
         rearm(idx, DISARMED_DISTANCE);
-        take_sample(idx, v, now, 1);
+        /* after the re-arm: a flag set from here on fires again; 0 means this fire's deadlines
+         * went with the previous sample */
+        uint32_t periods = atomic_exchange_explicit(&v->flagged, 0, memory_order_relaxed);
+        if (periods)
+            take_sample(idx, v, now, periods > QPR_MAX_PERIODS ? QPR_MAX_PERIODS : periods);
         return;
     }
     v->insns += v->distance;
@@ -318,7 +311,7 @@ static void on_idle(qemu_plugin_id_t id, unsigned int idx)
 {
     (void)id;
     if (idx < P.n_vcpus && P.vcpus[idx].ready)
-        P.vcpus[idx].idle_since_ns = now_ns();
+        atomic_store_explicit(&P.vcpus[idx].idle_since_ns, now_ns(), memory_order_relaxed);
 }
 
 /* Waking: the idle span as one record (trigger=counter; with the timer, idle ticks stand in). */
@@ -328,8 +321,8 @@ static void on_resume(qemu_plugin_id_t id, unsigned int idx)
     if (idx >= P.n_vcpus || !P.vcpus[idx].ready)
         return;
     struct vcpu *v = &P.vcpus[idx];
-    uint64_t now = now_ns(), since = v->idle_since_ns;
-    v->idle_since_ns = 0;
+    uint64_t now = now_ns();
+    uint64_t since = atomic_exchange_explicit(&v->idle_since_ns, 0, memory_order_relaxed);
     if (!since || P.timer || !refresh_config(v, now)) /* timer: idle ticks instead */
         return;
     struct qpr_ring *r = qpr_ring_at(P.map, idx);
@@ -387,36 +380,49 @@ static void on_vcpu_init(qemu_plugin_id_t id, unsigned int idx)
     v->ready = true;
 }
 
-/* trigger=timer: flags each running vCPU at its jittered deadline. A flag set just as the vCPU
- * clears its last one can be lost: that vCPU then skips one sample, nothing worse. */
+/* trigger=timer: at each jittered deadline, one wake-up for all vCPUs: a running vCPU is
+ * flagged (its next block takes the sample), a waiting one gets an idle tick. Deadlines that
+ * passed while the host did not run this thread go with the next flag, which qprof counts as
+ * intervals not sampled, as it counts a vCPU thread the host did not run (a waiting vCPU gets
+ * one tick: that it waited through the others is not known). */
+static void timer_tick(uint64_t periods)
+{
+    for (uint32_t i = 0; i < P.n_vcpus; i++) {
+        struct vcpu *v = &P.vcpus[i];
+        if (!v->ready)
+            continue;
+        /* idle and running are both sampled here, at the timer's own pace, so that a late timer
+         * thread does not tilt the busy share */
+        if (atomic_load_explicit(&v->idle_since_ns, memory_order_relaxed)) {
+            atomic_fetch_add_explicit(&qpr_ring_at(P.map, i)->idle_ticks, 1, memory_order_relaxed);
+        } else {
+            atomic_fetch_add_explicit(&v->flagged, (uint32_t)periods, memory_order_relaxed);
+            qemu_plugin_u64_set(P.counter, i, FIRE);
+        }
+    }
+}
+
 static void *timer_main(void *arg)
 {
     (void)arg;
     struct vcpu rng = {.rng = 0x2545f4914f6cdd1du ^ now_ns()}; /* only for jittered() */
-    uint64_t *deadline = g_new0(uint64_t, P.n_vcpus);
+    uint64_t deadline = 0;
     for (;;) {
         uint64_t gen = atomic_load_explicit(&P.gen, memory_order_acquire), now = now_ns();
-        uint64_t interval = gen ? P.cfg[gen & 1].interval_ns : 0, next = now + 10000000;
-        for (uint32_t i = 0; interval && i < P.n_vcpus; i++) {
-            if (!P.vcpus[i].ready)
-                continue;
-            if (!deadline[i])
-                deadline[i] = now + jittered(&rng, interval);
-            if (now >= deadline[i]) {
-                /* idle and running are both sampled here, at the timer's own pace, so that a
-                 * late timer thread does not tilt the busy share */
-                if (P.vcpus[i].idle_since_ns)
-                    atomic_fetch_add_explicit(&qpr_ring_at(P.map, i)->idle_ticks, 1,
-                                              memory_order_relaxed);
-                else
-                    qemu_plugin_u64_set(P.counter, i, FIRE);
-                deadline[i] += jittered(&rng, interval);
-                if (deadline[i] <= now)
-                    deadline[i] = now + jittered(&rng, interval) / 2;
-            }
-            if (deadline[i] < next)
-                next = deadline[i];
+        uint64_t interval = gen ? P.cfg[gen & 1].interval_ns : 0;
+        if (!interval) {
+            deadline = 0;
+            now += 10000000; /* disarmed: look again in 10 ms */
+        } else if (!deadline) {
+            deadline = now + jittered(&rng, interval);
+        } else if (now >= deadline) {
+            uint64_t late = (now - deadline) / interval;
+            timer_tick(late >= QPR_MAX_PERIODS ? QPR_MAX_PERIODS : late + 1);
+            deadline += late * interval + jittered(&rng, interval);
+            if (deadline <= now)
+                deadline = now + jittered(&rng, interval) / 2;
         }
+        uint64_t next = deadline ? deadline : now;
         struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
     }
@@ -599,13 +605,14 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
                                            char **argv)
 {
     const char *socket_path = NULL;
+    P.timer = true; /* trigger=timer unless told otherwise: cheaper (see the top of this file) */
     for (int i = 0; i < argc; i++) {
         if (g_str_has_prefix(argv[i], "socket="))
             socket_path = argv[i] + strlen("socket=");
         else if (strcmp(argv[i], "trigger=timer") == 0 || strcmp(argv[i], "trigger=counter") == 0)
             P.timer = strcmp(argv[i], "trigger=timer") == 0;
         else
-            return fail("unknown argument %s (expected socket=PATH, trigger=counter|timer)",
+            return fail("unknown argument %s (expected socket=PATH, trigger=timer|counter)",
                         argv[i]);
     }
     if (!socket_path || !*socket_path)

@@ -16,10 +16,12 @@
 #define QPROF_RING_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #define QPR_MAGIC       0x31525051u /* "QPR1" */
-#define QPR_VERSION     1
+#define QPR_VERSION     2
 #define QPR_SLOTS       512 /* per vCPU: 50 ms of samples at 10 kHz (256 lost some on a loaded host) */
 #define QPR_STACK_MAX   (16u << 10) /* stack window bytes, at most */
 #define QPR_EXTRA_MAX   4096u       /* bytes of the one extra window qprof asks for */
@@ -35,8 +37,9 @@
     X(RSI, "rsi")                                                                                  \
     X(RDI, "rdi")                                                                                  \
     X(RBP, "rbp")                                                                                  \
-    X(RSP, "rsp") X(R8, "r8") X(R9, "r9") X(R10, "r10") X(R11, "r11") X(R12, "r12") X(R13, "r13")  \
-        X(R14, "r14") X(R15, "r15") X(RIP, "rip") X(EFLAGS, "eflags") X(CS, "cs") X(SS, "ss")      \
+    X(RSP, "rsp")                                                                                  \
+    X(R8, "r8") X(R9, "r9") X(R10, "r10") X(R11, "r11") X(R12, "r12") X(R13, "r13") X(R14, "r14")  \
+        X(R15, "r15") X(RIP, "rip") X(EFLAGS, "eflags") X(CS, "cs") X(SS, "ss")                    \
             X(FS_BASE, "fs_base") X(GS_BASE, "gs_base") X(K_GS_BASE, "k_gs_base") X(CR0, "cr0")    \
                 X(CR3, "cr3") X(CR4, "cr4") X(EFER, "efer")
 
@@ -144,6 +147,10 @@ struct qpr_config { /* qprof -> plugin; a later one replaces it */
      * demo ABI: the slot's user_regs, the saved frame's rsp). chase_stride 0: no chase. */
     uint32_t chase_off, chase_stride;
     uint32_t chase_add, ustack_bytes;
+    /* When p is 0 (the kernel has not saved the frame yet, or has already cleared the pointer on
+     * its way out), the u64 at extra[kstack_top_off + vcpu * chase_stride] is the top of the
+     * kernel stack, where the CPU put the interrupt frame of an entry from user mode; 0: none. */
+    uint32_t kstack_top_off, pad;
 };
 
 /* --- Exact instruction counts (qprof --exact; the plugin's qprof_exact.c) ---
@@ -197,6 +204,86 @@ static inline uint64_t qpr_code_hash(uint64_t h, const void *bytes, uint64_t len
     for (uint64_t i = 0; i < len; i++)
         h = (h ^ p[i]) * UINT64_C(0x100000001b3);
     return h;
+}
+
+/* Where qpr_user_sp found a kernel-mode sample's user stack pointer. */
+enum qpr_usp_from {
+    QPR_USP_NONE = 0,   /* nowhere: the sample has no user stack (qprof marks it truncated) */
+    QPR_USP_ENTRY,      /* the CPU's interrupt frame at sp: an entry stub's first blocks */
+    QPR_USP_SAVED,      /* the frame the kernel saved and published (qpr_config's chase) */
+    QPR_USP_KSTACK_TOP, /* the interrupt frame at the top of the kernel stack */
+};
+
+/* Reads the u64 at a guest address outside the captured windows; false when unmapped. */
+typedef bool (*qpr_read_u64_fn)(void *ctx, uint64_t addr, uint64_t *out);
+
+static inline bool qpr_window_u64(uint64_t win_addr, const uint8_t *bytes, uint32_t len,
+                                  uint64_t addr, uint64_t *out)
+{
+    if (addr < win_addr || addr - win_addr > len || len - (addr - win_addr) < 8)
+        return false;
+    memcpy(out, bytes + (addr - win_addr), 8);
+    return true;
+}
+
+/* The five words of an x86_64 interrupt frame (rip, cs, rflags, rsp, ss) pushed on an entry from
+ * user mode: selectors with RPL 3, rflags' fixed bit, user-half addresses. Ordinary kernel stack
+ * words rarely pass all of it. */
+static inline bool qpr_is_user_iret_frame(const uint64_t w[5])
+{
+    return (w[1] & 3) == 3 && w[1] < 0x10000 && (w[4] & 3) == 3 && w[4] < 0x10000 && (w[2] & 2) &&
+           w[2] < 0x400000 && w[0] < (UINT64_C(1) << 47) && w[3] && w[3] < (UINT64_C(1) << 47);
+}
+
+/* The user frame at addr inside the captured kernel stack window. */
+static inline bool qpr_stack_frame_usp(const struct qpr_sample *s, uint64_t addr, uint64_t *usp)
+{
+    uint64_t w[5];
+    for (int i = 0; i < 5; i++)
+        if (!qpr_window_u64(s->stack_addr, s->stack, s->stack_len, addr + 8 * (uint64_t)i, &w[i]))
+            return false;
+    if (!qpr_is_user_iret_frame(w))
+        return false;
+    *usp = w[3];
+    return true;
+}
+
+/* The user stack pointer of a sample taken in kernel mode, from what was captured at its instant
+ * (registers, the kernel stack window from sp, the extra window), in this order:
+ * - an entry stub's first blocks, before the kernel saved anything: the CPU's frame lies in the
+ *   first words at sp, after an error code or the vector a stub pushed;
+ * - the frame the kernel saved and points to (the chase), read with read_u64 when it lies
+ *   outside the stack window (read_u64 may be NULL);
+ * - no pointer published (the kernel between its entry stub and publishing it, or between
+ *   clearing it and the iretq that leaves: the demo kernel's isr_return pops the registers with
+ *   the pointer already 0): the interrupt frame at the top of the kernel stack, which is where the
+ *   CPU puts an entry from user mode.
+ * The last two are this instant's too: the pointer and the stack top are read from the extra
+ * window, the frame from the stack window, all captured together. */
+static inline enum qpr_usp_from qpr_user_sp(const struct qpr_sample *s, const struct qpr_config *c,
+                                            uint32_t vcpu, qpr_read_u64_fn read_u64, void *ctx,
+                                            uint64_t *usp)
+{
+    for (uint64_t off = 0; off <= 24; off += 8)
+        if (qpr_stack_frame_usp(s, s->stack_addr + off, usp))
+            return QPR_USP_ENTRY;
+    if (!c->chase_stride)
+        return QPR_USP_NONE;
+    uint64_t slot = s->extra_addr + (uint64_t)vcpu * c->chase_stride, frame = 0, top = 0;
+    if (!qpr_window_u64(s->extra_addr, s->extra, s->extra_len, slot + c->chase_off, &frame))
+        return QPR_USP_NONE;
+    if (frame) {
+        uint64_t at = frame + c->chase_add;
+        if (qpr_window_u64(s->stack_addr, s->stack, s->stack_len, at, usp) ||
+            (read_u64 && read_u64(ctx, at, usp)))
+            return QPR_USP_SAVED;
+        return QPR_USP_NONE;
+    }
+    if (c->kstack_top_off &&
+        qpr_window_u64(s->extra_addr, s->extra, s->extra_len, slot + c->kstack_top_off, &top) &&
+        top >= 40 && qpr_stack_frame_usp(s, top - 40, usp))
+        return QPR_USP_KSTACK_TOP;
+    return QPR_USP_NONE;
 }
 
 #endif

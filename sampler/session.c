@@ -434,31 +434,34 @@ static size_t budget_allow(prof_session *s, size_t len)
 /* Reads up to len bytes at addr through cpu's page tables, as the budget allows; *got is what
  * was read from the start. Returns 0 when anything was read. */
 static int target_read(prof_session *s, const struct prof_vcpu *cpu, uint64_t addr, void *buf,
-                       size_t len, size_t *got)
+                       size_t len, bool instant, size_t *got)
 {
-    struct prof_mem_req req = {.vaddr = addr, .len = len, .buf = buf};
+    struct prof_mem_req req = {.vaddr = addr, .len = len, .buf = buf, .instant = instant};
     int rc = prof_target_read(s->target, cpu, &req, 1, NULL);
     *got = req.got;
     return rc ? rc : req.rc;
 }
 
+/* instant: a stack window (struct prof_mem_req). */
 static int paused_read(prof_session *s, const struct prof_vcpu *cpu, uint64_t addr, void *buf,
-                       size_t len, size_t *got)
+                       size_t len, bool instant, size_t *got)
 {
     *got = 0;
     size_t allowed = budget_allow(s, len);
     if (!allowed)
         return -ENOSPC;
-    int rc = target_read(s, cpu, addr, buf, allowed, got);
+    int rc = target_read(s, cpu, addr, buf, allowed, instant, got);
     s->budget.bytes_left -= allowed;
     return rc;
 }
 
-/* The OS adapter reads through here, so its reads count against the sample's budget too. */
+/* The OS adapter reads through here, so its reads count against the sample's budget too. What
+ * it reads (which process runs, the user registers a kernel entry saved) is the sample's instant,
+ * as a stack is. */
 static int os_read(void *ctx, const struct prof_vcpu *cpu, uint64_t addr, void *buf, size_t len,
                    size_t *got)
 {
-    return paused_read(ctx, cpu, addr, buf, len, got);
+    return paused_read(ctx, cpu, addr, buf, len, true, got);
 }
 
 /* Physical reads (the Linux adapter's page walks, its one-time table copies) are not counted
@@ -509,7 +512,7 @@ static void image_copy_some(prof_session *s, const struct prof_vcpu *cpu, struct
         size_t allowed = budget_allow(s, want), got = 0;
         if (!allowed)
             return; /* the rest in a later sample */
-        int rc = target_read(s, cpu, addr, img->copy + img->copied, allowed, &got);
+        int rc = target_read(s, cpu, addr, img->copy + img->copied, allowed, false, &got);
         s->budget.bytes_left -= allowed;
         img->copied += got;
         if (rc < 0 || got < allowed) {
@@ -694,7 +697,7 @@ static void read_window(prof_session *s, const struct prof_vcpu *cpu, uint64_t a
                         size_t cap, uint64_t *win_addr, size_t *win_len)
 {
     *win_addr = addr;
-    paused_read(s, cpu, addr, buf, cap, win_len);
+    paused_read(s, cpu, addr, buf, cap, true, win_len);
 }
 
 /* A user leaf with no unwind tables is named by the mapping it lies in (read while stopped). */
@@ -754,7 +757,7 @@ static void copy_user_page(prof_session *s, struct cpu_capture *c, uint64_t pc)
     if (!c->page)
         c->page = g_malloc(SYM_PAGE_SIZE);
     size_t got = 0;
-    int rc = paused_read(s, &c->vcpu, c->page_addr, c->page, SYM_PAGE_SIZE, &got);
+    int rc = paused_read(s, &c->vcpu, c->page_addr, c->page, SYM_PAGE_SIZE, false, &got);
     if (got == SYM_PAGE_SIZE)
         c->page_state = PAGE_COPIED;
     else if (rc != -ENOSPC && !s->budget.hit) /* out of budget: try again at a later stop */
@@ -770,7 +773,7 @@ static void check_root_reuse(prof_session *s, struct cpu_capture *c, uint64_t pc
     uint8_t bytes[64];
     if (!prof_aspace_check_due(c->as, pc, &addr, &len) || len > sizeof bytes)
         return;
-    if (paused_read(s, &c->vcpu, addr, bytes, len, &got) == 0 && got == len)
+    if (paused_read(s, &c->vcpu, addr, bytes, len, false, &got) == 0 && got == len)
         c->as = prof_aspace_verify(s->aspaces, c->as, addr, bytes, len);
 }
 

@@ -291,11 +291,19 @@ static void kernel_part(prof_stack_builder *sb, struct cpu_capture *c, struct pr
     }
     struct window w = {c->kstack_addr, c->kstack, c->kstack_len};
     enum unw_stop stop;
-    int n = walk(sb, sb->cfg.kernel_space, &c->vcpu.regs, &w, &stop);
+    struct unw_result res = {0};
+    int n = walk_full(sb, sb->cfg.kernel_space, &c->vcpu.regs, &w, &stop, &res);
     /* Stepping out of the kernel half is where a system call or interrupt entered; it is only a
-     * proper end when we know which user frames follow, or there are none. */
+     * proper end when we know which user frames follow, or there are none: an entry from user
+     * code whose user stack was not captured (or not this stack's) leaves the user part
+     * missing, which the stack says. */
     st->sample.kernel_stop = stop;
     append_walk(sb, st, n, stop, true, prof_modules_kernel(sb->modules));
+    if (stop == UNW_STOP_LEFT_SPACE && !c->have_trap && !c->have_entry_regs &&
+        res.next_pc < sb->cfg.arch->split.user_end) {
+        st->sample.user_stop = UNW_STOP_MEMORY;
+        sb->counters->truncated[UNW_STOP_MEMORY]++;
+    }
     if (at_kernel_entry(sb, n, stop))
         sb->counters->at_kernel_entry++;
 }

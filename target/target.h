@@ -68,6 +68,10 @@ struct prof_mem_req {
     void *buf;  /* len bytes, owned by the caller */
     size_t got; /* out: bytes read from the start */
     int rc;     /* out: 0 when got > 0 or len == 0, -EFAULT when the first byte is unmapped */
+    /* A stack window: its bytes must be those of the sample's instant. A target that captured
+     * the sample while the guest ran on (prof_target_ops.captures) serves it only from what it
+     * captured then, and fails the rest rather than read memory that has changed since. */
+    bool instant;
 };
 
 struct prof_target_stats {
@@ -231,7 +235,8 @@ uint64_t prof_target_round_trips(const prof_target *t);
 bool prof_target_captures(const prof_target *t);
 /* Samples a capturing target dropped since it opened; 0 for a stopping one. */
 uint64_t prof_target_lost(const prof_target *t);
-/* Intervals a capturing target missed while the host did not run a vCPU thread; 0 otherwise. */
+/* Intervals a capturing target missed while the host did not run a vCPU thread (or the thread
+ * that times the samples); 0 otherwise. */
 uint64_t prof_target_missed(const prof_target *t);
 /* Intervals a capturing target skipped while someone else had the guest paused; 0 otherwise. */
 uint64_t prof_target_paused_intervals(const prof_target *t);

@@ -156,8 +156,9 @@ static int receive_hello(struct target_plugin *t, const char *address, int *memf
                             address);
     if (h->flags & QPR_HELLO_TIMER && t->period_insns)
         return qp_error_set(err, -ENOTSUP,
-                            "the plugin at %s was loaded with trigger=timer, which samples by time "
-                            "only: --period-insns needs trigger=counter (the default)",
+                            "the plugin at %s samples by time (trigger=timer, its default): "
+                            "--period-insns needs it loaded with trigger=counter (-plugin "
+                            "qprof-plugin.so,socket=PATH,trigger=counter)",
                             address);
     if (t->exact && !(h->flags & QPR_HELLO_EXACT))
         return qp_error_set(err, -ENOTSUP,
@@ -216,6 +217,8 @@ static int send_config(struct target_plugin *t, const struct prof_target_open_op
         c.chase_stride = sizeof(struct qprof_abi_cpu);
         c.chase_add = offsetof(struct qprof_abi_regs, rsp);
         c.ustack_bytes = QPR_STACK_MAX;
+        c.kstack_top_off =
+            offsetof(struct qprof_abi, cpu) + offsetof(struct qprof_abi_cpu, kstack_hi);
     }
     _Static_assert(sizeof(struct qprof_abi) <= QPR_EXTRA_MAX, "the ABI fits the extra window");
     if (send(t->fd, &c, sizeof c, MSG_NOSIGNAL) != (ssize_t)sizeof c)
@@ -621,7 +624,9 @@ static int tp_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
             from_window(q, s->extra_addr, s->extra, s->extra_len) ||
             from_window(q, s->ustack_addr, s->ustack, s->ustack_len))
             continue;
-        if (t->direct) {
+        /* A stack outside the windows is not this instant's any more (the guest ran on): the
+         * RAM file serves only what does not change under a running process, its code. */
+        if (t->direct && !q->instant) {
             struct qmp_mem_req r = {.vaddr = q->vaddr, .len = q->len, .buf = q->buf};
             int rc = qmp_mem_read_many(t->qmp, &pc->mmu, &r, 1, err);
             q->got = r.got;

@@ -554,12 +554,25 @@ static void test_os_qprof_abi(void)
         .abi_addr = abi_at, .split = *prof_target_split(target), .arch = prof_target_arch(target)};
     CHECK_INT(prof_os_open(&prof_os_qprof_abi_ops, &cfg, &os), 0);
     struct prof_os_mem mem = {.read = read_through_target, .ctx = target};
-    struct prof_vcpu cpus[4] = {
+    struct prof_vcpu cpus[5] = {
         {.index = 0, .paging64 = true, .as_root = 0x5000, .sp = 0xffff800000203f00},
         {.index = 1, .paging64 = true, .as_root = 0x5000},
         {.index = 2, .paging64 = true, .as_root = 0x5000},
         /* QEMU's vCPU 3 whose APIC ID is 0: the guest's slot 0 is its */
-        {.index = 3, .apic_known = true, .apic_id = 0, .paging64 = true, .as_root = 0x5000}};
+        {.index = 3,
+         .apic_known = true,
+         .apic_id = 0,
+         .paging64 = true,
+         .as_root = 0x5000,
+         .sp = 0xffff800000203000},
+        /* slot 0 in kernel mode on another kernel stack: a switch between publishing the next
+         * process and moving to its stack */
+        {.index = 4,
+         .apic_known = true,
+         .apic_id = 0,
+         .paging64 = true,
+         .as_root = 0x5000,
+         .sp = 0xffff800000303f00}};
     struct prof_os_refresh r;
     prof_os_refresh(os, cpus, 3, &mem, &r);
     CHECK(r.published && !r.rejected && !r.reset);
@@ -582,6 +595,11 @@ static void test_os_qprof_abi(void)
     prof_os_task(os, &cpus[2], 2, &t);
     CHECK(!t.known);                   /* odd seq */
     prof_os_task(os, &cpus[3], 3, &t); /* slots go by APIC ID, not by position */
+    CHECK(t.known && t.pid == 100);
+    prof_os_task(os, &cpus[4], 4, &t);
+    CHECK(!t.known);     /* the slot is not this stack's */
+    cpus[4].user = true; /* in user mode the kernel stack says nothing */
+    prof_os_task(os, &cpus[4], 4, &t);
     CHECK(t.known && t.pid == 100);
 
     /* a new boot_id is a reset; a broken header is a rejection with its reason */

@@ -145,6 +145,24 @@ static int plugin_usable(void)
     return 0;
 }
 
+/* QPROF_QEMU=10 in the environment: the e2e suite's QEMU 10 variants (QMP and the gdbstub on
+ * QEMU 10 as on the system's 7.2); the plugin's cases always run there. */
+static bool wants_qemu10(const struct vm_opts *opts)
+{
+    const char *which = getenv("QPROF_QEMU");
+    return opts->plugin || (which && strcmp(which, "10") == 0);
+}
+
+static int qemu10_usable(void)
+{
+    if (access(QPROF_QEMU10, X_OK) != 0) {
+        fprintf(stderr, "SKIP (QEMU 10 variant): no QEMU 10 at %s (xtask/qemu10.sh fetches it)\n",
+                QPROF_QEMU10);
+        return VM_SKIP;
+    }
+    return 0;
+}
+
 /* QEMU 10 from a private prefix must load modules and firmware of its own build. */
 static void push_qemu10(const char **argv, int *argc, char *datadir, size_t len)
 {
@@ -171,8 +189,13 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
     static const struct vm_opts defaults = {0};
     if (!opts)
         opts = &defaults;
+    bool qemu10 = wants_qemu10(opts);
     if (opts->plugin) {
         int rc = plugin_usable();
+        if (rc)
+            return rc;
+    } else if (qemu10) {
+        int rc = qemu10_usable();
         if (rc)
             return rc;
     } else if (!have_qemu()) {
@@ -225,12 +248,13 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
     const char *fixed[] = {
         "qemu-system-x86_64", "-display", "none",  "-nodefaults", "-kernel", kernel_arg, "-serial",
         serial_arg,           "-qmp",     qmp_arg, "-smp",        smp_arg,   "-m",       mem_arg};
-    if (opts->plugin)
+    if (qemu10)
         fixed[0] = QPROF_QEMU10;
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         push(argv, &argc, fixed[i]);
-    if (opts->plugin) {
+    if (qemu10)
         push_qemu10(argv, &argc, datadir, sizeof datadir);
+    if (opts->plugin) {
         snprintf(plugin_arg, sizeof plugin_arg, "%s,socket=%s%s%s", QPROF_PLUGIN_SO, vm->plugin,
                  opts->plugin_args ? "," : "", opts->plugin_args ? opts->plugin_args : "");
         push(argv, &argc, "-plugin");
@@ -285,7 +309,7 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
             _exit(127);
         int devnull = open("/dev/null", O_RDWR);
         dup2(devnull, 0);
-        if (opts->plugin)
+        if (qemu10)
             set_qemu10_module_dir();
         execvp(argv[0], (char *const *)argv);
         _exit(127);

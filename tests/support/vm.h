@@ -2,7 +2,8 @@
  *
  * Paths to the guest come from compile definitions set by tests/support/CMakeLists.txt:
  * QPROF_GUEST_KERNEL, QPROF_GUEST_KERNEL_NOFP, QPROF_GUEST_USER_DIR. TCG is used unless
- * QPROF_ACCEL=kvm is set in the environment. */
+ * QPROF_ACCEL=kvm is set in the environment, and on QEMU 10 (QPROF_QEMU10, xtask/qemu10.sh)
+ * instead of the system's when QPROF_QEMU=10 is (vm_start then skips without it). */
 #ifndef QPROF_TEST_VM_H
 #define QPROF_TEST_VM_H
 
