@@ -105,7 +105,8 @@ static const struct unw_machine machines[] = {
      .nregs = 32,
      .pc_slot = 32,
      .sp_slot = 31,
-     .link_register = true},
+     .link_register = true,
+     .fp_guess_untrusted = true},
 };
 
 static const struct unw_machine *machine_for(uint16_t elf_machine)
