@@ -433,6 +433,11 @@ static void print_sysroot_use(const struct prof_counters *c, FILE *f)
                 "user stacks by --sysroot: %" PRIu64 ", complete (reach the outermost frame): "
                 "%.1f%%\n",
                 c->sysroot_stacks, 100.0 * c->sysroot_stacks_complete / c->sysroot_stacks);
+    if (c->memory_stacks)
+        fprintf(f,
+                "user stacks by the guest's own .eh_frame: %" PRIu64
+                ", complete (reach the outermost frame): %.1f%%\n",
+                c->memory_stacks, 100.0 * c->memory_stacks_complete / c->memory_stacks);
     if (c->sysroot_files_unused)
         fprintf(f,
                 "guest files not used from --sysroot (missing there, or another build): %" PRIu64

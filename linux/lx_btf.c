@@ -284,6 +284,21 @@ static int resolve_vma_tree(const struct btf *btf, struct lx_offsets *o, struct 
     return 0;
 }
 
+/* The page cache's offsets (lx_file_page), all or none: optional. */
+static void resolve_page_cache(const struct btf *btf, struct lx_offsets *o)
+{
+    const struct member_spec specs[] = {
+        {"file", "f_mapping", &o->file_mapping}, {"address_space", "i_pages", &o->mapping_i_pages},
+        {"xarray", "xa_head", &o->xa_head},      {"xa_node", "shift", &o->xa_node_shift},
+        {"xa_node", "slots", &o->xa_node_slots},
+    };
+    struct qp_error ignored = {0};
+    o->has_page_cache =
+        resolve_members(btf, specs, sizeof specs / sizeof specs[0], &ignored) == 0 &&
+        struct_size(btf, "page", &o->page_struct_size, &ignored) == 0 &&
+        o->page_struct_size >= 32 && o->page_struct_size <= 256;
+}
+
 int lx_btf_offsets(const lx_btf *b, struct lx_offsets *out, struct qp_error *err)
 {
     struct lx_offsets o = {0};
@@ -317,6 +332,8 @@ int lx_btf_offsets(const lx_btf *b, struct lx_offsets *out, struct qp_error *err
     struct qp_error ignored = {0};
     if (!rc && member_offset(btf, "mm_struct", "map_count", &o.mm_map_count, &ignored))
         o.mm_map_count = 0;
+    if (!rc)
+        resolve_page_cache(btf, &o);
     if (!rc && resolve_percpu(btf, &o, NULL))
         o.percpu_unknown = true; /* lx_offsets_from_kernel asks kallsyms */
     if (rc)

@@ -733,3 +733,99 @@ int lx_elf_build_id(const struct lx_reader *r, uint64_t base, uint64_t map_len,
                             "ELF at 0x%" PRIx64 ": no readable GNU build-id note", base);
     return 0;
 }
+
+/* ---- The page cache (lxuser) --------------------------------------------------------------- */
+
+/* xarray entries (include/linux/xarray.h): bits 1..0 = 10 mark an internal entry; one above
+ * 4096 is a node pointer (plus 2), one below 256 a sibling (its slot's offset << 2); bit 0 set
+ * marks a value entry (a shadow of an evicted page). */
+#define XA_CHUNK_SHIFT 6
+#define XA_CHUNK_SIZE  (1u << XA_CHUNK_SHIFT)
+
+static bool xa_is_internal(uint64_t e)
+{
+    return (e & 3) == 2;
+}
+
+static bool xa_is_node(uint64_t e)
+{
+    return xa_is_internal(e) && e > 4096;
+}
+
+static bool xa_is_sibling(uint64_t e)
+{
+    return xa_is_internal(e) && e < ((uint64_t)(XA_CHUNK_SIZE - 1) << 2 | 2);
+}
+
+/* The leaf entry for index under node and the index its entry starts at (a large folio's
+ * first page). */
+static int xa_descend(const struct lx_offsets *o, const struct lx_reader *r, uint64_t node,
+                      uint64_t index, uint64_t *entry, uint64_t *first, struct qp_error *err)
+{
+    for (int depth = 0; depth < LX_XA_MAX_DEPTH; depth++) {
+        uint8_t shift;
+        int rc = lx_read(r, node + o->xa_node_shift, &shift, 1, "xa_node.shift", err);
+        if (rc)
+            return rc;
+        if (shift % XA_CHUNK_SHIFT || shift >= 64)
+            return qp_error_set(err, -EINVAL, "xa_node shift %u", shift);
+        if (depth == 0 && shift + XA_CHUNK_SHIFT < 64 && index >> (shift + XA_CHUNK_SHIFT))
+            return -ENOENT; /* beyond what the tree holds */
+        unsigned offset = (unsigned)(index >> shift) & (XA_CHUNK_SIZE - 1);
+        uint64_t e;
+        rc = read_u64(r, node + o->xa_node_slots + 8u * offset, &e, "xa_node.slots[]", err);
+        if (rc == 0 && xa_is_sibling(e)) {
+            offset = (unsigned)(e >> 2);
+            rc = read_u64(r, node + o->xa_node_slots + 8u * offset, &e, "xa_node.slots[]", err);
+        }
+        if (rc)
+            return rc;
+        if (xa_is_node(e) && shift > 0) {
+            node = e - 2;
+            if (!lx_is_kernel_addr(node))
+                return qp_error_set(err, -EINVAL, "xa_node 0x%" PRIx64, node);
+            continue;
+        }
+        uint64_t span = (uint64_t)XA_CHUNK_SIZE << shift;
+        *first = (span ? index & ~(span - 1) : 0) | ((uint64_t)offset << shift);
+        *entry = e;
+        return 0;
+    }
+    return qp_error_set(err, -EINVAL, "xarray deeper than %d nodes", LX_XA_MAX_DEPTH);
+}
+
+int lx_file_page(const struct lx_offsets *o, const struct lx_reader *r, uint64_t file,
+                 uint64_t index, uint64_t *paddr, struct qp_error *err)
+{
+    if (!o->has_page_cache)
+        return qp_error_set(err, -ENOTSUP, "BTF names no page cache offsets");
+    uint64_t mapping, entry, first = 0;
+    int rc = read_u64(r, file + o->file_mapping, &mapping, "file->f_mapping", err);
+    if (!rc)
+        rc = check_kernel_ptr(mapping, "f_mapping", err);
+    if (!rc)
+        rc = read_u64(r, mapping + o->mapping_i_pages + o->xa_head, &entry, "i_pages.xa_head", err);
+    if (rc)
+        return rc;
+    if (xa_is_node(entry)) {
+        if (!lx_is_kernel_addr(entry - 2))
+            return qp_error_set(err, -EINVAL, "xa_node 0x%" PRIx64, entry - 2);
+        rc = xa_descend(o, r, entry - 2, index, &entry, &first, err);
+        if (rc)
+            return rc;
+    } else if (index != 0) {
+        return -ENOENT; /* a head that is no node holds index 0 alone */
+    }
+    if (entry == 0 || (entry & 3) != 0)
+        return -ENOENT; /* empty, a value (shadow) entry, or another internal one */
+    uint64_t page = entry + (index - first) * o->page_struct_size;
+    if (!lx_is_kernel_addr(entry) || index - first >= 512 || page < o->vmemmap_base ||
+        (page - o->vmemmap_base) % o->page_struct_size)
+        return qp_error_set(err, -EINVAL, "page cache entry 0x%" PRIx64 " is no struct page",
+                            entry);
+    uint64_t pfn = (page - o->vmemmap_base) / o->page_struct_size;
+    if (pfn >= (UINT64_C(1) << 40))
+        return qp_error_set(err, -EINVAL, "page frame %" PRIu64 " out of range", pfn);
+    *paddr = pfn << 12;
+    return 0;
+}

@@ -63,6 +63,15 @@ struct lx_offsets {
     /* Added by linuxu: mm_struct.map_count (an int, the number of VMAs), which changes when a
      * VMA comes or goes: a per-mm VMA cache's generation. 0 when BTF does not have it. */
     uint32_t mm_map_count;
+    /* Added by lxuser: the page cache (file->f_mapping->i_pages, an xarray of struct page or
+     * folio pointers), for the pages of a mapped file a process never touched. has_page_cache
+     * is false when BTF lacks one of these (optional: nothing else needs them). vmemmap_base
+     * (the kallsyms variable of that name under CONFIG_RANDOMIZE_MEMORY, else x86_64's fixed
+     * 0xffffea0000000000) is set by lx_offsets_from_kernel's caller. */
+    bool has_page_cache;
+    uint32_t file_mapping, mapping_i_pages, xa_head, xa_node_shift, xa_node_slots;
+    uint32_t page_struct_size;
+    uint64_t vmemmap_base;
 };
 /* Fills *out from b. Fails with -ENOENT and a message naming the missing type, member or
  * per-CPU variable, or -EINVAL when a layout is not one this code can read. */
@@ -120,6 +129,16 @@ int lx_file_path(const struct lx_offsets *o, const struct lx_reader *r, uint64_t
 #define LX_BUILD_ID_MAX 32
 int lx_elf_build_id(const struct lx_reader *r, uint64_t base, uint64_t map_len,
                     uint8_t id[LX_BUILD_ID_MAX], size_t *len, struct qp_error *err);
+
+/* Added by lxuser: the guest-physical address of page `index` (file offset index * 4096) of
+ * file's page cache, by a walk of file->f_mapping->i_pages (an xarray: at most LX_XA_MAX_DEPTH
+ * nodes, 64 slots each; sibling entries of a large folio lead to its first slot, the page then
+ * being that many struct pages further), and vmemmap_base (pfn = (page - vmemmap_base) /
+ * sizeof(struct page)). -ENOENT when the page is not cached (an empty slot, a shadow or other
+ * value entry), -EINVAL when what was read does not hold together, other codes from r. */
+#define LX_XA_MAX_DEPTH 12
+int lx_file_page(const struct lx_offsets *o, const struct lx_reader *r, uint64_t file,
+                 uint64_t index, uint64_t *paddr, struct qp_error *err);
 
 /* The VMA of mm containing addr, by a maple tree walk (6.1+) or a red-black tree search: 0, -ENOENT
  * when none, other -errno. A walk that meets a node the kernel is replacing answers -EAGAIN (retry

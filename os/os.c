@@ -96,6 +96,15 @@ void prof_os_while_running(prof_os *os, const struct prof_os_mem *mem, struct pr
         os->ops->while_running(os->impl, mem, out);
 }
 
+int prof_os_file_read(prof_os *os, uint64_t file_id, uint64_t offset, void *buf, size_t len,
+                      size_t *got, const struct prof_os_mem *mem)
+{
+    *got = 0;
+    if (!os->ops->file_read)
+        return -ENOTSUP;
+    return os->ops->file_read(os->impl, file_id, offset, buf, len, got, mem);
+}
+
 int prof_os_address_space(prof_os *os, int i, const struct prof_os_mem *mem,
                           struct prof_address_space *out)
 {

@@ -106,6 +106,10 @@ struct prof_exec_mapping {
     uint64_t pgoff;           /* file offset of start, in 4 KiB pages */
     uint8_t build_id[PROF_BUILD_ID_MAX];
     uint8_t build_id_len; /* 0: unknown (not read, or unreadable) */
+    /* The mapping of the same file's offset 0 (its ELF header), where the process's own copy of
+     * the file's headers, .eh_frame and .dynsym is read from with no --sysroot; 0, 0: none. */
+    uint64_t head_start, head_end;
+    uint64_t file_id; /* the OS's handle of the mapped file for file_read (Linux: struct file) */
 };
 
 /* An address space as the OS adapter sees it at this stop. Two answers with the same id and
@@ -168,6 +172,12 @@ struct prof_os_ops {
      * negative when unknown (a kernel thread, no offsets, no budget left this stop). */
     int (*address_space)(void *impl, int i, const struct prof_os_mem *mem,
                          struct prof_address_space *out);
+    /* Optional: reads up to len bytes of a mapped file (a prof_exec_mapping's file_id) at file
+     * offset `offset` from the guest's page cache, at most to the end of that 4 KiB page, while
+     * stopped and within the budget (the pages of a file a process never touched are in no page
+     * table). 0 with *got, -ENOENT when that page is not cached, -ENOSPC out of budget. */
+    int (*file_read)(void *impl, uint64_t file_id, uint64_t offset, void *buf, size_t len,
+                     size_t *got, const struct prof_os_mem *mem);
 };
 
 extern const struct prof_os_ops prof_os_qprof_abi_ops;
@@ -201,6 +211,9 @@ int prof_os_user_mapping(prof_os *os, int i, uint64_t pc, const struct prof_os_m
 /* -ENOTSUP when the adapter cannot tell. */
 int prof_os_address_space(prof_os *os, int i, const struct prof_os_mem *mem,
                           struct prof_address_space *out);
+/* -ENOTSUP when the adapter cannot read files. */
+int prof_os_file_read(prof_os *os, uint64_t file_id, uint64_t offset, void *buf, size_t len,
+                      size_t *got, const struct prof_os_mem *mem);
 void prof_os_while_running(prof_os *os, const struct prof_os_mem *mem, struct prof_os_refresh *out);
 void prof_os_machine_reset(prof_os *os);
 

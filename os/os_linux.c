@@ -342,6 +342,17 @@ static void check_modules(struct os_linux *l, const struct prof_os_mem *mem,
     out->kernel_slide = (int64_t)vi->kernel_offset;
 }
 
+/* Where struct page of pfn 0 lies: the variable vmemmap_base with CONFIG_RANDOMIZE_MEMORY
+ * (Debian's), else x86_64's fixed base for 4-level paging. */
+static void load_vmemmap_base(struct os_linux *l)
+{
+    uint64_t at, base = UINT64_C(0xffffea0000000000);
+    if (lx_kernel_symbol_addr(l->kernel, "vmemmap_base", &at) == 0 &&
+        lx_kernel_read(l->kernel, at, &base, sizeof base) != 0)
+        l->off.has_page_cache = false;
+    l->off.vmemmap_base = base;
+}
+
 /* BTF for task_struct and the per-CPU current task; without it stacks still come, unnamed. */
 static void load_task_offsets(struct os_linux *l)
 {
@@ -376,6 +387,8 @@ static void load_task_offsets(struct os_linux *l)
     if (rc == 0)
         rc = lx_offsets_from_kernel(l->kernel, &l->off, &err);
     l->have_offsets = rc == 0;
+    if (rc == 0 && l->off.has_page_cache)
+        load_vmemmap_base(l);
     if (rc == 0 && !l->off.mm_map_count && l->cfg.verbose)
         fprintf(stderr, "qprof: BTF has no mm_struct.map_count: a process's VMAs are read again "
                         "only when a user pc is in none of them\n");
@@ -1005,6 +1018,12 @@ static void build_exec(struct os_linux *l, struct mm_vmas *m, const struct prof_
         if (!f->path[0])
             continue;
         struct prof_exec_mapping e = {.start = v[i].start, .end = v[i].end, .pgoff = v[i].pgoff};
+        e.file_id = v[i].file;
+        const struct lx_vma *head = file_head(m, v[i].file);
+        if (head) {
+            e.head_start = head->start;
+            e.head_end = head->end;
+        }
         g_strlcpy(e.path, f->path, sizeof e.path);
         memcpy(e.build_id, f->build_id, sizeof e.build_id);
         e.build_id_len = f->build_id_len;
@@ -1045,6 +1064,32 @@ static int lx_address_space(void *impl, int i, const struct prof_os_mem *mem,
     return 0;
 }
 
+/* ---- Mapped files' pages from the page cache --------------------------------------------- */
+
+static int lx_file_read(void *impl, uint64_t file_id, uint64_t offset, void *buf, size_t len,
+                        size_t *got, const struct prof_os_mem *mem)
+{
+    struct os_linux *l = impl;
+    if (!l->kernel || !l->have_offsets || !l->off.has_page_cache || !mem->read_phys)
+        return -ENOTSUP;
+    if (!lx_is_kernel_addr(file_id))
+        return -EINVAL;
+    struct charged c = {l, mem};
+    struct lx_reader r = {.read = charged_read, .ctx = &c};
+    struct qp_error err = {0};
+    uint64_t paddr;
+    int rc = lx_file_page(&l->off, &r, file_id, offset / PAGE_SIZE, &paddr, &err);
+    if (rc)
+        return rc == -ENOSPC ? -ENOSPC : rc == -ENOENT ? -ENOENT : -EIO;
+    size_t in_page = offset % PAGE_SIZE, n = len < PAGE_SIZE - in_page ? len : PAGE_SIZE - in_page;
+    if (mem->charge && !mem->charge(mem->ctx, n))
+        return -ENOSPC;
+    if (mem->read_phys(mem->ctx, paddr + in_page, buf, n) != 0)
+        return -EIO;
+    *got = n;
+    return 0;
+}
+
 const struct prof_os_ops prof_os_linux_ops = {
     .name = "linux",
     .open = lx_open,
@@ -1059,4 +1104,5 @@ const struct prof_os_ops prof_os_linux_ops = {
     .user_mapping = lx_user_mapping,
     .machine_reset = lx_machine_reset,
     .address_space = lx_address_space,
+    .file_read = lx_file_read,
 };

@@ -492,6 +492,20 @@ static void serve(int fd)
                 continue;
             return;
         }
+        /* This qprof first: one that was killed just as the next one connected has hung up,
+         * and the next must be served, not told that one is here already. */
+        if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            struct qpr_config c;
+            ssize_t n = recv(fd, &c, sizeof c, MSG_WAITALL);
+            if (n == (ssize_t)sizeof c && exact_is_request(&c)) {
+                if (exact_serve(fd, &c) != 0)
+                    return;
+            } else if (n != (ssize_t)sizeof c || c.magic != QPR_MAGIC || c.version != QPR_VERSION) {
+                return;
+            } else {
+                publish_config(&c);
+            }
+        }
         if (p[1].revents & POLLIN) { /* a second qprof: told that one is here already */
             int other = accept4(P.listen_fd, NULL, NULL, SOCK_CLOEXEC);
             if (other >= 0) {
@@ -499,18 +513,6 @@ static void serve(int fd)
                 close(other);
             }
         }
-        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
-            continue;
-        struct qpr_config c;
-        ssize_t n = recv(fd, &c, sizeof c, MSG_WAITALL);
-        if (n == (ssize_t)sizeof c && exact_is_request(&c)) {
-            if (exact_serve(fd, &c) != 0)
-                return;
-            continue;
-        }
-        if (n != (ssize_t)sizeof c || c.magic != QPR_MAGIC || c.version != QPR_VERSION)
-            return;
-        publish_config(&c);
     }
 }
 

@@ -172,6 +172,9 @@ struct prof_counters {
     /* --sysroot: user stacks unwound with the sysroot's files, those that reached the outermost
      * frame, and guest files whose sysroot copy was missing or another build (each once). */
     uint64_t sysroot_stacks, sysroot_stacks_complete, sysroot_files_unused;
+    /* User stacks unwound by the .eh_frame of the guest's own mapped files alone (no --sysroot
+     * file in the process), and those that reached the outermost frame. */
+    uint64_t memory_stacks, memory_stacks_complete;
     /* --os none: user code pages (one per address space and page) no --user-dir file has */
     uint64_t content_pages_unmatched;
     /* --os none: times a kernel walk ran off the kernel stack window and it grew by a page */

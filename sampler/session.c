@@ -314,7 +314,7 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     s->profile = out_profile_new();
     s->modules = prof_modules_new(s->profile);
     struct prof_sysroot_config sysroot_cfg = {
-        .dir = o->sysroot, .arch = s->arch, .verbose = o->verbose};
+        .dir = o->sysroot, .arch = s->arch, .from_memory = true, .verbose = o->verbose};
     s->sysroot = prof_sysroot_new(&sysroot_cfg, s->modules, &s->counters);
     if ((rc = load_symbols(s, err)))
         goto fail;
@@ -791,8 +791,8 @@ static void capture_aspace(prof_session *s, struct cpu_capture *c)
     copy_user_page(s, c, pc);
 }
 
-/* Stacks first: they are what this sample is for. A new binary's copy takes what is left. */
-static void capture_cpu(prof_session *s, struct cpu_capture *c)
+/* The vCPU's stacks and what the stack building needs of its task. */
+static void capture_stacks(prof_session *s, struct cpu_capture *c)
 {
     const struct prof_vcpu *v = &c->vcpu;
     struct prof_os_mem mem = os_mem(s);
@@ -849,6 +849,15 @@ static void capture_cpu(prof_session *s, struct cpu_capture *c)
         read_window(s, v, c->trap.r[s->arch->sp_reg], c->ustack, USTACK_WINDOW, &c->ustack_addr,
                     &c->ustack_len);
     }
+}
+
+/* Stacks first: they are what this sample is for. A new binary's copy, and the guest's own
+ * copies of its mapped files (no --sysroot), take what is left. */
+static void capture_cpu(prof_session *s, struct cpu_capture *c)
+{
+    capture_stacks(s, c);
+    struct prof_os_mem mem = os_mem(s);
+    prof_sysroot_copy_images(s->sysroot, c->uspace, s->os, &c->vcpu, &mem);
 }
 
 static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, void *ctx,

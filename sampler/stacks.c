@@ -149,7 +149,8 @@ static uint32_t unverified_module(prof_stack_builder *sb, const struct prof_exec
 }
 
 /* Keeps the frames of a --sysroot walk that are known right: each pc in a file whose build-id
- * matched gets that file's module; the first pc outside them is kept, named by its mapping, and
+ * matched (or whose own mapped .eh_frame the unwinder has) gets that file's module; the first pc
+ * outside them is kept, named by its mapping (or the mapped file's .dynsym), and
  * ends the walk marked (what lies beyond it came from no CFI we trust); a frame the unwinder
  * found by frame pointers is dropped and ends it. Returns the frames kept. */
 static int keep_verified(prof_stack_builder *sb, struct cpu_capture *c, int n, enum unw_stop *stop)
@@ -166,9 +167,10 @@ static int keep_verified(prof_stack_builder *sb, struct cpu_capture *c, int n, e
             sb->frame_modules[i] = u->module[k];
             continue;
         }
-        sb->frame_modules[i] = k >= 0   ? unverified_module(sb, &u->maps[k])
-                               : i == 0 ? c->leaf_module
-                                        : OUT_NO_MODULE;
+        sb->frame_modules[i] = k >= 0 && u->named[k] ? u->module[k]
+                               : k >= 0              ? unverified_module(sb, &u->maps[k])
+                               : i == 0              ? c->leaf_module
+                                                     : OUT_NO_MODULE;
         *stop = UNW_STOP_NO_CFI;
         return i + 1;
     }
@@ -188,8 +190,14 @@ static void sysroot_user_part(prof_stack_builder *sb, struct cpu_capture *c,
     }
     n = keep_verified(sb, c, n, &stop);
     st->sample.user_stop = stop;
-    sb->counters->sysroot_stacks++;
-    sb->counters->sysroot_stacks_complete += !unw_stop_is_truncation(stop);
+    const struct user_space *u = c->uspace;
+    if (u->n_verified > u->n_from_memory) {
+        sb->counters->sysroot_stacks++;
+        sb->counters->sysroot_stacks_complete += !unw_stop_is_truncation(stop);
+    } else if (u->n_from_memory) {
+        sb->counters->memory_stacks++;
+        sb->counters->memory_stacks_complete += !unw_stop_is_truncation(stop);
+    }
     if (unw_stop_is_truncation(stop))
         sb->counters->truncated[stop]++;
     for (int i = n - 1; i >= 0; i--)

@@ -5,7 +5,10 @@
  *
  * While the guest is paused only the OS adapter's list of exec mappings is copied (and the
  * adapter reads what it does not know yet: paths, build-ids, once per process and file). Opening
- * files, checking build-ids and loading libdwfl wait until the guest runs again. */
+ * files, checking build-ids and loading libdwfl wait until the guest runs again.
+ *
+ * A mapping no sysroot file serves (no --sysroot, or none of the guest's build there) is
+ * unwound and named from the guest's own mapped copy of the file instead (memimage.h). */
 #include "sysroot.h"
 
 #include <elfutils/libdwelf.h>
@@ -29,6 +32,7 @@ struct prof_sysroot {
     GHashTable *files;              /* guest path -> struct sysroot_file (owned) */
     GHashTable *spaces;             /* struct user_space_key -> struct user_space (owned) */
     GHashTable *modules_by_file;    /* "host path@bias" -> module index */
+    prof_memimgs *memimgs;          /* the guest's own copies of its files (from_memory) */
 };
 
 /* One guest path looked up under the sysroot, once. */
@@ -64,7 +68,10 @@ static void user_space_free(gpointer p)
     struct user_space *u = p;
     g_free(u->maps);
     g_free(u->verified);
+    g_free(u->named);
     g_free(u->module);
+    g_free(u->img);
+    g_free(u->img_used);
     unw_space_free(u->space);
     g_free(u);
 }
@@ -92,6 +99,8 @@ prof_sysroot *prof_sysroot_new(const struct prof_sysroot_config *cfg, prof_modul
     sr->spaces =
         g_hash_table_new_full(user_space_key_hash, user_space_key_equal, NULL, user_space_free);
     sr->modules_by_file = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    if (cfg->from_memory)
+        sr->memimgs = prof_memimgs_new(cfg->arch->elf_machine, cfg->verbose);
     return sr;
 }
 
@@ -102,6 +111,7 @@ void prof_sysroot_free(prof_sysroot *sr)
     g_hash_table_destroy(sr->spaces);
     g_hash_table_destroy(sr->files);
     g_hash_table_destroy(sr->modules_by_file);
+    prof_memimgs_free(sr->memimgs);
     g_free(sr);
 }
 
@@ -114,6 +124,8 @@ void prof_sysroot_begin_stop(prof_sysroot *sr)
 void prof_sysroot_reset(prof_sysroot *sr)
 {
     g_hash_table_remove_all(sr->spaces);
+    if (sr->memimgs)
+        prof_memimgs_reset(sr->memimgs);
 }
 
 int prof_user_space_find(const struct user_space *u, uint64_t pc)
@@ -136,8 +148,12 @@ static struct user_space *user_space_for(prof_sysroot *sr, const struct prof_add
     u->key = key;
     u->n = as->n > 0 ? as->n : 0;
     u->maps = g_memdup2(as->maps, sizeof *as->maps * (size_t)u->n);
-    u->verified = g_new0(bool, u->n ? u->n : 1);
-    u->module = g_new0(uint32_t, u->n ? u->n : 1);
+    size_t n = u->n ? (size_t)u->n : 1;
+    u->verified = g_new0(bool, n);
+    u->named = g_new0(bool, n);
+    u->module = g_new0(uint32_t, n);
+    u->img = g_new0(struct prof_memimg *, n);
+    u->img_used = g_new0(bool, n);
     g_hash_table_insert(sr->spaces, &u->key, u);
     return u;
 }
@@ -146,12 +162,12 @@ struct user_space *prof_sysroot_capture(prof_sysroot *sr, prof_os *os, int i,
                                         struct prof_task *task, const struct prof_os_mem *mem)
 {
     struct prof_address_space as;
-    if (!sr->cfg.dir || !task->known || task->state != PROF_TASK_USER ||
+    if ((!sr->cfg.dir && !sr->memimgs) || !task->known || task->state != PROF_TASK_USER ||
         prof_os_address_space(os, i, mem, &as) != 0)
         return NULL;
     struct user_space *u = user_space_for(sr, &as);
     /* A space known to hold no verified file unwinds nothing: its leaf is all there is. */
-    if (!u->built || u->n_verified > 0)
+    if (!u->built || u->n_verified > 0 || u->mem_pending)
         task->user_leaf_only = false;
     return u;
 }
@@ -319,7 +335,7 @@ static void user_space_build(prof_sysroot *sr, struct user_space *u)
         fprintf(stderr, "qprof: --sysroot: %s\n", err.msg);
         return;
     }
-    for (int k = 0; k < u->n; k++) {
+    for (int k = 0; k < u->n && sr->cfg.dir; k++) {
         const struct prof_exec_mapping *m = &u->maps[k];
         struct sysroot_file *f = sysroot_file(sr, m->path);
         int64_t bias;
@@ -328,7 +344,7 @@ static void user_space_build(prof_sysroot *sr, struct user_space *u)
         if (!add_mapping(sr, u, k, f, bias))
             continue;
         u->module[k] = sysroot_module(sr, f, bias);
-        u->verified[k] = true;
+        u->verified[k] = u->named[k] = true;
         u->n_verified++;
         if (sr->cfg.verbose)
             fprintf(stderr, "qprof: --sysroot: %s at 0x%" PRIx64 " (bias 0x%" PRIx64 ")\n",
@@ -336,8 +352,77 @@ static void user_space_build(prof_sysroot *sr, struct user_space *u)
     }
 }
 
+/* ---- The guest's own copies of its files (no sysroot file for them) ---------------------- */
+
+void prof_sysroot_copy_images(prof_sysroot *sr, struct user_space *u, prof_os *os,
+                              const struct prof_vcpu *cpu, const struct prof_os_mem *mem)
+{
+    if (!u || !sr->memimgs)
+        return;
+    if (sr->cfg.dir && !u->built) { /* the sysroot's files first: copy only what they miss */
+        u->mem_pending = true;
+        return;
+    }
+    bool pending = false;
+    for (int k = 0; k < u->n; k++) {
+        if (u->verified[k] || (u->img[k] && prof_memimg_done(u->img[k])))
+            continue;
+        u->img[k] = prof_memimg_progress(sr->memimgs, u->key.id, &u->maps[k], os, cpu, mem);
+        pending |= u->img[k] && !prof_memimg_done(u->img[k]);
+    }
+    u->mem_pending = pending;
+}
+
+/* One module per copied file and bias: "libc.so.6", its exported functions named, any other pc
+ * as libc.so.6+0xOFFSET from where the file's start is mapped. */
+static uint32_t memory_module(prof_sysroot *sr, struct prof_memimg *img,
+                              const struct prof_exec_mapping *m)
+{
+    int64_t bias = prof_memimg_bias(img, m);
+    char *key = g_strdup_printf("mem:%s@%" PRIx64, prof_memimg_key(img), (uint64_t)bias);
+    gpointer found;
+    if (g_hash_table_lookup_extended(sr->modules_by_file, key, NULL, &found)) {
+        g_free(key);
+        return GPOINTER_TO_UINT(found);
+    }
+    struct out_module om = {.base = m->head_start};
+    const char *base = strrchr(m->path, '/');
+    g_strlcpy(om.name, base ? base + 1 : m->path, sizeof om.name);
+    g_strlcpy(om.path, m->path, sizeof om.path);
+    uint32_t index = prof_modules_add(sr->modules, &om, prof_memimg_symbols(img), bias);
+    g_hash_table_insert(sr->modules_by_file, key, GUINT_TO_POINTER(index));
+    return index;
+}
+
+/* Mapping k's copy is finished: its .eh_frame to the unwinder, its .dynsym to the module. */
+static void use_memory_image(prof_sysroot *sr, struct user_space *u, int k)
+{
+    struct prof_memimg *img = u->img[k];
+    const struct prof_exec_mapping *m = &u->maps[k];
+    struct qp_error err = {0};
+    u->img_used[k] = true;
+    u->module[k] = memory_module(sr, img, m);
+    u->named[k] = true;
+    if (!u->space || prof_memimg_add_unwind(img, u->space, m, &err) != 0) {
+        if (sr->cfg.verbose && err.msg[0])
+            fprintf(stderr, "qprof: %s: %s\n", m->path, err.msg);
+        return;
+    }
+    u->verified[k] = true;
+    u->n_verified++;
+    u->n_from_memory++;
+    if (sr->cfg.verbose)
+        fprintf(stderr, "qprof: %s at 0x%" PRIx64 ": unwound by the guest's own .eh_frame\n",
+                m->path, m->start);
+}
+
 void prof_sysroot_build(prof_sysroot *sr, struct user_space *u)
 {
-    if (u && !u->built)
+    if (!u)
+        return;
+    if (!u->built)
         user_space_build(sr, u);
+    for (int k = 0; k < u->n; k++)
+        if (!u->verified[k] && !u->img_used[k] && u->img[k] && prof_memimg_done(u->img[k]))
+            use_memory_image(sr, u, k);
 }

@@ -7,6 +7,7 @@
 #ifndef SYMBOLS_H
 #define SYMBOLS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -140,5 +141,54 @@ size_t sym_store_page_count(const sym_store *s);
 
 /* How many files with an ELF magic could not be opened or parsed, over every add_dir call. */
 size_t sym_store_unreadable(const sym_store *s);
+
+/* ---- ELF files as a process maps them (no file: guest memory) ------------------------------ */
+
+#define SYM_MEM_MAX_EH_FRAME ((uint64_t)16 << 20)
+#define SYM_MEM_MAX_DYNSYMS  (1u << 20)
+#define SYM_MEM_MAX_DYNSTR   ((uint64_t)16 << 20)
+
+/* Reads len bytes of a process's memory at addr (or of its file at offset addr): 0 when all
+ * were read, -ENOSPC when it cannot read now for a reason that is no fault of the memory (out of
+ * the sample's budget: try again later), any other negative code when some byte is not readable (a
+ * page not present). */
+typedef int (*sym_mem_read_fn)(void *ctx, uint64_t addr, void *buf, size_t len);
+
+/* What the headers of a mapped ELF say; addresses are run-time ones (the process's). */
+struct sym_mem_image {
+    uint16_t type;            /* ET_EXEC or ET_DYN */
+    int64_t bias;             /* run-time minus link-time addresses */
+    uint64_t eh_frame;        /* .eh_frame (from PT_GNU_EH_FRAME's .eh_frame_hdr), 0: none */
+    uint64_t eh_frame_max;    /* bytes from there to the end of the PT_LOAD holding it (capped) */
+    uint64_t eh_frame_offset; /* its offset in the file (from that PT_LOAD's p_offset) */
+    uint64_t dynsym, dynsym_count; /* .dynsym and its symbol count (from the hash table), 0: none */
+    uint64_t dynstr, dynstr_size;
+    uint64_t dynsym_offset, dynstr_offset; /* their offsets in the file */
+    unsigned missing; /* tables left out because a page of theirs is not readable */
+};
+
+/* Reads the ELF header at base (where the process mapped file offset 0), its program headers,
+ * .eh_frame_hdr's pointer to .eh_frame and the dynamic section's .dynsym, .dynstr and hash table
+ * (DT_GNU_HASH, else DT_HASH, for the symbol count), for an ELF of machine `machine`, through
+ * read (run-time addresses), and, where read finds a table's page not present, through
+ * read_file (NULL: none) by its file offset (from the PT_LOAD it lies in; the ELF and program
+ * headers must be readable by read). Every table must lie inside the image's PT_LOAD
+ * segments' file bytes, counts and sizes within the SYM_MEM_MAX_* bounds. No PT_GNU_EH_FRAME or
+ * PT_DYNAMIC is no error (the fields stay 0), nor is one whose table is not readable (counted
+ * in missing, the reason in err). Returns 0, -ENOSPC (a reader's "try again later"), -EFAULT
+ * (the ELF or program headers not readable), -EINVAL (garbage), with err. */
+int sym_mem_image_read(sym_mem_read_fn read, sym_mem_read_fn read_file, void *ctx, uint64_t base,
+                       uint16_t machine, struct sym_mem_image *out, struct qp_error *err);
+
+/* The length of the whole .eh_frame entries (CIEs and FDEs) at the start of bytes, through the
+ * zero terminator when one is met (*terminated true): what is left of a table when a page after
+ * it could not be read. */
+size_t sym_eh_frame_whole_len(const void *bytes, size_t len, bool *terminated);
+
+/* A table of the exported functions of count Elf64_Sym entries (little-endian) and their string
+ * table (strsz bytes; names must end inside it): defined STT_FUNC/STT_GNU_IFUNC symbols with a
+ * size, at their link-time values. -ENOENT when there are none. name stands in for the path. */
+int sym_table_from_dynsym(const char *name, const void *dynsym, size_t count, const char *strtab,
+                          size_t strsz, sym_table **out, struct qp_error *err);
 
 #endif

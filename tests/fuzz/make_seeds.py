@@ -334,8 +334,50 @@ def unwind_seeds(build):
         subprocess.check_call([os.path.join(build, "tests/fuzz/gen_unwind_seeds"), out])
 
 
+MEM_BASE = 0x7F0000000000  # fuzz_mem_elf.c's
+
+
+def loaded_image(path, relocate_dynamic=False):
+    """The ELF at path as mmap maps it at MEM_BASE (PT_LOADs at their page offsets, bss zero);
+    relocate_dynamic rewrites .dynamic's d_ptr entries to run-time addresses, as glibc's loader
+    does."""
+    data = read(path)
+    phoff, = struct.unpack_from("<Q", data, 32)
+    phnum, = struct.unpack_from("<H", data, 56)
+    loads, dynamic = [], None
+    for i in range(phnum):
+        p_type, _, off, vaddr, _, filesz, memsz, _ = struct.unpack_from("<IIQQQQQQ", data, phoff + 56 * i)
+        if p_type == 1:
+            loads.append((off, vaddr, filesz, memsz))
+        elif p_type == 2:
+            dynamic = (vaddr, filesz)
+    base = loads[0][1] & ~0xFFF
+    mem = bytearray(max(v + m for _, v, _, m in loads) - base)
+    for off, vaddr, filesz, _ in loads:
+        mem[vaddr - base:vaddr - base + filesz] = data[off:off + filesz]
+    if relocate_dynamic and dynamic:
+        bias = MEM_BASE - base
+        for at in range(dynamic[0] - base, dynamic[0] - base + dynamic[1], 16):
+            tag, val = struct.unpack_from("<qQ", mem, at)
+            if tag in (4, 5, 6, 0x6FFFFEF5):  # DT_HASH, DT_STRTAB, DT_SYMTAB, DT_GNU_HASH
+                struct.pack_into("<Q", mem, at + 8, val + bias)
+    return bytes(mem)
+
+
+def mem_elf_seeds(build):
+    path = os.path.join(build, "tests/symbols/fixtures/fxlib.so")
+    if not os.path.exists(path):
+        print("no %s: skipped" % path)
+        return
+    image = loaded_image(path)
+    seed("mem_elf", "fxlib", b"\0" + image)
+    seed("mem_elf", "fxlib-relocated", b"\0" + loaded_image(path, relocate_dynamic=True))
+    seed("mem_elf", "fxlib-budget", b"\x03" + image)
+    seed("mem_elf", "fxlib-cut", b"\0" + image[:0x2000])  # .eh_frame's page not present
+
+
 GENERATED = ("eh_frame", "qmp_parser", "registers", "symmap", "elf_symbols", "pagewalk",
-             "pagewalk_aarch64", "unwind_stack", "gdb_packet", "gdb_tdesc")
+             "pagewalk_aarch64", "unwind_stack", "gdb_packet", "gdb_tdesc", "mem_elf")
 
 
 def main():
@@ -351,6 +393,7 @@ def main():
         (("pagewalk_aarch64",), pagewalk_aarch64_seeds),
         (("unwind_stack",), lambda: unwind_seeds(build)),
         (("gdb_packet", "gdb_tdesc"), gdb_seeds),
+        (("mem_elf",), lambda: mem_elf_seeds(build)),
     ]
     wanted = set(sys.argv[2:]) or set(GENERATED)
     for targets, generate in generators:

@@ -9,7 +9,8 @@
 #   OUTDIR/busybox        a copy of the guest's /bin/busybox (tests check user frames against it)
 #   OUTDIR/sysroot        the initramfs's tree as the guest sees it: the --sysroot of the tests.
 #                         With a host C compiler it holds /usr/local/bin/hotpath (hotpath.c, built
-#                         here with cc -O2 -fomit-frame-pointer, not by CMake, whose test build
+#                         here with cc -O2 -fomit-frame-pointer -rdynamic (its .dynsym names its
+#                         functions, for user stacks with no --sysroot), not by CMake, whose test build
 #                         adds sanitizers) and the host libraries it needs at the paths ldd names:
 #                         the host is Debian 12 like the guest's packages, so they are the same
 #                         builds the guest would have.
@@ -143,11 +144,11 @@ chmod 755 root/init
 # hotpath (the --sysroot workload) and the libraries it loads, at the paths the guest maps.
 if command -v cc >/dev/null && command -v ldd >/dev/null; then
     mkdir -p root/usr/local/bin sysroot-other/usr/local/bin
-    cc -O2 -fomit-frame-pointer -g0 -o root/usr/local/bin/hotpath "$here/hotpath.c"
+    cc -O2 -fomit-frame-pointer -g0 -rdynamic -o root/usr/local/bin/hotpath "$here/hotpath.c"
     # The same, linked at a fixed address (ET_EXEC, not PIE): the other way a binary is mapped.
-    cc -O2 -fomit-frame-pointer -g0 -fno-pie -no-pie -o root/usr/local/bin/hotpath-nopie \
+    cc -O2 -fomit-frame-pointer -g0 -rdynamic -fno-pie -no-pie -o root/usr/local/bin/hotpath-nopie \
         "$here/hotpath.c"
-    cc -O2 -fomit-frame-pointer -g0 -DHOTPATH_VARIANT -o sysroot-other/usr/local/bin/hotpath \
+    cc -O2 -fomit-frame-pointer -g0 -rdynamic -DHOTPATH_VARIANT -o sysroot-other/usr/local/bin/hotpath \
         "$here/hotpath.c"
     for lib in $(ldd root/usr/local/bin/hotpath | grep -o '/[^ ]*'); do
         mkdir -p "root$(dirname "$lib")"

@@ -502,6 +502,54 @@ static void test_file_path(void)
     CHECK(lx_file_path(&o, &r, file, path, sizeof path, &err) < 0);
 }
 
+/* The page cache: file->f_mapping->i_pages as the kernel builds it, in mem. */
+static void test_file_page(void)
+{
+    struct lx_offsets o;
+    lx_offsets_debian12_6_1(&o);
+    o.has_page_cache = true;
+    o.file_mapping = 8, o.mapping_i_pages = 16, o.xa_head = 8; /* xarray: lock, flags, head */
+    o.xa_node_shift = 0, o.xa_node_slots = 40, o.page_struct_size = 64;
+    o.vmemmap_base = UINT64_C(0xffffea0000000000);
+    memset(mem, 0, sizeof mem);
+    mem_base = UINT64_C(0xffff888000200000);
+    struct lx_reader r = {.read = mem_read};
+    const uint64_t file = mem_base, mapping = mem_base + 64;
+    const uint64_t top = mem_base + 1024, leaf = mem_base + 2048; /* two xa_nodes */
+    mem_put64(file + o.file_mapping, mapping);
+    /* top: shift 6 (indexes 0..4095), slot 1 -> leaf (indexes 64..127) */
+    mem[top - mem_base] = 6;
+    mem_put64(top + 40 + 8 * 1, leaf + 2);
+    mem[leaf - mem_base] = 0;
+    uint64_t page_of_pfn_0x1234 = o.vmemmap_base + 0x1234 * 64;
+    mem_put64(leaf + 40 + 8 * 3, page_of_pfn_0x1234);           /* index 67 */
+    mem_put64(leaf + 40 + 8 * 8, o.vmemmap_base + 0x4000 * 64); /* 4-page folio at 72..75 */
+    for (int k = 9; k < 12; k++)
+        mem_put64(leaf + 40 + 8 * (uint64_t)k, (8u << 2) | 2); /* siblings of slot 8 */
+    mem_put64(leaf + 40 + 8 * 5, 0x1235);                      /* a value (shadow) entry */
+    mem_put64(mapping + o.mapping_i_pages + o.xa_head, top + 2);
+    uint64_t pa = 0;
+    struct qp_error err = {0};
+    CHECK_INT(lx_file_page(&o, &r, file, 67, &pa, &err), 0);
+    CHECK_U64(pa, UINT64_C(0x1234) << 12);
+    CHECK_INT(lx_file_page(&o, &r, file, 74, &pa, &err), 0); /* through a sibling */
+    CHECK_U64(pa, UINT64_C(0x4002) << 12);
+    CHECK_INT(lx_file_page(&o, &r, file, 69, &pa, &err), -ENOENT);   /* evicted */
+    CHECK_INT(lx_file_page(&o, &r, file, 66, &pa, &err), -ENOENT);   /* empty */
+    CHECK_INT(lx_file_page(&o, &r, file, 5000, &pa, &err), -ENOENT); /* beyond the tree */
+    /* A node that points at itself: bounded, an error. */
+    mem_put64(leaf + 40 + 8 * 3, leaf + 2);
+    mem[leaf - mem_base] = 6;
+    CHECK(lx_file_page(&o, &r, file, 67, &pa, &err) < 0);
+    /* A slot that is no struct page. */
+    mem[leaf - mem_base] = 0;
+    mem_put64(leaf + 40 + 8 * 3, o.vmemmap_base + 0x1234 * 64 + 8);
+    CHECK_INT(lx_file_page(&o, &r, file, 67, &pa, &err), -EINVAL);
+    /* No BTF offsets: said, not guessed. */
+    o.has_page_cache = false;
+    CHECK_INT(lx_file_page(&o, &r, file, 67, &pa, &err), -ENOTSUP);
+}
+
 /* An ELF header, one PT_LOAD and one PT_NOTE holding an ABI-tag note then the build-id note. */
 static size_t put_elf_with_build_id(void)
 {
@@ -932,6 +980,7 @@ int main(void)
     test_unknown_orc_layout(&p);
     test_not_linux(&p);
     test_file_path();
+    test_file_page();
     test_build_id();
     mod_area = g_malloc0(MOD_AREA_SIZE);
     test_modules_good();

@@ -384,7 +384,7 @@ static const char *user_frame(const struct guest_names *n, const struct stack *s
 }
 
 struct per_cpu {
-    uint64_t total, idle, pinned, other;
+    uint64_t total, idle, pinned, other, truncated;
 };
 
 /* Every stack: a process root holds only that program's user frames; a kernel root (the idle
@@ -402,8 +402,16 @@ static void check_stacks(const struct smp_case *c, const struct guest *g, const 
             continue;
         struct per_cpu *p = &pc[s->cpu];
         p->total += s->count;
-        CHECK_MSG(!strstr(s->frames, "[truncated]"), "truncated stack: cpu%d;%s;%s", s->cpu,
-                  s->root, s->frames);
+        /* A kernel stack caught mid-switch (switch_to has published the next process, sp is
+         * still on the previous one's stack) is marked, not named for either process: allowed,
+         * as a kernel root and rarely (checked with the totals below). Any other truncation is
+         * a stack qprof should have finished. */
+        if (strstr(s->frames, "[truncated]")) {
+            bool mid_switch =
+                strcmp(s->root, "kernel") == 0 && g_str_has_suffix(s->frames, "switch_to");
+            CHECK_MSG(mid_switch, "truncated stack: cpu%d;%s;%s", s->cpu, s->root, s->frames);
+            p->truncated += s->count;
+        }
         const struct program *prog = root_program(c, s->root);
         if (strcmp(s->root, "idle") == 0) {
             p->idle += s->count;
@@ -448,6 +456,8 @@ static void check_stacks(const struct smp_case *c, const struct guest *g, const 
         else
             CHECK_MSG(pc[k].total == c->samples, "cpu%d: %lu stacks for %u samples", k,
                       (unsigned long)pc[k].total, c->samples);
+        CHECK_MSG(pc[k].truncated <= pc[k].total / 100 + 1, "cpu%d: %lu of %lu stacks truncated", k,
+                  (unsigned long)pc[k].truncated, (unsigned long)pc[k].total);
         /* The duty cycle idles ~15%; a vCPU idle half the time did not run its work. */
         double idle = (double)pc[k].idle / (double)(pc[k].total ? pc[k].total : 1);
         CHECK_MSG(idle < 0.5, "cpu%d idle %.2f of the time", k, idle);

@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <errno.h>
+#include <gelf.h>
 #include <glib.h>
+#include <string.h>
 
 #include "symbols.h"
 #include "harness.h"
@@ -517,14 +520,179 @@ static void test_pages(void)
     sym_store_free(s);
 }
 
+/* ---- An ELF as a process maps it (sym_mem_image_read) --------------------------------------- */
+
+#define MEM_BASE UINT64_C(0x7f0000000000)
+
+/* fxlib.so laid out as mmap maps it at MEM_BASE; pages listed in `absent` not readable. */
+struct mapped {
+    uint8_t *mem;
+    size_t len;
+    uint64_t absent_page; /* offset of a page that is not present, or UINT64_MAX */
+    uint8_t *file;        /* the file itself, for read_file */
+    size_t file_len;
+};
+
+static int file_read(void *ctx, uint64_t off, void *buf, size_t len)
+{
+    const struct mapped *m = ctx;
+    if (off > m->file_len || len > m->file_len - off)
+        return -EFAULT;
+    memcpy(buf, m->file + off, len);
+    return 0;
+}
+
+static int mapped_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+    const struct mapped *m = ctx;
+    if (addr < MEM_BASE || addr - MEM_BASE > m->len || len > m->len - (addr - MEM_BASE))
+        return -EFAULT;
+    uint64_t off = addr - MEM_BASE;
+    if (m->absent_page != UINT64_MAX && off < m->absent_page + 4096 && off + len > m->absent_page)
+        return -EFAULT;
+    memcpy(buf, m->mem + off, len);
+    return 0;
+}
+
+struct section {
+    uint64_t addr, size;
+};
+
+/* Maps path's PT_LOADs; fills the sections named, and relocates .dynamic's pointers as glibc's
+ * loader does when relocate is set. */
+static struct mapped map_like_mmap(const char *path, bool relocate, struct section *dynsym,
+                                   struct section *dynstr, struct section *eh_frame)
+{
+    gchar *file;
+    gsize file_len;
+    REQUIRE(g_file_get_contents(path, &file, &file_len, NULL));
+    Elf *elf = elf_memory(file, file_len);
+    REQUIRE(elf != NULL);
+    size_t phnum;
+    REQUIRE(elf_getphdrnum(elf, &phnum) == 0);
+    struct mapped m = {.absent_page = UINT64_MAX};
+    for (size_t i = 0; i < phnum; i++) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD &&
+            ph.p_vaddr + ph.p_memsz > m.len)
+            m.len = ph.p_vaddr + ph.p_memsz;
+    }
+    m.mem = g_malloc0(m.len);
+    GElf_Phdr dyn = {0};
+    for (size_t i = 0; i < phnum; i++) {
+        GElf_Phdr ph;
+        REQUIRE(gelf_getphdr(elf, (int)i, &ph) != NULL);
+        if (ph.p_type == PT_LOAD)
+            memcpy(m.mem + ph.p_vaddr, file + ph.p_offset, ph.p_filesz);
+        if (ph.p_type == PT_DYNAMIC)
+            dyn = ph;
+    }
+    for (uint64_t at = dyn.p_vaddr; relocate && at + 16 <= dyn.p_vaddr + dyn.p_filesz; at += 16) {
+        int64_t tag;
+        uint64_t val;
+        memcpy(&tag, m.mem + at, 8);
+        memcpy(&val, m.mem + at + 8, 8);
+        if (tag == DT_SYMTAB || tag == DT_STRTAB || tag == DT_GNU_HASH || tag == DT_HASH) {
+            val += MEM_BASE;
+            memcpy(m.mem + at + 8, &val, 8);
+        }
+    }
+    size_t shstrndx;
+    REQUIRE(elf_getshdrstrndx(elf, &shstrndx) == 0);
+    for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
+        GElf_Shdr sh;
+        REQUIRE(gelf_getshdr(scn, &sh) != NULL);
+        const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
+        struct section *want = !name                            ? NULL
+                               : strcmp(name, ".dynsym") == 0   ? dynsym
+                               : strcmp(name, ".dynstr") == 0   ? dynstr
+                               : strcmp(name, ".eh_frame") == 0 ? eh_frame
+                                                                : NULL;
+        if (want)
+            *want = (struct section){sh.sh_addr, sh.sh_size};
+    }
+    elf_end(elf);
+    m.file = (uint8_t *)file;
+    m.file_len = file_len;
+    return m;
+}
+
+static void check_mapped_fxlib(bool relocate)
+{
+    struct section dynsym = {0}, dynstr = {0}, eh_frame = {0};
+    struct mapped m = map_like_mmap(FX("fxlib.so"), relocate, &dynsym, &dynstr, &eh_frame);
+    REQUIRE(dynsym.size && dynstr.size && eh_frame.size);
+    struct sym_mem_image img;
+    struct qp_error err = {0};
+    CHECK_INT(sym_mem_image_read(mapped_read, NULL, &m, MEM_BASE, EM_X86_64, &img, &err), 0);
+    CHECK_INT(img.type, ET_DYN);
+    CHECK_U64((uint64_t)img.bias, MEM_BASE);
+    CHECK_U64(img.eh_frame, MEM_BASE + eh_frame.addr);
+    CHECK(img.eh_frame_max >= eh_frame.size);
+    CHECK_U64(img.dynsym, MEM_BASE + dynsym.addr);
+    CHECK_U64(img.dynsym_count, dynsym.size / sizeof(Elf64_Sym));
+    CHECK_U64(img.dynstr, MEM_BASE + dynstr.addr);
+    CHECK_U64(img.dynstr_size, dynstr.size);
+
+    /* .eh_frame's entries end at its terminator (the fixture, linked without crtend.o, has
+     * none: they end with the section, which ends its segment). */
+    bool terminated = false;
+    size_t whole =
+        sym_eh_frame_whole_len(m.mem + eh_frame.addr, (size_t)img.eh_frame_max, &terminated);
+    CHECK_U64(whole, terminated ? whole : eh_frame.size);
+    CHECK(whole <= eh_frame.size && whole > 16);
+    /* A copy cut short keeps whole entries only. */
+    size_t part = sym_eh_frame_whole_len(m.mem + eh_frame.addr, whole - 1, &terminated);
+    CHECK(!terminated && part < whole);
+
+    sym_table *t = NULL;
+    CHECK_INT(sym_table_from_dynsym("fxlib.so", m.mem + dynsym.addr, (size_t)img.dynsym_count,
+                                    (const char *)m.mem + dynstr.addr, (size_t)img.dynstr_size, &t,
+                                    &err),
+              0);
+    uint64_t addr = 0;
+    struct sym_info info;
+    if (t && sym_find_by_name(t, "lib_second", &addr) == 0 && sym_lookup(t, addr + 3, &info) == 0)
+        CHECK_STR(info.name, "lib_second");
+    else
+        CHECK_MSG(false, "lib_second not found in the mapped .dynsym");
+    sym_table_free(t);
+
+    /* The page of .eh_frame_hdr not present: no .eh_frame, never a guess, and the names
+     * still. */
+    m.absent_page = eh_frame.addr & ~UINT64_C(0xfff);
+    CHECK_INT(sym_mem_image_read(mapped_read, NULL, &m, MEM_BASE, EM_X86_64, &img, &err), 0);
+    CHECK(img.eh_frame == 0 && img.missing == 1 && img.dynsym == MEM_BASE + dynsym.addr);
+    /* ... unless the file's pages can be read (the page cache): then from there. */
+    CHECK_INT(sym_mem_image_read(mapped_read, file_read, &m, MEM_BASE, EM_X86_64, &img, &err), 0);
+    CHECK_U64(img.eh_frame, MEM_BASE + eh_frame.addr);
+    CHECK(img.missing == 0 && img.eh_frame_offset == eh_frame.addr); /* vaddr = offset there */
+    /* The ELF header's page not present: nothing. */
+    m.absent_page = 0;
+    CHECK_INT(sym_mem_image_read(mapped_read, NULL, &m, MEM_BASE, EM_X86_64, &img, &err), -EFAULT);
+    /* Another machine's ELF is refused. */
+    m.absent_page = UINT64_MAX;
+    CHECK_INT(sym_mem_image_read(mapped_read, NULL, &m, MEM_BASE, EM_RISCV, &img, &err), -EINVAL);
+    g_free(m.mem);
+    g_free(m.file);
+}
+
+static void test_mem_image(void)
+{
+    check_mapped_fxlib(false);
+    check_mapped_fxlib(true);
+}
+
 static const struct {
     const char *name;
     void (*run)(void);
 } cases[] = {
-    {"hash", test_hash},         {"elf", test_elf},           {"stripped", test_stripped},
-    {"dynsym", test_dynsym},     {"demangle", test_demangle}, {"map", test_map},
-    {"kallsyms", test_kallsyms}, {"store", test_store},       {"lines", test_lines},
-    {"pages", test_pages},
+    {"hash", test_hash},           {"elf", test_elf},
+    {"stripped", test_stripped},   {"dynsym", test_dynsym},
+    {"demangle", test_demangle},   {"map", test_map},
+    {"kallsyms", test_kallsyms},   {"store", test_store},
+    {"lines", test_lines},         {"pages", test_pages},
+    {"mem_image", test_mem_image},
 };
 
 int main(int argc, char **argv)
