@@ -9,7 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static const struct prof_arch *const arches[] = {&prof_arch_x86_64, &prof_arch_riscv64};
+static const struct prof_arch *const arches[] = {&prof_arch_x86_64, &prof_arch_riscv64,
+                                                 &prof_arch_aarch64};
 #define N_ARCHES (sizeof arches / sizeof arches[0])
 
 const struct prof_arch *prof_arch_for_elf(uint16_t elf_machine)
@@ -30,7 +31,16 @@ const struct prof_arch *prof_arch_for_gdb(const char *xml_arch)
 
 const char *prof_arch_known_names(void)
 {
-    return "x86_64, riscv64";
+    return "x86_64, riscv64, aarch64";
+}
+
+int prof_arch_page_walk(const struct prof_arch *a, uint64_t root, const struct prof_arch_mmu *mmu,
+                        uint64_t vaddr, prof_arch_phys_read_fn read_phys, void *ctx,
+                        uint64_t *paddr, uint64_t *page_size)
+{
+    if (a->page_walk_mmu)
+        return a->page_walk_mmu(root, mmu, vaddr, read_phys, ctx, paddr, page_size);
+    return a->page_walk(root, vaddr, read_phys, ctx, paddr, page_size);
 }
 
 /* Names for the e_machine values people meet, so that a message says "aarch64", not 183. */

@@ -48,11 +48,21 @@ struct prof_frame_rule {
  * register, -ENODATA when it could not give its value. */
 typedef int (*prof_arch_reg_fn)(void *ctx, const char *name, uint64_t *val);
 
+/* What a page walk needs beyond the root register, for an architecture whose translation one
+ * register does not describe: aarch64's high-half root (TTBR1_EL1) and the control register
+ * that sets both halves' sizes and granules (TCR_EL1). x86_64 and riscv64 leave it zero and
+ * their walks never read it. */
+struct prof_arch_mmu {
+    uint64_t root_hi; /* aarch64: TTBR1_EL1 (the root itself, TTBR0_EL1, is as_root) */
+    uint64_t control; /* aarch64: TCR_EL1 */
+};
+
 /* What a vCPU's privileged registers say, for struct prof_vcpu. */
 struct prof_arch_cpu_state {
     int privilege;    /* 0 is the most privileged */
     bool paging;      /* translation on, in the mode the page walk knows */
     uint64_t as_root; /* the address-space root register's value (flags included) */
+    struct prof_arch_mmu mmu; /* the rest of the walk's context; zero where none is needed */
     /* The trap CSR that holds the interrupted pc (RISC-V sepc), for the unwinder's column
      * UNW_TRAP_PC_COLUMN: a trap entry names the pc there until it has saved it. */
     bool has_trap_pc;
@@ -73,6 +83,12 @@ struct prof_arch {
      * entry per level: tables that point back at themselves end it, never loop it. */
     int (*page_walk)(uint64_t root, uint64_t vaddr, prof_arch_phys_read_fn read_phys, void *ctx,
                      uint64_t *paddr, uint64_t *page_size);
+    /* The same with the rest of the translation context (mmu may be NULL: all zero). NULL for
+     * an architecture whose walk needs only root; call prof_arch_page_walk, which picks. aarch64
+     * has both, and its page_walk, with no TCR_EL1, refuses with -ENOTSUP. */
+    int (*page_walk_mmu)(uint64_t root, const struct prof_arch_mmu *mmu, uint64_t vaddr,
+                         prof_arch_phys_read_fn read_phys, void *ctx, uint64_t *paddr,
+                         uint64_t *page_size);
     struct prof_frame_rule frame;
     /* QEMU's gdbstub translates `m` addresses with the vCPU's own privilege (riscv64): a vCPU
      * stopped in user mode cannot read kernel memory that way, only from a shared RAM file. */
@@ -95,6 +111,12 @@ struct prof_arch {
 
 extern const struct prof_arch prof_arch_x86_64;
 extern const struct prof_arch prof_arch_riscv64;
+extern const struct prof_arch prof_arch_aarch64;
+
+/* a->page_walk_mmu when the architecture has one, else a->page_walk (mmu unused). */
+int prof_arch_page_walk(const struct prof_arch *a, uint64_t root, const struct prof_arch_mmu *mmu,
+                        uint64_t vaddr, prof_arch_phys_read_fn read_phys, void *ctx,
+                        uint64_t *paddr, uint64_t *page_size);
 
 /* The table for an ELF e_machine, NULL when qprof knows no such architecture. */
 const struct prof_arch *prof_arch_for_elf(uint16_t elf_machine);

@@ -65,7 +65,8 @@ char *gdb_frame(const char *payload, size_t len, size_t *out_len);
 
 /* ---- Target description ----------------------------------------------------------------- */
 
-#define GDB_MAX_REGS 256
+/* QEMU 7.2's aarch64 `-cpu max` describes about 290 (core, SVE, some 200 system registers). */
+#define GDB_MAX_REGS 1024
 
 struct gdb_reg {
     char name[32];

@@ -47,6 +47,8 @@ struct prof_vcpu {
     bool paging64;    /* in 64-bit paging mode: addresses mean what the unwinder expects */
     uint64_t as_root; /* address-space root as arch->page_walk takes it (x86: CR3's address bits;
                          riscv64: all of satp, the mode included); compare through as_root_mask */
+    struct prof_arch_mmu mmu; /* the rest of the walk's context (aarch64: TTBR1_EL1, TCR_EL1), for
+                                 prof_arch_page_walk; zero where the architecture needs none */
     uint64_t gs_base; /* x86: the GS segment base (the per-CPU area in a Linux kernel) */
     bool la57;        /* x86: 5-level paging (CR4.LA57) */
     const void *target_cpu; /* the backend's own record, for prof_target_read; valid only while

@@ -224,6 +224,7 @@ static int vcpu_from_regs(const struct target_gdb *t, const struct gdb_regset *s
     v->halted = set->halted == 1;
     v->paging64 = st.paging;
     v->as_root = st.as_root;
+    v->mmu = st.mmu;
     v->regs.has_trap_pc = st.has_trap_pc;
     v->regs.trap_pc = st.trap_pc;
     v->target_cpu = cpu;
@@ -352,14 +353,14 @@ static int walk_read_phys(void *ctx, uint64_t paddr, uint64_t *val)
  * request stops at the first page that does not translate or is not RAM. */
 static void read_walked(struct target_gdb *t, const struct prof_vcpu *cpu, struct prof_mem_req *r)
 {
-    /* translation off (M-mode): a root of 0 is Bare mode, no translation (only riscv64 comes here)
-     */
-    uint64_t root = cpu->paging64 ? ((const struct gdb_cpu *)cpu->target_cpu)->as_root : 0;
+    uint64_t root = ((const struct gdb_cpu *)cpu->target_cpu)->as_root;
     r->got = 0;
     r->rc = 0;
     while (r->got < r->len) {
-        uint64_t va = r->vaddr + r->got, pa = 0, page = 0;
-        if (t->arch->page_walk(root, va, walk_read_phys, t, &pa, &page) != 0)
+        uint64_t va = r->vaddr + r->got, pa = va, page = PAGE_SIZE;
+        /* translation off (riscv64 M-mode, aarch64 with SCTLR_EL1.M clear): physical = virtual */
+        if (cpu->paging64 &&
+            prof_arch_page_walk(t->arch, root, &cpu->mmu, va, walk_read_phys, t, &pa, &page) != 0)
             break;
         size_t len = (size_t)(page - va % page);
         if (len > r->len - r->got)

@@ -62,6 +62,9 @@ struct unw_machine {
     /* Calls leave the return address in a register (riscv's ra): a function that has not
      * stored anything yet shares its caller's sp, so the first step may keep sp the same. */
     bool link_register;
+    /* libdwfl's backend guesses callers by frame pointers where there is no CFI, in a way that
+     * invents frames (aarch64's: see on_frame): such frames end the walk instead. */
+    bool fp_guess_untrusted;
     /* Seeds DWARF column UNW_TRAP_PC_COLUMN with unw_regs.trap_pc when the regs have one. */
     bool trap_pc_column;
 };

@@ -85,7 +85,8 @@ static int attach(unw_space *s, struct qp_error *err)
 }
 
 /* x86_64: rax..r15 and rip (16); riscv64: x0..x31, the pc in slot 32 (RISC-V's DWARF has no
- * number for it; libdwfl takes it apart from the registers). */
+ * number for it; libdwfl takes it apart from the registers); aarch64: x0..x30 and sp (31), the
+ * pc in slot 32 (libdwfl's aarch64 backend takes it apart too; x30 is the link register). */
 static const struct unw_machine machines[] = {
     {.elf_machine = EM_X86_64,
      .name = "x86_64",
@@ -99,6 +100,13 @@ static const struct unw_machine machines[] = {
      .sp_slot = 2,
      .link_register = true,
      .trap_pc_column = true},
+    {.elf_machine = EM_AARCH64,
+     .name = "aarch64",
+     .nregs = 32,
+     .pc_slot = 32,
+     .sp_slot = 31,
+     .link_register = true,
+     .fp_guess_untrusted = true},
 };
 
 static const struct unw_machine *machine_for(uint16_t elf_machine)

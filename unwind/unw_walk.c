@@ -252,8 +252,15 @@ static int on_frame(Dwfl_Frame *frame, void *arg)
         return stop_walk(w, UNW_STOP_MEMORY);
     if (i > 0 && sp_known && !frame_is_growing(s, i, pc, sp, activation))
         return stop_walk(w, UNW_STOP_NOT_GROWING);
-    res->frames[i] =
-        (struct unw_frame){.pc = pc, .activation = activation, .method = method_of_next(s, i)};
+    enum unw_method method = method_of_next(s, i);
+    /* libdwfl's frame-pointer fallback for aarch64 takes a caller from the link register whether
+     * or not the callee has stored it yet, and the sp of each caller from the frame record below
+     * it: a leaf with its record stored shows its caller twice, a pc past a call shows its own
+     * function as its caller. Without CFI there is no telling those apart, so the walk ends at
+     * the last frame CFI vouches for, marked. */
+    if (method == UNW_BY_FP && s->machine->fp_guess_untrusted)
+        return stop_walk(w, UNW_STOP_NO_CFI);
+    res->frames[i] = (struct unw_frame){.pc = pc, .activation = activation, .method = method};
     res->n_frames++;
     w->prev_pc = pc;
     w->prev_sp = sp;

@@ -22,7 +22,7 @@
 /* Registers in the guest architecture's DWARF numbering (arch/ says which slot holds the pc and
  * the stack pointer). x86_64: 0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp, 8..15
  * r8..r15, 16 rip (the return address column), the rest unused. riscv64: 0..31 x0..x31, 32 the pc
- * (RISC-V's DWARF has no number for it). */
+ * (RISC-V's DWARF has no number for it). aarch64: 0..30 x0..x30, 31 sp, 32 the pc. */
 #define UNW_NREGS        33
 #define UNW_X86_64_NREGS 17 /* rax..rip: what libdwfl's x86_64 backend takes */
 struct unw_regs {
@@ -111,7 +111,7 @@ struct unw_result {
 
 typedef struct unw_space unw_space;
 
-/* Whether unw_unwind can walk stacks of this ELF machine: x86_64 and riscv64 (libdwfl's
+/* Whether unw_unwind can walk stacks of this ELF machine: x86_64, riscv64, aarch64 (libdwfl's
  * backends; struct unw_regs's slots as unwind.h lists them). */
 bool unw_supports_machine(uint16_t elf_machine);
 

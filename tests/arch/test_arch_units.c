@@ -1,7 +1,10 @@
 /* The architecture tables without QEMU: riscv64's Sv39/Sv48/Sv57 walks on synthetic page
  * tables (superpages, holes, reserved and misaligned entries, a table that points at itself, a
  * satp mode it does not know), its privilege decoding, and the choice of an architecture from a
- * kernel ELF's e_machine with the one-line errors for one qprof does not know or a mismatch. */
+ * kernel ELF's e_machine with the one-line errors for one qprof does not know or a mismatch.
+ * aarch64 the same way: 4K, 16K and 64K walks of both halves (blocks, pages, reserved
+ * encodings, tags, disabled halves), tables that point at themselves, reserved granules, and
+ * PSTATE.EL/SCTLR_EL1/TCR_EL1 decoding. */
 #define _GNU_SOURCE
 #include "arch.h"
 #include "harness.h"
@@ -192,6 +195,261 @@ static void test_cpu_state(void)
     CHECK(a->cpu_state(get_reg, &badpriv, &st, &err) < 0);
 }
 
+/* ---- aarch64 ----------------------------------------------------------------------------- */
+
+#define A64_TABLE 0x3ull /* a table at levels 0..2, a page at level 3 */
+#define A64_BLOCK 0x1ull
+/* Attribute bits a translation must not take for address bits: UXN, PXN, nG, AF, SH, AP. */
+#define A64_ATTRS (1ull << 54 | 1ull << 53 | 1ull << 11 | 1ull << 10 | 3ull << 8 | 1ull << 6)
+#define TCR_EPD0  (1ull << 7)
+#define TCR_TBI0  (1ull << 37)
+
+/* TCR_EL1 with T0SZ/T1SZ and the granule encodings (TG0: 0 4K, 1 64K, 2 16K; TG1: 2 4K,
+ * 1 16K, 3 64K). */
+static uint64_t tcr(int t0sz, unsigned tg0, int t1sz, unsigned tg1)
+{
+    return (uint64_t)t0sz | (uint64_t)tg0 << 14 | (uint64_t)t1sz << 16 | (uint64_t)tg1 << 30;
+}
+
+static int a64_walk(uint64_t ttbr0, uint64_t ttbr1, uint64_t control, uint64_t va, uint64_t *pa,
+                    uint64_t *size)
+{
+    reads = 0;
+    struct prof_arch_mmu mmu = {.root_hi = ttbr1, .control = control};
+    return prof_arch_page_walk(&prof_arch_aarch64, ttbr0, &mmu, va, read_phys, NULL, pa, size);
+}
+
+static unsigned idx(uint64_t va, int shift, int bits)
+{
+    return (unsigned)(va >> shift) & ((1u << bits) - 1);
+}
+
+/* 4K granule: TTBR0 48-bit (4 levels) with a page, a 2 MiB and a 1 GiB block; TTBR1 39-bit
+ * (3 levels); and every way to fail. */
+static void test_a64_4k(void)
+{
+    memset(ram, 0, RAM_SIZE);
+    const uint64_t l0 = 0x1000, l1 = 0x2000, l2 = 0x3000, l3 = 0x4000;
+    const uint64_t va = 0x00007f1234567000ull, va2m = 0x00007f1234800000ull;
+    const uint64_t va1g = 0x00007f0040000000ull;
+    set(l0, idx(va, 39, 9), l1 | A64_TABLE);
+    set(l1, idx(va, 30, 9), l2 | A64_TABLE);
+    set(l2, idx(va, 21, 9), l3 | A64_TABLE);
+    set(l3, idx(va, 12, 9), 0x200000 | A64_ATTRS | A64_TABLE);
+    set(l2, idx(va2m, 21, 9), 0x400000 | A64_ATTRS | A64_BLOCK);
+    set(l1, idx(va1g, 30, 9), 0x40000000 | A64_ATTRS | A64_BLOCK);
+    const uint64_t t = tcr(16, 0, 25, 2), ttbr0 = 0x1234ull << 48 | l0 | 1; /* ASID, CnP */
+    uint64_t pa = 0, size = 0;
+    CHECK_INT(a64_walk(ttbr0, 0, t, va + 0x123, &pa, &size), 0);
+    CHECK_U64(pa, 0x200123);
+    CHECK_U64(size, 4096);
+    CHECK_INT(reads, 4);
+    CHECK_INT(a64_walk(ttbr0, 0, t, va2m + 0x12345, &pa, &size), 0);
+    CHECK_U64(pa, 0x412345);
+    CHECK_U64(size, 2u << 20);
+    CHECK_INT(a64_walk(ttbr0, 0, t, va1g + 0x1234567, &pa, &size), 0);
+    CHECK_U64(pa, 0x41234567);
+    CHECK_U64(size, 1u << 30);
+    CHECK_INT(a64_walk(ttbr0, 0, t, va + 0x1000, &pa, &size), -EFAULT); /* hole in l3 */
+    set(l3, idx(va, 12, 9) + 1, 0x201000 | A64_BLOCK); /* a block at level 3: reserved */
+    CHECK_INT(a64_walk(ttbr0, 0, t, va + 0x1000, &pa, &size), -EFAULT);
+    set(l0, 5, A64_BLOCK); /* a block at level 0: reserved with 4K */
+    CHECK_INT(a64_walk(ttbr0, 0, t, 5ull << 39, &pa, &size), -EFAULT);
+    CHECK_INT(reads, 1);
+    set(l0, 6, 0x7ff0000000ull | A64_TABLE); /* a table outside RAM */
+    CHECK_INT(a64_walk(ttbr0, 0, t, 6ull << 39, &pa, &size), -EFAULT);
+    /* Bits 55..48 must copy bit 55: not, no walk */
+    CHECK_INT(a64_walk(ttbr0, 0, t, 0x0001000000000000ull, &pa, &size), -EFAULT);
+    CHECK_INT(reads, 0);
+    /* A tag in the top byte: ignored with TBI0 only */
+    CHECK_INT(a64_walk(ttbr0, 0, t, 0x5a00000000000000ull | va, &pa, &size), -EFAULT);
+    CHECK_INT(a64_walk(ttbr0, 0, t | TCR_TBI0, 0x5a00000000000000ull | va, &pa, &size), 0);
+    CHECK_U64(pa, 0x200000);
+    /* EPD0: the low half has no walk */
+    CHECK_INT(a64_walk(ttbr0, 0, t | TCR_EPD0, va, &pa, &size), -EFAULT);
+    CHECK_INT(reads, 0);
+    /* TTBR1, 39-bit: 3 levels from level 1 */
+    const uint64_t h1 = 0x5000, h2 = 0x6000, h3 = 0x7000;
+    const uint64_t kva = 0xffffff8040081000ull, kva1g = 0xffffff8080000000ull;
+    set(h1, idx(kva, 30, 9), h2 | A64_TABLE);
+    set(h2, idx(kva, 21, 9), h3 | A64_TABLE);
+    set(h3, idx(kva, 12, 9), 0x300000 | A64_ATTRS | A64_TABLE);
+    set(h1, idx(kva1g, 30, 9), 0x80000000ull | A64_BLOCK);
+    CHECK_INT(a64_walk(ttbr0, h1, t, kva + 8, &pa, &size), 0);
+    CHECK_U64(pa, 0x300008);
+    CHECK_INT(reads, 3);
+    CHECK_INT(a64_walk(ttbr0, h1, t, kva1g + 0x10, &pa, &size), 0);
+    CHECK_U64(pa, 0x80000010);
+    CHECK_U64(size, 1u << 30);
+    /* A 48-bit high address is below a 39-bit TTBR1 half */
+    CHECK_INT(a64_walk(ttbr0, h1, t, 0xffff000000001000ull, &pa, &size), -EFAULT);
+    CHECK_INT(reads, 0);
+}
+
+/* 16K (4 levels for 48 bits, the first with one bit; 32 MiB blocks at level 2) and 64K (3 levels
+ * for 48 bits, 2 for 42; 512 MiB blocks at level 2). */
+static void test_a64_16k_64k(void)
+{
+    memset(ram, 0, RAM_SIZE);
+    uint64_t pa = 0, size = 0;
+    const uint64_t l0 = 0x4000, l1 = 0x8000, l2 = 0xc000, l3 = 0x10000;
+    const uint64_t va = 0x0000812345678000ull, va32m = 0x0000812346000000ull;
+    set(l0, idx(va, 47, 1), l1 | A64_TABLE);
+    set(l1, idx(va, 36, 11), l2 | A64_TABLE);
+    set(l2, idx(va, 25, 11), l3 | A64_TABLE);
+    set(l3, idx(va, 14, 11), 0x200000 | A64_ATTRS | A64_TABLE);
+    set(l2, idx(va32m, 25, 11), 0x2000000 | A64_BLOCK);
+    const uint64_t t16 = tcr(16, 2, 16, 1);
+    CHECK_INT(a64_walk(l0, 0, t16, va + 0x3abc, &pa, &size), 0);
+    CHECK_U64(pa, 0x203abc);
+    CHECK_U64(size, 16384);
+    CHECK_INT(reads, 4);
+    CHECK_INT(a64_walk(l0, 0, t16, va32m + 0x123456, &pa, &size), 0);
+    CHECK_U64(pa, 0x2123456);
+    CHECK_U64(size, 32u << 20);
+    set(l1, idx(va, 36, 11) + 1, 0x40000000ull | A64_BLOCK); /* a level-1 block: reserved */
+    CHECK_INT(a64_walk(l0, 0, t16, va + (1ull << 36), &pa, &size), -EFAULT);
+
+    memset(ram, 0, RAM_SIZE);
+    const uint64_t m1 = 0x10000, m2 = 0x20000, m3 = 0x30000;
+    const uint64_t kva = 0xffff812345670000ull, kva512m = 0xffff812360000000ull;
+    set(m1, idx(kva, 42, 6), m2 | A64_TABLE);
+    set(m2, idx(kva, 29, 13), m3 | A64_TABLE);
+    set(m3, idx(kva, 16, 13), 0x300000 | A64_ATTRS | A64_TABLE);
+    set(m2, idx(kva512m, 29, 13), 0x20000000ull | A64_BLOCK);
+    const uint64_t t64 = tcr(22, 1, 16, 3);
+    CHECK_INT(a64_walk(0, m1, t64, kva + 0xfedc, &pa, &size), 0);
+    CHECK_U64(pa, 0x30fedc);
+    CHECK_U64(size, 65536);
+    CHECK_INT(reads, 3);
+    CHECK_INT(a64_walk(0, m1, t64, kva512m + 0x1234568, &pa, &size), 0);
+    CHECK_U64(pa, 0x21234568);
+    CHECK_U64(size, 512u << 20);
+    set(m1, idx(kva, 42, 6) + 1, 0x40000000000ull | A64_BLOCK); /* level-1 block: needs LPA */
+    CHECK_INT(a64_walk(0, m1, t64, kva + (1ull << 42), &pa, &size), -EFAULT);
+    /* TTBR0 42-bit (T0SZ 22): 2 levels, the same level-2 and level-3 tables */
+    const uint64_t uva = 0x0000002345680000ull; /* below 2^42 */
+    set(m2, idx(uva, 29, 13), m3 | A64_TABLE);
+    set(m3, idx(uva, 16, 13), 0x310000 | A64_TABLE);
+    CHECK_INT(a64_walk(m2, m1, t64, uva + 4, &pa, &size), 0);
+    CHECK_U64(pa, 0x310004);
+    CHECK_INT(reads, 2);
+    CHECK_INT(a64_walk(m2, m1, t64, 1ull << 42, &pa, &size), -EFAULT); /* above 42 bits */
+}
+
+/* Tables whose every entry points back at the table: the walk reads one entry per level and
+ * takes the last one for a page (as the MMU does: the table's own page), never loops. A
+ * reserved granule or a TnSZ out of range is refused before any read. */
+static void test_a64_loop_and_unknown_granule(void)
+{
+    memset(ram, 0, RAM_SIZE);
+    const uint64_t t4 = 0x1000, t64 = 0x10000;
+    for (unsigned i = 0; i < 512; i++)
+        set(t4, i, t4 | A64_TABLE);
+    for (unsigned i = 0; i < 8192; i++)
+        set(t64, i, t64 | A64_TABLE);
+    uint64_t pa = 0, size = 0;
+    CHECK_INT(a64_walk(t4, t4, tcr(16, 0, 25, 2), 0x5678, &pa, &size), 0);
+    CHECK_INT(reads, 4);
+    CHECK_U64(pa, 0x1678);
+    CHECK_INT(a64_walk(t4, t4, tcr(16, 0, 25, 2), 0xffffffffffff5678ull, &pa, &size), 0);
+    CHECK_INT(reads, 3);
+    CHECK_INT(a64_walk(t64, t64, tcr(16, 1, 16, 3), 0x12345678, &pa, &size), 0);
+    CHECK_INT(reads, 3);
+    CHECK_U64(pa, 0x15678);
+    /* TG0 0b11 and TG1 0b00 are reserved; the other half still walks */
+    CHECK_INT(a64_walk(t4, t4, tcr(16, 3, 25, 2), 0x5678, &pa, &size), -ENOTSUP);
+    CHECK_INT(reads, 0);
+    CHECK_INT(a64_walk(t4, t4, tcr(16, 3, 25, 2), 0xffffffffffff5678ull, &pa, &size), 0);
+    CHECK_INT(a64_walk(t4, t4, tcr(16, 0, 25, 0), 0xffffffffffff5678ull, &pa, &size), -ENOTSUP);
+    CHECK_INT(reads, 0);
+    CHECK_INT(a64_walk(t4, t4, tcr(40, 0, 25, 2), 0x5678, &pa, &size), -ENOTSUP);
+    CHECK_INT(a64_walk(t4, t4, tcr(12, 0, 25, 2), 0x5678, &pa, &size), -ENOTSUP);
+    /* Without TCR_EL1, TTBR0 alone cannot be walked */
+    reads = 0;
+    CHECK_INT(prof_arch_aarch64.page_walk(t4, 0x5678, read_phys, NULL, &pa, &size), -ENOTSUP);
+    CHECK_INT(reads, 0);
+}
+
+struct a64_regs {
+    uint64_t cpsr, sctlr, ttbr0, ttbr1, tcr;
+    const char *sctlr_name; /* QEMU 7.2's "SCTLR", or "SCTLR_EL1" */
+    const char *missing;
+};
+
+static int a64_get_reg(void *ctx, const char *name, uint64_t *val)
+{
+    const struct a64_regs *f = ctx;
+    if (f->missing && strcmp(name, f->missing) == 0)
+        return -ENOENT;
+    const struct {
+        const char *name;
+        uint64_t val;
+    } regs[] = {{"cpsr", f->cpsr},
+                {f->sctlr_name, f->sctlr},
+                {"TTBR0_EL1", f->ttbr0},
+                {"TTBR1_EL1", f->ttbr1},
+                {"TCR_EL1", f->tcr}};
+    for (size_t i = 0; i < sizeof regs / sizeof regs[0]; i++)
+        if (strcmp(name, regs[i].name) == 0)
+            return *val = regs[i].val, 0;
+    return -ENOENT;
+}
+
+static void test_a64_cpu_state(void)
+{
+    const struct prof_arch *a = &prof_arch_aarch64;
+    struct prof_arch_cpu_state st;
+    struct qp_error err = {0};
+    const struct a64_regs el0 = {.cpsr = 0x0, /* EL0t */
+                                 .sctlr = 0x30d01805,
+                                 .ttbr0 = 1ull << 48 | 0x40001000,
+                                 .ttbr1 = 0x40002000,
+                                 .tcr = tcr(16, 0, 25, 2),
+                                 .sctlr_name = "SCTLR"};
+    CHECK_INT(a->cpu_state(a64_get_reg, (void *)&el0, &st, &err), 0);
+    CHECK_INT(st.privilege, a->user_privilege);
+    CHECK(st.paging);
+    CHECK_U64(st.as_root, el0.ttbr0);
+    CHECK_U64(st.mmu.root_hi, el0.ttbr1);
+    CHECK_U64(st.mmu.control, el0.tcr);
+    CHECK_U64(st.as_root & a->as_root_mask, 0x40001000); /* no ASID */
+    struct a64_regs r = el0;
+    r.cpsr = 0x3c5; /* EL1h, DAIF masked */
+    r.sctlr_name = "SCTLR_EL1";
+    CHECK_INT(a->cpu_state(a64_get_reg, &r, &st, &err), 0);
+    CHECK_INT(st.privilege, 2);
+    CHECK(st.paging);
+    r.cpsr = 0x9; /* EL2h: not the EL1&0 regime */
+    CHECK_INT(a->cpu_state(a64_get_reg, &r, &st, &err), 0);
+    CHECK_INT(st.privilege, 1);
+    CHECK(!st.paging);
+    r = el0;
+    r.sctlr = 0x30d00800; /* MMU off: no walk, and no complaint about the TCR */
+    r.tcr = tcr(16, 3, 25, 2);
+    CHECK_INT(a->cpu_state(a64_get_reg, &r, &st, &err), 0);
+    CHECK(!st.paging);
+    r.sctlr = el0.sctlr; /* on: the reserved TG0 is refused */
+    CHECK_INT(a->cpu_state(a64_get_reg, &r, &st, &err), -ENOTSUP);
+    CHECK_MSG(strstr(err.msg, "TG0") && strstr(err.msg, "reserved") && !strchr(err.msg, '\n'), "%s",
+              err.msg);
+    r.tcr |= TCR_EPD0; /* ... unless the low half does not walk */
+    CHECK_INT(a->cpu_state(a64_get_reg, &r, &st, &err), 0);
+    r.tcr = tcr(16, 0, 12, 2);
+    CHECK_INT(a->cpu_state(a64_get_reg, &r, &st, &err), -ENOTSUP);
+    CHECK_MSG(strstr(err.msg, "T1SZ 12") && !strchr(err.msg, '\n'), "%s", err.msg);
+    r = el0;
+    r.missing = "TCR_EL1";
+    CHECK_INT(a->cpu_state(a64_get_reg, &r, &st, &err), -ENOENT);
+    CHECK_MSG(strstr(err.msg, "TCR_EL1") && !strchr(err.msg, '\n'), "%s", err.msg);
+    r.missing = "SCTLR";
+    CHECK_INT(a->cpu_state(a64_get_reg, &r, &st, &err), -ENOENT);
+    r = el0;
+    r.cpsr = 0x10; /* AArch32 user mode */
+    CHECK_INT(a->cpu_state(a64_get_reg, &r, &st, &err), -ENOTSUP);
+    CHECK_MSG(strstr(err.msg, "AArch32") && !strchr(err.msg, '\n'), "%s", err.msg);
+}
+
 /* A file holding only an ELF header of the given machine. */
 static char *elf_file(const char *dir, const char *name, uint16_t machine)
 {
@@ -225,10 +483,22 @@ static void test_choice(void)
     CHECK(a == &prof_arch_x86_64);
     CHECK_INT(prof_arch_of_elf_file(map, &a, &err), 0); /* no ELF: nothing to check */
     CHECK(a == NULL);
-    /* An aarch64 kernel given for a riscv64 guest: qprof knows no aarch64 yet. */
-    CHECK_INT(prof_arch_of_elf_file(arm, &a, &err), -ENOTSUP);
-    CHECK_MSG(strstr(err.msg, "aarch64") && strstr(err.msg, "183") && !strchr(err.msg, '\n'), "%s",
+    CHECK_INT(prof_arch_of_elf_file(arm, &a, &err), 0);
+    CHECK(a == &prof_arch_aarch64);
+    /* An aarch64 kernel given for a riscv64 guest */
+    CHECK_INT(prof_arch_check_match(&prof_arch_aarch64, arm, &prof_arch_riscv64, "gdbstub", &err),
+              -EINVAL);
+    CHECK_MSG(
+        strstr(err.msg, "is an ELF for aarch64, but the guest behind the gdbstub is riscv64") &&
+            !strchr(err.msg, '\n'),
+        "%s", err.msg);
+    /* An ELF of a machine qprof does not know */
+    char *ppc = elf_file(dir, "ppc.elf", EM_PPC64);
+    CHECK_INT(prof_arch_of_elf_file(ppc, &a, &err), -ENOTSUP);
+    CHECK_MSG(strstr(err.msg, "ppc64") && strstr(err.msg, "21") && !strchr(err.msg, '\n'), "%s",
               err.msg);
+    unlink(ppc);
+    g_free(ppc);
     /* A riscv64 kernel for an x86_64 guest, and the other way round. */
     CHECK_INT(prof_arch_check_match(&prof_arch_riscv64, rv, &prof_arch_x86_64, "gdbstub", &err),
               -EINVAL);
@@ -241,7 +511,8 @@ static void test_choice(void)
     /* target.xml's names */
     CHECK(prof_arch_for_gdb("riscv:rv64") == &prof_arch_riscv64);
     CHECK(prof_arch_for_gdb("i386:x86-64") == &prof_arch_x86_64);
-    CHECK(prof_arch_for_gdb("aarch64") == NULL);
+    CHECK(prof_arch_for_gdb("aarch64") == &prof_arch_aarch64);
+    CHECK(prof_arch_for_gdb("arm") == NULL);
     for (char **p = (char *[]){rv, x86, arm, map, NULL}; *p; p++) {
         unlink(*p);
         g_free(*p);
@@ -258,6 +529,10 @@ int main(void)
     test_loop_and_unknown_mode();
     test_cpu_state();
     test_choice();
+    test_a64_4k();
+    test_a64_16k_64k();
+    test_a64_loop_and_unknown_granule();
+    test_a64_cpu_state();
     free(ram);
     return harness_result();
 }

@@ -298,6 +298,32 @@ def pagewalk_seeds():
     seed("pagewalk", "kernel-half", walk(0x8000000000000000, 0xffffffff80100000, 0x3))
 
 
+def pagewalk_aarch64_seeds():
+    def tcr(t0sz, tg0, t1sz, tg1, extra=0):
+        return t0sz | tg0 << 14 | t1sz << 16 | tg1 << 30 | extra
+
+    def walk(ttbr0, ttbr1, control, vaddr, entries):
+        """entries: {physical address: descriptor}; memory from 0 up to the last one."""
+        mem = bytearray(max(entries) + 8 if entries else 0)
+        for addr, desc in entries.items():
+            mem[addr:addr + 8] = struct.pack("<Q", desc)
+        return struct.pack("<QQQQ", ttbr0, ttbr1, control, vaddr) + bytes(mem)
+
+    t4 = tcr(16, 0, 25, 2)
+    # Entry 0 of the table at 0 leads back to it: every level reads it, the last as a page.
+    seed("pagewalk_aarch64", "4k-loop", walk(0, 0, t4, 0x123, {0: 0x3}))
+    seed("pagewalk_aarch64", "4k-1g-block",
+         walk(0, 0, t4, 0x12345678, {0: 0x1003, 0x1000: 0x40000701}))
+    seed("pagewalk_aarch64", "4k-high-39",
+         walk(0, 0x2000, t4, 0xffffff8040001234, {0x2008: 0x3003, 0x3000: 0x4003, 0x4008: 0x5000743}))
+    seed("pagewalk_aarch64", "16k-32m-block", walk(0, 0, tcr(16, 2, 16, 1), 0x2345678,
+                                                   {0: 0x3, 0x8: 0x2000001}))
+    seed("pagewalk_aarch64", "64k-high",
+         walk(0, 0, tcr(16, 1, 16, 3), 0xffff000000011234, {0: 0x3, 0x8: 0x3}))
+    seed("pagewalk_aarch64", "reserved-tg0", walk(0, 0, tcr(16, 3, 25, 2), 0x1000, {0: 0x3}))
+    seed("pagewalk_aarch64", "tbi0-tag", walk(0, 0, t4 | 1 << 37, 0x5a00000000000123, {0: 0x3}))
+
+
 def unwind_seeds(build):
     regs = b"".join(struct.pack("<Q", v) for v in range(16))
     seed("unwind_stack", "synthetic", struct.pack("<BBHI", 0x02, 0, 0, 0x40) + regs +
@@ -351,7 +377,7 @@ def mem_elf_seeds(build):
 
 
 GENERATED = ("eh_frame", "qmp_parser", "registers", "symmap", "elf_symbols", "pagewalk",
-             "unwind_stack", "gdb_packet", "gdb_tdesc", "mem_elf")
+             "pagewalk_aarch64", "unwind_stack", "gdb_packet", "gdb_tdesc", "mem_elf")
 
 
 def main():
@@ -364,6 +390,7 @@ def main():
         (("qmp_parser", "registers"), qmp_seeds),
         (("symmap", "elf_symbols"), lambda: symbol_seeds(build)),
         (("pagewalk",), pagewalk_seeds),
+        (("pagewalk_aarch64",), pagewalk_aarch64_seeds),
         (("unwind_stack",), lambda: unwind_seeds(build)),
         (("gdb_packet", "gdb_tdesc"), gdb_seeds),
         (("mem_elf",), lambda: mem_elf_seeds(build)),

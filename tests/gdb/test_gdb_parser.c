@@ -4,6 +4,8 @@
 #include "harness.h"
 
 #include <glib.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* As QEMU 7.2 answers a handshake (acks, a stop reply, RLE in a g reply), with a notification,
  * a stray 0x03 and an escaped byte that a debugger must survive. */
@@ -190,6 +192,30 @@ static void test_tdesc(void)
     CHECK_INT(gdb_tdesc_find(&d, "cr3"), -1);
 }
 
+/* As many registers as QEMU's aarch64 `-cpu max` sends and more parse; past the table, one
+ * error. */
+static void test_tdesc_many(void)
+{
+    struct gdb_tdesc *d = calloc(1, sizeof *d);
+    REQUIRE(d);
+    GString *xml = g_string_new("<target><architecture>aarch64</architecture><feature name=\"s\">");
+    for (int i = 0; i < GDB_MAX_REGS; i++)
+        g_string_append_printf(xml, "<reg name=\"R%d\" bitsize=\"64\"/>", i);
+    g_string_append(xml, "</feature></target>");
+    CHECK_INT(gdb_tdesc_parse(d, xml->str, NULL, NULL, NULL), 0);
+    CHECK_INT(d->n_regs, GDB_MAX_REGS);
+    CHECK_INT(gdb_tdesc_find(d, "R400"), 400);
+    CHECK(GDB_MAX_REGS >= 400);
+    memset(d, 0, sizeof *d);
+    g_string_insert(xml, xml->len - strlen("</feature></target>"),
+                    "<reg name=\"TCR_EL1\" bitsize=\"64\"/>");
+    struct qp_error err = {0};
+    CHECK(gdb_tdesc_parse(d, xml->str, NULL, NULL, &err) < 0);
+    CHECK_MSG(strstr(err.msg, "more than"), "%s", err.msg);
+    g_string_free(xml, TRUE);
+    free(d);
+}
+
 int main(void)
 {
     test_every_split();
@@ -197,5 +223,6 @@ int main(void)
     test_rle_and_escapes();
     test_oversize();
     test_tdesc();
+    test_tdesc_many();
     return harness_result();
 }

@@ -1,0 +1,257 @@
+/* aarch64: the exception level from PSTATE (the gdbstub's cpsr), the VMSAv8-64 stage-1 walk of
+ * the EL1&0 regime (TTBR0_EL1 for the low half, TTBR1_EL1 for the high half, both shaped by
+ * TCR_EL1: 4K, 16K or 64K granules, 1 to 4 levels by TnSZ, table, block and page descriptors),
+ * the address halves, the x29 frame chain, the gdbstub's register names.
+ *
+ * Register slots are the DWARF numbers: x0..x30 (0..30), sp (31); the pc has no column libdwfl
+ * reads (its aarch64 backend takes it apart), so it takes slot 32, as on riscv64. The exception
+ * level is folded onto the "0 is most privileged" scale of struct prof_vcpu: EL3 0, EL2 1,
+ * EL1 2, EL0 3. */
+#include "arch.h"
+#include "unwind.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <string.h>
+
+#define A64_SLOT_FP 29
+#define A64_SLOT_SP 31
+#define A64_SLOT_PC 32
+
+/* TCR_EL1 fields (Arm ARM D17.2.131). */
+#define TCR_T0SZ(t)  ((int)((t)&0x3f))
+#define TCR_EPD0     (UINT64_C(1) << 7)
+#define TCR_TG0(t)   ((unsigned)((t) >> 14) & 3)
+#define TCR_T1SZ(t)  ((int)(((t) >> 16) & 0x3f))
+#define TCR_EPD1     (UINT64_C(1) << 23)
+#define TCR_TG1(t)   ((unsigned)((t) >> 30) & 3)
+#define TCR_TBI0     (UINT64_C(1) << 37)
+#define TCR_TBI1     (UINT64_C(1) << 38)
+#define TNSZ_MIN     16                 /* 48-bit halves: no FEAT_LVA/LPA2 */
+#define TNSZ_MAX     39                 /* 25-bit halves: no FEAT_TTST */
+#define PSTATE_NRW   (UINT64_C(1) << 4) /* AArch32 state */
+#define PSTATE_EL(p) ((int)((p) >> 2) & 3)
+#define SCTLR_M      UINT64_C(1)                  /* stage 1 translation of EL1&0 on */
+#define ADDR_MASK    UINT64_C(0x0000fffffffffffe) /* TTBR BADDR, descriptor OA: bits 47..1 */
+#define DESC_VALID   UINT64_C(1)
+#define DESC_TABLE   UINT64_C(2) /* with VALID: a table (levels 0..2) or a page (level 3) */
+
+/* The granule as a page shift: 12 (4K), 14 (16K), 16 (64K); TG0 and TG1 encode them
+ * differently. -1 for a reserved encoding. */
+static int granule_shift(uint64_t tcr, bool high)
+{
+    static const int tg0[4] = {12, 16, 14, -1}, tg1[4] = {-1, 14, 12, 16};
+    return high ? tg1[TCR_TG1(tcr)] : tg0[TCR_TG0(tcr)];
+}
+
+/* One half of the address space as TCR_EL1 shapes it. */
+struct half {
+    uint64_t root;
+    int va_bits;   /* 64 - TnSZ */
+    int granule;   /* page shift, -1 when reserved */
+    bool disabled; /* EPDn: a miss in the TLB faults, no walk */
+    bool tbi;      /* top byte ignored: bits 63..56 are a tag */
+};
+
+static struct half half_for(const struct prof_arch_mmu *mmu, uint64_t ttbr0, bool high)
+{
+    uint64_t tcr = mmu ? mmu->control : 0;
+    if (high)
+        return (struct half){.root = mmu ? mmu->root_hi : 0,
+                             .va_bits = 64 - TCR_T1SZ(tcr),
+                             .granule = granule_shift(tcr, true),
+                             .disabled = tcr & TCR_EPD1,
+                             .tbi = tcr & TCR_TBI1};
+    return (struct half){.root = ttbr0,
+                         .va_bits = 64 - TCR_T0SZ(tcr),
+                         .granule = granule_shift(tcr, false),
+                         .disabled = tcr & TCR_EPD0,
+                         .tbi = tcr & TCR_TBI0};
+}
+
+/* Whether the bits of vaddr above the half's size (up to bit 55 with a tag, else 63) all equal
+ * the half's selector bit 55. */
+static bool in_half(const struct half *h, uint64_t vaddr, bool high)
+{
+    int top = h->tbi ? 55 : 63;
+    uint64_t above = (vaddr >> h->va_bits) & ((UINT64_C(2) << (top - h->va_bits)) - 1);
+    uint64_t all = (UINT64_C(2) << (top - h->va_bits)) - 1;
+    return above == (high ? all : 0);
+}
+
+/* Blocks end the walk early at level 1 (1G) and 2 (2M) with 4K granules, at level 2 only (32M,
+ * 512M) with 16K and 64K; elsewhere the encoding is reserved (without FEAT_LPA2/LPA). */
+static bool block_allowed(int granule, int level)
+{
+    return level == 2 || (granule == 12 && level == 1);
+}
+
+/* Each level takes granule-3 bits above the page offset; the first level what is left of
+ * va_bits. At most one entry per level is read (4 at most): a table that points back at itself
+ * is read as the next level's table, and at the last level as a page (what the MMU does too),
+ * never looped. */
+static int walk_half(const struct half *h, uint64_t vaddr, prof_arch_phys_read_fn read_phys,
+                     void *ctx, uint64_t *paddr, uint64_t *page_size)
+{
+    int g = h->granule, stride = g - 3;
+    int levels = (h->va_bits - g + stride - 1) / stride;
+    int first_bits = h->va_bits - g - stride * (levels - 1);
+    /* The first table is aligned to its own size (BADDR's low bits are RES0 up to it). */
+    uint64_t table = h->root & ADDR_MASK & ~((UINT64_C(8) << first_bits) - 1);
+    for (int i = 0; i < levels; i++) {
+        int level = 4 - levels + i, shift = g + stride * (levels - 1 - i);
+        int bits = i == 0 ? first_bits : stride;
+        uint64_t entry, index = (vaddr >> shift) & ((UINT64_C(1) << bits) - 1);
+        if (read_phys(ctx, table + index * 8, &entry) < 0 || !(entry & DESC_VALID))
+            return -EFAULT;
+        bool last = i == levels - 1;
+        if ((entry & DESC_TABLE) && !last) {
+            table = entry & ADDR_MASK & ~((UINT64_C(1) << g) - 1);
+            continue;
+        }
+        if (!(entry & DESC_TABLE) && (last || !block_allowed(g, level)))
+            return -EFAULT; /* reserved: a block at level 3, or where blocks do not exist */
+        uint64_t size = UINT64_C(1) << shift;
+        *paddr = (entry & ADDR_MASK & ~(size - 1)) | (vaddr & (size - 1));
+        *page_size = size;
+        return 0;
+    }
+    return -EFAULT;
+}
+
+/* -ENOTSUP for a shape the walk does not know: a reserved granule or a TnSZ outside 16..39. */
+static int half_supported(const struct half *h)
+{
+    return h->granule > 0 && h->va_bits >= 64 - TNSZ_MAX && h->va_bits <= 64 - TNSZ_MIN ? 0
+                                                                                        : -ENOTSUP;
+}
+
+static int page_walk_mmu(uint64_t ttbr0, const struct prof_arch_mmu *mmu, uint64_t vaddr,
+                         prof_arch_phys_read_fn read_phys, void *ctx, uint64_t *paddr,
+                         uint64_t *page_size)
+{
+    bool high = (vaddr >> 55) & 1;
+    struct half h = half_for(mmu, ttbr0, high);
+    int rc = half_supported(&h);
+    if (rc)
+        return rc;
+    if (h.disabled || !in_half(&h, vaddr, high))
+        return -EFAULT;
+    return walk_half(&h, vaddr, read_phys, ctx, paddr, page_size);
+}
+
+/* TTBR0_EL1 alone cannot be walked: without TCR_EL1 the granule and the halves are unknown. */
+static int page_walk(uint64_t ttbr0, uint64_t vaddr, prof_arch_phys_read_fn read_phys, void *ctx,
+                     uint64_t *paddr, uint64_t *page_size)
+{
+    return page_walk_mmu(ttbr0, NULL, vaddr, read_phys, ctx, paddr, page_size);
+}
+
+/* QEMU's aarch64-core.xml: x0..x30, sp, pc, cpsr. */
+static const struct prof_arch_reg gdb_regs[] = {
+    {"x0", 0},   {"x1", 1},           {"x2", 2},          {"x3", 3},   {"x4", 4},   {"x5", 5},
+    {"x6", 6},   {"x7", 7},           {"x8", 8},          {"x9", 9},   {"x10", 10}, {"x11", 11},
+    {"x12", 12}, {"x13", 13},         {"x14", 14},        {"x15", 15}, {"x16", 16}, {"x17", 17},
+    {"x18", 18}, {"x19", 19},         {"x20", 20},        {"x21", 21}, {"x22", 22}, {"x23", 23},
+    {"x24", 24}, {"x25", 25},         {"x26", 26},        {"x27", 27}, {"x28", 28}, {"x29", 29},
+    {"x30", 30}, {"sp", A64_SLOT_SP}, {"pc", A64_SLOT_PC}};
+
+/* QEMU 7.2's system-registers feature (org.qemu.gdb.arm.sys.regs) names SCTLR_EL1 "SCTLR" (its
+ * AArch32 and AArch64 views are one register); a stub that spells it out is asked too. */
+static const char *const gdb_state_regs[] = {"cpsr",      "SCTLR",   "SCTLR_EL1", "TTBR0_EL1",
+                                             "TTBR1_EL1", "TCR_EL1", NULL};
+
+static int need_reg(prof_arch_reg_fn get, void *ctx, const char *name, uint64_t *val,
+                    struct qp_error *err)
+{
+    if (get(ctx, name, val) == 0)
+        return 0;
+    return qp_error_set(err, -ENOENT,
+                        "the gdbstub gives no `%s` register: qprof needs it on aarch64 (QEMU's "
+                        "system-registers feature has it)",
+                        name);
+}
+
+/* A granule the walk does not know, in a half translation uses: refused in one line. */
+static int check_granules(uint64_t tcr, struct qp_error *err)
+{
+    for (int high = 0; high <= 1; high++) {
+        if (tcr & (high ? TCR_EPD1 : TCR_EPD0))
+            continue;
+        if (granule_shift(tcr, high) < 0)
+            return qp_error_set(err, -ENOTSUP,
+                                "aarch64 TCR_EL1 0x%016" PRIx64 " has a reserved TG%d encoding "
+                                "(%u): no 4K, 16K or 64K granule to walk",
+                                tcr, high, high ? TCR_TG1(tcr) : TCR_TG0(tcr));
+        int tnsz = high ? TCR_T1SZ(tcr) : TCR_T0SZ(tcr);
+        if (tnsz < TNSZ_MIN || tnsz > TNSZ_MAX)
+            return qp_error_set(err, -ENOTSUP,
+                                "aarch64 TCR_EL1 0x%016" PRIx64 " has T%dSZ %d: qprof walks "
+                                "%d..%d (25- to 48-bit halves)",
+                                tcr, high, tnsz, TNSZ_MIN, TNSZ_MAX);
+    }
+    return 0;
+}
+
+/* PSTATE.EL from cpsr; stage 1 of the EL1&0 regime translates at EL0 and EL1 when SCTLR_EL1.M
+ * is set. */
+static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state *st,
+                     struct qp_error *err)
+{
+    uint64_t cpsr, sctlr, ttbr0, ttbr1, tcr;
+    int rc = need_reg(get, ctx, "cpsr", &cpsr, err);
+    if (!rc && get(ctx, "SCTLR_EL1", &sctlr) < 0)
+        rc = need_reg(get, ctx, "SCTLR", &sctlr, err);
+    if (!rc)
+        rc = need_reg(get, ctx, "TTBR0_EL1", &ttbr0, err);
+    if (!rc)
+        rc = need_reg(get, ctx, "TTBR1_EL1", &ttbr1, err);
+    if (!rc)
+        rc = need_reg(get, ctx, "TCR_EL1", &tcr, err);
+    if (rc)
+        return rc;
+    if (cpsr & PSTATE_NRW)
+        return qp_error_set(err, -ENOTSUP,
+                            "the aarch64 vCPU runs AArch32 code (cpsr 0x%08" PRIx64
+                            "): qprof samples AArch64 state only",
+                            cpsr);
+    int el = PSTATE_EL(cpsr);
+    bool paging = el <= 1 && (sctlr & SCTLR_M);
+    if (paging && (rc = check_granules(tcr, err)) < 0)
+        return rc;
+    st->privilege = 3 - el;
+    st->paging = paging;
+    st->as_root = ttbr0;
+    st->mmu = (struct prof_arch_mmu){.root_hi = ttbr1, .control = tcr};
+    return 0;
+}
+
+const struct prof_arch prof_arch_aarch64 = {
+    .name = "aarch64",
+    .elf_machine = EM_AARCH64,
+    /* TTBR0 below 2^48, TTBR1 from 0xffff000000000000 (the widest halves, 48-bit; smaller
+     * TnSZ halves lie inside them). */
+    .split = {.user_end = UINT64_C(0x0001000000000000),
+              .kernel_start = UINT64_C(0xffff000000000000)},
+    .pc_reg = A64_SLOT_PC,
+    .sp_reg = A64_SLOT_SP,
+    .user_privilege = 3,
+    /* TTBR0's table address; the ASID (63..48) and CnP (0) say nothing of the address space. */
+    .as_root_mask = ADDR_MASK,
+    .page_walk = page_walk,
+    .page_walk_mmu = page_walk_mmu,
+    /* stp x29, x30, [sp, #-16]!; mov x29, sp: the caller's x29 at [x29], the return address
+     * at [x29+8]. */
+    .frame = {.fp_reg = A64_SLOT_FP, .saved_fp = 0, .saved_ra = 8},
+    /* QEMU translates a debugger's access with the vCPU's own regime and permissions: at EL0, the
+     * kernel's EL1-only pages fault */
+    .gdb_reads_by_privilege = true,
+    .gdb_arch = "aarch64",
+    .gdb_regs = gdb_regs,
+    .n_gdb_regs = sizeof gdb_regs / sizeof gdb_regs[0],
+    .gdb_state_regs = gdb_state_regs,
+    .gdb_root_reg = "TTBR0_EL1",
+    .cpu_state = cpu_state,
+};

@@ -1,0 +1,416 @@
+/* aarch64 through a real qemu-system-aarch64's gdbstub (-machine virt -cpu cortex-a57), with the
+ * gdbstub target (target/): the architecture comes from target.xml, x0..x30/sp/pc by its names,
+ * cpsr from the `g` reply, SCTLR_EL1, TTBR0_EL1, TTBR1_EL1 and TCR_EL1 by `p` packets from
+ * QEMU's system-registers feature; the guest (a64_mini.S) runs at EL1 and EL0 with the MMU on,
+ * both halves translated (4K granule, or 64K with argv[1] "64k"). At each stop the vCPU must be
+ * at an exception level the guest uses with its pc in the right half for it; qprof's own walk of
+ * the pc and of the sp, reading the page tables from the guest's RAM file, must find the same
+ * bytes that QEMU's MMU gives through `m` packets; the frame chain by the architecture's rule
+ * ([x29], [x29+8]) must lead through the guest's functions to the chain's end. Then the qprof
+ * binary against the same machine: kernel ELFs of other architectures refused in one line, QMP
+ * alone refused, and kernel stacks unwound by CFI (libdwfl's aarch64 backend) from kwork
+ * through ksyscall to the EL0 entry el0_sync. */
+#define _GNU_SOURCE
+#include "arch.h"
+#include "child.h"
+#include "harness.h"
+#include "target.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define RAM_BASE     0x40000000ull
+#define RAM_SIZE     (128ull << 20)
+#define USER_CODE    0x10000ull
+#define USER_STACK   0x20000ull
+#define KERNEL_TEXT  0xffffff8040080000ull /* the high alias of the image */
+#define ENTRY_RETURN (USER_CODE + 12)      /* user_start's bl umain returns here */
+#define SAMPLES      200
+#define MAX_CPUS     4
+/* a64_mini.S's TCR_EL1: T0SZ 16, T1SZ 25, walk attributes, IPS 40 bits, and the granules */
+#define TCR_COMMON                                                                                 \
+    (16ull | 25ull << 16 | 1ull << 8 | 1ull << 10 | 3ull << 12 | 1ull << 24 | 1ull << 26 |         \
+     3ull << 28 | 2ull << 32)
+#define TCR_4K  (TCR_COMMON | 2ull << 30)
+#define TCR_64K (TCR_COMMON | 1ull << 14 | 3ull << 30)
+
+struct ram {
+    const uint8_t *map;
+};
+
+static int read_phys(void *ctx, uint64_t paddr, uint64_t *val)
+{
+    const struct ram *r = ctx;
+    if (paddr < RAM_BASE || paddr - RAM_BASE > RAM_SIZE - 8)
+        return -EFAULT;
+    memcpy(val, r->map + (paddr - RAM_BASE), 8);
+    return 0;
+}
+
+struct seen {
+    const struct ram *ram;
+    uint64_t page, block, tcr; /* what the granule makes of the user pages and the kernel */
+    int cpus;
+    int user, kernel, other, walked;
+    int user_of[MAX_CPUS], kernel_of[MAX_CPUS];
+    int user_chains, kernel_chains, kernel_deep; /* frame chains followed to their end */
+};
+
+/* Translates va both ways and compares len bytes: qprof's walk on the RAM file against QEMU's
+ * MMU through `m`. Returns the page size qprof's walk found, 0 when it failed. */
+static uint64_t compare_at(prof_target *t, const struct prof_arch *a, const struct prof_vcpu *v,
+                           struct seen *s, uint64_t va, size_t len)
+{
+    uint64_t paddr = 0, page = 0;
+    int rc =
+        prof_arch_page_walk(a, v->as_root, &v->mmu, va, read_phys, (void *)s->ram, &paddr, &page);
+    CHECK_MSG(rc == 0, "walking %#" PRIx64 " (%s): %d", va, v->user ? "EL0" : "EL1", rc);
+    uint8_t via_qemu[32] = {0};
+    REQUIRE(len <= sizeof via_qemu);
+    struct prof_mem_req req = {.vaddr = va, .len = len, .buf = via_qemu};
+    CHECK_INT(prof_target_read(t, v, &req, 1, NULL), 0);
+    CHECK_INT(req.rc, 0);
+    if (rc == 0 && req.got == len && paddr - RAM_BASE < RAM_SIZE - len) {
+        CHECK_MSG(memcmp(via_qemu, s->ram->map + (paddr - RAM_BASE), len) == 0,
+                  "%#" PRIx64 " -> %#" PRIx64, va, paddr);
+        s->walked++;
+    }
+    return rc == 0 ? page : 0;
+}
+
+static bool read_word(prof_target *t, const struct prof_vcpu *v, uint64_t va, uint64_t *word)
+{
+    struct prof_mem_req req = {.vaddr = va, .len = 8, .buf = word};
+    return prof_target_read(t, v, &req, 1, NULL) == 0 && req.rc == 0 && req.got == 8;
+}
+
+/* Follows the frame chain by the architecture's rule from the vCPU's frame pointer: every
+ * return address in the code of the vCPU's half, up to the chain's end (a zero frame pointer).
+ * The number of return addresses, -1 when the chain leaves the code or does not end. */
+static int follow_chain(prof_target *t, const struct prof_arch *a, const struct prof_vcpu *v,
+                        uint64_t *last_ra)
+{
+    uint64_t fp = v->regs.r[a->frame.fp_reg];
+    for (int depth = 0; depth < 8; depth++) {
+        uint64_t next, ra;
+        if (fp == 0)
+            return depth;
+        if (!read_word(t, v, fp + (uint64_t)(int64_t)a->frame.saved_fp, &next) ||
+            !read_word(t, v, fp + (uint64_t)(int64_t)a->frame.saved_ra, &ra))
+            return -1;
+        if (next == 0 && ra == 0 && !v->user)
+            return depth; /* el0_sync's zero record */
+        bool in_code = v->user ? ra - USER_CODE < 4096 : ra - KERNEL_TEXT < 8192;
+        if (!in_code)
+            return -1;
+        *last_ra = ra;
+        fp = next;
+    }
+    return -1;
+}
+
+/* One vCPU at a stop: EL0 or EL1 (the guest never runs at EL2 or EL3; EL1 with the MMU off
+ * only while it boots, before the samples counted here), its pc in the half for that level, its
+ * pc and sp translated alike by qprof and QEMU, its frame chain whole. */
+static void check_vcpu(prof_target *t, const struct prof_arch *a, const struct prof_vcpu *v,
+                       struct seen *s)
+{
+    CHECK(v->index >= 0 && v->index < s->cpus);
+    if (v->index < 0 || v->index >= s->cpus)
+        return;
+    if (!v->paging64 || (v->privilege != 2 && v->privilege != 3)) {
+        if (s->other++ < 3)
+            fprintf(stderr, "privilege %d, paging %d at pc %#" PRIx64 "\n", v->privilege,
+                    v->paging64, v->pc);
+        return;
+    }
+    CHECK_U64(v->mmu.control, s->tcr);
+    CHECK_U64(v->as_root >> 48, 1); /* the ASID the guest put in TTBR0_EL1 */
+    CHECK(v->mmu.root_hi != 0);
+    CHECK_U64(v->pc, v->regs.r[a->pc_reg]);
+    CHECK_U64(v->sp, v->regs.r[a->sp_reg]);
+    uint64_t last_ra = 0;
+    int depth = follow_chain(t, a, v, &last_ra);
+    if (v->user) {
+        s->user++;
+        s->user_of[v->index]++;
+        CHECK_MSG(v->pc - USER_CODE < 4096, "EL0 pc %#" PRIx64, v->pc);
+        CHECK_U64(compare_at(t, a, v, s, v->pc, 32), s->page);
+        CHECK_MSG(v->sp - USER_STACK <= s->page && v->sp > USER_STACK, "EL0 sp %#" PRIx64, v->sp);
+        CHECK_U64(compare_at(t, a, v, s, v->sp - 16, 16), s->page);
+        /* From any user pc the chain ends at user_start (x29 is 0 only before its bl) */
+        CHECK_MSG(depth >= 1 && last_ra == ENTRY_RETURN, "EL0 pc %#" PRIx64 ": depth %d, %#" PRIx64,
+                  v->pc, depth, last_ra);
+        s->user_chains += depth >= 1 && last_ra == ENTRY_RETURN;
+    } else {
+        s->kernel++;
+        s->kernel_of[v->index]++;
+        CHECK_MSG(v->pc - KERNEL_TEXT < 8192, "EL1 pc %#" PRIx64, v->pc);
+        CHECK_U64(compare_at(t, a, v, s, v->pc, 32), s->block);
+        CHECK_U64(compare_at(t, a, v, s, v->sp, 16), s->block);
+        /* Inside el0_sync before its frame record, x29 is still the user's */
+        s->kernel_chains += depth >= 0;
+        s->kernel_deep += depth == 2; /* kwork's: ksyscall, el0_sync */
+    }
+}
+
+static int on_stop(prof_target *t, const struct prof_vcpu *cpus, int n, void *ctx,
+                   struct qp_error *err)
+{
+    (void)err;
+    struct seen *s = ctx;
+    const struct prof_arch *a = prof_target_arch(t);
+    CHECK_INT(n, s->cpus);
+    for (int i = 0; i < n; i++)
+        check_vcpu(t, a, &cpus[i], s);
+    return 0;
+}
+
+static char *slurp(const char *path)
+{
+    char *text = NULL;
+    g_file_get_contents(path, &text, NULL, NULL);
+    return text ? text : g_strdup("");
+}
+
+/* qprof exits 1 with one line holding `want`. */
+static void expect_refusal(const char *bin, const char *const *args, const char *dir,
+                           const char *out, const char *err, const char *want)
+{
+    bool timed_out = false;
+    int status = child_wait(child_start(bin, args, dir, out, err, NULL), 120, &timed_out);
+    char *text = slurp(err);
+    CHECK_INT(status, 1);
+    CHECK_MSG(strstr(text, want) && strchr(text, '\n') == text + strlen(text) - 1, "%s", text);
+    g_free(text);
+}
+
+/* A file holding only an ELF header of the given machine (all qprof reads before refusing). */
+static char *elf_header_file(const char *dir, const char *name, uint16_t machine)
+{
+    Elf64_Ehdr eh = {
+        .e_type = ET_EXEC, .e_machine = machine, .e_version = EV_CURRENT, .e_ehsize = sizeof eh};
+    memcpy(eh.e_ident, ELFMAG, SELFMAG);
+    eh.e_ident[EI_CLASS] = ELFCLASS64;
+    eh.e_ident[EI_DATA] = ELFDATA2LSB;
+    eh.e_ident[EI_VERSION] = EV_CURRENT;
+    char *path = g_strdup_printf("%s/%s", dir, name);
+    g_file_set_contents(path, (const char *)&eh, sizeof eh, NULL);
+    return path;
+}
+
+/* Counts the folded stacks; kernel ones must start at el0_sync or be marked truncated. */
+static void check_folded(const char *stacks, int cpus)
+{
+    unsigned long total = 0, kernel = 0, to_entry = 0;
+    char **lines = g_strsplit(stacks, "\n", -1);
+    for (char **p = lines; *p; p++) {
+        const char *count = strrchr(*p, ' ');
+        if (!**p || !count)
+            continue;
+        unsigned long n = strtoul(count + 1, NULL, 10);
+        total += n;
+        /* --os none: a kernel stack in a process's address space is rooted at that process
+         * ("user [as 1]"), one in none at "kernel" */
+        const char *semi = strchr(*p, ';');
+        const char *frames = semi ? semi + 1 : "";
+        bool in_process = g_str_has_prefix(*p, "user [as ") && g_str_has_prefix(frames, "el0_sync");
+        if (g_str_has_prefix(*p, "kernel;") || in_process) {
+            kernel += n;
+            to_entry += g_str_has_prefix(frames, "el0_sync") ? n : 0;
+            CHECK_MSG(g_str_has_prefix(frames, "el0_sync") ||
+                          g_str_has_prefix(frames, "[truncated];"),
+                      "%s", *p);
+        } else {
+            /* User code: --os none knows no binary for it, so no CFI; libdwfl's frame-pointer
+             * guesses for aarch64 are not taken (unw_walk.c): the leaf, marked, and no caller */
+            const char *leaf = strstr(*p, ";[truncated];");
+            CHECK_MSG(leaf && !strchr(leaf + strlen(";[truncated];"), ';'), "%s", *p);
+        }
+    }
+    g_strfreev(lines);
+    fprintf(stderr, "qprof: %lu stacks, %lu in the kernel, %lu of them to el0_sync\n", total,
+            kernel, to_entry);
+    CHECK_INT(total, 100 * cpus); /* a stack per vCPU per sample */
+    CHECK_MSG(strstr(stacks, ";el0_sync;ksyscall;kwork "), "%s", stacks);
+    CHECK(kernel > 10);
+    CHECK(to_entry * 10 >= kernel * 8); /* misses: stops in el0_sync before its frame exists */
+}
+
+static void run_qprof(const char *dir, const char *elf, const char *gdb, const char *qmp, int cpus)
+{
+    char *bin = g_strdup_printf("%s/qprof", QPROF_BUILD_DIR);
+    char *out = g_strdup_printf("%s/q.out", dir), *err = g_strdup_printf("%s/q.err", dir);
+    char *folded = g_strdup_printf("%s/q.folded", dir);
+    char *rv = elf_header_file(dir, "vmlinux-riscv64", EM_RISCV);
+    const char *x86[] = {"--gdb",     gdb,  "--os",          "none", "--kernel", QPROF_GUEST_KERNEL,
+                         "--samples", "10", "--no-progress", NULL};
+    expect_refusal(bin, x86, dir, out, err,
+                   "is an ELF for x86_64, but the guest behind the gdbstub is aarch64");
+    const char *riscv[] = {"--gdb", gdb, "--kernel", rv, "--samples", "10", "--no-progress", NULL};
+    expect_refusal(bin, riscv, dir, out, err,
+                   "is an ELF for riscv64, but the guest behind the gdbstub is aarch64");
+    const char *over_qmp[] = {"--qmp-socket", qmp, "--samples", "10", "--no-progress", NULL};
+    expect_refusal(bin, over_qmp, dir, out, err, "qemu-system-aarch64");
+    /* The image's link address is physical; it runs at KERNEL_OFFSET above it. */
+    /* Memory through `m` packets (QEMU translates), then with --qmp-socket through qprof's own
+     * walk of both TTBRs on the shared RAM file */
+    for (int direct = 0; direct <= 1; direct++) {
+        const char *right[] = {"--gdb",
+                               gdb,
+                               "--os",
+                               "none",
+                               "--kernel",
+                               elf,
+                               "--kernel-slide",
+                               "-0x8000000000",
+                               "--samples",
+                               "100",
+                               "--no-progress",
+                               "-o",
+                               folded,
+                               direct ? "--qmp-socket" : NULL,
+                               qmp,
+                               NULL};
+        bool timed_out = false;
+        int status = child_wait(child_start(bin, right, dir, out, err, NULL), 120, &timed_out);
+        char *errors = slurp(err);
+        CHECK_MSG(status == 0, "qprof: %s", errors);
+        CHECK_MSG(strstr(errors, direct ? "memory: direct" : "memory: gdbstub m packets"), "%s",
+                  errors);
+        g_free(errors);
+        char *stacks = slurp(folded);
+        check_folded(stacks, cpus);
+        g_free(stacks);
+    }
+    for (char **p = (char *[]){out, err, folded, rv, NULL}; *p; p++) {
+        unlink(*p);
+        g_free(*p);
+    }
+    g_free(bin);
+}
+
+/* argv[1]: "64k" for the 64K-granule build of the machine, "max" for the 4K one on `-cpu max`
+ * (SVE and some 200 system registers in its target.xml), "smpN" for N Cortex-A57s (up to 4),
+ * else the 4K one on one Cortex-A57. */
+int main(int argc, char **argv)
+{
+    bool g64 = argc > 1 && strcmp(argv[1], "64k") == 0;
+    const char *cpu = argc > 1 && strcmp(argv[1], "max") == 0 ? "max" : "cortex-a57";
+    int cpus = argc > 1 && g_str_has_prefix(argv[1], "smp") ? atoi(argv[1] + 3) : 1;
+    REQUIRE(cpus >= 1 && cpus <= MAX_CPUS);
+    char smp[16];
+    snprintf(smp, sizeof smp, "%d", cpus);
+    const char *elf = g64 ? QPROF_A64_MINI_64K : QPROF_A64_MINI;
+    const char *qemu = "qemu-system-aarch64";
+    char *found = g_find_program_in_path(qemu);
+    if (!found || access(elf, R_OK) != 0) {
+        fprintf(stderr,
+                "SKIP: needs %s and %s (xtask deps: qemu-system-arm, "
+                "gcc-aarch64-linux-gnu)\n",
+                qemu, elf);
+        g_free(found);
+        return 77;
+    }
+    char dir[] = "/tmp/qpa64XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    char *sock = g_strdup_printf("%s/gdb", dir), *ram_path = g_strdup_printf("%s/ram", dir);
+    char *addr = g_strdup_printf("unix:%s", sock), *qmp = g_strdup_printf("%s/qmp", dir);
+    char *qmp_arg = g_strdup_printf("unix:%s,server=on,wait=off", qmp);
+    char *chardev = g_strdup_printf("socket,path=%s,server=on,wait=off,id=g", sock);
+    char *mem =
+        g_strdup_printf("memory-backend-file,id=mem,size=128M,mem-path=%s,share=on", ram_path);
+    char *out = g_strdup_printf("%s/out", dir), *errp = g_strdup_printf("%s/err", dir);
+    const char *args[] = {"-machine", "virt,memory-backend=mem",
+                          "-cpu",     cpu,
+                          "-m",       "128M",
+                          "-object",  mem,
+                          "-kernel",  elf,
+                          "-display", "none",
+                          "-serial",  "none",
+                          "-monitor", "none",
+                          "-chardev", chardev,
+                          "-gdb",     "chardev:g",
+                          "-qmp",     qmp_arg,
+                          "-smp",     smp,
+                          NULL};
+    pid_t pid = child_start(found, args, dir, out, errp, NULL);
+    REQUIRE(pid > 0);
+
+    prof_target *t = NULL;
+    struct qp_error err = {0};
+    struct prof_target_open_opts o = {.address = addr, .timeout_s = 10};
+    for (int i = 0; i < 600 && !t; i++) { /* the socket appears once QEMU has started */
+        if (prof_target_open(&prof_target_gdb_ops, &o, &t, &err) != 0)
+            usleep(50000);
+    }
+    REQUIRE(t || (fprintf(stderr, "%s\n", err.msg), 0));
+    CHECK(prof_target_arch(t) == &prof_arch_aarch64);
+    CHECK_STR(prof_target_arch(t)->name, "aarch64");
+
+    int fd = open(ram_path, O_RDONLY);
+    REQUIRE(fd >= 0);
+    struct ram ram = {mmap(NULL, RAM_SIZE, PROT_READ, MAP_SHARED, fd, 0)};
+    REQUIRE(ram.map != MAP_FAILED);
+    const struct seen fresh = {.ram = &ram,
+                               .page = g64 ? 65536 : 4096,
+                               .block = g64 ? 512ull << 20 : 1ull << 30,
+                               .tcr = g64 ? TCR_64K : TCR_4K,
+                               .cpus = cpus};
+    struct seen s = fresh;
+    /* Boot: until a stop finds it with the MMU on (generous deadline). */
+    for (int i = 0; i < 3000 && s.user + s.kernel == 0; i++) {
+        CHECK_MSG(prof_target_sample(t, on_stop, &s, NULL, &err) == 0, "%s", err.msg);
+        usleep(10000);
+    }
+    REQUIRE(s.user + s.kernel > 0);
+    /* Then a fixed count of samples a few ms apart (back to back, TCG would hardly run the guest
+     * between two stops). About half at EL0, half at EL1; never anywhere else. */
+    s = fresh;
+    for (int i = 0; i < SAMPLES; i++) {
+        int rc = prof_target_sample(t, on_stop, &s, NULL, &err);
+        CHECK_MSG(rc == 0, "sample %d: %s", i, err.msg);
+        if (rc)
+            break;
+        usleep(2000 + (unsigned)g_random_int_range(0, 4000));
+    }
+    fprintf(stderr,
+            "%s, %s: %d samples: %d EL0, %d EL1, %d other; %d translations compared; chains: %d "
+            "user, %d kernel (%d from kwork)\n",
+            cpu, g64 ? "64K" : "4K", SAMPLES, s.user, s.kernel, s.other, s.walked, s.user_chains,
+            s.kernel_chains, s.kernel_deep);
+    CHECK_INT(s.other, 0);
+    for (int c = 0; c < cpus; c++) { /* every CPU at both levels, about half and half */
+        fprintf(stderr, "CPU %d: %d EL0, %d EL1\n", c, s.user_of[c], s.kernel_of[c]);
+        CHECK(s.user_of[c] > SAMPLES / 10);
+        CHECK(s.kernel_of[c] > SAMPLES / 10);
+    }
+    CHECK_INT(s.walked, 2 * (s.user + s.kernel));
+    CHECK_INT(s.user_chains, s.user);
+    CHECK(s.kernel_chains * 10 >= s.kernel * 8);
+    CHECK(s.kernel_deep * 2 >= s.kernel); /* most of the kernel's time is kwork's loop */
+    prof_target_free(t);
+    run_qprof(dir, elf, addr, qmp, s.cpus);
+    munmap((void *)ram.map, RAM_SIZE);
+    close(fd);
+    kill(pid, SIGKILL);
+    bool timed_out = false;
+    child_wait(pid, 30, &timed_out);
+    for (char **p = (char *[]){sock, qmp, ram_path, out, errp, NULL}; *p; p++) {
+        unlink(*p);
+        g_free(*p);
+    }
+    rmdir(dir);
+    g_free(found);
+    g_free(addr);
+    g_free(qmp_arg);
+    g_free(chardev);
+    g_free(mem);
+    return harness_result();
+}
