@@ -124,7 +124,7 @@ const struct prof_arch *prof_arch_for_elf(uint16_t elf_machine);
 /* The table for a gdbstub target.xml <architecture> ("riscv:rv64"), NULL when unknown. */
 const struct prof_arch *prof_arch_for_gdb(const char *xml_arch);
 
-/* The names qprof knows, for messages: "x86_64, riscv64" (static). */
+/* The names qprof knows, for messages: "x86_64, riscv64, aarch64" (static). */
 const char *prof_arch_known_names(void);
 
 /* The architecture of the ELF file at path, for --kernel: 0 with *arch set, 0 with *arch NULL
