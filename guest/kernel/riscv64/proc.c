@@ -1,25 +1,12 @@
-/* riscv64: processes, the round-robin scheduler shared by all harts, the ELF loader, page
- * tables, and each hart's qprof ABI slot. The same rules as the x86_64 kernel's proc.c (one
- * run queue under one lock held across swtch, a slot written only by its own hart); what
+/* riscv64: processes, the round-robin scheduler shared by all harts, page tables, and the
+ * qprof ABI header and each hart's first slot contents (the ELF loader is ../exec.c, the slots'
+ * publishing ../abi.c, both shared with x86_64). The same rules as the x86_64 kernel's proc.c
+ * (one run queue under one lock held across swtch, a slot written only by its own hart); what
  * differs is the register frame, satp instead of CR3, and the Sv39 tables. */
 #include "rv.h"
 
-__attribute__((section(".qprof_abi"), aligned(4096), used)) struct qprof_abi qprof_abi;
-
 /* The tick counter alone in a page every process maps read-only at USER_CLOCK_VA. */
 union clock_page clock_page __attribute__((aligned(4096)));
-
-static inline void abi_write_begin(struct qprof_abi_cpu *slot)
-{
-    slot->seq++;
-    barrier();
-}
-
-static inline void abi_write_end(struct qprof_abi_cpu *slot)
-{
-    barrier();
-    slot->seq++;
-}
 
 static uint64_t kernel_satp(void)
 {
@@ -35,58 +22,6 @@ void abi_init(void)
     qprof_abi.kernel_text_addr = (uint64_t)__text_start;
     qprof_abi.kernel_text_size = (uint64_t)(__text_end - __text_start);
     qprof_abi.boot_id = csr_read(time) ^ 0x9e3779b97f4a7c15ull;
-}
-
-void abi_publish_header(int cpu_count)
-{
-    qprof_abi.cpu_count = (uint32_t)cpu_count;
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    qprof_abi.magic = QPROF_ABI_MAGIC; /* last */
-}
-
-static void abi_publish(struct qprof_abi_cpu *slot, struct proc *p, int idle)
-{
-    abi_write_begin(slot);
-    slot->state = idle ? QPROF_CPU_IDLE : QPROF_CPU_USER;
-    slot->pid = (uint32_t)p->pid;
-    memcpy(slot->name, p->name, QPROF_ABI_NAME_LEN);
-    slot->text_addr = p->text_addr;
-    slot->text_size = p->text_size;
-    slot->eh_frame_addr = p->eh_frame_addr;
-    slot->eh_frame_size = p->eh_frame_size;
-    slot->load_base = p->load_base;
-    slot->generation = p->generation;
-    slot->user_regs = p->user_regs;
-    slot->cr3 = p->satp;
-    slot->kstack_lo = p->kstack_lo;
-    slot->kstack_hi = p->kstack_hi;
-    slot->regs_arch = QPROF_ABI_ARCH_RISCV64;
-    slot->regs_size = sizeof(struct qprof_abi_regs_riscv64);
-    abi_write_end(slot);
-}
-
-void abi_publish_idle(void)
-{
-    struct cpu *c = this_cpu();
-    abi_publish(c->abi, &c->idle, 1);
-}
-
-void abi_enter_from_user(struct qprof_abi_regs_riscv64 *regs)
-{
-    struct cpu *c = this_cpu();
-    c->proc->user_regs = (uint64_t)regs;
-    abi_write_begin(c->abi);
-    c->abi->user_regs = (uint64_t)regs;
-    abi_write_end(c->abi);
-}
-
-void abi_return_to_user(void)
-{
-    struct cpu *c = this_cpu();
-    c->proc->user_regs = 0;
-    abi_write_begin(c->abi);
-    c->abi->user_regs = 0;
-    abi_write_end(c->abi);
 }
 
 /* ---- physical frames and Sv39 tables ---- */
@@ -140,7 +75,6 @@ static struct proc procs[MAX_PROCS];
 static struct spinlock sched_lock;
 struct cpu cpus[MAX_CPUS];
 static int next_pid = 1;
-static uint64_t exec_generation;
 
 void cpu_init(int hart, uint64_t stack_lo, uint64_t stack_hi)
 {
@@ -165,81 +99,10 @@ void cpu_init(int hart, uint64_t stack_lo, uint64_t stack_hi)
     abi_write_end(c->abi);
 }
 
-struct elf64_ehdr {
-    uint8_t ident[16];
-    uint16_t type, machine;
-    uint32_t version;
-    uint64_t entry, phoff, shoff;
-    uint32_t flags;
-    uint16_t ehsize, phentsize, phnum, shentsize, shnum, shstrndx;
-};
-
-struct elf64_phdr {
-    uint32_t type, flags;
-    uint64_t offset, vaddr, paddr, filesz, memsz, align;
-};
-
-struct elf64_shdr {
-    uint32_t name, type;
-    uint64_t flags, addr, offset, size;
-    uint32_t link, info;
-    uint64_t addralign, entsize;
-};
-
-static void load_segment(struct proc *p, const uint8_t *src, uint64_t va, uint64_t filesz,
-                         uint64_t memsz, uint32_t pflags)
+void proc_map_segment_page(struct proc *p, uint64_t va, uint64_t pa, uint32_t elf_flags)
 {
-    uint64_t perm = PTE_U | PTE_R | (pflags & 2 ? PTE_W : 0) | (pflags & 1 ? PTE_X : 0);
-    uint64_t start = va & ~4095ull, end = (va + memsz + 4095) & ~4095ull;
-    for (uint64_t page = start; page < end; page += 4096) {
-        uint64_t pa = frame_alloc();
-        map_page((p->satp & ((1ull << 44) - 1)) << 12, page, pa, perm);
-        uint8_t *dst = P2V(pa);
-        for (uint64_t off = 0; off < 4096; off++) {
-            uint64_t a = page + off;
-            if (a >= va && a < va + filesz)
-                dst[off] = src[a - va];
-        }
-    }
-}
-
-static void find_sections(struct proc *p, const uint8_t *elf, size_t size)
-{
-    const struct elf64_ehdr *eh = (const void *)elf;
-    if (!eh->shoff || eh->shstrndx >= eh->shnum ||
-        eh->shoff + eh->shnum * sizeof(struct elf64_shdr) > size)
-        return;
-    const struct elf64_shdr *sh = (const void *)(elf + eh->shoff);
-    const char *names = (const char *)elf + sh[eh->shstrndx].offset;
-    for (int i = 0; i < eh->shnum; i++) {
-        const char *n = names + sh[i].name;
-        if (strcmp(n, ".text") == 0) {
-            p->text_addr = sh[i].addr;
-            p->text_size = sh[i].size;
-        } else if (strcmp(n, ".eh_frame") == 0) {
-            p->eh_frame_addr = sh[i].addr;
-            p->eh_frame_size = sh[i].size;
-        }
-    }
-}
-
-/* Static ET_EXEC riscv64 images at their link address; returns the entry point or 0. */
-static uint64_t elf_load(struct proc *p, const uint8_t *elf, size_t size)
-{
-    const struct elf64_ehdr *eh = (const void *)elf;
-    if (size < sizeof *eh || memcmp(eh->ident, "\177ELF", 4) != 0 || eh->ident[4] != 2 ||
-        eh->type != 2 || eh->machine != QPROF_ABI_ARCH_RISCV64)
-        return 0;
-    for (int i = 0; i < eh->phnum; i++) {
-        const struct elf64_phdr *ph = (const void *)(elf + eh->phoff + i * eh->phentsize);
-        if (ph->type != 1 /* PT_LOAD */ || ph->offset + ph->filesz > size)
-            continue;
-        load_segment(p, elf + ph->offset, ph->vaddr, ph->filesz, ph->memsz, ph->flags);
-    }
-    p->load_base = 0;
-    find_sections(p, elf, size);
-    p->generation = ++exec_generation;
-    return eh->entry;
+    uint64_t perm = PTE_U | PTE_R | (elf_flags & 2 ? PTE_W : 0) | (elf_flags & 1 ? PTE_X : 0);
+    map_page((p->satp & ((1ull << 44) - 1)) << 12, va, pa, perm);
 }
 
 int proc_spawn(const char *name, const uint8_t *elf, size_t elf_size, int pin)
