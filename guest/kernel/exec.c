@@ -1,6 +1,6 @@
 /* The ELF loader for the demo's static user programs (both kernels build this file); what
  * differs per architecture is the e_machine accepted, where a static PIE goes, and how a page
- * is mapped (proc_map_segment_page, kcommon.h). */
+ * is mapped (proc_map_user_page, kcommon.h). */
 #if defined(__riscv)
 #include "riscv64/rv.h"
 #else
@@ -37,7 +37,7 @@ static void load_segment(struct proc *p, const uint8_t *src, uint64_t va, uint64
     uint64_t start = va & ~4095ull, end = (va + memsz + 4095) & ~4095ull;
     for (uint64_t page = start; page < end; page += 4096) {
         uint64_t pa = frame_alloc();
-        proc_map_segment_page(p, page, pa, elf_flags);
+        proc_map_user_page(p, page, pa, elf_flags);
         uint8_t *dst = P2V(pa);
         for (uint64_t off = 0; off < 4096; off++) {
             uint64_t a = page + off;

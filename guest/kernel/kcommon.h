@@ -1,9 +1,10 @@
-/* The architecture-neutral kernel sources (abi.c, exec.c) that both demo kernels build, and
- * the hooks each architecture provides for them. Included at the end of kernel.h (x86_64) and
- * riscv64/rv.h, after struct proc, struct cpu and trap_frame_t; each of those headers defines
- * ARCH_ELF_MACHINE (the e_machine it runs, also the qprof_abi regs_arch), ARCH_ELF_PIE_BASE
- * (where a static PIE goes; 0: ET_DYN is refused), abi_wmb() (orders the header's fields
- * before magic for another CPU) and proc_page_root() (what the slot's cr3 field holds). */
+/* The architecture-neutral kernel sources (abi.c, exec.c, sched.c) that both demo kernels
+ * build, and the hooks each architecture provides for them. Included at the end of kernel.h
+ * (x86_64) and riscv64/rv.h, after struct proc, struct cpu and trap_frame_t; each of those
+ * headers defines ARCH_ELF_MACHINE (the e_machine it runs, also the qprof_abi regs_arch),
+ * ARCH_ELF_PIE_BASE (where a static PIE goes; 0: ET_DYN is refused), abi_wmb() (orders the
+ * header's fields before magic for another CPU) and proc_page_root() (what the slot's cr3
+ * field holds). */
 #ifndef GUEST_KCOMMON_H
 #define GUEST_KCOMMON_H
 
@@ -41,12 +42,28 @@ enum abi_fault {
 void abi_set_fault(enum abi_fault fault);
 
 /* ---- exec.c: the ELF loader ---- */
+#define ELF_PF_X 1u
+#define ELF_PF_W 2u
+#define ELF_PF_R 4u
 /* Loads a static image into p's address space (set up by the caller); fills p's text,
  * eh_frame, load_base and generation; returns the entry point or 0. */
 uint64_t elf_load(struct proc *p, const uint8_t *elf, size_t size);
 
-/* Arch hook (each arch's proc.c): maps the zeroed user frame pa at va in p's address space,
- * with the permissions a PT_LOAD segment's p_flags (PF_X 1, PF_W 2, PF_R 4) ask for. */
-void proc_map_segment_page(struct proc *p, uint64_t va, uint64_t pa, uint32_t elf_flags);
+/* ---- sched.c: processes and the scheduler ---- */
+void sched_unlock(void); /* proc_first_entry: releases the lock the first switch took */
+/* Marks DEAD and returns a process that no CPU runs (RUNNABLE or SLEEPING), or NULL. */
+struct proc *sched_take_waiting(void);
+
+/* ---- arch hooks, each arch's proc.c ---- */
+void proc_space_new(struct proc *p); /* p's own page tables, sharing the kernel half */
+/* Maps the zeroed frame pa at user va in p's address space, with the permissions that ELF
+ * p_flags (ELF_PF_*) ask for. */
+void proc_map_user_page(struct proc *p, uint64_t va, uint64_t pa, uint32_t elf_flags);
+/* Builds, at the top of p's kernel stack, the user frame that starts p at entry and under it
+ * the frame swtch pops into proc_first_entry; sets p->user_regs and p->ksp. */
+void proc_init_frames(struct proc *p, uint64_t entry);
+/* And static inline in each arch's header: arch_switch_space(next) (kernel stack for traps
+ * from user mode and page tables, before swtch), arch_wait_for_interrupt() (interrupts off on
+ * entry and on return), arch_after_tick(now) (the boot CPU's tick, sched_lock not held). */
 
 #endif

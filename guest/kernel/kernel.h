@@ -214,6 +214,21 @@ static inline uint64_t proc_page_root(const struct proc *p)
 {
     return p->cr3;
 }
+static inline void arch_switch_space(struct proc *next)
+{
+    tss_set_rsp0(next->kstack_hi);
+    write_cr3(next->cr3);
+}
+static inline void arch_wait_for_interrupt(void)
+{
+    __asm__ volatile("sti; hlt; cli" ::: "memory");
+}
+static inline void arch_after_tick(uint64_t now)
+{
+    recycle_tick(now);
+    smp_tick_others();
+    schedule();
+}
 #include "kcommon.h"
 
 #endif

@@ -1,8 +1,6 @@
-/* riscv64: processes, the round-robin scheduler shared by all harts, page tables, and the
- * qprof ABI header and each hart's first slot contents (the ELF loader is ../exec.c, the slots'
- * publishing ../abi.c, both shared with x86_64). The same rules as the x86_64 kernel's proc.c
- * (one run queue under one lock held across swtch, a slot written only by its own hart); what
- * differs is the register frame, satp instead of CR3, and the Sv39 tables. */
+/* riscv64: physical frames and Sv39 tables, the qprof ABI header, each hart's idle context and
+ * first slot contents, and the hooks of the shared scheduler (../sched.c) and ELF loader
+ * (../exec.c): satp instead of CR3, the Sv39 permissions, the register frame. */
 #include "rv.h"
 
 /* The tick counter alone in a page every process maps read-only at USER_CLOCK_VA. */
@@ -70,12 +68,7 @@ static void map_page(uint64_t root_pa, uint64_t va, uint64_t pa, uint64_t flags)
     table[(va >> 12) & 511] = (pa >> 12) << 10 | flags | PTE_V | PTE_A | PTE_D;
 }
 
-/* ---- processes ---- */
-static struct proc procs[MAX_PROCS];
-static struct spinlock sched_lock;
-struct cpu cpus[MAX_CPUS];
-static int next_pid = 1;
-
+/* ---- processes: the riscv64 hooks of ../sched.c and ../exec.c ---- */
 void cpu_init(int hart, uint64_t stack_lo, uint64_t stack_hi)
 {
     struct cpu *c = &cpus[hart];
@@ -99,39 +92,22 @@ void cpu_init(int hart, uint64_t stack_lo, uint64_t stack_hi)
     abi_write_end(c->abi);
 }
 
-void proc_map_segment_page(struct proc *p, uint64_t va, uint64_t pa, uint32_t elf_flags)
+void proc_space_new(struct proc *p)
 {
-    uint64_t perm = PTE_U | PTE_R | (elf_flags & 2 ? PTE_W : 0) | (elf_flags & 1 ? PTE_X : 0);
+    p->satp = SATP_SV39 | (root_new() >> 12);
+}
+
+void proc_map_user_page(struct proc *p, uint64_t va, uint64_t pa, uint32_t elf_flags)
+{
+    uint64_t perm =
+        PTE_U | PTE_R | (elf_flags & ELF_PF_W ? PTE_W : 0) | (elf_flags & ELF_PF_X ? PTE_X : 0);
     map_page((p->satp & ((1ull << 44) - 1)) << 12, va, pa, perm);
 }
 
-int proc_spawn(const char *name, const uint8_t *elf, size_t elf_size, int pin)
+/* The user frame trap_return starts p from (U mode, interrupts on there), under the frame
+ * swtch pops into proc_first_entry. */
+void proc_init_frames(struct proc *p, uint64_t entry)
 {
-    struct proc *p = 0;
-    for (int i = 0; i < MAX_PROCS && !p; i++)
-        if (procs[i].state == P_FREE)
-            p = &procs[i];
-    if (!p)
-        return -1;
-    memset(p, 0, sizeof *p);
-    size_t n = strlen(name);
-    memcpy(p->name, name, n < QPROF_ABI_NAME_LEN - 1 ? n : QPROF_ABI_NAME_LEN - 1);
-    uint64_t root = root_new();
-    p->satp = SATP_SV39 | (root >> 12);
-    uint64_t entry = elf_load(p, elf, elf_size);
-    if (!entry)
-        return -1;
-    for (uint64_t va = USER_STACK_TOP - USER_STACK_SIZE; va < USER_STACK_TOP; va += 4096)
-        map_page(root, va, frame_alloc(), PTE_U | PTE_R | PTE_W);
-    map_page(root, USER_CLOCK_VA, V2P(&clock_page), PTE_U | PTE_R);
-
-    uint64_t kpa = frame_alloc();
-    for (int i = 1; i < KSTACK_SIZE / 4096; i++)
-        frame_alloc();
-    p->kstack_lo = (uint64_t)P2V(kpa);
-    p->kstack_hi = p->kstack_lo + KSTACK_SIZE;
-
-    /* The user frame trap_return starts it from: U mode, interrupts on there. */
     struct qprof_abi_regs_riscv64 *r = (void *)(p->kstack_hi - sizeof *r);
     memset(r, 0, sizeof *r);
     r->pc = entry;
@@ -143,99 +119,4 @@ int proc_spawn(const char *name, const uint8_t *elf, size_t elf_size, int pin)
     memset(sp, 0, 14 * 8);
     sp[13] = (uint64_t)proc_first_entry;
     p->ksp = (uint64_t)sp;
-    p->pid = next_pid++;
-    p->pin = pin;
-    spin_lock(&sched_lock);
-    p->state = P_RUNNABLE;
-    spin_unlock(&sched_lock);
-    return p->pid;
-}
-
-static struct proc *pick_next(struct cpu *c)
-{
-    int start = c->proc == &c->idle ? MAX_PROCS - 1 : (int)(c->proc - procs);
-    for (int k = 1; k <= MAX_PROCS; k++) {
-        struct proc *p = &procs[(start + k) % MAX_PROCS];
-        if (p->state == P_RUNNABLE && (p->pin < 0 || p->pin == c->id))
-            return p;
-    }
-    return &c->idle;
-}
-
-static NOINLINE void switch_to(struct cpu *c, struct proc *next)
-{
-    struct proc *prev = c->proc;
-    if (next == prev)
-        return;
-    c->proc = next;
-    csr_write(satp, next->satp);
-    __asm__ volatile("sfence.vma" ::: "memory");
-    abi_publish(c->abi, next, next == &c->idle);
-    swtch(&prev->ksp, next->ksp);
-}
-
-static void sched_locked(void)
-{
-    struct cpu *c = this_cpu();
-    struct proc *prev = c->proc;
-    if (prev != &c->idle && prev->state == P_RUNNING)
-        prev->state = P_RUNNABLE;
-    struct proc *next = pick_next(c);
-    if (next != &c->idle)
-        next->state = P_RUNNING;
-    switch_to(c, next);
-}
-
-void schedule(void)
-{
-    spin_lock(&sched_lock);
-    sched_locked();
-    spin_unlock(&sched_lock);
-}
-
-void sched_unlock(void);
-void sched_unlock(void)
-{
-    spin_unlock(&sched_lock);
-}
-
-/* Hart 0's tick: the only place the global tick advances. */
-void timer_tick(void)
-{
-    spin_lock(&sched_lock);
-    clock_page.ticks++;
-    for (int i = 0; i < MAX_PROCS; i++)
-        if (procs[i].state == P_SLEEPING && procs[i].wake_tick <= clock_page.ticks)
-            procs[i].state = P_RUNNABLE;
-    spin_unlock(&sched_lock);
-}
-
-void proc_sleep_until(uint64_t tick)
-{
-    spin_lock(&sched_lock);
-    if (tick > clock_page.ticks) {
-        current->wake_tick = tick;
-        current->state = P_SLEEPING;
-        sched_locked();
-    }
-    spin_unlock(&sched_lock);
-}
-
-void proc_exit(int code)
-{
-    kprintf("exit pid=%d name=%s code=%d\n", current->pid, current->name, code);
-    spin_lock(&sched_lock);
-    current->state = P_DEAD;
-    sched_locked();
-    panic("dead process scheduled");
-}
-
-void idle_loop(void)
-{
-    for (;;) {
-        irq_off();
-        schedule();
-        irq_on();
-        __asm__ volatile("wfi" ::: "memory");
-    }
 }

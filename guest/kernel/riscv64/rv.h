@@ -188,6 +188,20 @@ static inline uint64_t proc_page_root(const struct proc *p)
 {
     return p->satp;
 }
+static inline void arch_switch_space(struct proc *next)
+{
+    csr_write(satp, next->satp);
+    __asm__ volatile("sfence.vma" ::: "memory");
+}
+static inline void arch_wait_for_interrupt(void)
+{
+    irq_on();
+    __asm__ volatile("wfi" ::: "memory");
+}
+static inline void arch_after_tick(uint64_t now)
+{
+    (void)now; /* trap.c's timer_interrupt schedules */
+}
 #include "../kcommon.h"
 
 #endif
