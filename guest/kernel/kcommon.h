@@ -1,4 +1,4 @@
-/* The architecture-neutral kernel sources (abi.c, exec.c, sched.c) that both demo kernels
+/* The architecture-neutral kernel sources (abi.c, exec.c, sched.c, run.c) that both demo kernels
  * build, and the hooks each architecture provides for them. Included at the end of kernel.h
  * (x86_64) and riscv64/rv.h, after struct proc, struct cpu and trap_frame_t; each of those
  * headers defines ARCH_ELF_MACHINE (the e_machine it runs, also the qprof_abi regs_arch),
@@ -53,6 +53,18 @@ uint64_t elf_load(struct proc *p, const uint8_t *elf, size_t size);
 void sched_unlock(void); /* proc_first_entry: releases the lock the first switch took */
 /* Marks DEAD and returns a process that no CPU runs (RUNNABLE or SLEEPING), or NULL. */
 struct proc *sched_take_waiting(void);
+
+/* ---- run.c: the command line and the run= list ---- */
+struct program {
+    const char *name;
+    const uint8_t *start, *end;
+};
+extern const struct program programs[]; /* each arch's main.c: the embedded user programs */
+extern const size_t programs_count;
+const struct program *find_program(const char *name, size_t len);
+/* Returns the value of option `key` ("run=") in cmdline, up to the next space, or NULL. */
+const char *cmdline_value(const char *cmdline, const char *key, size_t *len);
+void start_programs(const char *list, size_t len);
 
 /* ---- arch hooks, each arch's proc.c ---- */
 void proc_space_new(struct proc *p); /* p's own page tables, sharing the kernel half */
