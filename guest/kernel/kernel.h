@@ -186,24 +186,6 @@ void proc_sleep_until(uint64_t tick);
 __attribute__((noreturn)) void proc_exit(int code);
 __attribute__((noreturn)) void idle_loop(void);
 void abi_init(int boot_cpu);
-void abi_init_cpu(int cpu, uint64_t stack_lo,
-                  uint64_t stack_hi);   /* slot KERNEL on the boot stack */
-void abi_publish_header(int cpu_count); /* cpu_count, then magic: after every CPU is up */
-void abi_publish_idle(void);            /* this CPU's slot: IDLE, before idle_loop */
-void abi_enter_from_user(struct qprof_abi_regs *regs);
-void abi_return_to_user(void);
-
-/* Test aid (command line abi_fault=VARIANT, guest/README.md): from now on publish a hostile
- * qprof_abi, so that tests can prove the profiler checks what it reads. */
-enum abi_fault {
-    ABI_FAULT_NONE,
-    ABI_FAULT_SIZE,   /* size smaller than the struct the kernel built */
-    ABI_FAULT_STRIDE, /* cpu_slot_size larger than the slots really are */
-    ABI_FAULT_TEXT,   /* text_size 0x7fffffffffff in every slot */
-    ABI_FAULT_NAME,   /* a name with no NUL, a ';' and a newline */
-    ABI_FAULT_COUNT,  /* cpu_count 0xffffffff */
-};
-void abi_set_fault(enum abi_fault fault);
 
 /* ---- syscall.c (int $0x80: number in rax, arguments in rdi, rsi, result in rax) ---- */
 typedef struct qprof_abi_regs trap_frame_t;
@@ -223,5 +205,30 @@ extern uint64_t isr_table[64];
 extern char __text_start[], __text_end[], __kernel_end[];
 extern char boot_stack_lo[], boot_stack_hi[];
 extern uint64_t boot_pml4[512];
+
+/* ---- the shared sources' hooks (kcommon.h) ---- */
+#define ARCH_ELF_MACHINE  QPROF_ABI_ARCH_X86_64
+#define ARCH_ELF_PIE_BASE USER_PIE_BASE
+#define abi_wmb()         barrier() /* x86 keeps stores in order */
+static inline uint64_t proc_page_root(const struct proc *p)
+{
+    return p->cr3;
+}
+static inline void arch_switch_space(struct proc *next)
+{
+    tss_set_rsp0(next->kstack_hi);
+    write_cr3(next->cr3);
+}
+static inline void arch_wait_for_interrupt(void)
+{
+    __asm__ volatile("sti; hlt; cli" ::: "memory");
+}
+static inline void arch_after_tick(uint64_t now)
+{
+    recycle_tick(now);
+    smp_tick_others();
+    schedule();
+}
+#include "kcommon.h"
 
 #endif

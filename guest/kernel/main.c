@@ -3,47 +3,19 @@
  * idle loop. abi_fault=, reset_run= and recycle= are test aids (guest/README.md). */
 #include "kernel.h"
 
-struct program {
-    const char *name;
-    const uint8_t *start, *end;
-};
-
 extern const uint8_t prog_spin_start[], prog_spin_end[];
 extern const uint8_t prog_sys_start[], prog_sys_end[];
 extern const uint8_t prog_spin_pie_start[], prog_spin_pie_end[];
 
-static const struct program programs[] = {
+const struct program programs[] = {
     {"spin", prog_spin_start, prog_spin_end},
     {"sys", prog_sys_start, prog_sys_end},
     {"spin-pie", prog_spin_pie_start, prog_spin_pie_end}, /* spin, position-independent */
 };
 
+const size_t programs_count = sizeof programs / sizeof programs[0];
+
 #define DEFAULT_RUN "spin,spin,sys"
-
-static const struct program *find_program(const char *name, size_t len)
-{
-    for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++)
-        if (strlen(programs[i].name) == len && strncmp(programs[i].name, name, len) == 0)
-            return &programs[i];
-    return 0;
-}
-
-/* Returns the value of option `key` ("run=") in cmdline, up to the next space, or NULL. */
-static const char *cmdline_value(const char *cmdline, const char *key, size_t *len)
-{
-    size_t key_len = strlen(key);
-    for (const char *p = cmdline; p && *p; p++) {
-        if ((p == cmdline || p[-1] == ' ') && strncmp(p, key, key_len) == 0) {
-            p += key_len;
-            size_t n = 0;
-            while (p[n] && p[n] != ' ')
-                n++;
-            *len = n;
-            return p;
-        }
-    }
-    return 0;
-}
 
 /* CMOS RAM survives a reset (QEMU keeps it for the life of the process, as a battery would), so
  * a byte there counts the boots of this machine. Used only with reset_run=. */
@@ -105,29 +77,6 @@ static void apply_abi_fault(const char *cmdline)
     kprintf("'\n");
 }
 
-/* One run= entry: NAME or NAME@CPU (pinned to the CPU with that APIC ID). Returns the program
- * or NULL; *pin is -1 when unpinned. */
-static const struct program *parse_entry(const char *entry, size_t len, int *pin)
-{
-    size_t name_len = 0;
-    while (name_len < len && entry[name_len] != '@')
-        name_len++;
-    *pin = -1;
-    if (name_len < len) {
-        size_t digits = len - name_len - 1;
-        if (digits == 0 || digits > 3)
-            return 0;
-        int cpu = 0;
-        for (size_t k = name_len + 1; k < len; k++) {
-            if (entry[k] < '0' || entry[k] > '9')
-                return 0;
-            cpu = cpu * 10 + (entry[k] - '0');
-        }
-        *pin = cpu;
-    }
-    return find_program(entry, name_len);
-}
-
 /* recycle=TICKS (a test aid): every TICKS ticks a process no CPU runs is retired and the other
  * demo program started in its place, in its freed top-level page table: the same address-space
  * root now holds another process (what a kernel that frees and reuses page tables does). */
@@ -155,35 +104,6 @@ void recycle_tick(uint64_t tick)
         strcmp(name, "spin") == 0 ? find_program("sys", 3) : find_program("spin", 4);
     int pid = proc_spawn(next->name, next->start, (size_t)(next->end - next->start), -1);
     kprintf("recycle pid=%d name=%s -> pid=%d name=%s\n", old_pid, name, pid, next->name);
-}
-
-static void start_programs(const char *cmdline)
-{
-    size_t len;
-    const char *list = run_list(cmdline, &len);
-    size_t i = 0;
-    while (i < len) {
-        size_t j = i;
-        while (j < len && list[j] != ',')
-            j++;
-        int pin;
-        const struct program *prog = parse_entry(list + i, j - i, &pin);
-        if (!prog) {
-            kprintf("unknown program '");
-            kputs_n(list + i, j - i);
-            kprintf("'\n");
-        } else {
-            int pid = proc_spawn(prog->name, prog->start, (size_t)(prog->end - prog->start), pin);
-            if (pid < 0)
-                kprintf("cannot start %s\n", prog->name);
-            else if (pin < 0)
-                kprintf("start pid=%d name=%s\n", pid, prog->name);
-            else
-                kprintf("start pid=%d name=%s cpu=%d%s\n", pid, prog->name, pin,
-                        pin < MAX_CPUS && cpus[pin].online ? "" : " (not online: never runs)");
-        }
-        i = j + 1;
-    }
 }
 
 /* The command line is copied: the page it sits in is not reserved, and AP start-up writes the
@@ -233,7 +153,9 @@ void kmain(uint64_t start_info_pa)
     abi_publish_header(smp_cpu_limit);
     apply_abi_fault(cmdline);
     parse_recycle(cmdline);
-    start_programs(cmdline);
+    size_t run_len;
+    const char *run = run_list(cmdline, &run_len);
+    start_programs(run, run_len);
     kprintf("ready\n");
     abi_publish_idle();
     idle_loop();

@@ -3,18 +3,15 @@
  * then become hart 0's idle loop. The serial milestones are the x86_64 kernel's. */
 #include "rv.h"
 
-struct program {
-    const char *name;
-    const uint8_t *start, *end;
-};
-
 extern const uint8_t prog_spin_start[], prog_spin_end[];
 extern const uint8_t prog_sys_start[], prog_sys_end[];
 
-static const struct program programs[] = {
+const struct program programs[] = {
     {"spin", prog_spin_start, prog_spin_end},
     {"sys", prog_sys_start, prog_sys_end},
 };
+
+const size_t programs_count = sizeof programs / sizeof programs[0];
 
 #define DEFAULT_RUN "spin,spin,sys"
 
@@ -70,77 +67,14 @@ static int fdt_scan(uint64_t dtb_pa)
     return harts ? harts : 1;
 }
 
-static const char *cmdline_value(const char *cmdline, const char *key, size_t *len)
+/* run= or the default */
+static const char *run_list(const char *cmdline, size_t *len)
 {
-    size_t key_len = strlen(key);
-    for (const char *p = cmdline; p && *p; p++) {
-        if ((p == cmdline || p[-1] == ' ') && strncmp(p, key, key_len) == 0) {
-            p += key_len;
-            size_t n = 0;
-            while (p[n] && p[n] != ' ')
-                n++;
-            *len = n;
-            return p;
-        }
-    }
-    return 0;
-}
-
-static const struct program *parse_entry(const char *entry, size_t len, int *pin)
-{
-    size_t name_len = 0;
-    while (name_len < len && entry[name_len] != '@')
-        name_len++;
-    *pin = -1;
-    if (name_len < len) {
-        size_t digits = len - name_len - 1;
-        if (digits == 0 || digits > 3)
-            return 0;
-        int cpu = 0;
-        for (size_t k = name_len + 1; k < len; k++) {
-            if (entry[k] < '0' || entry[k] > '9')
-                return 0;
-            cpu = cpu * 10 + (entry[k] - '0');
-        }
-        *pin = cpu;
-    }
-    for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++)
-        if (strlen(programs[i].name) == name_len && strncmp(programs[i].name, entry, name_len) == 0)
-            return &programs[i];
-    return 0;
-}
-
-static void start_programs(const char *cmdline)
-{
-    size_t len;
-    const char *list = cmdline_value(cmdline, "run=", &len);
-    if (!list) {
-        list = DEFAULT_RUN;
-        len = strlen(DEFAULT_RUN);
-    }
-    size_t i = 0;
-    while (i < len) {
-        size_t j = i;
-        while (j < len && list[j] != ',')
-            j++;
-        int pin;
-        const struct program *prog = parse_entry(list + i, j - i, &pin);
-        if (!prog) {
-            kprintf("unknown program '");
-            kputs_n(list + i, j - i);
-            kprintf("'\n");
-        } else {
-            int pid = proc_spawn(prog->name, prog->start, (size_t)(prog->end - prog->start), pin);
-            if (pid < 0)
-                kprintf("cannot start %s\n", prog->name);
-            else if (pin < 0)
-                kprintf("start pid=%d name=%s\n", pid, prog->name);
-            else
-                kprintf("start pid=%d name=%s cpu=%d%s\n", pid, prog->name, pin,
-                        pin < MAX_CPUS && cpus[pin].online ? "" : " (not online: never runs)");
-        }
-        i = j + 1;
-    }
+    const char *list = cmdline_value(cmdline, "run=", len);
+    if (list)
+        return list;
+    *len = strlen(DEFAULT_RUN);
+    return DEFAULT_RUN;
 }
 
 static volatile int harts_online = 1;
@@ -195,7 +129,9 @@ void kmain(uint64_t hartid, uint64_t dtb_pa)
     int count = harts > 1 ? smp_start(harts) : 1;
     abi_publish_header(count);
     trap_init_hart();
-    start_programs(cmdline_buf);
+    size_t run_len;
+    const char *run = run_list(cmdline_buf, &run_len);
+    start_programs(run, run_len);
     kprintf("ready\n");
     abi_publish_idle();
     idle_loop();

@@ -1,25 +1,10 @@
-/* riscv64: processes, the round-robin scheduler shared by all harts, the ELF loader, page
- * tables, and each hart's qprof ABI slot. The same rules as the x86_64 kernel's proc.c (one
- * run queue under one lock held across swtch, a slot written only by its own hart); what
- * differs is the register frame, satp instead of CR3, and the Sv39 tables. */
+/* riscv64: physical frames and Sv39 tables, the qprof ABI header, each hart's idle context and
+ * first slot contents, and the hooks of the shared scheduler (../sched.c) and ELF loader
+ * (../exec.c): satp instead of CR3, the Sv39 permissions, the register frame. */
 #include "rv.h"
-
-__attribute__((section(".qprof_abi"), aligned(4096), used)) struct qprof_abi qprof_abi;
 
 /* The tick counter alone in a page every process maps read-only at USER_CLOCK_VA. */
 union clock_page clock_page __attribute__((aligned(4096)));
-
-static inline void abi_write_begin(struct qprof_abi_cpu *slot)
-{
-    slot->seq++;
-    barrier();
-}
-
-static inline void abi_write_end(struct qprof_abi_cpu *slot)
-{
-    barrier();
-    slot->seq++;
-}
 
 static uint64_t kernel_satp(void)
 {
@@ -35,58 +20,6 @@ void abi_init(void)
     qprof_abi.kernel_text_addr = (uint64_t)__text_start;
     qprof_abi.kernel_text_size = (uint64_t)(__text_end - __text_start);
     qprof_abi.boot_id = csr_read(time) ^ 0x9e3779b97f4a7c15ull;
-}
-
-void abi_publish_header(int cpu_count)
-{
-    qprof_abi.cpu_count = (uint32_t)cpu_count;
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    qprof_abi.magic = QPROF_ABI_MAGIC; /* last */
-}
-
-static void abi_publish(struct qprof_abi_cpu *slot, struct proc *p, int idle)
-{
-    abi_write_begin(slot);
-    slot->state = idle ? QPROF_CPU_IDLE : QPROF_CPU_USER;
-    slot->pid = (uint32_t)p->pid;
-    memcpy(slot->name, p->name, QPROF_ABI_NAME_LEN);
-    slot->text_addr = p->text_addr;
-    slot->text_size = p->text_size;
-    slot->eh_frame_addr = p->eh_frame_addr;
-    slot->eh_frame_size = p->eh_frame_size;
-    slot->load_base = p->load_base;
-    slot->generation = p->generation;
-    slot->user_regs = p->user_regs;
-    slot->cr3 = p->satp;
-    slot->kstack_lo = p->kstack_lo;
-    slot->kstack_hi = p->kstack_hi;
-    slot->regs_arch = QPROF_ABI_ARCH_RISCV64;
-    slot->regs_size = sizeof(struct qprof_abi_regs_riscv64);
-    abi_write_end(slot);
-}
-
-void abi_publish_idle(void)
-{
-    struct cpu *c = this_cpu();
-    abi_publish(c->abi, &c->idle, 1);
-}
-
-void abi_enter_from_user(struct qprof_abi_regs_riscv64 *regs)
-{
-    struct cpu *c = this_cpu();
-    c->proc->user_regs = (uint64_t)regs;
-    abi_write_begin(c->abi);
-    c->abi->user_regs = (uint64_t)regs;
-    abi_write_end(c->abi);
-}
-
-void abi_return_to_user(void)
-{
-    struct cpu *c = this_cpu();
-    c->proc->user_regs = 0;
-    abi_write_begin(c->abi);
-    c->abi->user_regs = 0;
-    abi_write_end(c->abi);
 }
 
 /* ---- physical frames and Sv39 tables ---- */
@@ -135,13 +68,7 @@ static void map_page(uint64_t root_pa, uint64_t va, uint64_t pa, uint64_t flags)
     table[(va >> 12) & 511] = (pa >> 12) << 10 | flags | PTE_V | PTE_A | PTE_D;
 }
 
-/* ---- processes ---- */
-static struct proc procs[MAX_PROCS];
-static struct spinlock sched_lock;
-struct cpu cpus[MAX_CPUS];
-static int next_pid = 1;
-static uint64_t exec_generation;
-
+/* ---- processes: the riscv64 hooks of ../sched.c and ../exec.c ---- */
 void cpu_init(int hart, uint64_t stack_lo, uint64_t stack_hi)
 {
     struct cpu *c = &cpus[hart];
@@ -165,110 +92,22 @@ void cpu_init(int hart, uint64_t stack_lo, uint64_t stack_hi)
     abi_write_end(c->abi);
 }
 
-struct elf64_ehdr {
-    uint8_t ident[16];
-    uint16_t type, machine;
-    uint32_t version;
-    uint64_t entry, phoff, shoff;
-    uint32_t flags;
-    uint16_t ehsize, phentsize, phnum, shentsize, shnum, shstrndx;
-};
-
-struct elf64_phdr {
-    uint32_t type, flags;
-    uint64_t offset, vaddr, paddr, filesz, memsz, align;
-};
-
-struct elf64_shdr {
-    uint32_t name, type;
-    uint64_t flags, addr, offset, size;
-    uint32_t link, info;
-    uint64_t addralign, entsize;
-};
-
-static void load_segment(struct proc *p, const uint8_t *src, uint64_t va, uint64_t filesz,
-                         uint64_t memsz, uint32_t pflags)
+void proc_space_new(struct proc *p)
 {
-    uint64_t perm = PTE_U | PTE_R | (pflags & 2 ? PTE_W : 0) | (pflags & 1 ? PTE_X : 0);
-    uint64_t start = va & ~4095ull, end = (va + memsz + 4095) & ~4095ull;
-    for (uint64_t page = start; page < end; page += 4096) {
-        uint64_t pa = frame_alloc();
-        map_page((p->satp & ((1ull << 44) - 1)) << 12, page, pa, perm);
-        uint8_t *dst = P2V(pa);
-        for (uint64_t off = 0; off < 4096; off++) {
-            uint64_t a = page + off;
-            if (a >= va && a < va + filesz)
-                dst[off] = src[a - va];
-        }
-    }
+    p->satp = SATP_SV39 | (root_new() >> 12);
 }
 
-static void find_sections(struct proc *p, const uint8_t *elf, size_t size)
+void proc_map_user_page(struct proc *p, uint64_t va, uint64_t pa, uint32_t elf_flags)
 {
-    const struct elf64_ehdr *eh = (const void *)elf;
-    if (!eh->shoff || eh->shstrndx >= eh->shnum ||
-        eh->shoff + eh->shnum * sizeof(struct elf64_shdr) > size)
-        return;
-    const struct elf64_shdr *sh = (const void *)(elf + eh->shoff);
-    const char *names = (const char *)elf + sh[eh->shstrndx].offset;
-    for (int i = 0; i < eh->shnum; i++) {
-        const char *n = names + sh[i].name;
-        if (strcmp(n, ".text") == 0) {
-            p->text_addr = sh[i].addr;
-            p->text_size = sh[i].size;
-        } else if (strcmp(n, ".eh_frame") == 0) {
-            p->eh_frame_addr = sh[i].addr;
-            p->eh_frame_size = sh[i].size;
-        }
-    }
+    uint64_t perm =
+        PTE_U | PTE_R | (elf_flags & ELF_PF_W ? PTE_W : 0) | (elf_flags & ELF_PF_X ? PTE_X : 0);
+    map_page((p->satp & ((1ull << 44) - 1)) << 12, va, pa, perm);
 }
 
-/* Static ET_EXEC riscv64 images at their link address; returns the entry point or 0. */
-static uint64_t elf_load(struct proc *p, const uint8_t *elf, size_t size)
+/* The user frame trap_return starts p from (U mode, interrupts on there), under the frame
+ * swtch pops into proc_first_entry. */
+void proc_init_frames(struct proc *p, uint64_t entry)
 {
-    const struct elf64_ehdr *eh = (const void *)elf;
-    if (size < sizeof *eh || memcmp(eh->ident, "\177ELF", 4) != 0 || eh->ident[4] != 2 ||
-        eh->type != 2 || eh->machine != QPROF_ABI_ARCH_RISCV64)
-        return 0;
-    for (int i = 0; i < eh->phnum; i++) {
-        const struct elf64_phdr *ph = (const void *)(elf + eh->phoff + i * eh->phentsize);
-        if (ph->type != 1 /* PT_LOAD */ || ph->offset + ph->filesz > size)
-            continue;
-        load_segment(p, elf + ph->offset, ph->vaddr, ph->filesz, ph->memsz, ph->flags);
-    }
-    p->load_base = 0;
-    find_sections(p, elf, size);
-    p->generation = ++exec_generation;
-    return eh->entry;
-}
-
-int proc_spawn(const char *name, const uint8_t *elf, size_t elf_size, int pin)
-{
-    struct proc *p = 0;
-    for (int i = 0; i < MAX_PROCS && !p; i++)
-        if (procs[i].state == P_FREE)
-            p = &procs[i];
-    if (!p)
-        return -1;
-    memset(p, 0, sizeof *p);
-    size_t n = strlen(name);
-    memcpy(p->name, name, n < QPROF_ABI_NAME_LEN - 1 ? n : QPROF_ABI_NAME_LEN - 1);
-    uint64_t root = root_new();
-    p->satp = SATP_SV39 | (root >> 12);
-    uint64_t entry = elf_load(p, elf, elf_size);
-    if (!entry)
-        return -1;
-    for (uint64_t va = USER_STACK_TOP - USER_STACK_SIZE; va < USER_STACK_TOP; va += 4096)
-        map_page(root, va, frame_alloc(), PTE_U | PTE_R | PTE_W);
-    map_page(root, USER_CLOCK_VA, V2P(&clock_page), PTE_U | PTE_R);
-
-    uint64_t kpa = frame_alloc();
-    for (int i = 1; i < KSTACK_SIZE / 4096; i++)
-        frame_alloc();
-    p->kstack_lo = (uint64_t)P2V(kpa);
-    p->kstack_hi = p->kstack_lo + KSTACK_SIZE;
-
-    /* The user frame trap_return starts it from: U mode, interrupts on there. */
     struct qprof_abi_regs_riscv64 *r = (void *)(p->kstack_hi - sizeof *r);
     memset(r, 0, sizeof *r);
     r->pc = entry;
@@ -280,99 +119,4 @@ int proc_spawn(const char *name, const uint8_t *elf, size_t elf_size, int pin)
     memset(sp, 0, 14 * 8);
     sp[13] = (uint64_t)proc_first_entry;
     p->ksp = (uint64_t)sp;
-    p->pid = next_pid++;
-    p->pin = pin;
-    spin_lock(&sched_lock);
-    p->state = P_RUNNABLE;
-    spin_unlock(&sched_lock);
-    return p->pid;
-}
-
-static struct proc *pick_next(struct cpu *c)
-{
-    int start = c->proc == &c->idle ? MAX_PROCS - 1 : (int)(c->proc - procs);
-    for (int k = 1; k <= MAX_PROCS; k++) {
-        struct proc *p = &procs[(start + k) % MAX_PROCS];
-        if (p->state == P_RUNNABLE && (p->pin < 0 || p->pin == c->id))
-            return p;
-    }
-    return &c->idle;
-}
-
-static NOINLINE void switch_to(struct cpu *c, struct proc *next)
-{
-    struct proc *prev = c->proc;
-    if (next == prev)
-        return;
-    c->proc = next;
-    csr_write(satp, next->satp);
-    __asm__ volatile("sfence.vma" ::: "memory");
-    abi_publish(c->abi, next, next == &c->idle);
-    swtch(&prev->ksp, next->ksp);
-}
-
-static void sched_locked(void)
-{
-    struct cpu *c = this_cpu();
-    struct proc *prev = c->proc;
-    if (prev != &c->idle && prev->state == P_RUNNING)
-        prev->state = P_RUNNABLE;
-    struct proc *next = pick_next(c);
-    if (next != &c->idle)
-        next->state = P_RUNNING;
-    switch_to(c, next);
-}
-
-void schedule(void)
-{
-    spin_lock(&sched_lock);
-    sched_locked();
-    spin_unlock(&sched_lock);
-}
-
-void sched_unlock(void);
-void sched_unlock(void)
-{
-    spin_unlock(&sched_lock);
-}
-
-/* Hart 0's tick: the only place the global tick advances. */
-void timer_tick(void)
-{
-    spin_lock(&sched_lock);
-    clock_page.ticks++;
-    for (int i = 0; i < MAX_PROCS; i++)
-        if (procs[i].state == P_SLEEPING && procs[i].wake_tick <= clock_page.ticks)
-            procs[i].state = P_RUNNABLE;
-    spin_unlock(&sched_lock);
-}
-
-void proc_sleep_until(uint64_t tick)
-{
-    spin_lock(&sched_lock);
-    if (tick > clock_page.ticks) {
-        current->wake_tick = tick;
-        current->state = P_SLEEPING;
-        sched_locked();
-    }
-    spin_unlock(&sched_lock);
-}
-
-void proc_exit(int code)
-{
-    kprintf("exit pid=%d name=%s code=%d\n", current->pid, current->name, code);
-    spin_lock(&sched_lock);
-    current->state = P_DEAD;
-    sched_locked();
-    panic("dead process scheduled");
-}
-
-void idle_loop(void)
-{
-    for (;;) {
-        irq_off();
-        schedule();
-        irq_on();
-        __asm__ volatile("wfi" ::: "memory");
-    }
 }

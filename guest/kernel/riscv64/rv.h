@@ -148,10 +148,6 @@ union clock_page {
 extern union clock_page clock_page; /* clock_page.ticks: timer ticks since boot */
 void cpu_init(int hart, uint64_t stack_lo, uint64_t stack_hi);
 void abi_init(void);
-void abi_publish_header(int cpu_count);
-void abi_publish_idle(void);
-void abi_enter_from_user(struct qprof_abi_regs_riscv64 *regs);
-void abi_return_to_user(void);
 int proc_spawn(const char *name, const uint8_t *elf, size_t elf_size, int pin);
 void schedule(void);
 void timer_tick(void);
@@ -183,5 +179,29 @@ extern volatile uint64_t ap_go;
 extern char boot_stacks[];
 #define BOOT_STACK_SIZE 16384
 extern char __text_start[], __text_end[], __kernel_end[];
+
+/* ---- the shared sources' hooks (../kcommon.h) ---- */
+#define ARCH_ELF_MACHINE  QPROF_ABI_ARCH_RISCV64
+#define ARCH_ELF_PIE_BASE 0 /* static ET_EXEC images only */
+#define abi_wmb()         __atomic_thread_fence(__ATOMIC_SEQ_CST)
+static inline uint64_t proc_page_root(const struct proc *p)
+{
+    return p->satp;
+}
+static inline void arch_switch_space(struct proc *next)
+{
+    csr_write(satp, next->satp);
+    __asm__ volatile("sfence.vma" ::: "memory");
+}
+static inline void arch_wait_for_interrupt(void)
+{
+    irq_on();
+    __asm__ volatile("wfi" ::: "memory");
+}
+static inline void arch_after_tick(uint64_t now)
+{
+    (void)now; /* trap.c's timer_interrupt schedules */
+}
+#include "../kcommon.h"
 
 #endif
