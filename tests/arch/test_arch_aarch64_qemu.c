@@ -153,11 +153,16 @@ static int on_stop(prof_target *t, const struct prof_vcpu *cpus, int n, void *ct
     return 0;
 }
 
-/* Past the boot code: a stop at EL0 or EL1 with the MMU on. */
+/* Past the boot code: every CPU seen at EL0 or EL1 with the MMU on (with smp2, one CPU past it
+ * is not enough: the other can still be booting when the counted samples begin). */
 static bool booted(const void *ctx)
 {
     const struct seen *s = ctx;
-    return s->user + s->kernel > 0;
+    for (int c = 0; c < s->cpus; c++) {
+        if (s->user_of[c] + s->kernel_of[c] == 0)
+            return false;
+    }
+    return true;
 }
 
 /* The qprof binary against the same machine: kernel ELFs of other architectures and QMP alone
@@ -220,7 +225,7 @@ int main(int argc, char **argv)
                                .tcr = g64 ? TCR_64K : TCR_4K,
                                .cpus = cpus};
     struct seen s = fresh;
-    /* Boot: until a stop finds it with the MMU on (generous deadline). */
+    /* Boot: until stops find every CPU with the MMU on (generous deadline). */
     arch_qemu_wait_boot(&q, on_stop, &s, booted);
     /* Then a fixed count of samples a few ms apart. About half at EL0, half at EL1; never
      * anywhere else. */

@@ -82,11 +82,16 @@ static int on_stop(prof_target *t, const struct prof_vcpu *cpus, int n, void *ct
     return 0;
 }
 
-/* Past the M-mode boot code: a stop in S or U mode. */
+/* Past the M-mode boot code: every hart seen in S or U mode (with smp2, one hart past it is not
+ * enough: the other can still be in M mode when the counted samples begin). */
 static bool booted(const void *ctx)
 {
     const struct seen *s = ctx;
-    return s->user + s->supervisor > 0;
+    for (int h = 0; h < s->harts; h++) {
+        if (s->user_of[h] + s->supervisor_of[h] == 0)
+            return false;
+    }
+    return true;
 }
 
 /* The qprof binary against the same machine: an x86_64 or an aarch64 kernel ELF is refused in
@@ -129,7 +134,7 @@ int main(int argc, char **argv)
     if (arch_qemu_boot(&q, &spec) == 77)
         return 77;
     struct seen s = {.q = &q, .harts = harts};
-    /* Boot: until a stop finds it past the M-mode code (generous deadline). */
+    /* Boot: until stops find every hart past the M-mode code (generous deadline). */
     arch_qemu_wait_boot(&q, on_stop, &s, booted);
     /* Then a fixed count of samples a few ms apart, as qprof takes them. The guest spends about
      * half its time in U mode and the rest in S, and never traps to M. */
