@@ -12,18 +12,12 @@
  * through ksyscall to the EL0 entry el0_sync. */
 #define _GNU_SOURCE
 #include "arch.h"
-#include "child.h"
+#include "arch_qemu.h"
 #include "harness.h"
 #include "target.h"
 
 #include <elf.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <glib.h>
-#include <signal.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define RAM_BASE     0x40000000ull
 #define RAM_SIZE     (128ull << 20)
@@ -40,21 +34,8 @@
 #define TCR_4K  (TCR_COMMON | 2ull << 30)
 #define TCR_64K (TCR_COMMON | 1ull << 14 | 3ull << 30)
 
-struct ram {
-    const uint8_t *map;
-};
-
-static int read_phys(void *ctx, uint64_t paddr, uint64_t *val)
-{
-    const struct ram *r = ctx;
-    if (paddr < RAM_BASE || paddr - RAM_BASE > RAM_SIZE - 8)
-        return -EFAULT;
-    memcpy(val, r->map + (paddr - RAM_BASE), 8);
-    return 0;
-}
-
 struct seen {
-    const struct ram *ram;
+    const struct arch_qemu *q;
     uint64_t page, block, tcr; /* what the granule makes of the user pages and the kernel */
     int cpus;
     int user, kernel, other, walked;
@@ -68,17 +49,17 @@ static uint64_t compare_at(prof_target *t, const struct prof_arch *a, const stru
                            struct seen *s, uint64_t va, size_t len)
 {
     uint64_t paddr = 0, page = 0;
-    int rc =
-        prof_arch_page_walk(a, v->as_root, &v->mmu, va, read_phys, (void *)s->ram, &paddr, &page);
+    int rc = prof_arch_page_walk(a, v->as_root, &v->mmu, va, arch_qemu_read_phys, (void *)s->q,
+                                 &paddr, &page);
     CHECK_MSG(rc == 0, "walking %#" PRIx64 " (%s): %d", va, v->user ? "EL0" : "EL1", rc);
     uint8_t via_qemu[32] = {0};
     REQUIRE(len <= sizeof via_qemu);
     struct prof_mem_req req = {.vaddr = va, .len = len, .buf = via_qemu};
     CHECK_INT(prof_target_read(t, v, &req, 1, NULL), 0);
     CHECK_INT(req.rc, 0);
-    if (rc == 0 && req.got == len && paddr - RAM_BASE < RAM_SIZE - len) {
-        CHECK_MSG(memcmp(via_qemu, s->ram->map + (paddr - RAM_BASE), len) == 0,
-                  "%#" PRIx64 " -> %#" PRIx64, va, paddr);
+    const uint8_t *in_ram = arch_qemu_ram_at(s->q, paddr, len);
+    if (rc == 0 && req.got == len && in_ram) {
+        CHECK_MSG(memcmp(via_qemu, in_ram, len) == 0, "%#" PRIx64 " -> %#" PRIx64, va, paddr);
         s->walked++;
     }
     return rc == 0 ? page : 0;
@@ -172,128 +153,46 @@ static int on_stop(prof_target *t, const struct prof_vcpu *cpus, int n, void *ct
     return 0;
 }
 
-static char *slurp(const char *path)
+/* Past the boot code: every CPU seen at EL0 or EL1 with the MMU on (with smp2, one CPU past it
+ * is not enough: the other can still be booting when the counted samples begin). */
+static bool booted(const void *ctx)
 {
-    char *text = NULL;
-    g_file_get_contents(path, &text, NULL, NULL);
-    return text ? text : g_strdup("");
-}
-
-/* qprof exits 1 with one line holding `want`. */
-static void expect_refusal(const char *bin, const char *const *args, const char *dir,
-                           const char *out, const char *err, const char *want)
-{
-    bool timed_out = false;
-    int status = child_wait(child_start(bin, args, dir, out, err, NULL), 120, &timed_out);
-    char *text = slurp(err);
-    CHECK_INT(status, 1);
-    CHECK_MSG(strstr(text, want) && strchr(text, '\n') == text + strlen(text) - 1, "%s", text);
-    g_free(text);
-}
-
-/* A file holding only an ELF header of the given machine (all qprof reads before refusing). */
-static char *elf_header_file(const char *dir, const char *name, uint16_t machine)
-{
-    Elf64_Ehdr eh = {
-        .e_type = ET_EXEC, .e_machine = machine, .e_version = EV_CURRENT, .e_ehsize = sizeof eh};
-    memcpy(eh.e_ident, ELFMAG, SELFMAG);
-    eh.e_ident[EI_CLASS] = ELFCLASS64;
-    eh.e_ident[EI_DATA] = ELFDATA2LSB;
-    eh.e_ident[EI_VERSION] = EV_CURRENT;
-    char *path = g_strdup_printf("%s/%s", dir, name);
-    g_file_set_contents(path, (const char *)&eh, sizeof eh, NULL);
-    return path;
-}
-
-/* Counts the folded stacks; kernel ones must start at el0_sync or be marked truncated. */
-static void check_folded(const char *stacks, int cpus)
-{
-    unsigned long total = 0, kernel = 0, to_entry = 0;
-    char **lines = g_strsplit(stacks, "\n", -1);
-    for (char **p = lines; *p; p++) {
-        const char *count = strrchr(*p, ' ');
-        if (!**p || !count)
-            continue;
-        unsigned long n = strtoul(count + 1, NULL, 10);
-        total += n;
-        /* --os none: a kernel stack in a process's address space is rooted at that process
-         * ("user [as 1]"), one in none at "kernel" */
-        const char *semi = strchr(*p, ';');
-        const char *frames = semi ? semi + 1 : "";
-        bool in_process = g_str_has_prefix(*p, "user [as ") && g_str_has_prefix(frames, "el0_sync");
-        if (g_str_has_prefix(*p, "kernel;") || in_process) {
-            kernel += n;
-            to_entry += g_str_has_prefix(frames, "el0_sync") ? n : 0;
-            CHECK_MSG(g_str_has_prefix(frames, "el0_sync") ||
-                          g_str_has_prefix(frames, "[truncated];"),
-                      "%s", *p);
-        } else {
-            /* User code: --os none knows no binary for it, so no CFI; libdwfl's frame-pointer
-             * guesses for aarch64 are not taken (unw_walk.c): the leaf, marked, and no caller */
-            const char *leaf = strstr(*p, ";[truncated];");
-            CHECK_MSG(leaf && !strchr(leaf + strlen(";[truncated];"), ';'), "%s", *p);
-        }
+    const struct seen *s = ctx;
+    for (int c = 0; c < s->cpus; c++) {
+        if (s->user_of[c] + s->kernel_of[c] == 0)
+            return false;
     }
-    g_strfreev(lines);
-    fprintf(stderr, "qprof: %lu stacks, %lu in the kernel, %lu of them to el0_sync\n", total,
-            kernel, to_entry);
-    CHECK_INT(total, 100 * cpus); /* a stack per vCPU per sample */
-    CHECK_MSG(strstr(stacks, ";el0_sync;ksyscall;kwork "), "%s", stacks);
-    CHECK(kernel > 10);
-    CHECK(to_entry * 10 >= kernel * 8); /* misses: stops in el0_sync before its frame exists */
+    return true;
 }
 
-static void run_qprof(const char *dir, const char *elf, const char *gdb, const char *qmp, int cpus)
+/* The qprof binary against the same machine: kernel ELFs of other architectures and QMP alone
+ * refused in one line; kernel stacks unwound by CFI to el0_sync, user ones marked truncated
+ * after the leaf (libdwfl's frame-pointer guesses for aarch64 are not taken, unw_walk.c). */
+static void run_qprof(const struct arch_qemu *q, const char *elf, int cpus)
 {
-    char *bin = g_strdup_printf("%s/qprof", QPROF_BUILD_DIR);
-    char *out = g_strdup_printf("%s/q.out", dir), *err = g_strdup_printf("%s/q.err", dir);
-    char *folded = g_strdup_printf("%s/q.folded", dir);
-    char *rv = elf_header_file(dir, "vmlinux-riscv64", EM_RISCV);
-    const char *x86[] = {"--gdb",     gdb,  "--os",          "none", "--kernel", QPROF_GUEST_KERNEL,
-                         "--samples", "10", "--no-progress", NULL};
-    expect_refusal(bin, x86, dir, out, err,
-                   "is an ELF for x86_64, but the guest behind the gdbstub is aarch64");
-    const char *riscv[] = {"--gdb", gdb, "--kernel", rv, "--samples", "10", "--no-progress", NULL};
-    expect_refusal(bin, riscv, dir, out, err,
-                   "is an ELF for riscv64, but the guest behind the gdbstub is aarch64");
-    const char *over_qmp[] = {"--qmp-socket", qmp, "--samples", "10", "--no-progress", NULL};
-    expect_refusal(bin, over_qmp, dir, out, err, "qemu-system-aarch64");
+    arch_qemu_expect_refusals(q, "riscv64", EM_RISCV, NULL);
     /* The image's link address is physical; it runs at KERNEL_OFFSET above it. */
     /* Memory through `m` packets (QEMU translates), then with --qmp-socket through qprof's own
      * walk of both TTBRs on the shared RAM file */
     for (int direct = 0; direct <= 1; direct++) {
-        const char *right[] = {"--gdb",
-                               gdb,
-                               "--os",
-                               "none",
-                               "--kernel",
-                               elf,
-                               "--kernel-slide",
-                               "-0x8000000000",
-                               "--samples",
-                               "100",
-                               "--no-progress",
-                               "-o",
-                               folded,
-                               direct ? "--qmp-socket" : NULL,
-                               qmp,
-                               NULL};
-        bool timed_out = false;
-        int status = child_wait(child_start(bin, right, dir, out, err, NULL), 120, &timed_out);
-        char *errors = slurp(err);
+        const char *right[] = {"--gdb",          q->gdb,
+                               "--os",           "none",
+                               "--kernel",       elf,
+                               "--kernel-slide", "-0x8000000000",
+                               "--samples",      "100",
+                               "--no-progress",  "-o",
+                               q->folded,        direct ? "--qmp-socket" : NULL,
+                               q->qmp,           NULL};
+        char *errors = NULL;
+        int status = arch_qemu_run_qprof(q, right, &errors);
         CHECK_MSG(status == 0, "qprof: %s", errors);
         CHECK_MSG(strstr(errors, direct ? "memory: direct" : "memory: gdbstub m packets"), "%s",
                   errors);
         g_free(errors);
-        char *stacks = slurp(folded);
-        check_folded(stacks, cpus);
+        char *stacks = arch_qemu_slurp(q->folded);
+        arch_qemu_check_folded(stacks, cpus, 100, "el0_sync", true);
         g_free(stacks);
     }
-    for (char **p = (char *[]){out, err, folded, rv, NULL}; *p; p++) {
-        unlink(*p);
-        g_free(*p);
-    }
-    g_free(bin);
 }
 
 /* argv[1]: "64k" for the 64K-granule build of the machine, "max" for the 4K one on `-cpu max`
@@ -305,81 +204,33 @@ int main(int argc, char **argv)
     const char *cpu = argc > 1 && strcmp(argv[1], "max") == 0 ? "max" : "cortex-a57";
     int cpus = argc > 1 && g_str_has_prefix(argv[1], "smp") ? atoi(argv[1] + 3) : 1;
     REQUIRE(cpus >= 1 && cpus <= MAX_CPUS);
-    char smp[16];
-    snprintf(smp, sizeof smp, "%d", cpus);
     const char *elf = g64 ? QPROF_A64_MINI_64K : QPROF_A64_MINI;
-    const char *qemu = "qemu-system-aarch64";
-    char *found = g_find_program_in_path(qemu);
-    if (!found || access(elf, R_OK) != 0) {
-        fprintf(stderr,
-                "SKIP: needs %s and %s (xtask deps: qemu-system-arm, "
-                "gcc-aarch64-linux-gnu)\n",
-                qemu, elf);
-        g_free(found);
+    const char *const machine[] = {"-cpu", cpu, NULL};
+    const struct arch_qemu_spec spec = {.qemu = "qemu-system-aarch64",
+                                        .kernel = elf,
+                                        .skip_hint =
+                                            "xtask deps: qemu-system-arm, gcc-aarch64-linux-gnu",
+                                        .dir_template = "/tmp/qpa64XXXXXX",
+                                        .machine_args = machine,
+                                        .ram_base = RAM_BASE,
+                                        .ram_size = RAM_SIZE,
+                                        .cpus = cpus,
+                                        .arch = &prof_arch_aarch64};
+    struct arch_qemu q;
+    if (arch_qemu_boot(&q, &spec) == 77)
         return 77;
-    }
-    char dir[] = "/tmp/qpa64XXXXXX";
-    REQUIRE(mkdtemp(dir));
-    char *sock = g_strdup_printf("%s/gdb", dir), *ram_path = g_strdup_printf("%s/ram", dir);
-    char *addr = g_strdup_printf("unix:%s", sock), *qmp = g_strdup_printf("%s/qmp", dir);
-    char *qmp_arg = g_strdup_printf("unix:%s,server=on,wait=off", qmp);
-    char *chardev = g_strdup_printf("socket,path=%s,server=on,wait=off,id=g", sock);
-    char *mem =
-        g_strdup_printf("memory-backend-file,id=mem,size=128M,mem-path=%s,share=on", ram_path);
-    char *out = g_strdup_printf("%s/out", dir), *errp = g_strdup_printf("%s/err", dir);
-    const char *args[] = {"-machine", "virt,memory-backend=mem",
-                          "-cpu",     cpu,
-                          "-m",       "128M",
-                          "-object",  mem,
-                          "-kernel",  elf,
-                          "-display", "none",
-                          "-serial",  "none",
-                          "-monitor", "none",
-                          "-chardev", chardev,
-                          "-gdb",     "chardev:g",
-                          "-qmp",     qmp_arg,
-                          "-smp",     smp,
-                          NULL};
-    pid_t pid = child_start(found, args, dir, out, errp, NULL);
-    REQUIRE(pid > 0);
-
-    prof_target *t = NULL;
-    struct qp_error err = {0};
-    struct prof_target_open_opts o = {.address = addr, .timeout_s = 10};
-    for (int i = 0; i < 600 && !t; i++) { /* the socket appears once QEMU has started */
-        if (prof_target_open(&prof_target_gdb_ops, &o, &t, &err) != 0)
-            usleep(50000);
-    }
-    REQUIRE(t || (fprintf(stderr, "%s\n", err.msg), 0));
-    CHECK(prof_target_arch(t) == &prof_arch_aarch64);
-    CHECK_STR(prof_target_arch(t)->name, "aarch64");
-
-    int fd = open(ram_path, O_RDONLY);
-    REQUIRE(fd >= 0);
-    struct ram ram = {mmap(NULL, RAM_SIZE, PROT_READ, MAP_SHARED, fd, 0)};
-    REQUIRE(ram.map != MAP_FAILED);
-    const struct seen fresh = {.ram = &ram,
+    const struct seen fresh = {.q = &q,
                                .page = g64 ? 65536 : 4096,
                                .block = g64 ? 512ull << 20 : 1ull << 30,
                                .tcr = g64 ? TCR_64K : TCR_4K,
                                .cpus = cpus};
     struct seen s = fresh;
-    /* Boot: until a stop finds it with the MMU on (generous deadline). */
-    for (int i = 0; i < 3000 && s.user + s.kernel == 0; i++) {
-        CHECK_MSG(prof_target_sample(t, on_stop, &s, NULL, &err) == 0, "%s", err.msg);
-        usleep(10000);
-    }
-    REQUIRE(s.user + s.kernel > 0);
-    /* Then a fixed count of samples a few ms apart (back to back, TCG would hardly run the guest
-     * between two stops). About half at EL0, half at EL1; never anywhere else. */
+    /* Boot: until stops find every CPU with the MMU on (generous deadline). */
+    arch_qemu_wait_boot(&q, on_stop, &s, booted);
+    /* Then a fixed count of samples a few ms apart. About half at EL0, half at EL1; never
+     * anywhere else. */
     s = fresh;
-    for (int i = 0; i < SAMPLES; i++) {
-        int rc = prof_target_sample(t, on_stop, &s, NULL, &err);
-        CHECK_MSG(rc == 0, "sample %d: %s", i, err.msg);
-        if (rc)
-            break;
-        usleep(2000 + (unsigned)g_random_int_range(0, 4000));
-    }
+    arch_qemu_sample(&q, on_stop, &s, SAMPLES);
     fprintf(stderr,
             "%s, %s: %d samples: %d EL0, %d EL1, %d other; %d translations compared; chains: %d "
             "user, %d kernel (%d from kwork)\n",
@@ -398,22 +249,9 @@ int main(int argc, char **argv)
     CHECK_MSG(s.kernel_chains * 10 >= s.kernel * 6, "%d of %d kernel chains", s.kernel_chains,
               s.kernel);
     CHECK(s.kernel_deep * 2 >= s.kernel); /* most of the kernel's time is kwork's loop */
-    prof_target_free(t);
-    run_qprof(dir, elf, addr, qmp, s.cpus);
-    munmap((void *)ram.map, RAM_SIZE);
-    close(fd);
-    kill(pid, SIGKILL);
-    bool timed_out = false;
-    child_wait(pid, 30, &timed_out);
-    for (char **p = (char *[]){sock, qmp, ram_path, out, errp, NULL}; *p; p++) {
-        unlink(*p);
-        g_free(*p);
-    }
-    rmdir(dir);
-    g_free(found);
-    g_free(addr);
-    g_free(qmp_arg);
-    g_free(chardev);
-    g_free(mem);
-    return harness_result();
+    arch_qemu_release_target(&q);
+    run_qprof(&q, elf, s.cpus);
+    arch_qemu_stop(&q);
+    int shared = arch_qemu_result();
+    return harness_result() || shared;
 }

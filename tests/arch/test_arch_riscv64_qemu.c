@@ -6,41 +6,22 @@
  * MMU gives for that pc through `m` packets. */
 #define _GNU_SOURCE
 #include "arch.h"
-#include "child.h"
+#include "arch_qemu.h"
 #include "harness.h"
 #include "target.h"
 
 #include <elf.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <glib.h>
-#include <signal.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define RAM_BASE  0x80000000ull
 #define RAM_SIZE  (64ull << 20)
 #define USER_CODE 0x10000ull
 #define SAMPLES   200
 
-struct ram {
-    const uint8_t *map;
-};
-
-static int read_phys(void *ctx, uint64_t paddr, uint64_t *val)
-{
-    const struct ram *r = ctx;
-    if (paddr < RAM_BASE || paddr - RAM_BASE > RAM_SIZE - 8)
-        return -EFAULT;
-    memcpy(val, r->map + (paddr - RAM_BASE), 8);
-    return 0;
-}
-
 #define MAX_HARTS 4
 
 struct seen {
-    const struct ram *ram;
+    const struct arch_qemu *q;
     int harts;
     int user, supervisor, machine, walked;
     int user_of[MAX_HARTS], supervisor_of[MAX_HARTS];
@@ -75,15 +56,16 @@ static void check_vcpu(prof_target *t, const struct prof_arch *a, const struct p
         CHECK_MSG(v->pc >= a->split.kernel_start, "S-mode pc %#" PRIx64, v->pc);
     }
     uint64_t paddr = 0, page = 0;
-    int rc = a->page_walk(v->as_root, v->pc, read_phys, (void *)s->ram, &paddr, &page);
+    int rc = a->page_walk(v->as_root, v->pc, arch_qemu_read_phys, (void *)s->q, &paddr, &page);
     CHECK_MSG(rc == 0, "walking pc %#" PRIx64 ": %d", v->pc, rc);
     CHECK_U64(page, v->user ? 4096 : 1u << 30);
     uint8_t via_qemu[32] = {0};
     struct prof_mem_req req = {.vaddr = v->pc, .len = sizeof via_qemu, .buf = via_qemu};
     CHECK_INT(prof_target_read(t, v, &req, 1, NULL), 0);
     CHECK_INT(req.rc, 0);
-    if (rc == 0 && req.got == sizeof via_qemu && paddr - RAM_BASE < RAM_SIZE - sizeof via_qemu) {
-        CHECK(memcmp(via_qemu, s->ram->map + (paddr - RAM_BASE), sizeof via_qemu) == 0);
+    const uint8_t *in_ram = arch_qemu_ram_at(s->q, paddr, sizeof via_qemu);
+    if (rc == 0 && req.got == sizeof via_qemu && in_ram) {
+        CHECK(memcmp(via_qemu, in_ram, sizeof via_qemu) == 0);
         s->walked++;
     }
 }
@@ -100,11 +82,16 @@ static int on_stop(prof_target *t, const struct prof_vcpu *cpus, int n, void *ct
     return 0;
 }
 
-static char *slurp(const char *path)
+/* Past the M-mode boot code: every hart seen in S or U mode (with smp2, one hart past it is not
+ * enough: the other can still be in M mode when the counted samples begin). */
+static bool booted(const void *ctx)
 {
-    char *text = NULL;
-    g_file_get_contents(path, &text, NULL, NULL);
-    return text ? text : g_strdup("");
+    const struct seen *s = ctx;
+    for (int h = 0; h < s->harts; h++) {
+        if (s->user_of[h] + s->supervisor_of[h] == 0)
+            return false;
+    }
+    return true;
 }
 
 /* The qprof binary against the same machine: an x86_64 or an aarch64 kernel ELF is refused in
@@ -112,99 +99,20 @@ static char *slurp(const char *path)
  * (libdwfl's riscv backend) from kwork through ksyscall to the trap entry s_trap, where they
  * end; what cannot be unwound (user code, for which --os none knows no binary) is marked
  * truncated, never invented. */
-static void run_qprof(const char *dir, const char *gdb, const char *qmp, int harts)
+static void run_qprof(const struct arch_qemu *q, int harts)
 {
-    char *bin = g_strdup_printf("%s/qprof", QPROF_BUILD_DIR);
-    char *out = g_strdup_printf("%s/q.out", dir), *err = g_strdup_printf("%s/q.err", dir);
-    char *folded = g_strdup_printf("%s/q.folded", dir);
-    const char *wrong[] = {
-        "--gdb",     gdb,  "--os",          "none", "--kernel", QPROF_GUEST_KERNEL,
-        "--samples", "10", "--no-progress", NULL};
-    bool timed_out = false;
-    int status = child_wait(child_start(bin, wrong, dir, out, err, NULL), 120, &timed_out);
-    char *text = slurp(err);
-    CHECK_INT(status, 1);
-    CHECK_MSG(strstr(text, "is an ELF for x86_64, but the guest behind the gdbstub is riscv64") &&
-                  strchr(text, '\n') == text + strlen(text) - 1,
-              "%s", text);
-    g_free(text);
-    /* An aarch64 kernel ELF (its header is all qprof reads before refusing it) */
-    Elf64_Ehdr eh = {
-        .e_type = ET_EXEC, .e_machine = EM_AARCH64, .e_version = EV_CURRENT, .e_ehsize = sizeof eh};
-    memcpy(eh.e_ident, ELFMAG, SELFMAG);
-    eh.e_ident[EI_CLASS] = ELFCLASS64;
-    eh.e_ident[EI_DATA] = ELFDATA2LSB;
-    eh.e_ident[EI_VERSION] = EV_CURRENT;
-    char *arm = g_strdup_printf("%s/vmlinux-arm64", dir);
-    g_file_set_contents(arm, (const char *)&eh, sizeof eh, NULL);
-    const char *aarch64[] = {"--gdb",     gdb,  "--kernel",      arm,
-                             "--samples", "10", "--no-progress", NULL};
-    status = child_wait(child_start(bin, aarch64, dir, out, err, NULL), 120, &timed_out);
-    text = slurp(err);
-    CHECK_INT(status, 1);
-    CHECK_MSG(strstr(text, "is an ELF for aarch64, but the guest behind the gdbstub is riscv64") &&
-                  strchr(text, '\n') == text + strlen(text) - 1,
-              "%s", text);
-    g_free(text);
-    unlink(arm);
-    g_free(arm);
-    /* QMP alone: refused in one line, not sampled as an x86_64 guest */
-    const char *over_qmp[] = {"--qmp-socket", qmp, "--samples", "10", "--no-progress", NULL};
-    status = child_wait(child_start(bin, over_qmp, dir, out, err, NULL), 120, &timed_out);
-    text = slurp(err);
-    CHECK_INT(status, 1);
-    CHECK_MSG(strstr(text, "qemu-system-riscv64") && strstr(text, "--gdb") &&
-                  strchr(text, '\n') == text + strlen(text) - 1,
-              "%s", text);
-    g_free(text);
-    const char *right[] = {"--gdb",          gdb,
+    arch_qemu_expect_refusals(q, "aarch64", EM_AARCH64, "--gdb");
+    const char *right[] = {"--gdb",          q->gdb,
                            "--os",           "none",
                            "--kernel",       QPROF_RV64_MINI,
                            "--kernel-slide", "-0x4080000000",
                            "--samples",      "100",
                            "--no-progress",  "-o",
-                           folded,           NULL};
-    status = child_wait(child_start(bin, right, dir, out, err, NULL), 120, &timed_out);
-    CHECK_INT(status, 0);
-    char *stacks = slurp(folded);
-    unsigned long total = 0, kernel = 0, to_entry = 0;
-    char **lines = g_strsplit(stacks, "\n", -1);
-    for (char **p = lines; *p; p++) {
-        const char *count = strrchr(*p, ' ');
-        if (!**p || !count)
-            continue;
-        unsigned long n = strtoul(count + 1, NULL, 10);
-        total += n;
-        /* --os none: a kernel stack taken in a process's address space is rooted at that
-         * process ("user [as 1]"), one in no process's at "kernel" */
-        const char *semi = strchr(*p, ';');
-        const char *frames = semi ? semi + 1 : "";
-        bool in_process = g_str_has_prefix(*p, "user [as ") && g_str_has_prefix(frames, "s_trap");
-        if (g_str_has_prefix(*p, "kernel;") || in_process) {
-            kernel += n;
-            to_entry += g_str_has_prefix(frames, "s_trap") ? n : 0;
-            /* rooted at the trap entry, or marked */
-            CHECK_MSG(g_str_has_prefix(frames, "s_trap") ||
-                          g_str_has_prefix(frames, "[truncated];"),
-                      "%s", *p);
-        } else {
-            CHECK_MSG(strstr(*p, ";[truncated];"), "%s", *p);
-        }
-    }
-    g_strfreev(lines);
-    fprintf(stderr, "qprof: %lu vCPU stacks, %lu in the kernel, %lu of them to s_trap\n", total,
-            kernel, to_entry);
-    CHECK_INT(total, 100 * harts); /* a stack per vCPU per sample */
-    CHECK_MSG(strstr(stacks, ";s_trap;ksyscall;kwork "), "%s", stacks);
-    CHECK(kernel > 10);
-    CHECK(to_entry * 10 >= kernel * 8); /* the few misses: stops inside the trap entry's first
-                                           instructions, before its frame exists */
+                           q->folded,        NULL};
+    CHECK_INT(arch_qemu_run_qprof(q, right, NULL), 0);
+    char *stacks = arch_qemu_slurp(q->folded);
+    arch_qemu_check_folded(stacks, harts, 100, "s_trap", false);
     g_free(stacks);
-    for (char **p = (char *[]){out, err, folded, NULL}; *p; p++) {
-        unlink(*p);
-        g_free(*p);
-    }
-    g_free(bin);
 }
 
 /* argv[1]: "smp2" (up to smp4) for that many harts, else one. */
@@ -212,73 +120,26 @@ int main(int argc, char **argv)
 {
     int harts = argc > 1 && g_str_has_prefix(argv[1], "smp") ? atoi(argv[1] + 3) : 1;
     REQUIRE(harts >= 1 && harts <= MAX_HARTS);
-    char smp[16];
-    snprintf(smp, sizeof smp, "%d", harts);
-    const char *qemu = "qemu-system-riscv64";
-    char *found = g_find_program_in_path(qemu);
-    if (!found || access(QPROF_RV64_MINI, R_OK) != 0) {
-        fprintf(stderr, "SKIP: needs %s and %s (xtask deps)\n", qemu, QPROF_RV64_MINI);
-        g_free(found);
+    const char *const machine[] = {"-bios", "none", NULL};
+    const struct arch_qemu_spec spec = {.qemu = "qemu-system-riscv64",
+                                        .kernel = QPROF_RV64_MINI,
+                                        .skip_hint = "xtask deps",
+                                        .dir_template = "/tmp/qprv64XXXXXX",
+                                        .machine_args = machine,
+                                        .ram_base = RAM_BASE,
+                                        .ram_size = RAM_SIZE,
+                                        .cpus = harts,
+                                        .arch = &prof_arch_riscv64};
+    struct arch_qemu q;
+    if (arch_qemu_boot(&q, &spec) == 77)
         return 77;
-    }
-    char dir[] = "/tmp/qprv64XXXXXX";
-    REQUIRE(mkdtemp(dir));
-    char *sock = g_strdup_printf("%s/gdb", dir), *ram_path = g_strdup_printf("%s/ram", dir);
-    char *addr = g_strdup_printf("unix:%s", sock), *qmp = g_strdup_printf("%s/qmp", dir);
-    char *qmp_arg = g_strdup_printf("unix:%s,server=on,wait=off", qmp);
-    char *chardev = g_strdup_printf("socket,path=%s,server=on,wait=off,id=g", sock);
-    char *mem =
-        g_strdup_printf("memory-backend-file,id=mem,size=64M,mem-path=%s,share=on", ram_path);
-    char *out = g_strdup_printf("%s/out", dir), *errp = g_strdup_printf("%s/err", dir);
-    const char *args[] = {"-machine", "virt,memory-backend=mem",
-                          "-m",       "64M",
-                          "-object",  mem,
-                          "-bios",    "none",
-                          "-kernel",  QPROF_RV64_MINI,
-                          "-display", "none",
-                          "-serial",  "none",
-                          "-monitor", "none",
-                          "-chardev", chardev,
-                          "-gdb",     "chardev:g",
-                          "-qmp",     qmp_arg,
-                          "-smp",     smp,
-                          NULL};
-    pid_t pid = child_start(found, args, dir, out, errp, NULL);
-    REQUIRE(pid > 0);
-
-    prof_target *t = NULL;
-    struct qp_error err = {0};
-    struct prof_target_open_opts o = {.address = addr, .timeout_s = 10};
-    for (int i = 0; i < 600 && !t; i++) { /* the socket appears once QEMU has started */
-        if (prof_target_open(&prof_target_gdb_ops, &o, &t, &err) != 0)
-            usleep(50000);
-    }
-    REQUIRE(t || (fprintf(stderr, "%s\n", err.msg), 0));
-    CHECK(prof_target_arch(t) == &prof_arch_riscv64);
-    CHECK_STR(prof_target_arch(t)->name, "riscv64");
-
-    int fd = open(ram_path, O_RDONLY);
-    REQUIRE(fd >= 0);
-    struct ram ram = {mmap(NULL, RAM_SIZE, PROT_READ, MAP_SHARED, fd, 0)};
-    REQUIRE(ram.map != MAP_FAILED);
-    struct seen s = {.ram = &ram, .harts = harts};
-    /* Boot: until a stop finds it past the M-mode code (generous deadline). */
-    for (int i = 0; i < 3000 && s.user + s.supervisor == 0; i++) {
-        CHECK_MSG(prof_target_sample(t, on_stop, &s, NULL, &err) == 0, "%s", err.msg);
-        usleep(10000);
-    }
-    REQUIRE(s.user + s.supervisor > 0);
-    /* Then a fixed count of samples a few ms apart, as qprof takes them (back to back, TCG
-     * would hardly run the guest between two stops). The guest spends about half its time in
-     * U mode and the rest in S, and never traps to M. */
-    s = (struct seen){.ram = &ram, .harts = harts};
-    for (int i = 0; i < SAMPLES; i++) {
-        int rc = prof_target_sample(t, on_stop, &s, NULL, &err);
-        CHECK_MSG(rc == 0, "sample %d: %s", i, err.msg);
-        if (rc)
-            break;
-        usleep(2000 + (unsigned)g_random_int_range(0, 4000));
-    }
+    struct seen s = {.q = &q, .harts = harts};
+    /* Boot: until stops find every hart past the M-mode code (generous deadline). */
+    arch_qemu_wait_boot(&q, on_stop, &s, booted);
+    /* Then a fixed count of samples a few ms apart, as qprof takes them. The guest spends about
+     * half its time in U mode and the rest in S, and never traps to M. */
+    s = (struct seen){.q = &q, .harts = harts};
+    arch_qemu_sample(&q, on_stop, &s, SAMPLES);
     fprintf(stderr, "%d samples: %d user, %d supervisor, %d machine; %d pcs walked\n", SAMPLES,
             s.user, s.supervisor, s.machine, s.walked);
     CHECK_INT(s.machine, 0);
@@ -288,22 +149,9 @@ int main(int argc, char **argv)
         CHECK(s.supervisor_of[h] > SAMPLES / 10);
     }
     CHECK(s.walked >= s.user + s.supervisor - 2);
-    prof_target_free(t);
-    run_qprof(dir, addr, qmp, harts);
-    munmap((void *)ram.map, RAM_SIZE);
-    close(fd);
-    kill(pid, SIGKILL);
-    bool timed_out = false;
-    child_wait(pid, 30, &timed_out);
-    for (char **p = (char *[]){sock, qmp, ram_path, out, errp, NULL}; *p; p++) {
-        unlink(*p);
-        g_free(*p);
-    }
-    rmdir(dir);
-    g_free(found);
-    g_free(addr);
-    g_free(qmp_arg);
-    g_free(chardev);
-    g_free(mem);
-    return harness_result();
+    arch_qemu_release_target(&q);
+    run_qprof(&q, harts);
+    arch_qemu_stop(&q);
+    int shared = arch_qemu_result();
+    return harness_result() || shared;
 }
