@@ -40,7 +40,7 @@ static pid_t start_qemu(struct arch_qemu *q, char *smp)
     for (const char **a = common; *a; a++)
         args[n++] = *a;
     args[n] = NULL;
-    pid_t pid = child_start(q->qemu_path, args, q->dir, q->out, q->err, NULL);
+    pid_t pid = child_start(q->qemu_path, args, q->dir, q->out, q->err, child_die_with_parent);
     g_free(qmp_arg);
     g_free(chardev);
     g_free(mem);

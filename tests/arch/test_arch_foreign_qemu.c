@@ -30,7 +30,7 @@ static int check_refused(const char *qemu, const char *const *machine, const cha
         args[k++] = *a;
     args[k++] = gdb_arg;
     args[k] = NULL;
-    pid_t qpid = child_start(bin, args, dir, out, err, NULL);
+    pid_t qpid = child_start(bin, args, dir, out, err, child_die_with_parent);
     REQUIRE(qpid > 0);
     for (int i = 0; i < 600 && access(sock, F_OK) != 0; i++) /* QEMU creates it at start */
         usleep(50000);

@@ -106,7 +106,7 @@ static void vm_boot(struct vm *vm, const char *qemu, const char *run, int harts)
                           "-qmp",     qmp,
                           NULL};
     char *out = g_strdup_printf("%s/qemu.out", vm->dir);
-    vm->pid = child_start(qemu, args, vm->dir, out, out, NULL);
+    vm->pid = child_start(qemu, args, vm->dir, out, out, child_die_with_parent);
     REQUIRE(vm->pid > 0);
     /* Up once the kernel has started its programs (generous deadline: the host is shared). */
     for (int i = 0; i < 1200 && !serial_has(vm, "\nready"); i++)

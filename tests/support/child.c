@@ -8,9 +8,15 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 
 #define MAX_ARGS 64
+
+int child_die_with_parent(void)
+{
+    return prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 ? 0 : 127;
+}
 
 pid_t child_start(const char *bin, const char *const *args, const char *dir, const char *out_path,
                   const char *err_path, int (*before_exec)(void))

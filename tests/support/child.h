@@ -11,6 +11,10 @@
  * into out_path and err_path. before_exec, when not NULL, runs in the child first; a nonzero
  * return ends the child with that code. Returns the pid, or -1 when fork fails. The child exits
  * 126 when it cannot set up its files or directory, 127 when bin cannot be run. */
+/* A before_exec for children that must not outlive the test (a QEMU): killed when the test
+ * process's main thread ends, however it ends (a failed REQUIRE, ctest's SIGTERM). */
+int child_die_with_parent(void);
+
 pid_t child_start(const char *bin, const char *const *args, const char *dir, const char *out_path,
                   const char *err_path, int (*before_exec)(void));
 
