@@ -29,13 +29,13 @@ void prof_print_help(FILE *out);
 int prof_parse_cpu_list(const char *text, uint64_t *mask, struct qp_error *err);
 
 /* When to take the next sample (seconds, same clock as resumed_at): the guest runs for the mean
- * interval jittered by +-50%, less the typical cost of a sample (cost_avg, the median time the
- * guest has stood still per sample, so the rate stays about one per interval), counted from when
+ * interval jittered by +-50%, less the mean cost of a sample (cost_avg, a long-run average of the
+ * time the guest stands still per sample, so the rate stays one per interval), counted from when
  * the last sample resumed it. How long the guest runs between two samples must not depend on
  * what the last one found: a state whose samples cost more (a deeper stack to copy, a kernel
  * frame read by round trips) would otherwise be followed by a different run time than others,
  * and sampled at a different density per unit of guest time, a bias in every share. When the
- * typical cost leaves less than a tenth of an interval, the run is a random fraction (under half)
+ * mean cost leaves less than a tenth of an interval, the run is a random fraction (under half)
  * of an interval: a constant gap would alias with periodic guest work. u01 and u02 are uniform
  * random numbers in [0, 1]. */
 double prof_next_deadline(double resumed_at, double cost_avg, double interval_s, double u01,

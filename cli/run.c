@@ -321,12 +321,11 @@ static void take_sample(struct run_state *r)
     if (!captured || prof_session_last_stats(r->session)->paused_ns)
         prof_hist_add(&r->paused, prof_session_last_stats(r->session)->paused_ns);
     r->paused_total_ns += prof_session_last_stats(r->session)->paused_ns;
-    /* The stop came right after `now`: resumed one paused time later. The typical cost is the
-     * median of all samples so far: it hardly moves with this sample's own cost, and the first
-     * sample's one-time loads (a kernel's tables, seconds on a Linux guest) do not shorten the
-     * runs after it (a mean would, for hundreds of samples: a nearly frozen guest). */
-    r->resumed_at = now + prof_session_last_stats(r->session)->paused_ns / 1e9;
-    r->cost_avg = r->samples >= 3 ? prof_hist_percentile(&r->paused, 50) / 1e9 : 0;
+    /* The stop came right after `now`: resumed one paused time later. The mean is long-run
+     * (1/64 per sample), so the next run time hardly depends on this sample's cost. */
+    double paused_s = prof_session_last_stats(r->session)->paused_ns / 1e9;
+    r->resumed_at = now + paused_s;
+    r->cost_avg = r->samples == 1 ? paused_s : r->cost_avg + (paused_s - r->cost_avg) / 64;
     r->round_trips += prof_session_last_stats(r->session)->round_trips;
     if (r->samples >= 2 && r->samples <= 6)
         r->first_paused_ms[r->samples - 2] = prof_session_last_stats(r->session)->paused_ns / 1e6;
