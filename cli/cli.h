@@ -28,17 +28,13 @@ void prof_print_help(FILE *out);
 /* Parses "0,2-3" into a bit mask of vCPUs. */
 int prof_parse_cpu_list(const char *text, uint64_t *mask, struct qp_error *err);
 
-/* When to take the next sample (seconds, same clock as resumed_at): the guest runs for the mean
- * interval jittered by +-50%, less the mean cost of a sample (cost_avg, a long-run average of the
- * time the guest stands still per sample, so the rate stays one per interval), counted from when
- * the last sample resumed it. How long the guest runs between two samples must not depend on
- * what the last one found: a state whose samples cost more (a deeper stack to copy, a kernel
- * frame read by round trips) would otherwise be followed by a different run time than others,
- * and sampled at a different density per unit of guest time, a bias in every share. When the
- * mean cost leaves less than a tenth of an interval, the run is a random fraction (under half)
- * of an interval: a constant gap would alias with periodic guest work. u01 and u02 are uniform
- * random numbers in [0, 1]. */
-double prof_next_deadline(double resumed_at, double cost_avg, double interval_s, double u01,
+/* When to take the next sample (seconds, same clock as now): the previous deadline plus the mean
+ * interval jittered by +-50%. When sampling fell behind, a random fraction (under half) of an
+ * interval from now instead of at once: a sample started right after the previous one would
+ * leave the guest running for the nearly constant time qprof spends between samples, and
+ * constant gaps alias with periodic guest work. u01 and u02 are uniform random numbers in [0, 1].
+ */
+double prof_next_deadline(double prev_deadline, double now, double interval_s, double u01,
                           double u02);
 
 /* `qprof record`: the one -o is the record file (whatever its name); checks and sets

@@ -69,13 +69,13 @@ static void sleep_until(double deadline)
 
 /* The jitter keeps samples from locking onto a periodic guest timer (which would over- or
  * under-sample whatever runs at that phase). */
-double prof_next_deadline(double resumed_at, double cost_avg, double interval_s, double u01,
+double prof_next_deadline(double prev_deadline, double now, double interval_s, double u01,
                           double u02)
 {
-    double run = interval_s * (0.5 + u01) - cost_avg;
-    if (run < interval_s * 0.1)
-        run = interval_s * 0.5 * u02;
-    return resumed_at + run;
+    double next = prev_deadline + interval_s * (0.5 + u01);
+    if (next < now)
+        next = now + interval_s * 0.5 * u02;
+    return next;
 }
 
 static double uniform01(void)
@@ -101,8 +101,6 @@ struct run_state {
     prof_session *session;
     prof_agg *agg; /* the folded view of the profile, for the summary (made at the end) */
     double last_sample;
-    double resumed_at;      /* when the last sample let the guest run again */
-    double cost_avg;        /* mean seconds the guest stood still per sample (prof_next_deadline) */
     out_recorder *recorder; /* with a record file: written as sampling goes */
     double last_flush;
     bool record_failed;
@@ -321,11 +319,6 @@ static void take_sample(struct run_state *r)
     if (!captured || prof_session_last_stats(r->session)->paused_ns)
         prof_hist_add(&r->paused, prof_session_last_stats(r->session)->paused_ns);
     r->paused_total_ns += prof_session_last_stats(r->session)->paused_ns;
-    /* The stop came right after `now`: resumed one paused time later. The mean is long-run
-     * (1/64 per sample), so the next run time hardly depends on this sample's cost. */
-    double paused_s = prof_session_last_stats(r->session)->paused_ns / 1e9;
-    r->resumed_at = now + paused_s;
-    r->cost_avg = r->samples == 1 ? paused_s : r->cost_avg + (paused_s - r->cost_avg) / 64;
     r->round_trips += prof_session_last_stats(r->session)->round_trips;
     if (r->samples >= 2 && r->samples <= 6)
         r->first_paused_ms[r->samples - 2] = prof_session_last_stats(r->session)->paused_ns / 1e6;
@@ -357,7 +350,6 @@ static void sampling_loop(struct run_state *r)
         double now = now_s();
         if (end && now >= end)
             break;
-        double last_try = now;
         take_sample(r);
         if (limit && r->samples >= limit)
             break;
@@ -372,9 +364,7 @@ static void sampling_loop(struct run_state *r)
             sleep_until(now); /* only to take a pending stop signal: the target paces itself */
             continue;
         }
-        /* after a failed sample or one someone else's pause kept from happening: from now */
-        double from = r->samples && r->resumed_at >= last_try ? r->resumed_at : now;
-        next = prof_next_deadline(from, r->cost_avg, interval, uniform01(), uniform01());
+        next = prof_next_deadline(next, now, interval, uniform01(), uniform01());
         if (end && next > end)
             next = end;
         sleep_until(next);
