@@ -336,6 +336,10 @@ int lx_btf_offsets(const lx_btf *b, struct lx_offsets *out, struct qp_error *err
         resolve_page_cache(btf, &o);
     if (!rc && resolve_percpu(btf, &o, NULL))
         o.percpu_unknown = true; /* lx_offsets_from_kernel asks kallsyms */
+    /* Optional: the run queue's task, for samples in the middle of a context switch. Without the
+     * variable in BTF (older pahole), lx_offsets_from_kernel asks kallsyms. */
+    if (!rc && member_offset(btf, "rq", "curr", &o.rq_curr, &ignored) == 0)
+        o.has_rq_curr = percpu_var(btf, "runqueues", &o.percpu_runqueues, NULL, NULL) == 0;
     if (rc)
         return rc;
     if (o.task_comm + 16 > o.task_size || o.task_pid + 4 > o.task_size ||
@@ -376,6 +380,9 @@ void lx_offsets_debian12_6_1(struct lx_offsets *o)
         .percpu_cpu_number = 0x199e0,
         .percpu_this_cpu_off = 0x199e8,
         .has_pcpu_hot = false,
+        .has_rq_curr = true,
+        .rq_curr = 0x960,
+        .percpu_runqueues = 0x31c40,
         .mt_r64_pivot = 8,
         .mt_r64_slot = 128,
         .mt_r64_meta = 248,

@@ -82,6 +82,12 @@ int lx_offsets_from_kernel(const lx_kernel *k, struct lx_offsets *o, struct qp_e
     /* 6.15+ links per-CPU variables at kernel addresses (before: zero-based, 0). */
     if (lx_kernel_symbol_addr(k, "__per_cpu_start", &o->percpu_start))
         o->percpu_start = 0;
+    uint64_t rq; /* rq_curr is never 0 once BTF named it: struct rq opens with its lock */
+    if (!o->has_rq_curr && o->rq_curr && lx_kernel_symbol_addr(k, "runqueues", &rq) == 0 &&
+        rq >= o->percpu_start) {
+        o->percpu_runqueues = rq - o->percpu_start;
+        o->has_rq_curr = true;
+    }
     if (!o->percpu_unknown)
         return 0;
     const char *names[] = {"current_task", "cpu_number", "this_cpu_off"};
@@ -115,6 +121,20 @@ int lx_current_task(const struct lx_offsets *o, const struct lx_reader *r, uint6
         rc = check_kernel_ptr(current, "current_task", err);
     if (!rc)
         *task = current;
+    return rc;
+}
+
+int lx_rq_curr(const struct lx_offsets *o, const struct lx_reader *r, uint64_t percpu_base,
+               uint64_t *task, struct qp_error *err)
+{
+    if (!o->has_rq_curr)
+        return qp_error_set(err, -ENOENT, "no run queue offsets (runqueues, rq.curr)");
+    uint64_t curr, area = percpu_base + o->percpu_start;
+    int rc = read_u64(r, area + o->percpu_runqueues + o->rq_curr, &curr, "rq->curr", err);
+    if (!rc)
+        rc = check_kernel_ptr(curr, "rq->curr", err);
+    if (!rc)
+        *task = curr;
     return rc;
 }
 

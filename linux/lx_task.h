@@ -72,6 +72,14 @@ struct lx_offsets {
     uint32_t file_mapping, mapping_i_pages, xa_head, xa_node_shift, xa_node_slots;
     uint32_t page_struct_size;
     uint64_t vmemmap_base;
+    /* The run queue's task (the per-CPU `runqueues`, struct rq's `curr`): during a context
+     * switch, from the stack pointer's move to the incoming task's stack until current_task is
+     * written in __switch_to, the stack is the incoming task's while current_task still names
+     * the outgoing one; rq->curr already names the incoming one. has_rq_curr is false when
+     * neither BTF nor kallsyms has them (optional). */
+    bool has_rq_curr;
+    uint32_t rq_curr;
+    uint64_t percpu_runqueues;
 };
 /* Fills *out from b. Fails with -ENOENT and a message naming the missing type, member or
  * per-CPU variable, or -EINVAL when a layout is not one this code can read. */
@@ -103,6 +111,10 @@ int lx_offsets_from_kernel(const lx_kernel *k, struct lx_offsets *o, struct qp_e
  * checks *(base + this_cpu_off) == base before trusting it. */
 int lx_current_task(const struct lx_offsets *o, const struct lx_reader *r, uint64_t percpu_base,
                     uint64_t *task, struct qp_error *err);
+/* rq->curr of the CPU whose per-CPU base is percpu_base (checked by lx_current_task first);
+ * -ENOENT when o has no run queue offsets. */
+int lx_rq_curr(const struct lx_offsets *o, const struct lx_reader *r, uint64_t percpu_base,
+               uint64_t *task, struct qp_error *err);
 /* Reads pid, tgid, comm, mm, stack and flags of task (one read spanning those fields). */
 int lx_task_read(const struct lx_offsets *o, const struct lx_reader *r, uint64_t task,
                  struct lx_task_info *out, struct qp_error *err);

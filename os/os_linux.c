@@ -72,6 +72,7 @@ struct os_linux {
     uint64_t per_cpu_offset; /* __per_cpu_offset[] */
     struct lx_task_info tasks[PROF_MAX_VCPUS];
     bool task_ok[PROF_MAX_VCPUS];
+    uint64_t switching_samples;   /* named by rq->curr (take_incoming_task) */
     GHashTable *mm_cache;         /* mm address -> struct mm_vmas (owned) */
     uint64_t stops;               /* refreshes so far: at most one VMA walk per mm per stop */
     const struct prof_vcpu *cpus; /* this stop's (borrowed during the stop): user reads */
@@ -160,6 +161,11 @@ static void lx_free(void *impl)
                 "each on average), read in full %" PRIu64 " times (%.1f ms in all)\n",
                 l->module_checks, l->module_check_ns / 1e6 / (double)l->module_checks,
                 l->module_reads, l->module_read_ns / 1e6);
+    if (l->cfg.verbose && l->switching_samples)
+        fprintf(stderr,
+                "qprof: Linux: %" PRIu64 " samples in the middle of a context switch named by the "
+                "run queue's incoming task\n",
+                l->switching_samples);
     lx_kernel_free(l->kernel);
     lx_kernel_free(l->candidate);
     lx_modules_free(l->mods);
@@ -392,6 +398,9 @@ static void load_task_offsets(struct os_linux *l)
     if (rc == 0 && !l->off.mm_map_count && l->cfg.verbose)
         fprintf(stderr, "qprof: BTF has no mm_struct.map_count: a process's VMAs are read again "
                         "only when a user pc is in none of them\n");
+    if (rc == 0 && !l->off.has_rq_curr && l->cfg.verbose)
+        fprintf(stderr, "qprof: Linux: no run queue (runqueues, rq.curr) in BTF or kallsyms: a "
+                        "sample in the middle of a context switch is named by the outgoing task\n");
     if (rc)
         fprintf(stderr, "qprof: Linux BTF unusable (%s): no process names\n",
                 err.msg[0] ? err.msg : "unreadable");
@@ -441,6 +450,30 @@ static bool find_kernel(struct os_linux *l)
     return true;
 }
 
+static bool on_task_stack(const struct lx_task_info *t, uint64_t sp)
+{
+    return t->stack && sp >= t->stack && sp < t->stack + THREAD_SIZE;
+}
+
+/* In a context switch, from the move of the stack pointer to the incoming task's stack until
+ * __switch_to writes current_task, current_task names the outgoing task while the stack (and the
+ * user registers at its top) are the incoming one's: its name, address space and stack bounds
+ * must go with the sample. rq->curr names the incoming task then; it is taken only when the stack
+ * pointer lies on its stack and not on current_task's (an interrupt stack keeps current_task). */
+static void take_incoming_task(struct os_linux *l, const struct lx_reader *r,
+                               const struct prof_vcpu *cpu, uint64_t base, int i)
+{
+    uint64_t sp = cpu->regs.r[UNW_RSP], next;
+    struct lx_task_info t;
+    struct qp_error ignored = {0};
+    if (on_task_stack(&l->tasks[i], sp) || lx_rq_curr(&l->off, r, base, &next, &ignored) ||
+        next == l->tasks[i].task || lx_task_read(&l->off, r, next, &t, &ignored) ||
+        !on_task_stack(&t, sp))
+        return;
+    l->tasks[i] = t;
+    l->switching_samples++;
+}
+
 /* The per-CPU area: GS base in kernel mode, else __per_cpu_offset[cpu] (QEMU numbers vCPUs as
  * Linux numbers CPUs when nothing was hot-plugged); lx_current_task checks it either way. */
 static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
@@ -460,9 +493,11 @@ static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
                             &base, 8))
         return;
     if (lx_current_task(&l->off, &r, base, &task, &err) == 0 &&
-        lx_task_read(&l->off, &r, task, &l->tasks[i], &err) == 0)
+        lx_task_read(&l->off, &r, task, &l->tasks[i], &err) == 0) {
         l->task_ok[i] = true;
-    else if (l->cfg.verbose && !l->said_task_error) {
+        if (!cpu->user)
+            take_incoming_task(l, &r, cpu, base, i);
+    } else if (l->cfg.verbose && !l->said_task_error) {
         fprintf(stderr, "qprof: Linux: vCPU %d's current task: %s (said once)\n", cpu->index,
                 err.msg);
         l->said_task_error = true;

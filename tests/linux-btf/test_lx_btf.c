@@ -304,6 +304,9 @@ static void check_debian_6_1_0_56(const struct lx_offsets *o)
     SAME(percpu_cpu_number);
     SAME(percpu_this_cpu_off);
     SAME(has_pcpu_hot);
+    SAME(has_rq_curr);
+    SAME(rq_curr);
+    SAME(percpu_runqueues);
     SAME(mt_r64_pivot);
     SAME(mt_r64_slot);
     SAME(mt_r64_meta);
@@ -326,6 +329,8 @@ static void check_sanity(const struct lx_offsets *o)
     CHECK_INT(o->mt_a64_pivots, 9);
     CHECK(o->percpu_this_cpu_off != o->percpu_current_task);
     CHECK(o->percpu_current_task < 0x100000 && o->percpu_this_cpu_off < 0x100000);
+    /* BTF that names per-CPU variables names the run queue too */
+    CHECK(o->percpu_unknown || (o->has_rq_curr && o->rq_curr > 0 && o->percpu_runqueues > 0));
 }
 
 static int test_real(const char *path)
@@ -362,11 +367,12 @@ static int test_real(const char *path)
     if (rc == 0) {
         fprintf(stderr,
                 "%s: task_struct %u bytes, pid %u tgid %u comm %u mm %u stack %u; mm pgd %u mm_mt "
-                "%u; current_task %s+0x%llx\n",
+                "%u; current_task %s+0x%llx; rq->curr %s runqueues+0x%llx at 0x%x\n",
                 release[0] ? release : "?", o.task_size, o.task_pid, o.task_tgid, o.task_comm,
                 o.task_mm, o.task_stack, o.mm_pgd, o.mm_mt,
-                o.has_pcpu_hot ? "pcpu_hot " : "percpu ",
-                (unsigned long long)o.percpu_current_task);
+                o.has_pcpu_hot ? "pcpu_hot " : "percpu ", (unsigned long long)o.percpu_current_task,
+                o.has_rq_curr ? "at" : "not in BTF:", (unsigned long long)o.percpu_runqueues,
+                o.rq_curr);
         check_sanity(&o);
         if (strcmp(release, "6.1.0-56-amd64") == 0)
             check_debian_6_1_0_56(&o);

@@ -66,6 +66,30 @@ static void test_current(void)
     fake_fini(&m);
 }
 
+/* rq->curr: the run queue's task, read at the per-CPU base's runqueues; garbage and a kernel
+ * without the offsets are errors. */
+static void test_rq_curr(void)
+{
+    struct fake_mem m;
+    fake_init(&m, 1 << 20);
+    struct lx_reader r = fake_reader(&m);
+    uint64_t base = fake_alloc(&m, 0x40000, 4096);
+    uint64_t next = make_task(&m, 15, 15, "rcu_preempt", 0, PF_KTHREAD);
+    fake_put_u64(&m, base + O.percpu_runqueues + O.rq_curr, next);
+    uint64_t got = 0;
+    struct qp_error err = {0};
+    CHECK_INT(lx_rq_curr(&O, &r, base, &got, &err), 0);
+    CHECK_U64(got, next);
+    fake_put_u64(&m, base + O.percpu_runqueues + O.rq_curr, 0x1235);
+    CHECK_INT(lx_rq_curr(&O, &r, base, &got, &err), -EINVAL);
+    CHECK(strstr(err.msg, "rq->curr") != NULL);
+    CHECK_U64(got, next);
+    struct lx_offsets none = O;
+    none.has_rq_curr = false;
+    CHECK_INT(lx_rq_curr(&none, &r, base, &got, &err), -ENOENT);
+    fake_fini(&m);
+}
+
 static void test_task(void)
 {
     struct fake_mem m;
@@ -650,9 +674,10 @@ int main(int argc, char **argv)
     const char *which = argc > 1 ? argv[1] : "";
     if (strcmp(which, "seed") == 0 && argc > 2)
         return write_seeds(argv[2]);
-    if (strcmp(which, "current") == 0)
+    if (strcmp(which, "current") == 0) {
         test_current();
-    else if (strcmp(which, "task") == 0)
+        test_rq_curr();
+    } else if (strcmp(which, "task") == 0)
         test_task();
     else if (strcmp(which, "maple") == 0)
         test_maple();

@@ -308,6 +308,16 @@ static int frame_index(gchar **frames, const char *prefix)
     return -1;
 }
 
+/* A kernel thread's stack ("[name] (pid)") never holds a system call's entry: one that does was
+ * named by the wrong task (a sample in the middle of a context switch, say). */
+static void check_kthread_root(gchar **frames, const char *stack)
+{
+    if (frames[0][0] != '[')
+        return;
+    CHECK_MSG(frame_index(frames, "entry_SYSCALL_64") < 0,
+              "a kernel thread's stack with a system call in it: %s", stack);
+}
+
 /* dd's kernel samples: read_zero (or clear_user*, iov_iter_zero) under ksys_read under
  * do_syscall_64 under entry_SYSCALL_64*, parent before child. */
 static void check_dd_stacks(const char *folded_path, const struct guest *g)
@@ -317,6 +327,7 @@ static void check_dd_stacks(const char *folded_path, const struct guest *g)
     for (guint si = 0; si < f.stacks->len; si++) {
         uint64_t count = COUNT(&f, si);
         gchar **frames = folded_frames(&f, si);
+        check_kthread_root(frames, STACK(&f, si));
         if (strcmp(frames[0], "idle") != 0)
             busy += count;
         int leaf = frame_index(frames, "read_zero");
@@ -1026,6 +1037,7 @@ static void check_cycle_stacks(const char *folded_path)
     for (guint si = 0; si < f.stacks->len; si++) {
         uint64_t count = COUNT(&f, si);
         gchar **frames = folded_frames(&f, si);
+        check_kthread_root(frames, STACK(&f, si));
         busy += strcmp(frames[0], "idle") != 0 ? count : 0;
         bool is_dd = g_str_has_prefix(frames[0], "dd (");
         int first_brd = -1;
