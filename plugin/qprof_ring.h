@@ -277,11 +277,14 @@ static inline enum qpr_usp_from qpr_user_sp(const struct qpr_sample *s, const st
     if (!qpr_window_u64(s->extra_addr, s->extra, s->extra_len, slot + c->chase_off, &frame))
         return QPR_USP_NONE;
     if (frame) {
-        uint64_t at = frame + c->chase_add;
-        if (qpr_window_u64(s->stack_addr, s->stack, s->stack_len, at, usp) ||
-            (read_u64 && read_u64(ctx, at, usp)))
-            return QPR_USP_SAVED;
-        return QPR_USP_NONE;
+        /* the saved word is the guest's: a user-half address, or no user stack at all */
+        uint64_t at = frame + c->chase_add, v = 0;
+        bool read = qpr_window_u64(s->stack_addr, s->stack, s->stack_len, at, &v) ||
+                    (read_u64 && read_u64(ctx, at, &v));
+        if (!read || !v || v >= (UINT64_C(1) << 47))
+            return QPR_USP_NONE;
+        *usp = v;
+        return QPR_USP_SAVED;
     }
     if (c->kstack_top_off &&
         qpr_window_u64(s->extra_addr, s->extra, s->extra_len, slot + c->kstack_top_off, &top) &&
