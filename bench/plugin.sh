@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The plugin target's costs on the demo guest: guest slowdown with qprof-plugin.so sampling at
 # 1 kHz and 10 kHz (and loaded but idle) against the same QEMU 10 without the plugin, beside the
-# gdbstub at 1 kHz, and the plugin's two triggers (trigger=timer, the default, and counter) and
-# the timer's two ways of marking deadlines (a signal per vCPU, the default, and timer=thread);
+# gdbstub at 1 kHz, and the plugin's two triggers (trigger=timer, the default, and counter);
 # the capture cost on the vCPU thread (p50/p99, the plugin times itself) and the samples lost,
 # as qprof's summary gives them.
 # Usage: bench/plugin.sh BUILD_DIR [SECONDS [ROUNDS]]   (a Markdown table; ~15 s per row)
@@ -43,7 +42,6 @@ boot() { # boot WITH_PLUGIN WITH_GDB
     local extra=()
     [ "$1" = 1 ] && extra+=(-plugin "$PLUGIN,socket=$WORK/plugin")
     [ "$1" = counter ] && extra+=(-plugin "$PLUGIN,socket=$WORK/plugin,trigger=counter")
-    [ "$1" = thread ] && extra+=(-plugin "$PLUGIN,socket=$WORK/plugin,timer=thread")
     [ "$2" = 1 ] && extra+=(-chardev "socket,path=$WORK/gdb,server=on,wait=off,id=g" -gdb chardev:g)
     "$QEMU10_BIN" -L "$QEMU10_PREFIX/usr/share/qemu" -L /usr/share/seabios -display none \
         -nodefaults -no-reboot -m 256M -accel tcg -kernel "$BUILD/guest/kernel.elf" \
@@ -118,7 +116,6 @@ for ((round = 0; round < ROUNDS; round++)); do
     row "plugin loaded, no qprof" 1 0
     row "plugin 1 kHz" 1 0 --plugin "unix:$WORK/plugin" --interval 1
     row "plugin 10 kHz" 1 0 --plugin "unix:$WORK/plugin" --interval 0.1
-    row "plugin 10 kHz (timer=thread)" thread 0 --plugin "unix:$WORK/plugin" --interval 0.1
     row "gdbstub 1 kHz" 0 1 --gdb "unix:$WORK/gdb" --interval 1
     row "plugin 1 kHz --exact" 1 0 --plugin "unix:$WORK/plugin" --interval 1 --exact
     row "plugin loaded (trigger=counter), no qprof" counter 0
@@ -169,4 +166,3 @@ EXACT_OVER=$(awk -F'|' '$1 == "plugin 1 kHz" { b = $3 } $1 == "plugin 1 kHz --ex
 echo "bench: --exact slowdown ${EXACT:--}% (${EXACT_OVER:--}% over plugin 1 kHz; with trigger=counter $(slow "plugin 1 kHz --exact (trigger=counter)" 3)%; QEMU's CPU per iteration)"
 echo "bench: plugin 1 kHz $(slow "plugin 1 kHz" 3)%, plugin loaded and idle $(slow "plugin loaded, no qprof" 3)%; trigger=counter: loaded and idle $(slow "plugin loaded (trigger=counter), no qprof" 3)%, 10 kHz $(slow "plugin 10 kHz (trigger=counter)" 3)% (QEMU's CPU per iteration)"
 echo "bench: vCPU thread's CPU per iteration: plugin 10 kHz $(slow "plugin 10 kHz" 4)%, trigger=counter 10 kHz $(slow "plugin 10 kHz (trigger=counter)" 4)%"
-echo "bench: plugin 10 kHz deadlines: per-vCPU timer signals $(slow "plugin 10 kHz" 3)%, a timer thread (timer=thread) $(slow "plugin 10 kHz (timer=thread)" 3)% (QEMU's CPU per iteration)"

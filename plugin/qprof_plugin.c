@@ -5,16 +5,10 @@
  * Two triggers, chosen when QEMU loads the plugin; both end in a conditional callback on a
  * per-vCPU scoreboard entry, which runs on the vCPU's own thread at the start of a translation
  * block (a consistent instant) and takes the sample:
- * - trigger=timer (the default; time-based sampling, qprof's --interval): at each jittered
- *   deadline the vCPU's entry is set to the threshold; every block only compares it (a load and a
- *   branch). The deadlines are a POSIX timer per vCPU that signals the vCPU's own thread (the
- *   handler only sets the entry), so a deadline costs a signal on the core the vCPU runs on
- *   rather than a host thread's wake-up on another core (an IPI and a context switch: measured
- *   about twice the cost, bench/plugin.sh). Where such a timer cannot be had (the signal taken by
- *   someone else, timer_create refused), or with timer=thread, one host thread does it for those
- *   vCPUs. Measured
- *   cheapest: the plugin loaded costs the guest almost nothing, and sampling costs the
- *   deadlines plus the captures.
+ * - trigger=timer (the default; time-based sampling, qprof's --interval): a host thread wakes
+ *   once per jittered interval and sets every running vCPU's entry to the threshold; every block
+ *   only compares it (a load and a branch). Measured cheapest: the plugin loaded costs the guest
+ *   almost nothing, and sampling costs the timer thread's wake-ups plus the captures.
  * - trigger=counter (--period-insns, and --interval by instruction counts): every block adds its
  *   instruction count to the entry inline; the callback checks the clock against the vCPU's
  *   jittered deadline or takes a sample every ~N instructions, and re-arms the counter. The
@@ -42,15 +36,13 @@
 #include <errno.h>
 #include <glib.h>
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -65,11 +57,6 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 #define FIRST_DISTANCE    1000
 #define PAGE              4096u
 
-/* trigger=timer: the deadlines of one timer (a vCPU's own, or the timer thread's). */
-struct deadlines {
-    uint64_t next_ns, rng;
-};
-
 /* What one vCPU's thread keeps; only that thread touches it after init. */
 struct vcpu {
     bool ready;
@@ -80,13 +67,8 @@ struct vcpu {
     struct qpr_config cfg;
     uint64_t deadline_ns, last_check_ns, distance, insns;
     _Atomic uint64_t idle_since_ns; /* the timer thread reads it */
-    /* trigger=timer: deadlines flagged since this vCPU's last sample */
+    /* trigger=timer: deadlines the timer thread flagged since this vCPU's last sample */
     _Atomic uint32_t flagged;
-    /* trigger=timer by the vCPU's own POSIX timer (else the timer thread flags it); the
-     * deadline and the jitter's state are the signal handler's only */
-    bool has_timer;
-    timer_t timer;
-    struct deadlines sched;
 };
 
 static struct {
@@ -111,10 +93,8 @@ static struct {
      * scoreboard entries to FIRE at each deadline, and every block only compares its entry (one
      * load and a branch instead of an add, a load and a branch). Time-based sampling only. */
     bool timer;
-    bool timer_thread_only; /* timer=thread: no per-vCPU timers (the bench compares both) */
-    pthread_once_t timer_thread_once;
-    bool timer_thread_failed;
-} P = {.memfd = -1, .listen_fd = -1, .timer_thread_once = PTHREAD_ONCE_INIT};
+    pthread_t timer_thread;
+} P = {.memfd = -1, .listen_fd = -1};
 
 static uint64_t now_ns(void)
 {
@@ -123,22 +103,17 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t next_random(uint64_t *state)
+static uint64_t next_random(struct vcpu *v)
 {
-    *state ^= *state << 13, *state ^= *state >> 7, *state ^= *state << 17; /* xorshift64 */
-    return *state;
+    v->rng ^= v->rng << 13, v->rng ^= v->rng >> 7, v->rng ^= v->rng << 17; /* xorshift64 */
+    return v->rng;
 }
 
 /* (0.5 + u) * x for u uniform in [0, 1): qprof's --interval jitter, so that samples do not lock
  * onto a periodic guest timer. */
-static uint64_t jitter(uint64_t *rng, uint64_t x)
-{
-    return x / 2 + (uint64_t)((double)(next_random(rng) >> 11) / 9007199254740992.0 * (double)x);
-}
-
 static uint64_t jittered(struct vcpu *v, uint64_t x)
 {
-    return jitter(&v->rng, x);
+    return x / 2 + (uint64_t)((double)(next_random(v) >> 11) / 9007199254740992.0 * (double)x);
 }
 
 static void rearm(unsigned idx, uint64_t distance)
@@ -378,9 +353,6 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     exact_on_tb_trans(tb);
 }
 
-static bool start_vcpu_timer(unsigned idx, struct vcpu *v);
-static void start_timer_thread(void);
-
 static const char *const reg_names[QPR_NREGS] = {
 #define QPR_NAME(id, name) name,
     QPR_REGS(QPR_NAME)
@@ -406,150 +378,55 @@ static void on_vcpu_init(qemu_plugin_id_t id, unsigned int idx)
     v->rng = 0x9e3779b97f4a7c15u ^ ((uint64_t)idx << 32) ^ now_ns();
     rearm(idx, DISARMED_DISTANCE);
     v->ready = true;
-    if (P.timer && (P.timer_thread_only || !start_vcpu_timer(idx, v)))
-        pthread_once(&P.timer_thread_once, start_timer_thread);
 }
 
-/* At now: how many deadlines passed (0: none yet; more than 1 when the host did not run the timer
- * for a while, capped), with the next one set a jittered interval on; *wake is when to look
- * again. Disarmed (no qprof), it looks again in 10 ms. */
-static uint32_t deadline_step(struct deadlines *d, uint64_t now, uint64_t *wake)
+/* trigger=timer: at each jittered deadline, one wake-up for all vCPUs: a running vCPU is
+ * flagged (its next block takes the sample), a waiting one gets an idle tick. Deadlines that
+ * passed while the host did not run this thread go with the next flag, which qprof counts as
+ * intervals not sampled, as it counts a vCPU thread the host did not run (a waiting vCPU gets
+ * one tick: that it waited through the others is not known). */
+static void timer_tick(uint64_t periods)
 {
-    uint64_t gen = atomic_load_explicit(&P.gen, memory_order_acquire);
-    uint64_t interval = gen ? P.cfg[gen & 1].interval_ns : 0;
-    uint32_t periods = 0;
-    if (!interval) {
-        d->next_ns = 0;
-        *wake = now + 10000000;
-        return 0;
-    }
-    if (!d->next_ns) {
-        d->next_ns = now + jitter(&d->rng, interval);
-    } else if (now >= d->next_ns) {
-        uint64_t late = (now - d->next_ns) / interval;
-        periods = late >= QPR_MAX_PERIODS ? QPR_MAX_PERIODS : (uint32_t)late + 1;
-        d->next_ns += late * interval + jitter(&d->rng, interval);
-        if (d->next_ns <= now)
-            d->next_ns = now + jitter(&d->rng, interval) / 2;
-    }
-    *wake = d->next_ns;
-    return periods;
-}
-
-/* A deadline for vCPU i: running, it is flagged (its next block takes the sample); waiting, it
- * gets an idle tick. Idle and running are both counted at the timer's own pace, so that a late
- * timer does not tilt the busy share. Deadlines that passed unseen go with the next flag, which
- * qprof counts as intervals not sampled, as it counts a vCPU thread the host did not run (a
- * waiting vCPU gets one tick: that it waited through the others is not known). */
-static void deadline_passed(uint32_t i, uint32_t periods)
-{
-    struct vcpu *v = &P.vcpus[i];
-    if (atomic_load_explicit(&v->idle_since_ns, memory_order_relaxed)) {
-        atomic_fetch_add_explicit(&qpr_ring_at(P.map, i)->idle_ticks, 1, memory_order_relaxed);
-    } else {
-        atomic_fetch_add_explicit(&v->flagged, periods, memory_order_relaxed);
-        qemu_plugin_u64_set(P.counter, i, FIRE);
+    for (uint32_t i = 0; i < P.n_vcpus; i++) {
+        struct vcpu *v = &P.vcpus[i];
+        if (!v->ready)
+            continue;
+        /* idle and running are both sampled here, at the timer's own pace, so that a late timer
+         * thread does not tilt the busy share */
+        if (atomic_load_explicit(&v->idle_since_ns, memory_order_relaxed)) {
+            atomic_fetch_add_explicit(&qpr_ring_at(P.map, i)->idle_ticks, 1, memory_order_relaxed);
+        } else {
+            atomic_fetch_add_explicit(&v->flagged, (uint32_t)periods, memory_order_relaxed);
+            qemu_plugin_u64_set(P.counter, i, FIRE);
+        }
     }
 }
 
-/* The timer thread: one wake-up per deadline for every vCPU that has no timer of its own. */
 static void *timer_main(void *arg)
 {
     (void)arg;
-    struct deadlines d = {.rng = 0x2545f4914f6cdd1du ^ now_ns()};
+    struct vcpu rng = {.rng = 0x2545f4914f6cdd1du ^ now_ns()}; /* only for jittered() */
+    uint64_t deadline = 0;
     for (;;) {
-        uint64_t wake, periods = deadline_step(&d, now_ns(), &wake);
-        for (uint32_t i = 0; periods && i < P.n_vcpus; i++)
-            if (P.vcpus[i].ready && !P.vcpus[i].has_timer)
-                deadline_passed(i, (uint32_t)periods);
-        struct timespec ts = {(time_t)(wake / 1000000000u), (long)(wake % 1000000000u)};
+        uint64_t gen = atomic_load_explicit(&P.gen, memory_order_acquire), now = now_ns();
+        uint64_t interval = gen ? P.cfg[gen & 1].interval_ns : 0;
+        if (!interval) {
+            deadline = 0;
+            now += 10000000; /* disarmed: look again in 10 ms */
+        } else if (!deadline) {
+            deadline = now + jittered(&rng, interval);
+        } else if (now >= deadline) {
+            uint64_t late = (now - deadline) / interval;
+            timer_tick(late >= QPR_MAX_PERIODS ? QPR_MAX_PERIODS : late + 1);
+            deadline += late * interval + jittered(&rng, interval);
+            if (deadline <= now)
+                deadline = now + jittered(&rng, interval) / 2;
+        }
+        uint64_t next = deadline ? deadline : now;
+        struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
     }
     return NULL;
-}
-
-static void start_timer_thread(void)
-{
-    pthread_t t;
-    if (pthread_create(&t, NULL, timer_main, NULL) != 0) {
-        fprintf(stderr,
-                "qprof-plugin: timer thread: %s: vCPUs without a timer of their own are "
-                "not sampled\n",
-                strerror(errno));
-        return;
-    }
-    pthread_detach(t);
-}
-
-/* --- trigger=timer: a POSIX timer per vCPU, signalling the vCPU's own thread --- */
-
-#ifndef sigev_notify_thread_id /* glibc names it from 2.41 on; the field was always there */
-#define sigev_notify_thread_id _sigev_un._tid
-#endif
-
-/* A real-time signal QEMU does not use (SIG_IPI is SIGUSR1; glibc keeps the first few). */
-#define TIMER_SIGNAL (SIGRTMAX - 3)
-
-static void arm_timer(struct vcpu *v, uint64_t at_ns)
-{
-    struct itimerspec its = {
-        .it_value = {(time_t)(at_ns / 1000000000u), (long)(at_ns % 1000000000u)}};
-    timer_settime(v->timer, TIMER_ABSTIME, &its, NULL); /* async-signal-safe */
-}
-
-/* Runs on vCPU i's thread, between any two of its instructions: only atomics, the scoreboard
- * store and timer_settime. */
-static void on_timer_signal(int sig, siginfo_t *si, void *uctx)
-{
-    (void)sig, (void)uctx;
-    int saved_errno = errno;
-    unsigned i = (unsigned)si->si_value.sival_int;
-    if (si->si_code == SI_TIMER && i < P.n_vcpus && P.vcpus[i].has_timer) {
-        struct vcpu *v = &P.vcpus[i];
-        uint64_t wake;
-        uint32_t periods = deadline_step(&v->sched, now_ns(), &wake);
-        if (periods)
-            deadline_passed(i, periods);
-        arm_timer(v, wake);
-    }
-    errno = saved_errno;
-}
-
-static bool signal_ok;
-static void install_signal_handler(void)
-{
-    struct sigaction sa = {.sa_sigaction = on_timer_signal, .sa_flags = SA_SIGINFO | SA_RESTART},
-                     old;
-    sigemptyset(&sa.sa_mask);
-    /* someone else's handler on this signal: leave it, and use the timer thread */
-    if (sigaction(TIMER_SIGNAL, NULL, &old) != 0 ||
-        (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN))
-        return;
-    signal_ok = sigaction(TIMER_SIGNAL, &sa, NULL) == 0;
-}
-
-/* On vCPU idx's thread (vCPU init): its timer, the signal unblocked in this thread only (QEMU
- * starts its threads with every signal blocked). False when it cannot be had. */
-static bool start_vcpu_timer(unsigned idx, struct vcpu *v)
-{
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, install_signal_handler);
-    if (!signal_ok)
-        return false;
-    struct sigevent sev = {.sigev_notify = SIGEV_THREAD_ID,
-                           .sigev_signo = TIMER_SIGNAL,
-                           .sigev_value = {.sival_int = (int)idx}};
-    sev.sigev_notify_thread_id = (pid_t)syscall(SYS_gettid);
-    if (timer_create(CLOCK_MONOTONIC, &sev, &v->timer) != 0)
-        return false;
-    v->sched.rng = v->rng ^ 0x2545f4914f6cdd1du;
-    v->has_timer = true;
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, TIMER_SIGNAL);
-    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-    arm_timer(v, now_ns() + 1000000);
-    return true;
 }
 
 /* --- the socket side (listener thread) --- */
@@ -563,9 +440,6 @@ static int send_hello(int fd, uint32_t status)
                           .map_size = P.map_size};
     snprintf(h.qemu_version, sizeof h.qemu_version, "plugin API %d", QEMU_PLUGIN_VERSION);
     h.flags = (P.timer ? QPR_HELLO_TIMER : 0) | QPR_HELLO_EXACT;
-    for (uint32_t i = 0; P.timer && i < P.n_vcpus; i++)
-        if (P.vcpus[i].ready && !P.vcpus[i].has_timer)
-            h.flags |= QPR_HELLO_TIMER_THREAD;
     struct iovec iov = {.iov_base = &h, .iov_len = sizeof h};
     union {
         char buf[CMSG_SPACE(sizeof(int))];
@@ -739,11 +613,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
             socket_path = argv[i] + strlen("socket=");
         else if (strcmp(argv[i], "trigger=timer") == 0 || strcmp(argv[i], "trigger=counter") == 0)
             P.timer = strcmp(argv[i], "trigger=timer") == 0;
-        else if (strcmp(argv[i], "timer=signal") == 0 || strcmp(argv[i], "timer=thread") == 0)
-            P.timer_thread_only = strcmp(argv[i], "timer=thread") == 0;
         else
-            return fail("unknown argument %s (expected socket=PATH, trigger=timer|counter, "
-                        "timer=signal|thread)",
+            return fail("unknown argument %s (expected socket=PATH, trigger=timer|counter)",
                         argv[i]);
     }
     if (!socket_path || !*socket_path)
@@ -767,6 +638,10 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     if (pthread_create(&P.listener, NULL, listener_main, NULL) != 0)
         return fail("listener thread: %s", strerror(errno));
     pthread_detach(P.listener);
+    if (P.timer && pthread_create(&P.timer_thread, NULL, timer_main, NULL) != 0)
+        return fail("timer thread: %s", strerror(errno));
+    if (P.timer)
+        pthread_detach(P.timer_thread);
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     register_running_callbacks(id);
     exact_init(id, register_running_callbacks);

@@ -38,8 +38,7 @@
     X(RDI, "rdi")                                                                                  \
     X(RBP, "rbp")                                                                                  \
     X(RSP, "rsp")                                                                                  \
-    X(R8, "r8")                                                                                    \
-    X(R9, "r9") X(R10, "r10") X(R11, "r11") X(R12, "r12") X(R13, "r13") X(R14, "r14")              \
+    X(R8, "r8") X(R9, "r9") X(R10, "r10") X(R11, "r11") X(R12, "r12") X(R13, "r13") X(R14, "r14")  \
         X(R15, "r15") X(RIP, "rip") X(EFLAGS, "eflags") X(CS, "cs") X(SS, "ss")                    \
             X(FS_BASE, "fs_base") X(GS_BASE, "gs_base") X(K_GS_BASE, "k_gs_base") X(CR0, "cr0")    \
                 X(CR3, "cr3") X(CR4, "cr4") X(EFER, "efer")
@@ -125,9 +124,6 @@ enum qpr_status {
 
 #define QPR_HELLO_TIMER 1u /* loaded with trigger=timer: time-based sampling only */
 #define QPR_HELLO_EXACT 2u /* serves exact instruction counts (struct qpr_exact_request) */
-/* trigger=timer: some vCPU's deadlines come from the plugin's timer thread (timer=thread, or no
- * timer signal of its own could be had) rather than a timer signalling the vCPU's thread */
-#define QPR_HELLO_TIMER_THREAD 4u
 
 struct qpr_hello { /* plugin -> qprof, with the memfd */
     uint32_t magic, version, status;

@@ -87,8 +87,6 @@ struct target_plugin {
     struct plugin_cpu cpu;
     struct prof_vcpu vcpu;
     char version[48];
-    uint32_t hello_flags;
-    char describe[96];
 };
 
 static uint64_t now_ns(void)
@@ -173,17 +171,6 @@ static int receive_hello(struct target_plugin *t, const char *address, int *memf
     return 0;
 }
 
-/* How samples are taken and where code bytes come from, for the summary: "captured by the
- * plugin at timer signals to each vCPU, code from the RAM file". */
-static void describe_sampling(struct target_plugin *t)
-{
-    const char *how = !(t->hello_flags & QPR_HELLO_TIMER)       ? " at instruction counts"
-                      : t->hello_flags & QPR_HELLO_TIMER_THREAD ? " at its timer thread's flags"
-                                                                : " at timer signals to each vCPU";
-    snprintf(t->describe, sizeof t->describe, "captured by the plugin%s%s", how,
-             t->direct ? ", code from the RAM file" : "");
-}
-
 static int map_rings(struct target_plugin *t, int memfd, const struct qpr_hello *h,
                      struct qp_error *err)
 {
@@ -202,7 +189,6 @@ static int map_rings(struct target_plugin *t, int memfd, const struct qpr_hello 
                             "the plugin's ring has another layout: load the "
                             "qprof-plugin.so built with this qprof");
     t->n_vcpus = h->n_vcpus;
-    t->hello_flags = h->flags;
     snprintf(t->version, sizeof t->version, "10.0+ (plugin API %u)", hd->api_version);
     /* Start from now: what an earlier qprof left unread is not this run's. */
     for (uint32_t i = 0; i < t->n_vcpus; i++) {
@@ -441,8 +427,6 @@ static int tp_open(const struct prof_target_open_opts *o, void **impl, struct qp
         close(memfd);
     if (rc >= 0 && o->qmp_address)
         rc = open_qmp(t, o->qmp_address, timeout, err);
-    if (rc >= 0)
-        describe_sampling(t);
     if (rc >= 0)
         rc = send_config(t, o, err);
     struct qpr_exact_reply started;
@@ -701,7 +685,9 @@ static const char *tp_version(const void *impl)
 
 static const char *tp_describe(const void *impl)
 {
-    return ((const struct target_plugin *)impl)->describe;
+    return ((const struct target_plugin *)impl)->direct
+               ? "captured by the plugin, code from the RAM file"
+               : "captured by the plugin";
 }
 
 static uint64_t tp_missed(const void *impl)
