@@ -214,6 +214,10 @@ void arch_qemu_expect_refusals(const struct arch_qemu *q, const char *other_name
     want = g_strdup_printf("is an ELF for x86_64, but the guest behind the QMP is %s", arch);
     expect_refusal(q, x86_qmp, want, NULL);
     g_free(want);
+    /* and memory that QEMU would translate is refused: the mode comes from the RAM file */
+    const char *memsave[] = {"--qmp-socket", q->qmp, "--memory",      "memsave",
+                             "--samples",    "10",   "--no-progress", NULL};
+    expect_refusal(q, memsave, "needs the guest RAM in a shared file", NULL);
 }
 
 void arch_qemu_check_folded(const char *stacks, int cpus, int samples, const char *entry,
