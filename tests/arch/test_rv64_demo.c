@@ -4,8 +4,8 @@
  * hot_a + hot_b, idle separate; sys's kernel stacks from its user frames through the trap entry
  * to kwork_mix, about half its time in the kernel. Cases: spin, sys (one hart), smp4 (four
  * harts under MTTCG, one process pinned to each); qmp_spin, qmp_sys and qmp_smp4 are the same
- * through QMP alone (no --gdb: `info registers -a`, the mode inferred from the page tables, memory from
- * the shared RAM file), with the same assertions.
+ * through QMP alone (no --gdb: `info registers -a`, the mode inferred from the page tables,
+ * memory from the shared RAM file), with the same assertions.
  *
  * Skips (77) without qemu-system-riscv64 or the riscv64 guest (riscv64-linux-gnu-gcc). */
 #define _GNU_SOURCE
