@@ -18,6 +18,9 @@ void target_qmp_read_walked(qmp_client *q, const struct prof_arch *a, uint64_t r
 {
     r->got = 0;
     r->rc = 0;
+    /* Nothing lies past the top of the address space: the read ends there, never wraps to 0. */
+    if (r->vaddr && r->len > 0 - r->vaddr)
+        r->len = 0 - r->vaddr;
     while (r->got < r->len) {
         uint64_t va = r->vaddr + r->got, pa = va, page = PAGE_SIZE;
         /* translation off (riscv64 M-mode, aarch64 with SCTLR_EL1.M clear): physical = virtual */
