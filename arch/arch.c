@@ -29,6 +29,42 @@ const struct prof_arch *prof_arch_for_gdb(const char *xml_arch)
     return NULL;
 }
 
+const struct prof_arch *prof_arch_by_name(const char *name)
+{
+    for (size_t i = 0; name && i < N_ARCHES; i++)
+        if (strcmp(arches[i]->name, name) == 0)
+            return arches[i];
+    return NULL;
+}
+
+int prof_arch_monitor_reg(void *ctx, const char *name, uint64_t *val)
+{
+    const struct prof_arch_monitor_cpu *cpu = ctx;
+    for (int i = 0; i < cpu->n_regs; i++)
+        if (strcmp(cpu->regs[i].name, name) == 0) {
+            *val = cpu->regs[i].value;
+            return 0;
+        }
+    return -ENOENT;
+}
+
+int prof_arch_monitor_set(struct prof_arch_monitor_cpu *cpu, const char *name, uint64_t val)
+{
+    if (strlen(name) >= sizeof cpu->regs[0].name)
+        return -EINVAL;
+    for (int i = 0; i < cpu->n_regs; i++)
+        if (strcmp(cpu->regs[i].name, name) == 0) {
+            cpu->regs[i].value = val;
+            return 0;
+        }
+    if (cpu->n_regs >= PROF_ARCH_MONITOR_REGS)
+        return -ENOSPC;
+    struct prof_arch_monitor_reg *r = &cpu->regs[cpu->n_regs++];
+    strcpy(r->name, name);
+    r->value = val;
+    return 0;
+}
+
 const char *prof_arch_known_names(void)
 {
     return "x86_64, riscv64, aarch64";

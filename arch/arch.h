@@ -6,7 +6,8 @@
  * or a function in the table, so that riscv64 or aarch64 is one new file that fills another
  * struct prof_arch and one line in arch.c. What the table does not hold, and where it is: the
  * CFI rules come from libdwfl's backend for elf_machine, the register slots it takes from
- * unwind/'s machine table; QMP's `info registers` text is qmp/'s (x86_64 only); the Linux
+ * unwind/'s machine table; QMP's `info registers` text is qmp/'s for x86_64 and the table's
+ * own (monitor_parse, by the gdbstub's register names) for the others; the Linux
  * kernel's saved-register frame is the adapter's (os/os_linux.c, linux/). The frame rule is the
  * architecture's convention, for frame-pointer walks outside libdwfl (unwind/ leaves them to
  * libdwfl's backends today).
@@ -69,6 +70,30 @@ struct prof_arch_cpu_state {
     uint64_t trap_pc;
 };
 
+/* One vCPU's registers as QEMU's monitor prints them (HMP `info registers -a`), under the names
+ * the gdbstub gives them (riscv64: "ra", "fp", "satp", "sepc"), so that one architecture's
+ * gdb_regs and cpu_state read both transports. Registers past PROF_ARCH_MONITOR_REGS are not
+ * kept (none that qprof reads). */
+#define PROF_ARCH_MONITOR_REGS 112
+struct prof_arch_monitor_reg {
+    char name[12];
+    uint64_t value;
+};
+struct prof_arch_monitor_cpu {
+    int cpu_index; /* QEMU cpu-index (the CPU#n header, 0 when absent) */
+    bool halted;   /* waiting for an interrupt (monitor_complete's inference) */
+    int n_regs;
+    struct prof_arch_monitor_reg regs[PROF_ARCH_MONITOR_REGS];
+};
+
+/* A prof_arch_reg_fn over a struct prof_arch_monitor_cpu (ctx): 0, or -ENOENT when it has no
+ * register of that name. */
+int prof_arch_monitor_reg(void *ctx, const char *name, uint64_t *val);
+
+/* Adds (or replaces) register name in cpu: 0, -ENOSPC when cpu is full, -EINVAL for a name
+ * longer than a prof_arch_monitor_reg holds. */
+int prof_arch_monitor_set(struct prof_arch_monitor_cpu *cpu, const char *name, uint64_t val);
+
 struct prof_arch {
     const char *name;             /* "x86_64": as people and ELF tools call it */
     uint16_t elf_machine;         /* EM_X86_64: which ELF files (--sysroot) belong to it */
@@ -107,6 +132,21 @@ struct prof_arch {
      * value is one it cannot interpret (a RISC-V satp mode it has no walk for). */
     int (*cpu_state)(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state *st,
                      struct qp_error *err);
+
+    /* QMP's view, for an architecture whose `info registers` text qmp/ does not parse itself
+     * (NULL: x86_64, which qmp/ parses; or none: QMP refuses the guest). query-target's "arch"
+     * is the table's name. monitor_parse reads the text of `info registers -a` (or of one CPU
+     * without a CPU#n header) into at most max entries of out, *n set: -EPROTO with a one-line
+     * message for text it cannot read or a block that lacks a register cpu_state needs, never
+     * a crash. */
+    int (*monitor_parse)(const char *text, struct prof_arch_monitor_cpu *out, int max, int *n,
+                         struct qp_error *err);
+    /* Optional: what the monitor does not print but cpu_state reads (riscv64: `priv`, the
+     * current mode) and whether the vCPU is halted, inferred from memory (read_phys:
+     * guest-physical, the shared RAM file) and added to cpu. 0, or negative with a one-line
+     * message. */
+    int (*monitor_complete)(struct prof_arch_monitor_cpu *cpu, prof_arch_phys_read_fn read_phys,
+                            void *ctx, struct qp_error *err);
 };
 
 extern const struct prof_arch prof_arch_x86_64;
@@ -117,6 +157,9 @@ extern const struct prof_arch prof_arch_aarch64;
 int prof_arch_page_walk(const struct prof_arch *a, uint64_t root, const struct prof_arch_mmu *mmu,
                         uint64_t vaddr, prof_arch_phys_read_fn read_phys, void *ctx,
                         uint64_t *paddr, uint64_t *page_size);
+
+/* The table whose name is name (QMP's query-target "arch": "riscv64"), NULL when unknown. */
+const struct prof_arch *prof_arch_by_name(const char *name);
 
 /* The table for an ELF e_machine, NULL when qprof knows no such architecture. */
 const struct prof_arch *prof_arch_for_elf(uint16_t elf_machine);

@@ -9,8 +9,11 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <ctype.h>
 #include <inttypes.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define RV_SLOT_SP 2
 #define RV_SLOT_FP 8
@@ -25,6 +28,7 @@ enum { SATP_BARE = 0, SATP_SV39 = 8, SATP_SV48 = 9, SATP_SV57 = 10 };
 #define PTE_R         (UINT64_C(1) << 1)
 #define PTE_W         (UINT64_C(1) << 2)
 #define PTE_X         (UINT64_C(1) << 3)
+#define PTE_U         (UINT64_C(1) << 4)
 #define PTE_PPN_SHIFT 10
 #define PTE_PPN_MASK  UINT64_C(0x00000fffffffffff) /* bits 53..10, after the shift */
 
@@ -46,18 +50,11 @@ static int mode_levels(uint64_t satp)
 }
 
 /* Each level takes 9 bits of the address above the 12-bit page offset; the walk reads at most
- * `levels` entries, so a table that points back at itself ends it like any other bad entry. */
-static int page_walk(uint64_t satp, uint64_t vaddr, prof_arch_phys_read_fn read_phys, void *ctx,
-                     uint64_t *paddr, uint64_t *page_size)
+ * `levels` entries, so a table that points back at itself ends it like any other bad entry.
+ * Finds the leaf entry for vaddr and the shift of its page size. */
+static int walk_leaf(uint64_t satp, int levels, uint64_t vaddr, prof_arch_phys_read_fn read_phys,
+                     void *ctx, uint64_t *leaf, int *leaf_shift)
 {
-    int levels = mode_levels(satp);
-    if (levels < 0)
-        return -ENOTSUP;
-    if (levels == 0) { /* Bare: no translation */
-        *paddr = vaddr;
-        *page_size = 4096;
-        return 0;
-    }
     int va_bits = 12 + 9 * levels;
     /* Bits above the top one must copy it (Sv39: 63..39 equal to 38). */
     if ((uint64_t)((int64_t)(vaddr << (64 - va_bits)) >> (64 - va_bits)) != vaddr)
@@ -72,16 +69,36 @@ static int page_walk(uint64_t satp, uint64_t vaddr, prof_arch_phys_read_fn read_
             return -EFAULT; /* reserved encoding */
         uint64_t ppn = (entry >> PTE_PPN_SHIFT) & PTE_PPN_MASK;
         if (entry & (PTE_R | PTE_X)) { /* a leaf: a 4 KiB page, or a megapage and up */
-            uint64_t size = UINT64_C(1) << shift;
-            if ((ppn << 12) & (size - 1))
+            if ((ppn << 12) & ((UINT64_C(1) << shift) - 1))
                 return -EFAULT; /* a misaligned superpage faults on hardware too */
-            *paddr = (ppn << 12) | (vaddr & (size - 1));
-            *page_size = size;
+            *leaf = entry;
+            *leaf_shift = shift;
             return 0;
         }
         table = ppn << 12;
     }
     return -EFAULT; /* a pointer where the last level needs a leaf */
+}
+
+static int page_walk(uint64_t satp, uint64_t vaddr, prof_arch_phys_read_fn read_phys, void *ctx,
+                     uint64_t *paddr, uint64_t *page_size)
+{
+    int levels = mode_levels(satp), shift;
+    uint64_t leaf;
+    if (levels < 0)
+        return -ENOTSUP;
+    if (levels == 0) { /* Bare: no translation */
+        *paddr = vaddr;
+        *page_size = 4096;
+        return 0;
+    }
+    int rc = walk_leaf(satp, levels, vaddr, read_phys, ctx, &leaf, &shift);
+    if (rc)
+        return rc;
+    uint64_t size = UINT64_C(1) << shift, ppn = (leaf >> PTE_PPN_SHIFT) & PTE_PPN_MASK;
+    *paddr = (ppn << 12) | (vaddr & (size - 1));
+    *page_size = size;
+    return 0;
 }
 
 /* QEMU's riscv-64bit-cpu.xml names x8 "fp". */
@@ -122,6 +139,224 @@ static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state
     return 0;
 }
 
+/* ---- QMP: HMP `info registers -a` --------------------------------------------------------
+ *
+ * QEMU's riscv_cpu_dump_state (tests/data/qemu-transcripts/riscv64_info_registers_*.txt):
+ *
+ *   CPU#0
+ *    V      =   0
+ *    pc       ffffffc000000166
+ *    satp     8000000000080004
+ *    x0/zero  0000000000000000 x1/ra    ffffffc000000150 x2/sp    ffffffc000009fc0 ...
+ *
+ * Name and value pairs, several to a line, values in hex (V's in decimal, after '='). "xN/abi"
+ * and "fN/abi" are kept under the ABI name, x8 under "fp" too (the gdbstub's name for it). A
+ * value longer than 64 bits (a vector register) is skipped; any other value that is not hex,
+ * or a line of odd pieces, is an error. */
+
+#define MONITOR_MAX_TOKENS 32
+
+struct token {
+    const char *s;
+    size_t len;
+};
+
+static int split_tokens(const char *line, const char *end, struct token *t, int max)
+{
+    int n = 0;
+    for (const char *p = line; p < end;) {
+        while (p < end && (*p == ' ' || *p == '\t'))
+            p++;
+        if (p == end)
+            break;
+        if (n == max)
+            return -1;
+        t[n].s = p;
+        while (p < end && *p != ' ' && *p != '\t')
+            p++;
+        t[n].len = (size_t)(p - t[n].s);
+        n++;
+    }
+    return n;
+}
+
+static bool token_is(const struct token *t, bool (*ok)(unsigned char))
+{
+    for (size_t i = 0; i < t->len; i++)
+        if (!ok((unsigned char)t->s[i]))
+            return false;
+    return t->len > 0;
+}
+
+static bool is_hex(unsigned char c)
+{
+    return isxdigit(c) != 0;
+}
+
+static bool is_name_char(unsigned char c)
+{
+    return isalnum(c) || c == '_';
+}
+
+/* One name and its value into cpu: 1 stored, 0 skipped (wider than 64 bits), -1 malformed. */
+static int store_pair(struct prof_arch_monitor_cpu *cpu, struct token name, struct token val)
+{
+    const char *slash = memchr(name.s, '/', name.len);
+    if (slash) { /* "x1/ra": the ABI name */
+        name.len -= (size_t)(slash + 1 - name.s);
+        name.s = slash + 1;
+    }
+    if (!token_is(&name, is_name_char) || name.len >= sizeof cpu->regs[0].name ||
+        !token_is(&val, is_hex))
+        return -1;
+    if (val.len > 16)
+        return 0;
+    char key[sizeof cpu->regs[0].name], digits[17];
+    memcpy(key, name.s, name.len);
+    key[name.len] = '\0';
+    memcpy(digits, val.s, val.len);
+    digits[val.len] = '\0';
+    uint64_t v = strtoull(digits, NULL, 16);
+    if (prof_arch_monitor_set(cpu, key, v) < 0)
+        return 0; /* full: the registers qprof reads come first in QEMU's order */
+    if (strcmp(key, "s0") == 0)
+        prof_arch_monitor_set(cpu, "fp", v);
+    return 1;
+}
+
+static int parse_monitor_line(const char *line, const char *end, struct prof_arch_monitor_cpu *cpu,
+                              struct qp_error *err)
+{
+    struct token t[MONITOR_MAX_TOKENS];
+    int n = split_tokens(line, end, t, MONITOR_MAX_TOKENS);
+    for (int i = 0; n > 0 && i < n;) {
+        bool eq = i + 2 < n && t[i + 1].len == 1 && t[i + 1].s[0] == '='; /* "V      =   0" */
+        if (i + 1 >= n || store_pair(cpu, t[i], t[eq ? i + 2 : i + 1]) < 0) {
+            n = -1;
+            break;
+        }
+        i += eq ? 3 : 2;
+    }
+    if (n < 0)
+        return qp_error_set(err, -EPROTO,
+                            "info registers (riscv64): cannot read \"%.*s\" as register names and "
+                            "hex values",
+                            (int)(end - line > 80 ? 80 : end - line), line);
+    return 0;
+}
+
+static int finish_monitor_block(const struct prof_arch_monitor_cpu *cpu, struct qp_error *err)
+{
+    static const char *const needed[] = {"pc", "sp", "satp"};
+    uint64_t v;
+    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
+        if (prof_arch_monitor_reg((void *)cpu, needed[i], &v) < 0)
+            return qp_error_set(err, -EPROTO,
+                                "info registers: CPU#%d block lacks %s (is this a riscv64 guest?)",
+                                cpu->cpu_index, needed[i]);
+    return 0;
+}
+
+static void start_monitor_block(struct prof_arch_monitor_cpu *cpu, int cpu_index)
+{
+    cpu->cpu_index = cpu_index;
+    cpu->halted = false;
+    cpu->n_regs = 0;
+}
+
+static int monitor_parse(const char *text, struct prof_arch_monitor_cpu *out, int max, int *n_cpus,
+                         struct qp_error *err)
+{
+    struct prof_arch_monitor_cpu *cur = calloc(1, sizeof *cur);
+    if (!cur)
+        return qp_error_set(err, -ENOMEM, "info registers: out of memory");
+    bool in_block = false;
+    int n = 0, rc = 0;
+    for (const char *line = text; *line && rc == 0;) {
+        const char *end = line + strcspn(line, "\r\n");
+        if (strncmp(line, "CPU#", 4) == 0) {
+            if (in_block && (rc = finish_monitor_block(cur, err)) == 0 && n++ < max)
+                out[n - 1] = *cur;
+            start_monitor_block(cur, atoi(line + 4));
+            in_block = true;
+        } else if (end > line) {
+            rc = parse_monitor_line(line, end, cur, err);
+            in_block = true;
+        }
+        line = end + strspn(end, "\r\n");
+    }
+    if (rc == 0 && in_block && (rc = finish_monitor_block(cur, err)) == 0 && n++ < max)
+        out[n - 1] = *cur;
+    if (rc == 0 && n == 0)
+        rc = qp_error_set(err, -EPROTO, "info registers: no register block in the reply");
+    if (rc == 0 && n_cpus)
+        *n_cpus = n < max ? n : max;
+    free(cur);
+    return rc;
+}
+
+#define RV_WFI 0x10500073u
+
+/* Whether the instruction before pc is a wfi. QEMU leaves a hart that waits in wfi with pc
+ * past it (its wfi sets pc to the next instruction, then halts), and a hart woken from it with
+ * interrupts enabled is at its trap vector before it runs anything: so, in S or M mode, pc just
+ * past a wfi is a halted hart (QEMU's text shows no halted state; the gdbstub's
+ * qThreadExtraInfo does). The low half 0x0073 cannot end a compressed instruction, so the
+ * four bytes are a wfi, not pieces of others, unless a 32-bit instruction at pc-6 ends in
+ * 0x0073 and a compressed 0x1050 follows it: not an encoding compilers emit. */
+static bool follows_wfi(uint64_t satp, int levels, uint64_t priv, uint64_t pc,
+                        prof_arch_phys_read_fn read_phys, void *ctx)
+{
+    uint64_t at = pc - 4, pa = at, leaf, lo, hi;
+    int shift;
+    if (priv != PRIV_M && levels > 0) {
+        if (walk_leaf(satp, levels, at, read_phys, ctx, &leaf, &shift) != 0)
+            return false;
+        uint64_t size = UINT64_C(1) << shift;
+        pa = (((leaf >> PTE_PPN_SHIFT) & PTE_PPN_MASK) << 12) | (at & (size - 1));
+    }
+    /* two aligned words: the instruction may straddle them, never its page (pc - 4 is on it) */
+    if (read_phys(ctx, pa & ~UINT64_C(7), &lo) < 0 ||
+        read_phys(ctx, (pa + 2) & ~UINT64_C(7), &hi) < 0)
+        return false;
+    uint32_t insn = (uint32_t)((lo >> (8 * (pa & 7))) & 0xffff) |
+                    (uint32_t)((hi >> (8 * ((pa + 2) & 7))) & 0xffff) << 16;
+    return insn == RV_WFI;
+}
+
+/* QEMU's `info registers` prints no current privilege mode (mstatus's MPP and SPP are the
+ * modes before the last trap, not the current one; checked against QEMU 7.2, and upstream's
+ * riscv_cpu_dump_state prints none either), so it is inferred from where the hart fetches:
+ * with satp's mode not Bare, both S and U mode fetch pc through satp's tables, U mode only from
+ * a page with U=1 and S mode never from one. So the leaf for pc says it: U=1 is U mode, U=0 S
+ * mode, and a pc that does not translate is M mode (M mode alone fetches without satp). The
+ * rule misreads an M-mode pc at an address that the current satp maps: as user when the
+ * process maps it executable for U, as kernel otherwise (the demo guest runs M mode only
+ * before it enables paging). With satp Bare nothing tells S from U or M: taken for S. A
+ * monitor that prints a `priv` (none known yet) is believed instead. */
+static int monitor_complete(struct prof_arch_monitor_cpu *cpu, prof_arch_phys_read_fn read_phys,
+                            void *ctx, struct qp_error *err)
+{
+    uint64_t priv, satp = 0, pc = 0, leaf;
+    prof_arch_monitor_reg(cpu, "satp", &satp);
+    prof_arch_monitor_reg(cpu, "pc", &pc);
+    int levels = mode_levels(satp), shift;
+    if (prof_arch_monitor_reg(cpu, "priv", &priv) == 0) {
+        cpu->halted = priv != PRIV_U && follows_wfi(satp, levels, priv, pc, read_phys, ctx);
+        return 0;
+    }
+    priv = PRIV_S; /* Bare, or a mode cpu_state refuses in its own words */
+    if (levels > 0)
+        priv = walk_leaf(satp, levels, pc, read_phys, ctx, &leaf, &shift) != 0 ? PRIV_M
+               : (leaf & PTE_U)                                                ? PRIV_U
+                                                                               : PRIV_S;
+    if (prof_arch_monitor_set(cpu, "priv", priv) < 0)
+        return qp_error_set(err, -ENOSPC, "info registers: CPU#%d prints too many registers",
+                            cpu->cpu_index);
+    cpu->halted = priv != PRIV_U && follows_wfi(satp, levels, priv, pc, read_phys, ctx);
+    return 0;
+}
+
 const struct prof_arch prof_arch_riscv64 = {
     .name = "riscv64",
     .elf_machine = EM_RISCV,
@@ -144,4 +379,6 @@ const struct prof_arch prof_arch_riscv64 = {
     .gdb_state_regs = gdb_state_regs,
     .gdb_root_reg = "satp",
     .cpu_state = cpu_state,
+    .monitor_parse = monitor_parse,
+    .monitor_complete = monitor_complete,
 };

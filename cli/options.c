@@ -43,6 +43,8 @@ void prof_print_help(FILE *out)
         "and, for memory reads without round trips, guest RAM in a shared file:\n"
         "  -object memory-backend-file,id=ram,size=256M,mem-path=/dev/shm/ram,share=on\n"
         "  -machine memory-backend=ram\n"
+        "(qemu-system-riscv64 too, which needs the shared RAM file over QMP; aarch64\n"
+        "through --gdb only.)\n"
         "\n"
         "Connection:\n"
         "  --qmp-socket PATH|tcp:HOST:PORT  QMP socket of the QEMU to profile [./qmp-socket]\n"

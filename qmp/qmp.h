@@ -215,11 +215,21 @@ int64_t qmp_last_resume_us(const qmp_client *c);
 int qmp_wait_stop_after(qmp_client *c, int64_t after_us, int timeout_ms, int64_t *stop_us,
                         struct qp_error *err);
 
+/* The same transaction for a guest whose register text qmp/ does not parse (riscv64: arch/
+ * does): fn gets the text of `info registers -a` (borrowed for the call). */
+typedef int (*qmp_sample_text_fn)(qmp_client *c, const char *regs_text, void *ctx,
+                                  struct qp_error *err);
+
 /* Stops the guest, reads all vCPUs' registers, calls fn, resumes. A cont still owed from an
  * earlier sample (it failed or timed out) is sent first. `cont` is sent on every path
  * (error, time-out, signal) unless the guest was paused before the call, in which case it is
  * left paused. stats may be NULL. */
 int qmp_sample(qmp_client *c, qmp_sample_fn fn, void *ctx, struct qmp_sample_stats *stats,
                struct qp_error *err);
+
+/* qmp_sample with the registers as text, for fn to parse: the same round trips, the same cont
+ * on every path. */
+int qmp_sample_text(qmp_client *c, qmp_sample_text_fn fn, void *ctx, struct qmp_sample_stats *stats,
+                    struct qp_error *err);
 
 #endif

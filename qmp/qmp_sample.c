@@ -3,6 +3,7 @@
 #include "qp_sock.h"
 
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -39,8 +40,9 @@ bool qmp_guest_running(qmp_client *c)
     return c->running || c->stopped_by_us;
 }
 
-/* Sends stop and `info registers -a` back to back: one write, two replies. */
-static int stop_and_read(qmp_client *c, struct qmp_regs *cpus, int *n_cpus, struct qp_error *err)
+/* Sends stop and `info registers -a` back to back: one write, two replies. *text (the caller
+ * frees it, free()) is the register text. */
+static int stop_and_read(qmp_client *c, char **regs_text, struct qp_error *err)
 {
     GString *out = g_string_new(NULL);
     json_object *regs_args = json_object_new_object(), *text = NULL;
@@ -59,7 +61,7 @@ static int stop_and_read(qmp_client *c, struct qmp_regs *cpus, int *n_cpus, stru
     if (rc == 0 && !json_object_is_type(text, json_type_string))
         rc = qp_error_set(err, -EPROTO, "info registers -a returned no text");
     if (rc == 0)
-        rc = qmp_parse_registers(json_object_get_string(text), cpus, QMP_MAX_CPUS, n_cpus, err);
+        *regs_text = strdup(json_object_get_string(text));
     json_object_put(text);
     return rc;
 }
@@ -78,13 +80,13 @@ static int resume(qmp_client *c, struct qp_error *err)
 }
 
 /* The guest was paused by someone else: read, call back, leave it as it was. */
-static int sample_paused(qmp_client *c, qmp_sample_fn fn, void *ctx, struct qp_error *err)
+static int sample_paused(qmp_client *c, qmp_sample_text_fn fn, void *ctx, struct qp_error *err)
 {
-    struct qmp_regs cpus[QMP_MAX_CPUS];
-    int n = 0;
-    int rc = qmp_read_registers(c, cpus, QMP_MAX_CPUS, &n, err);
+    char *text = NULL;
+    int rc = qmp_hmp(c, "info registers -a", -1, &text, err);
     if (rc == 0 && fn)
-        rc = fn(c, cpus, n, ctx, err);
+        rc = fn(c, text, ctx, err);
+    free(text);
     return rc;
 }
 
@@ -96,8 +98,8 @@ static void append_cont_failure(struct qp_error *err, int rc, const struct qp_er
     qp_error_set(err, rc, "%s; resuming the guest failed too (%s)", first, cont_err->msg);
 }
 
-int qmp_sample(qmp_client *c, qmp_sample_fn fn, void *ctx, struct qmp_sample_stats *stats,
-               struct qp_error *err)
+int qmp_sample_text(qmp_client *c, qmp_sample_text_fn fn, void *ctx, struct qmp_sample_stats *stats,
+                    struct qp_error *err)
 {
     struct qmp_sample_stats st = {0};
     uint64_t rt0 = c->round_trips;
@@ -115,13 +117,13 @@ int qmp_sample(qmp_client *c, qmp_sample_fn fn, void *ctx, struct qmp_sample_sta
         st.was_paused = true;
         rc = sample_paused(c, fn, ctx, err);
     } else {
-        struct qmp_regs cpus[QMP_MAX_CPUS];
-        int n = 0;
+        char *text = NULL;
         c->stop_ts_us = c->resume_ts_us = 0;
         int64_t t0 = qmp__now_us();
-        rc = stop_and_read(c, cpus, &n, err);
+        rc = stop_and_read(c, &text, err);
         if (rc == 0 && fn)
-            rc = fn(c, cpus, n, ctx, err);
+            rc = fn(c, text, ctx, err);
+        free(text);
         /* cont on every path; a callback failure keeps its own error message. */
         struct qp_error cont_err = {0};
         int cont_rc = resume(c, rc < 0 ? &cont_err : err);
@@ -137,4 +139,28 @@ int qmp_sample(qmp_client *c, qmp_sample_fn fn, void *ctx, struct qmp_sample_sta
     if (stats)
         *stats = st;
     return rc;
+}
+
+/* qmp_sample is qmp_sample_text with x86_64's parser in between. */
+struct x86_sample {
+    qmp_sample_fn fn;
+    void *ctx;
+};
+
+static int parse_then_call(qmp_client *c, const char *text, void *ctx, struct qp_error *err)
+{
+    const struct x86_sample *x = ctx;
+    struct qmp_regs cpus[QMP_MAX_CPUS];
+    int n = 0;
+    int rc = qmp_parse_registers(text, cpus, QMP_MAX_CPUS, &n, err);
+    if (rc == 0 && x->fn)
+        rc = x->fn(c, cpus, n, x->ctx, err);
+    return rc;
+}
+
+int qmp_sample(qmp_client *c, qmp_sample_fn fn, void *ctx, struct qmp_sample_stats *stats,
+               struct qp_error *err)
+{
+    struct x86_sample x = {fn, ctx};
+    return qmp_sample_text(c, parse_then_call, &x, stats, err);
 }

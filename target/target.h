@@ -180,7 +180,7 @@ struct prof_target_ops {
     void (*free)(void *impl);                  /* never leaves a guest it stopped paused */
 };
 
-/* QEMU's QMP monitor (target_qmp.c): x86_64 guests. */
+/* QEMU's QMP monitor (target_qmp.c): x86_64 guests, and riscv64 with a shared RAM file. */
 extern const struct prof_target_ops prof_target_qmp_ops;
 /* QEMU's gdbstub (target_gdb.c): the guests arch/ knows, by target.xml. */
 extern const struct prof_target_ops prof_target_gdb_ops;

@@ -7,6 +7,7 @@
 #include "target.h"
 #include "arch_x86_64.h"
 #include "target_qmp_ram.h"
+#include "target_vcpu.h"
 
 #include "gdb.h"
 #include "qmp.h"
@@ -32,8 +33,8 @@ struct target_gdb {
     bool direct;
     /* Virtual memory from the RAM file: on x86_64 through qmp/'s direct backend and its page
      * walk, on other architectures through the arch table's page walk from the stop's root
-     * (read_walked). Without the RAM file, `m` packets (QEMU translates; on riscv64 with the
-     * vCPU's own privilege, so a hart in U mode cannot read kernel memory that way). */
+     * (target_qmp_read_walked). Without the RAM file, `m` packets (QEMU translates; on riscv64
+     * with the vCPU's own privilege, so a hart in U mode cannot read kernel memory that way). */
     bool direct_virtual;
     bool state_changed; /* this sample's reads saw another CR3 than its registers */
     /* Someone else paused the guest (QMP's events say so, or the stub sent a stop nobody here
@@ -205,33 +206,17 @@ static int lookup_reg(void *ctx, const char *name, uint64_t *val)
 static int vcpu_from_regs(const struct target_gdb *t, const struct gdb_regset *set,
                           struct gdb_cpu *cpu, struct prof_vcpu *v, struct qp_error *err)
 {
-    const struct prof_arch *a = t->arch;
-    memset(v, 0, sizeof *v);
-    for (int i = 0; i < a->n_gdb_regs; i++)
-        if (gdb_reg_get(t->gdb, set, a->gdb_regs[i].gdb_name, &v->regs.r[a->gdb_regs[i].slot]) < 0)
-            return qp_error_set(err, -ENOENT, "the target has no readable register %s",
-                                a->gdb_regs[i].gdb_name);
     struct reg_lookup l = {t->gdb, set};
-    struct prof_arch_cpu_state st = {0};
-    int rc = a->cpu_state(lookup_reg, &l, &st, err);
+    int rc = target_vcpu_from_regs(t->arch, lookup_reg, &l, v, err);
     if (rc)
         return rc;
     v->index = set->thread;
-    v->pc = v->regs.r[a->pc_reg];
-    v->sp = v->regs.r[a->sp_reg];
-    v->privilege = st.privilege;
-    v->user = v->privilege == a->user_privilege;
     v->halted = set->halted == 1;
-    v->paging64 = st.paging;
-    v->as_root = st.as_root;
-    v->mmu = st.mmu;
-    v->regs.has_trap_pc = st.has_trap_pc;
-    v->regs.trap_pc = st.trap_pc;
     v->target_cpu = cpu;
     cpu->thread = set->thread;
-    cpu->as_root = st.as_root;
+    cpu->as_root = v->as_root;
     if (t->direct_virtual && t->arch == &prof_arch_x86_64)
-        mmu_from_regs(t->gdb, set, set->thread, st.paging, &cpu->mmu);
+        mmu_from_regs(t->gdb, set, set->thread, v->paging64, &cpu->mmu);
     return 0;
 }
 
@@ -342,38 +327,6 @@ static int read_direct(struct target_gdb *t, const struct gdb_cpu *gc, struct pr
     return rc;
 }
 
-static int walk_read_phys(void *ctx, uint64_t paddr, uint64_t *val)
-{
-    struct target_gdb *t = ctx;
-    struct qp_error ignored = {0};
-    return qmp_phys_read(t->qmp, paddr, val, sizeof *val, &ignored) == 0 ? 0 : -EFAULT;
-}
-
-/* The arch table's page walk from the root the vCPU had at the stop, then the RAM file: a
- * request stops at the first page that does not translate or is not RAM. */
-static void read_walked(struct target_gdb *t, const struct prof_vcpu *cpu, struct prof_mem_req *r)
-{
-    uint64_t root = ((const struct gdb_cpu *)cpu->target_cpu)->as_root;
-    r->got = 0;
-    r->rc = 0;
-    while (r->got < r->len) {
-        uint64_t va = r->vaddr + r->got, pa = va, page = PAGE_SIZE;
-        /* translation off (riscv64 M-mode, aarch64 with SCTLR_EL1.M clear): physical = virtual */
-        if (cpu->paging64 &&
-            prof_arch_page_walk(t->arch, root, &cpu->mmu, va, walk_read_phys, t, &pa, &page) != 0)
-            break;
-        size_t len = (size_t)(page - va % page);
-        if (len > r->len - r->got)
-            len = r->len - r->got;
-        struct qp_error ignored = {0};
-        if (qmp_phys_read(t->qmp, pa, (uint8_t *)r->buf + r->got, len, &ignored) != 0)
-            break;
-        r->got += len;
-    }
-    if (r->got == 0 && r->len > 0)
-        r->rc = -EFAULT;
-}
-
 static int tg_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req *reqs, size_t n,
                    struct qp_error *err)
 {
@@ -382,8 +335,9 @@ static int tg_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
     if (t->direct_virtual && t->arch == &prof_arch_x86_64)
         return read_direct(t, gc, reqs, n, err);
     if (t->direct_virtual) {
+        uint64_t root = gc->as_root;
         for (size_t i = 0; i < n; i++)
-            read_walked(t, cpu, &reqs[i]);
+            target_qmp_read_walked(t->qmp, t->arch, root, cpu, &reqs[i]);
         return 0;
     }
     size_t n_parts = 0;

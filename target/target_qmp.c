@@ -1,9 +1,14 @@
-/* The QMP target: QEMU's monitor socket, x86_64 guests. The qmp/ module does the protocol work
- * (stop, `info registers -a`, memory, a cont on every path); this file turns its HMP-shaped
- * register record into struct prof_vcpu (the x86_64 bits it decodes are in arch/). */
+/* The QMP target: QEMU's monitor socket, x86_64 and riscv64 guests (query-target's "arch"
+ * chooses). The qmp/ module does the protocol work (stop, `info registers -a`, memory, a cont on
+ * every path). On x86_64 this file turns qmp/'s HMP-shaped register record into struct
+ * prof_vcpu (the x86_64 bits it decodes are in arch/); on another architecture the arch table
+ * parses the text (monitor_parse) into the gdbstub's register names and the vCPU is filled as
+ * the gdbstub target fills it, with memory from the shared RAM file through the table's page
+ * walk. */
 #include "target.h"
 #include "arch_x86_64.h"
 #include "target_qmp_ram.h"
+#include "target_vcpu.h"
 
 #include "qmp.h"
 
@@ -14,6 +19,10 @@
 
 struct target_qmp {
     qmp_client *qmp;
+    const struct prof_arch *arch; /* query-target's; x86_64 when QEMU does not say */
+    /* Another architecture than x86_64: the stop's registers as the arch table parsed them
+     * (g_new, PROF_MAX_VCPUS), behind prof_vcpu.target_cpu; NULL on x86_64. */
+    struct prof_arch_monitor_cpu *mcpus;
     struct qmp_regs regs[PROF_MAX_VCPUS]; /* the stop's records, behind prof_vcpu.target_cpu */
     struct prof_vcpu vcpus[PROF_MAX_VCPUS];
     /* From query-cpus-fast at open: QEMU's cpu-index -> the vCPU's APIC ID, which is how an x86
@@ -86,23 +95,41 @@ static void learn_topology(struct target_qmp *t)
     json_object_put(ret);
 }
 
-/* QMP's `info registers` text is parsed for x86_64 only (qmp/): a QEMU of another target is
- * refused at open, in one line, rather than sampled as nonsense. A QMP that does not say (an
- * old QEMU, a test's fake) is taken for x86_64. */
-static int check_target_arch(struct target_qmp *t, struct qp_error *err)
+/* The architecture from query-target. A QMP that does not say (an old QEMU, a test's fake) is
+ * taken for x86_64. One whose `info registers` text neither qmp/ (x86_64) nor its arch table
+ * reads is refused at open, in one line, rather than sampled as nonsense. */
+static int choose_arch(struct target_qmp *t, struct qp_error *err)
 {
     struct json_object *ret = NULL, *arch = NULL;
     struct qp_error qerr = {0};
     int rc = 0;
+    t->arch = &prof_arch_x86_64;
     if (qmp_execute(t->qmp, "query-target", NULL, &ret, &qerr) == 0 &&
-        json_object_object_get_ex(ret, "arch", &arch) &&
-        strcmp(json_object_get_string(arch), prof_arch_x86_64.name) != 0)
-        rc = qp_error_set(err, -ENOTSUP,
-                          "this QEMU is qemu-system-%s: qprof samples it through its gdbstub "
-                          "only (start it with -gdb, then give --gdb)",
-                          json_object_get_string(arch));
+        json_object_object_get_ex(ret, "arch", &arch)) {
+        const char *name = json_object_get_string(arch);
+        t->arch = prof_arch_by_name(name);
+        if (!t->arch || (t->arch != &prof_arch_x86_64 && !t->arch->monitor_parse))
+            rc = qp_error_set(err, -ENOTSUP,
+                              "this QEMU is qemu-system-%s: qprof samples it through its gdbstub "
+                              "only (start it with -gdb, then give --gdb)",
+                              name);
+    }
     json_object_put(ret);
     return rc;
+}
+
+/* Outside x86_64 QEMU's text names no privilege mode (riscv64): the arch table infers it from
+ * the page tables, which qprof reads from the shared RAM file; memsave and HMP reads would cost
+ * round trips per table entry. So the RAM file is required there. */
+static int check_memory(struct target_qmp *t, struct qp_error *err)
+{
+    if (t->arch == &prof_arch_x86_64 || qmp_mem_backend_in_use(t->qmp) == QMP_MEM_DIRECT)
+        return 0;
+    return qp_error_set(err, -ENOTSUP,
+                        "%s over QMP needs the guest RAM in a shared file (QEMU -object "
+                        "memory-backend-file,...,share=on -machine memory-backend=...), and "
+                        "--memory auto or direct: qprof walks %s's page tables itself",
+                        t->arch->name, t->arch->gdb_root_reg);
 }
 
 int target_qmp_open_beside(const char *address, double timeout_s, enum target_qmp_ram_use ram,
@@ -130,13 +157,17 @@ static int tq_open(const struct prof_target_open_opts *o, void **impl, struct qp
     struct qmp_open_opts qo = {.timeout_s = o->timeout_s ? o->timeout_s : 5,
                                .backend = backend_by_name(o->memory_backend)};
     int rc = qmp_open(o->address, &qo, &t->qmp, err);
-    if (!rc && (rc = check_target_arch(t, err)))
+    if (!rc && (rc = choose_arch(t, err)) == 0)
+        rc = check_memory(t, err);
+    if (rc && t->qmp)
         qmp_free(t->qmp);
     if (rc) {
         g_free(t);
         return rc;
     }
     learn_topology(t);
+    if (t->arch != &prof_arch_x86_64)
+        t->mcpus = g_new0(struct prof_arch_monitor_cpu, PROF_MAX_VCPUS);
     *impl = t;
     return 0;
 }
@@ -186,6 +217,29 @@ static int tq_stopped(qmp_client *q, const struct qmp_regs *cpus, int n_cpus, vo
     return t->fn(t->handle, t->vcpus, n, t->fn_ctx, err);
 }
 
+/* Another architecture: the arch table reads the text, infers what QEMU does not print (the
+ * privilege mode, whether the vCPU waits halted), and the vCPU is filled by the table's register
+ * names, as over the gdbstub. */
+static int tq_stopped_text(qmp_client *q, const char *text, void *ctx, struct qp_error *err)
+{
+    struct target_qmp *t = ctx;
+    const struct prof_arch *a = t->arch;
+    int n = 0;
+    int rc = a->monitor_parse(text, t->mcpus, PROF_MAX_VCPUS, &n, err);
+    for (int i = 0; !rc && i < n; i++) {
+        struct prof_arch_monitor_cpu *m = &t->mcpus[i];
+        struct prof_vcpu *v = &t->vcpus[i];
+        if (a->monitor_complete && (rc = a->monitor_complete(m, target_qmp_phys_word, q, err)))
+            break;
+        if ((rc = target_vcpu_from_regs(a, prof_arch_monitor_reg, m, v, err)))
+            break;
+        v->index = m->cpu_index;
+        v->halted = m->halted;
+        v->target_cpu = m;
+    }
+    return rc ? rc : t->fn(t->handle, t->vcpus, n, t->fn_ctx, err);
+}
+
 static int tq_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn, void *ctx,
                      struct prof_target_stats *stats, struct qp_error *err)
 {
@@ -194,7 +248,8 @@ static int tq_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
     t->handle = handle;
     t->fn = fn;
     t->fn_ctx = ctx;
-    int rc = qmp_sample(t->qmp, tq_stopped, t, &qs, err);
+    int rc = t->mcpus ? qmp_sample_text(t->qmp, tq_stopped_text, t, &qs, err)
+                      : qmp_sample(t->qmp, tq_stopped, t, &qs, err);
     if (stats)
         *stats = (struct prof_target_stats){qs.paused_ns, qs.round_trips, qs.was_paused};
     return rc;
@@ -204,6 +259,11 @@ static int tq_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
                    struct qp_error *err)
 {
     struct target_qmp *t = impl;
+    if (t->mcpus) {
+        for (size_t i = 0; i < n; i++)
+            target_qmp_read_walked(t->qmp, t->arch, cpu->as_root, cpu, &reqs[i]);
+        return 0;
+    }
     const struct qmp_regs *q = cpu->target_cpu;
     if (n == 1) {
         reqs[0].rc =
@@ -278,12 +338,19 @@ static const char *tq_describe(const void *impl)
     return qmp_mem_backend_name(qmp_mem_backend_in_use(t->qmp));
 }
 
+static const struct prof_arch *tq_arch(const void *impl)
+{
+    const struct target_qmp *t = impl;
+    return t->arch;
+}
+
 static void tq_free(void *impl)
 {
     struct target_qmp *t = impl;
     if (!t)
         return;
     qmp_free(t->qmp);
+    g_free(t->mcpus);
     g_free(t);
 }
 
@@ -291,8 +358,9 @@ const struct prof_target_ops prof_target_qmp_ops = {
     .name = "qmp",
     .transport = "QMP",
     .round_trip_name = "QMP round trips",
-    .round_trip_ms = 0.3, /* info registers ~0.3 ms, stop and cont ~0.12 ms each */
-    .arch = &prof_arch_x86_64,
+    .round_trip_ms = 0.3,      /* info registers ~0.3 ms, stop and cont ~0.12 ms each */
+    .arch = &prof_arch_x86_64, /* until open asks query-target: tq_arch */
+    .arch_of = tq_arch,
     .open = tq_open,
     .sample = tq_sample,
     .read = tq_read,

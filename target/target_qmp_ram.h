@@ -1,5 +1,6 @@
 /* Private to the target backends that read guest RAM through a QMP client (target_qmp.c, and
- * target_gdb.c and target_plugin.c when they have a QMP socket). The architecture's facts are in arch/. */
+ * target_gdb.c and target_plugin.c when they have a QMP socket). The architecture's facts are in
+ * arch/. */
 #ifndef PROF_TARGET_QMP_RAM_H
 #define PROF_TARGET_QMP_RAM_H
 
@@ -35,5 +36,15 @@ static inline int target_qmp_ram_ranges(qmp_client *q, struct prof_ram_range *ou
         out[i] = (struct prof_ram_range){r[i].start, r[i].end};
     return rc;
 }
+
+/* One read of virtual memory through the RAM file of q's direct backend: the arch table's page
+ * walk from root (the stop's address-space root; cpu->mmu for the rest of its context; physical
+ * = virtual when cpu->paging64 is false, as in riscv64 M mode), page by page. r->got stops at
+ * the first page that does not translate or is not RAM; r->rc is -EFAULT when none did. */
+void target_qmp_read_walked(qmp_client *q, const struct prof_arch *a, uint64_t root,
+                            const struct prof_vcpu *cpu, struct prof_mem_req *r);
+
+/* A prof_arch_phys_read_fn over q's direct backend (ctx: the qmp_client). */
+int target_qmp_phys_word(void *ctx, uint64_t paddr, uint64_t *val);
 
 #endif

@@ -202,9 +202,22 @@ void arch_qemu_expect_refusals(const struct arch_qemu *q, const char *other_name
     g_free(want);
     unlink(other);
     g_free(other);
-    /* QMP alone: refused in one line, not sampled as an x86_64 guest */
     const char *over_qmp[] = {"--qmp-socket", q->qmp, "--samples", "10", "--no-progress", NULL};
-    expect_refusal(q, over_qmp, q->spec->qemu, qmp_also);
+    if (!q->spec->arch->monitor_parse) {
+        /* QMP alone: refused in one line, not sampled as an x86_64 guest */
+        expect_refusal(q, over_qmp, q->spec->qemu, qmp_also);
+        return;
+    }
+    /* QMP reads this guest: an x86_64 kernel ELF is refused there too */
+    const char *x86_qmp[] = {"--qmp-socket",     q->qmp,      "--os", "none",          "--kernel",
+                             QPROF_GUEST_KERNEL, "--samples", "10",   "--no-progress", NULL};
+    want = g_strdup_printf("is an ELF for x86_64, but the guest behind the QMP is %s", arch);
+    expect_refusal(q, x86_qmp, want, NULL);
+    g_free(want);
+    /* and memory that QEMU would translate is refused: the mode comes from the RAM file */
+    const char *memsave[] = {"--qmp-socket", q->qmp, "--memory",      "memsave",
+                             "--samples",    "10",   "--no-progress", NULL};
+    expect_refusal(q, memsave, "needs the guest RAM in a shared file", NULL);
 }
 
 void arch_qemu_check_folded(const char *stacks, int cpus, int samples, const char *entry,

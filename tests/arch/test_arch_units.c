@@ -195,6 +195,169 @@ static void test_cpu_state(void)
     CHECK(a->cpu_state(get_reg, &badpriv, &st, &err) < 0);
 }
 
+/* ---- riscv64 over QMP: `info registers -a` text ------------------------------------------ */
+
+static char *load_transcript(const char *name)
+{
+    char *path = g_strdup_printf("%s/%s", QPROF_TRANSCRIPTS, name), *text = NULL;
+    REQUIRE(g_file_get_contents(path, &text, NULL, NULL));
+    g_free(path);
+    return text;
+}
+
+static uint64_t monitor_reg(struct prof_arch_monitor_cpu *c, const char *name)
+{
+    uint64_t v = 0xdeadbeef;
+    CHECK_MSG(prof_arch_monitor_reg(c, name, &v) == 0, "no register %s", name);
+    return v;
+}
+
+/* The values as QEMU 7.2 printed them (tests/data/qemu-transcripts/riscv64_*). */
+static void test_rv_monitor_transcripts(void)
+{
+    const struct prof_arch *a = &prof_arch_riscv64;
+    struct prof_arch_monitor_cpu *c = g_new0(struct prof_arch_monitor_cpu, 2);
+    struct qp_error err = {0};
+    int n = -1;
+    char *s_mode = load_transcript("riscv64_info_registers_s_mode.txt");
+    CHECK_INT(a->monitor_parse(s_mode, c, 2, &n, &err), 0);
+    CHECK_INT(n, 1);
+    CHECK_INT(c[0].cpu_index, 0);
+    CHECK_U64(monitor_reg(&c[0], "pc"), 0xffffffc000000166ull);
+    CHECK_U64(monitor_reg(&c[0], "sp"), 0xffffffc000009fc0ull);
+    CHECK_U64(monitor_reg(&c[0], "fp"), 0xffffffc000009fd0ull);
+    CHECK_U64(monitor_reg(&c[0], "s0"), 0xffffffc000009fd0ull);
+    CHECK_U64(monitor_reg(&c[0], "ra"), 0xffffffc000000150ull);
+    CHECK_U64(monitor_reg(&c[0], "satp"), 0x8000000000080004ull);
+    CHECK_U64(monitor_reg(&c[0], "sepc"), 0x10010ull);
+    CHECK_U64(monitor_reg(&c[0], "a2"), 0x80006000ull);
+    CHECK_U64(monitor_reg(&c[0], "V"), 0);
+    uint64_t v;
+    CHECK_INT(prof_arch_monitor_reg(&c[0], "priv", &v), -ENOENT); /* QEMU prints none */
+    char *u_mode = load_transcript("riscv64_info_registers_u_mode.txt");
+    CHECK_INT(a->monitor_parse(u_mode, c, 2, &n, &err), 0);
+    CHECK_U64(monitor_reg(&c[0], "pc"), 0x10014ull);
+    CHECK_U64(monitor_reg(&c[0], "sp"), 0x21000ull);
+    CHECK_U64(monitor_reg(&c[0], "fp"), 0);
+    CHECK_U64(monitor_reg(&c[0], "ra"), 0);
+    CHECK_U64(monitor_reg(&c[0], "satp"), 0x8000000000080004ull);
+    CHECK_U64(monitor_reg(&c[0], "sepc"), 0x10014ull);
+    CHECK_U64(monitor_reg(&c[0], "sscratch"), 0xffffffc00000a000ull);
+    /* two harts, as `info registers -a` prints them; a table of one keeps the first */
+    char *two = g_strconcat(s_mode, u_mode, NULL);
+    char *p = strstr(strstr(two, "CPU#0") + 1, "CPU#0");
+    REQUIRE(p);
+    p[4] = '1';
+    CHECK_INT(a->monitor_parse(two, c, 2, &n, &err), 0);
+    CHECK_INT(n, 2);
+    CHECK_INT(c[1].cpu_index, 1);
+    CHECK_U64(monitor_reg(&c[1], "pc"), 0x10014ull);
+    CHECK_INT(a->monitor_parse(two, c, 1, &n, &err), 0);
+    CHECK_INT(n, 1);
+    CHECK_U64(monitor_reg(&c[0], "pc"), 0xffffffc000000166ull);
+    g_free(two), g_free(s_mode), g_free(u_mode), g_free(c);
+}
+
+static void check_refused(const char *text, const char *needle)
+{
+    struct prof_arch_monitor_cpu *c = g_new0(struct prof_arch_monitor_cpu, 4);
+    struct qp_error err = {0};
+    int n = -1;
+    CHECK_INT(prof_arch_riscv64.monitor_parse(text, c, 4, &n, &err), -EPROTO);
+    CHECK_MSG(strstr(err.msg, needle) && !strchr(err.msg, '\n'), "\"%s\": %s", text, err.msg);
+    g_free(c);
+}
+
+/* Garbage, other architectures' text and every truncation of a real transcript: a one-line
+ * error or a parse, never a crash (the Asan build runs this). */
+static void test_rv_monitor_garbage(void)
+{
+    check_refused("", "no register block");
+    check_refused("CPU#0\n pc ffffffc000000166\n", "lacks sp");
+    check_refused(" pc       zzzz\n", "cannot read");
+    check_refused(" pc\n", "cannot read");
+    check_refused(" pc 1 sp\n", "cannot read");
+    check_refused(" x1/ra/toolonganame 0000000000000001 pc 0\n", "cannot read");
+    check_refused("\x01\x02\xff garbage \x7f\n", "cannot read");
+    char *x86 = load_transcript("info_registers_cpl3.txt");
+    check_refused(x86, "cannot read");
+    g_free(x86);
+    /* a value wider than 64 bits (a vector register) is skipped, not misread */
+    struct prof_arch_monitor_cpu *c = g_new0(struct prof_arch_monitor_cpu, 1);
+    struct qp_error err = {0};
+    int n = 0;
+    CHECK_INT(
+        prof_arch_riscv64.monitor_parse(
+            " pc 10\n sp 20\n satp 0\n v0 00112233445566778899aabbccddeeff\n", c, 1, &n, &err),
+        0);
+    uint64_t v;
+    CHECK_INT(prof_arch_monitor_reg(c, "v0", &v), -ENOENT);
+    char *text = load_transcript("riscv64_info_registers_s_mode.txt");
+    size_t len = strlen(text), ok = 0;
+    for (size_t cut = 0; cut <= len; cut++) {
+        char *part = g_strndup(text, cut);
+        struct qp_error e = {0};
+        int rc = prof_arch_riscv64.monitor_parse(part, c, 1, &n, &e);
+        CHECK_MSG(rc == 0 || (rc == -EPROTO && e.msg[0] && !strchr(e.msg, '\n')), "cut %zu: %d %s",
+                  cut, rc, e.msg);
+        ok += rc == 0;
+        g_free(part);
+    }
+    CHECK(ok > 0 && ok < len); /* whole enough once satp is in, refused before */
+    g_free(text), g_free(c);
+}
+
+/* The mode QEMU does not print, from pc's leaf entry: U=1 user, U=0 supervisor, no
+ * translation machine mode, Bare taken for supervisor; halted when pc follows a wfi. */
+static void test_rv_monitor_complete(void)
+{
+    const struct prof_arch *a = &prof_arch_riscv64;
+    memset(ram, 0, RAM_SIZE);
+    uint64_t root = 0x1000, l1 = 0x2000, l0 = 0x3000;
+    uint64_t user_va = 0x10000, kern_va = 0xffffffc000200000ull;
+    set(root, vpn(user_va, 2), pte(l1, V));
+    set(l1, vpn(user_va, 1), pte(l0, V));
+    set(l0, vpn(user_va, 0), pte(0x10000, V | R | X | U));
+    set(root, vpn(kern_va, 2), pte(0, V | R | W | X)); /* a 1 GiB kernel page at 0 */
+    uint32_t wfi = 0x10500073;
+    memcpy(ram + 0x200100, &wfi, 4);       /* kernel: wfi at kern_va + 0x100 */
+    memcpy(ram + 0x10000 + 0x20, &wfi, 4); /* user: a wfi, still user */
+    struct {
+        uint64_t satp, pc;
+        int privilege;
+        bool halted;
+    } cases[] = {
+        {satp(8, root), user_va + 0x24, 3, false},
+        {satp(8, root), user_va + 0x8, 3, false},
+        {satp(8, root), kern_va + 0x40, 2, false},
+        {satp(8, root), kern_va + 0x104, 2, true},
+        {satp(8, root), 0x80000000, 0, false}, /* not mapped: M mode */
+        {0, 0x200104, 2, true},                /* Bare: taken for S; the wfi physically */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct prof_arch_monitor_cpu *c = g_new0(struct prof_arch_monitor_cpu, 1);
+        prof_arch_monitor_set(c, "pc", cases[i].pc);
+        prof_arch_monitor_set(c, "sp", 0);
+        prof_arch_monitor_set(c, "satp", cases[i].satp);
+        struct qp_error err = {0};
+        CHECK_INT(a->monitor_complete(c, read_phys, NULL, &err), 0);
+        struct prof_arch_cpu_state st = {0};
+        CHECK_INT(a->cpu_state(prof_arch_monitor_reg, c, &st, &err), 0);
+        CHECK_MSG(st.privilege == cases[i].privilege && c->halted == cases[i].halted,
+                  "case %zu: privilege %d halted %d", i, st.privilege, c->halted);
+        g_free(c);
+    }
+    /* a printed priv is believed */
+    struct prof_arch_monitor_cpu *c = g_new0(struct prof_arch_monitor_cpu, 1);
+    prof_arch_monitor_set(c, "pc", user_va);
+    prof_arch_monitor_set(c, "satp", satp(8, root));
+    prof_arch_monitor_set(c, "priv", 1);
+    struct qp_error err = {0};
+    CHECK_INT(a->monitor_complete(c, read_phys, NULL, &err), 0);
+    CHECK_U64(monitor_reg(c, "priv"), 1);
+    g_free(c);
+}
+
 /* ---- aarch64 ----------------------------------------------------------------------------- */
 
 #define A64_TABLE 0x3ull /* a table at levels 0..2, a page at level 3 */
@@ -528,6 +691,9 @@ int main(void)
     test_sv48_sv57();
     test_loop_and_unknown_mode();
     test_cpu_state();
+    test_rv_monitor_transcripts();
+    test_rv_monitor_garbage();
+    test_rv_monitor_complete();
     test_choice();
     test_a64_4k();
     test_a64_16k_64k();

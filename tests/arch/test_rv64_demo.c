@@ -3,7 +3,9 @@
  * suite's assertions: processes named, every spin stack complete from _start, hot_a 75% of
  * hot_a + hot_b, idle separate; sys's kernel stacks from its user frames through the trap entry
  * to kwork_mix, about half its time in the kernel. Cases: spin, sys (one hart), smp4 (four
- * harts under MTTCG, one process pinned to each).
+ * harts under MTTCG, one process pinned to each); qmp_spin, qmp_sys and qmp_smp4 are the same
+ * through QMP alone (no --gdb: `info registers -a`, the mode inferred from the page tables,
+ * memory from the shared RAM file), with the same assertions.
  *
  * Skips (77) without qemu-system-riscv64 or the riscv64 guest (riscv64-linux-gnu-gcc). */
 #define _GNU_SOURCE
@@ -127,7 +129,10 @@ static void vm_stop(struct vm *vm)
     g_free(vm->gdb), g_free(vm->qmp), g_free(vm->serial);
 }
 
-/* qprof over the gdbstub, --samples n every interval_ms, folded stacks back. */
+/* Which transport a case samples through: the gdbstub (with QMP for the RAM file), or QMP. */
+static bool over_qmp;
+
+/* qprof over the gdbstub or QMP, --samples n every interval_ms, folded stacks back. */
 static struct stacks profile(struct vm *vm, int samples, const char *interval_ms)
 {
     char *gdb = g_strdup_printf("unix:%s", vm->gdb);
@@ -135,14 +140,22 @@ static struct stacks profile(struct vm *vm, int samples, const char *interval_ms
     char *out = g_strdup_printf("%s/qprof.out", vm->dir),
          *err = g_strdup_printf("%s/qprof.err", vm->dir);
     char *count = g_strdup_printf("%d", samples);
-    const char *args[] = {"--gdb",         gdb,
-                          "--qmp-socket",  vm->qmp,
-                          "--kernel",      QPROF_RV64_KERNEL,
-                          "--user-dir",    QPROF_RV64_USER,
-                          "--samples",     count,
-                          "--interval",    interval_ms,
-                          "--no-progress", "-o",
-                          folded,          NULL};
+    const char *args[] = {"--qmp-socket",
+                          vm->qmp,
+                          "--kernel",
+                          QPROF_RV64_KERNEL,
+                          "--user-dir",
+                          QPROF_RV64_USER,
+                          "--samples",
+                          count,
+                          "--interval",
+                          interval_ms,
+                          "--no-progress",
+                          "-o",
+                          folded,
+                          over_qmp ? NULL : "--gdb", /* QMP: ends here */
+                          gdb,
+                          NULL};
     char *bin = g_strdup_printf("%s/qprof", QPROF_BUILD_DIR);
     bool timed_out = false;
     int status = child_wait(child_start(bin, args, vm->dir, out, err, NULL), 300, &timed_out);
@@ -151,6 +164,8 @@ static struct stacks profile(struct vm *vm, int samples, const char *interval_ms
     fprintf(stderr, "%s", log ? log : "");
     CHECK_MSG(status == 0 && !timed_out, "qprof exited %d", status);
     CHECK_MSG(log && strstr(log, "memory: direct"), "not the RAM file: %s", log ? log : "");
+    const char *transport = over_qmp ? "transport: QMP" : "transport: gdbstub";
+    CHECK_MSG(log && strstr(log, transport), "not %s: %s", transport, log ? log : "");
     g_free(log);
     struct stacks s = load_folded(folded);
     g_free(gdb), g_free(folded), g_free(out), g_free(err), g_free(count), g_free(bin);
@@ -285,7 +300,8 @@ static void case_spin(const char *qemu)
         dump(&s);
     g_hash_table_destroy(roots);
     g_strfreev(s.lines);
-    check_gdb_alone(&vm);
+    if (!over_qmp)
+        check_gdb_alone(&vm);
     vm_stop(&vm);
 }
 
@@ -371,6 +387,9 @@ int main(int argc, char **argv)
         g_free(qemu);
         return 77;
     }
+    over_qmp = g_str_has_prefix(which, "qmp_");
+    if (over_qmp)
+        which += 4;
     if (strcmp(which, "spin") == 0)
         case_spin(qemu);
     else if (strcmp(which, "sys") == 0)

@@ -144,7 +144,8 @@ def qmp_seeds():
     seed("qmp_parser", "not-qmp", bytes([0x10]) + b"SSH-2.0-OpenSSH_9.2\r\n")
 
     for name in ("info_registers_a_smp2.txt", "info_registers_cpl0.txt",
-                 "info_registers_cpl3.txt"):
+                 "info_registers_cpl3.txt", "riscv64_info_registers_s_mode.txt",
+                 "riscv64_info_registers_u_mode.txt"):
         seed("registers", name, read(os.path.join(ROOT, "tests/data/qemu-transcripts", name)))
 
 
