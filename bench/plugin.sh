@@ -27,7 +27,11 @@ BUILD=$(cd "${1:?usage: bench/plugin.sh BUILD_DIR [SECONDS]}" && pwd)
 SECS=${2:-10}
 ROUNDS=${3:-2}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-eval "$("$ROOT/xtask/qemu10.sh" --quiet)"
+# A QEMU 10 given in the environment (QEMU10_BIN, QEMU10_PREFIX, QEMU10_MODULE_DIR: one carried to
+# a machine without network) is used as it is; else xtask/qemu10.sh provides it.
+if [ -z "${QEMU10_BIN:-}" ] || [ ! -x "$QEMU10_BIN" ]; then
+    eval "$("$ROOT/xtask/qemu10.sh" --quiet)"
+fi
 # shellcheck disable=SC2153 # QEMU10_* come from qemu10.sh's output
 export QEMU_MODULE_DIR=$QEMU10_MODULE_DIR
 PLUGIN=$BUILD/qprof-plugin.so

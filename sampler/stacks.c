@@ -365,7 +365,7 @@ static const char *mode_text(const struct cpu_capture *c, const struct out_sampl
     if (o->mode == OUT_MODE_IDLE)
         return "halted (idle)";
     if (o->mode == OUT_MODE_BOOT)
-        return "outside long mode (firmware or early boot)";
+        return "without 64-bit paging (firmware or early boot)";
     if (o->mode == OUT_MODE_USER)
         return "user mode";
     return c->have_trap || c->have_entry_regs ? "kernel mode, entered from user mode"
@@ -387,7 +387,8 @@ static void print_frame(const struct out_name *f, int index, bool show_addresses
 }
 
 /* Innermost first, like eu-stack and gdb. The truncation marker of a walk stands where the walk
- * ended, with the reason. */
+ * ended, with the reason. The header names the program counter "pc", as gdb's $pc does on every
+ * architecture (it said RIP on riscv64 and aarch64 too). */
 void prof_stack_print(const struct cpu_capture *c, out_names *names, const struct prof_stack *st,
                       bool show_addresses, FILE *out)
 {
@@ -405,7 +406,7 @@ void prof_stack_print(const struct cpu_capture *c, out_names *names, const struc
                                  .frames = st->sample.frames};
     g_strlcpy(as_stack.comm, st->sample.comm, sizeof as_stack.comm);
     char root[64];
-    fprintf(out, "%s, %s, RIP 0x%016" PRIx64 "\n", out_stack_root(&as_stack, root, sizeof root),
+    fprintf(out, "%s, %s, pc 0x%016" PRIx64 "\n", out_stack_root(&as_stack, root, sizeof root),
             mode_text(c, &st->sample), c->vcpu.pc);
     int len = out_stack_display_len(&as_stack);
     const struct out_name **shown = g_new(const struct out_name *, len ? len : 1);

@@ -487,7 +487,13 @@ static void case_one_shot(void)
         CHECK_MSG(g_str_has_prefix(lines[0], "vCPU 0: "), "first line: %s", lines[0]);
         if (strstr(lines[0], "spin (") || strstr(lines[0], "sys ("))
             user_stacks++;
+        /* the header's pc is where the innermost frame is */
+        const char *pc_at = strstr(lines[0], ", pc 0x");
+        CHECK_MSG(pc_at != NULL, "no ', pc 0x' in the header: %s", lines[0]);
+        unsigned long long pc = pc_at ? strtoull(pc_at + 5, NULL, 16) : 0, at0 = 0;
         for (gchar **l = lines + 1; *l && **l; l++) {
+            if (sscanf(*l, "  #0 0x%llx", &at0) == 1)
+                CHECK_MSG(at0 == pc, "frame #0 at 0x%llx, the header says pc 0x%llx", at0, pc);
             if (g_str_has_prefix(*l, "  #")) {
                 check_one_shot_frame(*l, &n);
                 frames_checked++;
