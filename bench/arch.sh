@@ -132,7 +132,7 @@ fig() {
         p99) sed -n 's/^guest paused per sample: .*, p99 \([0-9.]*\) ms.*/\1/p' "$1" ;;
         trips) sed -n 's/^guest paused per sample: .*; \([0-9.]*\) [A-Za-z]* round trips per sample.*/\1/p' "$1" ;;
         excerpt) grep -E '^qprof: [0-9]+ samples in|^guest paused per sample:|^guest running:|^vCPU stacks:|^truncated stacks:|failed|^qprof: not run' "$1" |
-            sed 's/^qprof: //; s/|/\\|/g' | awk '{ printf "%s%s", NR > 1 ? "<br>" : "", $0 }' || true ;;
+            sed 's/^qprof: //; s/|/\\|/g' | awk '{ printf "%s%s", (NR > 1 ? "<br>" : ""), $0 }' || true ;;
     esac
 }
 
@@ -196,8 +196,9 @@ echo "\`-append $CMDLINE\` on the demo guests, RAM in a shared file, memory read
 echo "$ROUNDS rounds in which the architectures alternate; load average $LOAD_BEFORE before, $LOAD_AFTER after."
 qemu_version() { command -v "$1" >/dev/null && "$1" --version | sed -n '1s/^QEMU emulator version //p'; }
 echo "QEMU: $(for a in x86_64 riscv64 aarch64; do printf '%s%s %s' "${sep:-}" "$a" "$(qemu_version "qemu-system-$a" || echo -)"; sep=", "; done). At \`--interval 1\` qprof"
-echo "asks for 1000 samples/s: a row at ~1000/s was held to that rate, one below it is bounded by the"
-echo "sample's own cost."
+echo "asks for 1000 samples/s on a jittered schedule: a row below that fell behind it where samples"
+echo "(the pause plus qprof's own work after \`cont\`; the p99 pause alone reaches several ms) took"
+echo "longer than the interval."
 echo "The aarch64 machine runs a different workload (one EL0 loop and its system call, no processes"
 echo "named), so its row measures the transport on aarch64, not the demo guest's profile."
 echo
