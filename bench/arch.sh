@@ -118,8 +118,13 @@ row() {
         stop_qemu
         return 0
     fi
+    local rc=0
     "$QPROF" "${target[@]}" "${guest[@]}" --samples "$SAMPLES" --interval 1 --no-progress \
-        -o "$out.folded" 2> "$out.summary" || echo "qprof failed (status $?)" >> "$out.summary"
+        -o "$out.folded" 2> "$out.summary" || rc=$?
+    if [ "$rc" -ne 0 ]; then # its own last word, for the row
+        echo "qprof failed (status $rc): $(grep -v '^$' "$out.summary" | tail -n 1)" >> "$out.summary"
+        say "$arch over $transport: $(tail -n 1 "$out.summary")"
+    fi
     stop_qemu
 }
 
