@@ -19,15 +19,26 @@
 # for a while (HMP `gdbserver tcp::PORT`, the same code as -gdb tcp::PORT) and back, so each
 # transport's TCP row is measured beside its UNIX-socket twin on the same guest in the same run.
 #
-# The run is five sections (demo, offline, smp, linux, plugin), each in a subshell of its own: one that
-# fails is named with the step it was in and the command that failed, the others still run, and
-# bench/results.md is written from whatever was measured, the failed section marked in it. Every
-# failing command names itself (the ERR trap below), so the script never ends without a word.
+# The run is six sections (demo, offline, smp, linux, plugin, arch), each in a subshell of its own:
+# one that fails is named with the step it was in and the command that failed, the others still
+# run, and bench/results.md is written from whatever was measured, the failed section marked in
+# it. Every failing command names itself (the ERR trap below), so the script never ends without a
+# word. A section that cannot run here (arch without qemu-system-riscv64 or the riscv64 demo
+# guest) is marked not run, with the reason.
+#
+# Section arch (bench/arch.sh): qprof's paused time per sample and samples/s per architecture,
+# side by side: the x86_64 and the riscv64 demo guests (`run=spin,spin,sys`), each over the
+# gdbstub (with QMP for the RAM file) and over QMP alone, and aarch64's tests/arch machine
+# (a64_mini.elf, `--os none`: no aarch64 demo guest yet) over the gdbstub; a fixed sample count at
+# `--interval 1` per row, each row on a freshly booted guest, two rounds with the architectures
+# alternating, medians. It ends with one line per architecture:
+# `bench: arch x86_64 gdbstub p50 X ms (N/s), qmp p50 Y ms (M/s)`.
 #
 # BENCH_SCALE=0.3 shortens every stretch (for trying the script; the figures get noisier);
 # BENCH_KEEP=1 keeps the raw outputs (the directory is named at the end); BENCH_NOTE="..." goes
 # into the results' header (what else the machine was doing, say); BENCH_SECTIONS="smp linux"
-# runs only those sections (the others are marked not run).
+# runs only those sections (the others are marked not run); BENCH_SECTIONS=arch the per-architecture
+# table alone (about a minute).
 # The Linux guest's .deb files are kept in $QPROF_LINUX_DEBS (default
 # ${XDG_CACHE_HOME:-~/.cache}/qprof-linux-debs), so that a fresh build folder does not download
 # them again.
@@ -136,6 +147,7 @@ run_section() {
 # shellcheck disable=SC2031 # it runs in the section's subshell, where SECTION was set
 section_end() { # STATUS: the section subshell's EXIT trap
     stop_qemu
+    [ -z "${SECTION_SKIPPED:-}" ] || return 0 # skip_section has recorded it
     if [ "$1" -eq 0 ]; then
         printf '%s\tok\n' "$SECTION" >> "$WORK/sections"
         return
@@ -144,12 +156,23 @@ section_end() { # STATUS: the section subshell's EXIT trap
     say "section '$SECTION' FAILED (status $1) during: $STEP${LAST_ERROR:+ ($LAST_ERROR)}"
 }
 
+# skip_section REASON: in a section, ends it as not run because this machine lacks what it needs
+# (recorded as "NAME<TAB>skipped<TAB>REASON"); no failure.
+# shellcheck disable=SC2031 # it runs in the section's subshell, where SECTION was set
+skip_section() {
+    printf '%s\tskipped\t%s\n' "$SECTION" "$1" >> "$WORK/sections"
+    say "section '$SECTION' not run: $1"
+    SECTION_SKIPPED=1
+    exit 0
+}
+
 section_ok() { awk -F'\t' -v s="$1" '$1 == s && $2 == "ok" { ok = 1 } END { exit !ok }' "$WORK/sections"; }
 
-# "failed (status N) during STEP: ERROR", or "not run".
+# "failed (status N) during STEP: ERROR", "not run: REASON" (skip_section), or "not run".
 section_state() {
     awk -F'\t' -v s="$1" '$1 == s { found = 1
             if ($2 == "ok") print "ok"
+            else if ($2 == "skipped") printf "not run: %s\n", $3
             else printf "failed (status %s) during \"%s\"%s\n", $3, $4, ($5 != "" ? ": " $5 : "") }
         END { if (!found) print "not run" }' "$WORK/sections"
 }
@@ -643,14 +666,28 @@ section_plugin() {
         "$WORK/plugin.md" || die "bench/plugin.sh measured no slowdown: $(tail -n 3 "$WORK/plugin.md")"
 }
 
+# ---- Section arch: each architecture's guest over both transports (bench/arch.sh) -----------
+
+ARCH_SAMPLES=$(awk -v k="$SCALE" 'BEGIN { v = 2000 * k; if (v < 200) v = 200; printf "%d", v }')
+section_arch() {
+    step "qprof on the x86_64 and riscv64 demo guests and aarch64's test machine, $ARCH_SAMPLES samples per run at --interval 1, 2 rounds (bench/arch.sh)"
+    local rc=0
+    "$ROOT/bench/arch.sh" "$BUILD" "$ARCH_SAMPLES" 2 > "$WORK/arch.md" 2> "$WORK/arch.err" || rc=$?
+    cat "$WORK/arch.err" >&2
+    [ "$rc" -ne 77 ] || skip_section "$(sed -n 's/^bench: arch: skipped: //p' "$WORK/arch.err" | tail -n 1)"
+    [ "$rc" -eq 0 ] || die "bench/arch.sh failed (status $rc): $(tail -n 3 "$WORK/arch.err" | tr '\n' ' ')"
+    grep -q '^bench: arch x86_64 gdbstub p50 [0-9.]* ms' "$WORK/arch.md" ||
+        die "bench/arch.sh measured nothing: $(tail -n 3 "$WORK/arch.md" | tr '\n' ' ')"
+}
+
 # ---- The run -------------------------------------------------------------------------------
 
 OTHER_QEMUS=$(pgrep -c -x qemu-system-x86 || true)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 PLACEMENT="not known (the demo section did not boot its guest)"
 BENCH_START=$EPOCHREALTIME
-for s in demo offline smp linux plugin; do
-    case " ${BENCH_SECTIONS:-demo offline smp linux plugin} " in
+for s in demo offline smp linux plugin arch; do
+    case " ${BENCH_SECTIONS:-demo offline smp linux plugin arch} " in
         *" $s "*) run_section "$s" "section_$s" ;;
         *) say "section $s: not run (BENCH_SECTIONS)" ;;
     esac
@@ -951,7 +988,7 @@ report_header() {
          "$LOAD_BEFORE before, $LOAD_AFTER after$(other_load_note)"
     [ -z "${BENCH_NOTE:-}" ] || echo "- note: $BENCH_NOTE"
     echo "- command: \`xtask/xtask bench\` (bench/run.sh; BENCH_SCALE=$SCALE)"
-    echo "- sections: $(for s in demo offline smp linux plugin; do
+    echo "- sections: $(for s in demo offline smp linux plugin arch; do
         printf '%s %s, ' "$s" "$(section_state "$s" | sed 's/^failed.*/**failed**/')"; done | sed 's/, $//')"
     echo
 }
@@ -1066,6 +1103,24 @@ report_plugin() {
     echo
 }
 
+report_arch() {
+    echo "## Per architecture: x86_64, riscv64, aarch64 (\`bench/arch.sh\`)"
+    echo
+    echo "qprof on each architecture's guest in one run: the x86_64 and the riscv64 demo guests over"
+    echo "the gdbstub (\`--gdb\` + \`--qmp-socket\` for the RAM file) and over QMP alone, and aarch64's"
+    echo "tests/arch machine over the gdbstub (no aarch64 demo guest yet; qprof does not read aarch64"
+    echo "over QMP). $ARCH_SAMPLES samples per row at \`--interval 1\`, every row on a freshly booted guest, the"
+    echo "rows run twice with the architectures alternating; medians of the two."
+    echo
+    if ! needs arch; then
+        [ -s "$WORK/arch.md" ] || return 0
+        echo "What it measured before it stopped:"
+        echo
+    fi
+    cat "$WORK/arch.md"
+    echo
+}
+
 report_library() {
     echo "## Library-level sample cost (\`qmp_sample_bench\`, same guest)"
     echo
@@ -1108,7 +1163,7 @@ report_part() {
 report() {
     local part
     for part in report_header report_failures report_sampling transports_section tcp_section \
-                linux_section report_offline report_targets report_plugin report_library; do
+                linux_section report_offline report_targets report_plugin report_arch report_library; do
         report_part "$part"
     done
 }
@@ -1120,6 +1175,7 @@ cat "$OUT"
 say "wrote $OUT"
 if section_ok demo; then say "$(tcp_comparison)"; fi
 if section_ok plugin; then grep -E '^bench: (plugin 10 kHz slowdown|--exact slowdown)' "$WORK/plugin.md" >&2; fi
+if section_ok arch; then grep '^bench: arch ' "$WORK/arch.md" >&2; fi
 FAILED=$(awk -F'\t' '$2 == "failed" { printf "%s%s", sep, $1; sep = ", " }' "$WORK/sections")
 [ ${#REPORT_FAILED[@]} -eq 0 ] || FAILED+="${FAILED:+; }report parts: ${REPORT_FAILED[*]}"
 [ -z "$FAILED" ] || die "FAILED: $FAILED (each named above; $OUT has what was measured, the rest marked)"

@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# qprof's cost per sample on each architecture, side by side in one run (issue 24, item 6): the
+# x86_64 and the riscv64 demo guests (`run=spin,spin,sys`, one vCPU, TCG, RAM in a shared file),
+# each profiled over the gdbstub (`--gdb` + `--qmp-socket` for the RAM file, which riscv64 needs)
+# and over QMP alone (`--qmp-socket`); aarch64 has no demo guest yet, so its row is the
+# tests/arch test machine (a64_mini.elf, EL1 kernel + EL0 loop, `--os none`) over the gdbstub
+# only (qprof reads no aarch64 `info registers` text): the same transport work per sample, on a
+# different workload.
+# Usage: bench/arch.sh BUILD_DIR [SAMPLES [ROUNDS]]   (a Markdown table on stdout)
+# Every row boots its guest afresh and takes a fixed SAMPLES (2000) samples at `--interval 1`
+# (qprof goes as fast as it can when a sample takes longer than 1 ms: the samples/s column is
+# what it reached). The rows run in turn ROUNDS times (2), the architectures alternating, so that
+# load that comes and goes on the host spreads over all of them; each cell is the median over the
+# rounds, the summary excerpt the last round's. The figures are qprof's own summary lines
+# ("samples in ... (N samples/s)", "guest paused per sample: p50 ... ms, p99 ... ms; T ... round
+# trips per sample"). QEMU's vCPU thread runs on host CPU 1, QEMU's other threads, qprof and this
+# script on CPU 0 (as bench/run.sh's demo section places them).
+# The last lines, one per architecture, which xtask bench (bench/run.sh, section arch) repeats:
+#   bench: arch x86_64 gdbstub p50 X ms (N/s), qmp p50 Y ms (M/s)
+# Exit status 77 (with the reason on stderr) when qemu-system-riscv64 or the riscv64 demo guest is
+# missing; 1 when a run failed (its row says how, the table is still printed).
+set -Eeuo pipefail
+BUILD=$(cd "${1:?usage: bench/arch.sh BUILD_DIR [SAMPLES [ROUNDS]]}" && pwd)
+SAMPLES=${2:-2000}
+ROUNDS=${3:-2}
+QPROF=$BUILD/qprof
+X86_KERNEL=$BUILD/guest/kernel.elf
+RV_KERNEL=$BUILD/guest/riscv64/kernel.elf
+A64_MINI=$BUILD/tests/arch/a64_mini.elf
+CMDLINE=run=spin,spin,sys
+
+say() { printf 'bench: arch: %s\n' "$*" >&2; }
+skip() { say "skipped: $*"; exit 77; }
+trap 'say "\`$BASH_COMMAND\` exited $? at line $LINENO"' ERR
+
+[ -x "$QPROF" ] || { say "no $QPROF: build first (xtask/xtask build)"; exit 1; }
+command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 is not installed"
+[ -f "$X86_KERNEL" ] || skip "no x86_64 demo guest at $X86_KERNEL (xtask/xtask build)"
+command -v qemu-system-riscv64 >/dev/null ||
+    skip "qemu-system-riscv64 is not installed (Debian: qemu-system-misc; xtask/xtask deps)"
+[ -f "$RV_KERNEL" ] ||
+    skip "no riscv64 demo guest at $RV_KERNEL (built when riscv64-linux-gnu-gcc is installed: xtask/xtask deps, then xtask/xtask build)"
+# aarch64: the test machine when it and its QEMU are there; else the row says why not.
+A64_MISSING=
+command -v qemu-system-aarch64 >/dev/null || A64_MISSING="qemu-system-aarch64 is not installed"
+[ -n "$A64_MISSING" ] || [ -f "$A64_MINI" ] ||
+    A64_MISSING="no $A64_MINI (built when aarch64-linux-gnu-gcc is installed)"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/qprof-arch-bench.XXXXXX")
+RAM=/dev/shm/qprof-arch-bench-ram-$$
+QEMU_PID=
+stop_qemu() {
+    if [ -n "$QEMU_PID" ]; then
+        kill "$QEMU_PID" 2>/dev/null || true
+        wait "$QEMU_PID" 2>/dev/null || true
+    fi
+    QEMU_PID=
+    rm -f "$RAM"
+}
+trap 'stop_qemu; rm -rf "$WORK"' EXIT
+trap 'exit 130' INT TERM
+
+VCPU_CPU=0
+if [ "$(nproc)" -ge 2 ]; then
+    VCPU_CPU=1
+    taskset -p -c 0 $$ >/dev/null # QEMU and qprof inherit it; the vCPU thread moves to CPU 1
+fi
+
+# boot ARCH: QEMU with the guest of ARCH, its RAM in $RAM, QMP on $WORK/qmp, the gdbstub on
+# $WORK/gdb; returns once the guest has started its programs (the demo guests print "ready"), or
+# for the aarch64 machine (no console) once QEMU listens. Then the vCPU thread goes to VCPU_CPU.
+boot() {
+    local arch=$1 mem=256 qemu args=() ready=ready waited=0
+    case $arch in
+        x86_64) qemu=qemu-system-x86_64 args=(-machine memory-backend=ram -kernel "$X86_KERNEL" -append "$CMDLINE") ;;
+        riscv64) qemu=qemu-system-riscv64 args=(-machine "virt,memory-backend=ram" -bios none -kernel "$RV_KERNEL" -append "$CMDLINE") ;;
+        aarch64) qemu=qemu-system-aarch64 mem=128 ready="" args=(-machine "virt,memory-backend=ram" -cpu cortex-a57 -kernel "$A64_MINI") ;;
+    esac
+    rm -f "$WORK/qmp" "$WORK/gdb" "$WORK/serial" "$RAM"
+    : > "$WORK/serial"
+    "$qemu" "${args[@]}" -accel tcg -m "${mem}M" -display none -no-reboot -nodefaults \
+        -object "memory-backend-file,id=ram,size=${mem}M,mem-path=$RAM,share=on" \
+        -qmp "unix:$WORK/qmp,server=on,wait=off" \
+        -chardev "socket,path=$WORK/gdb,server=on,wait=off,id=gdb0" -gdb chardev:gdb0 \
+        -serial "file:$WORK/serial" -name qprof-bench-arch,debug-threads=on \
+        </dev/null 2> "$WORK/qemu.err" &
+    QEMU_PID=$!
+    until [ -S "$WORK/qmp" ] && [ -S "$WORK/gdb" ] && { [ -z "$ready" ] || grep -q "$ready" "$WORK/serial"; }; do
+        kill -0 "$QEMU_PID" 2>/dev/null || { say "$qemu exited: $(cat "$WORK/qemu.err")"; return 1; }
+        [ $waited -lt 1200 ] || { say "the $arch guest did not start within 120 s"; return 1; }
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    local t
+    for t in /proc/"$QEMU_PID"/task/*; do
+        case $(cat "$t/comm" 2>/dev/null) in "CPU "*/*) taskset -p -c "$VCPU_CPU" "${t##*/}" >/dev/null ;; esac
+    done
+    sleep 1 # let the guest settle (TCG's translation cache, the programs' first loops)
+}
+
+# row ARCH TRANSPORT ROUND: one qprof run of SAMPLES samples on a freshly booted guest; its
+# summary (stderr) in $WORK/ARCH-TRANSPORT-ROUND.summary.
+row() {
+    local arch=$1 transport=$2 out=$WORK/$1-$2-$3 target=() guest=()
+    case $transport in
+        gdbstub) target=(--gdb "unix:$WORK/gdb" --qmp-socket "$WORK/qmp") ;;
+        qmp) target=(--qmp-socket "$WORK/qmp") ;;
+    esac
+    case $arch in
+        x86_64) guest=(--kernel "$X86_KERNEL" --user-dir "$BUILD/guest/user") ;;
+        riscv64) guest=(--kernel "$RV_KERNEL" --user-dir "$BUILD/guest/riscv64/user") ;;
+        # a64_mini's image is linked at its physical address and runs 0x8000000000 below it
+        aarch64) guest=(--os none --kernel "$A64_MINI" --kernel-slide -0x8000000000) ;;
+    esac
+    say "round $3: $arch over $transport, $SAMPLES samples at --interval 1"
+    if ! boot "$arch"; then
+        echo "qprof: not run: the $arch guest did not boot" > "$out.summary"
+        stop_qemu
+        return 0
+    fi
+    local rc=0
+    "$QPROF" "${target[@]}" "${guest[@]}" --samples "$SAMPLES" --interval 1 --no-progress \
+        -o "$out.folded" 2> "$out.summary" || rc=$?
+    if [ "$rc" -ne 0 ]; then # its own last word, for the row
+        echo "qprof failed (status $rc): $(grep -v '^$' "$out.summary" | tail -n 1)" >> "$out.summary"
+        say "$arch over $transport: $(tail -n 1 "$out.summary")"
+    fi
+    stop_qemu
+}
+
+# fig FILE rate|p50|p99|trips|excerpt: one figure of a qprof summary, empty when it has none.
+fig() {
+    [ -f "$1" ] || return 0
+    case $2 in
+        rate) sed -n 's/^qprof: [0-9]* samples in .* s (\([0-9.]*\) samples\/s).*/\1/p' "$1" ;;
+        p50) sed -n 's/^guest paused per sample: p50 \([0-9.]*\) ms.*/\1/p' "$1" ;;
+        p99) sed -n 's/^guest paused per sample: .*, p99 \([0-9.]*\) ms.*/\1/p' "$1" ;;
+        trips) sed -n 's/^guest paused per sample: .*; \([0-9.]*\) [A-Za-z]* round trips per sample.*/\1/p' "$1" ;;
+        excerpt) grep -E '^qprof: [0-9]+ samples in|^guest paused per sample:|^guest running:|^vCPU stacks:|^truncated stacks:|failed|^qprof: not run' "$1" |
+            sed 's/^qprof: //; s/|/\\|/g' | awk '{ printf "%s%s", (NR > 1 ? "<br>" : ""), $0 }' || true ;;
+    esac
+}
+
+# median ARCH TRANSPORT FIGURE: over the rounds that have it; empty when none has.
+median() {
+    local r
+    for ((r = 1; r <= ROUNDS; r++)); do fig "$WORK/$1-$2-$r.summary" "$3"; done |
+        sort -g | awk '{ v[n++] = $1 } END { if (n) print (n % 2) ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2 }'
+}
+
+# A figure that was not measured prints as "-", never as 0.
+num() { awk -v v="$1" -v f="$2" 'BEGIN { if (v == "") print "-"; else printf f, v }'; }
+
+FAILED=0
+print_row() { # ARCH TRANSPORT LABEL
+    local p50 excerpt
+    p50=$(median "$1" "$2" p50)
+    excerpt=$(fig "$WORK/$1-$2-$ROUNDS.summary" excerpt)
+    [ -n "$p50" ] || FAILED=1
+    printf '| %s | %s | %s / %s | %s | %s | %s |\n' "$3" "$2" "$(num "$p50" %.3f)" \
+        "$(num "$(median "$1" "$2" p99)" %.3f)" "$(num "$(median "$1" "$2" rate)" %.0f)" \
+        "$(num "$(median "$1" "$2" trips)" %.1f)" "${excerpt:-no summary}"
+}
+
+# The line per architecture: "gdbstub p50 X ms (N/s)" for each transport measured.
+arch_line() { # ARCH TRANSPORT...
+    local arch=$1 t line=
+    shift
+    for t in "$@"; do
+        line+="${line:+, }$t p50 $(num "$(median "$arch" "$t" p50)" %.3f) ms ($(num "$(median "$arch" "$t" rate)" %.0f)/s)"
+    done
+    echo "bench: arch $arch $line"
+}
+
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+for ((round = 1; round <= ROUNDS; round++)); do
+    row x86_64 gdbstub "$round"
+    row riscv64 gdbstub "$round"
+    [ -n "$A64_MISSING" ] || row aarch64 gdbstub "$round"
+    row x86_64 qmp "$round"
+    row riscv64 qmp "$round"
+done
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+
+echo "| arch | transport | paused p50 / p99 per sample (ms) | samples/s reached at --interval 1 | round trips per sample | qprof's summary excerpt (round $ROUNDS) |"
+echo "|---|---|---|---|---|---|"
+print_row x86_64 gdbstub "x86_64 (demo guest)"
+print_row x86_64 qmp "x86_64 (demo guest)"
+print_row riscv64 gdbstub "riscv64 (demo guest)"
+print_row riscv64 qmp "riscv64 (demo guest)"
+if [ -n "$A64_MISSING" ]; then
+    echo "| aarch64: no demo guest yet | - | - | - | - | not measured: $A64_MISSING |"
+else
+    # shellcheck disable=SC2016 # the backquotes are markdown
+    print_row aarch64 gdbstub 'aarch64: no demo guest yet; the tests/arch machine (`a64_mini.elf`, `--os none`)'
+    echo "| aarch64 | qmp | - | - | - | not measured: qprof samples aarch64 through its gdbstub only (it reads no aarch64 \`info registers\` text yet) |"
+fi
+echo
+echo "$SAMPLES samples per run at \`--interval 1\`, each row on a freshly booted guest (one vCPU, TCG,"
+echo "\`-append $CMDLINE\` on the demo guests, RAM in a shared file, memory read from it), medians of"
+echo "$ROUNDS rounds in which the architectures alternate; load average $LOAD_BEFORE before, $LOAD_AFTER after."
+qemu_version() { command -v "$1" >/dev/null && "$1" --version | sed -n '1s/^QEMU emulator version //p'; }
+echo "QEMU: $(for a in x86_64 riscv64 aarch64; do printf '%s%s %s' "${sep:-}" "$a" "$(qemu_version "qemu-system-$a" || echo -)"; sep=", "; done). At \`--interval 1\` qprof"
+echo "asks for 1000 samples/s on a jittered schedule: a row below that fell behind it where samples"
+echo "(the pause plus qprof's own work after \`cont\`; the p99 pause alone reaches several ms) took"
+echo "longer than the interval."
+echo "The aarch64 machine runs a different workload (one EL0 loop and its system call, no processes"
+echo "named), so its row measures the transport on aarch64, not the demo guest's profile."
+echo
+arch_line x86_64 gdbstub qmp
+arch_line riscv64 gdbstub qmp
+if [ -n "$A64_MISSING" ]; then
+    echo "bench: arch aarch64: no demo guest yet (and not measured: $A64_MISSING)"
+else
+    echo "$(arch_line aarch64 gdbstub) (the tests/arch machine: no demo guest yet), qmp not supported"
+fi
+[ "$FAILED" -eq 0 ] || { say "a run gave no figures (its row says why)"; exit 1; }
