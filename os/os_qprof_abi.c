@@ -100,8 +100,11 @@ static bool slot_for(const struct os_abi *a, const struct prof_vcpu *cpu,
     /* The same in kernel mode for the stack: a switch publishes the next process (and loads its
      * CR3) before it moves to that process's kernel stack, and a sample between the two has
      * the previous process's kernel stack under the next one's slot, whose saved user frame
-     * and name are not this stack's. */
-    if (slot->state == QPROF_CPU_USER && !cpu->user && slot->kstack_hi &&
+     * and name are not this stack's. An sp in the user half is no kernel stack at all: a trap
+     * from user mode before its entry swapped stacks (riscv64's trap_entry starts on the user's
+     * sp), which is this slot's process, every register still its own. */
+    bool on_kernel_half = cpu->sp >= a->cfg.arch->split.user_end;
+    if (slot->state == QPROF_CPU_USER && !cpu->user && slot->kstack_hi && on_kernel_half &&
         (cpu->sp < slot->kstack_lo || cpu->sp >= slot->kstack_hi))
         return false;
     return true;
