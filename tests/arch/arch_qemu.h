@@ -77,9 +77,13 @@ int arch_qemu_run_qprof(const struct arch_qemu *q, const char *const *args, char
 /* Counts the folded stacks of --os none: kernel ones start at `entry` (the trap entry) or are
  * marked truncated, most reach it, and ";ENTRY;ksyscall;kwork " is among them; user ones are
  * marked truncated (with leaf_only, after the leaf and with no caller). A stack per vCPU per
- * sample of `samples`. */
+ * sample of `samples`. With `vector` (the trap vector's symbol, NULL for none), kernel stacks
+ * rooted at "kernel" that are only "[truncated];VECTOR" (stops at the vector's branch, before
+ * the entry has a frame) are left out of the share that must reach the entry: over the gdbstub
+ * such stops are rooted at the process's address space and counted as user lines, over QMP on
+ * aarch64 (no TTBR0 to tell address spaces) at "kernel". */
 void arch_qemu_check_folded(const char *stacks, int cpus, int samples, const char *entry,
-                            bool leaf_only);
+                            bool leaf_only, const char *vector);
 
 /* Kills QEMU, unmaps the RAM and removes the files. */
 void arch_qemu_stop(struct arch_qemu *q);
