@@ -261,19 +261,27 @@ static bool booted(const void *ctx)
  * line (over QMP too), and QMP's --memory direct (no TTBRs to walk from); kernel stacks unwound
  * by CFI to el0_sync, user ones marked truncated after the leaf (libdwfl's frame-pointer
  * guesses for aarch64 are not taken, unw_walk.c). */
-/* QMP alone: the same stacks, memory through memsave (QEMU translates at each vCPU's exception
- * level). No TTBR0 over QMP, so --os none tells no address spaces apart: user code is
+/* QMP alone: the same stacks, memory through memsave (--memory auto) or HMP reads, which QEMU
+ * translates at each vCPU's exception level. No TTBR0 over QMP, so --os none tells no address
+ * spaces apart: user code is
  * "[unknown process]", kernel code "kernel", never a process name. */
-static void run_qprof_qmp(const struct arch_qemu *q, const char *elf, int cpus)
+static void run_qprof_qmp(const struct arch_qemu *q, const char *elf, int cpus, const char *memory)
 {
-    const char *args[] = {"--qmp-socket", q->qmp, "--os",           "none",
-                          "--kernel",     elf,    "--kernel-slide", "-0x8000000000",
-                          "--samples",    "100",  "--no-progress",  "-o",
-                          q->folded,      NULL};
+    const char *args[] = {"--memory",       memory,
+                          "--qmp-socket",   q->qmp,
+                          "--os",           "none",
+                          "--kernel",       elf,
+                          "--kernel-slide", "-0x8000000000",
+                          "--samples",      "100",
+                          "--no-progress",  "-o",
+                          q->folded,        NULL};
     char *errors = NULL;
     int status = arch_qemu_run_qprof(q, args, &errors);
     CHECK_MSG(status == 0, "qprof: %s", errors);
-    CHECK_MSG(strstr(errors, "transport: QMP, memory: memsave, translated by QEMU"), "%s", errors);
+    char *want = g_strdup_printf("transport: QMP, memory: %s, translated by QEMU",
+                                 strcmp(memory, "hmp") == 0 ? "hmp" : "memsave");
+    CHECK_MSG(strstr(errors, want), "%s", errors);
+    g_free(want);
     g_free(errors);
     char *stacks = arch_qemu_slurp(q->folded);
     arch_qemu_check_folded(stacks, cpus, 100, "el0_sync", true, "vectors");
@@ -311,7 +319,8 @@ static void run_qprof(const struct arch_qemu *q, const char *elf, int cpus)
         arch_qemu_check_folded(stacks, cpus, 100, "el0_sync", true, NULL);
         g_free(stacks);
     }
-    run_qprof_qmp(q, elf, cpus);
+    run_qprof_qmp(q, elf, cpus, "auto");
+    run_qprof_qmp(q, elf, cpus, "hmp");
 }
 
 /* argv[1]: "64k" for the 64K-granule build of the machine, "max" for the 4K one on `-cpu max`
