@@ -321,6 +321,16 @@ static int tq_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n
                          struct qp_error *err)
 {
     struct target_qmp *t = impl;
+    /* Without the RAM file qmp/ infers the ranges from a PC's layout, which is no aarch64
+     * machine's (virt puts devices where a PC has RAM): none rather than reads of device
+     * registers. */
+    if (qemu_translates(t) && qmp_mem_backend_in_use(t->qmp) != QMP_MEM_DIRECT) {
+        *n = 0;
+        return qp_error_set(err, -ENOTSUP,
+                            "%s over QMP: qprof cannot tell where guest RAM lies (no --memory "
+                            "direct here)",
+                            t->arch->name);
+    }
     return target_qmp_ram_ranges(t->qmp, out, max, n, err);
 }
 
