@@ -735,6 +735,16 @@ static void test_a64_monitor_transcripts(void)
     CHECK_INT(a->monitor_parse(two, c, 1, &n, &err), 0);
     CHECK_INT(n, 1);
     CHECK_U64(monitor_reg(&c[0], "pc"), 0xffffff8040080fc8ull);
+    /* with the FPU on (and SVE on -cpu max) QEMU goes on with FPCR/FPSR and the vector
+     * registers, colon-separated: skipped, the rest read alike */
+    char *fpu = g_strconcat(el0, "     FPCR=00000000 FPSR=00000000\r\n",
+                            "Q00=0000000000000000:0000000000000001 Q01=0:0\r\n",
+                            "ZCR_EL1[LEN]=00000003 ::     P00=0000\r\n",
+                            "Z00=0000000000000000:0000000000000000:0000000000000000\r\n", NULL);
+    CHECK_INT(a->monitor_parse(fpu, c, 1, &n, &err), 0);
+    CHECK_U64(monitor_reg(&c[0], "pc"), 0x10030ull);
+    CHECK_U64(monitor_reg(&c[0], "x30"), 0x1001cull);
+    g_free(fpu);
     /* EL1 in the low half reads as translation off (boot code): sampled without a stack */
     char *low = g_strdup(el1);
     memcpy(strstr(low, "PC=") + 3, "0000000040080fc8", 16);
@@ -777,6 +787,11 @@ static void test_a64_monitor_garbage(void)
     char *rv = load_transcript("riscv64_info_registers_s_mode.txt");
     check_a64_refused(rv, "lacks");
     g_free(rv);
+    /* a vCPU in AArch32 state, as aarch64_cpu_dump_state's 32-bit twin prints it */
+    check_a64_refused("R00=00000000 R01=00000000 R02=00000000 R03=00000000\n"
+                      "R12=00000000 R13=00000000 R14=00000000 R15=00010000\n"
+                      "PSR=600001d3 -ZC- A S svc32\n",
+                      "in AArch64 state");
     char *text = load_transcript("aarch64_info_registers_el1.txt");
     char *liar = g_strdup(text); /* EL bits say 1, the text EL0 */
     memcpy(strstr(liar, "EL1h"), "EL0t", 4);
