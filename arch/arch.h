@@ -60,9 +60,9 @@ struct prof_arch_mmu {
 
 /* What a vCPU's privileged registers say, for struct prof_vcpu. */
 struct prof_arch_cpu_state {
-    int privilege;    /* 0 is the most privileged */
-    bool paging;      /* translation on, in the mode the page walk knows */
-    uint64_t as_root; /* the address-space root register's value (flags included) */
+    int privilege;            /* 0 is the most privileged */
+    bool paging;              /* translation on, in the mode the page walk knows */
+    uint64_t as_root;         /* the address-space root register's value (flags included) */
     struct prof_arch_mmu mmu; /* the rest of the walk's context; zero where none is needed */
     /* The trap CSR that holds the interrupted pc (RISC-V sepc), for the unwinder's column
      * UNW_TRAP_PC_COLUMN: a trap entry names the pc there until it has saved it. */
@@ -147,6 +147,13 @@ struct prof_arch {
      * message. */
     int (*monitor_complete)(struct prof_arch_monitor_cpu *cpu, prof_arch_phys_read_fn read_phys,
                             void *ctx, struct qp_error *err);
+    /* Optional: cpu_state for the monitor's registers, for an architecture whose `info registers`
+     * lacks what cpu_state reads (aarch64: no SCTLR_EL1, TTBRs or TCR_EL1). The state it gives
+     * has no address-space root (as_root 0) and no mmu: over QMP such a guest's memory comes
+     * through QEMU's own translation by the vCPU (memsave or HMP reads), never through the
+     * table's page walk on the RAM file. */
+    int (*monitor_cpu_state)(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state *st,
+                             struct qp_error *err);
 };
 
 extern const struct prof_arch prof_arch_x86_64;

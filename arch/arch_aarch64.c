@@ -1,7 +1,8 @@
 /* aarch64: the exception level from PSTATE (the gdbstub's cpsr), the VMSAv8-64 stage-1 walk of
  * the EL1&0 regime (TTBR0_EL1 for the low half, TTBR1_EL1 for the high half, both shaped by
  * TCR_EL1: 4K, 16K or 64K granules, 1 to 4 levels by TnSZ, table, block and page descriptors),
- * the address halves, the x29 frame chain, the gdbstub's register names.
+ * the address halves, the x29 frame chain, the gdbstub's register names; QMP's `info registers`
+ * text, which gives the exception level but no translation registers.
  *
  * Register slots are the DWARF numbers: x0..x30 (0..30), sp (31); the pc has no column libdwfl
  * reads (its aarch64 backend takes it apart), so it takes slot 32, as on riscv64. The exception
@@ -10,10 +11,13 @@
 #include "arch.h"
 #include "unwind.h"
 
+#include <ctype.h>
 #include <elf.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define A64_SLOT_FP 29
@@ -228,6 +232,224 @@ static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state
     return 0;
 }
 
+/* ---- QMP: HMP `info registers -a` --------------------------------------------------------
+ *
+ * QEMU's aarch64_cpu_dump_state (tests/data/qemu-transcripts/aarch64_info_registers_*.txt):
+ *
+ *   CPU#0
+ *    PC=ffffff8040080fc8 X00=00000000000003c0 X01=ffffff8000000000
+ *   ...
+ *   X29=ffffff80400a9fb0 X30=ffffff8040080fb4  SP=ffffff80400a9fb0
+ *   PSTATE=200003c5 --C- EL1h    FPU disabled
+ *
+ * NAME=hex tokens; PC, X00..X30, SP and PSTATE are kept under the gdbstub's names (pc, x0..x30,
+ * sp, cpsr), and the exception level PSTATE's text names ("EL1h", "EL0t") must agree with the
+ * EL bits of its value. Everything else (the flags, SVCR, BTYPE, FPCR, the Q, Z and P
+ * registers) is skipped. SCTLR_EL1, TTBR0/1_EL1 and TCR_EL1 are not printed at all, and no
+ * QMP or HMP command of QEMU 7.2 gives them: the QMP target leaves translation to QEMU. */
+
+#define MONITOR_MAX_TOKENS 32
+
+struct token {
+    const char *s;
+    size_t len;
+};
+
+static int split_tokens(const char *line, const char *end, struct token *t, int max)
+{
+    int n = 0;
+    for (const char *p = line; p < end;) {
+        while (p < end && (*p == ' ' || *p == '\t'))
+            p++;
+        if (p == end)
+            break;
+        if (n == max)
+            return -1;
+        t[n].s = p;
+        while (p < end && *p != ' ' && *p != '\t')
+            p++;
+        t[n].len = (size_t)(p - t[n].s);
+        n++;
+    }
+    return n;
+}
+
+static bool token_eq(const struct token *t, const char *s)
+{
+    return t->len == strlen(s) && memcmp(t->s, s, t->len) == 0;
+}
+
+/* "X07" -> "x7", "PC" -> "pc", "SP" -> "sp", "PSTATE" -> "cpsr": the gdbstub's name for a
+ * register qprof keeps, false for any other. */
+static bool kept_name(const struct token *name, char out[12])
+{
+    if (token_eq(name, "PC") || token_eq(name, "SP")) {
+        out[0] = (char)tolower((unsigned char)name->s[0]);
+        out[1] = (char)tolower((unsigned char)name->s[1]);
+        out[2] = '\0';
+        return true;
+    }
+    if (token_eq(name, "PSTATE")) {
+        strcpy(out, "cpsr");
+        return true;
+    }
+    if (name->len != 3 || name->s[0] != 'X' || !isdigit((unsigned char)name->s[1]) ||
+        !isdigit((unsigned char)name->s[2]))
+        return false;
+    int x = (name->s[1] - '0') * 10 + (name->s[2] - '0');
+    if (x > 30)
+        return false;
+    snprintf(out, 12, "x%d", x);
+    return true;
+}
+
+/* "EL1h": the exception level, -1 for any other token. */
+static int el_token(const struct token *t)
+{
+    if (t->len != 4 || memcmp(t->s, "EL", 2) != 0 || t->s[2] < '0' || t->s[2] > '3' ||
+        (t->s[3] != 'h' && t->s[3] != 't'))
+        return -1;
+    return t->s[2] - '0';
+}
+
+struct a64_block {
+    struct prof_arch_monitor_cpu cpu;
+    int el; /* from PSTATE's text, -1 until seen */
+};
+
+static int monitor_line_error(const char *line, const char *end, struct qp_error *err)
+{
+    return qp_error_set(err, -EPROTO,
+                        "info registers (aarch64): cannot read \"%.*s\" as register names and "
+                        "hex values",
+                        (int)(end - line > 80 ? 80 : end - line), line);
+}
+
+static int parse_monitor_line(const char *line, const char *end, struct a64_block *b,
+                              struct qp_error *err)
+{
+    struct token t[MONITOR_MAX_TOKENS];
+    int n = split_tokens(line, end, t, MONITOR_MAX_TOKENS);
+    if (n < 0)
+        return monitor_line_error(line, end, err);
+    bool pstate_line = false;
+    for (int i = 0; i < n; i++) {
+        const char *eq = memchr(t[i].s, '=', t[i].len);
+        if (!eq) {
+            int el = pstate_line ? el_token(&t[i]) : -1;
+            if (el >= 0)
+                b->el = el;
+            continue;
+        }
+        struct token name = {t[i].s, (size_t)(eq - t[i].s)};
+        struct token val = {eq + 1, t[i].len - name.len - 1};
+        char key[12];
+        if (!kept_name(&name, key))
+            continue;
+        if (val.len == 0 || val.len > 16)
+            return monitor_line_error(line, end, err);
+        char digits[17];
+        for (size_t k = 0; k < val.len; k++)
+            if (!isxdigit((unsigned char)val.s[k]))
+                return monitor_line_error(line, end, err);
+        memcpy(digits, val.s, val.len);
+        digits[val.len] = '\0';
+        prof_arch_monitor_set(&b->cpu, key, strtoull(digits, NULL, 16));
+        pstate_line |= strcmp(key, "cpsr") == 0;
+    }
+    return 0;
+}
+
+static int finish_monitor_block(const struct a64_block *b, struct qp_error *err)
+{
+    uint64_t v, cpsr;
+    const struct prof_arch_monitor_cpu *cpu = &b->cpu;
+    size_t n_regs = sizeof gdb_regs / sizeof gdb_regs[0];
+    for (size_t i = 0; i <= n_regs; i++) { /* x0..x30, sp, pc, then cpsr */
+        const char *name = i < n_regs ? gdb_regs[i].gdb_name : "cpsr";
+        if (prof_arch_monitor_reg((void *)cpu, name, &v) < 0)
+            return qp_error_set(err, -EPROTO,
+                                "info registers: CPU#%d block lacks %s (is this an aarch64 guest "
+                                "in AArch64 state?)",
+                                cpu->cpu_index, name);
+    }
+    prof_arch_monitor_reg((void *)cpu, "cpsr", &cpsr);
+    if (b->el < 0 || b->el != PSTATE_EL(cpsr))
+        return qp_error_set(err, -EPROTO,
+                            "info registers: CPU#%d PSTATE %08" PRIx64 " names %s exception "
+                            "level than its EL bits (EL%d)",
+                            cpu->cpu_index, cpsr, b->el < 0 ? "no" : "another", PSTATE_EL(cpsr));
+    return 0;
+}
+
+static void start_monitor_block(struct a64_block *b, int cpu_index)
+{
+    b->cpu.cpu_index = cpu_index;
+    b->cpu.halted = false;
+    b->cpu.n_regs = 0;
+    b->el = -1;
+}
+
+static int monitor_parse(const char *text, struct prof_arch_monitor_cpu *out, int max, int *n_cpus,
+                         struct qp_error *err)
+{
+    struct a64_block *cur = calloc(1, sizeof *cur);
+    if (!cur)
+        return qp_error_set(err, -ENOMEM, "info registers: out of memory");
+    start_monitor_block(cur, 0);
+    bool in_block = false;
+    int n = 0, rc = 0;
+    for (const char *line = text; *line && rc == 0;) {
+        const char *end = line + strcspn(line, "\r\n");
+        if (strncmp(line, "CPU#", 4) == 0) {
+            if (in_block && (rc = finish_monitor_block(cur, err)) == 0 && n++ < max)
+                out[n - 1] = cur->cpu;
+            start_monitor_block(cur, atoi(line + 4));
+            in_block = true;
+        } else if (end > line) {
+            rc = parse_monitor_line(line, end, cur, err);
+            in_block = true;
+        }
+        line = end + strspn(end, "\r\n");
+    }
+    if (rc == 0 && in_block && (rc = finish_monitor_block(cur, err)) == 0 && n++ < max)
+        out[n - 1] = cur->cpu;
+    if (rc == 0 && n == 0)
+        rc = qp_error_set(err, -EPROTO, "info registers: no register block in the reply");
+    if (rc == 0 && n_cpus)
+        *n_cpus = n < max ? n : max;
+    free(cur);
+    return rc;
+}
+
+/* The exception level from PSTATE, as cpu_state reads it. Without SCTLR_EL1 whether stage 1
+ * translates is inferred: at EL0 it is taken as on; at EL1 on when the pc lies in the TTBR1
+ * half (no physical address does), off otherwise, so a kernel that runs at EL1 from low
+ * addresses (boot code before its MMU is on, or an identity-mapped one) is sampled as boot
+ * code: counted, without a stack, never unwound through the wrong addresses. No address-space
+ * root: the QMP target reads memory through QEMU's translation by the vCPU. */
+static int monitor_cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state *st,
+                             struct qp_error *err)
+{
+    uint64_t cpsr, pc;
+    int rc = need_reg(get, ctx, "cpsr", &cpsr, err);
+    if (!rc)
+        rc = need_reg(get, ctx, "pc", &pc, err);
+    if (rc)
+        return rc;
+    if (cpsr & PSTATE_NRW)
+        return qp_error_set(err, -ENOTSUP,
+                            "the aarch64 vCPU runs AArch32 code (cpsr 0x%08" PRIx64
+                            "): qprof samples AArch64 state only",
+                            cpsr);
+    int el = PSTATE_EL(cpsr);
+    st->privilege = 3 - el;
+    st->paging = el == 0 || (el == 1 && pc >= prof_arch_aarch64.split.kernel_start);
+    st->as_root = 0;
+    st->mmu = (struct prof_arch_mmu){0};
+    return 0;
+}
+
 const struct prof_arch prof_arch_aarch64 = {
     .name = "aarch64",
     .elf_machine = EM_AARCH64,
@@ -254,4 +476,6 @@ const struct prof_arch prof_arch_aarch64 = {
     .gdb_state_regs = gdb_state_regs,
     .gdb_root_reg = "TTBR0_EL1",
     .cpu_state = cpu_state,
+    .monitor_parse = monitor_parse,
+    .monitor_cpu_state = monitor_cpu_state,
 };

@@ -333,12 +333,17 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
     if ((rc = open_os(s, err)))
         goto fail;
     if (s->arch->gdb_reads_by_privilege && s->abi_addr &&
-        prof_target_reads_cost_round_trips(s->target))
+        prof_target_reads_cost_round_trips(s->target)) {
+        /* QEMU translates these reads with the vCPU's own privilege; over QMP on aarch64 there
+         * is no other way (no TTBRs to walk from), over the gdbstub the RAM file is one */
+        bool qmp = strcmp(prof_target_transport(s->target), "QMP") == 0;
         fprintf(stderr,
-                "qprof: %s memory through gdbstub `m` packets: a vCPU stopped in user mode cannot "
-                "read the kernel's qprof_abi, so its samples name no process; add --qmp-socket "
-                "with the guest's RAM in a shared file (memory-backend-file,share=on)\n",
-                s->arch->name);
+                "qprof: %s memory through %s: a vCPU stopped in user mode cannot read the "
+                "kernel's qprof_abi, so its samples name no process; %s with the guest's RAM in "
+                "a shared file (memory-backend-file,share=on)\n",
+                s->arch->name, qmp ? "QMP (QEMU translates)" : "gdbstub `m` packets",
+                qmp ? "use --gdb and --qmp-socket" : "add --qmp-socket");
+    }
     if (o->verbose)
         fprintf(stderr,
                 "qprof: connected to QEMU %s, memory backend %s, qprof_abi at 0x%" PRIx64 "\n",

@@ -180,7 +180,8 @@ struct prof_target_ops {
     void (*free)(void *impl);                  /* never leaves a guest it stopped paused */
 };
 
-/* QEMU's QMP monitor (target_qmp.c): x86_64 guests, and riscv64 with a shared RAM file. */
+/* QEMU's QMP monitor (target_qmp.c): x86_64 guests, riscv64 with a shared RAM file, and aarch64
+ * with memory that QEMU translates (memsave, HMP). */
 extern const struct prof_target_ops prof_target_qmp_ops;
 /* QEMU's gdbstub (target_gdb.c): the guests arch/ knows, by target.xml. */
 extern const struct prof_target_ops prof_target_gdb_ops;

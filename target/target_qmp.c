@@ -1,10 +1,11 @@
-/* The QMP target: QEMU's monitor socket, x86_64 and riscv64 guests (query-target's "arch"
- * chooses). The qmp/ module does the protocol work (stop, `info registers -a`, memory, a cont on
- * every path). On x86_64 this file turns qmp/'s HMP-shaped register record into struct
+/* The QMP target: QEMU's monitor socket, x86_64, riscv64 and aarch64 guests (query-target's
+ * "arch" chooses). The qmp/ module does the protocol work (stop, `info registers -a`, memory, a
+ * cont on every path). On x86_64 this file turns qmp/'s HMP-shaped register record into struct
  * prof_vcpu (the x86_64 bits it decodes are in arch/); on another architecture the arch table
  * parses the text (monitor_parse) into the gdbstub's register names and the vCPU is filled as
  * the gdbstub target fills it, with memory from the shared RAM file through the table's page
- * walk. */
+ * walk (riscv64), or, where the text lacks the translation registers (aarch64), through QEMU's
+ * own translation by the vCPU: memsave or HMP reads. */
 #include "target.h"
 #include "arch_x86_64.h"
 #include "target_qmp_ram.h"
@@ -118,11 +119,36 @@ static int choose_arch(struct target_qmp *t, struct qp_error *err)
     return rc;
 }
 
+/* Whether memory comes through QEMU's translation by the vCPU (memsave, HMP) rather than the
+ * arch table's page walk: aarch64, whose `info registers` gives no TTBRs to walk from. */
+static bool qemu_translates(const struct target_qmp *t)
+{
+    return t->arch->monitor_cpu_state != NULL;
+}
+
+/* aarch64: no root to walk from, so the RAM file cannot serve virtual reads; auto takes memsave
+ * (which QEMU translates with the vCPU's own regime and exception level), direct is refused. */
+static int check_translated_memory(struct target_qmp *t, enum qmp_mem_backend asked,
+                                   struct qp_error *err)
+{
+    if (asked == QMP_MEM_DIRECT)
+        return qp_error_set(err, -ENOTSUP,
+                            "%s over QMP cannot read memory through the shared RAM file: QEMU's "
+                            "`info registers` gives no %s or TCR_EL1 to walk from; use --memory "
+                            "auto, memsave or hmp (QEMU translates), or the gdbstub (--gdb)",
+                            t->arch->name, t->arch->gdb_root_reg);
+    if (qmp_mem_backend_in_use(t->qmp) == QMP_MEM_DIRECT)
+        return qmp_mem_set_backend(t->qmp, QMP_MEM_MEMSAVE, err);
+    return 0;
+}
+
 /* Outside x86_64 QEMU's text names no privilege mode (riscv64): the arch table infers it from
  * the page tables, which qprof reads from the shared RAM file; memsave and HMP reads would cost
  * round trips per table entry. So the RAM file is required there. */
-static int check_memory(struct target_qmp *t, struct qp_error *err)
+static int check_memory(struct target_qmp *t, enum qmp_mem_backend asked, struct qp_error *err)
 {
+    if (t->arch != &prof_arch_x86_64 && qemu_translates(t))
+        return check_translated_memory(t, asked, err);
     if (t->arch == &prof_arch_x86_64 || qmp_mem_backend_in_use(t->qmp) == QMP_MEM_DIRECT)
         return 0;
     return qp_error_set(err, -ENOTSUP,
@@ -158,7 +184,7 @@ static int tq_open(const struct prof_target_open_opts *o, void **impl, struct qp
                                .backend = backend_by_name(o->memory_backend)};
     int rc = qmp_open(o->address, &qo, &t->qmp, err);
     if (!rc && (rc = choose_arch(t, err)) == 0)
-        rc = check_memory(t, err);
+        rc = check_memory(t, qo.backend, err);
     if (rc && t->qmp)
         qmp_free(t->qmp);
     if (rc) {
@@ -231,7 +257,7 @@ static int tq_stopped_text(qmp_client *q, const char *text, void *ctx, struct qp
         struct prof_vcpu *v = &t->vcpus[i];
         if (a->monitor_complete && (rc = a->monitor_complete(m, target_qmp_phys_word, q, err)))
             break;
-        if ((rc = target_vcpu_from_regs(a, prof_arch_monitor_reg, m, v, err)))
+        if ((rc = target_vcpu_from_monitor(a, prof_arch_monitor_reg, m, v, err)))
             break;
         v->index = m->cpu_index;
         v->halted = m->halted;
@@ -259,12 +285,14 @@ static int tq_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
                    struct qp_error *err)
 {
     struct target_qmp *t = impl;
-    if (t->mcpus) {
+    if (t->mcpus && !qemu_translates(t)) {
         for (size_t i = 0; i < n; i++)
             target_qmp_read_walked(t->qmp, t->arch, cpu->as_root, cpu, &reqs[i]);
         return 0;
     }
-    const struct qmp_regs *q = cpu->target_cpu;
+    /* aarch64: memsave or HMP, for which a vCPU is only its cpu-index */
+    struct qmp_regs by_index = {.cpu_index = cpu->index};
+    const struct qmp_regs *q = t->mcpus ? &by_index : cpu->target_cpu;
     if (n == 1) {
         reqs[0].rc =
             qmp_mem_read(t->qmp, q, reqs[0].vaddr, reqs[0].buf, reqs[0].len, &reqs[0].got, err);
@@ -293,6 +321,16 @@ static int tq_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n
                          struct qp_error *err)
 {
     struct target_qmp *t = impl;
+    /* Without the RAM file qmp/ infers the ranges from a PC's layout, which is no aarch64
+     * machine's (virt puts devices where a PC has RAM): none rather than reads of device
+     * registers. */
+    if (qemu_translates(t) && qmp_mem_backend_in_use(t->qmp) != QMP_MEM_DIRECT) {
+        *n = 0;
+        return qp_error_set(err, -ENOTSUP,
+                            "%s over QMP: qprof cannot tell where guest RAM lies (no --memory "
+                            "direct here)",
+                            t->arch->name);
+    }
     return target_qmp_ram_ranges(t->qmp, out, max, n, err);
 }
 
@@ -335,7 +373,11 @@ static const char *tq_version(const void *impl)
 static const char *tq_describe(const void *impl)
 {
     const struct target_qmp *t = impl;
-    return qmp_mem_backend_name(qmp_mem_backend_in_use(t->qmp));
+    enum qmp_mem_backend b = qmp_mem_backend_in_use(t->qmp);
+    if (qemu_translates(t))
+        return b == QMP_MEM_HMP ? "hmp, translated by QEMU at each vCPU's exception level"
+                                : "memsave, translated by QEMU at each vCPU's exception level";
+    return qmp_mem_backend_name(b);
 }
 
 static const struct prof_arch *tq_arch(const void *impl)

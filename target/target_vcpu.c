@@ -4,8 +4,10 @@
 #include <errno.h>
 #include <string.h>
 
-int target_vcpu_from_regs(const struct prof_arch *a, prof_arch_reg_fn get, void *ctx,
-                          struct prof_vcpu *v, struct qp_error *err)
+static int from_regs(const struct prof_arch *a,
+                     int (*state)(prof_arch_reg_fn, void *, struct prof_arch_cpu_state *,
+                                  struct qp_error *),
+                     prof_arch_reg_fn get, void *ctx, struct prof_vcpu *v, struct qp_error *err)
 {
     memset(v, 0, sizeof *v);
     for (int i = 0; i < a->n_gdb_regs; i++)
@@ -13,7 +15,7 @@ int target_vcpu_from_regs(const struct prof_arch *a, prof_arch_reg_fn get, void 
             return qp_error_set(err, -ENOENT, "the target has no readable register %s",
                                 a->gdb_regs[i].gdb_name);
     struct prof_arch_cpu_state st = {0};
-    int rc = a->cpu_state(get, ctx, &st, err);
+    int rc = state(get, ctx, &st, err);
     if (rc)
         return rc;
     v->pc = v->regs.r[a->pc_reg];
@@ -26,4 +28,17 @@ int target_vcpu_from_regs(const struct prof_arch *a, prof_arch_reg_fn get, void 
     v->regs.has_trap_pc = st.has_trap_pc;
     v->regs.trap_pc = st.trap_pc;
     return 0;
+}
+
+int target_vcpu_from_regs(const struct prof_arch *a, prof_arch_reg_fn get, void *ctx,
+                          struct prof_vcpu *v, struct qp_error *err)
+{
+    return from_regs(a, a->cpu_state, get, ctx, v, err);
+}
+
+int target_vcpu_from_monitor(const struct prof_arch *a, prof_arch_reg_fn get, void *ctx,
+                             struct prof_vcpu *v, struct qp_error *err)
+{
+    return from_regs(a, a->monitor_cpu_state ? a->monitor_cpu_state : a->cpu_state, get, ctx, v,
+                     err);
 }

@@ -14,4 +14,9 @@
 int target_vcpu_from_regs(const struct prof_arch *a, prof_arch_reg_fn get, void *ctx,
                           struct prof_vcpu *v, struct qp_error *err);
 
+/* The same from QEMU's monitor text (the QMP target): with a->monitor_cpu_state when the table
+ * has one (aarch64, whose text lacks the translation registers), else a->cpu_state. */
+int target_vcpu_from_monitor(const struct prof_arch *a, prof_arch_reg_fn get, void *ctx,
+                             struct prof_vcpu *v, struct qp_error *err);
+
 #endif

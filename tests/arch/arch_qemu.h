@@ -66,7 +66,9 @@ char *arch_qemu_slurp(const char *path);
 /* The qprof binary refuses in one line: an x86_64 kernel ELF, a kernel ELF of `other_machine`
  * (named `other_name`), and QMP alone (whose line names the QEMU binary, and `qmp_also` when
  * given) where qprof cannot read the architecture's `info registers` (no monitor_parse in its
- * table); where it can, an x86_64 kernel ELF over QMP instead. */
+ * table); where it can, an x86_64 kernel ELF over QMP instead, and the memory mode QMP cannot
+ * have there: memsave where qprof walks the page tables itself (riscv64), direct where QEMU
+ * must translate (aarch64, monitor_cpu_state). */
 void arch_qemu_expect_refusals(const struct arch_qemu *q, const char *other_name,
                                uint16_t other_machine, const char *qmp_also);
 
@@ -77,9 +79,13 @@ int arch_qemu_run_qprof(const struct arch_qemu *q, const char *const *args, char
 /* Counts the folded stacks of --os none: kernel ones start at `entry` (the trap entry) or are
  * marked truncated, most reach it, and ";ENTRY;ksyscall;kwork " is among them; user ones are
  * marked truncated (with leaf_only, after the leaf and with no caller). A stack per vCPU per
- * sample of `samples`. */
+ * sample of `samples`. With `vector` (the trap vector's symbol, NULL for none), kernel stacks
+ * rooted at "kernel" that are only "[truncated];VECTOR" (stops at the vector's branch, before
+ * the entry has a frame) are left out of the share that must reach the entry: over the gdbstub
+ * such stops are rooted at the process's address space and counted as user lines, over QMP on
+ * aarch64 (no TTBR0 to tell address spaces) at "kernel". */
 void arch_qemu_check_folded(const char *stacks, int cpus, int samples, const char *entry,
-                            bool leaf_only);
+                            bool leaf_only, const char *vector);
 
 /* Kills QEMU, unmaps the RAM and removes the files. */
 void arch_qemu_stop(struct arch_qemu *q);

@@ -7,13 +7,17 @@
  * the pc and of the sp, reading the page tables from the guest's RAM file, must find the same
  * bytes that QEMU's MMU gives through `m` packets; the frame chain by the architecture's rule
  * ([x29], [x29+8]) must lead through the guest's functions to the chain's end. Then the qprof
- * binary against the same machine: kernel ELFs of other architectures refused in one line, QMP
- * alone refused, and kernel stacks unwound by CFI (libdwfl's aarch64 backend) from kwork
- * through ksyscall to the EL0 entry el0_sync. */
+ * binary against the same machine: kernel ELFs of other architectures refused in one line, and
+ * kernel stacks unwound by CFI (libdwfl's aarch64 backend) from kwork through ksyscall to the
+ * EL0 entry el0_sync, over the gdbstub and over QMP alone. At the same stops QMP's view is
+ * checked against the gdbstub's: `info registers -a` parsed by the arch table gives the same pc,
+ * sp, x29, x30, exception level and translation state, and memsave (QEMU translating with the
+ * vCPU's cpu-index) the same bytes at the pc and the sp. */
 #define _GNU_SOURCE
 #include "arch.h"
 #include "arch_qemu.h"
 #include "harness.h"
+#include "qmp.h"
 #include "symbols.h"
 #include "target.h"
 
@@ -43,6 +47,8 @@ struct seen {
     int user_of[MAX_CPUS], kernel_of[MAX_CPUS];
     int user_chains, kernel_chains, kernel_deep; /* frame chains followed to their end */
     uint64_t sync_vector, el0_sync;              /* run-time addresses, from the ELF */
+    qmp_client *qmp; /* the same QEMU's QMP with memsave, for the cross-check (NULL: none) */
+    int cross_checked;
 };
 
 /* The exception entry and exit, where the kernel has no frame record of its own: the vector's
@@ -172,6 +178,58 @@ static void check_vcpu(prof_target *t, const struct prof_arch *a, const struct p
     }
 }
 
+/* len bytes at va through QMP's memsave for the vCPU against the gdbstub's `m` packets. */
+static void compare_memsave(prof_target *t, const struct prof_vcpu *v, struct seen *s, uint64_t va,
+                            size_t len)
+{
+    uint8_t via_gdb[16] = {0}, via_qmp[16] = {1};
+    struct prof_mem_req req = {.vaddr = va, .len = len, .buf = via_gdb};
+    struct qmp_regs by_index = {.cpu_index = v->index};
+    struct qp_error err = {0};
+    size_t got = 0;
+    CHECK_INT(prof_target_read(t, v, &req, 1, NULL), 0);
+    CHECK_MSG(qmp_mem_read(s->qmp, &by_index, va, via_qmp, len, &got, &err) == 0, "%s", err.msg);
+    CHECK_MSG(req.got == len && got == len && memcmp(via_gdb, via_qmp, len) == 0,
+              "CPU %d at %#" PRIx64 ": memsave and `m` differ", v->index, va);
+}
+
+/* QMP's view of the stopped vCPUs against the gdbstub's. */
+static void cross_check(prof_target *t, const struct prof_arch *a, const struct prof_vcpu *cpus,
+                        int n, struct seen *s)
+{
+    char *text = NULL;
+    struct qp_error err = {0};
+    struct prof_arch_monitor_cpu *m = g_new0(struct prof_arch_monitor_cpu, MAX_CPUS);
+    int got = 0;
+    CHECK_MSG(qmp_hmp(s->qmp, "info registers -a", -1, &text, &err) == 0, "%s", err.msg);
+    CHECK_MSG(text && a->monitor_parse(text, m, MAX_CPUS, &got, &err) == 0, "%s", err.msg);
+    CHECK_INT(got, n);
+    for (int i = 0; i < n && i < got; i++) {
+        const struct prof_vcpu *v = &cpus[i];
+        struct prof_arch_cpu_state st = {0};
+        uint64_t pc = 0, sp = 0, fp = 0, lr = 0;
+        CHECK_INT(m[i].cpu_index, v->index);
+        CHECK_INT(a->monitor_cpu_state(prof_arch_monitor_reg, &m[i], &st, &err), 0);
+        prof_arch_monitor_reg(&m[i], "pc", &pc);
+        prof_arch_monitor_reg(&m[i], "sp", &sp);
+        prof_arch_monitor_reg(&m[i], "x29", &fp);
+        prof_arch_monitor_reg(&m[i], "x30", &lr);
+        CHECK_MSG(pc == v->pc && sp == v->sp && fp == v->regs.r[29] && lr == v->regs.r[30] &&
+                      st.privilege == v->privilege && st.paging == v->paging64,
+                  "CPU %d: QMP pc %#" PRIx64 " sp %#" PRIx64 " EL%d paging %d, the gdbstub pc "
+                  "%#" PRIx64 " sp %#" PRIx64 " EL%d paging %d",
+                  i, pc, sp, 3 - st.privilege, st.paging, v->pc, v->sp, 3 - v->privilege,
+                  v->paging64);
+        if (v->paging64 && (v->privilege == 2 || v->privilege == 3)) {
+            compare_memsave(t, v, s, v->pc, 16);
+            compare_memsave(t, v, s, v->sp, 16);
+        }
+        s->cross_checked++;
+    }
+    free(text);
+    g_free(m);
+}
+
 static int on_stop(prof_target *t, const struct prof_vcpu *cpus, int n, void *ctx,
                    struct qp_error *err)
 {
@@ -181,6 +239,8 @@ static int on_stop(prof_target *t, const struct prof_vcpu *cpus, int n, void *ct
     CHECK_INT(n, s->cpus);
     for (int i = 0; i < n; i++)
         check_vcpu(t, a, &cpus[i], s);
+    if (s->qmp)
+        cross_check(t, a, cpus, n, s);
     return 0;
 }
 
@@ -197,9 +257,43 @@ static bool booted(const void *ctx)
     return true;
 }
 
-/* The qprof binary against the same machine: kernel ELFs of other architectures and QMP alone
- * refused in one line; kernel stacks unwound by CFI to el0_sync, user ones marked truncated
- * after the leaf (libdwfl's frame-pointer guesses for aarch64 are not taken, unw_walk.c). */
+/* The qprof binary against the same machine: kernel ELFs of other architectures refused in one
+ * line (over QMP too), and QMP's --memory direct (no TTBRs to walk from); kernel stacks unwound
+ * by CFI to el0_sync, user ones marked truncated after the leaf (libdwfl's frame-pointer
+ * guesses for aarch64 are not taken, unw_walk.c). */
+/* QMP alone: the same stacks, memory through memsave (--memory auto) or HMP reads, which QEMU
+ * translates at each vCPU's exception level. No TTBR0 over QMP, so --os none tells no address
+ * spaces apart: user code is
+ * "[unknown process]", kernel code "kernel", never a process name. */
+static void run_qprof_qmp(const struct arch_qemu *q, const char *elf, int cpus, const char *memory)
+{
+    const char *args[] = {"--memory",       memory,
+                          "--qmp-socket",   q->qmp,
+                          "--os",           "none",
+                          "--kernel",       elf,
+                          "--kernel-slide", "-0x8000000000",
+                          "--samples",      "100",
+                          "--no-progress",  "-o",
+                          q->folded,        NULL};
+    char *errors = NULL;
+    int status = arch_qemu_run_qprof(q, args, &errors);
+    CHECK_MSG(status == 0, "qprof: %s", errors);
+    char *want = g_strdup_printf("transport: QMP, memory: %s, translated by QEMU",
+                                 strcmp(memory, "hmp") == 0 ? "hmp" : "memsave");
+    CHECK_MSG(strstr(errors, want), "%s", errors);
+    g_free(want);
+    g_free(errors);
+    char *stacks = arch_qemu_slurp(q->folded);
+    arch_qemu_check_folded(stacks, cpus, 100, "el0_sync", true, "vectors");
+    char **lines = g_strsplit(stacks, "\n", -1);
+    for (char **p = lines; *p; p++)
+        CHECK_MSG(!**p || g_str_has_prefix(*p, "kernel;") ||
+                      g_str_has_prefix(*p, "[unknown process];[truncated];"),
+                  "%s", *p);
+    g_strfreev(lines);
+    g_free(stacks);
+}
+
 static void run_qprof(const struct arch_qemu *q, const char *elf, int cpus)
 {
     arch_qemu_expect_refusals(q, "riscv64", EM_RISCV, NULL);
@@ -222,9 +316,11 @@ static void run_qprof(const struct arch_qemu *q, const char *elf, int cpus)
                   errors);
         g_free(errors);
         char *stacks = arch_qemu_slurp(q->folded);
-        arch_qemu_check_folded(stacks, cpus, 100, "el0_sync", true);
+        arch_qemu_check_folded(stacks, cpus, 100, "el0_sync", true, NULL);
         g_free(stacks);
     }
+    run_qprof_qmp(q, elf, cpus, "auto");
+    run_qprof_qmp(q, elf, cpus, "hmp");
 }
 
 /* argv[1]: "64k" for the 64K-granule build of the machine, "max" for the 4K one on `-cpu max`
@@ -263,7 +359,15 @@ int main(int argc, char **argv)
     /* Then a fixed count of samples a few ms apart. About half at EL0, half at EL1; never
      * anywhere else. */
     s = fresh;
+    struct qmp_open_opts qo = {.timeout_s = 10, .backend = QMP_MEM_MEMSAVE};
+    struct qp_error qerr = {0};
+    CHECK_MSG(qmp_open(q.qmp, &qo, &s.qmp, &qerr) == 0, "%s", qerr.msg);
     arch_qemu_sample(&q, on_stop, &s, SAMPLES);
+    fprintf(stderr, "%d vCPU stops: QMP's registers, EL and memsave agreed with the gdbstub's\n",
+            s.cross_checked);
+    CHECK_INT(s.cross_checked, SAMPLES * cpus);
+    qmp_free(s.qmp);
+    s.qmp = NULL;
     fprintf(stderr,
             "%s, %s: %d samples: %d EL0, %d EL1, %d other; %d translations compared; chains: %d "
             "user, %d kernel (%d from kwork)\n",

@@ -156,7 +156,7 @@ static void run_qprof(const struct arch_qemu *q, int harts, bool over_qmp)
                            NULL};
     CHECK_INT(arch_qemu_run_qprof(q, right, NULL), 0);
     char *stacks = arch_qemu_slurp(q->folded);
-    arch_qemu_check_folded(stacks, harts, 100, "s_trap", false);
+    arch_qemu_check_folded(stacks, harts, 100, "s_trap", false, NULL);
     g_free(stacks);
 }
 

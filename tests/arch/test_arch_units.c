@@ -683,6 +683,139 @@ static void test_choice(void)
     rmdir(dir);
 }
 
+/* ---- aarch64 over QMP: `info registers -a` text ------------------------------------------- */
+
+/* The values as QEMU 7.2 printed them at EL1 on a Cortex-A57 and at EL0 on `-cpu max`
+ * (tests/data/qemu-transcripts/aarch64_*, from tests/arch/a64_mini.S). */
+static void test_a64_monitor_transcripts(void)
+{
+    const struct prof_arch *a = &prof_arch_aarch64;
+    struct prof_arch_monitor_cpu *c = g_new0(struct prof_arch_monitor_cpu, 2);
+    struct qp_error err = {0};
+    struct prof_arch_cpu_state st = {0};
+    int n = -1;
+    char *el1 = load_transcript("aarch64_info_registers_el1.txt");
+    CHECK_INT(a->monitor_parse(el1, c, 2, &n, &err), 0);
+    CHECK_INT(n, 1);
+    CHECK_INT(c[0].cpu_index, 0);
+    CHECK_U64(monitor_reg(&c[0], "pc"), 0xffffff8040080fc8ull);
+    CHECK_U64(monitor_reg(&c[0], "sp"), 0xffffff80400a9fb0ull);
+    CHECK_U64(monitor_reg(&c[0], "x29"), 0xffffff80400a9fb0ull);
+    CHECK_U64(monitor_reg(&c[0], "x30"), 0xffffff8040080fb4ull);
+    CHECK_U64(monitor_reg(&c[0], "x0"), 0x3c0ull);
+    CHECK_U64(monitor_reg(&c[0], "x9"), 0x2406ull);
+    CHECK_U64(monitor_reg(&c[0], "cpsr"), 0x200003c5ull);
+    uint64_t v;
+    CHECK_INT(prof_arch_monitor_reg(&c[0], "TTBR0_EL1", &v), -ENOENT); /* QEMU prints none */
+    CHECK_INT(a->monitor_cpu_state(prof_arch_monitor_reg, &c[0], &st, &err), 0);
+    CHECK_INT(st.privilege, 2); /* EL1 */
+    CHECK(st.paging);           /* EL1 in the TTBR1 half */
+    CHECK_U64(st.as_root, 0);   /* no root to walk from: QEMU translates */
+    /* the gdbstub's cpu_state needs what the text lacks: refused, not guessed */
+    CHECK_INT(a->cpu_state(prof_arch_monitor_reg, &c[0], &st, &err), -ENOENT);
+    char *el0 = load_transcript("aarch64_info_registers_el0.txt");
+    CHECK_INT(a->monitor_parse(el0, c, 2, &n, &err), 0);
+    CHECK_U64(monitor_reg(&c[0], "pc"), 0x10030ull);
+    CHECK_U64(monitor_reg(&c[0], "sp"), 0x20fa0ull);
+    CHECK_U64(monitor_reg(&c[0], "x29"), 0x20fa0ull);
+    CHECK_U64(monitor_reg(&c[0], "x30"), 0x1001cull);
+    CHECK_U64(monitor_reg(&c[0], "x19"), 0x2f4aull);
+    CHECK_INT(a->monitor_cpu_state(prof_arch_monitor_reg, &c[0], &st, &err), 0);
+    CHECK_INT(st.privilege, 3); /* EL0 */
+    CHECK(st.paging);
+    /* two CPUs, as `info registers -a` prints them; a table of one keeps the first */
+    char *two = g_strconcat(el1, el0, NULL);
+    char *p = strstr(strstr(two, "CPU#0") + 1, "CPU#0");
+    REQUIRE(p);
+    p[4] = '1';
+    CHECK_INT(a->monitor_parse(two, c, 2, &n, &err), 0);
+    CHECK_INT(n, 2);
+    CHECK_INT(c[1].cpu_index, 1);
+    CHECK_U64(monitor_reg(&c[1], "pc"), 0x10030ull);
+    CHECK_INT(a->monitor_parse(two, c, 1, &n, &err), 0);
+    CHECK_INT(n, 1);
+    CHECK_U64(monitor_reg(&c[0], "pc"), 0xffffff8040080fc8ull);
+    /* with the FPU on (and SVE on -cpu max) QEMU goes on with FPCR/FPSR and the vector
+     * registers, colon-separated: skipped, the rest read alike */
+    char *fpu = g_strconcat(el0, "     FPCR=00000000 FPSR=00000000\r\n",
+                            "Q00=0000000000000000:0000000000000001 Q01=0:0\r\n",
+                            "ZCR_EL1[LEN]=00000003 ::     P00=0000\r\n",
+                            "Z00=0000000000000000:0000000000000000:0000000000000000\r\n", NULL);
+    CHECK_INT(a->monitor_parse(fpu, c, 1, &n, &err), 0);
+    CHECK_U64(monitor_reg(&c[0], "pc"), 0x10030ull);
+    CHECK_U64(monitor_reg(&c[0], "x30"), 0x1001cull);
+    g_free(fpu);
+    /* EL1 in the low half reads as translation off (boot code): sampled without a stack */
+    char *low = g_strdup(el1);
+    memcpy(strstr(low, "PC=") + 3, "0000000040080fc8", 16);
+    CHECK_INT(a->monitor_parse(low, c, 1, &n, &err), 0);
+    CHECK_INT(a->monitor_cpu_state(prof_arch_monitor_reg, &c[0], &st, &err), 0);
+    CHECK(!st.paging);
+    /* EL2: never translated by the EL1&0 regime */
+    char *el2 = g_strdup(el1);
+    memcpy(strstr(el2, "PSTATE=") + 7, "200003c9 --C- EL2h", 18);
+    CHECK_INT(a->monitor_parse(el2, c, 1, &n, &err), 0);
+    CHECK_INT(a->monitor_cpu_state(prof_arch_monitor_reg, &c[0], &st, &err), 0);
+    CHECK_INT(st.privilege, 1);
+    CHECK(!st.paging);
+    g_free(el2), g_free(low), g_free(two), g_free(el1), g_free(el0), g_free(c);
+}
+
+static void check_a64_refused(const char *text, const char *needle)
+{
+    struct prof_arch_monitor_cpu *c = g_new0(struct prof_arch_monitor_cpu, 4);
+    struct qp_error err = {0};
+    int n = -1;
+    CHECK_INT(prof_arch_aarch64.monitor_parse(text, c, 4, &n, &err), -EPROTO);
+    CHECK_MSG(strstr(err.msg, needle) && !strchr(err.msg, '\n'), "\"%s\": %s", text, err.msg);
+    g_free(c);
+}
+
+/* Garbage, other architectures' text, a PSTATE whose text and bits disagree, and every
+ * truncation of a real transcript: a one-line error or a parse, never a crash. */
+static void test_a64_monitor_garbage(void)
+{
+    check_a64_refused("", "no register block");
+    check_a64_refused("CPU#0\n PC=ffffff8040080fc8\n", "lacks x0");
+    check_a64_refused(" PC=zzzz\n", "cannot read");
+    check_a64_refused(" PC=\n", "cannot read");
+    check_a64_refused(" X00=00112233445566778899\n", "cannot read");
+    check_a64_refused("\x01\x02\xff garbage \x7f\n", "lacks");
+    char *x86 = load_transcript("info_registers_cpl3.txt");
+    check_a64_refused(x86, "lacks");
+    g_free(x86);
+    char *rv = load_transcript("riscv64_info_registers_s_mode.txt");
+    check_a64_refused(rv, "lacks");
+    g_free(rv);
+    /* a vCPU in AArch32 state, as aarch64_cpu_dump_state's 32-bit twin prints it */
+    check_a64_refused("R00=00000000 R01=00000000 R02=00000000 R03=00000000\n"
+                      "R12=00000000 R13=00000000 R14=00000000 R15=00010000\n"
+                      "PSR=600001d3 -ZC- A S svc32\n",
+                      "in AArch64 state");
+    char *text = load_transcript("aarch64_info_registers_el1.txt");
+    char *liar = g_strdup(text); /* EL bits say 1, the text EL0 */
+    memcpy(strstr(liar, "EL1h"), "EL0t", 4);
+    check_a64_refused(liar, "another exception level");
+    char *mute = g_strdup(text); /* no EL in PSTATE's text */
+    memcpy(strstr(mute, "EL1h"), "xxxx", 4);
+    check_a64_refused(mute, "no exception level");
+    struct prof_arch_monitor_cpu *c = g_new0(struct prof_arch_monitor_cpu, 1);
+    size_t len = strlen(text), ok = 0;
+    int n = 0;
+    for (size_t cut = 0; cut <= len; cut++) {
+        char *part = g_strndup(text, cut);
+        struct qp_error e = {0};
+        int rc = prof_arch_aarch64.monitor_parse(part, c, 1, &n, &e);
+        CHECK_MSG(rc == 0 || (rc == -EPROTO && e.msg[0] && !strchr(e.msg, '\n')), "cut %zu: %d %s",
+                  cut, rc, e.msg);
+        ok += rc == 0;
+        g_free(part);
+    }
+    /* only cuts inside PSTATE's line past its EL text, or in what follows, still parse */
+    CHECK(ok > 0 && ok < 40);
+    g_free(c), g_free(text), g_free(liar), g_free(mute);
+}
+
 int main(void)
 {
     ram = calloc(1, RAM_SIZE);
@@ -699,6 +832,8 @@ int main(void)
     test_a64_16k_64k();
     test_a64_loop_and_unknown_granule();
     test_a64_cpu_state();
+    test_a64_monitor_transcripts();
+    test_a64_monitor_garbage();
     free(ram);
     return harness_result();
 }

@@ -1,6 +1,7 @@
 /* Fuzz target: `info registers` / `info registers -a` text, through every parser qprof has for
- * it: qmp_parse_registers (x86_64) and riscv64's arch table (monitor_parse, then
- * monitor_complete over a small fake RAM that the input's own bytes fill).
+ * it: qmp_parse_registers (x86_64), riscv64's arch table (monitor_parse, then
+ * monitor_complete over a small fake RAM that the input's own bytes fill) and aarch64's
+ * (monitor_parse, then monitor_cpu_state).
  *
  * Input: the text (NUL-terminated here). Each parser reads it into a full table and into a
  * table of one, and the two must agree on the first CPU. */
@@ -82,6 +83,36 @@ static void fuzz_riscv64(const char *text, size_t len)
     }
 }
 
+/* aarch64: every parsed block holds x0..x30, sp, pc and cpsr, and its exception level comes out
+ * as privilege 0..3 (EL3..EL0), with translation never assumed above EL1. */
+static void fuzz_aarch64(const char *text)
+{
+    const struct prof_arch *a = &prof_arch_aarch64;
+    static struct prof_arch_monitor_cpu all[RV_MAX], one[1];
+    struct qp_error err = {0};
+    int n_all = -1, n_one = -1;
+    int rc = a->monitor_parse(text, all, RV_MAX, &n_all, &err);
+    FUZZ_ASSERT(rc == 0 || (rc < 0 && err.msg[0] != '\0' && !strchr(err.msg, '\n')));
+    int rc_one = a->monitor_parse(text, one, 1, &n_one, NULL);
+    FUZZ_ASSERT(rc_one == rc);
+    if (rc != 0)
+        return;
+    FUZZ_ASSERT(n_all >= 1 && n_all <= RV_MAX && n_one == 1);
+    uint64_t pc_all, pc_one;
+    FUZZ_ASSERT(prof_arch_monitor_reg(&all[0], "pc", &pc_all) == 0);
+    FUZZ_ASSERT(prof_arch_monitor_reg(&one[0], "pc", &pc_one) == 0 && pc_one == pc_all);
+    for (int i = 0; i < n_all; i++) {
+        FUZZ_ASSERT(all[i].n_regs >= 34 && all[i].n_regs <= PROF_ARCH_MONITOR_REGS);
+        struct qp_error cerr = {0};
+        struct prof_arch_cpu_state st = {0};
+        if (a->monitor_cpu_state(prof_arch_monitor_reg, &all[i], &st, &cerr) == 0)
+            FUZZ_ASSERT(st.privilege >= 0 && st.privilege <= 3 && st.as_root == 0 &&
+                        (!st.paging || st.privilege >= 2));
+        else
+            FUZZ_ASSERT(cerr.msg[0] != '\0' && !strchr(cerr.msg, '\n'));
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *text = malloc(size + 1);
@@ -89,6 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     text[size] = '\0';
     fuzz_x86_64(text);
     fuzz_riscv64(text, size);
+    fuzz_aarch64(text);
     free(text);
     return 0;
 }

@@ -145,7 +145,8 @@ def qmp_seeds():
 
     for name in ("info_registers_a_smp2.txt", "info_registers_cpl0.txt",
                  "info_registers_cpl3.txt", "riscv64_info_registers_s_mode.txt",
-                 "riscv64_info_registers_u_mode.txt"):
+                 "riscv64_info_registers_u_mode.txt", "aarch64_info_registers_el1.txt",
+                 "aarch64_info_registers_el0.txt"):
         seed("registers", name, read(os.path.join(ROOT, "tests/data/qemu-transcripts", name)))
 
 
