@@ -32,7 +32,7 @@ void prof_print_help(FILE *out)
         "       qprof record [OPTIONS] -o FILE      sample into a record file\n"
         "       qprof report -i FILE [OPTIONS]      write any output from it (report --help)\n"
         "Sample a guest running under QEMU through its QMP socket: every interval the guest is\n"
-        "stopped for a moment, each vCPU's kernel and user stack is unwinded with DWARF CFI, and\n"
+        "stopped for a moment, each vCPU's kernel and user stack is unwound with DWARF CFI, and\n"
         "the stacks are counted. Output is one folded stack per line (\"frame;frame;leaf "
         "COUNT\"),\n"
         "root first: the process as \"name (pid)\", or \"kernel\", or \"idle\" for a halted vCPU.\n"
