@@ -794,12 +794,17 @@ static int xa_descend(const struct lx_offsets *o, const struct lx_reader *r, uin
         unsigned offset = (unsigned)(index >> shift) & (XA_CHUNK_SIZE - 1);
         uint64_t e;
         rc = read_u64(r, node + o->xa_node_slots + 8u * offset, &e, "xa_node.slots[]", err);
-        if (rc == 0 && xa_is_sibling(e)) {
+        bool sibling = rc == 0 && xa_is_sibling(e);
+        if (sibling) {
             offset = (unsigned)(e >> 2);
             rc = read_u64(r, node + o->xa_node_slots + 8u * offset, &e, "xa_node.slots[]", err);
         }
         if (rc)
             return rc;
+        /* a sibling stands for a multi-index entry, never for a node: one that leads to a node
+         * is garbage (and would cost a third read at every level) */
+        if (sibling && xa_is_node(e))
+            return qp_error_set(err, -EINVAL, "xa sibling entry leads to a node");
         if (xa_is_node(e) && shift > 0) {
             node = e - 2;
             if (!lx_is_kernel_addr(node))
