@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -63,6 +64,68 @@ int prof_arch_monitor_set(struct prof_arch_monitor_cpu *cpu, const char *name, u
     strcpy(r->name, name);
     r->value = val;
     return 0;
+}
+
+int prof_arch_split_tokens(const char *line, const char *end, struct prof_arch_token *t, int max)
+{
+    int n = 0;
+    for (const char *p = line; p < end;) {
+        while (p < end && (*p == ' ' || *p == '\t'))
+            p++;
+        if (p == end)
+            break;
+        if (n == max)
+            return -1;
+        t[n].s = p;
+        while (p < end && *p != ' ' && *p != '\t')
+            p++;
+        t[n].len = (size_t)(p - t[n].s);
+        n++;
+    }
+    return n;
+}
+
+/* The block just ended: checked, and kept while fewer than max were. */
+static int end_block(const struct prof_arch_monitor_blocks *b, const void *block,
+                     struct prof_arch_monitor_cpu *out, int max, int *n, struct qp_error *err)
+{
+    int rc = b->finish(block, err);
+    if (rc == 0 && (*n)++ < max)
+        out[*n - 1] = *(const struct prof_arch_monitor_cpu *)block;
+    return rc;
+}
+
+int prof_arch_monitor_parse_blocks(const struct prof_arch_monitor_blocks *b, const char *text,
+                                   struct prof_arch_monitor_cpu *out, int max, int *n_cpus,
+                                   struct qp_error *err)
+{
+    void *cur = calloc(1, b->block_size); /* a block holds ~2 KiB of registers */
+    if (!cur)
+        return qp_error_set(err, -ENOMEM, "info registers: out of memory");
+    b->start(cur, 0);
+    bool in_block = false;
+    int n = 0, rc = 0;
+    for (const char *line = text; *line && rc == 0;) {
+        const char *end = line + strcspn(line, "\r\n");
+        if (strncmp(line, "CPU#", 4) == 0) {
+            if (in_block)
+                rc = end_block(b, cur, out, max, &n, err);
+            b->start(cur, atoi(line + 4));
+            in_block = true;
+        } else if (end > line) {
+            rc = b->line(cur, line, end, err);
+            in_block = true;
+        }
+        line = end + strspn(end, "\r\n");
+    }
+    if (rc == 0 && in_block)
+        rc = end_block(b, cur, out, max, &n, err);
+    if (rc == 0 && n == 0)
+        rc = qp_error_set(err, -EPROTO, "info registers: no register block in the reply");
+    if (rc == 0 && n_cpus)
+        *n_cpus = n < max ? n : max;
+    free(cur);
+    return rc;
 }
 
 const char *prof_arch_known_names(void)

@@ -19,6 +19,7 @@
 #include "qp_error.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Where user and kernel code live in a virtual address space of this architecture. */
@@ -93,6 +94,31 @@ int prof_arch_monitor_reg(void *ctx, const char *name, uint64_t *val);
 /* Adds (or replaces) register name in cpu: 0, -ENOSPC when cpu is full, -EINVAL for a name
  * longer than a prof_arch_monitor_reg holds. */
 int prof_arch_monitor_set(struct prof_arch_monitor_cpu *cpu, const char *name, uint64_t val);
+
+/* For the arch tables' monitor_parse. A token of a monitor line: s[0..len), not terminated. */
+struct prof_arch_token {
+    const char *s;
+    size_t len;
+};
+/* Splits [line, end) at spaces and tabs into at most max tokens: their count, or -1 when the
+ * line holds more. */
+int prof_arch_split_tokens(const char *line, const char *end, struct prof_arch_token *t, int max);
+
+/* How one architecture reads the CPU#n blocks of `info registers -a`: a block of block_size
+ * bytes, whose first member is its struct prof_arch_monitor_cpu; start resets it for CPU
+ * cpu_index; line reads one non-empty line into it; finish checks a block that ended (0, or a
+ * negative code and a one-line message). */
+struct prof_arch_monitor_blocks {
+    size_t block_size;
+    void (*start)(void *block, int cpu_index);
+    int (*line)(void *block, const char *line, const char *end, struct qp_error *err);
+    int (*finish)(const void *block, struct qp_error *err);
+};
+/* A monitor_parse over those: lines before the first CPU#n header are CPU 0's; at most max
+ * blocks are kept (*n_cpus set), every block is checked. -EPROTO when the text holds none. */
+int prof_arch_monitor_parse_blocks(const struct prof_arch_monitor_blocks *b, const char *text,
+                                   struct prof_arch_monitor_cpu *out, int max, int *n_cpus,
+                                   struct qp_error *err);
 
 struct prof_arch {
     const char *name;             /* "x86_64": as people and ELF tools call it */

@@ -201,6 +201,17 @@ static int check_granules(uint64_t tcr, struct qp_error *err)
 
 /* PSTATE.EL from cpsr; stage 1 of the EL1&0 regime translates at EL0 and EL1 when SCTLR_EL1.M
  * is set. */
+/* The exception level cpsr names, or -ENOTSUP (with the message) for AArch32 state. */
+static int aarch64_el(uint64_t cpsr, struct qp_error *err)
+{
+    if (cpsr & PSTATE_NRW)
+        return qp_error_set(err, -ENOTSUP,
+                            "the aarch64 vCPU runs AArch32 code (cpsr 0x%08" PRIx64
+                            "): qprof samples AArch64 state only",
+                            cpsr);
+    return (int)PSTATE_EL(cpsr);
+}
+
 static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state *st,
                      struct qp_error *err)
 {
@@ -216,12 +227,9 @@ static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state
         rc = need_reg(get, ctx, "TCR_EL1", &tcr, err);
     if (rc)
         return rc;
-    if (cpsr & PSTATE_NRW)
-        return qp_error_set(err, -ENOTSUP,
-                            "the aarch64 vCPU runs AArch32 code (cpsr 0x%08" PRIx64
-                            "): qprof samples AArch64 state only",
-                            cpsr);
-    int el = PSTATE_EL(cpsr);
+    int el = aarch64_el(cpsr, err);
+    if (el < 0)
+        return el;
     bool paging = el <= 1 && (sctlr & SCTLR_M);
     if (paging && (rc = check_granules(tcr, err)) < 0)
         return rc;
@@ -250,38 +258,14 @@ static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state
 
 #define MONITOR_MAX_TOKENS 32
 
-struct token {
-    const char *s;
-    size_t len;
-};
-
-static int split_tokens(const char *line, const char *end, struct token *t, int max)
-{
-    int n = 0;
-    for (const char *p = line; p < end;) {
-        while (p < end && (*p == ' ' || *p == '\t'))
-            p++;
-        if (p == end)
-            break;
-        if (n == max)
-            return -1;
-        t[n].s = p;
-        while (p < end && *p != ' ' && *p != '\t')
-            p++;
-        t[n].len = (size_t)(p - t[n].s);
-        n++;
-    }
-    return n;
-}
-
-static bool token_eq(const struct token *t, const char *s)
+static bool token_eq(const struct prof_arch_token *t, const char *s)
 {
     return t->len == strlen(s) && memcmp(t->s, s, t->len) == 0;
 }
 
 /* "X07" -> "x7", "PC" -> "pc", "SP" -> "sp", "PSTATE" -> "cpsr": the gdbstub's name for a
  * register qprof keeps, false for any other. */
-static bool kept_name(const struct token *name, char out[12])
+static bool kept_name(const struct prof_arch_token *name, char out[12])
 {
     if (token_eq(name, "PC") || token_eq(name, "SP")) {
         out[0] = (char)tolower((unsigned char)name->s[0]);
@@ -304,7 +288,7 @@ static bool kept_name(const struct token *name, char out[12])
 }
 
 /* "EL1h": the exception level, -1 for any other token. */
-static int el_token(const struct token *t)
+static int el_token(const struct prof_arch_token *t)
 {
     if (t->len != 4 || memcmp(t->s, "EL", 2) != 0 || t->s[2] < '0' || t->s[2] > '3' ||
         (t->s[3] != 'h' && t->s[3] != 't'))
@@ -313,8 +297,8 @@ static int el_token(const struct token *t)
 }
 
 struct a64_block {
-    struct prof_arch_monitor_cpu cpu;
-    int el; /* from PSTATE's text, -1 until seen */
+    struct prof_arch_monitor_cpu cpu; /* first: prof_arch_monitor_parse_blocks keeps it */
+    int el;                           /* from PSTATE's text, -1 until seen */
 };
 
 static int monitor_line_error(const char *line, const char *end, struct qp_error *err)
@@ -325,11 +309,11 @@ static int monitor_line_error(const char *line, const char *end, struct qp_error
                         (int)(end - line > 80 ? 80 : end - line), line);
 }
 
-static int parse_monitor_line(const char *line, const char *end, struct a64_block *b,
-                              struct qp_error *err)
+static int parse_monitor_line(void *block, const char *line, const char *end, struct qp_error *err)
 {
-    struct token t[MONITOR_MAX_TOKENS];
-    int n = split_tokens(line, end, t, MONITOR_MAX_TOKENS);
+    struct a64_block *b = block;
+    struct prof_arch_token t[MONITOR_MAX_TOKENS];
+    int n = prof_arch_split_tokens(line, end, t, MONITOR_MAX_TOKENS);
     if (n < 0)
         return monitor_line_error(line, end, err);
     bool pstate_line = false;
@@ -341,8 +325,8 @@ static int parse_monitor_line(const char *line, const char *end, struct a64_bloc
                 b->el = el;
             continue;
         }
-        struct token name = {t[i].s, (size_t)(eq - t[i].s)};
-        struct token val = {eq + 1, t[i].len - name.len - 1};
+        struct prof_arch_token name = {t[i].s, (size_t)(eq - t[i].s)};
+        struct prof_arch_token val = {eq + 1, t[i].len - name.len - 1};
         char key[12];
         if (!kept_name(&name, key))
             continue;
@@ -360,8 +344,9 @@ static int parse_monitor_line(const char *line, const char *end, struct a64_bloc
     return 0;
 }
 
-static int finish_monitor_block(const struct a64_block *b, struct qp_error *err)
+static int finish_monitor_block(const void *block, struct qp_error *err)
 {
+    const struct a64_block *b = block;
     uint64_t v, cpsr;
     const struct prof_arch_monitor_cpu *cpu = &b->cpu;
     size_t n_regs = sizeof gdb_regs / sizeof gdb_regs[0];
@@ -382,44 +367,26 @@ static int finish_monitor_block(const struct a64_block *b, struct qp_error *err)
     return 0;
 }
 
-static void start_monitor_block(struct a64_block *b, int cpu_index)
+static void start_monitor_block(void *block, int cpu_index)
 {
+    struct a64_block *b = block;
     b->cpu.cpu_index = cpu_index;
     b->cpu.halted = false;
     b->cpu.n_regs = 0;
     b->el = -1;
 }
 
+static const struct prof_arch_monitor_blocks monitor_blocks = {
+    .block_size = sizeof(struct a64_block),
+    .start = start_monitor_block,
+    .line = parse_monitor_line,
+    .finish = finish_monitor_block,
+};
+
 static int monitor_parse(const char *text, struct prof_arch_monitor_cpu *out, int max, int *n_cpus,
                          struct qp_error *err)
 {
-    struct a64_block *cur = calloc(1, sizeof *cur);
-    if (!cur)
-        return qp_error_set(err, -ENOMEM, "info registers: out of memory");
-    start_monitor_block(cur, 0);
-    bool in_block = false;
-    int n = 0, rc = 0;
-    for (const char *line = text; *line && rc == 0;) {
-        const char *end = line + strcspn(line, "\r\n");
-        if (strncmp(line, "CPU#", 4) == 0) {
-            if (in_block && (rc = finish_monitor_block(cur, err)) == 0 && n++ < max)
-                out[n - 1] = cur->cpu;
-            start_monitor_block(cur, atoi(line + 4));
-            in_block = true;
-        } else if (end > line) {
-            rc = parse_monitor_line(line, end, cur, err);
-            in_block = true;
-        }
-        line = end + strspn(end, "\r\n");
-    }
-    if (rc == 0 && in_block && (rc = finish_monitor_block(cur, err)) == 0 && n++ < max)
-        out[n - 1] = cur->cpu;
-    if (rc == 0 && n == 0)
-        rc = qp_error_set(err, -EPROTO, "info registers: no register block in the reply");
-    if (rc == 0 && n_cpus)
-        *n_cpus = n < max ? n : max;
-    free(cur);
-    return rc;
+    return prof_arch_monitor_parse_blocks(&monitor_blocks, text, out, max, n_cpus, err);
 }
 
 /* The exception level from PSTATE, as cpu_state reads it. Without SCTLR_EL1 whether stage 1
@@ -437,12 +404,9 @@ static int monitor_cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_c
         rc = need_reg(get, ctx, "pc", &pc, err);
     if (rc)
         return rc;
-    if (cpsr & PSTATE_NRW)
-        return qp_error_set(err, -ENOTSUP,
-                            "the aarch64 vCPU runs AArch32 code (cpsr 0x%08" PRIx64
-                            "): qprof samples AArch64 state only",
-                            cpsr);
-    int el = PSTATE_EL(cpsr);
+    int el = aarch64_el(cpsr, err);
+    if (el < 0)
+        return el;
     st->privilege = 3 - el;
     st->paging = el == 0 || (el == 1 && pc >= prof_arch_aarch64.split.kernel_start);
     st->as_root = 0;

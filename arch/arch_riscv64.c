@@ -156,31 +156,7 @@ static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state
 
 #define MONITOR_MAX_TOKENS 32
 
-struct token {
-    const char *s;
-    size_t len;
-};
-
-static int split_tokens(const char *line, const char *end, struct token *t, int max)
-{
-    int n = 0;
-    for (const char *p = line; p < end;) {
-        while (p < end && (*p == ' ' || *p == '\t'))
-            p++;
-        if (p == end)
-            break;
-        if (n == max)
-            return -1;
-        t[n].s = p;
-        while (p < end && *p != ' ' && *p != '\t')
-            p++;
-        t[n].len = (size_t)(p - t[n].s);
-        n++;
-    }
-    return n;
-}
-
-static bool token_is(const struct token *t, bool (*ok)(unsigned char))
+static bool token_is(const struct prof_arch_token *t, bool (*ok)(unsigned char))
 {
     for (size_t i = 0; i < t->len; i++)
         if (!ok((unsigned char)t->s[i]))
@@ -199,7 +175,8 @@ static bool is_name_char(unsigned char c)
 }
 
 /* One name and its value into cpu: 1 stored, 0 skipped (wider than 64 bits), -1 malformed. */
-static int store_pair(struct prof_arch_monitor_cpu *cpu, struct token name, struct token val)
+static int store_pair(struct prof_arch_monitor_cpu *cpu, struct prof_arch_token name,
+                      struct prof_arch_token val)
 {
     const char *slash = memchr(name.s, '/', name.len);
     if (slash) { /* "x1/ra": the ABI name */
@@ -224,11 +201,11 @@ static int store_pair(struct prof_arch_monitor_cpu *cpu, struct token name, stru
     return 1;
 }
 
-static int parse_monitor_line(const char *line, const char *end, struct prof_arch_monitor_cpu *cpu,
-                              struct qp_error *err)
+static int parse_monitor_line(void *block, const char *line, const char *end, struct qp_error *err)
 {
-    struct token t[MONITOR_MAX_TOKENS];
-    int n = split_tokens(line, end, t, MONITOR_MAX_TOKENS);
+    struct prof_arch_monitor_cpu *cpu = block;
+    struct prof_arch_token t[MONITOR_MAX_TOKENS];
+    int n = prof_arch_split_tokens(line, end, t, MONITOR_MAX_TOKENS);
     for (int i = 0; n > 0 && i < n;) {
         bool eq = i + 2 < n && t[i + 1].len == 1 && t[i + 1].s[0] == '='; /* "V      =   0" */
         if (i + 1 >= n || store_pair(cpu, t[i], t[eq ? i + 2 : i + 1]) < 0) {
@@ -245,8 +222,9 @@ static int parse_monitor_line(const char *line, const char *end, struct prof_arc
     return 0;
 }
 
-static int finish_monitor_block(const struct prof_arch_monitor_cpu *cpu, struct qp_error *err)
+static int finish_monitor_block(const void *block, struct qp_error *err)
 {
+    const struct prof_arch_monitor_cpu *cpu = block;
     static const char *const needed[] = {"pc", "sp", "satp"};
     uint64_t v;
     for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
@@ -257,42 +235,25 @@ static int finish_monitor_block(const struct prof_arch_monitor_cpu *cpu, struct 
     return 0;
 }
 
-static void start_monitor_block(struct prof_arch_monitor_cpu *cpu, int cpu_index)
+static void start_monitor_block(void *block, int cpu_index)
 {
+    struct prof_arch_monitor_cpu *cpu = block;
     cpu->cpu_index = cpu_index;
     cpu->halted = false;
     cpu->n_regs = 0;
 }
 
+static const struct prof_arch_monitor_blocks monitor_blocks = {
+    .block_size = sizeof(struct prof_arch_monitor_cpu),
+    .start = start_monitor_block,
+    .line = parse_monitor_line,
+    .finish = finish_monitor_block,
+};
+
 static int monitor_parse(const char *text, struct prof_arch_monitor_cpu *out, int max, int *n_cpus,
                          struct qp_error *err)
 {
-    struct prof_arch_monitor_cpu *cur = calloc(1, sizeof *cur);
-    if (!cur)
-        return qp_error_set(err, -ENOMEM, "info registers: out of memory");
-    bool in_block = false;
-    int n = 0, rc = 0;
-    for (const char *line = text; *line && rc == 0;) {
-        const char *end = line + strcspn(line, "\r\n");
-        if (strncmp(line, "CPU#", 4) == 0) {
-            if (in_block && (rc = finish_monitor_block(cur, err)) == 0 && n++ < max)
-                out[n - 1] = *cur;
-            start_monitor_block(cur, atoi(line + 4));
-            in_block = true;
-        } else if (end > line) {
-            rc = parse_monitor_line(line, end, cur, err);
-            in_block = true;
-        }
-        line = end + strspn(end, "\r\n");
-    }
-    if (rc == 0 && in_block && (rc = finish_monitor_block(cur, err)) == 0 && n++ < max)
-        out[n - 1] = *cur;
-    if (rc == 0 && n == 0)
-        rc = qp_error_set(err, -EPROTO, "info registers: no register block in the reply");
-    if (rc == 0 && n_cpus)
-        *n_cpus = n < max ? n : max;
-    free(cur);
-    return rc;
+    return prof_arch_monitor_parse_blocks(&monitor_blocks, text, out, max, n_cpus, err);
 }
 
 #define RV_WFI 0x10500073u
