@@ -258,29 +258,50 @@ static void test_rv_monitor_transcripts(void)
     g_free(two), g_free(s_mode), g_free(u_mode), g_free(c);
 }
 
-static void check_refused(const char *text, const char *needle)
+/* a's monitor_parse refuses text in one line that names needle */
+static void check_refused(const struct prof_arch *a, const char *text, const char *needle)
 {
     struct prof_arch_monitor_cpu *c = g_new0(struct prof_arch_monitor_cpu, 4);
     struct qp_error err = {0};
     int n = -1;
-    CHECK_INT(prof_arch_riscv64.monitor_parse(text, c, 4, &n, &err), -EPROTO);
+    CHECK_INT(a->monitor_parse(text, c, 4, &n, &err), -EPROTO);
     CHECK_MSG(strstr(err.msg, needle) && !strchr(err.msg, '\n'), "\"%s\": %s", text, err.msg);
     g_free(c);
+}
+
+/* Every cut of text through a's monitor_parse: a parse or a one-line -EPROTO, never a crash.
+ * How many cuts parsed. */
+static size_t parsed_cuts(const struct prof_arch *a, const char *text)
+{
+    struct prof_arch_monitor_cpu *c = g_new0(struct prof_arch_monitor_cpu, 1);
+    size_t len = strlen(text), ok = 0;
+    int n = 0;
+    for (size_t cut = 0; cut <= len; cut++) {
+        char *part = g_strndup(text, cut);
+        struct qp_error e = {0};
+        int rc = a->monitor_parse(part, c, 1, &n, &e);
+        CHECK_MSG(rc == 0 || (rc == -EPROTO && e.msg[0] && !strchr(e.msg, '\n')), "cut %zu: %d %s",
+                  cut, rc, e.msg);
+        ok += rc == 0;
+        g_free(part);
+    }
+    g_free(c);
+    return ok;
 }
 
 /* Garbage, other architectures' text and every truncation of a real transcript: a one-line
  * error or a parse, never a crash (the Asan build runs this). */
 static void test_rv_monitor_garbage(void)
 {
-    check_refused("", "no register block");
-    check_refused("CPU#0\n pc ffffffc000000166\n", "lacks sp");
-    check_refused(" pc       zzzz\n", "cannot read");
-    check_refused(" pc\n", "cannot read");
-    check_refused(" pc 1 sp\n", "cannot read");
-    check_refused(" x1/ra/toolonganame 0000000000000001 pc 0\n", "cannot read");
-    check_refused("\x01\x02\xff garbage \x7f\n", "cannot read");
+    check_refused(&prof_arch_riscv64, "", "no register block");
+    check_refused(&prof_arch_riscv64, "CPU#0\n pc ffffffc000000166\n", "lacks sp");
+    check_refused(&prof_arch_riscv64, " pc       zzzz\n", "cannot read");
+    check_refused(&prof_arch_riscv64, " pc\n", "cannot read");
+    check_refused(&prof_arch_riscv64, " pc 1 sp\n", "cannot read");
+    check_refused(&prof_arch_riscv64, " x1/ra/toolonganame 0000000000000001 pc 0\n", "cannot read");
+    check_refused(&prof_arch_riscv64, "\x01\x02\xff garbage \x7f\n", "cannot read");
     char *x86 = load_transcript("info_registers_cpl3.txt");
-    check_refused(x86, "cannot read");
+    check_refused(&prof_arch_riscv64, x86, "cannot read");
     g_free(x86);
     /* a value wider than 64 bits (a vector register) is skipped, not misread */
     struct prof_arch_monitor_cpu *c = g_new0(struct prof_arch_monitor_cpu, 1);
@@ -293,17 +314,8 @@ static void test_rv_monitor_garbage(void)
     uint64_t v;
     CHECK_INT(prof_arch_monitor_reg(c, "v0", &v), -ENOENT);
     char *text = load_transcript("riscv64_info_registers_s_mode.txt");
-    size_t len = strlen(text), ok = 0;
-    for (size_t cut = 0; cut <= len; cut++) {
-        char *part = g_strndup(text, cut);
-        struct qp_error e = {0};
-        int rc = prof_arch_riscv64.monitor_parse(part, c, 1, &n, &e);
-        CHECK_MSG(rc == 0 || (rc == -EPROTO && e.msg[0] && !strchr(e.msg, '\n')), "cut %zu: %d %s",
-                  cut, rc, e.msg);
-        ok += rc == 0;
-        g_free(part);
-    }
-    CHECK(ok > 0 && ok < len); /* whole enough once satp is in, refused before */
+    size_t ok = parsed_cuts(&prof_arch_riscv64, text);
+    CHECK(ok > 0 && ok < strlen(text)); /* whole enough once satp is in, refused before */
     g_free(text), g_free(c);
 }
 
@@ -761,59 +773,39 @@ static void test_a64_monitor_transcripts(void)
     g_free(el2), g_free(low), g_free(two), g_free(el1), g_free(el0), g_free(c);
 }
 
-static void check_a64_refused(const char *text, const char *needle)
-{
-    struct prof_arch_monitor_cpu *c = g_new0(struct prof_arch_monitor_cpu, 4);
-    struct qp_error err = {0};
-    int n = -1;
-    CHECK_INT(prof_arch_aarch64.monitor_parse(text, c, 4, &n, &err), -EPROTO);
-    CHECK_MSG(strstr(err.msg, needle) && !strchr(err.msg, '\n'), "\"%s\": %s", text, err.msg);
-    g_free(c);
-}
-
 /* Garbage, other architectures' text, a PSTATE whose text and bits disagree, and every
  * truncation of a real transcript: a one-line error or a parse, never a crash. */
 static void test_a64_monitor_garbage(void)
 {
-    check_a64_refused("", "no register block");
-    check_a64_refused("CPU#0\n PC=ffffff8040080fc8\n", "lacks x0");
-    check_a64_refused(" PC=zzzz\n", "cannot read");
-    check_a64_refused(" PC=\n", "cannot read");
-    check_a64_refused(" X00=00112233445566778899\n", "cannot read");
-    check_a64_refused("\x01\x02\xff garbage \x7f\n", "lacks");
+    check_refused(&prof_arch_aarch64, "", "no register block");
+    check_refused(&prof_arch_aarch64, "CPU#0\n PC=ffffff8040080fc8\n", "lacks x0");
+    check_refused(&prof_arch_aarch64, " PC=zzzz\n", "cannot read");
+    check_refused(&prof_arch_aarch64, " PC=\n", "cannot read");
+    check_refused(&prof_arch_aarch64, " X00=00112233445566778899\n", "cannot read");
+    check_refused(&prof_arch_aarch64, "\x01\x02\xff garbage \x7f\n", "lacks");
     char *x86 = load_transcript("info_registers_cpl3.txt");
-    check_a64_refused(x86, "lacks");
+    check_refused(&prof_arch_aarch64, x86, "lacks");
     g_free(x86);
     char *rv = load_transcript("riscv64_info_registers_s_mode.txt");
-    check_a64_refused(rv, "lacks");
+    check_refused(&prof_arch_aarch64, rv, "lacks");
     g_free(rv);
     /* a vCPU in AArch32 state, as aarch64_cpu_dump_state's 32-bit twin prints it */
-    check_a64_refused("R00=00000000 R01=00000000 R02=00000000 R03=00000000\n"
-                      "R12=00000000 R13=00000000 R14=00000000 R15=00010000\n"
-                      "PSR=600001d3 -ZC- A S svc32\n",
-                      "in AArch64 state");
+    check_refused(&prof_arch_aarch64,
+                  "R00=00000000 R01=00000000 R02=00000000 R03=00000000\n"
+                  "R12=00000000 R13=00000000 R14=00000000 R15=00010000\n"
+                  "PSR=600001d3 -ZC- A S svc32\n",
+                  "in AArch64 state");
     char *text = load_transcript("aarch64_info_registers_el1.txt");
     char *liar = g_strdup(text); /* EL bits say 1, the text EL0 */
     memcpy(strstr(liar, "EL1h"), "EL0t", 4);
-    check_a64_refused(liar, "another exception level");
+    check_refused(&prof_arch_aarch64, liar, "another exception level");
     char *mute = g_strdup(text); /* no EL in PSTATE's text */
     memcpy(strstr(mute, "EL1h"), "xxxx", 4);
-    check_a64_refused(mute, "no exception level");
-    struct prof_arch_monitor_cpu *c = g_new0(struct prof_arch_monitor_cpu, 1);
-    size_t len = strlen(text), ok = 0;
-    int n = 0;
-    for (size_t cut = 0; cut <= len; cut++) {
-        char *part = g_strndup(text, cut);
-        struct qp_error e = {0};
-        int rc = prof_arch_aarch64.monitor_parse(part, c, 1, &n, &e);
-        CHECK_MSG(rc == 0 || (rc == -EPROTO && e.msg[0] && !strchr(e.msg, '\n')), "cut %zu: %d %s",
-                  cut, rc, e.msg);
-        ok += rc == 0;
-        g_free(part);
-    }
+    check_refused(&prof_arch_aarch64, mute, "no exception level");
     /* only cuts inside PSTATE's line past its EL text, or in what follows, still parse */
+    size_t ok = parsed_cuts(&prof_arch_aarch64, text);
     CHECK(ok > 0 && ok < 40);
-    g_free(c), g_free(text), g_free(liar), g_free(mute);
+    g_free(text), g_free(liar), g_free(mute);
 }
 
 int main(void)
