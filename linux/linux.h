@@ -44,6 +44,11 @@ struct lx_vmcoreinfo {
     bool pgtable_l5;
     uint64_t kallsyms_names, kallsyms_num_syms, kallsyms_token_table, kallsyms_token_index;
     uint64_t kallsyms_offsets, kallsyms_relative_base, kallsyms_addresses;
+    bool have_phys_base;
+    /* arm64: the kernel page table and the image's virtual-to-physical offset, the size of the
+     * TTBR1 half, the pointer-authentication bits of kernel return addresses (0: none) */
+    uint64_t swapper_pg_dir, kimage_voffset, phys_offset, va_bits, tcr_t1sz, pac_mask;
+    bool have_kimage_voffset;
 };
 
 /* Parses vmcoreinfo text (KEY=VALUE lines). -EPROTO when OSRELEASE, phys_base or init_top_pgt
@@ -78,6 +83,12 @@ int lx_kernel_open(const struct lx_vmcoreinfo *vi, const struct lx_phys *p, lx_k
                    struct qp_error *err);
 void lx_kernel_free(lx_kernel *k); /* NULL is a no-op */
 const struct lx_vmcoreinfo *lx_kernel_vmcoreinfo(const lx_kernel *k);
+
+/* The architecture of the kernel ("x86_64", "arm64"), as its vmcoreinfo showed it. */
+const char *lx_kernel_arch_name(const lx_kernel *k);
+/* Where the kernel image address kva lies in guest-physical memory (the image's own offset, no
+ * page walk): for checking a vCPU's page tables against the kernel found. */
+uint64_t lx_kernel_image_paddr(const lx_kernel *k, uint64_t kva);
 
 /* Reads len bytes at kernel virtual address kva: 0 when all were read, else -EFAULT. */
 int lx_kernel_read(lx_kernel *k, uint64_t kva, void *buf, size_t len);
@@ -128,7 +139,8 @@ struct lx_pt_regs {
     X(LX_END_BAD_ORC, "ORC entry says the stack cannot be unwound here")                           \
     X(LX_END_UNREADABLE, "stack memory unreadable")                                                \
     X(LX_END_LOOP, "stack pointer went backwards")                                                 \
-    X(LX_END_DEPTH, "too many frames")
+    X(LX_END_DEPTH, "too many frames")                                                             \
+    X(LX_END_FP_BROKEN, "frame pointer chain broken")
 
 enum lx_unwind_end {
 #define X(code, text) code,
@@ -156,5 +168,37 @@ struct lx_unwind_result {
  * first, into frames[0..max). Reads guest memory through k (call while the guest is stopped). */
 void lx_unwind(lx_kernel *k, const struct lx_pt_regs *live, struct lx_frame *frames, int max,
                struct lx_unwind_result *out);
+
+/* ---- Frame pointers (arm64: the kernels that keep them) ----------------------------------- */
+
+/* Registers by DWARF number (arm64: x0..x30, sp 31, pc 32). */
+#define LX_GREGS 33
+
+/* Whether k's kernel stacks are unwound by frame pointers (lx_unwind_fp) rather than ORC. */
+bool lx_kernel_unwinds_by_fp(const lx_kernel *k);
+
+/* The task whose kernel stack is walked: its stack [stack_lo, stack_hi) (THREAD_SIZE), the size
+ * of struct pt_regs (BTF), at the top of that stack; kthread: no user registers there. */
+struct lx_fp_task {
+    uint64_t stack_lo, stack_hi;
+    uint32_t pt_regs_size;
+    bool kthread;
+};
+
+struct lx_fp_result {
+    int n_frames;
+    enum lx_unwind_end end;
+    bool have_user_regs;          /* end == LX_END_USER */
+    uint64_t user_regs[LX_GREGS]; /* the registers user mode entered the kernel with */
+};
+
+/* Walks the frame-pointer chain from the live registers of a vCPU stopped in kernel mode,
+ * innermost first, into frames[0..max): the pc, the link register when the leaf has not saved
+ * it yet (its function is neither the pc's nor the first saved return address's), then each
+ * saved return address. The chain ends at the frame record in the task's pt_regs (user
+ * registers from there when it entered from user mode), or marked (unreadable, not growing,
+ * too deep). Call while the guest is stopped. */
+void lx_unwind_fp(lx_kernel *k, const uint64_t live[LX_GREGS], const struct lx_fp_task *task,
+                  struct lx_frame *frames, int max, struct lx_fp_result *out);
 
 #endif

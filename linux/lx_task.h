@@ -80,6 +80,12 @@ struct lx_offsets {
     bool has_rq_curr;
     uint32_t rq_curr;
     uint64_t percpu_runqueues;
+    /* Added by lxarch: sizeof(struct pt_regs) (BTF; 168, x86_64's, when BTF lacks it), at the
+     * top of a task's stack. current_by_rq: the kernel keeps no per-CPU current_task (arm64
+     * holds current in sp_el0): the run queue's curr names the current task, and cpu_number
+     * checks the per-CPU base. */
+    uint32_t pt_regs_size;
+    bool current_by_rq;
 };
 /* Fills *out from b. Fails with -ENOENT and a message naming the missing type, member or
  * per-CPU variable, or -EINVAL when a layout is not one this code can read. */

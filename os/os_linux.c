@@ -26,12 +26,9 @@
 #define MAX_RANGES   16
 #define THREAD_SIZE  (16u << 10)
 #define VMCI_HEAD    512 /* OSRELEASE and the first SYMBOL() lines, which KASLR changes */
-#define PT_REGS_SIZE 168
 #define PAGE_SIZE    4096u
-/* __START_KERNEL_map: the kernel image's virtual base; phys_base is where it was loaded. */
-#define KERNEL_IMAGE_MAP UINT64_C(0xffffffff80000000)
-#define MAX_STALE        8
-#define MAX_MM_CACHE     256 /* address spaces whose VMAs are kept; all dropped past that */
+#define MAX_STALE    8
+#define MAX_MM_CACHE 256 /* address spaces whose VMAs are kept; all dropped past that */
 /* The module list is checked while the guest runs: every second when reads are free (a check
  * reads each struct module once: 20 us with one module), else every ten seconds (each read is a
  * round trip then). A kernel stack that met a pc in module space that no known module covers
@@ -376,8 +373,7 @@ static void load_task_offsets(struct os_linux *l)
         fprintf(stderr,
                 "qprof: Linux BTF: %" PRIu64 " bytes at 0x%" PRIx64 " (guest-physical 0x%" PRIx64
                 ")\n",
-                stop - start, start,
-                start - KERNEL_IMAGE_MAP + lx_kernel_vmcoreinfo(l->kernel)->phys_base);
+                stop - start, start, lx_kernel_image_paddr(l->kernel, start));
     uint8_t *blob = g_malloc(stop - start);
     int rc = lx_kernel_read(l->kernel, start, blob, stop - start);
     if (rc == 0)
@@ -430,7 +426,7 @@ static bool find_kernel(struct os_linux *l)
         l->kernel = NULL;
         return false;
     }
-    if (lx_kernel_load_orc(l->kernel, &err))
+    if (!lx_kernel_unwinds_by_fp(l->kernel) && lx_kernel_load_orc(l->kernel, &err))
         fprintf(stderr, "qprof: %s; kernel stacks are unwound by CFI only\n", err.msg);
     load_task_offsets(l);
     if (l->have_mod_offsets) {
@@ -444,9 +440,10 @@ static bool find_kernel(struct os_linux *l)
     l->kernel = NULL;
     if (l->cfg.verbose)
         fprintf(stderr,
-                "qprof: Linux %s, KASLR offset 0x%" PRIx64 ", %zu ORC entries; found in %.1f ms\n",
-                vi.osrelease, vi.kernel_offset, lx_kernel_orc_entries(l->candidate),
-                (now_ns() - t0) / 1e6);
+                "qprof: Linux %s (%s), KASLR offset 0x%" PRIx64 ", %zu ORC entries; found in %.1f "
+                "ms\n",
+                vi.osrelease, lx_kernel_arch_name(l->candidate), vi.kernel_offset,
+                lx_kernel_orc_entries(l->candidate), (now_ns() - t0) / 1e6);
     return true;
 }
 
@@ -463,7 +460,7 @@ static bool on_task_stack(const struct lx_task_info *t, uint64_t sp)
 static void take_incoming_task(struct os_linux *l, const struct lx_reader *r,
                                const struct prof_vcpu *cpu, uint64_t base, int i)
 {
-    uint64_t sp = cpu->regs.r[UNW_RSP], next;
+    uint64_t sp = cpu->sp, next;
     struct lx_task_info t;
     struct qp_error ignored = {0};
     if (on_task_stack(&l->tasks[i], sp) || lx_rq_curr(&l->off, r, base, &next, &ignored) ||
@@ -484,7 +481,7 @@ static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
     l->task_ok[i] = false;
     /* Kernel mode outside the kernel half is not the kernel we found (a new boot's early code
      * before QMP's RESET event reached us): its per-CPU data would be the old boot's. */
-    if (!cpu->user && !lx_is_kernel_addr(cpu->regs.r[UNW_RIP]))
+    if (!cpu->user && !lx_is_kernel_addr(cpu->pc))
         return;
     if (!cpu->user && cpu->gs_base >= l->cfg.split.kernel_start)
         base = cpu->gs_base;
@@ -572,10 +569,11 @@ static int phys_word(void *ctx, uint64_t paddr, uint64_t *val)
 static bool maps_candidate(struct os_linux *l, const struct prof_vcpu *cpu)
 {
     const struct lx_vmcoreinfo *vi = lx_kernel_vmcoreinfo(l->candidate);
-    uint64_t want = vi->stext - KERNEL_IMAGE_MAP + vi->phys_base, paddr, page;
+    uint64_t want = lx_kernel_image_paddr(l->candidate, vi->stext), paddr, page;
     uint64_t roots[2] = {cpu->as_root, cpu->as_root & ~UINT64_C(0x1fff)};
     for (int r = 0; r < 2; r++)
-        if (l->cfg.arch->page_walk(roots[r], vi->stext, phys_word, l, &paddr, &page) == 0 &&
+        if (prof_arch_page_walk(l->cfg.arch, roots[r], &cpu->mmu, vi->stext, phys_word, l, &paddr,
+                                &page) == 0 &&
             paddr == want)
             return true;
     return false;
@@ -688,7 +686,7 @@ static void lx_task(void *impl, const struct prof_vcpu *cpu, int i, struct prof_
     if (t->stack)
         out->kstack_lo = t->stack, out->kstack_hi = t->stack + THREAD_SIZE;
     if (!t->kthread && t->stack)
-        out->user_regs_at = t->stack + THREAD_SIZE - PT_REGS_SIZE;
+        out->user_regs_at = t->stack + THREAD_SIZE - l->off.pt_regs_size;
 }
 
 static size_t lx_kernel_stack_len(void *impl, const struct prof_vcpu *cpu,
@@ -746,6 +744,7 @@ static enum unw_stop stop_of(enum lx_unwind_end e)
         return UNW_STOP_OUTERMOST;
     case LX_END_NO_ORC:
     case LX_END_BAD_ORC:
+    case LX_END_FP_BROKEN:
         return UNW_STOP_NO_CFI;
     case LX_END_UNREADABLE:
         return UNW_STOP_MEMORY;
@@ -757,12 +756,44 @@ static enum unw_stop stop_of(enum lx_unwind_end e)
     return UNW_STOP_ERROR;
 }
 
+/* A kernel that keeps frame pointers (arm64): the chain from the live registers, which are in
+ * DWARF numbering for these architectures as for lx_unwind_fp. */
+static int fp_unwind(struct os_linux *l, const struct prof_vcpu *cpu, const struct prof_task *t,
+                     struct prof_kstack *out)
+{
+    uint64_t live[LX_GREGS];
+    struct lx_frame frames[PROF_KSTACK_MAX];
+    struct lx_fp_result res;
+    struct lx_fp_task task = {.stack_lo = t->kstack_lo,
+                              .stack_hi = t->kstack_hi,
+                              .pt_regs_size = l->have_offsets ? l->off.pt_regs_size : 0,
+                              .kthread = t->state == PROF_TASK_KERNEL};
+    for (int i = 0; i < LX_GREGS && i < UNW_NREGS; i++)
+        live[i] = cpu->regs.r[i];
+    lx_unwind_fp(l->kernel, live, &task, frames, PROF_KSTACK_MAX, &res);
+    out->n = res.n_frames;
+    for (int i = 0; i < res.n_frames; i++)
+        out->pc[i] = frames[i].pc, out->exact[i] = frames[i].exact;
+    out->stop = stop_of(res.end);
+    out->have_user_regs = res.have_user_regs;
+    if (res.have_user_regs) {
+        memset(&out->user_regs, 0, sizeof out->user_regs);
+        for (int i = 0; i < LX_GREGS && i < UNW_NREGS; i++)
+            out->user_regs.r[i] = res.user_regs[i];
+    }
+    return 0;
+}
+
 static int lx_kernel_unwind(void *impl, const struct prof_vcpu *cpu, const struct prof_task *t,
                             const struct prof_os_mem *mem, struct prof_kstack *out)
 {
-    (void)t, (void)mem;
+    (void)mem;
     struct os_linux *l = impl;
-    if (!l->kernel || !lx_kernel_orc_entries(l->kernel) || cpu->user)
+    if (!l->kernel || cpu->user)
+        return -ENOTSUP;
+    if (lx_kernel_unwinds_by_fp(l->kernel))
+        return fp_unwind(l, cpu, t, out);
+    if (!lx_kernel_orc_entries(l->kernel))
         return -ENOTSUP;
     struct lx_pt_regs live;
     struct lx_frame frames[PROF_KSTACK_MAX];

@@ -1,0 +1,126 @@
+/* Kernel stacks by frame pointers (an architecture table's struct lx_fp_arch): the frame record
+ * chain from the live fp, across exception entries inside the kernel (their pt_regs hold a frame
+ * record of the interrupted code) to the record in the task's own pt_regs at the top of its
+ * stack, where an entry from user mode left the user registers. */
+#include "lx_internal.h"
+#include "lx_task.h"
+
+#include <string.h>
+
+#define PT_REGS_MAX 512 /* more than any architecture's struct pt_regs */
+
+/* The start of the symbol holding addr (a function's, for text): 0 when none. */
+static uint64_t function_of(const lx_kernel *k, uint64_t addr)
+{
+    size_t lo = 0, hi = k->n_syms;
+    while (lo < hi) { /* the first symbol above addr */
+        size_t mid = lo + (hi - lo) / 2;
+        if (k->syms[mid].addr <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo ? k->syms[lo - 1].addr : 0;
+}
+
+/* Could be kernel code: vmlinux's or a module's text (a kernel address; the frames' names say
+ * more). */
+static bool is_code(uint64_t a)
+{
+    return lx_is_kernel_addr(a);
+}
+
+/* A return address as the caller's code address: pointer-authentication bits cleared. */
+static uint64_t strip(const lx_kernel *k, uint64_t ra)
+{
+    return k->vi.pac_mask && is_code(ra | k->vi.pac_mask) ? ra | k->vi.pac_mask : ra;
+}
+
+static bool in_task_stack(const struct lx_fp_task *t, uint64_t a)
+{
+    return t->stack_hi && a >= t->stack_lo && a < t->stack_hi;
+}
+
+/* The frame record that the entry code put in the pt_regs at the top of the task's stack: the
+ * chain's end. */
+static bool at_task_pt_regs(const struct lx_fp_task *t, uint64_t fp)
+{
+    return t->stack_hi && t->pt_regs_size && fp >= t->stack_hi - t->pt_regs_size &&
+           fp < t->stack_hi;
+}
+
+static void end_at_pt_regs(lx_kernel *k, const struct lx_fp_task *t, struct lx_fp_result *out)
+{
+    const struct lx_fp_arch *a = k->arch->fp;
+    uint8_t buf[PT_REGS_MAX];
+    out->end = LX_END_TASK_START;
+    if (t->kthread || a->pt_regs_min > sizeof buf || t->pt_regs_size < a->pt_regs_min)
+        return;
+    if (lx_kernel_read(k, t->stack_hi - t->pt_regs_size, buf, a->pt_regs_min) != 0) {
+        out->end = LX_END_UNREADABLE;
+        return;
+    }
+    if (a->user_regs(buf, a->pt_regs_min, out->user_regs)) {
+        out->end = LX_END_USER;
+        out->have_user_regs = true;
+    }
+}
+
+static bool push(struct lx_frame *frames, int max, struct lx_fp_result *out, uint64_t pc,
+                 bool exact)
+{
+    if (out->n_frames >= max) {
+        out->end = LX_END_DEPTH;
+        return false;
+    }
+    frames[out->n_frames++] = (struct lx_frame){pc, exact};
+    return true;
+}
+
+void lx_unwind_fp(lx_kernel *k, const uint64_t live[LX_GREGS], const struct lx_fp_task *task,
+                  struct lx_frame *frames, int max, struct lx_fp_result *out)
+{
+    const struct lx_fp_arch *a = k->arch->fp;
+    memset(out, 0, sizeof *out);
+    out->end = LX_END_FP_BROKEN;
+    if (!a || !push(frames, max, out, live[a->pc_reg], true))
+        return;
+    uint64_t fp = live[a->fp_reg], lr = strip(k, live[a->lr_reg]);
+    bool first = true;
+    for (;;) {
+        if (at_task_pt_regs(task, fp)) {
+            end_at_pt_regs(k, task, out);
+            return;
+        }
+        uint64_t rec[2];
+        if (!lx_is_kernel_addr(fp) || (fp & 7)) {
+            out->end = LX_END_FP_BROKEN;
+            return;
+        }
+        if (lx_kernel_read(k, fp + (uint64_t)a->saved_fp, &rec[0], 8) ||
+            lx_kernel_read(k, fp + (uint64_t)a->saved_ra, &rec[1], 8)) {
+            out->end = LX_END_UNREADABLE;
+            return;
+        }
+        uint64_t next = rec[0], ra = strip(k, rec[1]);
+        /* A leaf that saved no frame record yet (or never does: assembly helpers) is called
+         * from the function lr returns into, which the record at fp skips. */
+        if (first && is_code(lr) && function_of(k, lr) != function_of(k, frames[0].pc) &&
+            function_of(k, lr) != function_of(k, ra) && !push(frames, max, out, lr, false))
+            return;
+        first = false;
+        if (!ra || !is_code(ra)) {
+            out->end = LX_END_FP_BROKEN;
+            return;
+        }
+        if (!push(frames, max, out, ra, false))
+            return;
+        /* Records lie ever higher on one stack; the one exception is the hop from an interrupt
+         * stack back to the task's. */
+        if (next <= fp && !(in_task_stack(task, next) && !in_task_stack(task, fp))) {
+            out->end = LX_END_LOOP;
+            return;
+        }
+        fp = next;
+    }
+}
