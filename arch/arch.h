@@ -69,6 +69,10 @@ struct prof_arch_cpu_state {
      * UNW_TRAP_PC_COLUMN: a trap entry names the pc there until it has saved it. */
     bool has_trap_pc;
     uint64_t trap_pc;
+    /* The register a kernel keeps its own per-thread pointer in while it runs (aarch64: SP_EL0,
+     * where Linux keeps `current` at EL1), when the target gave it. */
+    bool has_kernel_thread_reg;
+    uint64_t kernel_thread_reg;
 };
 
 /* One vCPU's registers as QEMU's monitor prints them (HMP `info registers -a`), under the names

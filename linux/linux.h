@@ -90,6 +90,15 @@ const char *lx_kernel_arch_name(const lx_kernel *k);
  * page walk): for checking a vCPU's page tables against the kernel found. */
 uint64_t lx_kernel_image_paddr(const lx_kernel *k, uint64_t kva);
 
+/* Where the kernel's BTF lies when kallsyms does not name __start_BTF (a kernel without
+ * CONFIG_KALLSYMS_ALL, such as Debian's arm64 one): the first well-formed BTF header in the
+ * image from _stext on (at most LX_BTF_SCAN bytes), as [*start, *stop). -ENOENT when none. */
+#define LX_BTF_SCAN (96u << 20)
+int lx_kernel_find_btf(lx_kernel *k, uint64_t *start, uint64_t *stop);
+
+/* The guest-physical address of kernel address kva: 0, or -EFAULT when it is not mapped. */
+int lx_kernel_paddr(lx_kernel *k, uint64_t kva, uint64_t *pa);
+
 /* Reads len bytes at kernel virtual address kva: 0 when all were read, else -EFAULT. */
 int lx_kernel_read(lx_kernel *k, uint64_t kva, void *buf, size_t len);
 /* Drops cached translations and the few physical pages kept for small reads: call once per

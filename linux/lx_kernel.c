@@ -54,6 +54,12 @@ int lx__translate(lx_kernel *k, uint64_t kva, uint64_t *paddr, uint64_t *contigu
     return 0;
 }
 
+int lx_kernel_paddr(lx_kernel *k, uint64_t kva, uint64_t *pa)
+{
+    uint64_t contiguous;
+    return lx__translate(k, kva, pa, &contiguous) ? -EFAULT : 0;
+}
+
 int lx_kernel_read(lx_kernel *k, uint64_t kva, void *buf, size_t len)
 {
     uint8_t *dst = buf;

@@ -28,6 +28,7 @@
 #define VMCI_HEAD    512 /* OSRELEASE and the first SYMBOL() lines, which KASLR changes */
 #define PAGE_SIZE    4096u
 #define MAX_STALE    8
+#define OWNERS       64
 #define MAX_MM_CACHE 256 /* address spaces whose VMAs are kept; all dropped past that */
 /* The module list is checked while the guest runs: every second when reads are free (a check
  * reads each struct module once: 20 us with one module), else every ten seconds (each read is a
@@ -67,6 +68,15 @@ struct os_linux {
     bool said_task_error; /* -v: the first failure to read a current task was said */
     struct lx_offsets off;
     uint64_t per_cpu_offset; /* __per_cpu_offset[] */
+    bool have_percpu;        /* it and the per-CPU current task's offsets are known */
+    /* The user tasks seen in kernel mode, by the physical address of their page table (the
+     * last OWNERS of them): a vCPU in user mode whose root register names one runs that task's
+     * process, for a kernel whose current task no per-CPU variable names. */
+    struct owner {
+        uint64_t pgd_pa;
+        struct lx_task_info task;
+    } owners[OWNERS];
+    unsigned next_owner;
     struct lx_task_info tasks[PROF_MAX_VCPUS];
     bool task_ok[PROF_MAX_VCPUS];
     uint64_t switching_samples;   /* named by rq->curr (take_incoming_task) */
@@ -362,13 +372,16 @@ static void load_task_offsets(struct os_linux *l)
     uint64_t start, stop;
     struct qp_error err = {0};
     lx_btf *btf = NULL;
-    if (lx_kernel_symbol_addr(l->kernel, "__start_BTF", &start) ||
-        lx_kernel_symbol_addr(l->kernel, "__stop_BTF", &stop) || stop <= start ||
-        stop - start > (64u << 20) ||
-        lx_kernel_symbol_addr(l->kernel, "__per_cpu_offset", &l->per_cpu_offset)) {
+    /* Named by kallsyms, or (a kernel without CONFIG_KALLSYMS_ALL: Debian's arm64) found by
+     * its header in the image. */
+    bool named = lx_kernel_symbol_addr(l->kernel, "__start_BTF", &start) == 0 &&
+                 lx_kernel_symbol_addr(l->kernel, "__stop_BTF", &stop) == 0;
+    if ((!named && lx_kernel_find_btf(l->kernel, &start, &stop)) || stop <= start ||
+        stop - start > (64u << 20)) {
         fprintf(stderr, "qprof: Linux kernel without BTF (__start_BTF): no process names\n");
         return;
     }
+    l->have_percpu = lx_kernel_symbol_addr(l->kernel, "__per_cpu_offset", &l->per_cpu_offset) == 0;
     if (l->cfg.verbose)
         fprintf(stderr,
                 "qprof: Linux BTF: %" PRIu64 " bytes at 0x%" PRIx64 " (guest-physical 0x%" PRIx64
@@ -386,8 +399,14 @@ static void load_task_offsets(struct os_linux *l)
         fprintf(stderr, "qprof: %s\n", err.msg);
     if (rc == 0)
         rc = lx_btf_offsets(btf, &l->off, &err);
-    if (rc == 0)
-        rc = lx_offsets_from_kernel(l->kernel, &l->off, &err);
+    /* The per-CPU variables are one way to the current task; without them (a kallsyms of text
+     * only) a vCPU register gives it in kernel mode (aarch64's SP_EL0), the page-table root in
+     * user mode (owners). */
+    if (rc == 0 && lx_offsets_from_kernel(l->kernel, &l->off, &err) != 0) {
+        if (l->cfg.verbose)
+            fprintf(stderr, "qprof: Linux: %s: current tasks from vCPU registers only\n", err.msg);
+        l->have_percpu = false;
+    }
     l->have_offsets = rc == 0;
     if (rc == 0 && l->off.has_page_cache)
         load_vmemmap_base(l);
@@ -471,6 +490,66 @@ static void take_incoming_task(struct os_linux *l, const struct lx_reader *r,
     l->switching_samples++;
 }
 
+/* The physical address of the page table of user task t (mm->pgd). */
+static int pgd_paddr(struct os_linux *l, const struct lx_task_info *t, uint64_t *pa)
+{
+    uint64_t pgd;
+    if (!t->mm || t->kthread || lx_kernel_read(l->kernel, t->mm + l->off.mm_pgd, &pgd, 8) ||
+        !lx_is_kernel_addr(pgd))
+        return -ENOENT;
+    return lx_kernel_paddr(l->kernel, pgd, pa);
+}
+
+static void remember_owner(struct os_linux *l, const struct lx_task_info *t)
+{
+    uint64_t pa;
+    if (pgd_paddr(l, t, &pa))
+        return;
+    for (int i = 0; i < OWNERS; i++)
+        if (l->owners[i].pgd_pa == pa) {
+            l->owners[i].task = *t;
+            return;
+        }
+    l->owners[l->next_owner++ % OWNERS] = (struct owner){pa, *t};
+}
+
+/* A vCPU in user mode: the task seen in kernel mode whose page table its root register names,
+ * checked again (the task may have exited and its page table gone to another). */
+static bool owner_task(struct os_linux *l, const struct lx_reader *r, const struct prof_vcpu *cpu,
+                       struct lx_task_info *out)
+{
+    uint64_t root = cpu->as_root & l->cfg.arch->as_root_mask, pa;
+    struct qp_error ignored = {0};
+    for (int i = 0; i < OWNERS; i++)
+        if (l->owners[i].pgd_pa && l->owners[i].pgd_pa == root &&
+            lx_task_read(&l->off, r, l->owners[i].task.task, out, &ignored) == 0 &&
+            pgd_paddr(l, out, &pa) == 0 && pa == root)
+            return true;
+    return false;
+}
+
+/* The current task from the register the kernel keeps it in (aarch64's SP_EL0 at EL1), or in
+ * user mode from the page table's owner. */
+static void read_task_by_regs(struct os_linux *l, const struct prof_vcpu *cpu, int i)
+{
+    struct lx_reader r = {.read = kread, .ctx = l->kernel};
+    struct qp_error err = {0};
+    if (cpu->user) {
+        l->task_ok[i] = owner_task(l, &r, cpu, &l->tasks[i]);
+        return;
+    }
+    if (!cpu->has_kernel_thread_reg || !lx_is_kernel_addr(cpu->kernel_thread_reg))
+        return;
+    if (lx_task_read(&l->off, &r, cpu->kernel_thread_reg, &l->tasks[i], &err) == 0) {
+        l->task_ok[i] = true;
+        remember_owner(l, &l->tasks[i]);
+    } else if (l->cfg.verbose && !l->said_task_error) {
+        fprintf(stderr, "qprof: Linux: vCPU %d's current task: %s (said once)\n", cpu->index,
+                err.msg);
+        l->said_task_error = true;
+    }
+}
+
 /* The per-CPU area: GS base in kernel mode, else __per_cpu_offset[cpu] (QEMU numbers vCPUs as
  * Linux numbers CPUs when nothing was hot-plugged); lx_current_task checks it either way. */
 static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
@@ -483,6 +562,10 @@ static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
      * before QMP's RESET event reached us): its per-CPU data would be the old boot's. */
     if (!cpu->user && !lx_is_kernel_addr(cpu->pc))
         return;
+    if (!l->have_percpu) {
+        read_task_by_regs(l, cpu, i);
+        return;
+    }
     if (!cpu->user && cpu->gs_base >= l->cfg.split.kernel_start)
         base = cpu->gs_base;
     else if (lx_kernel_read(l->kernel,
@@ -532,6 +615,7 @@ static void forget_kernel(struct os_linux *l)
     l->tries = 0;
     l->next_try_ns = 0;
     memset(l->task_ok, 0, sizeof l->task_ok);
+    memset(l->owners, 0, sizeof l->owners);
     g_hash_table_remove_all(l->mm_cache);
 }
 

@@ -49,8 +49,11 @@ struct prof_vcpu {
                          riscv64: all of satp, the mode included); compare through as_root_mask */
     struct prof_arch_mmu mmu; /* the rest of the walk's context (aarch64: TTBR1_EL1, TCR_EL1), for
                                  prof_arch_page_walk; zero where the architecture needs none */
-    uint64_t gs_base; /* x86: the GS segment base (the per-CPU area in a Linux kernel) */
-    bool la57;        /* x86: 5-level paging (CR4.LA57) */
+    uint64_t gs_base;         /* x86: the GS segment base (the per-CPU area in a Linux kernel) */
+    bool la57;                /* x86: 5-level paging (CR4.LA57) */
+    /* aarch64: SP_EL0 (Linux keeps the current task there at EL1): prof_arch_cpu_state's */
+    bool has_kernel_thread_reg;
+    uint64_t kernel_thread_reg;
     const void *target_cpu; /* the backend's own record, for prof_target_read; valid only while
                                the target is stopped */
 };

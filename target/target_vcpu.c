@@ -27,6 +27,8 @@ static int from_regs(const struct prof_arch *a,
     v->mmu = st.mmu;
     v->regs.has_trap_pc = st.has_trap_pc;
     v->regs.trap_pc = st.trap_pc;
+    v->has_kernel_thread_reg = st.has_kernel_thread_reg;
+    v->kernel_thread_reg = st.kernel_thread_reg;
     return 0;
 }
 
