@@ -99,6 +99,10 @@ static const struct lx_fp_arch fp = {
     .saved_ra = 8,
     .user_regs = user_regs,
     .pt_regs_min = PT_PSTATE + 8,
+    /* 6.1: regs[31], sp, pc, pstate, orig_x0, syscallno, unused2, sdei_ttbr1, pmr_save,
+     * stackframe[2] */
+    .regs_frame_off = 304,
+    .regs_pc_off = PT_PC,
 };
 
 const struct lx_arch lx_arch_arm64 = {

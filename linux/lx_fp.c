@@ -85,7 +85,7 @@ void lx_unwind_fp(lx_kernel *k, const uint64_t live[LX_GREGS], const struct lx_f
     out->end = LX_END_FP_BROKEN;
     if (!a || !push(frames, max, out, live[a->pc_reg], true))
         return;
-    uint64_t fp = live[a->fp_reg], lr = strip(k, live[a->lr_reg]);
+    uint64_t fp = live[a->fp_reg], lr = strip(k, live[a->lr_reg]), leaf_pc = frames[0].pc;
     bool first = true;
     for (;;) {
         if (at_task_pt_regs(task, fp)) {
@@ -105,7 +105,7 @@ void lx_unwind_fp(lx_kernel *k, const uint64_t live[LX_GREGS], const struct lx_f
         uint64_t next = rec[0], ra = strip(k, rec[1]);
         /* A leaf that saved no frame record yet (or never does: assembly helpers) is called
          * from the function lr returns into, which the record at fp skips. */
-        if (first && is_code(lr) && function_of(k, lr) != function_of(k, frames[0].pc) &&
+        if (first && is_code(lr) && function_of(k, lr) != function_of(k, leaf_pc) &&
             function_of(k, lr) != function_of(k, ra) && !push(frames, max, out, lr, false))
             return;
         first = false;
@@ -113,8 +113,18 @@ void lx_unwind_fp(lx_kernel *k, const uint64_t live[LX_GREGS], const struct lx_f
             out->end = LX_END_FP_BROKEN;
             return;
         }
-        if (!push(frames, max, out, ra, false))
+        /* The record of an exception taken in the kernel: ra is the interrupted instruction,
+         * whose function may be a leaf like the live pc's (its caller in the saved lr). */
+        uint64_t regs = fp - (uint64_t)a->regs_frame_off, saved[3];
+        bool exception = a->regs_frame_off && lx_is_kernel_addr(regs) &&
+                         lx_kernel_read(k, regs + (uint64_t)a->regs_pc_off, &saved[0], 8) == 0 &&
+                         lx_kernel_read(k, regs + 8 * (uint64_t)a->fp_reg, &saved[1], 8) == 0 &&
+                         lx_kernel_read(k, regs + 8 * (uint64_t)a->lr_reg, &saved[2], 8) == 0 &&
+                         saved[0] == rec[1] && saved[1] == next;
+        if (!push(frames, max, out, ra, exception))
             return;
+        if (exception)
+            first = true, leaf_pc = ra, lr = strip(k, saved[2]);
         /* Records lie ever higher on one stack; the one exception is the hop from an interrupt
          * stack back to the task's. */
         if (next <= fp && !(in_task_stack(task, next) && !in_task_stack(task, fp))) {

@@ -56,6 +56,10 @@ struct lx_fp_arch {
      * registers of user mode (an entry from user space). */
     bool (*user_regs)(const uint8_t *pt_regs, size_t len, uint64_t regs[LX_GREGS]);
     size_t pt_regs_min; /* the bytes user_regs reads */
+    /* An exception taken in the kernel leaves pt_regs with a frame record of the interrupted
+     * code inside (arm64: pt_regs.stackframe): its offset there and that of the saved pc; a
+     * record is taken for one only when the pt_regs around it agree (saved pc and fp). */
+    int regs_frame_off, regs_pc_off;
 };
 
 /* Reads len bytes at guest-physical pa (within one 4 KiB page: page-table entries, stack words)

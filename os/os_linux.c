@@ -860,6 +860,7 @@ static int fp_unwind(struct os_linux *l, const struct prof_vcpu *cpu, const stru
         out->pc[i] = frames[i].pc, out->exact[i] = frames[i].exact;
     out->stop = stop_of(res.end);
     out->have_user_regs = res.have_user_regs;
+    out->by_frame_pointers = true;
     if (res.have_user_regs) {
         memset(&out->user_regs, 0, sizeof out->user_regs);
         for (int i = 0; i < LX_GREGS && i < UNW_NREGS; i++)
