@@ -70,7 +70,7 @@ struct prof_arch_cpu_state {
     bool has_trap_pc;
     uint64_t trap_pc;
     /* The register a kernel keeps its own per-thread pointer in while it runs (aarch64: SP_EL0,
-     * where Linux keeps `current` at EL1), when the target gave it. */
+     * where Linux keeps `current` at EL1; riscv64: tp in S-mode), when the target gave it. */
     bool has_kernel_thread_reg;
     uint64_t kernel_thread_reg;
 };

@@ -136,6 +136,8 @@ static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state
     st->as_root = satp;
     /* sepc: where an S-mode trap entry's CFI finds the interrupted pc before it saved it */
     st->has_trap_pc = priv == PRIV_S && get(ctx, "sepc", &st->trap_pc) == 0;
+    /* tp: user TLS in U-mode, a kernel's own thread pointer in S-mode (Linux: current) */
+    st->has_kernel_thread_reg = priv == PRIV_S && get(ctx, "tp", &st->kernel_thread_reg) == 0;
     return 0;
 }
 

@@ -49,6 +49,9 @@ struct lx_vmcoreinfo {
      * TTBR1 half, the pointer-authentication bits of kernel return addresses (0: none) */
     uint64_t swapper_pg_dir, kimage_voffset, phys_offset, va_bits, tcr_t1sz, pac_mask;
     bool have_kimage_voffset;
+    /* riscv64: the image's virtual-to-physical offset (VA_BITS above gives the levels) */
+    uint64_t va_kernel_pa_offset;
+    bool have_va_kernel_pa_offset;
 };
 
 /* Parses vmcoreinfo text (KEY=VALUE lines). -EPROTO when OSRELEASE, phys_base or init_top_pgt
@@ -180,7 +183,7 @@ void lx_unwind(lx_kernel *k, const struct lx_pt_regs *live, struct lx_frame *fra
 
 /* ---- Frame pointers (arm64: the kernels that keep them) ----------------------------------- */
 
-/* Registers by DWARF number (arm64: x0..x30, sp 31, pc 32). */
+/* Registers by DWARF number (arm64: x0..x30, sp 31, pc 32; riscv64: x0..x31, pc 32). */
 #define LX_GREGS 33
 
 /* Whether k's kernel stacks are unwound by frame pointers (lx_unwind_fp) rather than ORC. */

@@ -101,8 +101,10 @@ static const struct lx_fp_arch fp = {
     .pt_regs_min = PT_PSTATE + 8,
     /* 6.1: regs[31], sp, pc, pstate, orig_x0, syscallno, unused2, sdei_ttbr1, pmr_save,
      * stackframe[2] */
-    .regs_frame_off = 304,
+    .regs_at = -304,
     .regs_pc_off = PT_PC,
+    .record_is_interrupted = true,
+    .pt_regs_align = 1,
 };
 
 const struct lx_arch lx_arch_arm64 = {

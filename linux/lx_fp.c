@@ -41,12 +41,47 @@ static bool in_task_stack(const struct lx_fp_task *t, uint64_t a)
     return t->stack_hi && a >= t->stack_lo && a < t->stack_hi;
 }
 
-/* The frame record that the entry code put in the pt_regs at the top of the task's stack: the
- * chain's end. */
-static bool at_task_pt_regs(const struct lx_fp_task *t, uint64_t fp)
+/* The size the pt_regs take on the stack. */
+static uint64_t regs_size(const struct lx_fp_arch *a, const struct lx_fp_task *t)
 {
-    return t->stack_hi && t->pt_regs_size && fp >= t->stack_hi - t->pt_regs_size &&
-           fp < t->stack_hi;
+    uint64_t align = a->pt_regs_align ? a->pt_regs_align : 1;
+    return (t->pt_regs_size + align - 1) / align * align;
+}
+
+/* The frame pointer reached the pt_regs at the top of the task's stack (arm64: the record the
+ * entry code put inside them; riscv64: the first handler's frame pointer, their address): the
+ * chain's end. */
+static bool at_task_pt_regs(const struct lx_fp_arch *a, const struct lx_fp_task *t, uint64_t fp)
+{
+    return t->stack_hi && t->pt_regs_size && t->stack_hi - t->stack_lo > regs_size(a, t) &&
+           fp >= t->stack_hi - regs_size(a, t) && fp < t->stack_hi;
+}
+
+/* The registers an exception taken in the kernel saved, as the walk goes on from them. */
+struct interrupted {
+    uint64_t pc, lr, fp;
+};
+
+/* Whether the record at fp (next: its saved frame pointer, ra_raw: its return address) is the
+ * one an exception taken in the kernel left (see struct lx_fp_arch), *in what it interrupted
+ * when so. Its pt_regs must agree: the saved stack pointer lies right above them (the kernel's
+ * stack was not switched), the saved pc is kernel code; arm64's record is the interrupted pc
+ * and fp, riscv64's handler was entered with the interrupted sp as its frame pointer. */
+static bool exception_record(lx_kernel *k, const struct lx_fp_task *t, uint64_t fp, uint64_t next,
+                             uint64_t ra_raw, struct interrupted *in)
+{
+    const struct lx_fp_arch *a = k->arch->fp;
+    uint64_t regs = fp + (uint64_t)(int64_t)a->regs_at, saved_sp;
+    if (!t->pt_regs_size || !lx_is_kernel_addr(regs) ||
+        lx_kernel_read(k, regs + (uint64_t)a->regs_pc_off, &in->pc, 8) ||
+        lx_kernel_read(k, regs + 8 * (uint64_t)a->fp_reg, &in->fp, 8) ||
+        lx_kernel_read(k, regs + 8 * (uint64_t)a->sp_reg, &saved_sp, 8) ||
+        lx_kernel_read(k, regs + 8 * (uint64_t)a->lr_reg, &in->lr, 8))
+        return false;
+    if (saved_sp != regs + regs_size(a, t) || !is_code(in->pc))
+        return false;
+    in->lr = strip(k, in->lr);
+    return a->record_is_interrupted ? in->pc == ra_raw && in->fp == next : next == saved_sp;
 }
 
 static void end_at_pt_regs(lx_kernel *k, const struct lx_fp_task *t, struct lx_fp_result *out)
@@ -56,7 +91,7 @@ static void end_at_pt_regs(lx_kernel *k, const struct lx_fp_task *t, struct lx_f
     out->end = LX_END_TASK_START;
     if (t->kthread || a->pt_regs_min > sizeof buf || t->pt_regs_size < a->pt_regs_min)
         return;
-    if (lx_kernel_read(k, t->stack_hi - t->pt_regs_size, buf, a->pt_regs_min) != 0) {
+    if (lx_kernel_read(k, t->stack_hi - regs_size(a, t), buf, a->pt_regs_min) != 0) {
         out->end = LX_END_UNREADABLE;
         return;
     }
@@ -88,7 +123,14 @@ void lx_unwind_fp(lx_kernel *k, const uint64_t live[LX_GREGS], const struct lx_f
     uint64_t fp = live[a->fp_reg], lr = strip(k, live[a->lr_reg]), leaf_pc = frames[0].pc;
     bool first = true;
     for (;;) {
-        if (at_task_pt_regs(task, fp)) {
+        if (at_task_pt_regs(a, task, fp)) {
+            /* riscv64: the first handler's record lies below the pt_regs; its return address
+             * is the entry code's (handle_exception). */
+            uint64_t entry;
+            if (fp + (uint64_t)a->saved_ra < task->stack_hi - regs_size(a, task) &&
+                lx_kernel_read(k, fp + (uint64_t)a->saved_ra, &entry, 8) == 0 &&
+                is_code(strip(k, entry)) && !push(frames, max, out, strip(k, entry), false))
+                return;
             end_at_pt_regs(k, task, out);
             return;
         }
@@ -113,18 +155,18 @@ void lx_unwind_fp(lx_kernel *k, const uint64_t live[LX_GREGS], const struct lx_f
             out->end = LX_END_FP_BROKEN;
             return;
         }
-        /* The record of an exception taken in the kernel: ra is the interrupted instruction,
-         * whose function may be a leaf like the live pc's (its caller in the saved lr). */
-        uint64_t regs = fp - (uint64_t)a->regs_frame_off, saved[3];
-        bool exception = a->regs_frame_off && lx_is_kernel_addr(regs) &&
-                         lx_kernel_read(k, regs + (uint64_t)a->regs_pc_off, &saved[0], 8) == 0 &&
-                         lx_kernel_read(k, regs + 8 * (uint64_t)a->fp_reg, &saved[1], 8) == 0 &&
-                         lx_kernel_read(k, regs + 8 * (uint64_t)a->lr_reg, &saved[2], 8) == 0 &&
-                         saved[0] == rec[1] && saved[1] == next;
-        if (!push(frames, max, out, ra, exception))
+        /* The record of an exception taken in the kernel: the interrupted instruction is a frame
+         * of its own (exact), whose function may be a leaf like the live pc's (its caller in the
+         * saved link register). */
+        struct interrupted in;
+        bool exception = exception_record(k, task, fp, next, rec[1], &in);
+        bool ra_is_pc = exception && a->record_is_interrupted;
+        if (!push(frames, max, out, ra, ra_is_pc))
+            return;
+        if (exception && !ra_is_pc && !push(frames, max, out, in.pc, true))
             return;
         if (exception)
-            first = true, leaf_pc = ra, lr = strip(k, saved[2]);
+            first = true, leaf_pc = in.pc, lr = in.lr, next = in.fp;
         /* Records lie ever higher on one stack; the one exception is the hop from an interrupt
          * stack back to the task's. */
         if (next <= fp && !(in_task_stack(task, next) && !in_task_stack(task, fp))) {

@@ -42,7 +42,7 @@ struct lx_arch {
     /* Kernel stacks by frame pointers (NULL: by ORC, lx_orc.c). */
     const struct lx_fp_arch *fp;
 };
-extern const struct lx_arch lx_arch_x86_64, lx_arch_arm64;
+extern const struct lx_arch lx_arch_x86_64, lx_arch_arm64, lx_arch_riscv64;
 /* The table whose fits() accepts vi, NULL when none. */
 const struct lx_arch *lx__arch_of(const struct lx_vmcoreinfo *vi);
 
@@ -56,10 +56,16 @@ struct lx_fp_arch {
      * registers of user mode (an entry from user space). */
     bool (*user_regs)(const uint8_t *pt_regs, size_t len, uint64_t regs[LX_GREGS]);
     size_t pt_regs_min; /* the bytes user_regs reads */
-    /* An exception taken in the kernel leaves pt_regs with a frame record of the interrupted
-     * code inside (arm64: pt_regs.stackframe): its offset there and that of the saved pc; a
-     * record is taken for one only when the pt_regs around it agree (saved pc and fp). */
-    int regs_frame_off, regs_pc_off;
+    /* An exception taken in the kernel leaves pt_regs next to a frame record: inside them
+     * (arm64: pt_regs.stackframe, a record of the interrupted code whose return address is the
+     * interrupted pc; record_is_interrupted) or right above the first handler's record (riscv64:
+     * the handler's frame pointer is their address, its return address the entry code's, and
+     * the interrupted pc comes after it). regs_at: where pt_regs start from the record's frame
+     * pointer; regs_pc_off: their saved pc; general register n lies at 8 * n in them (arm64 from
+     * x0, riscv64 from x1). A record is taken for one only when the pt_regs agree (saved fp). */
+    int regs_at, regs_pc_off;
+    bool record_is_interrupted;
+    uint32_t pt_regs_align; /* the top pt_regs lie at the stack's top less their size rounded up */
 };
 
 /* Reads len bytes at guest-physical pa (within one 4 KiB page: page-table entries, stack words)

@@ -161,7 +161,7 @@ bool lx_kernel_unwinds_by_fp(const lx_kernel *k)
 
 const struct lx_arch *lx__arch_of(const struct lx_vmcoreinfo *vi)
 {
-    static const struct lx_arch *const all[] = {&lx_arch_x86_64, &lx_arch_arm64};
+    static const struct lx_arch *const all[] = {&lx_arch_x86_64, &lx_arch_arm64, &lx_arch_riscv64};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->fits(vi))
             return all[i];

@@ -74,6 +74,8 @@ static const struct key keys[] = {
     NUMX("VA_BITS", va_bits),
     NUMX("TCR_EL1_T1SZ", tcr_t1sz),
     NUMX("KERNELPACMASK", pac_mask),
+    /* riscv64 (arch/riscv/kernel/vmcore_info.c) */
+    NUMX("va_kernel_pa_offset", va_kernel_pa_offset),
 };
 
 static int parse_line(const char *line, struct lx_vmcoreinfo *out, struct qp_error *err)
@@ -118,6 +120,7 @@ int lx_vmcoreinfo_parse(const char *text, size_t len, struct lx_vmcoreinfo *out,
         char *next = strchr(line, '\n');
         out->have_phys_base |= strncmp(line, "NUMBER(phys_base)=", 18) == 0;
         out->have_kimage_voffset |= strncmp(line, "NUMBER(kimage_voffset)=", 23) == 0;
+        out->have_va_kernel_pa_offset |= strncmp(line, "NUMBER(va_kernel_pa_offset)=", 28) == 0;
         rc = parse_line(line, out, err);
         line = next ? next + 1 : NULL;
     }
@@ -130,7 +133,8 @@ int lx_vmcoreinfo_parse(const char *text, size_t len, struct lx_vmcoreinfo *out,
         return qp_error_set(err, -EPROTO,
                             "vmcoreinfo names no kernel page table qprof can use (x86_64: "
                             "SYMBOL(init_top_pgt) and NUMBER(phys_base); arm64: "
-                            "SYMBOL(swapper_pg_dir) and NUMBER(kimage_voffset))");
+                            "SYMBOL(swapper_pg_dir) and NUMBER(kimage_voffset); riscv64: "
+                            "SYMBOL(swapper_pg_dir) and NUMBER(va_kernel_pa_offset))");
     return 0;
 }
 

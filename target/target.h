@@ -51,7 +51,8 @@ struct prof_vcpu {
                                  prof_arch_page_walk; zero where the architecture needs none */
     uint64_t gs_base;         /* x86: the GS segment base (the per-CPU area in a Linux kernel) */
     bool la57;                /* x86: 5-level paging (CR4.LA57) */
-    /* aarch64: SP_EL0 (Linux keeps the current task there at EL1): prof_arch_cpu_state's */
+    /* aarch64: SP_EL0 at EL1, riscv64: tp in S-mode (Linux keeps the current task there):
+     * prof_arch_cpu_state's */
     bool has_kernel_thread_reg;
     uint64_t kernel_thread_reg;
     const void *target_cpu; /* the backend's own record, for prof_target_read; valid only while

@@ -1177,8 +1177,13 @@ static const char *const arm64_chain[] = {"el0t_64_sync",      "el0t_64_sync_han
                                           "invoke_syscall",    "ksys_read",
                                           "vfs_read",          "read_zero",
                                           "__arch_clear_user", NULL};
+static const char *const riscv64_machine[] = {"-M", "virt", "-bios", "default", NULL};
+static const char *const riscv64_chain[] = {
+    "handle_exception", "do_trap_ecall_u", "ksys_read", "vfs_read",
+    "read_zero",        "__clear_user",    NULL};
 static const struct foreign foreigns[] = {
     {"arm64-6.1", "qemu-system-aarch64", "ttyAMA0", arm64_machine, arm64_chain},
+    {"riscv64-7.x", "qemu-system-riscv64", "ttyS0", riscv64_machine, riscv64_chain},
 };
 
 /* The guest of series f under its QEMU, with a gdbstub and shared RAM, nokaslr (the DT seed is

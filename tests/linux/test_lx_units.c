@@ -1050,7 +1050,7 @@ static void test_arm64_frames(const struct lx_phys *p)
     /* A timer interrupt in the leaf: the handler's record is the one in the exception's
      * pt_regs, holding the leaf's pc (an exact frame) and the leaf's x30. */
     uint64_t pt2 = STACK + 0x2000;
-    put_a64_regs(pt2, f1, text + 0x210, KBASE + STACK + 0x2f00, text + 0x308, 0x3c5); /* EL1h */
+    put_a64_regs(pt2, f1, text + 0x210, KBASE + pt2 + A64_PT_REGS, text + 0x308, 0x3c5); /* EL1h */
     put64(pt2 + A64_FRAME, f1);
     put64(pt2 + A64_FRAME + 8, text + 0x308);
     lx_kernel_forget_translations(k);
