@@ -42,7 +42,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (lx_kernel_unwinds_by_fp(k)) {
         lx_kernel_load_kallsyms(k, &err);
         uint64_t live[LX_GREGS] = {0};
-        live[29] = fuzz_le(data, size, 0, 8), live[30] = fuzz_le(data, size, 8, 8);
+        /* the frame pointer and link register of arm64 (x29, x30) and riscv64 (s0, ra) */
+        live[29] = live[8] = fuzz_le(data, size, 0, 8);
+        live[30] = live[1] = fuzz_le(data, size, 8, 8);
         live[32] = fuzz_le(data, size, 16, 8);
         struct lx_fp_task task = {.stack_lo = fuzz_le(data, size, 24, 8),
                                   .stack_hi = fuzz_le(data, size, 32, 8),
