@@ -73,6 +73,10 @@ struct prof_arch_cpu_state {
      * where Linux keeps `current` at EL1; riscv64: tp in S-mode), when the target gave it. */
     bool has_kernel_thread_reg;
     uint64_t kernel_thread_reg;
+    /* Where the same pointer waits while it is not in that register (riscv64: sscratch, in
+     * U-mode and at the trap entry's first instruction; 0 elsewhere in S-mode). */
+    bool has_kernel_thread_alt;
+    uint64_t kernel_thread_alt;
 };
 
 /* One vCPU's registers as QEMU's monitor prints them (HMP `info registers -a`), under the names

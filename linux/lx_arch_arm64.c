@@ -105,6 +105,8 @@ static const struct lx_fp_arch fp = {
     .regs_pc_off = PT_PC,
     .record_is_interrupted = true,
     .pt_regs_align = 1,
+    .entry_start = "__entry_text_start",
+    .entry_end = "__entry_text_end",
 };
 
 const struct lx_arch lx_arch_arm64 = {

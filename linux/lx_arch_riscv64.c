@@ -91,6 +91,8 @@ static const struct lx_fp_arch fp = {
     .regs_pc_off = 0,
     .record_is_interrupted = false,
     .pt_regs_align = 16, /* task_pt_regs: ALIGN(sizeof(struct pt_regs), STACK_ALIGN) */
+    .entry_start = "__irqentry_text_start",
+    .entry_end = "__irqentry_text_end",
 };
 
 const struct lx_arch lx_arch_riscv64 = {

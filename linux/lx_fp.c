@@ -120,6 +120,11 @@ void lx_unwind_fp(lx_kernel *k, const uint64_t live[LX_GREGS], const struct lx_f
     out->end = LX_END_FP_BROKEN;
     if (!a || !push(frames, max, out, live[a->pc_reg], true))
         return;
+    uint64_t entry_lo, entry_hi;
+    if (lx_kernel_symbol_addr(k, a->entry_start, &entry_lo) == 0 &&
+        lx_kernel_symbol_addr(k, a->entry_end, &entry_hi) == 0 && frames[0].pc >= entry_lo &&
+        frames[0].pc < entry_hi)
+        return; /* LX_END_FP_BROKEN: in the entry code, the frame pointer is not the chain's */
     uint64_t fp = live[a->fp_reg], lr = strip(k, live[a->lr_reg]), leaf_pc = frames[0].pc;
     bool first = true;
     for (;;) {

@@ -66,6 +66,11 @@ struct lx_fp_arch {
     int regs_at, regs_pc_off;
     bool record_is_interrupted;
     uint32_t pt_regs_align; /* the top pt_regs lie at the stack's top less their size rounded up */
+    /* The kallsyms bounds of the exception entry code (arm64: .entry.text; riscv64:
+     * .irqentry.text, where handle_exception lies): a pc there runs before the handler set up
+     * its frame (or after it left it), so the frame pointer is not yet (or no longer) the
+     * kernel's chain, and the stack ends at that leaf, marked. */
+    const char *entry_start, *entry_end;
 };
 
 /* Reads len bytes at guest-physical pa (within one 4 KiB page: page-table entries, stack words)

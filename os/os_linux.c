@@ -528,19 +528,24 @@ static bool owner_task(struct os_linux *l, const struct lx_reader *r, const stru
     return false;
 }
 
-/* The current task from the register the kernel keeps it in (aarch64's SP_EL0 at EL1), or in
- * user mode from the page table's owner. */
+/* The current task from the register the kernel keeps it in (aarch64's SP_EL0 at EL1, riscv64's
+ * tp in S-mode, or sscratch where tp holds user data), or in user mode from the page table's
+ * owner (aarch64: TTBR0; the owners' pgd is compared with the root's address bits, which is the
+ * table's physical address on aarch64 and x86_64, not on riscv64, whose sscratch names it). */
 static void read_task_by_regs(struct os_linux *l, const struct prof_vcpu *cpu, int i)
 {
     struct lx_reader r = {.read = kread, .ctx = l->kernel};
     struct qp_error err = {0};
-    if (cpu->user) {
-        l->task_ok[i] = owner_task(l, &r, cpu, &l->tasks[i]);
+    /* The register, or where it waits (riscv64's sscratch) while it holds user data. */
+    uint64_t task = cpu->has_kernel_thread_reg && !cpu->user ? cpu->kernel_thread_reg : 0;
+    if (!lx_is_kernel_addr(task) && cpu->has_kernel_thread_alt)
+        task = cpu->kernel_thread_alt;
+    if (!lx_is_kernel_addr(task)) {
+        if (cpu->user)
+            l->task_ok[i] = owner_task(l, &r, cpu, &l->tasks[i]);
         return;
     }
-    if (!cpu->has_kernel_thread_reg || !lx_is_kernel_addr(cpu->kernel_thread_reg))
-        return;
-    if (lx_task_read(&l->off, &r, cpu->kernel_thread_reg, &l->tasks[i], &err) == 0) {
+    if (lx_task_read(&l->off, &r, task, &l->tasks[i], &err) == 0) {
         l->task_ok[i] = true;
         remember_owner(l, &l->tasks[i]);
     } else if (l->cfg.verbose && !l->said_task_error) {

@@ -55,6 +55,8 @@ struct prof_vcpu {
      * prof_arch_cpu_state's */
     bool has_kernel_thread_reg;
     uint64_t kernel_thread_reg;
+    bool has_kernel_thread_alt; /* riscv64: sscratch (prof_arch_cpu_state's) */
+    uint64_t kernel_thread_alt;
     const void *target_cpu; /* the backend's own record, for prof_target_read; valid only while
                                the target is stopped */
 };

@@ -29,6 +29,8 @@ static int from_regs(const struct prof_arch *a,
     v->regs.trap_pc = st.trap_pc;
     v->has_kernel_thread_reg = st.has_kernel_thread_reg;
     v->kernel_thread_reg = st.kernel_thread_reg;
+    v->has_kernel_thread_alt = st.has_kernel_thread_alt;
+    v->kernel_thread_alt = st.kernel_thread_alt;
     return 0;
 }
 
