@@ -120,12 +120,27 @@ void lx_unwind_fp(lx_kernel *k, const uint64_t live[LX_GREGS], const struct lx_f
     out->end = LX_END_FP_BROKEN;
     if (!a || !push(frames, max, out, live[a->pc_reg], true))
         return;
+    uint64_t fp = live[a->fp_reg], lr = strip(k, live[a->lr_reg]), leaf_pc = frames[0].pc;
     uint64_t entry_lo, entry_hi;
     if (lx_kernel_symbol_addr(k, a->entry_start, &entry_lo) == 0 &&
-        lx_kernel_symbol_addr(k, a->entry_end, &entry_hi) == 0 && frames[0].pc >= entry_lo &&
-        frames[0].pc < entry_hi)
-        return; /* LX_END_FP_BROKEN: in the entry code, the frame pointer is not the chain's */
-    uint64_t fp = live[a->fp_reg], lr = strip(k, live[a->lr_reg]), leaf_pc = frames[0].pc;
+        lx_kernel_symbol_addr(k, a->entry_end, &entry_hi) == 0 && leaf_pc >= entry_lo &&
+        leaf_pc < entry_hi) {
+        /* In the entry code the frame pointer is not the chain's: the stack ends here
+         * (LX_END_FP_BROKEN), unless this is the entry's first instruction and the trap pc
+         * register says where the exception came from. */
+        if (!task->has_trap_pc || leaf_pc != entry_lo)
+            return;
+        if (!lx_is_kernel_addr(task->trap_pc)) {
+            memcpy(out->user_regs, live, sizeof out->user_regs);
+            out->user_regs[a->pc_reg] = task->trap_pc;
+            out->have_user_regs = true;
+            out->end = LX_END_USER;
+            return;
+        }
+        if (!push(frames, max, out, task->trap_pc, true))
+            return;
+        leaf_pc = task->trap_pc;
+    }
     bool first = true;
     for (;;) {
         if (at_task_pt_regs(a, task, fp)) {

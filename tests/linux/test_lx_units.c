@@ -1012,8 +1012,14 @@ static void test_arm64_frames(const struct lx_phys *p)
     map_kernel();
     put_note("6.1.0-50-arm64");
     const struct sym syms[] = {
-        {"_text", 'T', 0},       {"_stext", 'T', 0},   {"el0t_64_sync", 'T', 0x100},
-        {"caller", 't', 0x200},  {"leaf", 'T', 0x300}, {"irq_handler", 'T', 0x400},
+        {"_text", 'T', 0},
+        {"_stext", 'T', 0},
+        {"el0t_64_sync", 'T', 0x100},
+        {"__entry_text_start", 'T', 0x100},
+        {"__entry_text_end", 'T', 0x180},
+        {"caller", 't', 0x200},
+        {"leaf", 'T', 0x300},
+        {"irq_handler", 'T', 0x400},
         {"_etext", 'T', 0x1000},
     };
     put_kallsyms(syms, (int)(sizeof syms / sizeof syms[0]));
@@ -1026,7 +1032,8 @@ static void test_arm64_frames(const struct lx_phys *p)
 
     uint64_t text = KBASE + TEXT, top = STACK + 0x4000, pt = top - A64_PT_REGS;
     uint64_t f2 = KBASE + pt + A64_FRAME, f1 = KBASE + STACK + 0x3000;
-    struct lx_fp_task task = {KBASE + STACK, KBASE + top, A64_PT_REGS, false};
+    struct lx_fp_task task = {
+        .stack_lo = KBASE + STACK, .stack_hi = KBASE + top, .pt_regs_size = A64_PT_REGS};
     put_a64_regs(pt, 0x7ffc0100, 0x400100, 0x7ffc0000, 0x401000, 0); /* EL0t */
     put64(STACK + 0x3000, f2);                                       /* caller's record */
     put64(STACK + 0x3008, text + 0x120);                             /* into el0t_64_sync */
@@ -1063,6 +1070,32 @@ static void test_arm64_frames(const struct lx_phys *p)
     CHECK_U64(f[2].pc, text + 0x210);
     CHECK_U64(f[3].pc, text + 0x120);
     CHECK_INT(res.end, LX_END_USER);
+
+    /* A leaf in the entry code: its frame pointer is not the chain's, the stack ends there;
+     * at the entry's first instruction a trap pc register says where the exception came from
+     * (riscv64's sepc): a user address ends in user mode with the live registers, a kernel one
+     * is the interrupted leaf. */
+    live[29] = f1, live[30] = text + 0x210, live[32] = text + 0x108;
+    lx_unwind_fp(k, live, &task, f, 8, &res);
+    CHECK_INT(res.n_frames, 1);
+    CHECK_INT(res.end, LX_END_FP_BROKEN);
+    live[32] = text + 0x100;
+    task.has_trap_pc = true, task.trap_pc = 0x401234;
+    lx_unwind_fp(k, live, &task, f, 8, &res);
+    CHECK_INT(res.n_frames, 1);
+    CHECK_INT(res.end, LX_END_USER);
+    CHECK(res.have_user_regs);
+    CHECK_U64(res.user_regs[32], 0x401234);
+    CHECK_U64(res.user_regs[29], f1);
+    task.trap_pc = text + 0x308;
+    lx_unwind_fp(k, live, &task, f, 8, &res);
+    CHECK_INT(res.n_frames, 4);
+    CHECK_U64(f[1].pc, text + 0x308);
+    CHECK(f[1].exact);
+    CHECK_U64(f[2].pc, text + 0x210);
+    CHECK_U64(f[3].pc, text + 0x120);
+    CHECK_INT(res.end, LX_END_USER);
+    task.has_trap_pc = false;
 
     /* A kernel thread: the same end, no user registers. */
     task.kthread = true;
