@@ -77,6 +77,10 @@ struct prof_arch_cpu_state {
      * U-mode and at the trap entry's first instruction; 0 elsewhere in S-mode). */
     bool has_kernel_thread_alt;
     uint64_t kernel_thread_alt;
+    /* The register that holds the pc an exception interrupted, for a vCPU stopped at the first
+     * instruction of an exception vector (aarch64: ELR_EL1; riscv64: sepc), when given. */
+    bool has_exception_pc;
+    uint64_t exception_pc;
 };
 
 /* One vCPU's registers as QEMU's monitor prints them (HMP `info registers -a`), under the names

@@ -164,8 +164,8 @@ static const struct prof_arch_reg gdb_regs[] = {
 
 /* QEMU 7.2's system-registers feature (org.qemu.gdb.arm.sys.regs) names SCTLR_EL1 "SCTLR" (its
  * AArch32 and AArch64 views are one register); a stub that spells it out is asked too. */
-static const char *const gdb_state_regs[] = {"cpsr",      "SCTLR",   "SCTLR_EL1", "TTBR0_EL1",
-                                             "TTBR1_EL1", "TCR_EL1", "SP_EL0",    NULL};
+static const char *const gdb_state_regs[] = {
+    "cpsr", "SCTLR", "SCTLR_EL1", "TTBR0_EL1", "TTBR1_EL1", "TCR_EL1", "SP_EL0", "ELR_EL1", NULL};
 
 static int need_reg(prof_arch_reg_fn get, void *ctx, const char *name, uint64_t *val,
                     struct qp_error *err)
@@ -239,6 +239,7 @@ static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state
     st->mmu = (struct prof_arch_mmu){.root_hi = ttbr1, .control = tcr};
     /* Optional: SP_EL0, the stack pointer of EL0 while EL0 runs, a kernel's own at EL1. */
     st->has_kernel_thread_reg = el == 1 && get(ctx, "SP_EL0", &st->kernel_thread_reg) == 0;
+    st->has_exception_pc = el == 1 && get(ctx, "ELR_EL1", &st->exception_pc) == 0;
     return 0;
 }
 

@@ -139,6 +139,7 @@ static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state
     /* tp: user TLS in U-mode, a kernel's own thread pointer in S-mode (Linux: current) */
     st->has_kernel_thread_reg = priv == PRIV_S && get(ctx, "tp", &st->kernel_thread_reg) == 0;
     st->has_kernel_thread_alt = priv != PRIV_M && get(ctx, "sscratch", &st->kernel_thread_alt) == 0;
+    st->has_exception_pc = st->has_trap_pc, st->exception_pc = st->trap_pc;
     return 0;
 }
 

@@ -195,9 +195,10 @@ struct lx_fp_task {
     uint64_t stack_lo, stack_hi;
     uint32_t pt_regs_size;
     bool kthread;
-    /* The vCPU's trap pc register (riscv64: sepc), which at the exception entry's first
-     * instruction holds the interrupted pc while every other register is still the interrupted
-     * code's: the walk then goes on from there (into user mode when it is a user address). */
+    /* The vCPU's exception pc register (arm64: ELR_EL1, riscv64: sepc), which at an exception
+     * vector's first instruction holds the interrupted pc while every other register is still
+     * the interrupted code's: the walk then goes on from there (into user mode when it is a
+     * user address). */
     bool has_trap_pc;
     uint64_t trap_pc;
 };

@@ -107,6 +107,9 @@ static const struct lx_fp_arch fp = {
     .pt_regs_align = 1,
     .entry_start = "__entry_text_start",
     .entry_end = "__entry_text_end",
+    .vectors = "vectors",
+    .vector_slots = 16,
+    .vector_stride = 0x80,
 };
 
 const struct lx_arch lx_arch_arm64 = {

@@ -93,6 +93,9 @@ static const struct lx_fp_arch fp = {
     .pt_regs_align = 16, /* task_pt_regs: ALIGN(sizeof(struct pt_regs), STACK_ALIGN) */
     .entry_start = "__irqentry_text_start",
     .entry_end = "__irqentry_text_end",
+    .vectors = "handle_exception",
+    .vector_slots = 1,
+    .vector_stride = 4,
 };
 
 const struct lx_arch lx_arch_riscv64 = {

@@ -126,9 +126,12 @@ void lx_unwind_fp(lx_kernel *k, const uint64_t live[LX_GREGS], const struct lx_f
         lx_kernel_symbol_addr(k, a->entry_end, &entry_hi) == 0 && leaf_pc >= entry_lo &&
         leaf_pc < entry_hi) {
         /* In the entry code the frame pointer is not the chain's: the stack ends here
-         * (LX_END_FP_BROKEN), unless this is the entry's first instruction and the trap pc
+         * (LX_END_FP_BROKEN), unless this is a vector's first instruction and the trap pc
          * register says where the exception came from. */
-        if (!task->has_trap_pc || leaf_pc != entry_lo)
+        uint64_t vec;
+        if (!task->has_trap_pc || lx_kernel_symbol_addr(k, a->vectors, &vec) || leaf_pc < vec ||
+            leaf_pc >= vec + (uint64_t)a->vector_slots * a->vector_stride ||
+            (leaf_pc - vec) % a->vector_stride)
             return;
         if (!lx_is_kernel_addr(task->trap_pc)) {
             memcpy(out->user_regs, live, sizeof out->user_regs);

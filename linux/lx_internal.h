@@ -71,6 +71,11 @@ struct lx_fp_arch {
      * its frame (or after it left it), so the frame pointer is not yet (or no longer) the
      * kernel's chain, and the stack ends at that leaf, marked. */
     const char *entry_start, *entry_end;
+    /* The exception vectors (arm64: `vectors`, 16 slots of 0x80 bytes; riscv64:
+     * handle_exception, one): at a slot's first instruction nothing is saved yet, and the
+     * exception pc register (struct lx_fp_task) says what was interrupted. */
+    const char *vectors;
+    uint32_t vector_slots, vector_stride;
 };
 
 /* Reads len bytes at guest-physical pa (within one 4 KiB page: page-table entries, stack words)

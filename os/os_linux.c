@@ -857,8 +857,8 @@ static int fp_unwind(struct os_linux *l, const struct prof_vcpu *cpu, const stru
                               .stack_hi = t->kstack_hi,
                               .pt_regs_size = l->have_offsets ? l->off.pt_regs_size : 0,
                               .kthread = t->state == PROF_TASK_KERNEL,
-                              .has_trap_pc = cpu->regs.has_trap_pc,
-                              .trap_pc = cpu->regs.trap_pc};
+                              .has_trap_pc = cpu->has_exception_pc,
+                              .trap_pc = cpu->exception_pc};
     for (int i = 0; i < LX_GREGS && i < UNW_NREGS; i++)
         live[i] = cpu->regs.r[i];
     lx_unwind_fp(l->kernel, live, &task, frames, PROF_KSTACK_MAX, &res);

@@ -57,6 +57,8 @@ struct prof_vcpu {
     uint64_t kernel_thread_reg;
     bool has_kernel_thread_alt; /* riscv64: sscratch (prof_arch_cpu_state's) */
     uint64_t kernel_thread_alt;
+    bool has_exception_pc; /* aarch64: ELR_EL1, riscv64: sepc (prof_arch_cpu_state's) */
+    uint64_t exception_pc;
     const void *target_cpu; /* the backend's own record, for prof_target_read; valid only while
                                the target is stopped */
 };

@@ -31,6 +31,8 @@ static int from_regs(const struct prof_arch *a,
     v->kernel_thread_reg = st.kernel_thread_reg;
     v->has_kernel_thread_alt = st.has_kernel_thread_alt;
     v->kernel_thread_alt = st.kernel_thread_alt;
+    v->has_exception_pc = st.has_exception_pc;
+    v->exception_pc = st.exception_pc;
     return 0;
 }
 

@@ -1017,6 +1017,7 @@ static void test_arm64_frames(const struct lx_phys *p)
         {"el0t_64_sync", 'T', 0x100},
         {"__entry_text_start", 'T', 0x100},
         {"__entry_text_end", 'T', 0x180},
+        {"vectors", 'T', 0x100},
         {"caller", 't', 0x200},
         {"leaf", 'T', 0x300},
         {"irq_handler", 'T', 0x400},
