@@ -336,6 +336,8 @@ int lx_btf_offsets(const lx_btf *b, struct lx_offsets *out, struct qp_error *err
         resolve_page_cache(btf, &o);
     if (!rc && struct_size(btf, "pt_regs", &o.pt_regs_size, &ignored))
         o.pt_regs_size = 168;
+    if (!rc && member_offset(btf, "task_struct", "tasks", &o.task_tasks, &ignored))
+        o.task_tasks = 0;
     if (!rc && resolve_percpu(btf, &o, NULL))
         o.percpu_unknown = true; /* lx_offsets_from_kernel asks kallsyms */
     /* Optional: the run queue's task, for samples in the middle of a context switch. Without the

@@ -196,6 +196,22 @@ static int task_decode(const struct lx_offsets *o, uint64_t task, const uint8_t 
     return 0;
 }
 
+int lx_task_next(const struct lx_offsets *o, const struct lx_reader *r, uint64_t task,
+                 uint64_t *next, struct qp_error *err)
+{
+    uint64_t node;
+    if (!o->task_tasks)
+        return qp_error_set(err, -ENOENT, "BTF has no task_struct.tasks");
+    int rc = check_kernel_ptr(task, "task_struct", err);
+    if (!rc)
+        rc = read_u64(r, task + o->task_tasks, &node, "task_struct.tasks", err);
+    if (!rc)
+        rc = check_kernel_ptr(node, "task_struct.tasks.next", err);
+    if (!rc)
+        *next = node - o->task_tasks;
+    return rc;
+}
+
 int lx_task_read(const struct lx_offsets *o, const struct lx_reader *r, uint64_t task,
                  struct lx_task_info *out, struct qp_error *err)
 {

@@ -86,6 +86,8 @@ struct lx_offsets {
      * checks the per-CPU base. */
     uint32_t pt_regs_size;
     bool current_by_rq;
+    /* task_struct.tasks, the list of every process's leader (0 when BTF lacks it). */
+    uint32_t task_tasks;
 };
 /* Fills *out from b. Fails with -ENOENT and a message naming the missing type, member or
  * per-CPU variable, or -EINVAL when a layout is not one this code can read. */
@@ -121,6 +123,12 @@ int lx_current_task(const struct lx_offsets *o, const struct lx_reader *r, uint6
  * -ENOENT when o has no run queue offsets. */
 int lx_rq_curr(const struct lx_offsets *o, const struct lx_reader *r, uint64_t percpu_base,
                uint64_t *task, struct qp_error *err);
+/* The task after task in the kernel's list of processes (task_struct.tasks, circular through
+ * init_task): 0 with *next, -ENOENT when o has no such member, -EINVAL for a pointer that is
+ * not an aligned kernel address. */
+int lx_task_next(const struct lx_offsets *o, const struct lx_reader *r, uint64_t task,
+                 uint64_t *next, struct qp_error *err);
+
 /* Reads pid, tgid, comm, mm, stack and flags of task (one read spanning those fields). */
 int lx_task_read(const struct lx_offsets *o, const struct lx_reader *r, uint64_t task,
                  struct lx_task_info *out, struct qp_error *err);

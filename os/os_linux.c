@@ -21,15 +21,17 @@
 
 /* A kernel not found yet (a guest still booting) is looked for again after 2, 4, 8 ... s, a
  * few times: each look reads all of guest RAM. */
-#define RETRY_NS     (UINT64_C(2) * 1000000000)
-#define MAX_TRIES    6
-#define MAX_RANGES   16
-#define THREAD_SIZE  (16u << 10)
-#define VMCI_HEAD    512 /* OSRELEASE and the first SYMBOL() lines, which KASLR changes */
-#define PAGE_SIZE    4096u
-#define MAX_STALE    8
-#define OWNERS       64
-#define MAX_MM_CACHE 256 /* address spaces whose VMAs are kept; all dropped past that */
+#define RETRY_NS          (UINT64_C(2) * 1000000000)
+#define MAX_TRIES         6
+#define MAX_RANGES        16
+#define THREAD_SIZE       (16u << 10)
+#define VMCI_HEAD         512 /* OSRELEASE and the first SYMBOL() lines, which KASLR changes */
+#define PAGE_SIZE         4096u
+#define MAX_STALE         8
+#define OWNERS            256
+#define OWNERS_WALK_EVERY 50   /* stops between two walks of the process list */
+#define OWNERS_WALK_MAX   4096 /* processes a walk reads at most */
+#define MAX_MM_CACHE      256  /* address spaces whose VMAs are kept; all dropped past that */
 /* The module list is checked while the guest runs: every second when reads are free (a check
  * reads each struct module once: 20 us with one module), else every ten seconds (each read is a
  * round trip then). A kernel stack that met a pc in module space that no known module covers
@@ -77,6 +79,8 @@ struct os_linux {
         struct lx_task_info task;
     } owners[OWNERS];
     unsigned next_owner;
+    uint64_t known_task;    /* a task read lately: where a walk of the process list starts */
+    uint64_t owners_walked; /* l->stops at the last walk (+1; 0: none yet) */
     struct lx_task_info tasks[PROF_MAX_VCPUS];
     bool task_ok[PROF_MAX_VCPUS];
     uint64_t switching_samples;   /* named by rq->curr (take_incoming_task) */
@@ -513,19 +517,49 @@ static void remember_owner(struct os_linux *l, const struct lx_task_info *t)
     l->owners[l->next_owner++ % OWNERS] = (struct owner){pa, *t};
 }
 
-/* A vCPU in user mode: the task seen in kernel mode whose page table its root register names,
- * checked again (the task may have exited and its page table gone to another). */
-static bool owner_task(struct os_linux *l, const struct lx_reader *r, const struct prof_vcpu *cpu,
+/* Every process of the kernel's list (from a task read lately) as an owner of its page table:
+ * for a process not seen in kernel mode yet. At most every OWNERS_WALK_EVERY stops, at most
+ * OWNERS_WALK_MAX processes; garbage ends it. */
+static void walk_owners(struct os_linux *l, const struct lx_reader *r)
+{
+    if (!l->known_task || (l->owners_walked && l->stops < l->owners_walked + OWNERS_WALK_EVERY))
+        return;
+    l->owners_walked = l->stops + 1;
+    struct qp_error ignored = {0};
+    uint64_t t = l->known_task;
+    for (int n = 0; n < OWNERS_WALK_MAX; n++) {
+        struct lx_task_info info;
+        if (lx_task_next(&l->off, r, t, &t, &ignored) || t == l->known_task)
+            return;
+        if (lx_task_read(&l->off, r, t, &info, &ignored) == 0 && info.mm && !info.kthread)
+            remember_owner(l, &info);
+    }
+}
+
+static bool find_owner(struct os_linux *l, const struct lx_reader *r, uint64_t root,
                        struct lx_task_info *out)
 {
-    uint64_t root = cpu->as_root & l->cfg.arch->as_root_mask, pa;
     struct qp_error ignored = {0};
+    uint64_t pa;
     for (int i = 0; i < OWNERS; i++)
         if (l->owners[i].pgd_pa && l->owners[i].pgd_pa == root &&
             lx_task_read(&l->off, r, l->owners[i].task.task, out, &ignored) == 0 &&
             pgd_paddr(l, out, &pa) == 0 && pa == root)
             return true;
     return false;
+}
+
+/* A vCPU in user mode: the process whose page table its root register names, seen in kernel
+ * mode or in the process list, checked again (it may have exited and its page table gone to
+ * another). */
+static bool owner_task(struct os_linux *l, const struct lx_reader *r, const struct prof_vcpu *cpu,
+                       struct lx_task_info *out)
+{
+    uint64_t root = cpu->as_root & l->cfg.arch->as_root_mask;
+    if (find_owner(l, r, root, out))
+        return true;
+    walk_owners(l, r);
+    return find_owner(l, r, root, out);
 }
 
 /* The current task from the register the kernel keeps it in (aarch64's SP_EL0 at EL1, riscv64's
@@ -547,6 +581,7 @@ static void read_task_by_regs(struct os_linux *l, const struct prof_vcpu *cpu, i
     }
     if (lx_task_read(&l->off, &r, task, &l->tasks[i], &err) == 0) {
         l->task_ok[i] = true;
+        l->known_task = task;
         remember_owner(l, &l->tasks[i]);
     } else if (l->cfg.verbose && !l->said_task_error) {
         fprintf(stderr, "qprof: Linux: vCPU %d's current task: %s (said once)\n", cpu->index,
@@ -621,6 +656,8 @@ static void forget_kernel(struct os_linux *l)
     l->next_try_ns = 0;
     memset(l->task_ok, 0, sizeof l->task_ok);
     memset(l->owners, 0, sizeof l->owners);
+    l->known_task = 0;
+    l->owners_walked = 0;
     g_hash_table_remove_all(l->mm_cache);
 }
 
