@@ -48,6 +48,7 @@ struct lx_vmcoreinfo {
     /* arm64: the kernel page table and the image's virtual-to-physical offset, the size of the
      * TTBR1 half, the pointer-authentication bits of kernel return addresses (0: none) */
     uint64_t swapper_pg_dir, kimage_voffset, phys_offset, va_bits, tcr_t1sz, pac_mask;
+    uint64_t modules_vaddr, modules_end; /* arm64, riscv64: where modules' text lies */
     bool have_kimage_voffset;
     /* riscv64: the image's virtual-to-physical offset (VA_BITS above gives the levels) */
     uint64_t va_kernel_pa_offset;

@@ -23,17 +23,25 @@ static uint64_t function_of(const lx_kernel *k, uint64_t addr)
     return lo ? k->syms[lo - 1].addr : 0;
 }
 
-/* Could be kernel code: vmlinux's or a module's text (a kernel address; the frames' names say
- * more). */
-static bool is_code(uint64_t a)
+/* Kernel code: vmlinux's text (_stext.._etext) or the module area vmcoreinfo names; any
+ * kernel address when kallsyms lacks the bounds. A stack or data address is never a frame. */
+static bool is_code(const lx_kernel *k, uint64_t a)
 {
-    return lx_is_kernel_addr(a);
+    uint64_t lo, hi;
+    if (!lx_is_kernel_addr(a))
+        return false;
+    if (k->vi.modules_end > k->vi.modules_vaddr && a >= k->vi.modules_vaddr &&
+        a < k->vi.modules_end)
+        return true;
+    if (lx_kernel_symbol_addr(k, "_stext", &lo) || lx_kernel_symbol_addr(k, "_etext", &hi))
+        return true;
+    return a >= lo && a < hi;
 }
 
 /* A return address as the caller's code address: pointer-authentication bits cleared. */
 static uint64_t strip(const lx_kernel *k, uint64_t ra)
 {
-    return k->vi.pac_mask && is_code(ra | k->vi.pac_mask) ? ra | k->vi.pac_mask : ra;
+    return k->vi.pac_mask && is_code(k, ra | k->vi.pac_mask) ? ra | k->vi.pac_mask : ra;
 }
 
 static bool in_task_stack(const struct lx_fp_task *t, uint64_t a)
@@ -78,7 +86,7 @@ static bool exception_record(lx_kernel *k, const struct lx_fp_task *t, uint64_t 
         lx_kernel_read(k, regs + 8 * (uint64_t)a->sp_reg, &saved_sp, 8) ||
         lx_kernel_read(k, regs + 8 * (uint64_t)a->lr_reg, &in->lr, 8))
         return false;
-    if (saved_sp != regs + regs_size(a, t) || !is_code(in->pc))
+    if (saved_sp != regs + regs_size(a, t) || !is_code(k, in->pc))
         return false;
     in->lr = strip(k, in->lr);
     return a->record_is_interrupted ? in->pc == ra_raw && in->fp == next : next == saved_sp;
@@ -152,7 +160,7 @@ void lx_unwind_fp(lx_kernel *k, const uint64_t live[LX_GREGS], const struct lx_f
             uint64_t entry;
             if (fp + (uint64_t)a->saved_ra < task->stack_hi - regs_size(a, task) &&
                 lx_kernel_read(k, fp + (uint64_t)a->saved_ra, &entry, 8) == 0 &&
-                is_code(strip(k, entry)) && !push(frames, max, out, strip(k, entry), false))
+                is_code(k, strip(k, entry)) && !push(frames, max, out, strip(k, entry), false))
                 return;
             end_at_pt_regs(k, task, out);
             return;
@@ -170,11 +178,11 @@ void lx_unwind_fp(lx_kernel *k, const uint64_t live[LX_GREGS], const struct lx_f
         uint64_t next = rec[0], ra = strip(k, rec[1]);
         /* A leaf that saved no frame record yet (or never does: assembly helpers) is called
          * from the function lr returns into, which the record at fp skips. */
-        if (first && is_code(lr) && function_of(k, lr) != function_of(k, leaf_pc) &&
+        if (first && is_code(k, lr) && function_of(k, lr) != function_of(k, leaf_pc) &&
             function_of(k, lr) != function_of(k, ra) && !push(frames, max, out, lr, false))
             return;
         first = false;
-        if (!ra || !is_code(ra)) {
+        if (!ra || !is_code(k, ra)) {
             out->end = LX_END_FP_BROKEN;
             return;
         }

@@ -74,6 +74,8 @@ static const struct key keys[] = {
     NUMX("VA_BITS", va_bits),
     NUMX("TCR_EL1_T1SZ", tcr_t1sz),
     NUMX("KERNELPACMASK", pac_mask),
+    NUMX("MODULES_VADDR", modules_vaddr),
+    NUMX("MODULES_END", modules_end),
     /* riscv64 (arch/riscv/kernel/vmcore_info.c) */
     NUMX("va_kernel_pa_offset", va_kernel_pa_offset),
 };
