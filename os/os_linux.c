@@ -575,8 +575,9 @@ static void read_task_by_regs(struct os_linux *l, const struct prof_vcpu *cpu, i
     if (!lx_is_kernel_addr(task) && cpu->has_kernel_thread_alt)
         task = cpu->kernel_thread_alt;
     if (!lx_is_kernel_addr(task)) {
-        if (cpu->user)
-            l->task_ok[i] = owner_task(l, &r, cpu, &l->tasks[i]);
+        /* User mode, or kernel mode before the entry code loaded the register (an exception
+         * vector's first instruction, the user's page table still in place). */
+        l->task_ok[i] = owner_task(l, &r, cpu, &l->tasks[i]);
         return;
     }
     if (lx_task_read(&l->off, &r, task, &l->tasks[i], &err) == 0) {
