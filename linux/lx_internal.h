@@ -79,7 +79,7 @@ struct lx_fp_arch {
 };
 
 /* Reads len bytes at guest-physical pa (within one 4 KiB page: page-table entries, stack words)
- * through the handle's page cache. */
+ * through the handle's page cache (lx_phys_cache.c). */
 int lx__cached_read(lx_kernel *k, uint64_t pa, void *buf, size_t len);
 
 /* One ORC entry, normalised: the 4.14 register numbers and types (lx_orc.c's enums). */
