@@ -1293,7 +1293,8 @@ static void check_foreign_dd(const struct foreign *fo, const char *folded_path, 
     folded_free(&f);
 }
 
-static int case_foreign_dd(int smp)
+/* Through the gdbstub (with QMP for the RAM file), or QMP alone (qmp). */
+static int case_foreign_dd(int smp, bool qmp)
 {
     const struct foreign *f = NULL;
     for (size_t i = 0; i < sizeof foreigns / sizeof foreigns[0]; i++)
@@ -1325,9 +1326,12 @@ static int case_foreign_dd(int smp)
                           folded,
                           "--no-progress",
                           NULL};
-    struct run r = run_qprof(g.dir, args, 240);
+    struct run r = run_qprof(g.dir, qmp ? args + 2 : args, 240);
     CHECK_INT(r.exit_code, 0);
     fprintf(stderr, "%s", r.err);
+    CHECK_MSG(strstr(r.err,
+                     qmp ? "transport: QMP, memory: direct" : "transport: gdbstub, memory: direct"),
+              "not sampled through %s with the RAM file", qmp ? "QMP" : "the gdbstub");
     check_foreign_dd(f, folded, g.dd_pid, smp > 1 ? g.sh_pid : -1);
     run_free(&r);
     return end_guest(&g);
@@ -1357,11 +1361,14 @@ int main(int argc, char **argv)
     if (strcmp(c, "modules-cycle") == 0)
         return case_modules_cycle();
     if (strcmp(c, "arch-dd") == 0)
-        return case_foreign_dd(1);
+        return case_foreign_dd(1, false);
     if (strcmp(c, "arch-dd-2cpu") == 0)
-        return case_foreign_dd(2);
-    fprintf(stderr, "usage: test_linux dd-1cpu|dd-2cpu|dd-gdb|not-linux|no-btf|reboot|sysroot|"
-                    "modules|modules-cycle|arch-dd|arch-dd-2cpu [SERIES: 5.10, 6.12, 7.x, "
-                    "arm64-6.1; 6.1 when absent]\n");
+        return case_foreign_dd(2, false);
+    if (strcmp(c, "arch-dd-qmp") == 0)
+        return case_foreign_dd(1, true);
+    fprintf(stderr,
+            "usage: test_linux dd-1cpu|dd-2cpu|dd-gdb|not-linux|no-btf|reboot|sysroot|"
+            "modules|modules-cycle|arch-dd|arch-dd-2cpu|arch-dd-qmp [SERIES: 5.10, 6.12, 7.x, "
+            "arm64-6.1; 6.1 when absent]\n");
     return 2;
 }
