@@ -164,8 +164,8 @@ static const struct prof_arch_reg gdb_regs[] = {
 
 /* QEMU 7.2's system-registers feature (org.qemu.gdb.arm.sys.regs) names SCTLR_EL1 "SCTLR" (its
  * AArch32 and AArch64 views are one register); a stub that spells it out is asked too. */
-static const char *const gdb_state_regs[] = {"cpsr",      "SCTLR",   "SCTLR_EL1", "TTBR0_EL1",
-                                             "TTBR1_EL1", "TCR_EL1", NULL};
+static const char *const gdb_state_regs[] = {
+    "cpsr", "SCTLR", "SCTLR_EL1", "TTBR0_EL1", "TTBR1_EL1", "TCR_EL1", "ELR_EL1", "SP_EL0", NULL};
 
 static int need_reg(prof_arch_reg_fn get, void *ctx, const char *name, uint64_t *val,
                     struct qp_error *err)
@@ -237,6 +237,11 @@ static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state
     st->paging = paging;
     st->as_root = ttbr0;
     st->mmu = (struct prof_arch_mmu){.root_hi = ttbr1, .control = tcr};
+    /* At an exception vector's first instruction the interrupted pc is only in ELR_EL1, and an
+     * interrupted EL0 sp only in SP_EL0 (optional: a stub without them leaves those stops
+     * unwound no further than the vector). */
+    st->has_trap_pc = el == 1 && get(ctx, "ELR_EL1", &st->trap_pc) == 0;
+    st->has_trap_sp = el == 1 && get(ctx, "SP_EL0", &st->trap_sp) == 0;
     return 0;
 }
 

@@ -113,14 +113,17 @@ struct proc {
     int pin; /* CPU that alone may run it, or -1 */
 };
 
-/* Per CPU; TPIDR_EL1 points at it (user code cannot touch that register). */
+/* Per CPU; TPIDR_EL1 points at it (user code cannot touch that register). The first field is
+ * entry.S's. */
 struct cpu {
+    uint64_t next_ttbr0; /* swtch loads it (arch_switch_space) */
     int id; /* MPIDR_EL1.Aff0 = qprof_abi slot */
     volatile int online;
     struct proc *proc; /* current: a process or &idle */
     struct proc idle;
     struct qprof_abi_cpu *abi;
 };
+_Static_assert(offsetof(struct cpu, next_ttbr0) == 0, "entry.S: CPU_NEXT_TTBR0");
 extern struct cpu cpus[MAX_CPUS];
 static inline struct cpu *this_cpu(void)
 {
@@ -166,7 +169,7 @@ void syscall_dispatch(trap_frame_t *regs);
 extern char vectors[];
 void swtch(uint64_t *old_ksp, uint64_t new_ksp);
 void proc_first_entry(void);
-extern uint64_t boot_ttbr0_l1[512];
+extern uint64_t boot_ttbr0_l1[512], boot_ttbr1_l3[512];
 extern char boot_stacks[];
 extern char secondary_entry[];
 #define BOOT_STACK_SIZE 16384
@@ -180,13 +183,15 @@ static inline uint64_t proc_page_root(const struct proc *p)
 {
     return p->ttbr0;
 }
-/* No ASIDs: every switch of TTBR0 drops this CPU's TLB entries (the kernel's too, cheaply
- * refetched). The kernel stack needs no switch: an entry from EL0 starts at SP_EL1, which a
- * return to EL0 leaves at that process's frame. */
+/* swtch loads TTBR0 just before it moves sp to the next kernel stack, after the slot names the
+ * next process: a sample in between sees the next process's slot on the previous process's
+ * kernel stack, which the profiler refuses by the slot's stack bounds, so that it never needs
+ * TTBR0 to tell (QMP does not give it). No ASIDs: every switch of TTBR0 drops this CPU's TLB
+ * entries. The kernel stack needs no switch: an entry from EL0 starts at SP_EL1, which a return
+ * to EL0 leaves at that process's frame. */
 static inline void arch_switch_space(struct proc *next)
 {
-    __asm__ volatile("msr ttbr0_el1, %0\n\tisb\n\ttlbi vmalle1\n\tdsb nsh\n\tisb" ::"r"(next->ttbr0)
-                     : "memory");
+    this_cpu()->next_ttbr0 = next->ttbr0;
 }
 /* WFI wakes on a pending interrupt even while masked; unmasking then takes it. */
 static inline void arch_wait_for_interrupt(void)

@@ -1,7 +1,8 @@
 /* aarch64 boot: `qemu-system-aarch64 -machine virt -cpu cortex-a57 -kernel kernel.elf` loads the
  * image at its physical addresses (KERNEL_PHYS) and starts CPU 0 at _start's physical address in
  * EL1 with the MMU off (no firmware; the device tree at the start of RAM). Every CPU loads the
- * same translation (boot_ttbr1_l1: RAM at KERNEL_VMA and the devices at MMIO_VMA, 1 GiB blocks;
+ * same translation (boot_ttbr1_l1: RAM at KERNEL_VMA in 2 MiB blocks, the image's own 2 MiB in 4K
+ * pages, and the devices at MMIO_VMA in a 1 GiB block;
  * boot_ttbr0_l1: RAM identity-mapped for EL1, for the instructions that turn the MMU on), turns
  * the MMU on and jumps to the high half: CPU 0 to kmain(0), the others, started by kmain through
  * PSCI CPU_ON (secondary_entry, their index in x0), to ap_main(index). Position independent
@@ -69,8 +70,25 @@ boot_ttbr1_l1: /* [508] the devices (PA 0..1 GiB) at MMIO_VMA, [510] RAM at KERN
     .fill 508, 8, 0
     .quad 0x0 | BLOCK_DEVICE | XN_DEVICE
     .quad 0
-    .quad RAM_PHYS | BLOCK_NORMAL | XN_KERNEL
+    .quad boot_ttbr1_l2 - KERNEL_VMA + RAM_PHYS + 0x3
     .quad 0
+    .balign 4096
+boot_ttbr1_l2: /* RAM in 2 MiB blocks, but the image's 2 MiB in pages (mm_init opens one) */
+    .quad RAM_PHYS | BLOCK_NORMAL | XN_KERNEL
+    .quad boot_ttbr1_l3 - KERNEL_VMA + RAM_PHYS + 0x3
+    .set block, 2
+    .rept 510
+    .quad (RAM_PHYS + block * 0x200000) | BLOCK_NORMAL | XN_KERNEL
+    .set block, block + 1
+    .endr
+    .balign 4096
+    .globl boot_ttbr1_l3
+boot_ttbr1_l3:
+    .set page, 0
+    .rept 512
+    .quad (KERNEL_PHYS + page * 0x1000) | BLOCK_NORMAL | 0x2 | XN_KERNEL
+    .set page, page + 1
+    .endr
     .balign 4096
     .globl boot_ttbr0_l1
 boot_ttbr0_l1: /* [1] RAM identity-mapped, EL1 only: the idle context's TTBR0 too */

@@ -6,9 +6,10 @@
  * its kernel stack (a return to EL0 leaves SP_EL1 there, a new process's first return too), and
  * saves there; an entry from EL1 moves sp down by FRAME and saves below the interrupted frame.
  *
- * CFI: the vector stubs, which save the frame, have none, so that a stop inside them ends its
- * stack marked truncated (it happens only at a vector's first instruction: under TCG a stop
- * lands on the start of a translation block, and each stub is one). trap_entry and every
+ * CFI: under TCG a stop lands on the start of a translation block; each vector stub is one, so
+ * of a stub only its first instruction has CFI (VECTOR_FIRST_CFI, with the interrupted pc and
+ * EL0 sp in the system registers qprof seeds as columns 64 and 65), the rest none: a stop there
+ * ends its stack marked truncated. trap_entry and every
  * instruction after it (the return to either level included: the frame stays intact until
  * eret, below sp on the way back to EL1 with interrupts masked) describe a signal frame whose
  * return address column is PC_COL, the frame's pc slot, and x0..x30 and sp at theirs, so an
@@ -21,6 +22,9 @@
 #define OFF_ESR    272
 #define OFF_FAR    280
 #define PC_COL     32
+#define TRAP_PC_COL 64 /* qprof seeds it with ELR_EL1 (unwind.h's UNW_TRAP_PC_COLUMN) */
+#define TRAP_SP_COL 65 /* and this with SP_EL0 (UNW_TRAP_SP_COLUMN) */
+#define CPU_NEXT_TTBR0 0 /* offsetof(struct cpu, next_ttbr0), checked in a64.h */
 
 .macro FRAME_CFI /* the whole frame at sp */
     .cfi_def_cfa sp, FRAME
@@ -59,9 +63,63 @@
     .cfi_offset PC_COL, 256-FRAME
 .endm
 
-/* x0..x30 at sp; then sp (\from: the interrupted sp's register), pc, pstate, esr and far. */
+/* The CFI of a vector stub's first instruction, the one place in a stub where a stop lands
+ * (each stub is one translation block): nothing saved or changed yet, every x register the
+ * interrupted one's, the pc in ELR_EL1 (qprof's column TRAP_PC_COL) and, from EL0, the sp in
+ * SP_EL0 (column TRAP_SP_COL). The rest of the stub has none. */
+.macro VECTOR_FIRST_CFI el
+    .cfi_startproc simple
+    .cfi_signal_frame
+    .cfi_return_column TRAP_PC_COL
+    .cfi_def_cfa sp, 0
+    .cfi_same_value 0
+    .cfi_same_value 1
+    .cfi_same_value 2
+    .cfi_same_value 3
+    .cfi_same_value 4
+    .cfi_same_value 5
+    .cfi_same_value 6
+    .cfi_same_value 7
+    .cfi_same_value 8
+    .cfi_same_value 9
+    .cfi_same_value 10
+    .cfi_same_value 11
+    .cfi_same_value 12
+    .cfi_same_value 13
+    .cfi_same_value 14
+    .cfi_same_value 15
+    .cfi_same_value 16
+    .cfi_same_value 17
+    .cfi_same_value 18
+    .cfi_same_value 19
+    .cfi_same_value 20
+    .cfi_same_value 21
+    .cfi_same_value 22
+    .cfi_same_value 23
+    .cfi_same_value 24
+    .cfi_same_value 25
+    .cfi_same_value 26
+    .cfi_same_value 27
+    .cfi_same_value 28
+    .cfi_same_value 29
+    .cfi_same_value 30
+.if \el == 0
+    .cfi_register 31, TRAP_SP_COL
+.else
+    .cfi_same_value 31
+.endif
+    .cfi_same_value TRAP_PC_COL
+.endm
+
+/* x0..x30 at sp; then the interrupted sp, pc, pstate, esr (~0 for an interrupt) and far. */
 .macro SAVE_FRAME el, irq
+.if \el == 0
+    VECTOR_FIRST_CFI 0
     stp x0, x1, [sp, #0]
+    .cfi_endproc
+.else
+    stp x0, x1, [sp, #0]
+.endif
     stp x2, x3, [sp, #16]
     stp x4, x5, [sp, #32]
     stp x6, x7, [sp, #48]
@@ -111,10 +169,14 @@ vectors: /* .org: each stub must fit its 128 bytes (the assembler refuses to mov
     b .
     /* current EL with SP_ELx: sync, IRQ, FIQ, SError */
     .org vectors + 0x200
+    VECTOR_FIRST_CFI 1
     sub sp, sp, #FRAME
+    .cfi_endproc
     SAVE_FRAME 1, 0
     .org vectors + 0x280
+    VECTOR_FIRST_CFI 1
     sub sp, sp, #FRAME
+    .cfi_endproc
     SAVE_FRAME 1, 1
     .org vectors + 0x300
     b .
@@ -218,7 +280,9 @@ proc_first_entry:
     .cfi_endproc
     .size proc_first_entry, . - proc_first_entry
 
-/* void swtch(uint64_t *old_ksp, uint64_t new_ksp): saves x19..x30 on the old stack. */
+/* void swtch(uint64_t *old_ksp, uint64_t new_ksp): saves x19..x30 on the old stack, loads
+ * TTBR0_EL1 with the next context's (cpu->next_ttbr0, a64.h's arch_switch_space), then moves to
+ * the new stack. */
     .globl swtch
     .type swtch, @function
     .balign 4
@@ -235,6 +299,13 @@ swtch:
     stp x27, x28, [sp, #80]
     mov x9, sp
     str x9, [x0]
+    mrs x9, tpidr_el1
+    ldr x9, [x9, #CPU_NEXT_TTBR0]
+    msr ttbr0_el1, x9
+    isb
+    tlbi vmalle1
+    dsb nsh
+    isb
     mov sp, x1
     ldp x19, x20, [sp, #16]
     ldp x21, x22, [sp, #32]

@@ -22,10 +22,22 @@ void abi_init(void)
 static uint64_t next_frame, frames_end;
 static struct spinlock frame_lock;
 
+/* qprof_abi's page becomes readable at EL0 (and so writable: no AP encoding gives EL1 write
+ * with EL0 read), so that QEMU's translation with a vCPU's own privilege reaches it when that
+ * vCPU is stopped in user code: over QMP on aarch64 there is no other way to read it. A change
+ * of permissions alone needs no break-before-make. */
+static void abi_page_open(void)
+{
+    uint64_t *e = &boot_ttbr1_l3[(V2P(&qprof_abi) >> 12) & 511];
+    *e |= D_AP_EL0 | D_PXN;
+    __asm__ volatile("dsb ishst\n\ttlbi vmalle1is\n\tdsb ish\n\tisb" ::: "memory");
+}
+
 void mm_init(void)
 {
     next_frame = (V2P(__kernel_end) + 4095) & ~4095ull;
     frames_end = RAM_PHYS + RAM_USED;
+    abi_page_open();
 }
 
 uint64_t frame_alloc(void)
@@ -67,6 +79,7 @@ void cpu_init(int id, uint64_t stack_lo, uint64_t stack_hi)
     c->idle.kstack_lo = stack_lo;
     c->idle.kstack_hi = stack_hi;
     c->idle.ttbr0 = V2P(boot_ttbr0_l1);
+    c->next_ttbr0 = c->idle.ttbr0;
     c->proc = &c->idle;
     sysreg_write(tpidr_el1, c);
     abi_write_begin(c->abi);
