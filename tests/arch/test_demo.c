@@ -28,6 +28,10 @@
 #define QMP_MEMORY      "memory: memsave"
 #define QMP_SAMPLES(n)  ((n) / 3) /* ~4 ms a sample through memsave */
 #define QMP_HAS_HALTED  false
+/* A stop at a vector stub's first instruction, where the interrupted pc is only in ELR_EL1,
+ * which QMP does not give: the stack ends there, marked. QEMU's stops requested over QMP land
+ * there often (5-10% with one CPU, up to half with four under MTTCG; README). */
+#define QMP_BLIND_STOP ";[truncated];vectors "
 #else
 #define DEMO_QEMU       "qemu-system-riscv64"
 #define DEMO_CC         "riscv64-linux-gnu-gcc"
@@ -35,6 +39,7 @@
 #define QMP_MEMORY      "memory: direct"
 #define QMP_SAMPLES(n)  (n)
 #define QMP_HAS_HALTED  true
+#define QMP_BLIND_STOP "" /* none */
 #endif
 
 struct stacks {
@@ -224,6 +229,22 @@ static void check_gdb_alone(struct vm *vm)
     g_free(log), g_free(gdb), g_free(out), g_free(err), g_free(bin);
 }
 
+/* A stack QMP cannot see past (QMP_BLIND_STOP), which ends there: not counted as whole or
+ * broken, only counted. */
+static uint64_t blind_stops;
+static bool blind_stop(const char *line)
+{
+    const char *at = over_qmp && *QMP_BLIND_STOP ? strstr(line, QMP_BLIND_STOP) : NULL;
+    if (!at)
+        return false;
+    /* the leaf: over the process, or over the user frames a system call saved (a stop at the
+     * vector of an interrupt in the kernel) */
+    CHECK_MSG(!strchr(at + strlen(QMP_BLIND_STOP), ';'), "a blind stop under other frames: %s",
+              line);
+    blind_stops += line_count(line);
+    return true;
+}
+
 static void dump(const struct stacks *s)
 {
     for (char **l = s->lines; *l; l++)
@@ -241,7 +262,7 @@ static GHashTable *check_spin_stacks(const struct stacks *s)
     uint64_t complete = 0, all = 0;
     GHashTable *roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     for (char **l = s->lines; *l; l++) {
-        if (!g_str_has_prefix(*l, "spin ("))
+        if (!g_str_has_prefix(*l, "spin (") || blind_stop(*l))
             continue;
         const char *semi = strchr(*l, ';');
         char *root = g_strndup(*l, semi ? (size_t)(semi - *l) : strcspn(*l, " "));
@@ -369,7 +390,7 @@ static void case_sys(const char *qemu)
                              0, 0, NULL);
     uint64_t kernel_work = 0, user_work = count_frame(&s, "user_mix"), complete = 0, sys = 0;
     for (char **l = s.lines; *l; l++) {
-        if (!g_str_has_prefix(*l, "sys ("))
+        if (!g_str_has_prefix(*l, "sys (") || blind_stop(*l))
             continue;
         sys += line_count(*l);
         const char *semi = strchr(*l, ';');
@@ -450,6 +471,9 @@ int main(int argc, char **argv)
         case_smp4(qemu);
     else
         REQUIRE(!"unknown case");
+    if (blind_stops)
+        fprintf(stderr, "%lu stacks stopped where QMP cannot see past (%s)\n",
+                (unsigned long)blind_stops, QMP_BLIND_STOP);
     g_free(qemu);
     return harness_result();
 }
