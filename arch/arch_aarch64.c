@@ -218,8 +218,7 @@ static int aarch64_el(uint64_t cpsr, struct qp_error *err)
  * gets a pc in neither half there, so that such a stop ends its stack marked (a bad pc), never
  * taken for an outermost frame (an unknown return address, or 0, is one to libdwfl). */
 #define TRAP_PC_UNKNOWN UINT64_C(0x8000000000000000)
-static void trap_registers(prof_arch_reg_fn get, void *ctx, int el,
-                           struct prof_arch_cpu_state *st)
+static void trap_registers(prof_arch_reg_fn get, void *ctx, int el, struct prof_arch_cpu_state *st)
 {
     st->has_trap_pc = el == 1;
     if (st->has_trap_pc && get(ctx, "ELR_EL1", &st->trap_pc) < 0)

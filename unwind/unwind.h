@@ -27,9 +27,9 @@
 #define UNW_X86_64_NREGS 17 /* rax..rip: what libdwfl's x86_64 backend takes */
 struct unw_regs {
     uint64_t r[UNW_NREGS];
-    /* riscv64: the trap CSR sepc (aarch64: ELR_EL1), which libdwfl sees as DWARF column 64 (UNW_TRAP_PC_COLUMN):
-     * a trap entry's CFI names the interrupted pc there before it has saved it anywhere else
-     * (guest/kernel/riscv64/entry.S). Only when has_trap_pc. */
+    /* riscv64: the trap CSR sepc (aarch64: ELR_EL1), which libdwfl sees as DWARF column 64
+     * (UNW_TRAP_PC_COLUMN): a trap entry's CFI names the interrupted pc there before it has saved
+     * it anywhere else (guest/kernel/riscv64/entry.S). Only when has_trap_pc. */
     bool has_trap_pc;
     uint64_t trap_pc;
     /* aarch64: SP_EL0, the interrupted EL0 sp, which libdwfl sees as DWARF column 65

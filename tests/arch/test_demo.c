@@ -22,23 +22,23 @@
 #include <unistd.h>
 
 #if defined(DEMO_AARCH64)
-#define DEMO_QEMU       "qemu-system-aarch64"
-#define DEMO_CC         "aarch64-linux-gnu-gcc"
-#define DEMO_MACHINE    "-cpu", "cortex-a57" /* EL1, no firmware */
-#define QMP_MEMORY      "memory: memsave"
-#define QMP_SAMPLES(n)  ((n) / 3) /* ~4 ms a sample through memsave */
-#define QMP_HAS_HALTED  false
+#define DEMO_QEMU      "qemu-system-aarch64"
+#define DEMO_CC        "aarch64-linux-gnu-gcc"
+#define DEMO_MACHINE   "-cpu", "cortex-a57" /* EL1, no firmware */
+#define QMP_MEMORY     "memory: memsave"
+#define QMP_SAMPLES(n) ((n) / 3) /* ~4 ms a sample through memsave */
+#define QMP_HAS_HALTED false
 /* A stop at a vector stub's first instruction, where the interrupted pc is only in ELR_EL1,
  * which QMP does not give: the stack ends there, marked. QEMU's stops requested over QMP land
  * there often (5-10% with one CPU, up to half with four under MTTCG; README). */
 #define QMP_BLIND_STOP ";[truncated];vectors "
 #else
-#define DEMO_QEMU       "qemu-system-riscv64"
-#define DEMO_CC         "riscv64-linux-gnu-gcc"
-#define DEMO_MACHINE    "-bios", "none"
-#define QMP_MEMORY      "memory: direct"
-#define QMP_SAMPLES(n)  (n)
-#define QMP_HAS_HALTED  true
+#define DEMO_QEMU      "qemu-system-riscv64"
+#define DEMO_CC        "riscv64-linux-gnu-gcc"
+#define DEMO_MACHINE   "-bios", "none"
+#define QMP_MEMORY     "memory: direct"
+#define QMP_SAMPLES(n) (n)
+#define QMP_HAS_HALTED true
 #define QMP_BLIND_STOP "" /* none */
 #endif
 
@@ -117,20 +117,33 @@ static void vm_boot(struct vm *vm, const char *qemu, const char *run, int harts)
     char *serial = g_strdup_printf("file:%s", vm->serial);
     char *smp = g_strdup_printf("%d", harts);
     char *append = g_strdup_printf("run=%s", run);
-    const char *args[] = {"-machine", "virt,memory-backend=mem",
-                          "-m",       "128M",
-                          "-object",  mem,
+    const char *args[] = {"-machine",
+                          "virt,memory-backend=mem",
+                          "-m",
+                          "128M",
+                          "-object",
+                          mem,
                           DEMO_MACHINE,
-                          "-kernel",  QPROF_DEMO_KERNEL,
-                          "-append",  append,
-                          "-smp",     smp,
-                          "-accel",   harts > 1 ? "tcg,thread=multi" : "tcg",
-                          "-display", "none",
-                          "-monitor", "none",
-                          "-serial",  serial,
-                          "-chardev", chardev,
-                          "-gdb",     "chardev:g",
-                          "-qmp",     qmp,
+                          "-kernel",
+                          QPROF_DEMO_KERNEL,
+                          "-append",
+                          append,
+                          "-smp",
+                          smp,
+                          "-accel",
+                          harts > 1 ? "tcg,thread=multi" : "tcg",
+                          "-display",
+                          "none",
+                          "-monitor",
+                          "none",
+                          "-serial",
+                          serial,
+                          "-chardev",
+                          chardev,
+                          "-gdb",
+                          "chardev:g",
+                          "-qmp",
+                          qmp,
                           NULL};
     char *out = g_strdup_printf("%s/qemu.out", vm->dir);
     vm->pid = child_start(qemu, args, vm->dir, out, out, child_die_with_parent);

@@ -20,23 +20,23 @@
 #define MAX_CPUS    QPROF_ABI_MAX_CPUS
 #define MAX_PROCS   8
 #define KSTACK_SIZE 16384
-#define RAM_USED    (64ull << 20) /* frames come from the image's end up to here */
+#define RAM_USED    (64ull << 20)           /* frames come from the image's end up to here */
 #define UART_VA     (MMIO_VMA + 0x09000000) /* PL011 */
 #define GICD_VA     (MMIO_VMA + 0x08000000) /* GICv2 distributor */
 #define GICC_VA     (MMIO_VMA + 0x08010000) /* GICv2 CPU interface */
 #define TIMER_IRQ   27                      /* the EL1 virtual timer's PPI */
 
 /* Stage-1 descriptors, 4K granule (Arm ARM D8.3). */
-#define D_VALID    0x1ull
-#define D_TABLE    0x3ull /* a table at levels 0..2, a page at level 3 */
-#define D_ATTR(i)  ((uint64_t)(i) << 2) /* MAIR index: 0 normal write-back, 1 device */
-#define D_AP_EL0   (1ull << 6)          /* EL0 may access */
-#define D_AP_RO    (1ull << 7)          /* read-only */
-#define D_ISH      (3ull << 8)
-#define D_AF       (1ull << 10)
-#define D_PXN      (1ull << 53)
-#define D_UXN      (1ull << 54)
-#define D_ADDR     0x0000fffffffff000ull
+#define D_VALID   0x1ull
+#define D_TABLE   0x3ull               /* a table at levels 0..2, a page at level 3 */
+#define D_ATTR(i) ((uint64_t)(i) << 2) /* MAIR index: 0 normal write-back, 1 device */
+#define D_AP_EL0  (1ull << 6)          /* EL0 may access */
+#define D_AP_RO   (1ull << 7)          /* read-only */
+#define D_ISH     (3ull << 8)
+#define D_AF      (1ull << 10)
+#define D_PXN     (1ull << 53)
+#define D_UXN     (1ull << 54)
+#define D_ADDR    0x0000fffffffff000ull
 
 #define sysreg_read(r)                                                                             \
     ({                                                                                             \
@@ -117,7 +117,7 @@ struct proc {
  * entry.S's. */
 struct cpu {
     uint64_t next_ttbr0; /* swtch loads it (arch_switch_space) */
-    int id; /* MPIDR_EL1.Aff0 = qprof_abi slot */
+    int id;              /* MPIDR_EL1.Aff0 = qprof_abi slot */
     volatile int online;
     struct proc *proc; /* current: a process or &idle */
     struct proc idle;

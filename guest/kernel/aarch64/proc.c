@@ -114,7 +114,7 @@ void proc_init_frames(struct proc *p, uint64_t entry)
     memset(r, 0, sizeof *r);
     r->pc = entry;
     r->sp = USER_STACK_TOP;
-    r->pstate = 0; /* EL0t, DAIF clear */
+    r->pstate = 0;          /* EL0t, DAIF clear */
     r->esr = 0x15ull << 26; /* as if it came from an svc */
     p->user_regs = (uint64_t)r;
     uint64_t *sp = (uint64_t *)r - 12; /* swtch's frame: x29, x30, then x19..x28 */
