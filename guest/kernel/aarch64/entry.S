@@ -111,6 +111,14 @@
     .cfi_same_value TRAP_PC_COL
 .endm
 
+/* Each stub a function symbol of its own (128 bytes), so that a stack that stops in one names
+ * it, and qprof counts stops on a kernel entry's first instruction. */
+.macro VECTOR_NAME name
+    .type \name, @function
+    .size \name, 128
+\name:
+.endm
+
 /* x0..x30 at sp; then the interrupted sp, pc, pstate, esr (~0 for an interrupt) and far. */
 .macro SAVE_FRAME el, irq
 .if \el == 0
@@ -169,11 +177,13 @@ vectors: /* .org: each stub must fit its 128 bytes (the assembler refuses to mov
     b .
     /* current EL with SP_ELx: sync, IRQ, FIQ, SError */
     .org vectors + 0x200
+    VECTOR_NAME el1_sync_vector
     VECTOR_FIRST_CFI 1
     sub sp, sp, #FRAME
     .cfi_endproc
     SAVE_FRAME 1, 0
     .org vectors + 0x280
+    VECTOR_NAME el1_irq_vector
     VECTOR_FIRST_CFI 1
     sub sp, sp, #FRAME
     .cfi_endproc
@@ -184,8 +194,10 @@ vectors: /* .org: each stub must fit its 128 bytes (the assembler refuses to mov
     b .
     /* lower EL, AArch64: sync, IRQ, FIQ, SError */
     .org vectors + 0x400
+    VECTOR_NAME el0_sync_vector
     SAVE_FRAME 0, 0
     .org vectors + 0x480
+    VECTOR_NAME el0_irq_vector
     SAVE_FRAME 0, 1
     .org vectors + 0x500
     b .
