@@ -69,6 +69,11 @@ struct prof_arch_cpu_state {
      * UNW_TRAP_PC_COLUMN: a trap entry names the pc there until it has saved it. */
     bool has_trap_pc;
     uint64_t trap_pc;
+    /* aarch64: SP_EL0 at EL1, the sp an exception from EL0 interrupted, for the unwinder's
+     * column UNW_TRAP_SP_COLUMN: a vector names it there until it has saved it (and ELR_EL1 as
+     * the trap pc). */
+    bool has_trap_sp;
+    uint64_t trap_sp;
 };
 
 /* One vCPU's registers as QEMU's monitor prints them (HMP `info registers -a`), under the names

@@ -27,6 +27,8 @@ static int from_regs(const struct prof_arch *a,
     v->mmu = st.mmu;
     v->regs.has_trap_pc = st.has_trap_pc;
     v->regs.trap_pc = st.trap_pc;
+    v->regs.has_trap_sp = st.has_trap_sp;
+    v->regs.trap_sp = st.trap_sp;
     return 0;
 }
 
