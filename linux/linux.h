@@ -157,4 +157,13 @@ struct lx_unwind_result {
 void lx_unwind(lx_kernel *k, const struct lx_pt_regs *live, struct lx_frame *frames, int max,
                struct lx_unwind_result *out);
 
+/* Reads len bytes of stack memory at kva: 0 when all were read. */
+typedef int (*lx_stack_read_fn)(void *ctx, uint64_t kva, void *buf, size_t len);
+
+/* lx_unwind with the stack's words (frames, saved registers) read through read instead of k: a
+ * copy taken at the sample's instant while the guest ran on (the TCG plugin's capture). A word
+ * it does not have ends the walk as unreadable, marked; the ORC tables still come from k. */
+void lx_unwind_from(lx_kernel *k, const struct lx_pt_regs *live, lx_stack_read_fn read,
+                    void *read_ctx, struct lx_frame *frames, int max, struct lx_unwind_result *out);
+
 #endif

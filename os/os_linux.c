@@ -72,9 +72,13 @@ struct os_linux {
     uint64_t per_cpu_offset; /* __per_cpu_offset[] */
     struct lx_task_info tasks[PROF_MAX_VCPUS];
     bool task_ok[PROF_MAX_VCPUS];
-    uint64_t switching_samples;   /* named by rq->curr (take_incoming_task) */
-    GHashTable *mm_cache;         /* mm address -> struct mm_vmas (owned) */
-    uint64_t stops;               /* refreshes so far: at most one VMA walk per mm per stop */
+    uint64_t switching_samples; /* named by rq->curr (take_incoming_task) */
+    /* A capturing target (the plugin): reads of the current task served from the sample's
+     * instant, and those it did not have, read live instead (the guest has run on since). */
+    uint64_t task_reads_instant, task_reads_live;
+    uint64_t plan_gen;    /* changes with each kernel accepted or forgotten (capture_plan) */
+    GHashTable *mm_cache; /* mm address -> struct mm_vmas (owned) */
+    uint64_t stops;       /* refreshes so far: at most one VMA walk per mm per stop */
     const struct prof_vcpu *cpus; /* this stop's (borrowed during the stop): user reads */
     int n_cpus;
     /* Loaded modules: their symbols are part of syms, their ORC tables the unwinder's. */
@@ -166,6 +170,11 @@ static void lx_free(void *impl)
                 "qprof: Linux: %" PRIu64 " samples in the middle of a context switch named by the "
                 "run queue's incoming task\n",
                 l->switching_samples);
+    if (l->cfg.verbose && (l->task_reads_instant || l->task_reads_live))
+        fprintf(stderr,
+                "qprof: Linux current tasks: %" PRIu64 " reads from the sample's capture, %" PRIu64
+                " read live (not captured: the task may have changed since)\n",
+                l->task_reads_instant, l->task_reads_live);
     lx_kernel_free(l->kernel);
     lx_kernel_free(l->candidate);
     lx_modules_free(l->mods);
@@ -474,11 +483,34 @@ static void take_incoming_task(struct os_linux *l, const struct lx_reader *r,
     l->switching_samples++;
 }
 
+/* A capturing target's sample: the current task's reads are served from what the target
+ * captured at the sample's instant (capture_plan), and read live only where it has not. */
+struct instant_reader {
+    struct os_linux *l;
+    const struct prof_vcpu *cpu;
+};
+
+static int instant_read(void *ctx, uint64_t kva, void *buf, size_t len)
+{
+    struct instant_reader *u = ctx;
+    const struct prof_os_mem *mem = u->l->mem;
+    size_t got = 0;
+    if (mem->read(mem->ctx, u->cpu, kva, buf, len, &got) == 0 && got == len) {
+        u->l->task_reads_instant++;
+        return 0;
+    }
+    u->l->task_reads_live++;
+    return lx_kernel_read(u->l->kernel, kva, buf, len);
+}
+
 /* The per-CPU area: GS base in kernel mode, else __per_cpu_offset[cpu] (QEMU numbers vCPUs as
  * Linux numbers CPUs when nothing was hot-plugged); lx_current_task checks it either way. */
 static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
 {
+    struct instant_reader ir = {l, cpu};
     struct lx_reader r = {.read = kread, .ctx = l->kernel};
+    if (l->mem && l->mem->captured && l->mem->read)
+        r = (struct lx_reader){.read = instant_read, .ctx = &ir};
     uint64_t base = 0, task;
     struct qp_error err = {0};
     l->task_ok[i] = false;
@@ -532,6 +564,7 @@ static void forget_kernel(struct os_linux *l)
         memcpy(l->stale[l->n_stale - 1].head, l->vmci_head, VMCI_HEAD);
     }
     l->vmci_paddr = 0;
+    l->plan_gen++;
     l->tries = 0;
     l->next_try_ns = 0;
     memset(l->task_ok, 0, sizeof l->task_ok);
@@ -597,6 +630,7 @@ static void check_candidate(struct os_linux *l, const struct prof_vcpu *cpus, in
     if (cpu->la57 || maps_candidate(l, cpu)) {
         l->kernel = l->candidate;
         l->candidate = NULL;
+        l->plan_gen++;
         if (l->cfg.verbose)
             fprintf(stderr, "qprof: vCPU %d maps that kernel's _stext: it is the running one\n",
                     cpu->index);
@@ -757,10 +791,26 @@ static enum unw_stop stop_of(enum lx_unwind_end e)
     return UNW_STOP_ERROR;
 }
 
+/* The kernel stack of a captured sample: only what the target captured at its instant (the
+ * stack from sp, the top of the task's stack); a frame beyond it ends the walk, marked, rather
+ * than be read from memory the guest has rewritten since. */
+struct stack_reader {
+    const struct prof_os_mem *mem;
+    const struct prof_vcpu *cpu;
+};
+
+static int stack_read(void *ctx, uint64_t kva, void *buf, size_t len)
+{
+    const struct stack_reader *u = ctx;
+    size_t got = 0;
+    int rc = u->mem->read(u->mem->ctx, u->cpu, kva, buf, len, &got);
+    return rc ? rc : got == len ? 0 : -EFAULT;
+}
+
 static int lx_kernel_unwind(void *impl, const struct prof_vcpu *cpu, const struct prof_task *t,
                             const struct prof_os_mem *mem, struct prof_kstack *out)
 {
-    (void)t, (void)mem;
+    (void)t;
     struct os_linux *l = impl;
     if (!l->kernel || !lx_kernel_orc_entries(l->kernel) || cpu->user)
         return -ENOTSUP;
@@ -768,7 +818,11 @@ static int lx_kernel_unwind(void *impl, const struct prof_vcpu *cpu, const struc
     struct lx_frame frames[PROF_KSTACK_MAX];
     struct lx_unwind_result res;
     to_pt_regs(&cpu->regs, &live);
-    lx_unwind(l->kernel, &live, frames, PROF_KSTACK_MAX, &res);
+    struct stack_reader sr = {mem, cpu};
+    if (mem && mem->captured && mem->read)
+        lx_unwind_from(l->kernel, &live, stack_read, &sr, frames, PROF_KSTACK_MAX, &res);
+    else
+        lx_unwind(l->kernel, &live, frames, PROF_KSTACK_MAX, &res);
     out->n = res.n_frames;
     for (int i = 0; i < res.n_frames; i++)
         out->pc[i] = frames[i].pc, out->exact[i] = frames[i].exact;
@@ -787,6 +841,44 @@ static int lx_kernel_unwind(void *impl, const struct prof_vcpu *cpu, const struc
         }
     }
     return 0;
+}
+
+/* The top of the task's kernel stack a capturing target takes: the user registers saved at
+ * entry (pt_regs) and the frames below them, for samples whose sp is on another stack (an
+ * interrupt's), whose walk comes back to the task's. */
+#define STACK_TOP_CAPTURE 4096u
+
+/* What a capturing target takes at each sample for read_task and the ORC walk: the per-CPU
+ * this_cpu_off (lx_current_task's check) and current_task words, the task_struct span
+ * lx_task_read reads, and the top of that task's stack. */
+static uint64_t lx_capture_plan(void *impl, struct prof_capture_plan *out)
+{
+    struct os_linux *l = impl;
+    if (!l->kernel || !l->have_offsets)
+        return l->plan_gen * 2; /* none (a change from a plan sent before) */
+    uint32_t lo, hi;
+    lx_task_span(&l->off, &lo, &hi);
+    if (hi - lo + 16 > PROF_CAPTURE_BYTES)
+        return l->plan_gen * 2;
+    uint32_t top = PROF_CAPTURE_BYTES - 16 - (hi - lo);
+    if (top > STACK_TOP_CAPTURE)
+        top = STACK_TOP_CAPTURE;
+    int64_t area = (int64_t)l->off.percpu_start;
+    out->n = 4;
+    out->w[0] = (struct prof_capture_window){.base = PROF_CAPTURE_KERNEL_PERCPU,
+                                             .add = area + (int64_t)l->off.percpu_this_cpu_off,
+                                             .len = 8};
+    out->w[1] = (struct prof_capture_window){.base = PROF_CAPTURE_KERNEL_PERCPU,
+                                             .add = area + (int64_t)l->off.percpu_current_task,
+                                             .len = 8};
+    out->w[2] = (struct prof_capture_window){
+        .base = PROF_CAPTURE_POINTER, .from = 1, .from_off = 0, .add = lo, .len = hi - lo};
+    out->w[3] = (struct prof_capture_window){.base = PROF_CAPTURE_POINTER,
+                                             .from = 2,
+                                             .from_off = l->off.task_stack - lo,
+                                             .add = THREAD_SIZE - top,
+                                             .len = top};
+    return l->plan_gen * 2 + 1;
 }
 
 static const sym_table *lx_kernel_symbols_of(void *impl)
@@ -1138,6 +1230,7 @@ const struct prof_os_ops prof_os_linux_ops = {
     .while_running = lx_while_running,
     .user_mapping = lx_user_mapping,
     .machine_reset = lx_machine_reset,
+    .capture_plan = lx_capture_plan,
     .address_space = lx_address_space,
     .file_read = lx_file_read,
 };

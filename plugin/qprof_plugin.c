@@ -17,7 +17,8 @@
  *   interval. The inline add on every block is what this costs, sampling or not (bench/plugin.sh).
  * A sample reads the registers and the stack from sp, page by page up to the first unmapped page
  * (a read that runs into an unmapped page fails whole), plus one window qprof names (the demo
- * guest's ABI table) and, in kernel mode, the user stack (qpr_user_sp), into the vCPU's own ring
+ * guest's ABI table), in kernel mode the user stack (qpr_user_sp), and the chained windows an OS
+ * adapter asks for (a Linux kernel's current task: capture_windows), into the vCPU's own ring
  * in a memfd shared with qprof (qprof_ring.h): no allocation (buffers are sized at vCPU init), no
  * syscall, no lock shared between vCPUs. A full ring drops the sample and counts it.
  *
@@ -179,6 +180,36 @@ static void chase_user_stack(struct vcpu *v, unsigned idx, struct qpr_sample *s)
     s->ustack_len = read_window(v, usp, v->cfg.ustack_bytes, s->ustack);
 }
 
+/* The chained windows qprof asked for (an OS adapter's per-CPU and per-task state), in order,
+ * each from the registers or a pointer in an earlier one, all at this instant. Bytes the stack
+ * window holds already are copied from it, not read again. */
+static void capture_windows(struct vcpu *v, struct qpr_sample *s)
+{
+    uint32_t used = 0;
+    memset(s->win_addr, 0, sizeof s->win_addr);
+    memset(s->win_len, 0, sizeof s->win_len);
+    memset(s->win_off, 0, sizeof s->win_off);
+    for (uint32_t i = 0; i < QPR_WINDOWS && v->cfg.win[i].len; i++) {
+        uint64_t base;
+        if (!qpr_window_base(s, v->cfg.win, i, &base))
+            continue;
+        uint64_t addr = base + (uint64_t)v->cfg.win[i].add;
+        uint32_t len = v->cfg.win[i].len;
+        if (len > QPR_WIN_BYTES - used)
+            len = QPR_WIN_BYTES - used;
+        s->win_addr[i] = addr;
+        s->win_off[i] = used;
+        if (addr >= s->stack_addr && addr - s->stack_addr <= s->stack_len &&
+            s->stack_len - (addr - s->stack_addr) >= len) {
+            memcpy(s->win_bytes + used, s->stack + (addr - s->stack_addr), len);
+            s->win_len[i] = len;
+        } else {
+            s->win_len[i] = read_window(v, addr, len, s->win_bytes + used);
+        }
+        used += s->win_len[i];
+    }
+}
+
 /* Claims the next slot of the vCPU's ring, or counts a loss; NULL when full. */
 static struct qpr_sample *claim(struct qpr_ring *r)
 {
@@ -223,6 +254,7 @@ static void take_sample(unsigned idx, struct vcpu *v, uint64_t t0, uint32_t peri
     s->ustack_len = 0;
     if ((s->regs_valid & (1u << QPR_CS)) && (s->regs[QPR_CS] & 3) == 0)
         chase_user_stack(v, idx, s);
+    capture_windows(v, s);
     uint64_t cost = now_ns() - t0;
     s->cost_ns = cost > UINT32_MAX ? UINT32_MAX : (uint32_t)cost;
     publish(r);
@@ -471,6 +503,18 @@ static void publish_config(const struct qpr_config *c)
         dst->ustack_bytes = QPR_STACK_MAX;
     if (dst->extra_len > QPR_EXTRA_MAX)
         dst->extra_len = QPR_EXTRA_MAX;
+    uint32_t win_total = 0;
+    for (uint32_t i = 0; i < QPR_WINDOWS; i++) { /* a bad chain ends the list */
+        struct qpr_window *w = &dst->win[i];
+        if (w->len > QPR_WIN_BYTES - win_total || (w->base == QPR_WIN_POINTER && w->from >= i) ||
+            w->base > QPR_WIN_POINTER)
+            w->len = 0;
+        if (!w->len) {
+            memset(&dst->win[i], 0, sizeof dst->win[0] * (QPR_WINDOWS - i));
+            break;
+        }
+        win_total += w->len;
+    }
     if (!dst->interval_ns && !dst->period_insns)
         dst->interval_ns = 1000000;
     atomic_store_explicit(&P.gen, gen, memory_order_release);

@@ -21,12 +21,14 @@
 #include <string.h>
 
 #define QPR_MAGIC       0x31525051u /* "QPR1" */
-#define QPR_VERSION     2
+#define QPR_VERSION     3
 #define QPR_SLOTS       512 /* per vCPU: 50 ms of samples at 10 kHz (256 lost some on a loaded host) */
 #define QPR_STACK_MAX   (16u << 10) /* stack window bytes, at most */
 #define QPR_EXTRA_MAX   4096u       /* bytes of the one extra window qprof asks for */
 #define QPR_MAX_VCPUS   64
 #define QPR_MAX_PERIODS 100
+#define QPR_WINDOWS     4     /* chained windows qprof asks for (struct qpr_window) */
+#define QPR_WIN_BYTES   8192u /* their bytes together, at most */
 
 /* Registers, in this order (x86_64, named as QEMU's gdb XML names them). */
 #define QPR_REGS(X)                                                                                \
@@ -38,7 +40,8 @@
     X(RDI, "rdi")                                                                                  \
     X(RBP, "rbp")                                                                                  \
     X(RSP, "rsp")                                                                                  \
-    X(R8, "r8") X(R9, "r9") X(R10, "r10") X(R11, "r11") X(R12, "r12") X(R13, "r13") X(R14, "r14")  \
+    X(R8, "r8")                                                                                    \
+    X(R9, "r9") X(R10, "r10") X(R11, "r11") X(R12, "r12") X(R13, "r13") X(R14, "r14")              \
         X(R15, "r15") X(RIP, "rip") X(EFLAGS, "eflags") X(CS, "cs") X(SS, "ss")                    \
             X(FS_BASE, "fs_base") X(GS_BASE, "gs_base") X(K_GS_BASE, "k_gs_base") X(CR0, "cr0")    \
                 X(CR3, "cr3") X(CR4, "cr4") X(EFER, "efer")
@@ -74,9 +77,15 @@ struct qpr_sample {
      * thread ran nothing for several of them (the host did not schedule it), which a stopping
      * sampler would have sampled where the vCPU was left. At most QPR_MAX_PERIODS. */
     uint32_t periods;
+    /* The chained windows (struct qpr_config's win): window i is win_len[i] bytes at
+     * win_addr[i], kept at win_bytes + win_off[i]; win_len[i] 0: not captured. */
+    uint64_t win_addr[QPR_WINDOWS];
+    uint32_t win_len[QPR_WINDOWS];
+    uint32_t win_off[QPR_WINDOWS];
     uint8_t stack[QPR_STACK_MAX];
     uint8_t extra[QPR_EXTRA_MAX];
     uint8_t ustack[QPR_STACK_MAX];
+    uint8_t win_bytes[QPR_WIN_BYTES];
 };
 
 struct qpr_ring {
@@ -134,6 +143,25 @@ struct qpr_hello { /* plugin -> qprof, with the memfd */
     uint32_t pad;
 };
 
+/* Where a chained window starts (qpr_window.base). */
+enum qpr_win_base {
+    QPR_WIN_NONE = 0,
+    /* the kernel's GS base: gs_base when it is a kernel-half address, else k_gs_base (user mode,
+     * or a kernel entry before its swapgs); neither: not captured */
+    QPR_WIN_KERNEL_GS = 1,
+    /* the u64 at byte from_off of window `from` (an earlier one), when it was captured whole
+     * there and is not 0 */
+    QPR_WIN_POINTER = 2,
+};
+
+/* One window: len bytes at base + add, clipped at the first unmapped page. A window that lies
+ * wholly inside the stack window already captured is not read again (qprof finds its bytes
+ * there). */
+struct qpr_window {
+    uint32_t base, from, from_off, len;
+    int64_t add;
+};
+
 struct qpr_config { /* qprof -> plugin; a later one replaces it */
     uint32_t magic, version;
     uint64_t interval_ns;  /* time-based sampling (0: by instructions) */
@@ -151,6 +179,10 @@ struct qpr_config { /* qprof -> plugin; a later one replaces it */
      * its way out), the u64 at extra[kstack_top_off + vcpu * chase_stride] is the top of the
      * kernel stack, where the CPU put the interrupt frame of an entry from user mode; 0: none. */
     uint32_t kstack_top_off, pad;
+    /* Windows an OS adapter needs at the instant (a Linux kernel's current task and its saved
+     * registers), followed from the registers and from each other; len 0 ends the list. Their
+     * lens together at most QPR_WIN_BYTES (the plugin cuts the rest). */
+    struct qpr_window win[QPR_WINDOWS];
 };
 
 /* --- Exact instruction counts (qprof --exact; the plugin's qprof_exact.c) ---
@@ -287,6 +319,33 @@ static inline enum qpr_usp_from qpr_user_sp(const struct qpr_sample *s, const st
         top >= 40 && qpr_stack_frame_usp(s, top - 40, usp))
         return QPR_USP_KSTACK_TOP;
     return QPR_USP_NONE;
+}
+
+/* The base address of window i of s by w (the registers and the windows before it), false when
+ * there is none at this instant. */
+static inline bool qpr_window_base(const struct qpr_sample *s, const struct qpr_window *win,
+                                   uint32_t i, uint64_t *base)
+{
+    const struct qpr_window *w = &win[i];
+    const uint64_t kernel_half = UINT64_C(0xffff800000000000);
+    switch (w->base) {
+    case QPR_WIN_KERNEL_GS:
+        if ((s->regs_valid & (1u << QPR_GS_BASE)) && s->regs[QPR_GS_BASE] >= kernel_half)
+            *base = s->regs[QPR_GS_BASE];
+        else if ((s->regs_valid & (1u << QPR_K_GS_BASE)) && s->regs[QPR_K_GS_BASE] >= kernel_half)
+            *base = s->regs[QPR_K_GS_BASE];
+        else
+            return false;
+        return true;
+    case QPR_WIN_POINTER:
+        if (w->from >= i ||
+            !qpr_window_u64(s->win_addr[w->from], s->win_bytes + s->win_off[w->from],
+                            s->win_len[w->from], s->win_addr[w->from] + w->from_off, base))
+            return false;
+        return *base != 0;
+    default:
+        return false;
+    }
 }
 
 #endif

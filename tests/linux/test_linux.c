@@ -6,7 +6,9 @@
  * busybox+0xOFFSET with the offset inside busybox's file; a guest that is not Linux gets one line
  * and the address split.
  *
- * dd-gdb samples the same guest through the gdbstub (with QMP for the shared RAM file).
+ * dd-gdb samples the same guest through the gdbstub (with QMP for the shared RAM file);
+ * dd-plugin and dd-plugin-2cpu through qprof-plugin.so in QEMU 10, which captures the current
+ * task and its saved user registers at each sample's instant (skipped without QEMU 10).
  *
  * no-btf spoils the guest's BTF in its RAM: one line, and kernel stacks without process names.
  *
@@ -26,8 +28,8 @@
  *
  * modules-cycle: the same module loaded and unloaded over and over while qprof samples.
  *
- * Usage: test_linux CASE   (dd-1cpu, dd-2cpu, dd-gdb, not-linux, no-btf, reboot,
- *                          sysroot, modules, modules-cycle) */
+ * Usage: test_linux CASE   (dd-1cpu, dd-2cpu, dd-gdb, dd-plugin, dd-plugin-2cpu, not-linux, no-btf,
+ * reboot, sysroot, modules, modules-cycle) */
 #define _GNU_SOURCE
 #include "child.h"
 #include "folded.h"
@@ -47,6 +49,8 @@
 #define QPROF_BIN    QPROF_BUILD_DIR "/qprof"
 #define BOOT_TIMEOUT 300.0
 #define SAMPLES      "150"
+/* The plugin samples without stopping the guest: more samples cost seconds, not minutes. */
+#define PLUGIN_SAMPLES "1000"
 
 static double now_s(void)
 {
@@ -199,6 +203,7 @@ struct guest {
     int dd_pid, sh_pid;     /* -1 when not started */
     int hot_pid, nopie_pid; /* hotpath's and hotpath-nopie's, -1 when not started */
     bool gdbstub;           /* set before boot(): QEMU gets a gdbstub too */
+    bool plugin;            /* set before boot(): QEMU 10 with qprof-plugin.so loaded */
     bool reboots;           /* set before boot(): a reset reboots; a second QMP socket */
 };
 
@@ -237,6 +242,7 @@ static int boot(int smp, const char *run, struct guest *g)
                         .mem_mb = 512,
                         .shared_ram = true,
                         .gdbstub = g->gdbstub,
+                        .plugin = g->plugin,
                         .allow_reset = g->reboots,
                         .second_qmp = g->reboots,
                         .extra_args = extra,
@@ -472,11 +478,17 @@ static void check_one_shot_addresses(const char *text, GArray *syms, int *kernel
     g_strfreev(lines);
 }
 
-/* gdb: the same checks through the gdbstub, with QMP beside it for the shared RAM file (how
- * the adapter finds the kernel while the guest runs). */
-static int case_dd(int smp, bool gdb)
+/* How case_dd samples the guest. */
+enum dd_via {
+    VIA_QMP,
+    VIA_GDB,    /* the gdbstub, with QMP beside it for the shared RAM file (how the adapter
+                   finds the kernel while the guest runs) */
+    VIA_PLUGIN, /* qprof-plugin.so in QEMU 10, with QMP beside it for the RAM file */
+};
+
+static int case_dd(int smp, enum dd_via via)
 {
-    struct guest g = {.gdbstub = gdb};
+    struct guest g = {.gdbstub = via == VIA_GDB, .plugin = via == VIA_PLUGIN};
     int rc = start_guest(smp, smp > 1 ? "dd,shloop" : "dd", &g);
     if (rc)
         return rc == VM_SKIP ? VM_SKIP : harness_result();
@@ -499,11 +511,24 @@ static int case_dd(int smp, bool gdb)
                               folded,
                               "--no-progress",
                               NULL};
-    struct run r = run_qprof(g.dir, gdb ? gdb_args : args, 240);
+    /* -v: the plugin's capture counts (how many task reads came from the sample's instant) */
+    const char *plugin_args[] = {"--plugin",
+                                 vm_plugin_address(g.vm),
+                                 "--qmp-socket",
+                                 vm_qmp_path(g.vm),
+                                 "--samples",
+                                 PLUGIN_SAMPLES,
+                                 "-v",
+                                 "-o",
+                                 folded,
+                                 "--no-progress",
+                                 NULL};
+    const char *const *use = via == VIA_GDB ? gdb_args : via == VIA_PLUGIN ? plugin_args : args;
+    struct run r = run_qprof(g.dir, use, 240);
     CHECK_INT(r.exit_code, 0);
     fprintf(stderr, "%s", r.err);
     CHECK_MSG(strstr(r.err, "kernel stacks by ORC"), "no ORC summary line");
-    if (gdb)
+    if (via == VIA_GDB)
         CHECK_MSG(strstr(r.err, "transport: gdbstub, memory: direct"),
                   "not sampled through the gdbstub with the RAM file:\n%s", r.err);
     check_dd_stacks(folded, &g);
@@ -516,7 +541,14 @@ static int case_dd(int smp, bool gdb)
     for (int i = 0; i < 3 && kernel_frames < 5; i++) {
         const char *one[] = {"--qmp-socket", vm_qmp_path(g.vm), "--one-shot", "--show-addresses",
                              NULL};
-        r = run_qprof(g.dir, one, 120);
+        const char *one_plugin[] = {"--plugin",
+                                    vm_plugin_address(g.vm),
+                                    "--qmp-socket",
+                                    vm_qmp_path(g.vm),
+                                    "--one-shot",
+                                    "--show-addresses",
+                                    NULL};
+        r = run_qprof(g.dir, via == VIA_PLUGIN ? one_plugin : one, 120);
         CHECK_INT(r.exit_code, 0);
         check_one_shot_addresses(r.out, syms, &kernel_frames);
         run_free(&r);
@@ -1168,11 +1200,15 @@ int main(int argc, char **argv)
     if (argc > 2)
         series = argv[2];
     if (strcmp(c, "dd-1cpu") == 0)
-        return case_dd(1, false);
+        return case_dd(1, VIA_QMP);
     if (strcmp(c, "dd-2cpu") == 0)
-        return case_dd(2, false);
+        return case_dd(2, VIA_QMP);
     if (strcmp(c, "dd-gdb") == 0)
-        return case_dd(1, true);
+        return case_dd(1, VIA_GDB);
+    if (strcmp(c, "dd-plugin") == 0)
+        return case_dd(1, VIA_PLUGIN);
+    if (strcmp(c, "dd-plugin-2cpu") == 0)
+        return case_dd(2, VIA_PLUGIN);
     if (strcmp(c, "not-linux") == 0)
         return case_not_linux();
     if (strcmp(c, "no-btf") == 0)
@@ -1185,7 +1221,9 @@ int main(int argc, char **argv)
         return case_modules();
     if (strcmp(c, "modules-cycle") == 0)
         return case_modules_cycle();
-    fprintf(stderr, "usage: test_linux dd-1cpu|dd-2cpu|dd-gdb|not-linux|no-btf|reboot|sysroot|"
-                    "modules|modules-cycle [SERIES: 5.10, 6.12, 7.x; 6.1 when absent]\n");
+    fprintf(stderr,
+            "usage: test_linux "
+            "dd-1cpu|dd-2cpu|dd-gdb|dd-plugin|dd-plugin-2cpu|not-linux|no-btf|reboot|sysroot|"
+            "modules|modules-cycle [SERIES: 5.10, 6.12, 7.x; 6.1 when absent]\n");
     return 2;
 }
