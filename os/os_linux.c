@@ -850,7 +850,8 @@ static int lx_kernel_unwind(void *impl, const struct prof_vcpu *cpu, const struc
 
 /* What a capturing target takes at each sample for read_task and the ORC walk: the per-CPU
  * this_cpu_off (lx_current_task's check) and current_task words, the task_struct span
- * lx_task_read reads, and the top of that task's stack. */
+ * lx_task_read reads, the top of that task's stack, and the run queue's curr word
+ * (take_incoming_task). */
 static uint64_t lx_capture_plan(void *impl, struct prof_capture_plan *out)
 {
     struct os_linux *l = impl;
@@ -858,9 +859,9 @@ static uint64_t lx_capture_plan(void *impl, struct prof_capture_plan *out)
         return l->plan_gen * 2; /* none (a change from a plan sent before) */
     uint32_t lo, hi;
     lx_task_span(&l->off, &lo, &hi);
-    if (hi - lo + 16 > PROF_CAPTURE_BYTES)
+    if (hi - lo + 24 > PROF_CAPTURE_BYTES)
         return l->plan_gen * 2;
-    uint32_t top = PROF_CAPTURE_BYTES - 16 - (hi - lo);
+    uint32_t top = PROF_CAPTURE_BYTES - 24 - (hi - lo);
     if (top > STACK_TOP_CAPTURE)
         top = STACK_TOP_CAPTURE;
     int64_t area = (int64_t)l->off.percpu_start;
@@ -878,6 +879,12 @@ static uint64_t lx_capture_plan(void *impl, struct prof_capture_plan *out)
                                              .from_off = l->off.task_stack - lo,
                                              .add = THREAD_SIZE - top,
                                              .len = top};
+    /* rq->curr: which task a sample in the middle of a context switch belongs to */
+    if (l->off.has_rq_curr)
+        out->w[out->n++] = (struct prof_capture_window){
+            .base = PROF_CAPTURE_KERNEL_PERCPU,
+            .add = area + (int64_t)(l->off.percpu_runqueues + l->off.rq_curr),
+            .len = 8};
     return l->plan_gen * 2 + 1;
 }
 

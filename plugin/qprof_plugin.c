@@ -189,7 +189,9 @@ static void capture_windows(struct vcpu *v, struct qpr_sample *s)
     memset(s->win_addr, 0, sizeof s->win_addr);
     memset(s->win_len, 0, sizeof s->win_len);
     memset(s->win_off, 0, sizeof s->win_off);
+    s->win_asked = 0;
     for (uint32_t i = 0; i < QPR_WINDOWS && v->cfg.win[i].len; i++) {
+        s->win_asked = i + 1;
         uint64_t base;
         if (!qpr_window_base(s, v->cfg.win, i, &base))
             continue;

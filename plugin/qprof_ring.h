@@ -27,7 +27,7 @@
 #define QPR_EXTRA_MAX   4096u       /* bytes of the one extra window qprof asks for */
 #define QPR_MAX_VCPUS   64
 #define QPR_MAX_PERIODS 100
-#define QPR_WINDOWS     4     /* chained windows qprof asks for (struct qpr_window) */
+#define QPR_WINDOWS     6     /* chained windows qprof asks for (struct qpr_window) */
 #define QPR_WIN_BYTES   8192u /* their bytes together, at most */
 
 /* Registers, in this order (x86_64, named as QEMU's gdb XML names them). */
@@ -41,10 +41,11 @@
     X(RBP, "rbp")                                                                                  \
     X(RSP, "rsp")                                                                                  \
     X(R8, "r8")                                                                                    \
-    X(R9, "r9") X(R10, "r10") X(R11, "r11") X(R12, "r12") X(R13, "r13") X(R14, "r14")              \
-        X(R15, "r15") X(RIP, "rip") X(EFLAGS, "eflags") X(CS, "cs") X(SS, "ss")                    \
-            X(FS_BASE, "fs_base") X(GS_BASE, "gs_base") X(K_GS_BASE, "k_gs_base") X(CR0, "cr0")    \
-                X(CR3, "cr3") X(CR4, "cr4") X(EFER, "efer")
+    X(R9, "r9")                                                                                    \
+    X(R10, "r10") X(R11, "r11") X(R12, "r12") X(R13, "r13") X(R14, "r14") X(R15, "r15")            \
+        X(RIP, "rip") X(EFLAGS, "eflags") X(CS, "cs") X(SS, "ss") X(FS_BASE, "fs_base")            \
+            X(GS_BASE, "gs_base") X(K_GS_BASE, "k_gs_base") X(CR0, "cr0") X(CR3, "cr3")            \
+                X(CR4, "cr4") X(EFER, "efer")
 
 enum qpr_reg {
 #define QPR_ENUM(id, name) QPR_##id,
@@ -82,6 +83,8 @@ struct qpr_sample {
     uint64_t win_addr[QPR_WINDOWS];
     uint32_t win_len[QPR_WINDOWS];
     uint32_t win_off[QPR_WINDOWS];
+    uint32_t win_asked; /* windows the configuration it was taken under asked for */
+    uint32_t pad2;
     uint8_t stack[QPR_STACK_MAX];
     uint8_t extra[QPR_EXTRA_MAX];
     uint8_t ustack[QPR_STACK_MAX];

@@ -114,7 +114,7 @@ enum prof_capture_base {
     PROF_CAPTURE_POINTER,
 };
 
-#define PROF_CAPTURE_WINDOWS 4
+#define PROF_CAPTURE_WINDOWS 6
 #define PROF_CAPTURE_BYTES   8192 /* all windows' len together, at most */
 
 struct prof_capture_window {

@@ -30,6 +30,7 @@
 
 #include <errno.h>
 #include <glib.h>
+#include <inttypes.h>
 #include <json.h>
 #include <poll.h>
 #include <stddef.h>
@@ -84,6 +85,9 @@ struct target_plugin {
     int64_t real_minus_mono_us;
     uint64_t paused_us;    /* ended pauses' time since open, for the skipped intervals */
     struct qpr_config cfg; /* what the plugin was last sent */
+    /* Samples the plugin took before it had the OS adapter's windows (set_capture), passed
+     * over: their task cannot be read at their instant any more. */
+    uint64_t before_plan;
     struct qpr_sample cur; /* a copy: the ring slot is released at once */
     struct plugin_cpu cpu;
     struct prof_vcpu vcpu;
@@ -428,6 +432,11 @@ static void tp_free(void *impl)
         return;
     if (t->map)
         munmap(t->map, t->map_size);
+    if (t->before_plan)
+        fprintf(stderr,
+                "qprof: %" PRIu64 " samples the plugin took before it had the OS adapter's "
+                "windows were passed over (their task could not be read at their instant)\n",
+                t->before_plan);
     if (t->fd >= 0)
         close(t->fd); /* the plugin disarms when its socket closes */
     qmp_free(t->qmp);
@@ -604,6 +613,10 @@ static int tp_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
             }
             struct timespec ts = {0, 500000};
             nanosleep(&ts, NULL);
+            continue;
+        }
+        if (t->cur.kind == QPR_KIND_SAMPLE && t->cfg.win[0].len && !t->cur.win_asked) {
+            t->before_plan++;
             continue;
         }
         if (t->cur.kind == QPR_KIND_SAMPLE) {
