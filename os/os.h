@@ -52,6 +52,11 @@ struct prof_task {
 struct prof_os_mem {
     int (*read)(void *ctx, const struct prof_vcpu *cpu, uint64_t addr, void *buf, size_t len,
                 size_t *got);
+    /* The same for memory the guest does not write while the process lives (its mapped files:
+     * ELF headers, .eh_frame, .dynsym), which a capturing target (captured) may read after the
+     * instant, from live memory, where read serves only what it captured. */
+    int (*read_unchanging)(void *ctx, const struct prof_vcpu *cpu, uint64_t addr, void *buf,
+                           size_t len, size_t *got);
     /* Guest-physical memory: 0 when all len bytes were read; NULL when the target has none. */
     int (*read_phys)(void *ctx, uint64_t paddr, void *buf, size_t len);
     /* The guest's RAM ranges; NULL when unknown. */

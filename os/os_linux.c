@@ -27,6 +27,7 @@
 #define THREAD_SIZE  (16u << 10)
 #define VMCI_HEAD    512 /* OSRELEASE and the first SYMBOL() lines, which KASLR changes */
 #define PT_REGS_SIZE 168
+#define PT_REGS_IP   128 /* the iret frame (ip, cs, flags, sp, ss) from here to the end */
 #define PAGE_SIZE    4096u
 /* __START_KERNEL_map: the kernel image's virtual base; phys_base is where it was loaded. */
 #define KERNEL_IMAGE_MAP UINT64_C(0xffffffff80000000)
@@ -879,6 +880,9 @@ static uint64_t lx_capture_plan(void *impl, struct prof_capture_plan *out)
                                              .from_off = l->off.task_stack - lo,
                                              .add = THREAD_SIZE - top,
                                              .len = top};
+    /* the pt_regs at the stack's top: the user stack of a system call or interrupt */
+    out->user_frame_window = 4;
+    out->user_frame_off = top - PT_REGS_SIZE + PT_REGS_IP;
     /* rq->curr: which task a sample in the middle of a context switch belongs to */
     if (l->off.has_rq_curr)
         out->w[out->n++] = (struct prof_capture_window){
@@ -1052,7 +1056,10 @@ static int user_read(void *ctx, uint64_t addr, void *buf, size_t len)
 {
     struct user_reader *u = ctx;
     size_t got = 0;
-    int rc = u->mem->read(u->mem->ctx, u->cpu, addr, buf, len, &got);
+    /* mapped files' headers (build-ids): the guest does not write them */
+    int rc = u->mem->read_unchanging
+                 ? u->mem->read_unchanging(u->mem->ctx, u->cpu, addr, buf, len, &got)
+                 : u->mem->read(u->mem->ctx, u->cpu, addr, buf, len, &got);
     if (rc == -ENOSPC || (got > 0 && got < len))
         u->short_of_budget = true; /* not the page's fault: try again at a later stop */
     if (rc)

@@ -254,9 +254,9 @@ static void take_sample(unsigned idx, struct vcpu *v, uint64_t t0, uint32_t peri
         s->extra_len = read_window(v, v->cfg.extra_addr, v->cfg.extra_len, s->extra);
     s->ustack_addr = 0;
     s->ustack_len = 0;
+    capture_windows(v, s); /* first: the user stack may be found in them */
     if ((s->regs_valid & (1u << QPR_CS)) && (s->regs[QPR_CS] & 3) == 0)
         chase_user_stack(v, idx, s);
-    capture_windows(v, s);
     uint64_t cost = now_ns() - t0;
     s->cost_ns = cost > UINT32_MAX ? UINT32_MAX : (uint32_t)cost;
     publish(r);
@@ -505,6 +505,8 @@ static void publish_config(const struct qpr_config *c)
         dst->ustack_bytes = QPR_STACK_MAX;
     if (dst->extra_len > QPR_EXTRA_MAX)
         dst->extra_len = QPR_EXTRA_MAX;
+    if (dst->ustack_win > QPR_WINDOWS)
+        dst->ustack_win = 0;
     uint32_t win_total = 0;
     for (uint32_t i = 0; i < QPR_WINDOWS; i++) { /* a bad chain ends the list */
         struct qpr_window *w = &dst->win[i];

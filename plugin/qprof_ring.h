@@ -42,10 +42,10 @@
     X(RSP, "rsp")                                                                                  \
     X(R8, "r8")                                                                                    \
     X(R9, "r9")                                                                                    \
-    X(R10, "r10") X(R11, "r11") X(R12, "r12") X(R13, "r13") X(R14, "r14") X(R15, "r15")            \
-        X(RIP, "rip") X(EFLAGS, "eflags") X(CS, "cs") X(SS, "ss") X(FS_BASE, "fs_base")            \
-            X(GS_BASE, "gs_base") X(K_GS_BASE, "k_gs_base") X(CR0, "cr0") X(CR3, "cr3")            \
-                X(CR4, "cr4") X(EFER, "efer")
+    X(R10, "r10")                                                                                  \
+    X(R11, "r11") X(R12, "r12") X(R13, "r13") X(R14, "r14") X(R15, "r15") X(RIP, "rip")            \
+        X(EFLAGS, "eflags") X(CS, "cs") X(SS, "ss") X(FS_BASE, "fs_base") X(GS_BASE, "gs_base")    \
+            X(K_GS_BASE, "k_gs_base") X(CR0, "cr0") X(CR3, "cr3") X(CR4, "cr4") X(EFER, "efer")
 
 enum qpr_reg {
 #define QPR_ENUM(id, name) QPR_##id,
@@ -186,6 +186,10 @@ struct qpr_config { /* qprof -> plugin; a later one replaces it */
      * registers), followed from the registers and from each other; len 0 ends the list. Their
      * lens together at most QPR_WIN_BYTES (the plugin cuts the rest). */
     struct qpr_window win[QPR_WINDOWS];
+    /* A kernel-mode sample's user stack, when the ABI's chase finds none: the user iret frame
+     * (rip, cs, rflags, rsp, ss) at byte ustack_win_off of window ustack_win - 1 (a Linux
+     * task's pt_regs at the top of its kernel stack); 0: none. */
+    uint32_t ustack_win, ustack_win_off;
 };
 
 /* --- Exact instruction counts (qprof --exact; the plugin's qprof_exact.c) ---
@@ -247,6 +251,7 @@ enum qpr_usp_from {
     QPR_USP_ENTRY,      /* the CPU's interrupt frame at sp: an entry stub's first blocks */
     QPR_USP_SAVED,      /* the frame the kernel saved and published (qpr_config's chase) */
     QPR_USP_KSTACK_TOP, /* the interrupt frame at the top of the kernel stack */
+    QPR_USP_WINDOW,     /* the user frame in a chained window (qpr_config.ustack_win) */
 };
 
 /* Reads the u64 at a guest address outside the captured windows; false when unmapped. */
@@ -283,6 +288,26 @@ static inline bool qpr_stack_frame_usp(const struct qpr_sample *s, uint64_t addr
     return true;
 }
 
+/* The user frame in the chained window qpr_config.ustack_win names (a Linux task's pt_regs):
+ * the stack pointer user mode entered the kernel with, when the words make a user iret frame. */
+static inline enum qpr_usp_from qpr_window_usp(const struct qpr_sample *s,
+                                               const struct qpr_config *c, uint64_t *usp)
+{
+    uint32_t w = c->ustack_win;
+    if (!w || w > QPR_WINDOWS || s->win_off[w - 1] > QPR_WIN_BYTES ||
+        s->win_len[w - 1] > QPR_WIN_BYTES - s->win_off[w - 1])
+        return QPR_USP_NONE;
+    uint64_t f[5], at = s->win_addr[w - 1] + c->ustack_win_off;
+    for (int i = 0; i < 5; i++)
+        if (!qpr_window_u64(s->win_addr[w - 1], s->win_bytes + s->win_off[w - 1], s->win_len[w - 1],
+                            at + 8 * (uint64_t)i, &f[i]))
+            return QPR_USP_NONE;
+    if (!qpr_is_user_iret_frame(f))
+        return QPR_USP_NONE;
+    *usp = f[3];
+    return QPR_USP_WINDOW;
+}
+
 /* The user stack pointer of a sample taken in kernel mode, from what was captured at its instant
  * (registers, the kernel stack window from sp, the extra window), in this order:
  * - an entry stub's first blocks, before the kernel saved anything: the CPU's frame lies in the
@@ -303,7 +328,7 @@ static inline enum qpr_usp_from qpr_user_sp(const struct qpr_sample *s, const st
         if (qpr_stack_frame_usp(s, s->stack_addr + off, usp))
             return QPR_USP_ENTRY;
     if (!c->chase_stride)
-        return QPR_USP_NONE;
+        return qpr_window_usp(s, c, usp);
     uint64_t slot = s->extra_addr + (uint64_t)vcpu * c->chase_stride, frame = 0, top = 0;
     if (!qpr_window_u64(s->extra_addr, s->extra, s->extra_len, slot + c->chase_off, &frame))
         return QPR_USP_NONE;

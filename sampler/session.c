@@ -470,6 +470,14 @@ static int os_read(void *ctx, const struct prof_vcpu *cpu, uint64_t addr, void *
     return paused_read(ctx, cpu, addr, buf, len, true, got);
 }
 
+/* What the adapter copies of a process's mapped files: not the instant's, the guest does not
+ * write it (a capturing target reads it from live memory). */
+static int os_read_unchanging(void *ctx, const struct prof_vcpu *cpu, uint64_t addr, void *buf,
+                              size_t len, size_t *got)
+{
+    return paused_read(ctx, cpu, addr, buf, len, false, got);
+}
+
 /* Physical reads (the Linux adapter's page walks, its one-time table copies) are not counted
  * against the budget: with the direct backend they cost no round trip. */
 static int os_read_phys(void *ctx, uint64_t paddr, void *buf, size_t len)
@@ -497,6 +505,7 @@ static bool os_charge(void *ctx, size_t len)
 static struct prof_os_mem os_mem(prof_session *s)
 {
     return (struct prof_os_mem){.read = os_read,
+                                .read_unchanging = os_read_unchanging,
                                 .read_phys = os_read_phys,
                                 .ram_ranges = os_ram_ranges,
                                 .charge = os_charge,

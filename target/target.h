@@ -127,6 +127,10 @@ struct prof_capture_window {
 struct prof_capture_plan {
     int n;
     struct prof_capture_window w[PROF_CAPTURE_WINDOWS];
+    /* x86_64: where a kernel-mode sample's user iret frame (rip, cs, rflags, rsp, ss) lies, so
+     * that the user stack it points to is captured too: byte user_frame_off of window
+     * user_frame_window - 1; 0: nowhere. */
+    uint32_t user_frame_window, user_frame_off;
 };
 
 typedef struct prof_target prof_target;

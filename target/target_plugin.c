@@ -244,12 +244,18 @@ static int tp_set_capture(void *impl, const struct prof_capture_plan *plan, stru
                    "one numbering of window bases");
     struct qpr_config c = t->cfg;
     memset(c.win, 0, sizeof c.win);
+    c.ustack_win = c.ustack_win_off = 0;
     for (int i = 0; i < plan->n && i < QPR_WINDOWS; i++)
         c.win[i] = (struct qpr_window){.base = (uint32_t)plan->w[i].base,
                                        .from = plan->w[i].from,
                                        .from_off = plan->w[i].from_off,
                                        .len = plan->w[i].len,
                                        .add = plan->w[i].add};
+    if (plan->user_frame_window && !c.chase_stride) { /* the demo ABI's chase comes first */
+        c.ustack_win = plan->user_frame_window;
+        c.ustack_win_off = plan->user_frame_off;
+        c.ustack_bytes = QPR_STACK_MAX;
+    }
     t->cfg = c;
     if (send(t->fd, &c, sizeof c, MSG_NOSIGNAL) != (ssize_t)sizeof c)
         return qp_error_set(err, -EPIPE, "configuring the plugin: %s", strerror(errno));

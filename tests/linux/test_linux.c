@@ -28,8 +28,10 @@
  *
  * modules-cycle: the same module loaded and unloaded over and over while qprof samples.
  *
- * Usage: test_linux CASE   (dd-1cpu, dd-2cpu, dd-gdb, dd-plugin, dd-plugin-2cpu, not-linux, no-btf,
- * reboot, sysroot, modules, modules-cycle) */
+ * sysroot-plugin: the sysroot case through qprof-plugin.so (user stacks captured at the instant).
+ *
+ * Usage: test_linux CASE   (dd-1cpu, dd-2cpu, dd-gdb, dd-plugin, dd-plugin-2cpu, not-linux,
+ *                          no-btf, reboot, sysroot, sysroot-plugin, modules, modules-cycle) */
 #define _GNU_SOURCE
 #include "child.h"
 #include "folded.h"
@@ -890,10 +892,14 @@ static struct run profile_hotpath(const struct guest *g, const char *name, const
                                   const char *const *extra, char *folded, size_t folded_size)
 {
     snprintf(folded, folded_size, "%s/%s", g->dir, name);
-    const char *args[16] = {"--qmp-socket", vm_qmp_path(g->vm), "--samples", samples, "-o",
+    const char *args[18] = {"--qmp-socket", vm_qmp_path(g->vm), "--samples", samples, "-o",
                             folded,         "--no-progress"};
     int n = 7;
-    for (int i = 0; extra && extra[i] && n < 14; i++)
+    if (g->plugin) {
+        args[n++] = "--plugin";
+        args[n++] = vm_plugin_address(g->vm);
+    }
+    for (int i = 0; extra && extra[i] && n < 16; i++)
         args[n++] = extra[i];
     args[n] = NULL;
     struct run r = run_qprof(g->dir, args, 240);
@@ -902,9 +908,11 @@ static struct run profile_hotpath(const struct guest *g, const char *name, const
     return r;
 }
 
-static int case_sysroot(void)
+/* plugin: the same through qprof-plugin.so (the user stacks captured at each sample's instant,
+ * the mapped files' tables read from the RAM file). */
+static int case_sysroot(bool plugin)
 {
-    struct guest g = {0};
+    struct guest g = {.plugin = plugin};
     int rc = make_guest();
     if (rc == VM_SKIP)
         return VM_SKIP;
@@ -1238,14 +1246,16 @@ int main(int argc, char **argv)
     if (strcmp(c, "reboot") == 0)
         return case_reboot();
     if (strcmp(c, "sysroot") == 0)
-        return case_sysroot();
+        return case_sysroot(false);
+    if (strcmp(c, "sysroot-plugin") == 0)
+        return case_sysroot(true);
     if (strcmp(c, "modules") == 0)
         return case_modules();
     if (strcmp(c, "modules-cycle") == 0)
         return case_modules_cycle();
-    fprintf(stderr,
-            "usage: test_linux "
-            "dd-1cpu|dd-2cpu|dd-gdb|dd-plugin|dd-plugin-2cpu|not-linux|no-btf|reboot|sysroot|"
-            "modules|modules-cycle [SERIES: 5.10, 6.12, 7.x; 6.1 when absent]\n");
+    fprintf(stderr, "usage: test_linux "
+                    "dd-1cpu|dd-2cpu|dd-gdb|dd-plugin|dd-plugin-2cpu|not-linux|no-btf|reboot|"
+                    "sysroot|sysroot-plugin|"
+                    "modules|modules-cycle [SERIES: 5.10, 6.12, 7.x; 6.1 when absent]\n");
     return 2;
 }
