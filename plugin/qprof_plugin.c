@@ -18,7 +18,7 @@
  * A sample reads the registers and the stack from sp, page by page up to the first unmapped page
  * (a read that runs into an unmapped page fails whole), plus one window qprof names (the demo
  * guest's ABI table), in kernel mode the user stack (qpr_user_sp), and the chained windows an OS
- * adapter asks for (a Linux kernel's current task: capture_windows), into the vCPU's own ring
+ * adapter asks for (a Linux kernel's current task: qpr_capture_windows), into the vCPU's own ring
  * in a memfd shared with qprof (qprof_ring.h): no allocation (buffers are sized at vCPU init), no
  * syscall, no lock shared between vCPUs. A full ring drops the sample and counts it.
  *
@@ -180,36 +180,10 @@ static void chase_user_stack(struct vcpu *v, unsigned idx, struct qpr_sample *s)
     s->ustack_len = read_window(v, usp, v->cfg.ustack_bytes, s->ustack);
 }
 
-/* The chained windows qprof asked for (an OS adapter's per-CPU and per-task state), in order,
- * each from the registers or a pointer in an earlier one, all at this instant. Bytes the stack
- * window holds already are copied from it, not read again. */
-static void capture_windows(struct vcpu *v, struct qpr_sample *s)
+/* read_window for qpr_capture_windows. */
+static uint32_t read_window_cb(void *ctx, uint64_t addr, uint32_t len, uint8_t *out)
 {
-    uint32_t used = 0;
-    memset(s->win_addr, 0, sizeof s->win_addr);
-    memset(s->win_len, 0, sizeof s->win_len);
-    memset(s->win_off, 0, sizeof s->win_off);
-    s->win_asked = 0;
-    for (uint32_t i = 0; i < QPR_WINDOWS && v->cfg.win[i].len; i++) {
-        s->win_asked = i + 1;
-        uint64_t base;
-        if (!qpr_window_base(s, v->cfg.win, i, &base))
-            continue;
-        uint64_t addr = base + (uint64_t)v->cfg.win[i].add;
-        uint32_t len = v->cfg.win[i].len;
-        if (len > QPR_WIN_BYTES - used)
-            len = QPR_WIN_BYTES - used;
-        s->win_addr[i] = addr;
-        s->win_off[i] = used;
-        if (addr >= s->stack_addr && addr - s->stack_addr <= s->stack_len &&
-            s->stack_len - (addr - s->stack_addr) >= len) {
-            memcpy(s->win_bytes + used, s->stack + (addr - s->stack_addr), len);
-            s->win_len[i] = len;
-        } else {
-            s->win_len[i] = read_window(v, addr, len, s->win_bytes + used);
-        }
-        used += s->win_len[i];
-    }
+    return read_window(ctx, addr, len, out);
 }
 
 /* Claims the next slot of the vCPU's ring, or counts a loss; NULL when full. */
@@ -254,7 +228,7 @@ static void take_sample(unsigned idx, struct vcpu *v, uint64_t t0, uint32_t peri
         s->extra_len = read_window(v, v->cfg.extra_addr, v->cfg.extra_len, s->extra);
     s->ustack_addr = 0;
     s->ustack_len = 0;
-    capture_windows(v, s); /* first: the user stack may be found in them */
+    qpr_capture_windows(s, v->cfg.win, read_window_cb, v); /* first: the user stack may be there */
     if ((s->regs_valid & (1u << QPR_CS)) && (s->regs[QPR_CS] & 3) == 0)
         chase_user_stack(v, idx, s);
     uint64_t cost = now_ns() - t0;

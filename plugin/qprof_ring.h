@@ -43,8 +43,9 @@
     X(R8, "r8")                                                                                    \
     X(R9, "r9")                                                                                    \
     X(R10, "r10")                                                                                  \
-    X(R11, "r11") X(R12, "r12") X(R13, "r13") X(R14, "r14") X(R15, "r15") X(RIP, "rip")            \
-        X(EFLAGS, "eflags") X(CS, "cs") X(SS, "ss") X(FS_BASE, "fs_base") X(GS_BASE, "gs_base")    \
+    X(R11, "r11")                                                                                  \
+    X(R12, "r12") X(R13, "r13") X(R14, "r14") X(R15, "r15") X(RIP, "rip") X(EFLAGS, "eflags")      \
+        X(CS, "cs") X(SS, "ss") X(FS_BASE, "fs_base") X(GS_BASE, "gs_base")                        \
             X(K_GS_BASE, "k_gs_base") X(CR0, "cr0") X(CR3, "cr3") X(CR4, "cr4") X(EFER, "efer")
 
 enum qpr_reg {
@@ -373,6 +374,43 @@ static inline bool qpr_window_base(const struct qpr_sample *s, const struct qpr_
         return *base != 0;
     default:
         return false;
+    }
+}
+
+/* Reads len bytes at a guest address, clipped at the first unmapped page: the bytes read. */
+typedef uint32_t (*qpr_read_window_fn)(void *ctx, uint64_t addr, uint32_t len, uint8_t *out);
+
+/* Captures the chained windows win asks for into s (after its registers and stack window), in
+ * order, each from the registers or a pointer in an earlier one, all at this instant; their
+ * bytes together at most QPR_WIN_BYTES. Bytes the stack window holds already are copied from
+ * it, not read again. */
+static inline void qpr_capture_windows(struct qpr_sample *s, const struct qpr_window *win,
+                                       qpr_read_window_fn read, void *ctx)
+{
+    uint32_t used = 0;
+    memset(s->win_addr, 0, sizeof s->win_addr);
+    memset(s->win_len, 0, sizeof s->win_len);
+    memset(s->win_off, 0, sizeof s->win_off);
+    s->win_asked = 0;
+    for (uint32_t i = 0; i < QPR_WINDOWS && win[i].len; i++) {
+        s->win_asked = i + 1;
+        uint64_t base;
+        if (!qpr_window_base(s, win, i, &base))
+            continue;
+        uint64_t addr = base + (uint64_t)win[i].add;
+        uint32_t len = win[i].len;
+        if (len > QPR_WIN_BYTES - used)
+            len = QPR_WIN_BYTES - used;
+        s->win_addr[i] = addr;
+        s->win_off[i] = used;
+        if (addr >= s->stack_addr && addr - s->stack_addr <= s->stack_len &&
+            s->stack_len - (addr - s->stack_addr) >= len) {
+            memcpy(s->win_bytes + used, s->stack + (addr - s->stack_addr), len);
+            s->win_len[i] = len;
+        } else {
+            s->win_len[i] = read(ctx, addr, len, s->win_bytes + used);
+        }
+        used += s->win_len[i];
     }
 }
 
