@@ -75,8 +75,9 @@ struct os_linux {
     bool task_ok[PROF_MAX_VCPUS];
     uint64_t switching_samples; /* named by rq->curr (take_incoming_task) */
     /* A capturing target (the plugin): reads of the current task served from the sample's
-     * instant, and those it did not have, read live instead (the guest has run on since). */
-    uint64_t task_reads_instant, task_reads_live;
+     * instant, and samples left unnamed because their capture lacked one (taken before the
+     * target had the plan): a live read then would name whatever runs now, not then. */
+    uint64_t task_reads_instant, task_unnamed;
     uint64_t plan_gen;    /* changes with each kernel accepted or forgotten (capture_plan) */
     GHashTable *mm_cache; /* mm address -> struct mm_vmas (owned) */
     uint64_t stops;       /* refreshes so far: at most one VMA walk per mm per stop */
@@ -171,11 +172,11 @@ static void lx_free(void *impl)
                 "qprof: Linux: %" PRIu64 " samples in the middle of a context switch named by the "
                 "run queue's incoming task\n",
                 l->switching_samples);
-    if (l->cfg.verbose && (l->task_reads_instant || l->task_reads_live))
+    if (l->cfg.verbose && (l->task_reads_instant || l->task_unnamed))
         fprintf(stderr,
                 "qprof: Linux current tasks: %" PRIu64 " reads from the sample's capture, %" PRIu64
-                " read live (not captured: the task may have changed since)\n",
-                l->task_reads_instant, l->task_reads_live);
+                " samples not named (their capture lacked the task)\n",
+                l->task_reads_instant, l->task_unnamed);
     lx_kernel_free(l->kernel);
     lx_kernel_free(l->candidate);
     lx_modules_free(l->mods);
@@ -471,21 +472,32 @@ static bool on_task_stack(const struct lx_task_info *t, uint64_t sp)
  * must go with the sample. rq->curr names the incoming task then; it is taken only when the stack
  * pointer lies on its stack and not on current_task's (an interrupt stack keeps current_task). */
 static void take_incoming_task(struct os_linux *l, const struct lx_reader *r,
-                               const struct prof_vcpu *cpu, uint64_t base, int i)
+                               const struct prof_vcpu *cpu, uint64_t base, int i, bool captured)
 {
     uint64_t sp = cpu->regs.r[UNW_RSP], next;
     struct lx_task_info t;
     struct qp_error ignored = {0};
     if (on_task_stack(&l->tasks[i], sp) || lx_rq_curr(&l->off, r, base, &next, &ignored) ||
-        next == l->tasks[i].task || lx_task_read(&l->off, r, next, &t, &ignored) ||
-        !on_task_stack(&t, sp))
+        next == l->tasks[i].task)
+        return;
+    if (lx_task_read(&l->off, r, next, &t, &ignored)) {
+        /* A switch under way whose incoming task the capture lacks: which of the two the stack
+         * is cannot be told, so neither is named. */
+        if (captured) {
+            l->task_ok[i] = false;
+            l->task_unnamed++;
+        }
+        return;
+    }
+    if (!on_task_stack(&t, sp))
         return;
     l->tasks[i] = t;
     l->switching_samples++;
 }
 
-/* A capturing target's sample: the current task's reads are served from what the target
- * captured at the sample's instant (capture_plan), and read live only where it has not. */
+/* A capturing target's sample: the current task's reads are served only from what the target
+ * captured at the sample's instant (capture_plan). A live read instead would name whatever runs
+ * now (seen: an interrupt of hotpath-nopie named hotpath, with the live fallback this replaced). */
 struct instant_reader {
     struct os_linux *l;
     const struct prof_vcpu *cpu;
@@ -500,8 +512,7 @@ static int instant_read(void *ctx, uint64_t kva, void *buf, size_t len)
         u->l->task_reads_instant++;
         return 0;
     }
-    u->l->task_reads_live++;
-    return lx_kernel_read(u->l->kernel, kva, buf, len);
+    return -EAGAIN;
 }
 
 /* The per-CPU area: GS base in kernel mode, else __per_cpu_offset[cpu] (QEMU numbers vCPUs as
@@ -510,7 +521,8 @@ static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
 {
     struct instant_reader ir = {l, cpu};
     struct lx_reader r = {.read = kread, .ctx = l->kernel};
-    if (l->mem && l->mem->captured && l->mem->read)
+    bool captured = l->mem && l->mem->captured && l->mem->read;
+    if (captured)
         r = (struct lx_reader){.read = instant_read, .ctx = &ir};
     uint64_t base = 0, task;
     struct qp_error err = {0};
@@ -529,7 +541,9 @@ static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
         lx_task_read(&l->off, &r, task, &l->tasks[i], &err) == 0) {
         l->task_ok[i] = true;
         if (!cpu->user)
-            take_incoming_task(l, &r, cpu, base, i);
+            take_incoming_task(l, &r, cpu, base, i, captured);
+    } else if (captured) {
+        l->task_unnamed++; /* before the target had the plan: not this instant's to read */
     } else if (l->cfg.verbose && !l->said_task_error) {
         fprintf(stderr, "qprof: Linux: vCPU %d's current task: %s (said once)\n", cpu->index,
                 err.msg);

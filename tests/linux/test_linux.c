@@ -341,8 +341,9 @@ static void check_kthread_root(gchar **frames, const char *stack)
 }
 
 /* dd's kernel samples: read_zero (or clear_user*, iov_iter_zero) under ksys_read under
- * do_syscall_64 under entry_SYSCALL_64*, parent before child. */
-static void check_dd_stacks(const char *folded_path, const struct guest *g)
+ * do_syscall_64 under entry_SYSCALL_64*, parent before child. Up to `unnamed` of them may be
+ * rooted at "kernel": samples qprof said it could not name (check_named_at_instant). */
+static void check_dd_stacks(const char *folded_path, const struct guest *g, uint64_t unnamed)
 {
     struct folded f = read_folded(folded_path);
     uint64_t busy = 0, dd_kernel = 0, ordered = 0;
@@ -367,8 +368,10 @@ static void check_dd_stacks(const char *folded_path, const struct guest *g)
             ordered += ok ? count : 0;
             char root[64];
             snprintf(root, sizeof root, "dd (%d)", g->dd_pid);
-            CHECK_MSG(strcmp(frames[0], root) == 0, "dd stack rooted at %s, not %s", frames[0],
-                      root);
+            bool said_unnamed = strcmp(frames[0], "kernel") == 0 && count <= unnamed;
+            unnamed -= said_unnamed ? count : 0;
+            CHECK_MSG(said_unnamed || strcmp(frames[0], root) == 0, "dd stack rooted at %s, not %s",
+                      frames[0], root);
         }
         g_strfreev(frames);
     }
@@ -481,22 +484,26 @@ static void check_one_shot_addresses(const char *text, GArray *syms, int *kernel
 }
 
 /* Through the plugin, the current task of each sample comes from what the plugin captured at
- * its instant (qprof -v counts the adapter's reads of it): nearly none read live, later. */
-static void check_named_at_instant(const char *err)
+ * its instant (qprof -v counts the adapter's reads of it), never from a live read: a sample
+ * whose capture lacks it (taken before the plugin had the adapter's windows) is not named. */
+static uint64_t check_named_at_instant(const char *err)
 {
     CHECK_MSG(strstr(err, "linux adapter's ") && strstr(err, "windows are captured at each sample"),
               "the Linux adapter's windows were not sent to the plugin:\n%s", err);
     const char *at = strstr(err, "Linux current tasks: ");
-    unsigned long long instant = 0, live = 0;
+    unsigned long long instant = 0, unnamed = 0;
     CHECK_MSG(at && sscanf(at,
                            "Linux current tasks: %llu reads from the sample's capture, %llu "
-                           "read live",
-                           &instant, &live) == 2,
+                           "samples not named",
+                           &instant, &unnamed) == 2,
               "no count of the current task's reads:\n%s", err);
-    fprintf(stderr, "current task reads: %llu from the capture, %llu live\n", instant, live);
-    /* live: the samples between the kernel's discovery and the plugin taking the windows */
-    CHECK_MSG(instant > 0 && live * 50 <= instant,
-              "%llu of the current task's reads were live, %llu from the capture", live, instant);
+    fprintf(stderr, "current task reads from the capture: %llu, samples not named: %llu\n", instant,
+            unnamed);
+    /* unnamed: the sample that found the kernel, before the plugin had the windows (the rest of
+     * those are passed over), and switches whose incoming task was not captured */
+    CHECK_MSG(instant > 0 && unnamed * 100 <= instant,
+              "%llu samples not named, %llu reads from the capture", unnamed, instant);
+    return unnamed;
 }
 
 /* How case_dd samples the guest. */
@@ -552,16 +559,16 @@ static int case_dd(int smp, enum dd_via via)
     if (via == VIA_GDB)
         CHECK_MSG(strstr(r.err, "transport: gdbstub, memory: direct"),
                   "not sampled through the gdbstub with the RAM file:\n%s", r.err);
-    if (via == VIA_PLUGIN)
-        check_named_at_instant(r.err);
-    check_dd_stacks(folded, &g);
+    uint64_t unnamed = via == VIA_PLUGIN ? check_named_at_instant(r.err) : 0;
+    check_dd_stacks(folded, &g, unnamed);
     check_user_leaves(folded, &g);
     run_free(&r);
 
     /* Each --one-shot finds the kernel again (a second or more under ASan): stop as soon as
      * one sample has shown enough kernel frames (dd is nearly always in the kernel). The
-     * plugin's one sample is of one vCPU, which at 2 vCPUs is the shell loop's half the time. */
-    int kernel_frames = 0, tries = via == VIA_PLUGIN ? 8 : 3;
+     * plugin's one sample is the first vCPU's with a record, mostly vCPU 0's, which at 2 vCPUs
+     * may be the shell loop's every time: that case leaves this to dd-plugin (1 vCPU). */
+    int kernel_frames = 0, tries = via == VIA_PLUGIN ? (smp > 1 ? 0 : 8) : 3;
     for (int i = 0; i < tries && kernel_frames < 5; i++) {
         const char *one[] = {"--qmp-socket", vm_qmp_path(g.vm), "--one-shot", "--show-addresses",
                              NULL};
@@ -577,7 +584,7 @@ static int case_dd(int smp, enum dd_via via)
         check_one_shot_addresses(r.out, syms, &kernel_frames);
         run_free(&r);
     }
-    CHECK_MSG(kernel_frames >= 5, "only %d kernel frames in up to %d one-shot samples",
+    CHECK_MSG(!tries || kernel_frames >= 5, "only %d kernel frames in up to %d one-shot samples",
               kernel_frames, tries);
     for (guint i = 0; i < syms->len; i++)
         g_free(g_array_index(syms, struct ksym, i).name);
