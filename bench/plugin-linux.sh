@@ -6,13 +6,13 @@
 # user stack), samples lost to a full ring, and the kernel stacks ORC unwound completely.
 # Usage: bench/plugin-linux.sh BUILD_DIR [SECONDS [VCPUS]]
 # The guest comes from BUILD_DIR/linux-guest (tests/linux/make-guest.sh builds it there, as the
-# linux_* tests do); QEMU 10 from xtask/qemu10.sh.
+# linux_* tests do), or the folder QPROF_LINUX_GUEST names; QEMU 10 from xtask/qemu10.sh.
 set -euo pipefail
 BUILD=$(cd "${1:?usage: bench/plugin-linux.sh BUILD_DIR [SECONDS [VCPUS]]}" && pwd)
 SECS=${2:-10}
 SMP=${3:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-GUEST=$BUILD/linux-guest
+GUEST=${QPROF_LINUX_GUEST:-$BUILD/linux-guest}
 "$ROOT/tests/linux/make-guest.sh" "$GUEST" 6.1 >/dev/null
 [ -f "$BUILD/qprof-plugin.so" ] || { echo "no $BUILD/qprof-plugin.so (configure after xtask/qemu10.sh)" >&2; exit 1; }
 eval "$("$ROOT/xtask/qemu10.sh" --quiet)"
