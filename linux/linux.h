@@ -81,6 +81,9 @@ const struct lx_vmcoreinfo *lx_kernel_vmcoreinfo(const lx_kernel *k);
 
 /* Reads len bytes at kernel virtual address kva: 0 when all were read, else -EFAULT. */
 int lx_kernel_read(lx_kernel *k, uint64_t kva, void *buf, size_t len);
+/* The guest-physical address of kernel virtual address kva through the kernel's page table: 0,
+ * or -EFAULT when kva is not mapped. */
+int lx_kernel_virt_to_phys(lx_kernel *k, uint64_t kva, uint64_t *paddr);
 /* Drops cached translations and the few physical pages kept for small reads: call once per
  * stop, since vmalloc'd mappings (task stacks) and stack contents change while the guest runs. */
 void lx_kernel_forget_translations(lx_kernel *k);

@@ -78,9 +78,14 @@ struct os_linux {
      * instant, and samples left unnamed because their capture lacked one (taken before the
      * target had the plan): a live read then would name whatever runs now, not then. */
     uint64_t task_reads_instant, task_unnamed;
-    uint64_t plan_gen;    /* changes with each kernel accepted or forgotten (capture_plan) */
-    GHashTable *mm_cache; /* mm address -> struct mm_vmas (owned) */
-    uint64_t stops;       /* refreshes so far: at most one VMA walk per mm per stop */
+    uint64_t plan_gen; /* changes with each kernel accepted or forgotten (capture_plan) */
+    /* The vCPU runs on its task's own page tables (CR3 is mm->pgd's): false in a context switch
+     * between switch_mm and the write of current_task, where CR3 is already the next task's and
+     * the task's user memory cannot be read through the vCPU. */
+    bool own_mm[PROF_MAX_VCPUS];
+    uint64_t foreign_mm_samples;
+    GHashTable *mm_cache;         /* mm address -> struct mm_vmas (owned) */
+    uint64_t stops;               /* refreshes so far: at most one VMA walk per mm per stop */
     const struct prof_vcpu *cpus; /* this stop's (borrowed during the stop): user reads */
     int n_cpus;
     /* Loaded modules: their symbols are part of syms, their ORC tables the unwinder's. */
@@ -172,6 +177,11 @@ static void lx_free(void *impl)
                 "qprof: Linux: %" PRIu64 " samples in the middle of a context switch named by the "
                 "run queue's incoming task\n",
                 l->switching_samples);
+    if (l->cfg.verbose && l->foreign_mm_samples)
+        fprintf(stderr,
+                "qprof: Linux: %" PRIu64 " samples in a context switch, on the next task's page "
+                "tables: their task's user memory was not read\n",
+                l->foreign_mm_samples);
     if (l->cfg.verbose && (l->task_reads_instant || l->task_unnamed))
         fprintf(stderr,
                 "qprof: Linux current tasks: %" PRIu64 " reads from the sample's capture, %" PRIu64
@@ -515,6 +525,19 @@ static int instant_read(void *ctx, uint64_t kva, void *buf, size_t len)
     return -EAGAIN;
 }
 
+/* Whether cpu's page tables are those of task t's mm (PTI's user and kernel halves of one pair
+ * alike). An mm whose pgd cannot be read counts as the vCPU's (as before this check). */
+static bool runs_on_own_mm(struct os_linux *l, const struct prof_vcpu *cpu,
+                           const struct lx_task_info *t)
+{
+    uint64_t pgd, pa;
+    if (!t->mm || t->kthread || !lx_is_kernel_addr(t->mm) ||
+        lx_kernel_read(l->kernel, t->mm + l->off.mm_pgd, &pgd, 8) ||
+        lx_kernel_virt_to_phys(l->kernel, pgd, &pa))
+        return true;
+    return ((pa ^ cpu->as_root) & ~UINT64_C(0x1fff) & UINT64_C(0x000ffffffffff000)) == 0;
+}
+
 /* The per-CPU area: GS base in kernel mode, else __per_cpu_offset[cpu] (QEMU numbers vCPUs as
  * Linux numbers CPUs when nothing was hot-plugged); lx_current_task checks it either way. */
 static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
@@ -542,6 +565,8 @@ static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
         l->task_ok[i] = true;
         if (!cpu->user)
             take_incoming_task(l, &r, cpu, base, i, captured);
+        l->own_mm[i] = !l->task_ok[i] || runs_on_own_mm(l, cpu, &l->tasks[i]);
+        l->foreign_mm_samples += !l->own_mm[i];
     } else if (captured) {
         l->task_unnamed++; /* before the target had the plan: not this instant's to read */
     } else if (l->cfg.verbose && !l->said_task_error) {
@@ -1199,6 +1224,8 @@ static int lx_address_space(void *impl, int i, const struct prof_os_mem *mem,
     const struct lx_task_info *t = &l->tasks[i];
     if (!t->mm || t->kthread || !lx_is_kernel_addr(t->mm))
         return -ENOENT;
+    if (!l->own_mm[i])
+        return -EAGAIN; /* its memory is not what the vCPU's page tables map now */
     struct charged c = {l, mem};
     struct lx_reader r = {.read = charged_read, .ctx = &c};
     int32_t map_count;
