@@ -40,13 +40,10 @@
     X(RDI, "rdi")                                                                                  \
     X(RBP, "rbp")                                                                                  \
     X(RSP, "rsp")                                                                                  \
-    X(R8, "r8")                                                                                    \
-    X(R9, "r9")                                                                                    \
-    X(R10, "r10")                                                                                  \
-    X(R11, "r11")                                                                                  \
-    X(R12, "r12") X(R13, "r13") X(R14, "r14") X(R15, "r15") X(RIP, "rip") X(EFLAGS, "eflags")      \
-        X(CS, "cs") X(SS, "ss") X(FS_BASE, "fs_base") X(GS_BASE, "gs_base")                        \
-            X(K_GS_BASE, "k_gs_base") X(CR0, "cr0") X(CR3, "cr3") X(CR4, "cr4") X(EFER, "efer")
+    X(R8, "r8") X(R9, "r9") X(R10, "r10") X(R11, "r11") X(R12, "r12") X(R13, "r13") X(R14, "r14")  \
+        X(R15, "r15") X(RIP, "rip") X(EFLAGS, "eflags") X(CS, "cs") X(SS, "ss")                    \
+            X(FS_BASE, "fs_base") X(GS_BASE, "gs_base") X(K_GS_BASE, "k_gs_base") X(CR0, "cr0")    \
+                X(CR3, "cr3") X(CR4, "cr4") X(EFER, "efer")
 
 enum qpr_reg {
 #define QPR_ENUM(id, name) QPR_##id,
