@@ -101,6 +101,12 @@ int lx_kernel_read(lx_kernel *k, uint64_t kva, void *buf, size_t len)
     return 0;
 }
 
+int lx_kernel_virt_to_phys(lx_kernel *k, uint64_t kva, uint64_t *paddr)
+{
+    uint64_t contiguous;
+    return lx__translate(k, kva, paddr, &contiguous) ? -EFAULT : 0;
+}
+
 void lx_kernel_forget_translations(lx_kernel *k)
 {
     memset(k->tlb, 0, sizeof k->tlb);
