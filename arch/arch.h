@@ -81,6 +81,11 @@ struct prof_arch_cpu_state {
      * instruction of an exception vector (aarch64: ELR_EL1; riscv64: sepc), when given. */
     bool has_exception_pc;
     uint64_t exception_pc;
+    /* aarch64: SP_EL0 at EL1, the sp an exception from EL0 interrupted, for the unwinder's
+     * column UNW_TRAP_SP_COLUMN: a vector names it there until it has saved it (and ELR_EL1 as
+     * the trap pc). */
+    bool has_trap_sp;
+    uint64_t trap_sp;
 };
 
 /* One vCPU's registers as QEMU's monitor prints them (HMP `info registers -a`), under the names

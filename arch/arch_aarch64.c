@@ -165,7 +165,7 @@ static const struct prof_arch_reg gdb_regs[] = {
 /* QEMU 7.2's system-registers feature (org.qemu.gdb.arm.sys.regs) names SCTLR_EL1 "SCTLR" (its
  * AArch32 and AArch64 views are one register); a stub that spells it out is asked too. */
 static const char *const gdb_state_regs[] = {
-    "cpsr", "SCTLR", "SCTLR_EL1", "TTBR0_EL1", "TTBR1_EL1", "TCR_EL1", "SP_EL0", "ELR_EL1", NULL};
+    "cpsr", "SCTLR", "SCTLR_EL1", "TTBR0_EL1", "TTBR1_EL1", "TCR_EL1", "ELR_EL1", "SP_EL0", NULL};
 
 static int need_reg(prof_arch_reg_fn get, void *ctx, const char *name, uint64_t *val,
                     struct qp_error *err)
@@ -212,6 +212,20 @@ static int aarch64_el(uint64_t cpsr, struct qp_error *err)
     return (int)PSTATE_EL(cpsr);
 }
 
+/* At an exception vector's first instruction the interrupted pc is only in ELR_EL1 and an
+ * interrupted EL0 sp only in SP_EL0 (guest/kernel/aarch64/entry.S names them there as DWARF
+ * columns 64 and 65). A transport without ELR_EL1 (QMP: `info registers` does not print it)
+ * gets a pc in neither half there, so that such a stop ends its stack marked (a bad pc), never
+ * taken for an outermost frame (an unknown return address, or 0, is one to libdwfl). */
+#define TRAP_PC_UNKNOWN UINT64_C(0x8000000000000000)
+static void trap_registers(prof_arch_reg_fn get, void *ctx, int el, struct prof_arch_cpu_state *st)
+{
+    st->has_trap_pc = el == 1;
+    if (st->has_trap_pc && get(ctx, "ELR_EL1", &st->trap_pc) < 0)
+        st->trap_pc = TRAP_PC_UNKNOWN;
+    st->has_trap_sp = el == 1 && get(ctx, "SP_EL0", &st->trap_sp) == 0;
+}
+
 static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state *st,
                      struct qp_error *err)
 {
@@ -240,6 +254,7 @@ static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state
     /* Optional: SP_EL0, the stack pointer of EL0 while EL0 runs, a kernel's own at EL1. */
     st->has_kernel_thread_reg = el == 1 && get(ctx, "SP_EL0", &st->kernel_thread_reg) == 0;
     st->has_exception_pc = el == 1 && get(ctx, "ELR_EL1", &st->exception_pc) == 0;
+    trap_registers(get, ctx, el, st);
     return 0;
 }
 
@@ -414,6 +429,7 @@ static int monitor_cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_c
     st->paging = el == 0 || (el == 1 && pc >= prof_arch_aarch64.split.kernel_start);
     st->as_root = 0;
     st->mmu = (struct prof_arch_mmu){0};
+    trap_registers(get, ctx, el, st);
     return 0;
 }
 

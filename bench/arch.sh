@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
 # qprof's cost per sample on each architecture, side by side in one run (issue 24, item 6): the
-# x86_64 and the riscv64 demo guests (`run=spin,spin,sys`, one vCPU, TCG, RAM in a shared file),
-# each profiled over the gdbstub (`--gdb` + `--qmp-socket` for the RAM file, which riscv64 needs)
-# and over QMP alone (`--qmp-socket`); aarch64 has no demo guest yet, so its row is the
-# tests/arch test machine (a64_mini.elf, EL1 kernel + EL0 loop, `--os none`) over the gdbstub
-# only (qprof reads no aarch64 `info registers` text): the same transport work per sample, on a
-# different workload.
+# x86_64, riscv64 and aarch64 demo guests (`run=spin,spin,sys`, one vCPU, TCG, RAM in a shared
+# file), each profiled over the gdbstub (`--gdb` + `--qmp-socket` for the RAM file, which riscv64
+# and aarch64 need) and over QMP alone (`--qmp-socket`; aarch64's memory then comes through
+# QEMU's memsave, QMP giving no TTBRs to walk the RAM file with).
 # Usage: bench/arch.sh BUILD_DIR [SAMPLES [ROUNDS]]   (a Markdown table on stdout)
 # Every row boots its guest afresh and takes a fixed SAMPLES (2000) samples at `--interval 1`
 # (qprof goes as fast as it can when a sample takes longer than 1 ms: the samples/s column is
@@ -18,7 +16,7 @@
 # The last lines, one per architecture, which xtask bench (bench/run.sh, section arch) repeats:
 #   bench: arch x86_64 gdbstub p50 X ms (N/s), qmp p50 Y ms (M/s)
 # Exit status 77 (with the reason on stderr) when qemu-system-riscv64 or the riscv64 demo guest is
-# missing; 1 when a run failed (its row says how, the table is still printed).
+# missing (a missing aarch64 QEMU or guest leaves its rows saying so); 1 when a run failed (its row says how, the table is still printed).
 set -Eeuo pipefail
 BUILD=$(cd "${1:?usage: bench/arch.sh BUILD_DIR [SAMPLES [ROUNDS]]}" && pwd)
 SAMPLES=${2:-2000}
@@ -26,7 +24,7 @@ ROUNDS=${3:-2}
 QPROF=$BUILD/qprof
 X86_KERNEL=$BUILD/guest/kernel.elf
 RV_KERNEL=$BUILD/guest/riscv64/kernel.elf
-A64_MINI=$BUILD/tests/arch/a64_mini.elf
+A64_KERNEL=$BUILD/guest/aarch64/kernel.elf
 CMDLINE=run=spin,spin,sys
 
 say() { printf 'bench: arch: %s\n' "$*" >&2; }
@@ -40,11 +38,11 @@ command -v qemu-system-riscv64 >/dev/null ||
     skip "qemu-system-riscv64 is not installed (Debian: qemu-system-misc; xtask/xtask deps)"
 [ -f "$RV_KERNEL" ] ||
     skip "no riscv64 demo guest at $RV_KERNEL (built when riscv64-linux-gnu-gcc is installed: xtask/xtask deps, then xtask/xtask build)"
-# aarch64: the test machine when it and its QEMU are there; else the row says why not.
+# aarch64: the demo guest when it and its QEMU are there; else its rows say why not.
 A64_MISSING=
 command -v qemu-system-aarch64 >/dev/null || A64_MISSING="qemu-system-aarch64 is not installed"
-[ -n "$A64_MISSING" ] || [ -f "$A64_MINI" ] ||
-    A64_MISSING="no $A64_MINI (built when aarch64-linux-gnu-gcc is installed)"
+[ -n "$A64_MISSING" ] || [ -f "$A64_KERNEL" ] ||
+    A64_MISSING="no $A64_KERNEL (built when aarch64-linux-gnu-gcc is installed)"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qprof-arch-bench.XXXXXX")
 RAM=/dev/shm/qprof-arch-bench-ram-$$
@@ -67,14 +65,14 @@ if [ "$(nproc)" -ge 2 ]; then
 fi
 
 # boot ARCH: QEMU with the guest of ARCH, its RAM in $RAM, QMP on $WORK/qmp, the gdbstub on
-# $WORK/gdb; returns once the guest has started its programs (the demo guests print "ready"), or
-# for the aarch64 machine (no console) once QEMU listens. Then the vCPU thread goes to VCPU_CPU.
+# $WORK/gdb; returns once the guest has started its programs (the demo guests print "ready").
+# Then the vCPU thread goes to VCPU_CPU.
 boot() {
     local arch=$1 mem=256 qemu args=() ready=ready waited=0
     case $arch in
         x86_64) qemu=qemu-system-x86_64 args=(-machine memory-backend=ram -kernel "$X86_KERNEL" -append "$CMDLINE") ;;
         riscv64) qemu=qemu-system-riscv64 args=(-machine "virt,memory-backend=ram" -bios none -kernel "$RV_KERNEL" -append "$CMDLINE") ;;
-        aarch64) qemu=qemu-system-aarch64 mem=128 ready="" args=(-machine "virt,memory-backend=ram" -cpu cortex-a57 -kernel "$A64_MINI") ;;
+        aarch64) qemu=qemu-system-aarch64 args=(-machine "virt,memory-backend=ram" -cpu cortex-a57 -kernel "$A64_KERNEL" -append "$CMDLINE") ;;
     esac
     rm -f "$WORK/qmp" "$WORK/gdb" "$WORK/serial" "$RAM"
     : > "$WORK/serial"
@@ -109,8 +107,7 @@ row() {
     case $arch in
         x86_64) guest=(--kernel "$X86_KERNEL" --user-dir "$BUILD/guest/user") ;;
         riscv64) guest=(--kernel "$RV_KERNEL" --user-dir "$BUILD/guest/riscv64/user") ;;
-        # a64_mini's image is linked at its physical address and runs 0x8000000000 below it
-        aarch64) guest=(--os none --kernel "$A64_MINI" --kernel-slide -0x8000000000) ;;
+        aarch64) guest=(--kernel "$A64_KERNEL" --user-dir "$BUILD/guest/aarch64/user") ;;
     esac
     say "round $3: $arch over $transport, $SAMPLES samples at --interval 1"
     if ! boot "$arch"; then
@@ -179,6 +176,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
     [ -n "$A64_MISSING" ] || row aarch64 gdbstub "$round"
     row x86_64 qmp "$round"
     row riscv64 qmp "$round"
+    [ -n "$A64_MISSING" ] || row aarch64 qmp "$round"
 done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -189,29 +187,27 @@ print_row x86_64 qmp "x86_64 (demo guest)"
 print_row riscv64 gdbstub "riscv64 (demo guest)"
 print_row riscv64 qmp "riscv64 (demo guest)"
 if [ -n "$A64_MISSING" ]; then
-    echo "| aarch64: no demo guest yet | - | - | - | - | not measured: $A64_MISSING |"
+    echo "| aarch64 (demo guest) | - | - | - | - | not measured: $A64_MISSING |"
 else
-    # shellcheck disable=SC2016 # the backquotes are markdown
-    print_row aarch64 gdbstub 'aarch64: no demo guest yet; the tests/arch machine (`a64_mini.elf`, `--os none`)'
-    echo "| aarch64 | qmp | - | - | - | not measured: qprof samples aarch64 through its gdbstub only (it reads no aarch64 \`info registers\` text yet) |"
+    print_row aarch64 gdbstub "aarch64 (demo guest)"
+    print_row aarch64 qmp "aarch64 (demo guest)"
 fi
 echo
 echo "$SAMPLES samples per run at \`--interval 1\`, each row on a freshly booted guest (one vCPU, TCG,"
-echo "\`-append $CMDLINE\` on the demo guests, RAM in a shared file, memory read from it), medians of"
+echo "\`-append $CMDLINE\`, RAM in a shared file, memory read from it but by aarch64's QMP rows, which"
+echo "read through QEMU's memsave: QMP gives no TTBRs to walk the file with), medians of"
 echo "$ROUNDS rounds in which the architectures alternate; load average $LOAD_BEFORE before, $LOAD_AFTER after."
 qemu_version() { command -v "$1" >/dev/null && "$1" --version | sed -n '1s/^QEMU emulator version //p'; }
 echo "QEMU: $(for a in x86_64 riscv64 aarch64; do printf '%s%s %s' "${sep:-}" "$a" "$(qemu_version "qemu-system-$a" || echo -)"; sep=", "; done). At \`--interval 1\` qprof"
 echo "asks for 1000 samples/s on a jittered schedule: a row below that fell behind it where samples"
 echo "(the pause plus qprof's own work after \`cont\`; the p99 pause alone reaches several ms) took"
 echo "longer than the interval."
-echo "The aarch64 machine runs a different workload (one EL0 loop and its system call, no processes"
-echo "named), so its row measures the transport on aarch64, not the demo guest's profile."
 echo
 arch_line x86_64 gdbstub qmp
 arch_line riscv64 gdbstub qmp
 if [ -n "$A64_MISSING" ]; then
-    echo "bench: arch aarch64: no demo guest yet (and not measured: $A64_MISSING)"
+    echo "bench: arch aarch64: not measured: $A64_MISSING"
 else
-    echo "$(arch_line aarch64 gdbstub) (the tests/arch machine: no demo guest yet), qmp not supported"
+    arch_line aarch64 gdbstub qmp
 fi
 [ "$FAILED" -eq 0 ] || { say "a run gave no figures (its row says why)"; exit 1; }

@@ -27,9 +27,8 @@
 # guest) is marked not run, with the reason.
 #
 # Section arch (bench/arch.sh): qprof's paused time per sample and samples/s per architecture,
-# side by side: the x86_64 and the riscv64 demo guests (`run=spin,spin,sys`), each over the
-# gdbstub (with QMP for the RAM file) and over QMP alone, and aarch64's tests/arch machine
-# (a64_mini.elf, `--os none`: no aarch64 demo guest yet) over the gdbstub; a fixed sample count at
+# side by side: the x86_64, riscv64 and aarch64 demo guests (`run=spin,spin,sys`), each over the
+# gdbstub (with QMP for the RAM file) and over QMP alone; a fixed sample count at
 # `--interval 1` per row, each row on a freshly booted guest, two rounds with the architectures
 # alternating, medians. It ends with one line per architecture:
 # `bench: arch x86_64 gdbstub p50 X ms (N/s), qmp p50 Y ms (M/s)`.
@@ -670,7 +669,7 @@ section_plugin() {
 
 ARCH_SAMPLES=$(awk -v k="$SCALE" 'BEGIN { v = 2000 * k; if (v < 200) v = 200; printf "%d", v }')
 section_arch() {
-    step "qprof on the x86_64 and riscv64 demo guests and aarch64's test machine, $ARCH_SAMPLES samples per run at --interval 1, 2 rounds (bench/arch.sh)"
+    step "qprof on the x86_64, riscv64 and aarch64 demo guests, $ARCH_SAMPLES samples per run at --interval 1, 2 rounds (bench/arch.sh)"
     local rc=0
     "$ROOT/bench/arch.sh" "$BUILD" "$ARCH_SAMPLES" 2 > "$WORK/arch.md" 2> "$WORK/arch.err" || rc=$?
     cat "$WORK/arch.err" >&2
@@ -1106,10 +1105,9 @@ report_plugin() {
 report_arch() {
     echo "## Per architecture: x86_64, riscv64, aarch64 (\`bench/arch.sh\`)"
     echo
-    echo "qprof on each architecture's guest in one run: the x86_64 and the riscv64 demo guests over"
-    echo "the gdbstub (\`--gdb\` + \`--qmp-socket\` for the RAM file) and over QMP alone, and aarch64's"
-    echo "tests/arch machine over the gdbstub (no aarch64 demo guest yet; qprof does not read aarch64"
-    echo "over QMP). $ARCH_SAMPLES samples per row at \`--interval 1\`, every row on a freshly booted guest, the"
+    echo "qprof on each architecture's demo guest in one run: x86_64, riscv64 and aarch64, each over"
+    echo "the gdbstub (\`--gdb\` + \`--qmp-socket\` for the RAM file) and over QMP alone (aarch64's memory"
+    echo "then through memsave). $ARCH_SAMPLES samples per row at \`--interval 1\`, every row on a freshly booted guest, the"
     echo "rows run twice with the architectures alternating; medians of the two."
     echo
     if ! needs arch; then

@@ -100,11 +100,11 @@ uint64_t lx_kernel_image_paddr(const lx_kernel *k, uint64_t kva);
 #define LX_BTF_SCAN (96u << 20)
 int lx_kernel_find_btf(lx_kernel *k, uint64_t *start, uint64_t *stop);
 
-/* The guest-physical address of kernel address kva: 0, or -EFAULT when it is not mapped. */
-int lx_kernel_paddr(lx_kernel *k, uint64_t kva, uint64_t *pa);
-
 /* Reads len bytes at kernel virtual address kva: 0 when all were read, else -EFAULT. */
 int lx_kernel_read(lx_kernel *k, uint64_t kva, void *buf, size_t len);
+/* The guest-physical address of kernel virtual address kva through the kernel's page table: 0,
+ * or -EFAULT when kva is not mapped. */
+int lx_kernel_virt_to_phys(lx_kernel *k, uint64_t kva, uint64_t *paddr);
 /* Drops cached translations and the few physical pages kept for small reads: call once per
  * stop, since vmalloc'd mappings (task stacks) and stack contents change while the guest runs. */
 void lx_kernel_forget_translations(lx_kernel *k);
@@ -181,6 +181,15 @@ struct lx_unwind_result {
  * first, into frames[0..max). Reads guest memory through k (call while the guest is stopped). */
 void lx_unwind(lx_kernel *k, const struct lx_pt_regs *live, struct lx_frame *frames, int max,
                struct lx_unwind_result *out);
+
+/* Reads len bytes of stack memory at kva: 0 when all were read. */
+typedef int (*lx_stack_read_fn)(void *ctx, uint64_t kva, void *buf, size_t len);
+
+/* lx_unwind with the stack's words (frames, saved registers) read through read instead of k: a
+ * copy taken at the sample's instant while the guest ran on (the TCG plugin's capture). A word
+ * it does not have ends the walk as unreadable, marked; the ORC tables still come from k. */
+void lx_unwind_from(lx_kernel *k, const struct lx_pt_regs *live, lx_stack_read_fn read,
+                    void *read_ctx, struct lx_frame *frames, int max, struct lx_unwind_result *out);
 
 /* ---- Frame pointers (arm64: the kernels that keep them) ----------------------------------- */
 

@@ -28,12 +28,6 @@ int lx__translate(lx_kernel *k, uint64_t kva, uint64_t *paddr, uint64_t *contigu
     return 0;
 }
 
-int lx_kernel_paddr(lx_kernel *k, uint64_t kva, uint64_t *pa)
-{
-    uint64_t contiguous;
-    return lx__translate(k, kva, pa, &contiguous) ? -EFAULT : 0;
-}
-
 int lx_kernel_read(lx_kernel *k, uint64_t kva, void *buf, size_t len)
 {
     uint8_t *dst = buf;
@@ -48,6 +42,12 @@ int lx_kernel_read(lx_kernel *k, uint64_t kva, void *buf, size_t len)
         dst += n, kva += n, len -= n;
     }
     return 0;
+}
+
+int lx_kernel_virt_to_phys(lx_kernel *k, uint64_t kva, uint64_t *paddr)
+{
+    uint64_t contiguous;
+    return lx__translate(k, kva, paddr, &contiguous) ? -EFAULT : 0;
 }
 
 void lx_kernel_forget_translations(lx_kernel *k)

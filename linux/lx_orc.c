@@ -323,11 +323,24 @@ struct state {
     struct lx_pt_regs regs; /* the last register set seen: the live one, or a pt_regs */
     bool regs_full;         /* regs holds every register (the live set or a full pt_regs) */
     bool regs_valid;        /* regs_full, or, after an iret frame, the full set before it */
+    /* Where the stack's words come from: the sample's own copy (lx_unwind_from), else k. */
+    lx_stack_read_fn read;
+    void *read_ctx;
 };
 
-static bool read_word(lx_kernel *k, uint64_t addr, uint64_t *val)
+/* The walk's reads of stack memory (frames, saved registers): from the sample's copy when the
+ * caller gave one, which a target that captured the stack at the sample's instant must (the
+ * guest has run on since, and its RAM holds later frames). */
+static bool read_stack(lx_kernel *k, const struct state *s, uint64_t addr, void *buf, size_t len)
 {
-    return lx_kernel_read(k, addr, val, 8) == 0;
+    if (s->read)
+        return s->read(s->read_ctx, addr, buf, len) == 0;
+    return lx_kernel_read(k, addr, buf, len) == 0;
+}
+
+static bool read_word(lx_kernel *k, const struct state *s, uint64_t addr, uint64_t *val)
+{
+    return read_stack(k, s, addr, val, 8);
 }
 
 static bool reg_of(const struct state *s, int reg, uint64_t *val)
@@ -365,12 +378,12 @@ static bool find_cfa(lx_kernel *k, const struct state *s, const struct lx_orc *o
         *cfa = s->bp + o->sp_offset;
         return true;
     case ORC_REG_SP_INDIRECT:
-        if (!read_word(k, s->sp, cfa))
+        if (!read_word(k, s, s->sp, cfa))
             return false;
         *cfa += o->sp_offset;
         return true;
     case ORC_REG_BP_INDIRECT:
-        return read_word(k, s->bp + o->sp_offset, cfa);
+        return read_word(k, s, s->bp + o->sp_offset, cfa);
     default:
         if (!reg_of(s, o->sp_reg, cfa))
             return false;
@@ -387,11 +400,11 @@ static enum step step_regs(lx_kernel *k, struct state *s, uint64_t addr, bool fu
 {
     struct lx_pt_regs r;
     if (full) {
-        if (lx_kernel_read(k, addr, &r, sizeof r))
+        if (!read_stack(k, s, addr, &r, sizeof r))
             return STEP_FAIL;
     } else {
         r = s->regs;
-        if (lx_kernel_read(k, addr + IRET_FRAME_OFFSET, &r.ip, IRET_FRAME_SIZE))
+        if (!read_stack(k, s, addr + IRET_FRAME_OFFSET, &r.ip, IRET_FRAME_SIZE))
             return STEP_FAIL;
     }
     if ((r.cs & 3) == 3) {
@@ -424,9 +437,9 @@ static enum step step_bp(lx_kernel *k, struct state *s, const struct lx_orc *o, 
             s->bp = s->regs.bp;
         return STEP_OK;
     case ORC_REG_PREV_SP:
-        return read_word(k, cfa + o->bp_offset, &s->bp) ? STEP_OK : STEP_FAIL;
+        return read_word(k, s, cfa + o->bp_offset, &s->bp) ? STEP_OK : STEP_FAIL;
     case ORC_REG_BP:
-        return read_word(k, old_bp + o->bp_offset, &s->bp) ? STEP_OK : STEP_FAIL;
+        return read_word(k, s, old_bp + o->bp_offset, &s->bp) ? STEP_OK : STEP_FAIL;
     default:
         return STEP_FAIL;
     }
@@ -453,7 +466,7 @@ static enum step step(lx_kernel *k, struct state *s, struct lx_unwind_result *ou
     }
     enum step r = STEP_OK;
     if (o->type == ORC_TYPE_CALL) {
-        if (!read_word(k, cfa - 8, &s->ip))
+        if (!read_word(k, s, cfa - 8, &s->ip))
             r = STEP_FAIL;
         s->sp = cfa;
         s->signal = false;
@@ -482,8 +495,8 @@ static enum step step(lx_kernel *k, struct state *s, struct lx_unwind_result *ou
     return STEP_OK;
 }
 
-void lx_unwind(lx_kernel *k, const struct lx_pt_regs *live, struct lx_frame *frames, int max,
-               struct lx_unwind_result *out)
+void lx_unwind_from(lx_kernel *k, const struct lx_pt_regs *live, lx_stack_read_fn read,
+                    void *read_ctx, struct lx_frame *frames, int max, struct lx_unwind_result *out)
 {
     *out = (struct lx_unwind_result){.end = LX_END_DEPTH};
     struct state s = {.ip = live->ip,
@@ -492,11 +505,19 @@ void lx_unwind(lx_kernel *k, const struct lx_pt_regs *live, struct lx_frame *fra
                       .signal = true,
                       .regs = *live,
                       .regs_full = true,
-                      .regs_valid = true};
+                      .regs_valid = true,
+                      .read = read,
+                      .read_ctx = read_ctx};
     int switches = 0;
     while (out->n_frames < max) {
         frames[out->n_frames++] = (struct lx_frame){s.ip, s.signal};
         if (step(k, &s, out, &switches) == STEP_END)
             return;
     }
+}
+
+void lx_unwind(lx_kernel *k, const struct lx_pt_regs *live, struct lx_frame *frames, int max,
+               struct lx_unwind_result *out)
+{
+    lx_unwind_from(k, live, NULL, NULL, frames, max, out);
 }

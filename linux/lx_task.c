@@ -159,8 +159,7 @@ int lx_rq_curr(const struct lx_offsets *o, const struct lx_reader *r, uint64_t p
     return rc;
 }
 
-/* The span [lo, hi) of the task_struct fields lx_task_read needs. */
-static void task_span(const struct lx_offsets *o, uint32_t *lo, uint32_t *hi)
+void lx_task_span(const struct lx_offsets *o, uint32_t *lo, uint32_t *hi)
 {
     const uint32_t start[] = {o->task_pid, o->task_tgid,  o->task_comm,
                               o->task_mm,  o->task_stack, o->task_flags};
@@ -219,7 +218,7 @@ int lx_task_read(const struct lx_offsets *o, const struct lx_reader *r, uint64_t
     int rc = check_kernel_ptr(task, "task_struct", err);
     if (rc)
         return rc;
-    task_span(o, &lo, &hi);
+    lx_task_span(o, &lo, &hi);
     if (hi - lo > LX_TASK_SPAN_LIMIT)
         return qp_error_set(err, -EINVAL, "task_struct fields span %u bytes", hi - lo);
     uint8_t *buf = malloc(hi - lo); /* one read: a round trip per field is slow over QMP */

@@ -129,6 +129,8 @@ int lx_rq_curr(const struct lx_offsets *o, const struct lx_reader *r, uint64_t p
 int lx_task_next(const struct lx_offsets *o, const struct lx_reader *r, uint64_t task,
                  uint64_t *next, struct qp_error *err);
 
+/* The span [lo, hi) of the task_struct fields lx_task_read reads (one read). */
+void lx_task_span(const struct lx_offsets *o, uint32_t *lo, uint32_t *hi);
 /* Reads pid, tgid, comm, mm, stack and flags of task (one read spanning those fields). */
 int lx_task_read(const struct lx_offsets *o, const struct lx_reader *r, uint64_t task,
                  struct lx_task_info *out, struct qp_error *err);

@@ -90,6 +90,12 @@ void prof_os_machine_reset(prof_os *os)
         os->ops->machine_reset(os->impl);
 }
 
+uint64_t prof_os_capture_plan(prof_os *os, struct prof_capture_plan *out)
+{
+    *out = (struct prof_capture_plan){0};
+    return os->ops->capture_plan ? os->ops->capture_plan(os->impl, out) : 0;
+}
+
 void prof_os_while_running(prof_os *os, const struct prof_os_mem *mem, struct prof_os_refresh *out)
 {
     *out = (struct prof_os_refresh){0};

@@ -52,11 +52,20 @@ struct prof_task {
 struct prof_os_mem {
     int (*read)(void *ctx, const struct prof_vcpu *cpu, uint64_t addr, void *buf, size_t len,
                 size_t *got);
+    /* The same for memory the guest does not write while the process lives (its mapped files:
+     * ELF headers, .eh_frame, .dynsym), which a capturing target (captured) may read after the
+     * instant, from live memory, where read serves only what it captured. */
+    int (*read_unchanging)(void *ctx, const struct prof_vcpu *cpu, uint64_t addr, void *buf,
+                           size_t len, size_t *got);
     /* Guest-physical memory: 0 when all len bytes were read; NULL when the target has none. */
     int (*read_phys)(void *ctx, uint64_t paddr, void *buf, size_t len);
     /* The guest's RAM ranges; NULL when unknown. */
     int (*ram_ranges)(void *ctx, struct prof_ram_range *out, int max, int *n);
     bool reads_are_cheap; /* no round trip per read (QMP's direct backend) */
+    /* The target captured the sample at its instant while the guest ran on (the plugin): read
+     * serves only what was captured then, and read_phys reads memory the guest has changed
+     * since, good only for what it does not write (code, the kernel's tables). */
+    bool captured;
     /* Counts len bytes the adapter is about to read by other means (its kernel page walk)
      * against the sample's budget: false, and nothing counted, when they do not fit. NULL: no
      * budget. */
@@ -168,6 +177,10 @@ struct prof_os_ops {
      * RAM keeps what the old kernel wrote until the new one overwrites it, so nothing read
      * from it before may be trusted again (Linux: the kernel is looked for anew). */
     void (*machine_reset)(void *impl);
+    /* Optional: what a capturing target should capture at each sample for this adapter (beside
+     * registers and stack), into out; returns the plan's generation, which changes when the plan
+     * does (a kernel found, a reboot), 0 while there is none. */
+    uint64_t (*capture_plan)(void *impl, struct prof_capture_plan *out);
     /* Optional: the address space of the task on cpus[i] of the last refresh and its exec file
      * mappings, while stopped (the adapter's reads go through mem, within the budget). 0, or
      * negative when unknown (a kernel thread, no offsets, no budget left this stop). */
@@ -217,6 +230,8 @@ int prof_os_file_read(prof_os *os, uint64_t file_id, uint64_t offset, void *buf,
                       size_t *got, const struct prof_os_mem *mem);
 void prof_os_while_running(prof_os *os, const struct prof_os_mem *mem, struct prof_os_refresh *out);
 void prof_os_machine_reset(prof_os *os);
+/* The adapter's capture plan and its generation; 0 when it has none. */
+uint64_t prof_os_capture_plan(prof_os *os, struct prof_capture_plan *out);
 
 /* ---- --current: the kernel's current-process variable through its DWARF (os_current.c) -- */
 
@@ -292,8 +307,9 @@ int prof_abi_check(const void *bytes, size_t len, struct qprof_abi *hdr, size_t 
 int prof_abi_slot(const void *bytes, size_t len, const struct qprof_abi *hdr, unsigned cpu,
                   struct qprof_abi_cpu *out);
 
-/* The most bytes a slot's user register frame takes (the riscv64 one). */
+/* The most bytes a slot's user register frame takes (riscv64's and aarch64's, of one size). */
 #define PROF_ABI_MAX_FRAME sizeof(struct qprof_abi_regs_riscv64)
+_Static_assert(sizeof(struct qprof_abi_regs_aarch64) <= PROF_ABI_MAX_FRAME, "PROF_ABI_MAX_FRAME");
 
 /* The size of the frame a slot's regs_arch names for a guest of ELF machine elf_machine: the
  * x86_64 frame for QPROF_ABI_ARCH_UNSET (a first-revision guest), 0 when regs_arch names

@@ -27,6 +27,7 @@
 #define THREAD_SIZE       (16u << 10)
 #define VMCI_HEAD         512 /* OSRELEASE and the first SYMBOL() lines, which KASLR changes */
 #define PAGE_SIZE         4096u
+#define PT_REGS_IP        128 /* the iret frame (ip, cs, flags, sp, ss) from here to the end */
 #define MAX_STALE         8
 #define OWNERS            256
 #define OWNERS_WALK_EVERY 50   /* stops between two walks of the process list */
@@ -83,7 +84,17 @@ struct os_linux {
     uint64_t owners_walked; /* l->stops at the last walk (+1; 0: none yet) */
     struct lx_task_info tasks[PROF_MAX_VCPUS];
     bool task_ok[PROF_MAX_VCPUS];
-    uint64_t switching_samples;   /* named by rq->curr (take_incoming_task) */
+    uint64_t switching_samples; /* named by rq->curr (take_incoming_task) */
+    /* A capturing target (the plugin): reads of the current task served from the sample's
+     * instant, and samples left unnamed because their capture lacked one (taken before the
+     * target had the plan): a live read then would name whatever runs now, not then. */
+    uint64_t task_reads_instant, task_unnamed;
+    uint64_t plan_gen; /* changes with each kernel accepted or forgotten (capture_plan) */
+    /* The vCPU runs on its task's own page tables (CR3 is mm->pgd's): false in a context switch
+     * between switch_mm and the write of current_task, where CR3 is already the next task's and
+     * the task's user memory cannot be read through the vCPU. */
+    bool own_mm[PROF_MAX_VCPUS];
+    uint64_t foreign_mm_samples;
     GHashTable *mm_cache;         /* mm address -> struct mm_vmas (owned) */
     uint64_t stops;               /* refreshes so far: at most one VMA walk per mm per stop */
     const struct prof_vcpu *cpus; /* this stop's (borrowed during the stop): user reads */
@@ -177,6 +188,16 @@ static void lx_free(void *impl)
                 "qprof: Linux: %" PRIu64 " samples in the middle of a context switch named by the "
                 "run queue's incoming task\n",
                 l->switching_samples);
+    if (l->cfg.verbose && l->foreign_mm_samples)
+        fprintf(stderr,
+                "qprof: Linux: %" PRIu64 " samples in a context switch, on the next task's page "
+                "tables: their task's user memory was not read\n",
+                l->foreign_mm_samples);
+    if (l->cfg.verbose && (l->task_reads_instant || l->task_unnamed))
+        fprintf(stderr,
+                "qprof: Linux current tasks: %" PRIu64 " reads from the sample's capture, %" PRIu64
+                " samples not named (their capture lacked the task)\n",
+                l->task_reads_instant, l->task_unnamed);
     lx_kernel_free(l->kernel);
     lx_kernel_free(l->candidate);
     lx_modules_free(l->mods);
@@ -481,14 +502,24 @@ static bool on_task_stack(const struct lx_task_info *t, uint64_t sp)
  * must go with the sample. rq->curr names the incoming task then; it is taken only when the stack
  * pointer lies on its stack and not on current_task's (an interrupt stack keeps current_task). */
 static void take_incoming_task(struct os_linux *l, const struct lx_reader *r,
-                               const struct prof_vcpu *cpu, uint64_t base, int i)
+                               const struct prof_vcpu *cpu, uint64_t base, int i, bool captured)
 {
     uint64_t sp = cpu->sp, next;
     struct lx_task_info t;
     struct qp_error ignored = {0};
     if (on_task_stack(&l->tasks[i], sp) || lx_rq_curr(&l->off, r, base, &next, &ignored) ||
-        next == l->tasks[i].task || lx_task_read(&l->off, r, next, &t, &ignored) ||
-        !on_task_stack(&t, sp))
+        next == l->tasks[i].task)
+        return;
+    if (lx_task_read(&l->off, r, next, &t, &ignored)) {
+        /* A switch under way whose incoming task the capture lacks: which of the two the stack
+         * is cannot be told, so neither is named. */
+        if (captured) {
+            l->task_ok[i] = false;
+            l->task_unnamed++;
+        }
+        return;
+    }
+    if (!on_task_stack(&t, sp))
         return;
     l->tasks[i] = t;
     l->switching_samples++;
@@ -501,7 +532,7 @@ static int pgd_paddr(struct os_linux *l, const struct lx_task_info *t, uint64_t 
     if (!t->mm || t->kthread || lx_kernel_read(l->kernel, t->mm + l->off.mm_pgd, &pgd, 8) ||
         !lx_is_kernel_addr(pgd))
         return -ENOENT;
-    return lx_kernel_paddr(l->kernel, pgd, pa);
+    return lx_kernel_virt_to_phys(l->kernel, pgd, pa);
 }
 
 static void remember_owner(struct os_linux *l, const struct lx_task_info *t)
@@ -591,11 +622,48 @@ static void read_task_by_regs(struct os_linux *l, const struct prof_vcpu *cpu, i
     }
 }
 
+/* A capturing target's sample: the current task's reads are served only from what the target
+ * captured at the sample's instant (capture_plan). A live read instead would name whatever runs
+ * now (seen: an interrupt of hotpath-nopie named hotpath, with the live fallback this replaced). */
+struct instant_reader {
+    struct os_linux *l;
+    const struct prof_vcpu *cpu;
+};
+
+static int instant_read(void *ctx, uint64_t kva, void *buf, size_t len)
+{
+    struct instant_reader *u = ctx;
+    const struct prof_os_mem *mem = u->l->mem;
+    size_t got = 0;
+    if (mem->read(mem->ctx, u->cpu, kva, buf, len, &got) == 0 && got == len) {
+        u->l->task_reads_instant++;
+        return 0;
+    }
+    return -EAGAIN;
+}
+
+/* Whether cpu's page tables are those of task t's mm (PTI's user and kernel halves of one pair
+ * alike). An mm whose pgd cannot be read counts as the vCPU's (as before this check). */
+static bool runs_on_own_mm(struct os_linux *l, const struct prof_vcpu *cpu,
+                           const struct lx_task_info *t)
+{
+    uint64_t pgd, pa;
+    if (!t->mm || t->kthread || !lx_is_kernel_addr(t->mm) ||
+        lx_kernel_read(l->kernel, t->mm + l->off.mm_pgd, &pgd, 8) ||
+        lx_kernel_virt_to_phys(l->kernel, pgd, &pa))
+        return true;
+    return ((pa ^ cpu->as_root) & ~UINT64_C(0x1fff) & UINT64_C(0x000ffffffffff000)) == 0;
+}
+
 /* The per-CPU area: GS base in kernel mode, else __per_cpu_offset[cpu] (QEMU numbers vCPUs as
  * Linux numbers CPUs when nothing was hot-plugged); lx_current_task checks it either way. */
 static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
 {
+    struct instant_reader ir = {l, cpu};
     struct lx_reader r = {.read = kread, .ctx = l->kernel};
+    bool captured = l->mem && l->mem->captured && l->mem->read;
+    if (captured)
+        r = (struct lx_reader){.read = instant_read, .ctx = &ir};
     uint64_t base = 0, task;
     struct qp_error err = {0};
     l->task_ok[i] = false;
@@ -617,7 +685,11 @@ static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
         lx_task_read(&l->off, &r, task, &l->tasks[i], &err) == 0) {
         l->task_ok[i] = true;
         if (!cpu->user)
-            take_incoming_task(l, &r, cpu, base, i);
+            take_incoming_task(l, &r, cpu, base, i, captured);
+        l->own_mm[i] = !l->task_ok[i] || runs_on_own_mm(l, cpu, &l->tasks[i]);
+        l->foreign_mm_samples += !l->own_mm[i];
+    } else if (captured) {
+        l->task_unnamed++; /* before the target had the plan: not this instant's to read */
     } else if (l->cfg.verbose && !l->said_task_error) {
         fprintf(stderr, "qprof: Linux: vCPU %d's current task: %s (said once)\n", cpu->index,
                 err.msg);
@@ -653,6 +725,7 @@ static void forget_kernel(struct os_linux *l)
         memcpy(l->stale[l->n_stale - 1].head, l->vmci_head, VMCI_HEAD);
     }
     l->vmci_paddr = 0;
+    l->plan_gen++;
     l->tries = 0;
     l->next_try_ns = 0;
     memset(l->task_ok, 0, sizeof l->task_ok);
@@ -722,6 +795,7 @@ static void check_candidate(struct os_linux *l, const struct prof_vcpu *cpus, in
     if (cpu->la57 || maps_candidate(l, cpu)) {
         l->kernel = l->candidate;
         l->candidate = NULL;
+        l->plan_gen++;
         if (l->cfg.verbose)
             fprintf(stderr, "qprof: vCPU %d maps that kernel's _stext: it is the running one\n",
                     cpu->index);
@@ -914,10 +988,25 @@ static int fp_unwind(struct os_linux *l, const struct prof_vcpu *cpu, const stru
     return 0;
 }
 
+/* The kernel stack of a captured sample: only what the target captured at its instant (the
+ * stack from sp, the top of the task's stack); a frame beyond it ends the walk, marked, rather
+ * than be read from memory the guest has rewritten since. */
+struct stack_reader {
+    const struct prof_os_mem *mem;
+    const struct prof_vcpu *cpu;
+};
+
+static int stack_read(void *ctx, uint64_t kva, void *buf, size_t len)
+{
+    const struct stack_reader *u = ctx;
+    size_t got = 0;
+    int rc = u->mem->read(u->mem->ctx, u->cpu, kva, buf, len, &got);
+    return rc ? rc : got == len ? 0 : -EFAULT;
+}
+
 static int lx_kernel_unwind(void *impl, const struct prof_vcpu *cpu, const struct prof_task *t,
                             const struct prof_os_mem *mem, struct prof_kstack *out)
 {
-    (void)mem;
     struct os_linux *l = impl;
     if (!l->kernel || cpu->user)
         return -ENOTSUP;
@@ -929,7 +1018,11 @@ static int lx_kernel_unwind(void *impl, const struct prof_vcpu *cpu, const struc
     struct lx_frame frames[PROF_KSTACK_MAX];
     struct lx_unwind_result res;
     to_pt_regs(&cpu->regs, &live);
-    lx_unwind(l->kernel, &live, frames, PROF_KSTACK_MAX, &res);
+    struct stack_reader sr = {mem, cpu};
+    if (mem && mem->captured && mem->read)
+        lx_unwind_from(l->kernel, &live, stack_read, &sr, frames, PROF_KSTACK_MAX, &res);
+    else
+        lx_unwind(l->kernel, &live, frames, PROF_KSTACK_MAX, &res);
     out->n = res.n_frames;
     for (int i = 0; i < res.n_frames; i++)
         out->pc[i] = frames[i].pc, out->exact[i] = frames[i].exact;
@@ -948,6 +1041,54 @@ static int lx_kernel_unwind(void *impl, const struct prof_vcpu *cpu, const struc
         }
     }
     return 0;
+}
+
+/* The top of the task's kernel stack a capturing target takes: the user registers saved at
+ * entry (pt_regs) and the frames below them, for samples whose sp is on another stack (an
+ * interrupt's), whose walk comes back to the task's. */
+#define STACK_TOP_CAPTURE 4096u
+
+/* What a capturing target takes at each sample for read_task and the ORC walk: the per-CPU
+ * this_cpu_off (lx_current_task's check) and current_task words, the task_struct span
+ * lx_task_read reads, the top of that task's stack, and the run queue's curr word
+ * (take_incoming_task). */
+static uint64_t lx_capture_plan(void *impl, struct prof_capture_plan *out)
+{
+    struct os_linux *l = impl;
+    if (!l->kernel || !l->have_offsets)
+        return l->plan_gen * 2; /* none (a change from a plan sent before) */
+    uint32_t lo, hi;
+    lx_task_span(&l->off, &lo, &hi);
+    if (hi - lo + 24 > PROF_CAPTURE_BYTES)
+        return l->plan_gen * 2;
+    uint32_t top = PROF_CAPTURE_BYTES - 24 - (hi - lo);
+    if (top > STACK_TOP_CAPTURE)
+        top = STACK_TOP_CAPTURE;
+    int64_t area = (int64_t)l->off.percpu_start;
+    out->n = 4;
+    out->w[0] = (struct prof_capture_window){.base = PROF_CAPTURE_KERNEL_PERCPU,
+                                             .add = area + (int64_t)l->off.percpu_this_cpu_off,
+                                             .len = 8};
+    out->w[1] = (struct prof_capture_window){.base = PROF_CAPTURE_KERNEL_PERCPU,
+                                             .add = area + (int64_t)l->off.percpu_current_task,
+                                             .len = 8};
+    out->w[2] = (struct prof_capture_window){
+        .base = PROF_CAPTURE_POINTER, .from = 1, .from_off = 0, .add = lo, .len = hi - lo};
+    out->w[3] = (struct prof_capture_window){.base = PROF_CAPTURE_POINTER,
+                                             .from = 2,
+                                             .from_off = l->off.task_stack - lo,
+                                             .add = THREAD_SIZE - top,
+                                             .len = top};
+    /* the pt_regs at the stack's top: the user stack of a system call or interrupt */
+    out->user_frame_window = 4;
+    out->user_frame_off = top - l->off.pt_regs_size + PT_REGS_IP;
+    /* rq->curr: which task a sample in the middle of a context switch belongs to */
+    if (l->off.has_rq_curr)
+        out->w[out->n++] = (struct prof_capture_window){
+            .base = PROF_CAPTURE_KERNEL_PERCPU,
+            .add = area + (int64_t)(l->off.percpu_runqueues + l->off.rq_curr),
+            .len = 8};
+    return l->plan_gen * 2 + 1;
 }
 
 static const sym_table *lx_kernel_symbols_of(void *impl)
@@ -1114,7 +1255,10 @@ static int user_read(void *ctx, uint64_t addr, void *buf, size_t len)
 {
     struct user_reader *u = ctx;
     size_t got = 0;
-    int rc = u->mem->read(u->mem->ctx, u->cpu, addr, buf, len, &got);
+    /* mapped files' headers (build-ids): the guest does not write them */
+    int rc = u->mem->read_unchanging
+                 ? u->mem->read_unchanging(u->mem->ctx, u->cpu, addr, buf, len, &got)
+                 : u->mem->read(u->mem->ctx, u->cpu, addr, buf, len, &got);
     if (rc == -ENOSPC || (got > 0 && got < len))
         u->short_of_budget = true; /* not the page's fault: try again at a later stop */
     if (rc)
@@ -1240,6 +1384,8 @@ static int lx_address_space(void *impl, int i, const struct prof_os_mem *mem,
     const struct lx_task_info *t = &l->tasks[i];
     if (!t->mm || t->kthread || !lx_is_kernel_addr(t->mm))
         return -ENOENT;
+    if (!l->own_mm[i])
+        return -EAGAIN; /* its memory is not what the vCPU's page tables map now */
     struct charged c = {l, mem};
     struct lx_reader r = {.read = charged_read, .ctx = &c};
     int32_t map_count;
@@ -1299,6 +1445,7 @@ const struct prof_os_ops prof_os_linux_ops = {
     .while_running = lx_while_running,
     .user_mapping = lx_user_mapping,
     .machine_reset = lx_machine_reset,
+    .capture_plan = lx_capture_plan,
     .address_space = lx_address_space,
     .file_read = lx_file_read,
 };

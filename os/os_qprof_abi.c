@@ -94,7 +94,9 @@ static bool slot_for(const struct os_abi *a, const struct prof_vcpu *cpu,
         return false;
     if (slot->seq & 1)
         return false;
-    if (slot->state == QPROF_CPU_USER && slot->cr3 &&
+    /* A transport that gives no root (QMP on aarch64: as_root 0) leaves the stack bounds below
+     * to catch a switch. */
+    if (slot->state == QPROF_CPU_USER && slot->cr3 && cpu->as_root &&
         (slot->cr3 & a->cfg.arch->as_root_mask) != (cpu->as_root & a->cfg.arch->as_root_mask))
         return false;
     /* The same in kernel mode for the stack: a switch publishes the next process (and loads its

@@ -66,6 +66,8 @@ size_t prof_abi_frame_size(uint32_t regs_arch, uint16_t elf_machine)
         return sizeof(struct qprof_abi_regs);
     if (elf_machine == EM_RISCV && regs_arch == QPROF_ABI_ARCH_RISCV64)
         return sizeof(struct qprof_abi_regs_riscv64);
+    if (elf_machine == EM_AARCH64 && regs_arch == QPROF_ABI_ARCH_AARCH64)
+        return sizeof(struct qprof_abi_regs_aarch64);
     return 0;
 }
 
@@ -92,6 +94,18 @@ static uint64_t riscv64_frame(const struct qprof_abi_regs_riscv64 *f, struct unw
     return f->pc;
 }
 
+/* x0..x30 then sp are the frame's first 32 words, in their DWARF order (slots 0..31), and the
+ * pc follows in slot 32 (arch_aarch64.c). */
+#define AARCH64_PC_SLOT 32
+static uint64_t aarch64_frame(const struct qprof_abi_regs_aarch64 *f, struct unw_regs *u)
+{
+    for (int x = 0; x < 31; x++)
+        u->r[x] = f->x[x];
+    u->r[31] = f->sp;
+    u->r[AARCH64_PC_SLOT] = f->pc;
+    return f->pc;
+}
+
 int prof_abi_frame_regs(const void *frame, size_t len, uint32_t regs_arch, uint16_t elf_machine,
                         uint64_t user_end, struct unw_regs *u)
 {
@@ -104,6 +118,10 @@ int prof_abi_frame_regs(const void *frame, size_t len, uint32_t regs_arch, uint1
         struct qprof_abi_regs_riscv64 f;
         memcpy(&f, frame, sizeof f);
         pc = riscv64_frame(&f, u);
+    } else if (elf_machine == EM_AARCH64) {
+        struct qprof_abi_regs_aarch64 f;
+        memcpy(&f, frame, sizeof f);
+        pc = aarch64_frame(&f, u);
     } else {
         struct qprof_abi_regs f;
         memcpy(&f, frame, sizeof f);

@@ -17,7 +17,8 @@
  *   interval. The inline add on every block is what this costs, sampling or not (bench/plugin.sh).
  * A sample reads the registers and the stack from sp, page by page up to the first unmapped page
  * (a read that runs into an unmapped page fails whole), plus one window qprof names (the demo
- * guest's ABI table) and, in kernel mode, the user stack (qpr_user_sp), into the vCPU's own ring
+ * guest's ABI table), in kernel mode the user stack (qpr_user_sp), and the chained windows an OS
+ * adapter asks for (a Linux kernel's current task: qpr_capture_windows), into the vCPU's own ring
  * in a memfd shared with qprof (qprof_ring.h): no allocation (buffers are sized at vCPU init), no
  * syscall, no lock shared between vCPUs. A full ring drops the sample and counts it.
  *
@@ -179,6 +180,12 @@ static void chase_user_stack(struct vcpu *v, unsigned idx, struct qpr_sample *s)
     s->ustack_len = read_window(v, usp, v->cfg.ustack_bytes, s->ustack);
 }
 
+/* read_window for qpr_capture_windows. */
+static uint32_t read_window_cb(void *ctx, uint64_t addr, uint32_t len, uint8_t *out)
+{
+    return read_window(ctx, addr, len, out);
+}
+
 /* Claims the next slot of the vCPU's ring, or counts a loss; NULL when full. */
 static struct qpr_sample *claim(struct qpr_ring *r)
 {
@@ -221,6 +228,7 @@ static void take_sample(unsigned idx, struct vcpu *v, uint64_t t0, uint32_t peri
         s->extra_len = read_window(v, v->cfg.extra_addr, v->cfg.extra_len, s->extra);
     s->ustack_addr = 0;
     s->ustack_len = 0;
+    qpr_capture_windows(s, v->cfg.win, read_window_cb, v); /* first: the user stack may be there */
     if ((s->regs_valid & (1u << QPR_CS)) && (s->regs[QPR_CS] & 3) == 0)
         chase_user_stack(v, idx, s);
     uint64_t cost = now_ns() - t0;
@@ -471,6 +479,20 @@ static void publish_config(const struct qpr_config *c)
         dst->ustack_bytes = QPR_STACK_MAX;
     if (dst->extra_len > QPR_EXTRA_MAX)
         dst->extra_len = QPR_EXTRA_MAX;
+    if (dst->ustack_win > QPR_WINDOWS)
+        dst->ustack_win = 0;
+    uint32_t win_total = 0;
+    for (uint32_t i = 0; i < QPR_WINDOWS; i++) { /* a bad chain ends the list */
+        struct qpr_window *w = &dst->win[i];
+        if (w->len > QPR_WIN_BYTES - win_total || (w->base == QPR_WIN_POINTER && w->from >= i) ||
+            w->base > QPR_WIN_POINTER)
+            w->len = 0;
+        if (!w->len) {
+            memset(&dst->win[i], 0, sizeof dst->win[0] * (QPR_WINDOWS - i));
+            break;
+        }
+        win_total += w->len;
+    }
     if (!dst->interval_ns && !dst->period_insns)
         dst->interval_ns = 1000000;
     atomic_store_explicit(&P.gen, gen, memory_order_release);

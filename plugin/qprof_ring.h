@@ -21,12 +21,14 @@
 #include <string.h>
 
 #define QPR_MAGIC       0x31525051u /* "QPR1" */
-#define QPR_VERSION     2
+#define QPR_VERSION     3
 #define QPR_SLOTS       512 /* per vCPU: 50 ms of samples at 10 kHz (256 lost some on a loaded host) */
 #define QPR_STACK_MAX   (16u << 10) /* stack window bytes, at most */
 #define QPR_EXTRA_MAX   4096u       /* bytes of the one extra window qprof asks for */
 #define QPR_MAX_VCPUS   64
 #define QPR_MAX_PERIODS 100
+#define QPR_WINDOWS     6     /* chained windows qprof asks for (struct qpr_window) */
+#define QPR_WIN_BYTES   8192u /* their bytes together, at most */
 
 /* Registers, in this order (x86_64, named as QEMU's gdb XML names them). */
 #define QPR_REGS(X)                                                                                \
@@ -74,9 +76,17 @@ struct qpr_sample {
      * thread ran nothing for several of them (the host did not schedule it), which a stopping
      * sampler would have sampled where the vCPU was left. At most QPR_MAX_PERIODS. */
     uint32_t periods;
+    /* The chained windows (struct qpr_config's win): window i is win_len[i] bytes at
+     * win_addr[i], kept at win_bytes + win_off[i]; win_len[i] 0: not captured. */
+    uint64_t win_addr[QPR_WINDOWS];
+    uint32_t win_len[QPR_WINDOWS];
+    uint32_t win_off[QPR_WINDOWS];
+    uint32_t win_asked; /* windows the configuration it was taken under asked for */
+    uint32_t pad2;
     uint8_t stack[QPR_STACK_MAX];
     uint8_t extra[QPR_EXTRA_MAX];
     uint8_t ustack[QPR_STACK_MAX];
+    uint8_t win_bytes[QPR_WIN_BYTES];
 };
 
 struct qpr_ring {
@@ -134,6 +144,25 @@ struct qpr_hello { /* plugin -> qprof, with the memfd */
     uint32_t pad;
 };
 
+/* Where a chained window starts (qpr_window.base). */
+enum qpr_win_base {
+    QPR_WIN_NONE = 0,
+    /* the kernel's GS base: gs_base when it is a kernel-half address, else k_gs_base (user mode,
+     * or a kernel entry before its swapgs); neither: not captured */
+    QPR_WIN_KERNEL_GS = 1,
+    /* the u64 at byte from_off of window `from` (an earlier one), when it was captured whole
+     * there and is not 0 */
+    QPR_WIN_POINTER = 2,
+};
+
+/* One window: len bytes at base + add, clipped at the first unmapped page. A window that lies
+ * wholly inside the stack window already captured is not read again (qprof finds its bytes
+ * there). */
+struct qpr_window {
+    uint32_t base, from, from_off, len;
+    int64_t add;
+};
+
 struct qpr_config { /* qprof -> plugin; a later one replaces it */
     uint32_t magic, version;
     uint64_t interval_ns;  /* time-based sampling (0: by instructions) */
@@ -151,6 +180,14 @@ struct qpr_config { /* qprof -> plugin; a later one replaces it */
      * its way out), the u64 at extra[kstack_top_off + vcpu * chase_stride] is the top of the
      * kernel stack, where the CPU put the interrupt frame of an entry from user mode; 0: none. */
     uint32_t kstack_top_off, pad;
+    /* Windows an OS adapter needs at the instant (a Linux kernel's current task and its saved
+     * registers), followed from the registers and from each other; len 0 ends the list. Their
+     * lens together at most QPR_WIN_BYTES (the plugin cuts the rest). */
+    struct qpr_window win[QPR_WINDOWS];
+    /* A kernel-mode sample's user stack, when the ABI's chase finds none: the user iret frame
+     * (rip, cs, rflags, rsp, ss) at byte ustack_win_off of window ustack_win - 1 (a Linux
+     * task's pt_regs at the top of its kernel stack); 0: none. */
+    uint32_t ustack_win, ustack_win_off;
 };
 
 /* --- Exact instruction counts (qprof --exact; the plugin's qprof_exact.c) ---
@@ -212,6 +249,7 @@ enum qpr_usp_from {
     QPR_USP_ENTRY,      /* the CPU's interrupt frame at sp: an entry stub's first blocks */
     QPR_USP_SAVED,      /* the frame the kernel saved and published (qpr_config's chase) */
     QPR_USP_KSTACK_TOP, /* the interrupt frame at the top of the kernel stack */
+    QPR_USP_WINDOW,     /* the user frame in a chained window (qpr_config.ustack_win) */
 };
 
 /* Reads the u64 at a guest address outside the captured windows; false when unmapped. */
@@ -248,6 +286,26 @@ static inline bool qpr_stack_frame_usp(const struct qpr_sample *s, uint64_t addr
     return true;
 }
 
+/* The user frame in the chained window qpr_config.ustack_win names (a Linux task's pt_regs):
+ * the stack pointer user mode entered the kernel with, when the words make a user iret frame. */
+static inline enum qpr_usp_from qpr_window_usp(const struct qpr_sample *s,
+                                               const struct qpr_config *c, uint64_t *usp)
+{
+    uint32_t w = c->ustack_win;
+    if (!w || w > QPR_WINDOWS || s->win_off[w - 1] > QPR_WIN_BYTES ||
+        s->win_len[w - 1] > QPR_WIN_BYTES - s->win_off[w - 1])
+        return QPR_USP_NONE;
+    uint64_t f[5], at = s->win_addr[w - 1] + c->ustack_win_off;
+    for (int i = 0; i < 5; i++)
+        if (!qpr_window_u64(s->win_addr[w - 1], s->win_bytes + s->win_off[w - 1], s->win_len[w - 1],
+                            at + 8 * (uint64_t)i, &f[i]))
+            return QPR_USP_NONE;
+    if (!qpr_is_user_iret_frame(f))
+        return QPR_USP_NONE;
+    *usp = f[3];
+    return QPR_USP_WINDOW;
+}
+
 /* The user stack pointer of a sample taken in kernel mode, from what was captured at its instant
  * (registers, the kernel stack window from sp, the extra window), in this order:
  * - an entry stub's first blocks, before the kernel saved anything: the CPU's frame lies in the
@@ -268,7 +326,7 @@ static inline enum qpr_usp_from qpr_user_sp(const struct qpr_sample *s, const st
         if (qpr_stack_frame_usp(s, s->stack_addr + off, usp))
             return QPR_USP_ENTRY;
     if (!c->chase_stride)
-        return QPR_USP_NONE;
+        return qpr_window_usp(s, c, usp);
     uint64_t slot = s->extra_addr + (uint64_t)vcpu * c->chase_stride, frame = 0, top = 0;
     if (!qpr_window_u64(s->extra_addr, s->extra, s->extra_len, slot + c->chase_off, &frame))
         return QPR_USP_NONE;
@@ -287,6 +345,70 @@ static inline enum qpr_usp_from qpr_user_sp(const struct qpr_sample *s, const st
         top >= 40 && qpr_stack_frame_usp(s, top - 40, usp))
         return QPR_USP_KSTACK_TOP;
     return QPR_USP_NONE;
+}
+
+/* The base address of window i of s by w (the registers and the windows before it), false when
+ * there is none at this instant. */
+static inline bool qpr_window_base(const struct qpr_sample *s, const struct qpr_window *win,
+                                   uint32_t i, uint64_t *base)
+{
+    const struct qpr_window *w = &win[i];
+    const uint64_t kernel_half = UINT64_C(0xffff800000000000);
+    switch (w->base) {
+    case QPR_WIN_KERNEL_GS:
+        if ((s->regs_valid & (1u << QPR_GS_BASE)) && s->regs[QPR_GS_BASE] >= kernel_half)
+            *base = s->regs[QPR_GS_BASE];
+        else if ((s->regs_valid & (1u << QPR_K_GS_BASE)) && s->regs[QPR_K_GS_BASE] >= kernel_half)
+            *base = s->regs[QPR_K_GS_BASE];
+        else
+            return false;
+        return true;
+    case QPR_WIN_POINTER:
+        if (w->from >= i ||
+            !qpr_window_u64(s->win_addr[w->from], s->win_bytes + s->win_off[w->from],
+                            s->win_len[w->from], s->win_addr[w->from] + w->from_off, base))
+            return false;
+        return *base != 0;
+    default:
+        return false;
+    }
+}
+
+/* Reads len bytes at a guest address, clipped at the first unmapped page: the bytes read. */
+typedef uint32_t (*qpr_read_window_fn)(void *ctx, uint64_t addr, uint32_t len, uint8_t *out);
+
+/* Captures the chained windows win asks for into s (after its registers and stack window), in
+ * order, each from the registers or a pointer in an earlier one, all at this instant; their
+ * bytes together at most QPR_WIN_BYTES. Bytes the stack window holds already are copied from
+ * it, not read again. */
+static inline void qpr_capture_windows(struct qpr_sample *s, const struct qpr_window *win,
+                                       qpr_read_window_fn read, void *ctx)
+{
+    uint32_t used = 0;
+    memset(s->win_addr, 0, sizeof s->win_addr);
+    memset(s->win_len, 0, sizeof s->win_len);
+    memset(s->win_off, 0, sizeof s->win_off);
+    s->win_asked = 0;
+    for (uint32_t i = 0; i < QPR_WINDOWS && win[i].len; i++) {
+        s->win_asked = i + 1;
+        uint64_t base;
+        if (!qpr_window_base(s, win, i, &base))
+            continue;
+        uint64_t addr = base + (uint64_t)win[i].add;
+        uint32_t len = win[i].len;
+        if (len > QPR_WIN_BYTES - used)
+            len = QPR_WIN_BYTES - used;
+        s->win_addr[i] = addr;
+        s->win_off[i] = used;
+        if (addr >= s->stack_addr && addr - s->stack_addr <= s->stack_len &&
+            s->stack_len - (addr - s->stack_addr) >= len) {
+            memcpy(s->win_bytes + used, s->stack + (addr - s->stack_addr), len);
+            s->win_len[i] = len;
+        } else {
+            s->win_len[i] = read(ctx, addr, len, s->win_bytes + used);
+        }
+        used += s->win_len[i];
+    }
 }
 
 #endif

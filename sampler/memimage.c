@@ -111,13 +111,23 @@ struct reader {
     uint64_t file_id;
 };
 
+/* A mapped file's bytes: the guest does not write them, so a capturing target may read them
+ * after the sample's instant. */
+static int unchanging_read(const struct reader *r, uint64_t addr, void *buf, size_t len,
+                           size_t *got)
+{
+    if (r->mem->read_unchanging)
+        return r->mem->read_unchanging(r->mem->ctx, r->cpu, addr, buf, len, got);
+    return r->mem->read(r->mem->ctx, r->cpu, addr, buf, len, got);
+}
+
 /* Reads up to len bytes at addr, *got from the start: 0 when all came, -ENOSPC when the
  * sample's budget cut it (try again later), -EFAULT when the page at addr + *got is not
  * readable (not present in the process's page tables). */
 static int read_some(const struct reader *r, uint64_t addr, void *buf, size_t len, size_t *got)
 {
     *got = 0;
-    int rc = r->mem->read(r->mem->ctx, r->cpu, addr, buf, len, got);
+    int rc = unchanging_read(r, addr, buf, len, got);
     if (*got >= len) {
         *got = len;
         return 0;
@@ -130,7 +140,7 @@ static int read_some(const struct reader *r, uint64_t addr, void *buf, size_t le
     /* At a page boundary: one byte there tells a page that is not present from the budget. */
     uint8_t probe;
     size_t probe_got = 0;
-    rc = r->mem->read(r->mem->ctx, r->cpu, at, &probe, 1, &probe_got);
+    rc = unchanging_read(r, at, &probe, 1, &probe_got);
     if (rc == -ENOSPC || probe_got == 1)
         return -ENOSPC;
     return -EFAULT;

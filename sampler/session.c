@@ -75,6 +75,7 @@ struct prof_session {
     out_profile *profile;       /* every sample, and the modules their PCs belong to */
     prof_modules *modules;      /* the profile's modules and their symbols */
     prof_stack_builder *stacks; /* unwinding the captures */
+    uint64_t capture_gen;       /* the OS adapter's capture plan the target has */
     prof_sysroot *sysroot;      /* --sysroot's files and address spaces */
     prof_aspaces *aspaces;      /* --os none: address spaces as processes, NULL otherwise */
     prof_os_current *current;   /* --current, resolved; NULL without */
@@ -469,6 +470,14 @@ static int os_read(void *ctx, const struct prof_vcpu *cpu, uint64_t addr, void *
     return paused_read(ctx, cpu, addr, buf, len, true, got);
 }
 
+/* What the adapter copies of a process's mapped files: not the instant's, the guest does not
+ * write it (a capturing target reads it from live memory). */
+static int os_read_unchanging(void *ctx, const struct prof_vcpu *cpu, uint64_t addr, void *buf,
+                              size_t len, size_t *got)
+{
+    return paused_read(ctx, cpu, addr, buf, len, false, got);
+}
+
 /* Physical reads (the Linux adapter's page walks, its one-time table copies) are not counted
  * against the budget: with the direct backend they cost no round trip. */
 static int os_read_phys(void *ctx, uint64_t paddr, void *buf, size_t len)
@@ -496,10 +505,12 @@ static bool os_charge(void *ctx, size_t len)
 static struct prof_os_mem os_mem(prof_session *s)
 {
     return (struct prof_os_mem){.read = os_read,
+                                .read_unchanging = os_read_unchanging,
                                 .read_phys = os_read_phys,
                                 .ram_ranges = os_ram_ranges,
                                 .charge = os_charge,
                                 .reads_are_cheap = !prof_target_reads_cost_round_trips(s->target),
+                                .captured = prof_target_captures(s->target),
                                 .ctx = s};
 }
 
@@ -920,6 +931,25 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
     return 0;
 }
 
+/* A capturing target takes what the OS adapter reads at the sample's instant (a Linux
+ * kernel's current task) from the next samples on, once the adapter knows where it is. */
+static void send_capture_plan(prof_session *s)
+{
+    if (!prof_target_captures(s->target))
+        return;
+    struct prof_capture_plan plan;
+    uint64_t gen = prof_os_capture_plan(s->os, &plan);
+    if (gen == s->capture_gen)
+        return;
+    s->capture_gen = gen;
+    struct qp_error err = {0};
+    if (prof_target_set_capture(s->target, &plan, &err) != 0)
+        fprintf(stderr, "qprof: %s: the OS adapter's reads stay live reads\n", err.msg);
+    else if (s->opts.verbose)
+        fprintf(stderr, "qprof: the %s adapter's %d windows are captured at each sample from now\n",
+                prof_os_name(s->os), plan.n);
+}
+
 /* Stops the guest, copies what unwinding needs, resumes; then identifies what was copied. */
 static int capture(prof_session *s, struct prof_target_stats *stats, struct qp_error *err)
 {
@@ -934,6 +964,7 @@ static int capture(prof_session *s, struct prof_target_stats *stats, struct qp_e
     }
     if (r.kernel_found)
         use_found_kernel(s, &r);
+    send_capture_plan(s);
     int rc = prof_target_sample(s->target, capture_cb, s, stats, err);
     if (rc == 0)
         identify_captured(s);

@@ -96,6 +96,15 @@ int prof_target_exact_counts(prof_target *t, struct prof_exact_counts *out, stru
     return t->ops->exact_counts(t->impl, out, err);
 }
 
+int prof_target_set_capture(prof_target *t, const struct prof_capture_plan *plan,
+                            struct qp_error *err)
+{
+    if (!t->ops->set_capture)
+        return qp_error_set(err, -ENOTSUP, "%s captures nothing at a sample's instant",
+                            t->ops->transport);
+    return t->ops->set_capture(t->impl, plan, err);
+}
+
 void prof_exact_counts_clear(struct prof_exact_counts *c)
 {
     g_free(c->blocks);

@@ -109,6 +109,38 @@ struct prof_ram_range {
     uint64_t start, end;
 };
 
+/* More memory for a capturing backend to take at each sample's instant, beside the registers
+ * and the stack (an OS adapter's per-CPU and per-task state: which task runs, its saved user
+ * registers). Each window is len bytes at an address found at that instant, clipped at the
+ * first unmapped page; prof_target_read then serves reads inside it. */
+enum prof_capture_base {
+    PROF_CAPTURE_NONE = 0,
+    /* x86_64: the kernel's GS base (the per-CPU area of a Linux kernel): GS_BASE when it holds a
+     * kernel-half address, else KERNEL_GS_BASE (user mode, or an entry before its swapgs) */
+    PROF_CAPTURE_KERNEL_PERCPU,
+    /* the u64 at byte from_off of the earlier window `from`, when it was captured and not 0 */
+    PROF_CAPTURE_POINTER,
+};
+
+#define PROF_CAPTURE_WINDOWS 6
+#define PROF_CAPTURE_BYTES   8192 /* all windows' len together, at most */
+
+struct prof_capture_window {
+    enum prof_capture_base base;
+    uint32_t from, from_off; /* PROF_CAPTURE_POINTER */
+    int64_t add;             /* added to the base */
+    uint32_t len;
+};
+
+struct prof_capture_plan {
+    int n;
+    struct prof_capture_window w[PROF_CAPTURE_WINDOWS];
+    /* x86_64: where a kernel-mode sample's user iret frame (rip, cs, rflags, rsp, ss) lies, so
+     * that the user stack it points to is captured too: byte user_frame_off of window
+     * user_frame_window - 1; 0: nowhere. */
+    uint32_t user_frame_window, user_frame_off;
+};
+
 typedef struct prof_target prof_target;
 
 /* --exact: one translated block of guest code and the instructions it executed, summed over
@@ -180,6 +212,9 @@ struct prof_target_ops {
     /* Optional (NULL: no --exact). The exact counts so far (open_opts.exact), into *out (the
      * caller's, prof_exact_counts_clear). */
     int (*exact_counts)(void *impl, struct prof_exact_counts *out, struct qp_error *err);
+    /* Optional (capturing backends). From the next samples on, also capture plan's windows
+     * (replacing an earlier plan); NULL: the backend captures only its own. */
+    int (*set_capture)(void *impl, const struct prof_capture_plan *plan, struct qp_error *err);
     /* Optional. Machine resets seen so far (QMP's RESET events), without a round trip. */
     uint64_t (*resets)(const void *impl);
     bool (*reads_cost_round_trips)(const void *impl);
@@ -251,6 +286,10 @@ uint64_t prof_target_missed(const prof_target *t);
 uint64_t prof_target_paused_intervals(const prof_target *t);
 /* --exact: the counts so far; -ENOTSUP from a target that cannot count. */
 int prof_target_exact_counts(prof_target *t, struct prof_exact_counts *out, struct qp_error *err);
+/* A capturing target: capture plan's windows at each sample from now on. -ENOTSUP from a
+ * target that cannot. */
+int prof_target_set_capture(prof_target *t, const struct prof_capture_plan *plan,
+                            struct qp_error *err);
 /* Machine resets the target has seen since it opened; 0 when it cannot tell. */
 uint64_t prof_target_resets(const prof_target *t);
 /* "QMP" or "gdbstub" (static). */

@@ -30,6 +30,7 @@
 
 #include <errno.h>
 #include <glib.h>
+#include <inttypes.h>
 #include <json.h>
 #include <poll.h>
 #include <stddef.h>
@@ -83,6 +84,10 @@ struct target_plugin {
     int64_t open_us;         /* wall clock at open: pauses count from here */
     int64_t real_minus_mono_us;
     uint64_t paused_us;    /* ended pauses' time since open, for the skipped intervals */
+    struct qpr_config cfg; /* what the plugin was last sent */
+    /* Samples the plugin took before it had the OS adapter's windows (set_capture), passed
+     * over: their task cannot be read at their instant any more. */
+    uint64_t before_plan;
     struct qpr_sample cur; /* a copy: the ring slot is released at once */
     struct plugin_cpu cpu;
     struct prof_vcpu vcpu;
@@ -221,6 +226,37 @@ static int send_config(struct target_plugin *t, const struct prof_target_open_op
             offsetof(struct qprof_abi, cpu) + offsetof(struct qprof_abi_cpu, kstack_hi);
     }
     _Static_assert(sizeof(struct qprof_abi) <= QPR_EXTRA_MAX, "the ABI fits the extra window");
+    t->cfg = c;
+    if (send(t->fd, &c, sizeof c, MSG_NOSIGNAL) != (ssize_t)sizeof c)
+        return qp_error_set(err, -EPIPE, "configuring the plugin: %s", strerror(errno));
+    return 0;
+}
+
+/* The OS adapter's windows (prof_capture_plan), sent as a new configuration: the plugin takes
+ * them from its vCPUs' next samples on (each vCPU restarts its interval then). */
+static int tp_set_capture(void *impl, const struct prof_capture_plan *plan, struct qp_error *err)
+{
+    struct target_plugin *t = impl;
+    _Static_assert(PROF_CAPTURE_WINDOWS == QPR_WINDOWS, "one window table");
+    _Static_assert(PROF_CAPTURE_BYTES == QPR_WIN_BYTES, "one window budget");
+    _Static_assert((int)PROF_CAPTURE_KERNEL_PERCPU == (int)QPR_WIN_KERNEL_GS &&
+                       (int)PROF_CAPTURE_POINTER == (int)QPR_WIN_POINTER,
+                   "one numbering of window bases");
+    struct qpr_config c = t->cfg;
+    memset(c.win, 0, sizeof c.win);
+    c.ustack_win = c.ustack_win_off = 0;
+    for (int i = 0; i < plan->n && i < QPR_WINDOWS; i++)
+        c.win[i] = (struct qpr_window){.base = (uint32_t)plan->w[i].base,
+                                       .from = plan->w[i].from,
+                                       .from_off = plan->w[i].from_off,
+                                       .len = plan->w[i].len,
+                                       .add = plan->w[i].add};
+    if (plan->user_frame_window && !c.chase_stride) { /* the demo ABI's chase comes first */
+        c.ustack_win = plan->user_frame_window;
+        c.ustack_win_off = plan->user_frame_off;
+        c.ustack_bytes = QPR_STACK_MAX;
+    }
+    t->cfg = c;
     if (send(t->fd, &c, sizeof c, MSG_NOSIGNAL) != (ssize_t)sizeof c)
         return qp_error_set(err, -EPIPE, "configuring the plugin: %s", strerror(errno));
     return 0;
@@ -402,6 +438,11 @@ static void tp_free(void *impl)
         return;
     if (t->map)
         munmap(t->map, t->map_size);
+    if (t->before_plan)
+        fprintf(stderr,
+                "qprof: %" PRIu64 " samples the plugin took before it had the OS adapter's "
+                "windows were passed over (their task could not be read at their instant)\n",
+                t->before_plan);
     if (t->fd >= 0)
         close(t->fd); /* the plugin disarms when its socket closes */
     qmp_free(t->qmp);
@@ -521,6 +562,13 @@ static bool next_record(struct target_plugin *t)
         memcpy(t->cur.stack, slot->stack, t->cur.stack_len);
         memcpy(t->cur.extra, slot->extra, t->cur.extra_len);
         memcpy(t->cur.ustack, slot->ustack, t->cur.ustack_len);
+        for (int w = 0; w < QPR_WINDOWS; w++) {
+            uint32_t off = t->cur.win_off[w], len = t->cur.win_len[w];
+            if (off > QPR_WIN_BYTES || len > QPR_WIN_BYTES - off)
+                t->cur.win_len[w] = len = 0;
+            if (len)
+                memcpy(t->cur.win_bytes + off, slot->win_bytes + off, len);
+        }
         t->cur.vcpu = i; /* the ring says which vCPU, not the slot */
         atomic_store_explicit(&r->tail, ++t->tail[i], memory_order_release);
         t->next_ring = i + 1;
@@ -573,6 +621,10 @@ static int tp_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
             nanosleep(&ts, NULL);
             continue;
         }
+        if (t->cur.kind == QPR_KIND_SAMPLE && t->cfg.win[0].len && !t->cur.win_asked) {
+            t->before_plan++;
+            continue;
+        }
         if (t->cur.kind == QPR_KIND_SAMPLE) {
             vcpu_from_sample(t, &t->cur);
             if (stats)
@@ -608,6 +660,15 @@ static bool from_window(struct prof_mem_req *q, uint64_t addr, const uint8_t *by
     return true;
 }
 
+/* The same from the chained windows (the OS adapter's). */
+static bool from_windows(struct prof_mem_req *q, const struct qpr_sample *s)
+{
+    for (int w = 0; w < QPR_WINDOWS; w++)
+        if (from_window(q, s->win_addr[w], s->win_bytes + s->win_off[w], s->win_len[w]))
+            return true;
+    return false;
+}
+
 static int tp_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req *reqs, size_t n,
                    struct qp_error *err)
 {
@@ -622,7 +683,7 @@ static int tp_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
             continue;
         if (from_window(q, s->stack_addr, s->stack, s->stack_len) ||
             from_window(q, s->extra_addr, s->extra, s->extra_len) ||
-            from_window(q, s->ustack_addr, s->ustack, s->ustack_len))
+            from_window(q, s->ustack_addr, s->ustack, s->ustack_len) || from_windows(q, s))
             continue;
         /* A stack outside the windows is not this instant's any more (the guest ran on): the
          * RAM file serves only what does not change under a running process, its code. */
@@ -735,6 +796,7 @@ const struct prof_target_ops prof_target_plugin_ops = {
     .missed = tp_missed,
     .paused_intervals = tp_paused_intervals,
     .exact_counts = tp_exact_counts,
+    .set_capture = tp_set_capture,
     .reads_cost_round_trips = tp_reads_cost,
     .version = tp_version,
     .describe = tp_describe,

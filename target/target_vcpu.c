@@ -33,6 +33,8 @@ static int from_regs(const struct prof_arch *a,
     v->kernel_thread_alt = st.kernel_thread_alt;
     v->has_exception_pc = st.has_exception_pc;
     v->exception_pc = st.exception_pc;
+    v->regs.has_trap_sp = st.has_trap_sp;
+    v->regs.trap_sp = st.trap_sp;
     return 0;
 }
 

@@ -67,6 +67,8 @@ struct unw_machine {
     bool fp_guess_untrusted;
     /* Seeds DWARF column UNW_TRAP_PC_COLUMN with unw_regs.trap_pc when the regs have one. */
     bool trap_pc_column;
+    /* Seeds DWARF column UNW_TRAP_SP_COLUMN with unw_regs.trap_sp when the regs have one. */
+    bool trap_sp_column;
 };
 
 struct unw_space {

@@ -106,7 +106,9 @@ static const struct unw_machine machines[] = {
      .pc_slot = 32,
      .sp_slot = 31,
      .link_register = true,
-     .fp_guess_untrusted = true},
+     .fp_guess_untrusted = true,
+     .trap_pc_column = true,
+     .trap_sp_column = true},
 };
 
 static const struct unw_machine *machine_for(uint16_t elf_machine)

@@ -129,6 +129,9 @@ static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
     if (m->trap_pc_column && regs->has_trap_pc &&
         !dwfl_thread_state_registers(thread, UNW_TRAP_PC_COLUMN, 1, &regs->trap_pc))
         return false;
+    if (m->trap_sp_column && regs->has_trap_sp &&
+        !dwfl_thread_state_registers(thread, UNW_TRAP_SP_COLUMN, 1, &regs->trap_sp))
+        return false;
     dwfl_thread_state_register_pc(thread, regs->r[m->pc_slot]);
     return true;
 }

@@ -27,13 +27,20 @@
 #define UNW_X86_64_NREGS 17 /* rax..rip: what libdwfl's x86_64 backend takes */
 struct unw_regs {
     uint64_t r[UNW_NREGS];
-    /* riscv64: the trap CSR sepc, which libdwfl sees as DWARF column 64 (UNW_TRAP_PC_COLUMN):
-     * a trap entry's CFI names the interrupted pc there before it has saved it anywhere else
-     * (guest/kernel/riscv64/entry.S). Only when has_trap_pc. */
+    /* riscv64: the trap CSR sepc (aarch64: ELR_EL1), which libdwfl sees as DWARF column 64
+     * (UNW_TRAP_PC_COLUMN): a trap entry's CFI names the interrupted pc there before it has saved
+     * it anywhere else (guest/kernel/riscv64/entry.S). Only when has_trap_pc. */
     bool has_trap_pc;
     uint64_t trap_pc;
+    /* aarch64: SP_EL0, the interrupted EL0 sp, which libdwfl sees as DWARF column 65
+     * (UNW_TRAP_SP_COLUMN): an exception vector's first instruction, entered from EL0, has it
+     * nowhere else (guest/kernel/aarch64/entry.S; aarch64 seeds ELR_EL1 as trap_pc too). Only
+     * when has_trap_sp. */
+    bool has_trap_sp;
+    uint64_t trap_sp;
 };
 #define UNW_TRAP_PC_COLUMN 64
+#define UNW_TRAP_SP_COLUMN 65
 /* clang-format off */
 enum {
     UNW_RAX = 0, UNW_RDX, UNW_RCX, UNW_RBX, UNW_RSI, UNW_RDI, UNW_RBP, UNW_RSP,

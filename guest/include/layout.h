@@ -10,6 +10,15 @@
 #define KERNEL_PHYS     0x80000000         /* kernel image loaded at the start of RAM */
 #define MMIO_VMA        0xffffffff00000000 /* VA of physical address 0 (1 GiB: UART, CLINT) */
 #define USER_STACK_TOP  0x3ffffff000       /* initial user sp (16-aligned) */
+#elif defined(__aarch64__)
+/* aarch64 (kernel/aarch64/): RAM starts at 0x40000000 on QEMU's virt machine, the device tree at
+ * its start; the kernel runs in the TTBR1 half (39-bit), user code in the TTBR0 half (39-bit:
+ * addresses below 0x8000000000). */
+#define KERNEL_VMA      0xffffffff80000000 /* VA of physical address RAM_PHYS (1 GiB block) */
+#define RAM_PHYS        0x40000000         /* start of RAM (the device tree is there) */
+#define KERNEL_PHYS     0x40200000         /* kernel image loaded 2 MiB into RAM */
+#define MMIO_VMA        0xffffffff00000000 /* VA of physical address 0 (1 GiB: UART, GIC) */
+#define USER_STACK_TOP  0x7ffffff000       /* initial user sp (16-aligned) */
 #else
 #define KERNEL_VMA      0xffffffff80000000 /* VA of physical address 0 (1 GiB direct map) */
 #define KERNEL_PHYS     0x100000           /* kernel image loaded at 1 MiB physical */
@@ -32,7 +41,8 @@
 #define TIMER_HZ       100
 
 /* int $0x80: rax = number, args in rdi, rsi, rdx; result in rax.
- * riscv64 ecall: a7 = number, args in a0, a1; result in a0. */
+ * riscv64 ecall: a7 = number, args in a0, a1; result in a0.
+ * aarch64 svc #0: x8 = number, args in x0, x1; result in x0. */
 #define SYS_WRITE       0 /* (buf, len) -> len: writes to COM1 */
 #define SYS_SLEEP_UNTIL 1 /* (tick) -> 0: sleeps until the tick counter reaches tick */
 #define SYS_TICKS       2 /* () -> ticks since boot (TIMER_HZ per second) */

@@ -3,6 +3,8 @@
  * table root a slot names (proc_page_root), see kcommon.h. */
 #if defined(__riscv)
 #include "riscv64/rv.h"
+#elif defined(__aarch64__)
+#include "aarch64/a64.h"
 #else
 #include "kernel.h"
 #endif

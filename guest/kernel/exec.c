@@ -3,6 +3,8 @@
  * is mapped (proc_map_user_page, kcommon.h). */
 #if defined(__riscv)
 #include "riscv64/rv.h"
+#elif defined(__aarch64__)
+#include "aarch64/a64.h"
 #else
 #include "kernel.h"
 #endif

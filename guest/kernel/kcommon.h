@@ -66,6 +66,11 @@ const struct program *find_program(const char *name, size_t len);
 const char *cmdline_value(const char *cmdline, const char *key, size_t *len);
 void start_programs(const char *list, size_t len);
 
+/* ---- fdt.c (riscv64, aarch64): QEMU's device tree ---- */
+/* Copies /chosen/bootargs into cmdline (cap bytes, NUL-terminated; empty when none) and returns
+ * the number of /cpus/cpu@N nodes (1 when there are none or fdt is no device tree). */
+int fdt_scan(const uint8_t *fdt, char *cmdline, size_t cap);
+
 /* ---- arch hooks, each arch's proc.c ---- */
 void proc_space_new(struct proc *p); /* p's own page tables, sharing the kernel half */
 /* Maps the zeroed frame pa at user va in p's address space, with the permissions that ELF

@@ -4,6 +4,8 @@
 
 #if defined(__riscv)
 #include "riscv64/rv.h"
+#elif defined(__aarch64__)
+#include "aarch64/a64.h"
 #else
 #include "kernel.h"
 #endif

@@ -2,6 +2,8 @@
  * supplies its embedded programs (programs[], programs_count) and the list to run. */
 #if defined(__riscv)
 #include "riscv64/rv.h"
+#elif defined(__aarch64__)
+#include "aarch64/a64.h"
 #else
 #include "kernel.h"
 #endif

@@ -4,6 +4,8 @@
  * page tables, the wait for an interrupt, and what the global tick does besides waking. */
 #if defined(__riscv)
 #include "riscv64/rv.h"
+#elif defined(__aarch64__)
+#include "aarch64/a64.h"
 #else
 #include "kernel.h"
 #endif

@@ -3,6 +3,8 @@
  * sys_work -> kwork_checksum -> kwork_mix. */
 #if defined(__riscv)
 #include "riscv64/rv.h"
+#elif defined(__aarch64__)
+#include "aarch64/a64.h"
 #else
 #include "kernel.h"
 #endif

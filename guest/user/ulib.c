@@ -8,6 +8,12 @@ NOINLINE uint64_t sys_call(uint64_t num, uint64_t a, uint64_t b)
     register uint64_t a7 __asm__("a7") = num;
     __asm__ volatile("ecall" : "+r"(a0) : "r"(a1), "r"(a7) : "memory");
     return a0;
+#elif defined(__aarch64__)
+    register uint64_t x0 __asm__("x0") = a;
+    register uint64_t x1 __asm__("x1") = b;
+    register uint64_t x8 __asm__("x8") = num;
+    __asm__ volatile("svc #0" : "+r"(x0) : "r"(x1), "r"(x8) : "memory");
+    return x0;
 #else
     uint64_t ret;
     __asm__ volatile("int $0x80" : "=a"(ret) : "a"(num), "D"(a), "S"(b) : "memory");
@@ -70,8 +76,8 @@ NOINLINE int duty_cycle_pause(void)
     return 1;
 }
 
-#if defined(__riscv)
-/* gcc for riscv64 clears a struct line by calling memset (x86_64's inlines it). */
+#if defined(__riscv) || defined(__aarch64__)
+/* gcc for riscv64 and aarch64 clears a struct line by calling memset (x86_64's inlines it). */
 void *memset(void *dst, int c, unsigned long n);
 void *memset(void *dst, int c, unsigned long n)
 {

@@ -10,13 +10,14 @@
  * docs/guest-abi.md explains the update rules and shows how to implement it in another kernel.
  *
  * Layout rules: every field has a fixed size and natural alignment; there is no implicit
- * padding; all integers are little-endian (x86_64 and riscv64 both are). A reader checks magic,
+ * padding; all integers are little-endian (x86_64, riscv64 and aarch64 as QEMU's virt runs it). A reader checks magic,
  * version, and that `size` and `cpu_slot_size` are at least the first revision's; newer minor
  * additions append fields, so a reader finds slot i at offsetof(cpu) + i * cpu_slot_size, never
  * at its own stride, and reads a field past the slot size the guest declares as 0.
  *
  * Revisions of version 1: the first had 112-byte slots and x86_64 only; the second appends
- * regs_arch and regs_size to each slot (120 bytes) and adds the riscv64 register frame. A slot
+ * regs_arch and regs_size to each slot (120 bytes) and adds the riscv64 register frame (and, later,
+ * the aarch64 one: a new regs_arch value, no layout change). A slot
  * of the first revision (or a regs_arch of 0) means the x86_64 frame.
  */
 #ifndef QPROF_GUEST_ABI_H
@@ -35,6 +36,7 @@
 #define QPROF_ABI_ARCH_UNSET   0u   /* a first-revision guest: the x86_64 frame */
 #define QPROF_ABI_ARCH_X86_64  62u  /* EM_X86_64: struct qprof_abi_regs */
 #define QPROF_ABI_ARCH_RISCV64 243u /* EM_RISCV: struct qprof_abi_regs_riscv64 */
+#define QPROF_ABI_ARCH_AARCH64 183u /* EM_AARCH64: struct qprof_abi_regs_aarch64 */
 
 /* What a vCPU is doing, as far as the kernel knows (struct qprof_abi_cpu.state). */
 enum qprof_abi_cpu_state {
@@ -69,8 +71,20 @@ struct qprof_abi_regs_riscv64 {
     uint64_t pad;    /* keeps the frame a multiple of 16 bytes (the RISC-V stack alignment) */
 };
 
+/* The aarch64 user register frame, saved by the exception entry on the kernel stack (the first
+ * words of Linux's arm64 struct pt_regs): x0..x30, whose indexes are their DWARF numbers, then
+ * sp (SP_EL0 for an entry from EL0) and pc (ELR_EL1), then the exception's system registers. */
+struct qprof_abi_regs_aarch64 {
+    uint64_t x[31];
+    uint64_t sp;
+    uint64_t pc;
+    uint64_t pstate; /* SPSR_EL1 at the exception */
+    uint64_t esr;    /* ESR_EL1 of a synchronous exception, ~0 for an interrupt */
+    uint64_t far;    /* FAR_EL1 */
+};
+
 /* One slot per vCPU; slot i describes the vCPU with APIC ID i on x86_64, hart ID i on riscv64
- * (QEMU's cpu-index i either way). */
+ * MPIDR_EL1.Aff0 i on aarch64 (QEMU's cpu-index i every way). */
 struct qprof_abi_cpu {
     uint64_t seq;       /* seqlock: odd while the kernel rewrites this slot, even when stable */
     uint32_t state;     /* enum qprof_abi_cpu_state */
@@ -85,7 +99,7 @@ struct qprof_abi_cpu {
     uint64_t user_regs;  /* kernel VA of the struct qprof_abi_regs saved by the innermost entry
                             from user mode, 0 while the CPU runs user code or has no process */
     uint64_t cr3; /* the process's address-space root: CR3 on x86_64, the satp value (mode and
-                     root PPN) on riscv64 */
+                     root PPN) on riscv64, TTBR0_EL1 on aarch64 */
     uint64_t kstack_lo;  /* kernel stack range of the current context; bounds kernel unwinding */
     uint64_t kstack_hi;
     /* second revision */
@@ -112,6 +126,7 @@ struct qprof_abi {
 /* Compile-time layout checks shared by the guest and the profiler. */
 _Static_assert(sizeof(struct qprof_abi_regs) == 22 * 8, "qprof_abi_regs layout");
 _Static_assert(sizeof(struct qprof_abi_regs_riscv64) == 36 * 8, "qprof_abi_regs_riscv64 layout");
+_Static_assert(sizeof(struct qprof_abi_regs_aarch64) == 36 * 8, "qprof_abi_regs_aarch64 layout");
 _Static_assert(sizeof(struct qprof_abi_cpu) == QPROF_ABI_CPU_V1_SIZE + 8, "qprof_abi_cpu layout");
 _Static_assert(sizeof(struct qprof_abi) == 48 + QPROF_ABI_MAX_CPUS * sizeof(struct qprof_abi_cpu),
                "qprof_abi layout");

@@ -547,7 +547,7 @@ static void test_a64_loop_and_unknown_granule(void)
 }
 
 struct a64_regs {
-    uint64_t cpsr, sctlr, ttbr0, ttbr1, tcr;
+    uint64_t cpsr, sctlr, ttbr0, ttbr1, tcr, elr, sp_el0;
     const char *sctlr_name; /* QEMU 7.2's "SCTLR", or "SCTLR_EL1" */
     const char *missing;
 };
@@ -560,11 +560,9 @@ static int a64_get_reg(void *ctx, const char *name, uint64_t *val)
     const struct {
         const char *name;
         uint64_t val;
-    } regs[] = {{"cpsr", f->cpsr},
-                {f->sctlr_name, f->sctlr},
-                {"TTBR0_EL1", f->ttbr0},
-                {"TTBR1_EL1", f->ttbr1},
-                {"TCR_EL1", f->tcr}};
+    } regs[] = {{"cpsr", f->cpsr},       {f->sctlr_name, f->sctlr}, {"TTBR0_EL1", f->ttbr0},
+                {"TTBR1_EL1", f->ttbr1}, {"TCR_EL1", f->tcr},       {"ELR_EL1", f->elr},
+                {"SP_EL0", f->sp_el0}};
     for (size_t i = 0; i < sizeof regs / sizeof regs[0]; i++)
         if (strcmp(name, regs[i].name) == 0)
             return *val = regs[i].val, 0;
@@ -581,9 +579,12 @@ static void test_a64_cpu_state(void)
                                  .ttbr0 = 1ull << 48 | 0x40001000,
                                  .ttbr1 = 0x40002000,
                                  .tcr = tcr(16, 0, 25, 2),
+                                 .elr = 0x400120,
+                                 .sp_el0 = 0x7ffffffe00,
                                  .sctlr_name = "SCTLR"};
     CHECK_INT(a->cpu_state(a64_get_reg, (void *)&el0, &st, &err), 0);
     CHECK_INT(st.privilege, a->user_privilege);
+    CHECK(!st.has_trap_pc && !st.has_trap_sp); /* at EL0 nothing is trapped */
     CHECK(st.paging);
     CHECK_U64(st.as_root, el0.ttbr0);
     CHECK_U64(st.mmu.root_hi, el0.ttbr1);
@@ -595,6 +596,15 @@ static void test_a64_cpu_state(void)
     CHECK_INT(a->cpu_state(a64_get_reg, &r, &st, &err), 0);
     CHECK_INT(st.privilege, 2);
     CHECK(st.paging);
+    /* at EL1 a vector's first instruction has the interrupted pc and EL0 sp only there */
+    CHECK(st.has_trap_pc && st.has_trap_sp);
+    CHECK_U64(st.trap_pc, 0x400120);
+    CHECK_U64(st.trap_sp, 0x7ffffffe00);
+    r.missing = "ELR_EL1"; /* a stub without it: a pc in neither half, so the walk ends marked */
+    CHECK_INT(a->cpu_state(a64_get_reg, &r, &st, &err), 0);
+    CHECK(st.has_trap_pc);
+    CHECK(st.trap_pc >= a->split.user_end && st.trap_pc < a->split.kernel_start);
+    r.missing = NULL;
     r.cpsr = 0x9; /* EL2h: not the EL1&0 regime */
     CHECK_INT(a->cpu_state(a64_get_reg, &r, &st, &err), 0);
     CHECK_INT(st.privilege, 1);
@@ -723,6 +733,9 @@ static void test_a64_monitor_transcripts(void)
     CHECK_INT(st.privilege, 2); /* EL1 */
     CHECK(st.paging);           /* EL1 in the TTBR1 half */
     CHECK_U64(st.as_root, 0);   /* no root to walk from: QEMU translates */
+    /* no ELR_EL1 in the text: a trap pc in neither half, never an unknown one */
+    CHECK(st.has_trap_pc && !st.has_trap_sp);
+    CHECK(st.trap_pc >= a->split.user_end && st.trap_pc < a->split.kernel_start);
     /* the gdbstub's cpu_state needs what the text lacks: refused, not guessed */
     CHECK_INT(a->cpu_state(prof_arch_monitor_reg, &c[0], &st, &err), -ENOENT);
     char *el0 = load_transcript("aarch64_info_registers_el0.txt");
@@ -735,6 +748,7 @@ static void test_a64_monitor_transcripts(void)
     CHECK_INT(a->monitor_cpu_state(prof_arch_monitor_reg, &c[0], &st, &err), 0);
     CHECK_INT(st.privilege, 3); /* EL0 */
     CHECK(st.paging);
+    CHECK(!st.has_trap_pc);
     /* two CPUs, as `info registers -a` prints them; a table of one keeps the first */
     char *two = g_strconcat(el1, el0, NULL);
     char *p = strstr(strstr(two, "CPU#0") + 1, "CPU#0");

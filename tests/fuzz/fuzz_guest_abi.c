@@ -1,6 +1,6 @@
 /* Fuzz target: the guest ABI reader (prof_abi_check, prof_abi_slot) over the bytes of a struct
  * qprof_abi as copied out of guest memory, which the guest controls entirely, and the user
- * register frames a slot points to (prof_abi_frame_regs), x86_64's and riscv64's.
+ * register frames a slot points to (prof_abi_frame_regs), x86_64's, riscv64's and aarch64's.
  *
  * Input: the copied bytes. Every slot the check admits is read; a read never leaves the copy,
  * and an accepted header's layout fits in what was copied. The same bytes, as a frame of each
@@ -17,7 +17,7 @@
 
 static void check_frame(const uint8_t *data, size_t size, uint32_t regs_arch)
 {
-    static const uint16_t machines[] = {EM_X86_64, EM_RISCV};
+    static const uint16_t machines[] = {EM_X86_64, EM_RISCV, EM_AARCH64};
     for (size_t m = 0; m < sizeof machines / sizeof machines[0]; m++) {
         size_t want = prof_abi_frame_size(regs_arch, machines[m]);
         FUZZ_ASSERT(want <= PROF_ABI_MAX_FRAME);
@@ -29,7 +29,7 @@ static void check_frame(const uint8_t *data, size_t size, uint32_t regs_arch)
             FUZZ_ASSERT(want == 0 || len != want);
         if (rc == 0) {
             FUZZ_ASSERT(want == len);
-            uint64_t pc = machines[m] == EM_RISCV ? u.r[32] : u.r[UNW_RIP];
+            uint64_t pc = machines[m] == EM_X86_64 ? u.r[UNW_RIP] : u.r[32];
             FUZZ_ASSERT(pc < USER_END);
             if (machines[m] == EM_RISCV)
                 FUZZ_ASSERT(u.r[0] == 0);
@@ -40,11 +40,10 @@ static void check_frame(const uint8_t *data, size_t size, uint32_t regs_arch)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     /* the input as a frame of every shape, before the header decides anything */
-    for (uint32_t arch = 0; arch < 3; arch++)
-        check_frame(data, size,
-                    arch == 0   ? QPROF_ABI_ARCH_UNSET
-                    : arch == 1 ? QPROF_ABI_ARCH_X86_64
-                                : QPROF_ABI_ARCH_RISCV64);
+    static const uint32_t shapes[] = {QPROF_ABI_ARCH_UNSET, QPROF_ABI_ARCH_X86_64,
+                                      QPROF_ABI_ARCH_RISCV64, QPROF_ABI_ARCH_AARCH64};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+        check_frame(data, size, shapes[k]);
     struct qprof_abi hdr;
     size_t need = 0;
     struct qp_error err = {0};

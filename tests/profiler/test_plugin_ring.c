@@ -9,7 +9,11 @@
  * captured no user stack, and qprof read it from the RAM file after the guest had run on: a later
  * stack, whose word where the return address had been was 0, which an unwinder takes for the
  * outermost frame. The plugin now finds the frame at the top of the kernel stack, and qprof's
- * plugin target never serves a stack from memory read after the instant. */
+ * plugin target never serves a stack from memory read after the instant.
+ *
+ * The Linux chain: the windows a Linux kernel's adapter asks for (per-CPU words, the current
+ * task_struct, the top of its kernel stack) followed from either GS base, and the user stack
+ * pointer found in the pt_regs they end at. */
 #include "harness.h"
 
 #include "qprof/guest_abi.h"
@@ -187,8 +191,104 @@ static void test_saved_frame_read(void)
     free(s);
 }
 
+/* ---- A Linux kernel's chained windows (qpr_capture_windows) -------------------------------- */
+
+#define LX_PERCPU   UINT64_C(0xffff88801f000000)
+#define LX_TASK     UINT64_C(0xffff888003a40000)
+#define LX_KSTACK   UINT64_C(0xffffc90000400000)
+#define LX_CURRENT  0x1fb80 /* current_task in the per-CPU area (Debian's 6.1) */
+#define LX_SELF     0x199e8 /* this_cpu_off */
+#define LX_TASK_LO  32      /* task_struct.stack */
+#define LX_TASK_LEN 2960    /* up to the end of comm */
+#define LX_TOP      4096
+
+/* The guest's memory as the plugin reads it: the per-CPU words, the task_struct and the top of
+ * its kernel stack, whose last 40 bytes are the user iret frame; everything else unmapped. */
+static uint32_t lx_guest_read(void *ctx, uint64_t addr, uint32_t len, uint8_t *out)
+{
+    (void)ctx;
+    memset(out, 0, len);
+    if (addr == LX_PERCPU + LX_SELF && len == 8) {
+        uint64_t v = LX_PERCPU;
+        memcpy(out, &v, 8);
+    } else if (addr == LX_PERCPU + LX_CURRENT && len == 8) {
+        uint64_t v = LX_TASK;
+        memcpy(out, &v, 8);
+    } else if (addr == LX_TASK + LX_TASK_LO) {
+        uint64_t v = LX_KSTACK;
+        memcpy(out, &v, 8); /* task->stack, at the span's start */
+    } else if (addr == LX_KSTACK + 16384 - LX_TOP && len == LX_TOP) {
+        const uint64_t frame[5] = {USER_RIP, 0x33, 0x246, USER_RSP, 0x2b};
+        memcpy(out + LX_TOP - 40, frame, sizeof frame);
+    } else {
+        return 0;
+    }
+    return len;
+}
+
+/* The plan os_linux.c sends (its capture_plan: this_cpu_off, current_task, the task_struct
+ * span, the top of the task's stack), as the plugin target hands it over. */
+static struct qpr_config lx_config(void)
+{
+    struct qpr_config c = {
+        .magic = QPR_MAGIC, .version = QPR_VERSION, .ustack_bytes = QPR_STACK_MAX};
+    c.win[0] = (struct qpr_window){.base = QPR_WIN_KERNEL_GS, .add = LX_SELF, .len = 8};
+    c.win[1] = (struct qpr_window){.base = QPR_WIN_KERNEL_GS, .add = LX_CURRENT, .len = 8};
+    c.win[2] = (struct qpr_window){
+        .base = QPR_WIN_POINTER, .from = 1, .add = LX_TASK_LO, .len = LX_TASK_LEN};
+    c.win[3] = (struct qpr_window){
+        .base = QPR_WIN_POINTER, .from = 2, .from_off = 0, .add = 16384 - LX_TOP, .len = LX_TOP};
+    c.ustack_win = 4;
+    c.ustack_win_off = LX_TOP - 40;
+    return c;
+}
+
+/* User mode: the kernel's GS base is in KERNEL_GS_BASE (GS_BASE is the process's); in kernel
+ * mode after swapgs it is GS_BASE. Either way the chain reaches the pt_regs and the user sp. */
+static void test_linux_chain(void)
+{
+    struct qpr_config c = lx_config();
+    for (int kernel = 0; kernel < 2; kernel++) {
+        struct qpr_sample *s = calloc(1, sizeof *s);
+        s->regs_valid = 1u << QPR_GS_BASE | 1u << QPR_K_GS_BASE;
+        s->regs[QPR_GS_BASE] = kernel ? LX_PERCPU : UINT64_C(0x7f1234560740);
+        s->regs[QPR_K_GS_BASE] = kernel ? 0 : LX_PERCPU;
+        qpr_capture_windows(s, c.win, lx_guest_read, NULL);
+        CHECK_INT(s->win_asked, 4);
+        CHECK_U64(s->win_addr[2], LX_TASK + LX_TASK_LO);
+        CHECK_INT(s->win_len[2], LX_TASK_LEN);
+        CHECK_U64(s->win_addr[3], LX_KSTACK + 16384 - LX_TOP);
+        CHECK_INT(s->win_len[3], LX_TOP);
+        CHECK_INT(qpr_user_sp(s, &c, 0, NULL, NULL, &found), QPR_USP_WINDOW);
+        CHECK_U64(found, USER_RSP);
+        free(s);
+    }
+}
+
+/* Neither GS base a kernel address (a guest not yet in its kernel): nothing is captured, nothing
+ * found; a window past the byte budget is cut to it. */
+static void test_linux_chain_broken(void)
+{
+    struct qpr_config c = lx_config();
+    struct qpr_sample *s = calloc(1, sizeof *s);
+    s->regs_valid = 1u << QPR_GS_BASE | 1u << QPR_K_GS_BASE;
+    qpr_capture_windows(s, c.win, lx_guest_read, NULL);
+    for (int i = 0; i < QPR_WINDOWS; i++)
+        CHECK_INT(s->win_len[i], 0);
+    CHECK_INT(qpr_user_sp(s, &c, 0, NULL, NULL, &found), QPR_USP_NONE);
+    c.win[3].len = QPR_WIN_BYTES; /* more than is left after the first three */
+    s->regs[QPR_GS_BASE] = LX_PERCPU;
+    qpr_capture_windows(s, c.win, lx_guest_read, NULL);
+    CHECK_INT(s->win_len[3],
+              0); /* cut to the 5,216 bytes left: not the 4 KiB this guest maps there */
+    CHECK_INT(qpr_user_sp(s, &c, 0, NULL, NULL, &found), QPR_USP_NONE);
+    free(s);
+}
+
 int main(void)
 {
+    test_linux_chain();
+    test_linux_chain_broken();
     test_isr_return();
     test_before_publishing();
     test_entry_stub();

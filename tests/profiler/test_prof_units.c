@@ -325,7 +325,8 @@ static void test_abi_checks(void)
 }
 
 /* The user frames a slot's regs_arch names: riscv64's x1..x31 go to DWARF slots 1..31, the pc
- * to slot 32; a frame of the wrong size or architecture, or one not from user mode, is refused. */
+ * to slot 32 (aarch64's likewise, with x0 and sp); a frame of the wrong size or architecture, or
+ * one not from user mode, is refused. */
 static void test_abi_frames(void)
 {
     struct qprof_abi_regs_riscv64 rv = {.pc = 0x400120,
@@ -355,6 +356,26 @@ static void test_abi_frames(void)
     rv.pc = UINT64_C(0xffffffff80001000); /* a frame from kernel mode */
     CHECK_INT(prof_abi_frame_regs(&rv, sizeof rv, QPROF_ABI_ARCH_RISCV64, EM_RISCV, user_end, &u),
               -EFAULT);
+    /* aarch64's x0..x30 and sp go to DWARF slots 0..31, the pc to slot 32 */
+    struct qprof_abi_regs_aarch64 a64 = {.sp = 0x7ffffffe00, .pc = 0x400140, .esr = 0x56000000};
+    a64.x[0] = 7, a64.x[8] = 3, a64.x[29] = 0x7ffffffe40, a64.x[30] = 0x400210;
+    CHECK_INT(
+        prof_abi_frame_regs(&a64, sizeof a64, QPROF_ABI_ARCH_AARCH64, EM_AARCH64, user_end, &u), 0);
+    CHECK_U64(u.r[0], 7);
+    CHECK_U64(u.r[8], 3);
+    CHECK_U64(u.r[29], 0x7ffffffe40);
+    CHECK_U64(u.r[30], 0x400210);
+    CHECK_U64(u.r[31], 0x7ffffffe00);
+    CHECK_U64(u.r[32], 0x400140);
+    CHECK_INT(
+        prof_abi_frame_regs(&a64, sizeof a64, QPROF_ABI_ARCH_RISCV64, EM_AARCH64, user_end, &u),
+        -EPROTO); /* riscv64's frame on an aarch64 guest */
+    CHECK_INT(prof_abi_frame_regs(&a64, sizeof a64, QPROF_ABI_ARCH_AARCH64, EM_RISCV, user_end, &u),
+              -EPROTO);
+    a64.pc = UINT64_C(0xffffffff80201000); /* a frame from EL1 */
+    CHECK_INT(
+        prof_abi_frame_regs(&a64, sizeof a64, QPROF_ABI_ARCH_AARCH64, EM_AARCH64, user_end, &u),
+        -EFAULT);
     struct qprof_abi_regs x = {.rip = 0x401000, .rsp = 0x7ffffff000, .rbp = 0x7fffffeff0};
     CHECK_INT(prof_abi_frame_regs(&x, sizeof x, QPROF_ABI_ARCH_UNSET, EM_X86_64, user_end, &u), 0);
     CHECK_U64(u.r[UNW_RIP], 0x401000);

@@ -15,57 +15,7 @@ const size_t programs_count = sizeof programs / sizeof programs[0];
 
 #define DEFAULT_RUN "spin,spin,sys"
 
-/* ---- the device tree: /chosen/bootargs and the number of /cpus/cpu@N nodes ---- */
 static char cmdline_buf[1024];
-
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-/* The structure block is walked token by token; QEMU's tree is trusted to be well formed but
- * the walk still stays inside totalsize. */
-static int fdt_scan(uint64_t dtb_pa)
-{
-    const uint8_t *fdt = P2V(dtb_pa);
-    int harts = 0;
-    if (!dtb_pa || be32(fdt) != 0xd00dfeed)
-        return 1;
-    uint32_t total = be32(fdt + 4), off = be32(fdt + 8), strings = be32(fdt + 12);
-    int depth = 0, in_chosen = 0;
-    while (off + 4 <= total) {
-        uint32_t token = be32(fdt + off);
-        off += 4;
-        if (token == 1) { /* FDT_BEGIN_NODE */
-            const char *name = (const char *)fdt + off;
-            size_t n = strlen(name);
-            depth++;
-            in_chosen = depth == 2 && strcmp(name, "chosen") == 0;
-            if (depth == 3 && strncmp(name, "cpu@", 4) == 0)
-                harts++;
-            off += (uint32_t)((n + 4) & ~3u);
-        } else if (token == 2) { /* FDT_END_NODE */
-            depth--;
-            in_chosen = 0;
-        } else if (token == 3) { /* FDT_PROP */
-            uint32_t len = be32(fdt + off), nameoff = be32(fdt + off + 4);
-            const char *value = (const char *)fdt + off + 8;
-            if (in_chosen && strcmp((const char *)fdt + strings + nameoff, "bootargs") == 0) {
-                size_t k = 0;
-                while (k < len && k < sizeof cmdline_buf - 1 && value[k]) {
-                    cmdline_buf[k] = value[k];
-                    k++;
-                }
-                cmdline_buf[k] = 0;
-            }
-            off += 8 + ((len + 3) & ~3u);
-        } else if (token == 4) { /* FDT_NOP */
-        } else {
-            break; /* FDT_END */
-        }
-    }
-    return harts ? harts : 1;
-}
 
 /* run= or the default */
 static const char *run_list(const char *cmdline, size_t *len)
@@ -123,7 +73,7 @@ void kmain(uint64_t hartid, uint64_t dtb_pa)
     cpus[0].online = 1;
     abi_init();
     mm_init();
-    int harts = fdt_scan(dtb_pa);
+    int harts = fdt_scan(dtb_pa ? P2V(dtb_pa) : 0, cmdline_buf, sizeof cmdline_buf);
     kprintf("cmdline: %s\n", cmdline_buf);
     kprintf("qprof_abi at %p, kernel text %p-%p\n", &qprof_abi, __text_start, __text_end);
     int count = harts > 1 ? smp_start(harts) : 1;
