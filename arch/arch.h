@@ -69,6 +69,18 @@ struct prof_arch_cpu_state {
      * UNW_TRAP_PC_COLUMN: a trap entry names the pc there until it has saved it. */
     bool has_trap_pc;
     uint64_t trap_pc;
+    /* The register a kernel keeps its own per-thread pointer in while it runs (aarch64: SP_EL0,
+     * where Linux keeps `current` at EL1; riscv64: tp in S-mode), when the target gave it. */
+    bool has_kernel_thread_reg;
+    uint64_t kernel_thread_reg;
+    /* Where the same pointer waits while it is not in that register (riscv64: sscratch, in
+     * U-mode and at the trap entry's first instruction; 0 elsewhere in S-mode). */
+    bool has_kernel_thread_alt;
+    uint64_t kernel_thread_alt;
+    /* The register that holds the pc an exception interrupted, for a vCPU stopped at the first
+     * instruction of an exception vector (aarch64: ELR_EL1; riscv64: sepc), when given. */
+    bool has_exception_pc;
+    uint64_t exception_pc;
     /* aarch64: SP_EL0 at EL1, the sp an exception from EL0 interrupted, for the unwinder's
      * column UNW_TRAP_SP_COLUMN: a vector names it there until it has saved it (and ELR_EL1 as
      * the trap pc). */

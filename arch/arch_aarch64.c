@@ -251,6 +251,9 @@ static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state
     st->paging = paging;
     st->as_root = ttbr0;
     st->mmu = (struct prof_arch_mmu){.root_hi = ttbr1, .control = tcr};
+    /* Optional: SP_EL0, the stack pointer of EL0 while EL0 runs, a kernel's own at EL1. */
+    st->has_kernel_thread_reg = el == 1 && get(ctx, "SP_EL0", &st->kernel_thread_reg) == 0;
+    st->has_exception_pc = el == 1 && get(ctx, "ELR_EL1", &st->exception_pc) == 0;
     trap_registers(get, ctx, el, st);
     return 0;
 }

@@ -109,7 +109,7 @@ static const struct prof_arch_reg gdb_regs[] = {
     {"s6", 22}, {"s7", 23}, {"s8", 24}, {"s9", 25},        {"s10", 26}, {"s11", 27}, {"t3", 28},
     {"t4", 29}, {"t5", 30}, {"t6", 31}, {"pc", RV_SLOT_PC}};
 
-static const char *const gdb_state_regs[] = {"priv", "satp", "sepc", NULL};
+static const char *const gdb_state_regs[] = {"priv", "satp", "sepc", "sscratch", NULL};
 
 enum { PRIV_U = 0, PRIV_S = 1, PRIV_M = 3 };
 
@@ -136,6 +136,10 @@ static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state
     st->as_root = satp;
     /* sepc: where an S-mode trap entry's CFI finds the interrupted pc before it saved it */
     st->has_trap_pc = priv == PRIV_S && get(ctx, "sepc", &st->trap_pc) == 0;
+    /* tp: user TLS in U-mode, a kernel's own thread pointer in S-mode (Linux: current) */
+    st->has_kernel_thread_reg = priv == PRIV_S && get(ctx, "tp", &st->kernel_thread_reg) == 0;
+    st->has_kernel_thread_alt = priv != PRIV_M && get(ctx, "sscratch", &st->kernel_thread_alt) == 0;
+    st->has_exception_pc = st->has_trap_pc, st->exception_pc = st->trap_pc;
     return 0;
 }
 

@@ -411,8 +411,11 @@ static void print_kernel_completeness(const struct prof_counters *c, FILE *f)
     if (!c->kernel_stacks)
         return;
     fprintf(f,
-            "kernel stacks by ORC: %" PRIu64
+            "kernel stacks by %s: %" PRIu64
             ", complete (reach a user entry or a task's start): %.1f%%\n",
+            c->kernel_stacks_by_fp == c->kernel_stacks ? "frame pointers"
+            : c->kernel_stacks_by_fp                   ? "ORC or frame pointers"
+                                                       : "ORC",
             c->kernel_stacks, 100.0 * c->kernel_stacks_complete / c->kernel_stacks);
 }
 

@@ -44,6 +44,15 @@ struct lx_vmcoreinfo {
     bool pgtable_l5;
     uint64_t kallsyms_names, kallsyms_num_syms, kallsyms_token_table, kallsyms_token_index;
     uint64_t kallsyms_offsets, kallsyms_relative_base, kallsyms_addresses;
+    bool have_phys_base;
+    /* arm64: the kernel page table and the image's virtual-to-physical offset, the size of the
+     * TTBR1 half, the pointer-authentication bits of kernel return addresses (0: none) */
+    uint64_t swapper_pg_dir, kimage_voffset, phys_offset, va_bits, tcr_t1sz, pac_mask;
+    uint64_t modules_vaddr, modules_end; /* arm64, riscv64: where modules' text lies */
+    bool have_kimage_voffset;
+    /* riscv64: the image's virtual-to-physical offset (VA_BITS above gives the levels) */
+    uint64_t va_kernel_pa_offset;
+    bool have_va_kernel_pa_offset;
 };
 
 /* Parses vmcoreinfo text (KEY=VALUE lines). -EPROTO when OSRELEASE, phys_base or init_top_pgt
@@ -78,6 +87,18 @@ int lx_kernel_open(const struct lx_vmcoreinfo *vi, const struct lx_phys *p, lx_k
                    struct qp_error *err);
 void lx_kernel_free(lx_kernel *k); /* NULL is a no-op */
 const struct lx_vmcoreinfo *lx_kernel_vmcoreinfo(const lx_kernel *k);
+
+/* The architecture of the kernel ("x86_64", "arm64"), as its vmcoreinfo showed it. */
+const char *lx_kernel_arch_name(const lx_kernel *k);
+/* Where the kernel image address kva lies in guest-physical memory (the image's own offset, no
+ * page walk): for checking a vCPU's page tables against the kernel found. */
+uint64_t lx_kernel_image_paddr(const lx_kernel *k, uint64_t kva);
+
+/* Where the kernel's BTF lies when kallsyms does not name __start_BTF (a kernel without
+ * CONFIG_KALLSYMS_ALL, such as Debian's arm64 one): the first well-formed BTF header in the
+ * image from _stext on (at most LX_BTF_SCAN bytes), as [*start, *stop). -ENOENT when none. */
+#define LX_BTF_SCAN (96u << 20)
+int lx_kernel_find_btf(lx_kernel *k, uint64_t *start, uint64_t *stop);
 
 /* Reads len bytes at kernel virtual address kva: 0 when all were read, else -EFAULT. */
 int lx_kernel_read(lx_kernel *k, uint64_t kva, void *buf, size_t len);
@@ -131,7 +152,8 @@ struct lx_pt_regs {
     X(LX_END_BAD_ORC, "ORC entry says the stack cannot be unwound here")                           \
     X(LX_END_UNREADABLE, "stack memory unreadable")                                                \
     X(LX_END_LOOP, "stack pointer went backwards")                                                 \
-    X(LX_END_DEPTH, "too many frames")
+    X(LX_END_DEPTH, "too many frames")                                                             \
+    X(LX_END_FP_BROKEN, "frame pointer chain broken")
 
 enum lx_unwind_end {
 #define X(code, text) code,
@@ -168,5 +190,43 @@ typedef int (*lx_stack_read_fn)(void *ctx, uint64_t kva, void *buf, size_t len);
  * it does not have ends the walk as unreadable, marked; the ORC tables still come from k. */
 void lx_unwind_from(lx_kernel *k, const struct lx_pt_regs *live, lx_stack_read_fn read,
                     void *read_ctx, struct lx_frame *frames, int max, struct lx_unwind_result *out);
+
+/* ---- Frame pointers (arm64: the kernels that keep them) ----------------------------------- */
+
+/* Registers by DWARF number (arm64: x0..x30, sp 31, pc 32; riscv64: x0..x31, pc 32). */
+#define LX_GREGS 33
+
+/* Whether k's kernel stacks are unwound by frame pointers (lx_unwind_fp) rather than ORC. */
+bool lx_kernel_unwinds_by_fp(const lx_kernel *k);
+
+/* The task whose kernel stack is walked: its stack [stack_lo, stack_hi) (THREAD_SIZE), the size
+ * of struct pt_regs (BTF), at the top of that stack; kthread: no user registers there. */
+struct lx_fp_task {
+    uint64_t stack_lo, stack_hi;
+    uint32_t pt_regs_size;
+    bool kthread;
+    /* The vCPU's exception pc register (arm64: ELR_EL1, riscv64: sepc), which at an exception
+     * vector's first instruction holds the interrupted pc while every other register is still
+     * the interrupted code's: the walk then goes on from there (into user mode when it is a
+     * user address). */
+    bool has_trap_pc;
+    uint64_t trap_pc;
+};
+
+struct lx_fp_result {
+    int n_frames;
+    enum lx_unwind_end end;
+    bool have_user_regs;          /* end == LX_END_USER */
+    uint64_t user_regs[LX_GREGS]; /* the registers user mode entered the kernel with */
+};
+
+/* Walks the frame-pointer chain from the live registers of a vCPU stopped in kernel mode,
+ * innermost first, into frames[0..max): the pc, the link register when the leaf has not saved
+ * it yet (its function is neither the pc's nor the first saved return address's), then each
+ * saved return address. The chain ends at the frame record in the task's pt_regs (user
+ * registers from there when it entered from user mode), or marked (unreadable, not growing,
+ * too deep). Call while the guest is stopped. */
+void lx_unwind_fp(lx_kernel *k, const uint64_t live[LX_GREGS], const struct lx_fp_task *task,
+                  struct lx_frame *frames, int max, struct lx_fp_result *out);
 
 #endif

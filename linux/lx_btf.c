@@ -334,6 +334,10 @@ int lx_btf_offsets(const lx_btf *b, struct lx_offsets *out, struct qp_error *err
         o.mm_map_count = 0;
     if (!rc)
         resolve_page_cache(btf, &o);
+    if (!rc && struct_size(btf, "pt_regs", &o.pt_regs_size, &ignored))
+        o.pt_regs_size = 168;
+    if (!rc && member_offset(btf, "task_struct", "tasks", &o.task_tasks, &ignored))
+        o.task_tasks = 0;
     if (!rc && resolve_percpu(btf, &o, NULL))
         o.percpu_unknown = true; /* lx_offsets_from_kernel asks kallsyms */
     /* Optional: the run queue's task, for samples in the middle of a context switch. Without the
@@ -383,6 +387,7 @@ void lx_offsets_debian12_6_1(struct lx_offsets *o)
         .has_rq_curr = true,
         .rq_curr = 0x960,
         .percpu_runqueues = 0x31c40,
+        .pt_regs_size = 168,
         .mt_r64_pivot = 8,
         .mt_r64_slot = 128,
         .mt_r64_meta = 248,

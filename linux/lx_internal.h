@@ -24,6 +24,64 @@ enum lx_orc_layout {
     LX_ORC_SIGNAL_REGS, /* 7.x: the same with the registers renumbered (SP 3, PREV_SP 8, ...) */
 };
 
+/* What a kernel handle does differently per architecture: one table each (lx_arch_x86_64.c,
+ * lx_arch_arm64.c), chosen by the page-table keys the vmcoreinfo holds. The rest of linux/ is
+ * the same for every architecture. */
+struct lx_fp_arch;
+struct lx_arch {
+    const char *name; /* as the kernel names it: "x86_64", "arm64" */
+    /* Whether vi holds what setup needs. */
+    bool (*fits)(const struct lx_vmcoreinfo *vi);
+    /* Sets k->pgd_paddr and k->levels from k->vi: 0, or negative with a one-line message. */
+    int (*setup)(lx_kernel *k, struct qp_error *err);
+    /* Translates a kernel address through the kernel page table: 0 with *pa and *size (the
+     * size of the page holding va), or -EFAULT. Reads entries through lx__cached_read. */
+    int (*walk)(lx_kernel *k, uint64_t va, uint64_t *pa, uint64_t *size);
+    /* Where a kernel image address lies in guest-physical memory (no walk). */
+    uint64_t (*image_paddr)(const struct lx_vmcoreinfo *vi, uint64_t kva);
+    /* Kernel stacks by frame pointers (NULL: by ORC, lx_orc.c). */
+    const struct lx_fp_arch *fp;
+};
+extern const struct lx_arch lx_arch_x86_64, lx_arch_arm64, lx_arch_riscv64;
+/* The table whose fits() accepts vi, NULL when none. */
+const struct lx_arch *lx__arch_of(const struct lx_vmcoreinfo *vi);
+
+/* The frame-pointer chain of an architecture's kernel and how its struct pt_regs holds the
+ * registers of the mode an exception came from (lx_fp.c walks it). Register numbers are the
+ * DWARF ones, the indices of an LX_GREGS array. */
+struct lx_fp_arch {
+    int pc_reg, sp_reg, fp_reg, lr_reg;
+    int saved_fp, saved_ra; /* the caller's fp at fp + saved_fp, the return address at + saved_ra */
+    /* Decodes the first bytes of struct pt_regs (len of them) into regs; true when they are the
+     * registers of user mode (an entry from user space). */
+    bool (*user_regs)(const uint8_t *pt_regs, size_t len, uint64_t regs[LX_GREGS]);
+    size_t pt_regs_min; /* the bytes user_regs reads */
+    /* An exception taken in the kernel leaves pt_regs next to a frame record: inside them
+     * (arm64: pt_regs.stackframe, a record of the interrupted code whose return address is the
+     * interrupted pc; record_is_interrupted) or right above the first handler's record (riscv64:
+     * the handler's frame pointer is their address, its return address the entry code's, and
+     * the interrupted pc comes after it). regs_at: where pt_regs start from the record's frame
+     * pointer; regs_pc_off: their saved pc; general register n lies at 8 * n in them (arm64 from
+     * x0, riscv64 from x1). A record is taken for one only when the pt_regs agree (saved fp). */
+    int regs_at, regs_pc_off;
+    bool record_is_interrupted;
+    uint32_t pt_regs_align; /* the top pt_regs lie at the stack's top less their size rounded up */
+    /* The kallsyms bounds of the exception entry code (arm64: .entry.text; riscv64:
+     * .irqentry.text, where handle_exception lies): a pc there runs before the handler set up
+     * its frame (or after it left it), so the frame pointer is not yet (or no longer) the
+     * kernel's chain, and the stack ends at that leaf, marked. */
+    const char *entry_start, *entry_end;
+    /* The exception vectors (arm64: `vectors`, 16 slots of 0x80 bytes; riscv64:
+     * handle_exception, one): at a slot's first instruction nothing is saved yet, and the
+     * exception pc register (struct lx_fp_task) says what was interrupted. */
+    const char *vectors;
+    uint32_t vector_slots, vector_stride;
+};
+
+/* Reads len bytes at guest-physical pa (within one 4 KiB page: page-table entries, stack words)
+ * through the handle's page cache (lx_phys_cache.c). */
+int lx__cached_read(lx_kernel *k, uint64_t pa, void *buf, size_t len);
+
 /* One ORC entry, normalised: the 4.14 register numbers and types (lx_orc.c's enums). */
 struct lx_orc {
     int16_t sp_offset, bp_offset;
@@ -38,9 +96,11 @@ typedef const uint8_t *(*lx_orc_lookup_fn)(const void *ctx, uint64_t ip);
 
 struct lx_kernel {
     struct lx_vmcoreinfo vi;
+    const struct lx_arch *arch;
     const struct lx_phys *phys;
     uint64_t pgd_paddr;
     int levels;
+    int va_bits; /* arm64: the TTBR1 half's size */
     struct lx_tlb_entry tlb[LX_TLB_SIZE];
     /* Small reads (page-table entries, stack words) are served from whole pages read once per
      * stop: one round trip per page instead of one per word with a backend that has them. */

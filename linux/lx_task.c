@@ -90,6 +90,16 @@ int lx_offsets_from_kernel(const lx_kernel *k, struct lx_offsets *o, struct qp_e
     }
     if (!o->percpu_unknown)
         return 0;
+    uint64_t cur, cpu;
+    if (o->has_rq_curr && lx_kernel_symbol_addr(k, "current_task", &cur) &&
+        lx_kernel_symbol_addr(k, "this_cpu_off", &cur) &&
+        lx_kernel_symbol_addr(k, "cpu_number", &cpu) == 0 && cpu >= o->percpu_start) {
+        /* No per-CPU current_task at all (arm64): the run queue names it. */
+        o->percpu_cpu_number = cpu - o->percpu_start;
+        o->current_by_rq = true;
+        o->percpu_unknown = false;
+        return 0;
+    }
     const char *names[] = {"current_task", "cpu_number", "this_cpu_off"};
     uint64_t *outs[] = {&o->percpu_current_task, &o->percpu_cpu_number, &o->percpu_this_cpu_off};
     for (int i = 0; i < 3; i++) {
@@ -103,11 +113,22 @@ int lx_offsets_from_kernel(const lx_kernel *k, struct lx_offsets *o, struct qp_e
     return 0;
 }
 
+#define LX_MAX_CPUS 8192 /* arm64's NR_CPUS limit */
+
 int lx_current_task(const struct lx_offsets *o, const struct lx_reader *r, uint64_t percpu_base,
                     uint64_t *task, struct qp_error *err)
 {
     uint64_t self, current, area = percpu_base + o->percpu_start;
     int rc = check_kernel_ptr(area, "per-CPU area", err);
+    if (!rc && o->current_by_rq) {
+        uint32_t cpu;
+        rc = lx_read(r, area + o->percpu_cpu_number, &cpu, sizeof cpu, "cpu_number", err);
+        if (!rc && cpu >= LX_MAX_CPUS)
+            rc = qp_error_set(err, -EINVAL,
+                              "0x%" PRIx64 " is not a per-CPU base: its cpu_number reads %u",
+                              percpu_base, cpu);
+        return rc ? rc : lx_rq_curr(o, r, percpu_base, task, err);
+    }
     if (!rc)
         rc = read_u64(r, area + o->percpu_this_cpu_off, &self, "this_cpu_off", err);
     if (rc)
@@ -172,6 +193,22 @@ static int task_decode(const struct lx_offsets *o, uint64_t task, const uint8_t 
                             task, t.pid, t.tgid, t.mm);
     *out = t;
     return 0;
+}
+
+int lx_task_next(const struct lx_offsets *o, const struct lx_reader *r, uint64_t task,
+                 uint64_t *next, struct qp_error *err)
+{
+    uint64_t node;
+    if (!o->task_tasks)
+        return qp_error_set(err, -ENOENT, "BTF has no task_struct.tasks");
+    int rc = check_kernel_ptr(task, "task_struct", err);
+    if (!rc)
+        rc = read_u64(r, task + o->task_tasks, &node, "task_struct.tasks", err);
+    if (!rc)
+        rc = check_kernel_ptr(node, "task_struct.tasks.next", err);
+    if (!rc)
+        *next = node - o->task_tasks;
+    return rc;
 }
 
 int lx_task_read(const struct lx_offsets *o, const struct lx_reader *r, uint64_t task,

@@ -80,6 +80,14 @@ struct lx_offsets {
     bool has_rq_curr;
     uint32_t rq_curr;
     uint64_t percpu_runqueues;
+    /* Added by lxarch: sizeof(struct pt_regs) (BTF; 168, x86_64's, when BTF lacks it), at the
+     * top of a task's stack. current_by_rq: the kernel keeps no per-CPU current_task (arm64
+     * holds current in sp_el0): the run queue's curr names the current task, and cpu_number
+     * checks the per-CPU base. */
+    uint32_t pt_regs_size;
+    bool current_by_rq;
+    /* task_struct.tasks, the list of every process's leader (0 when BTF lacks it). */
+    uint32_t task_tasks;
 };
 /* Fills *out from b. Fails with -ENOENT and a message naming the missing type, member or
  * per-CPU variable, or -EINVAL when a layout is not one this code can read. */
@@ -115,6 +123,12 @@ int lx_current_task(const struct lx_offsets *o, const struct lx_reader *r, uint6
  * -ENOENT when o has no run queue offsets. */
 int lx_rq_curr(const struct lx_offsets *o, const struct lx_reader *r, uint64_t percpu_base,
                uint64_t *task, struct qp_error *err);
+/* The task after task in the kernel's list of processes (task_struct.tasks, circular through
+ * init_task): 0 with *next, -ENOENT when o has no such member, -EINVAL for a pointer that is
+ * not an aligned kernel address. */
+int lx_task_next(const struct lx_offsets *o, const struct lx_reader *r, uint64_t task,
+                 uint64_t *next, struct qp_error *err);
+
 /* The span [lo, hi) of the task_struct fields lx_task_read reads (one read). */
 void lx_task_span(const struct lx_offsets *o, uint32_t *lo, uint32_t *hi);
 /* Reads pid, tgid, comm, mm, stack and flags of task (one read spanning those fields). */

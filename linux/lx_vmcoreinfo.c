@@ -28,11 +28,18 @@ static bool parse_dec(const char *v, uint64_t *out)
     return !errno && end != v && (*end == '\n' || *end == '\0');
 }
 
-/* Keys and where they go: SYMBOL() and KERNELOFFSET are hex, NUMBER() and PAGESIZE decimal. */
+/* "0x..." hex, else decimal: arm64 prints some NUMBER()s in hex (kimage_voffset). */
+static bool parse_hex_or_dec(const char *v, uint64_t *out)
+{
+    return strncmp(v, "0x", 2) == 0 ? parse_hex(v + 2, out) : parse_dec(v, out);
+}
+
+/* Keys and where they go: SYMBOL() and KERNELOFFSET are hex, NUMBER() and PAGESIZE decimal,
+ * NUMX() either (as its value says). */
 struct key {
     const char *key;
     size_t field;
-    bool hex;
+    int hex; /* 1 hex, 0 decimal, 2 either */
 };
 #define SYM(name, f)                                                                               \
     {                                                                                              \
@@ -41,6 +48,10 @@ struct key {
 #define NUM(name, f)                                                                               \
     {                                                                                              \
         "NUMBER(" name ")=", offsetof(struct lx_vmcoreinfo, f), false                              \
+    }
+#define NUMX(name, f)                                                                              \
+    {                                                                                              \
+        "NUMBER(" name ")=", offsetof(struct lx_vmcoreinfo, f), 2                                  \
     }
 static const struct key keys[] = {
     {"PAGESIZE=", offsetof(struct lx_vmcoreinfo, page_size), false},
@@ -56,6 +67,17 @@ static const struct key keys[] = {
     SYM("kallsyms_offsets", kallsyms_offsets),
     SYM("kallsyms_relative_base", kallsyms_relative_base),
     SYM("kallsyms_addresses", kallsyms_addresses),
+    /* arm64 (arch/arm64/kernel/crash_core.c) */
+    SYM("swapper_pg_dir", swapper_pg_dir),
+    NUMX("kimage_voffset", kimage_voffset),
+    NUMX("PHYS_OFFSET", phys_offset),
+    NUMX("VA_BITS", va_bits),
+    NUMX("TCR_EL1_T1SZ", tcr_t1sz),
+    NUMX("KERNELPACMASK", pac_mask),
+    NUMX("MODULES_VADDR", modules_vaddr),
+    NUMX("MODULES_END", modules_end),
+    /* riscv64 (arch/riscv/kernel/vmcore_info.c) */
+    NUMX("va_kernel_pa_offset", va_kernel_pa_offset),
 };
 
 static int parse_line(const char *line, struct lx_vmcoreinfo *out, struct qp_error *err)
@@ -80,7 +102,9 @@ static int parse_line(const char *line, struct lx_vmcoreinfo *out, struct qp_err
         if (strncmp(line, keys[i].key, kl) != 0)
             continue;
         uint64_t *dst = (uint64_t *)((char *)out + keys[i].field);
-        bool ok = keys[i].hex ? parse_hex(line + kl, dst) : parse_dec(line + kl, dst);
+        bool ok = keys[i].hex == 2 ? parse_hex_or_dec(line + kl, dst)
+                  : keys[i].hex    ? parse_hex(line + kl, dst)
+                                   : parse_dec(line + kl, dst);
         if (!ok)
             return qp_error_set(err, -EPROTO, "vmcoreinfo: bad value in %.*s",
                                 (int)strcspn(line, "\n"), line);
@@ -94,20 +118,25 @@ int lx_vmcoreinfo_parse(const char *text, size_t len, struct lx_vmcoreinfo *out,
     *out = (struct lx_vmcoreinfo){0};
     char *copy = g_strndup(text, len); /* NUL-terminated, whatever the source */
     int rc = 0;
-    bool have_phys_base = false;
     for (char *line = copy; rc == 0 && line && *line;) {
         char *next = strchr(line, '\n');
-        have_phys_base |= strncmp(line, "NUMBER(phys_base)=", 18) == 0;
+        out->have_phys_base |= strncmp(line, "NUMBER(phys_base)=", 18) == 0;
+        out->have_kimage_voffset |= strncmp(line, "NUMBER(kimage_voffset)=", 23) == 0;
+        out->have_va_kernel_pa_offset |= strncmp(line, "NUMBER(va_kernel_pa_offset)=", 28) == 0;
         rc = parse_line(line, out, err);
         line = next ? next + 1 : NULL;
     }
     g_free(copy);
     if (rc)
         return rc;
-    if (!out->osrelease[0] || !out->init_top_pgt || !have_phys_base)
+    if (!out->osrelease[0])
+        return qp_error_set(err, -EPROTO, "vmcoreinfo lacks OSRELEASE");
+    if (!lx__arch_of(out))
         return qp_error_set(err, -EPROTO,
-                            "vmcoreinfo lacks OSRELEASE, NUMBER(phys_base) or "
-                            "SYMBOL(init_top_pgt): not an x86_64 Linux vmcoreinfo");
+                            "vmcoreinfo names no kernel page table qprof can use (x86_64: "
+                            "SYMBOL(init_top_pgt) and NUMBER(phys_base); arm64: "
+                            "SYMBOL(swapper_pg_dir) and NUMBER(kimage_voffset); riscv64: "
+                            "SYMBOL(swapper_pg_dir) and NUMBER(va_kernel_pa_offset))");
     return 0;
 }
 

@@ -67,6 +67,7 @@ int prof_os_kernel_unwind(prof_os *os, const struct prof_vcpu *cpu, const struct
 {
     if (!os->ops->kernel_unwind)
         return -ENOTSUP;
+    out->by_frame_pointers = false;
     return os->ops->kernel_unwind(os->impl, cpu, t, mem, out);
 }
 

@@ -94,6 +94,7 @@ struct prof_kstack {
     enum unw_stop stop;           /* UNW_STOP_OUTERMOST or _LEFT_SPACE when complete */
     bool have_user_regs;          /* it ended at the entry from user mode */
     struct unw_regs user_regs;
+    bool by_frame_pointers; /* walked by frame records (arm64 Linux), not by ORC */
 };
 
 /* The mapping a user pc lies in, when the OS can tell (Linux: the VMA). */

@@ -21,18 +21,18 @@
 
 /* A kernel not found yet (a guest still booting) is looked for again after 2, 4, 8 ... s, a
  * few times: each look reads all of guest RAM. */
-#define RETRY_NS     (UINT64_C(2) * 1000000000)
-#define MAX_TRIES    6
-#define MAX_RANGES   16
-#define THREAD_SIZE  (16u << 10)
-#define VMCI_HEAD    512 /* OSRELEASE and the first SYMBOL() lines, which KASLR changes */
-#define PT_REGS_SIZE 168
-#define PT_REGS_IP   128 /* the iret frame (ip, cs, flags, sp, ss) from here to the end */
-#define PAGE_SIZE    4096u
-/* __START_KERNEL_map: the kernel image's virtual base; phys_base is where it was loaded. */
-#define KERNEL_IMAGE_MAP UINT64_C(0xffffffff80000000)
-#define MAX_STALE        8
-#define MAX_MM_CACHE     256 /* address spaces whose VMAs are kept; all dropped past that */
+#define RETRY_NS          (UINT64_C(2) * 1000000000)
+#define MAX_TRIES         6
+#define MAX_RANGES        16
+#define THREAD_SIZE       (16u << 10)
+#define VMCI_HEAD         512 /* OSRELEASE and the first SYMBOL() lines, which KASLR changes */
+#define PAGE_SIZE         4096u
+#define PT_REGS_IP        128 /* the iret frame (ip, cs, flags, sp, ss) from here to the end */
+#define MAX_STALE         8
+#define OWNERS            256
+#define OWNERS_WALK_EVERY 50   /* stops between two walks of the process list */
+#define OWNERS_WALK_MAX   4096 /* processes a walk reads at most */
+#define MAX_MM_CACHE      256  /* address spaces whose VMAs are kept; all dropped past that */
 /* The module list is checked while the guest runs: every second when reads are free (a check
  * reads each struct module once: 20 us with one module), else every ten seconds (each read is a
  * round trip then). A kernel stack that met a pc in module space that no known module covers
@@ -71,6 +71,17 @@ struct os_linux {
     bool said_task_error; /* -v: the first failure to read a current task was said */
     struct lx_offsets off;
     uint64_t per_cpu_offset; /* __per_cpu_offset[] */
+    bool have_percpu;        /* it and the per-CPU current task's offsets are known */
+    /* The user tasks seen in kernel mode, by the physical address of their page table (the
+     * last OWNERS of them): a vCPU in user mode whose root register names one runs that task's
+     * process, for a kernel whose current task no per-CPU variable names. */
+    struct owner {
+        uint64_t pgd_pa;
+        struct lx_task_info task;
+    } owners[OWNERS];
+    unsigned next_owner;
+    uint64_t known_task;    /* a task read lately: where a walk of the process list starts */
+    uint64_t owners_walked; /* l->stops at the last walk (+1; 0: none yet) */
     struct lx_task_info tasks[PROF_MAX_VCPUS];
     bool task_ok[PROF_MAX_VCPUS];
     uint64_t switching_samples; /* named by rq->curr (take_incoming_task) */
@@ -386,19 +397,21 @@ static void load_task_offsets(struct os_linux *l)
     uint64_t start, stop;
     struct qp_error err = {0};
     lx_btf *btf = NULL;
-    if (lx_kernel_symbol_addr(l->kernel, "__start_BTF", &start) ||
-        lx_kernel_symbol_addr(l->kernel, "__stop_BTF", &stop) || stop <= start ||
-        stop - start > (64u << 20) ||
-        lx_kernel_symbol_addr(l->kernel, "__per_cpu_offset", &l->per_cpu_offset)) {
+    /* Named by kallsyms, or (a kernel without CONFIG_KALLSYMS_ALL: Debian's arm64) found by
+     * its header in the image. */
+    bool named = lx_kernel_symbol_addr(l->kernel, "__start_BTF", &start) == 0 &&
+                 lx_kernel_symbol_addr(l->kernel, "__stop_BTF", &stop) == 0;
+    if ((!named && lx_kernel_find_btf(l->kernel, &start, &stop)) || stop <= start ||
+        stop - start > (64u << 20)) {
         fprintf(stderr, "qprof: Linux kernel without BTF (__start_BTF): no process names\n");
         return;
     }
+    l->have_percpu = lx_kernel_symbol_addr(l->kernel, "__per_cpu_offset", &l->per_cpu_offset) == 0;
     if (l->cfg.verbose)
         fprintf(stderr,
                 "qprof: Linux BTF: %" PRIu64 " bytes at 0x%" PRIx64 " (guest-physical 0x%" PRIx64
                 ")\n",
-                stop - start, start,
-                start - KERNEL_IMAGE_MAP + lx_kernel_vmcoreinfo(l->kernel)->phys_base);
+                stop - start, start, lx_kernel_image_paddr(l->kernel, start));
     uint8_t *blob = g_malloc(stop - start);
     int rc = lx_kernel_read(l->kernel, start, blob, stop - start);
     if (rc == 0)
@@ -411,8 +424,14 @@ static void load_task_offsets(struct os_linux *l)
         fprintf(stderr, "qprof: %s\n", err.msg);
     if (rc == 0)
         rc = lx_btf_offsets(btf, &l->off, &err);
-    if (rc == 0)
-        rc = lx_offsets_from_kernel(l->kernel, &l->off, &err);
+    /* The per-CPU variables are one way to the current task; without them (a kallsyms of text
+     * only) a vCPU register gives it in kernel mode (aarch64's SP_EL0), the page-table root in
+     * user mode (owners). */
+    if (rc == 0 && lx_offsets_from_kernel(l->kernel, &l->off, &err) != 0) {
+        if (l->cfg.verbose)
+            fprintf(stderr, "qprof: Linux: %s: current tasks from vCPU registers only\n", err.msg);
+        l->have_percpu = false;
+    }
     l->have_offsets = rc == 0;
     if (rc == 0 && l->off.has_page_cache)
         load_vmemmap_base(l);
@@ -451,7 +470,7 @@ static bool find_kernel(struct os_linux *l)
         l->kernel = NULL;
         return false;
     }
-    if (lx_kernel_load_orc(l->kernel, &err))
+    if (!lx_kernel_unwinds_by_fp(l->kernel) && lx_kernel_load_orc(l->kernel, &err))
         fprintf(stderr, "qprof: %s; kernel stacks are unwound by CFI only\n", err.msg);
     load_task_offsets(l);
     if (l->have_mod_offsets) {
@@ -465,9 +484,10 @@ static bool find_kernel(struct os_linux *l)
     l->kernel = NULL;
     if (l->cfg.verbose)
         fprintf(stderr,
-                "qprof: Linux %s, KASLR offset 0x%" PRIx64 ", %zu ORC entries; found in %.1f ms\n",
-                vi.osrelease, vi.kernel_offset, lx_kernel_orc_entries(l->candidate),
-                (now_ns() - t0) / 1e6);
+                "qprof: Linux %s (%s), KASLR offset 0x%" PRIx64 ", %zu ORC entries; found in %.1f "
+                "ms\n",
+                vi.osrelease, lx_kernel_arch_name(l->candidate), vi.kernel_offset,
+                lx_kernel_orc_entries(l->candidate), (now_ns() - t0) / 1e6);
     return true;
 }
 
@@ -484,7 +504,7 @@ static bool on_task_stack(const struct lx_task_info *t, uint64_t sp)
 static void take_incoming_task(struct os_linux *l, const struct lx_reader *r,
                                const struct prof_vcpu *cpu, uint64_t base, int i, bool captured)
 {
-    uint64_t sp = cpu->regs.r[UNW_RSP], next;
+    uint64_t sp = cpu->sp, next;
     struct lx_task_info t;
     struct qp_error ignored = {0};
     if (on_task_stack(&l->tasks[i], sp) || lx_rq_curr(&l->off, r, base, &next, &ignored) ||
@@ -503,6 +523,103 @@ static void take_incoming_task(struct os_linux *l, const struct lx_reader *r,
         return;
     l->tasks[i] = t;
     l->switching_samples++;
+}
+
+/* The physical address of the page table of user task t (mm->pgd). */
+static int pgd_paddr(struct os_linux *l, const struct lx_task_info *t, uint64_t *pa)
+{
+    uint64_t pgd;
+    if (!t->mm || t->kthread || lx_kernel_read(l->kernel, t->mm + l->off.mm_pgd, &pgd, 8) ||
+        !lx_is_kernel_addr(pgd))
+        return -ENOENT;
+    return lx_kernel_virt_to_phys(l->kernel, pgd, pa);
+}
+
+static void remember_owner(struct os_linux *l, const struct lx_task_info *t)
+{
+    uint64_t pa;
+    if (pgd_paddr(l, t, &pa))
+        return;
+    for (int i = 0; i < OWNERS; i++)
+        if (l->owners[i].pgd_pa == pa) {
+            l->owners[i].task = *t;
+            return;
+        }
+    l->owners[l->next_owner++ % OWNERS] = (struct owner){pa, *t};
+}
+
+/* Every process of the kernel's list (from a task read lately) as an owner of its page table:
+ * for a process not seen in kernel mode yet. At most every OWNERS_WALK_EVERY stops, at most
+ * OWNERS_WALK_MAX processes; garbage ends it. */
+static void walk_owners(struct os_linux *l, const struct lx_reader *r)
+{
+    if (!l->known_task || (l->owners_walked && l->stops < l->owners_walked + OWNERS_WALK_EVERY))
+        return;
+    l->owners_walked = l->stops + 1;
+    struct qp_error ignored = {0};
+    uint64_t t = l->known_task;
+    for (int n = 0; n < OWNERS_WALK_MAX; n++) {
+        struct lx_task_info info;
+        if (lx_task_next(&l->off, r, t, &t, &ignored) || t == l->known_task)
+            return;
+        if (lx_task_read(&l->off, r, t, &info, &ignored) == 0 && info.mm && !info.kthread)
+            remember_owner(l, &info);
+    }
+}
+
+static bool find_owner(struct os_linux *l, const struct lx_reader *r, uint64_t root,
+                       struct lx_task_info *out)
+{
+    struct qp_error ignored = {0};
+    uint64_t pa;
+    for (int i = 0; i < OWNERS; i++)
+        if (l->owners[i].pgd_pa && l->owners[i].pgd_pa == root &&
+            lx_task_read(&l->off, r, l->owners[i].task.task, out, &ignored) == 0 &&
+            pgd_paddr(l, out, &pa) == 0 && pa == root)
+            return true;
+    return false;
+}
+
+/* A vCPU in user mode: the process whose page table its root register names, seen in kernel
+ * mode or in the process list, checked again (it may have exited and its page table gone to
+ * another). */
+static bool owner_task(struct os_linux *l, const struct lx_reader *r, const struct prof_vcpu *cpu,
+                       struct lx_task_info *out)
+{
+    uint64_t root = cpu->as_root & l->cfg.arch->as_root_mask;
+    if (find_owner(l, r, root, out))
+        return true;
+    walk_owners(l, r);
+    return find_owner(l, r, root, out);
+}
+
+/* The current task from the register the kernel keeps it in (aarch64's SP_EL0 at EL1, riscv64's
+ * tp in S-mode, or sscratch where tp holds user data), or in user mode from the page table's
+ * owner (aarch64: TTBR0; the owners' pgd is compared with the root's address bits, which is the
+ * table's physical address on aarch64 and x86_64, not on riscv64, whose sscratch names it). */
+static void read_task_by_regs(struct os_linux *l, const struct prof_vcpu *cpu, int i)
+{
+    struct lx_reader r = {.read = kread, .ctx = l->kernel};
+    struct qp_error err = {0};
+    /* The register, or where it waits (riscv64's sscratch) while it holds user data. */
+    uint64_t task = cpu->has_kernel_thread_reg && !cpu->user ? cpu->kernel_thread_reg : 0;
+    if (!lx_is_kernel_addr(task) && cpu->has_kernel_thread_alt)
+        task = cpu->kernel_thread_alt;
+    if (!lx_is_kernel_addr(task)) {
+        /* User mode, or kernel mode before the entry code loaded the register (an exception
+         * vector's first instruction, the user's page table still in place). */
+        l->task_ok[i] = owner_task(l, &r, cpu, &l->tasks[i]);
+        return;
+    }
+    if (lx_task_read(&l->off, &r, task, &l->tasks[i], &err) == 0) {
+        l->task_ok[i] = true;
+        l->known_task = task;
+        remember_owner(l, &l->tasks[i]);
+    } else if (l->cfg.verbose && !l->said_task_error) {
+        fprintf(stderr, "qprof: Linux: vCPU %d's current task: %s (said once)\n", cpu->index,
+                err.msg);
+        l->said_task_error = true;
+    }
 }
 
 /* A capturing target's sample: the current task's reads are served only from what the target
@@ -552,8 +669,12 @@ static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
     l->task_ok[i] = false;
     /* Kernel mode outside the kernel half is not the kernel we found (a new boot's early code
      * before QMP's RESET event reached us): its per-CPU data would be the old boot's. */
-    if (!cpu->user && !lx_is_kernel_addr(cpu->regs.r[UNW_RIP]))
+    if (!cpu->user && !lx_is_kernel_addr(cpu->pc))
         return;
+    if (!l->have_percpu) {
+        read_task_by_regs(l, cpu, i);
+        return;
+    }
     if (!cpu->user && cpu->gs_base >= l->cfg.split.kernel_start)
         base = cpu->gs_base;
     else if (lx_kernel_read(l->kernel,
@@ -608,6 +729,9 @@ static void forget_kernel(struct os_linux *l)
     l->tries = 0;
     l->next_try_ns = 0;
     memset(l->task_ok, 0, sizeof l->task_ok);
+    memset(l->owners, 0, sizeof l->owners);
+    l->known_task = 0;
+    l->owners_walked = 0;
     g_hash_table_remove_all(l->mm_cache);
 }
 
@@ -645,10 +769,11 @@ static int phys_word(void *ctx, uint64_t paddr, uint64_t *val)
 static bool maps_candidate(struct os_linux *l, const struct prof_vcpu *cpu)
 {
     const struct lx_vmcoreinfo *vi = lx_kernel_vmcoreinfo(l->candidate);
-    uint64_t want = vi->stext - KERNEL_IMAGE_MAP + vi->phys_base, paddr, page;
+    uint64_t want = lx_kernel_image_paddr(l->candidate, vi->stext), paddr, page;
     uint64_t roots[2] = {cpu->as_root, cpu->as_root & ~UINT64_C(0x1fff)};
     for (int r = 0; r < 2; r++)
-        if (l->cfg.arch->page_walk(roots[r], vi->stext, phys_word, l, &paddr, &page) == 0 &&
+        if (prof_arch_page_walk(l->cfg.arch, roots[r], &cpu->mmu, vi->stext, phys_word, l, &paddr,
+                                &page) == 0 &&
             paddr == want)
             return true;
     return false;
@@ -762,7 +887,7 @@ static void lx_task(void *impl, const struct prof_vcpu *cpu, int i, struct prof_
     if (t->stack)
         out->kstack_lo = t->stack, out->kstack_hi = t->stack + THREAD_SIZE;
     if (!t->kthread && t->stack)
-        out->user_regs_at = t->stack + THREAD_SIZE - PT_REGS_SIZE;
+        out->user_regs_at = t->stack + THREAD_SIZE - l->off.pt_regs_size;
 }
 
 static size_t lx_kernel_stack_len(void *impl, const struct prof_vcpu *cpu,
@@ -820,6 +945,7 @@ static enum unw_stop stop_of(enum lx_unwind_end e)
         return UNW_STOP_OUTERMOST;
     case LX_END_NO_ORC:
     case LX_END_BAD_ORC:
+    case LX_END_FP_BROKEN:
         return UNW_STOP_NO_CFI;
     case LX_END_UNREADABLE:
         return UNW_STOP_MEMORY;
@@ -829,6 +955,37 @@ static enum unw_stop stop_of(enum lx_unwind_end e)
         return UNW_STOP_DEPTH;
     }
     return UNW_STOP_ERROR;
+}
+
+/* A kernel that keeps frame pointers (arm64): the chain from the live registers, which are in
+ * DWARF numbering for these architectures as for lx_unwind_fp. */
+static int fp_unwind(struct os_linux *l, const struct prof_vcpu *cpu, const struct prof_task *t,
+                     struct prof_kstack *out)
+{
+    uint64_t live[LX_GREGS];
+    struct lx_frame frames[PROF_KSTACK_MAX];
+    struct lx_fp_result res;
+    struct lx_fp_task task = {.stack_lo = t->kstack_lo,
+                              .stack_hi = t->kstack_hi,
+                              .pt_regs_size = l->have_offsets ? l->off.pt_regs_size : 0,
+                              .kthread = t->state == PROF_TASK_KERNEL,
+                              .has_trap_pc = cpu->has_exception_pc,
+                              .trap_pc = cpu->exception_pc};
+    for (int i = 0; i < LX_GREGS && i < UNW_NREGS; i++)
+        live[i] = cpu->regs.r[i];
+    lx_unwind_fp(l->kernel, live, &task, frames, PROF_KSTACK_MAX, &res);
+    out->n = res.n_frames;
+    for (int i = 0; i < res.n_frames; i++)
+        out->pc[i] = frames[i].pc, out->exact[i] = frames[i].exact;
+    out->stop = stop_of(res.end);
+    out->have_user_regs = res.have_user_regs;
+    out->by_frame_pointers = true;
+    if (res.have_user_regs) {
+        memset(&out->user_regs, 0, sizeof out->user_regs);
+        for (int i = 0; i < LX_GREGS && i < UNW_NREGS; i++)
+            out->user_regs.r[i] = res.user_regs[i];
+    }
+    return 0;
 }
 
 /* The kernel stack of a captured sample: only what the target captured at its instant (the
@@ -850,9 +1007,12 @@ static int stack_read(void *ctx, uint64_t kva, void *buf, size_t len)
 static int lx_kernel_unwind(void *impl, const struct prof_vcpu *cpu, const struct prof_task *t,
                             const struct prof_os_mem *mem, struct prof_kstack *out)
 {
-    (void)t;
     struct os_linux *l = impl;
-    if (!l->kernel || !lx_kernel_orc_entries(l->kernel) || cpu->user)
+    if (!l->kernel || cpu->user)
+        return -ENOTSUP;
+    if (lx_kernel_unwinds_by_fp(l->kernel))
+        return fp_unwind(l, cpu, t, out);
+    if (!lx_kernel_orc_entries(l->kernel))
         return -ENOTSUP;
     struct lx_pt_regs live;
     struct lx_frame frames[PROF_KSTACK_MAX];
@@ -921,7 +1081,7 @@ static uint64_t lx_capture_plan(void *impl, struct prof_capture_plan *out)
                                              .len = top};
     /* the pt_regs at the stack's top: the user stack of a system call or interrupt */
     out->user_frame_window = 4;
-    out->user_frame_off = top - PT_REGS_SIZE + PT_REGS_IP;
+    out->user_frame_off = top - l->off.pt_regs_size + PT_REGS_IP;
     /* rq->curr: which task a sample in the middle of a context switch belongs to */
     if (l->off.has_rq_curr)
         out->w[out->n++] = (struct prof_capture_window){

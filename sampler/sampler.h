@@ -169,6 +169,7 @@ struct prof_counters {
     char abi_reject_reason[160];
     uint64_t budget_hits;                           /* samples whose paused-time budget ran out */
     uint64_t kernel_stacks, kernel_stacks_complete; /* unwound by the OS adapter (ORC) */
+    uint64_t kernel_stacks_by_fp;                   /* of those, by frame pointers (arm64 Linux) */
     /* --sysroot: user stacks unwound with the sysroot's files, those that reached the outermost
      * frame, and guest files whose sysroot copy was missing or another build (each once). */
     uint64_t sysroot_stacks, sysroot_stacks_complete, sysroot_files_unused;

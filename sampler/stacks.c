@@ -290,6 +290,7 @@ static void kernel_part(prof_stack_builder *sb, struct cpu_capture *c, struct pr
             sb->counters->truncated[k->stop]++;
         sb->counters->kernel_stacks++;
         sb->counters->kernel_stacks_complete += !unw_stop_is_truncation(k->stop);
+        sb->counters->kernel_stacks_by_fp += k->by_frame_pointers;
         for (int i = k->n - 1; i >= 0; i--)
             *push_frame(st) = (struct out_frame){.pc = k->pc[i],
                                                  .module = prof_modules_kernel(sb->modules),

@@ -12,7 +12,8 @@
 /* Ranks for alias selection: lower wins. */
 enum sym_rank {
     SYM_RANK_GLOBAL = 0,
-    SYM_RANK_OTHER = 1, /* local or weak */
+    SYM_RANK_OTHER = 1,  /* local or weak */
+    SYM_RANK_MARKER = 2, /* a linker's section bound (__entry_text_start), never a function */
 };
 
 /* No section end known (symbol maps): a zero-size symbol then ends at the next symbol. */

@@ -111,9 +111,21 @@ static bool all_zero(const struct map_line *lines, size_t n)
     return n > 0;
 }
 
-/* Upper case is global, except weak symbols (W, V), which rank with locals. */
-static enum sym_rank rank_of(char type)
+/* A section bound the linker script names (__entry_text_start, __irqentry_text_end): at the
+ * same address as the function it opens, it must not name that function's frames (riscv64's
+ * handle_exception shares its address with three). */
+static bool is_marker(const char *name)
 {
+    size_t n = strlen(name);
+    return strncmp(name, "__", 2) == 0 && ((n > 6 && strcmp(name + n - 6, "_start") == 0) ||
+                                           (n > 4 && strcmp(name + n - 4, "_end") == 0));
+}
+
+/* Upper case is global, except weak symbols (W, V), which rank with locals. */
+static enum sym_rank rank_of(char type, const char *name)
+{
+    if (is_marker(name))
+        return SYM_RANK_MARKER;
     bool global = isupper((unsigned char)type) && type != 'W' && type != 'V';
     return global ? SYM_RANK_GLOBAL : SYM_RANK_OTHER;
 }
@@ -125,7 +137,7 @@ static void add_lines(sym_table *t, const struct map_line *lines, size_t n)
     for (size_t i = 0; i < n; i++) {
         bool text = is_text_type(lines[i].type);
         sym_table_builder_add(t, lines[i].name, lines[i].addr, text ? sizes[i] : 0, SYM_NO_LIMIT,
-                              rank_of(lines[i].type), text);
+                              rank_of(lines[i].type, lines[i].name), text);
     }
     g_free(sizes);
 }

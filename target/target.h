@@ -51,8 +51,16 @@ struct prof_vcpu {
                                  prof_arch_page_walk; zero where the architecture needs none */
     uint64_t gs_base;         /* x86: the GS segment base (the per-CPU area in a Linux kernel) */
     bool la57;                /* x86: 5-level paging (CR4.LA57) */
-    const void *target_cpu;   /* the backend's own record, for prof_target_read; valid only while
-                                 the target is stopped */
+    /* aarch64: SP_EL0 at EL1, riscv64: tp in S-mode (Linux keeps the current task there):
+     * prof_arch_cpu_state's */
+    bool has_kernel_thread_reg;
+    uint64_t kernel_thread_reg;
+    bool has_kernel_thread_alt; /* riscv64: sscratch (prof_arch_cpu_state's) */
+    uint64_t kernel_thread_alt;
+    bool has_exception_pc; /* aarch64: ELR_EL1, riscv64: sepc (prof_arch_cpu_state's) */
+    uint64_t exception_pc;
+    const void *target_cpu; /* the backend's own record, for prof_target_read; valid only while
+                               the target is stopped */
 };
 
 /* How the guest numbers this vCPU: its APIC ID where the backend knows it, else the target's

@@ -27,6 +27,12 @@ static int from_regs(const struct prof_arch *a,
     v->mmu = st.mmu;
     v->regs.has_trap_pc = st.has_trap_pc;
     v->regs.trap_pc = st.trap_pc;
+    v->has_kernel_thread_reg = st.has_kernel_thread_reg;
+    v->kernel_thread_reg = st.kernel_thread_reg;
+    v->has_kernel_thread_alt = st.has_kernel_thread_alt;
+    v->kernel_thread_alt = st.kernel_thread_alt;
+    v->has_exception_pc = st.has_exception_pc;
+    v->exception_pc = st.exception_pc;
     v->regs.has_trap_sp = st.has_trap_sp;
     v->regs.trap_sp = st.trap_sp;
     return 0;

@@ -6,6 +6,10 @@
 #   package          the .deb it came from (name_version)
 #   brd.ko           the RAM-disk driver of the same build, uncompressed (busybox's insmod
 #                    takes a plain .ko; Debian compresses modules from 6.12 on)
+# The series arm64-6.1 (bookworm) and riscv64-7.x (sid; bookworm has no riscv64 port) are the
+# kernel of another architecture: no brd.ko, but that architecture's busybox (busybox-static),
+# since the machine's own is amd64:
+#   busybox          /bin/busybox of busybox-static for that architecture
 # Series 6.1 is the machine's own suite: tests/linux/make-guest.sh fetches it the usual way.
 #
 # Other suites' packages are only downloaded and unpacked, never installed: apt runs with a
@@ -33,11 +37,18 @@ case $series in
 5.10) suites="bullseye" prefix=linux-image-5.10 re='^linux-image-5\.10\.[0-9]+-[0-9]+-amd64-unsigned$' ;;
 6.12) suites="bookworm-backports trixie" prefix=linux-image-6.12 re='^linux-image-6\.12\.[^ ]*-amd64-unsigned$' ;;
 7.x) suites="trixie-backports sid" prefix=linux-binary-7 re='^linux-binary-7\.[^ ]*-amd64$' ;;
+arm64-6.1) suites="bookworm" prefix=linux-image-6.1 re='^linux-image-6\.1\.0-[0-9]+-arm64-unsigned$' arch=arm64 ;;
+riscv64-7.x) suites="sid" prefix=linux-binary-7 re='^linux-binary-7\.[^ ]*-riscv64$' arch=riscv64 ;;
 6.1) skip "6.1 is the machine's own kernel series: tests/linux/make-guest.sh fetches it" ;;
-*) echo "fetch-kernel.sh: unknown series '$series' (known: 5.10, 6.12, 7.x)" >&2; exit 2 ;;
+*) echo "fetch-kernel.sh: unknown series '$series' (known: 5.10, 6.12, 7.x, arm64-6.1, riscv64-7.x)" >&2; exit 2 ;;
 esac
+arch=${arch:-amd64}
+# What the series' folder holds once complete: the other architectures have their busybox
+# instead of brd.ko.
+extra=brd.ko
+[ "$arch" = amd64 ] || extra=busybox
 
-if [ -s "$dir/vmlinuz" ] && [ -s "$dir/kernel-release" ] && [ -s "$dir/brd.ko" ] &&
+if [ -s "$dir/vmlinuz" ] && [ -s "$dir/kernel-release" ] && [ -s "$dir/$extra" ] &&
     [ -z "${QPROF_KERNELS_REFRESH:-}" ]; then
     echo "$dir"
     exit 0
@@ -66,18 +77,25 @@ keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 [ -r "$keyring" ] || skip "$keyring is missing (package debian-archive-keyring)"
 
 # apt with a private state for one suite: its own lists, cache and sources, no system parts.
+# Another architecture's packages get a state of their own (apt-SUITE-ARCH).
+state_of() { if [ "$arch" = amd64 ]; then echo "$cache/apt-$1"; else echo "$cache/apt-$1-$arch"; fi; }
 apt_private() { # apt_private SUITE apt-get|apt-cache ARGS...
-    local suite=$1 tool=$2 state=$cache/apt-$1
+    local suite=$1 tool=$2 state
+    state=$(state_of "$1")
     shift 2
+    local archopts=()
+    [ "$arch" = amd64 ] || archopts=(-o APT::Architectures::="$arch" -o APT::Architecture="$arch")
     "$tool" -q -o Dir::State::Lists="$state/lists" -o Dir::Etc::SourceList="$state/sources.list" \
         -o Dir::Etc::SourceParts=/dev/null -o Dir::Cache="$state/cache" \
-        -o Dir::State::status=/dev/null -o Debug::NoLocking=1 "$@"
+        -o Dir::State::status=/dev/null -o Debug::NoLocking=1 "${archopts[@]}" "$@"
 }
 
 prepare_suite() { # prepare_suite SUITE: lists downloaded (again when older than a day)
-    local suite=$1 state=$cache/apt-$1
+    local suite=$1 state archtag=""
+    state=$(state_of "$1")
+    [ "$arch" = amd64 ] || archtag=" arch=$arch"
     mkdir -p "$state/lists/partial" "$state/cache/archives/partial"
-    echo "deb [signed-by=$keyring] $uri $suite main" > "$state/sources.list"
+    echo "deb [signed-by=$keyring$archtag] $uri $suite main" > "$state/sources.list"
     if [ -z "$(find "$state/lists" -maxdepth 1 -name '*_Packages*' -mtime -1 2>/dev/null)" ]; then
         apt_private "$suite" apt-get update >"$state/update.log" 2>&1 ||
             return 1
@@ -97,7 +115,7 @@ flock 9 2>/dev/null || true
 pkg="" suite=""
 for s in $suites; do
     if ! prepare_suite "$s"; then
-        echo "fetch-kernel.sh: apt-get update of $s failed: $(tail -n 1 "$cache/apt-$s/update.log")" >&2
+        echo "fetch-kernel.sh: apt-get update of $s failed: $(tail -n 1 "$(state_of "$s")/update.log")" >&2
         continue
     fi
     pkg=$(newest_package "$s")
@@ -108,7 +126,7 @@ for s in $suites; do
 done
 if [ -z "$pkg" ]; then
     # Keep what was fetched before when a refresh cannot reach the archive.
-    if [ -s "$dir/vmlinuz" ] && [ -s "$dir/brd.ko" ]; then
+    if [ -s "$dir/vmlinuz" ] && [ -s "$dir/$extra" ]; then
         echo "$dir"
         exit 0
     fi
@@ -116,7 +134,7 @@ if [ -z "$pkg" ]; then
 fi
 
 if [ -s "$dir/package" ] && [ "$(cut -d_ -f1 "$dir/package")" = "$pkg" ] && [ -s "$dir/vmlinuz" ] &&
-    [ -s "$dir/brd.ko" ]; then
+    [ -s "$dir/$extra" ]; then
     echo "$dir"
     exit 0
 fi
@@ -132,24 +150,33 @@ unpack "$pkg"
 deb=$(ls "$work/$pkg"_*.deb)
 vmlinuz=$(find "$work/root" \( -path "*/boot/vmlinuz-*" -o -path "*/usr/lib/modules/*/vmlinuz" \) -type f | head -n 1)
 [ -n "$vmlinuz" ] || skip "$pkg holds no vmlinuz"
-# From 7.x on the modules are a package of their own (about 100 MB, fetched once).
-if [ -z "$(find "$work/root" -path '*/drivers/block/brd.ko*')" ] && [ "${pkg#linux-binary-}" != "$pkg" ]; then
-    unpack "linux-modules-${pkg#linux-binary-}"
-fi
-brd=$(find "$work/root" -path '*/drivers/block/brd.ko*' | head -n 1)
-[ -n "$brd" ] || skip "$pkg and its modules hold no brd module"
 release=$(find "$work/root" -regex '.*/lib/modules/[^/]*' -type d -printf '%f\n' | head -n 1)
-
 mkdir -p "$work/out"
 cp "$vmlinuz" "$work/out/vmlinuz"
+if [ "$arch" != amd64 ]; then
+    unpack busybox-static
+    # /bin/busybox up to 1.36, /usr/bin/busybox in sid's 1.38
+    bb=$(find "$work/root" -path '*bin/busybox' -type f | head -n 1)
+    [ -n "$bb" ] || skip "busybox-static ($arch, $suite) holds no bin/busybox"
+    cp "$bb" "$work/out/busybox"
+    brd=""
+else
+    # From 7.x on the modules are a package of their own (about 100 MB, fetched once).
+    if [ -z "$(find "$work/root" -path '*/drivers/block/brd.ko*')" ] && [ "${pkg#linux-binary-}" != "$pkg" ]; then
+        unpack "linux-modules-${pkg#linux-binary-}"
+    fi
+    brd=$(find "$work/root" -path '*/drivers/block/brd.ko*' | head -n 1)
+    [ -n "$brd" ] || skip "$pkg and its modules hold no brd module"
+fi
 case $brd in
+"") ;;
 *.xz) xz -dc "$brd" > "$work/out/brd.ko" ;;
 *.zst) zstd -qdc "$brd" > "$work/out/brd.ko" ;;
 *.gz) gzip -dc "$brd" > "$work/out/brd.ko" ;;
 *) cp "$brd" "$work/out/brd.ko" ;;
 esac
 echo "$release" > "$work/out/kernel-release"
-basename "$deb" .deb | sed 's/_amd64$//' > "$work/out/package"
+basename "$deb" .deb | sed "s/_${arch}\$//" > "$work/out/package"
 rm -rf "$dir"
 mv "$work/out" "$dir"
 echo "fetch-kernel.sh: $series: $(cat "$dir/package") from $suite" >&2

@@ -3,7 +3,9 @@
 # Builds the stock-Linux test guest into OUTDIR from Debian packages only:
 #   OUTDIR/vmlinuz        Debian's linux-image-6.1.0-*-amd64 kernel, as shipped; with SERIES
 #                         (5.10, 6.12, 7.x) the kernel of that series that fetch-kernel.sh
-#                         caches, and its brd.ko
+#                         caches, and its brd.ko; with arm64-6.1 or riscv64-7.x that
+#                         architecture's kernel and busybox (no brd.ko, no hotpath: the host
+#                         compiler builds amd64)
 #   OUTDIR/initrd.cpio    busybox-static and an /init that starts the workloads named on the
 #                         kernel command line (qprof_run=dd,shloop) and dumps /proc/kallsyms
 #   OUTDIR/busybox        a copy of the guest's /bin/busybox (tests check user frames against it)
@@ -86,7 +88,10 @@ if [ -z "$kdir" ]; then
     [ -n "$kpkg" ] || skip "cannot resolve linux-image-amd64's kernel package (apt-cache has no lists?)"
     fetch_deb "$kpkg"
 fi
-fetch_deb busybox-static
+# Another architecture's series brings its own busybox (fetch-kernel.sh).
+foreign=""
+[ -n "$kdir" ] && [ -s "$kdir/busybox" ] && foreign=1
+[ -n "$foreign" ] || fetch_deb busybox-static
 
 rm -rf x-kernel x-busybox root sysroot sysroot-other
 mkdir -p root/bin root/proc root/sys root/dev root/tmp root/lib/modules
@@ -98,9 +103,14 @@ if [ -z "$kdir" ]; then
 else
     cp "$kdir/vmlinuz" vmlinuz.tmp && mv vmlinuz.tmp vmlinuz
     cp "$kdir/kernel-release" kernel-release
-    cp "$kdir/brd.ko" root/lib/modules/brd.ko
+    [ -n "$foreign" ] || cp "$kdir/brd.ko" root/lib/modules/brd.ko
 fi
-dpkg-deb -x busybox-static_*.deb x-busybox
+if [ -n "$foreign" ]; then
+    mkdir -p x-busybox/bin
+    cp "$kdir/busybox" x-busybox/bin/busybox
+else
+    dpkg-deb -x busybox-static_*.deb x-busybox
+fi
 cp x-busybox/bin/busybox root/bin/busybox
 cp x-busybox/bin/busybox busybox.tmp && mv busybox.tmp busybox
 cat > root/init <<'INIT'
@@ -142,7 +152,7 @@ INIT
 chmod 755 root/init
 
 # hotpath (the --sysroot workload) and the libraries it loads, at the paths the guest maps.
-if command -v cc >/dev/null && command -v ldd >/dev/null; then
+if [ -z "$foreign" ] && command -v cc >/dev/null && command -v ldd >/dev/null; then
     mkdir -p root/usr/local/bin sysroot-other/usr/local/bin
     cc -O2 -fomit-frame-pointer -g0 -rdynamic -o root/usr/local/bin/hotpath "$here/hotpath.c"
     # The same, linked at a fixed address (ET_EXEC, not PIE): the other way a binary is mapped.
@@ -154,7 +164,7 @@ if command -v cc >/dev/null && command -v ldd >/dev/null; then
         mkdir -p "root$(dirname "$lib")"
         cp -L "$lib" "root$lib"
     done
-else
+elif [ -z "$foreign" ]; then
     echo "make-guest.sh: no host cc: the guest has no hotpath workload" >&2
 fi
 (cd root && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) > initrd.tmp

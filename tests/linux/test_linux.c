@@ -1231,6 +1231,181 @@ static int case_modules(void)
     return end_guest(&g);
 }
 
+/* ---- Other architectures' stock kernels --------------------------------------------------- */
+
+/* How a series of another architecture boots, and the names of dd's read of /dev/zero from the
+ * system call's entry to the zeroing leaf, parents first. */
+struct foreign {
+    const char *series, *qemu, *console;
+    const char *const *machine; /* QEMU arguments, NULL-terminated */
+    const char *const *chain;   /* NULL-terminated: entry first, leaf last */
+};
+static const char *const arm64_machine[] = {"-M", "virt", "-cpu", "cortex-a57", NULL};
+static const char *const arm64_chain[] = {"el0t_64_sync",      "el0t_64_sync_handler",
+                                          "el0_svc",           "do_el0_svc",
+                                          "invoke_syscall",    "ksys_read",
+                                          "vfs_read",          "read_zero",
+                                          "__arch_clear_user", NULL};
+static const char *const riscv64_machine[] = {"-M", "virt", "-bios", "default", NULL};
+static const char *const riscv64_chain[] = {
+    "handle_exception", "do_trap_ecall_u", "ksys_read", "vfs_read",
+    "read_zero",        "__clear_user",    NULL};
+static const struct foreign foreigns[] = {
+    {"arm64-6.1", "qemu-system-aarch64", "ttyAMA0", arm64_machine, arm64_chain},
+    {"riscv64-7.x", "qemu-system-riscv64", "ttyS0", riscv64_machine, riscv64_chain},
+};
+
+/* The guest of series f under its QEMU, with a gdbstub and shared RAM, nokaslr (the DT seed is
+ * left alone: the kernel's own vmcoreinfo gives its offset either way). */
+static int boot_foreign(const struct foreign *f, int smp, struct guest *g)
+{
+    int rc = make_guest();
+    if (rc)
+        return rc;
+    snprintf(g->dir, sizeof g->dir, "/tmp/qprof-linux-XXXXXX");
+    if (!mkdtemp(g->dir))
+        return -1;
+    const char *extra[16];
+    int n = 0;
+    extra[n++] = "-initrd";
+    extra[n++] = guest_file("/initrd.cpio");
+    for (const char *const *m = f->machine; *m && n < 14; m++)
+        extra[n++] = *m;
+    extra[n] = NULL;
+    char cmdline[256];
+    snprintf(cmdline, sizeof cmdline, "console=%s rdinit=/init nokaslr quiet panic=-1 qprof_run=%s",
+             f->console, smp > 1 ? "dd,shloop" : "dd");
+    struct vm_opts o = {.kernel = guest_file("/vmlinuz"),
+                        .smp = smp,
+                        .mem_mb = 512,
+                        .shared_ram = true,
+                        .gdbstub = true,
+                        .extra_args = extra,
+                        .cmdline = cmdline,
+                        .qemu = f->qemu};
+    double t0 = now_s();
+    rc = vm_start(&o, &g->vm);
+    if (rc)
+        return rc;
+    if (vm_wait_serial(g->vm, "qprof-linux: all started", BOOT_TIMEOUT) != 0)
+        return -1;
+    char *log = vm_serial_text(g->vm);
+    for (char *p = log; *p; p++)
+        if (*p == '\r')
+            *p = '\n';
+    g->dd_pid = workload_pid(log, "dd");
+    g->sh_pid = workload_pid(log, "shloop");
+    free(log);
+    fprintf(stderr, "%s guest (%d vCPUs) up in %.1f s, dd is pid %d, shloop %d\n", f->series, smp,
+            now_s() - t0, g->dd_pid, g->sh_pid);
+    return g->dd_pid > 0 && (smp == 1 || g->sh_pid > 0) ? 0 : -1;
+}
+
+/* dd's stacks: every one through read_zero holds the whole chain in order, rooted at
+ * "dd (PID)", with a user leaf in busybox below the entry; most of dd's samples are there. With
+ * a shell loop beside it (sh_pid > 0), on the other vCPU: its samples, nearly all in user mode,
+ * are named too. */
+static void check_foreign_dd(const struct foreign *fo, const char *folded_path, int dd_pid,
+                             int sh_pid)
+{
+    struct folded f = read_folded(folded_path);
+    char root[64], sh_root[64];
+    snprintf(root, sizeof root, "dd (%d)", dd_pid);
+    snprintf(sh_root, sizeof sh_root, "sh (%d)", sh_pid);
+    uint64_t busy = 0, dd = 0, sh = 0, path = 0, ordered = 0, user_named = 0;
+    for (guint si = 0; si < f.stacks->len; si++) {
+        uint64_t count = COUNT(&f, si);
+        gchar **frames = folded_frames(&f, si);
+        busy += strcmp(frames[0], "idle") != 0 ? count : 0;
+        dd += strcmp(frames[0], root) == 0 ? count : 0;
+        sh += strcmp(frames[0], sh_root) == 0 ? count : 0;
+        if (frame_index(frames, "read_zero") >= 0) {
+            path += count;
+            CHECK_MSG(strcmp(frames[0], root) == 0, "dd's read rooted at %s, not %s: %s", frames[0],
+                      root, STACK(&f, si));
+            int prev = 0;
+            bool ok = true;
+            for (const char *const *c = fo->chain; *c && ok; c++) {
+                int at = frame_index(frames, *c);
+                /* The leaf may be read_zero itself (a sample between two clears). */
+                if (at < 0 && c[1] == NULL)
+                    break;
+                ok = at > prev;
+                prev = at;
+            }
+            CHECK_MSG(ok, "dd stack out of order or incomplete: %s", STACK(&f, si));
+            ordered += ok ? count : 0;
+            int entry = frame_index(frames, fo->chain[0]);
+            if (entry >= 2 && g_str_has_prefix(frames[entry - 1], "busybox+0x"))
+                user_named += count;
+        }
+        g_strfreev(frames);
+    }
+    fprintf(stderr,
+            "busy %" PRIu64 ", dd %" PRIu64 ", sh %" PRIu64 ", dd in read_zero %" PRIu64
+            " (in order %" PRIu64 ", with a busybox user frame %" PRIu64 ")\n",
+            busy, dd, sh, path, ordered, user_named);
+    /* dd clears its 1 MiB buffer in the kernel nearly all the time: half its vCPU's samples
+     * leaves room for TCG's late stops and the write side; the rest of the guest is idle, or
+     * the shell loop on the other vCPU (a quarter each then). */
+    uint64_t share = sh_pid > 0 ? 4 : 2;
+    CHECK_MSG(dd * share >= busy, "only %" PRIu64 " of %" PRIu64 " busy samples are dd's", dd,
+              busy);
+    CHECK_MSG(sh_pid <= 0 || sh * 4 >= busy,
+              "only %" PRIu64 " of %" PRIu64 " busy samples are the shell loop's (%s)", sh, busy,
+              sh_root);
+    CHECK_MSG(path * 2 >= dd, "only %" PRIu64 " of dd's %" PRIu64 " samples in read_zero", path,
+              dd);
+    CHECK(ordered == path);
+    CHECK_MSG(user_named * 10 >= path * 9, "%" PRIu64 " of %" PRIu64 " with a user frame",
+              user_named, path);
+    folded_free(&f);
+}
+
+/* Through the gdbstub (with QMP for the RAM file), or QMP alone (qmp). */
+static int case_foreign_dd(int smp, bool qmp)
+{
+    const struct foreign *f = NULL;
+    for (size_t i = 0; i < sizeof foreigns / sizeof foreigns[0]; i++)
+        if (strcmp(foreigns[i].series, series) == 0)
+            f = &foreigns[i];
+    if (!f) {
+        fprintf(stderr, "arch-dd: no such series %s\n", series);
+        return 2;
+    }
+    struct guest g = {.gdbstub = true, .sh_pid = -1};
+    int rc = boot_foreign(f, smp, &g);
+    if (rc == VM_SKIP)
+        return VM_SKIP;
+    CHECK_INT(rc, 0);
+    if (rc) {
+        if (g.vm)
+            return end_guest(&g);
+        return harness_result();
+    }
+    char folded[320];
+    snprintf(folded, sizeof folded, "%s/linux.folded", g.dir);
+    const char *args[] = {"--gdb",
+                          vm_gdb_address(g.vm),
+                          "--qmp-socket",
+                          vm_qmp_path(g.vm),
+                          "--samples",
+                          SAMPLES,
+                          "-o",
+                          folded,
+                          "--no-progress",
+                          NULL};
+    struct run r = run_qprof(g.dir, qmp ? args + 2 : args, 240);
+    CHECK_INT(r.exit_code, 0);
+    fprintf(stderr, "%s", r.err);
+    CHECK_MSG(strstr(r.err,
+                     qmp ? "transport: QMP, memory: direct" : "transport: gdbstub, memory: direct"),
+              "not sampled through %s with the RAM file", qmp ? "QMP" : "the gdbstub");
+    check_foreign_dd(f, folded, g.dd_pid, smp > 1 ? g.sh_pid : -1);
+    run_free(&r);
+    return end_guest(&g);
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -1260,9 +1435,16 @@ int main(int argc, char **argv)
         return case_modules();
     if (strcmp(c, "modules-cycle") == 0)
         return case_modules_cycle();
+    if (strcmp(c, "arch-dd") == 0)
+        return case_foreign_dd(1, false);
+    if (strcmp(c, "arch-dd-2cpu") == 0)
+        return case_foreign_dd(2, false);
+    if (strcmp(c, "arch-dd-qmp") == 0)
+        return case_foreign_dd(1, true);
     fprintf(stderr, "usage: test_linux "
                     "dd-1cpu|dd-2cpu|dd-gdb|dd-plugin|dd-plugin-2cpu|not-linux|no-btf|reboot|"
-                    "sysroot|sysroot-plugin|"
-                    "modules|modules-cycle [SERIES: 5.10, 6.12, 7.x; 6.1 when absent]\n");
+                    "sysroot|sysroot-plugin|modules|modules-cycle|arch-dd|arch-dd-2cpu|"
+                    "arch-dd-qmp [SERIES: 5.10, 6.12, 7.x, arm64-6.1, riscv64-7.x; 6.1 when "
+                    "absent]\n");
     return 2;
 }

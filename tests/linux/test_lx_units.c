@@ -19,7 +19,14 @@
 #include <unistd.h>
 
 #define RAM_SIZE (8u << 20)
-#define KBASE    UINT64_C(0xffffffff80000000) /* mapped to physical 0 by 2 MiB pages */
+/* Where the kernel image lies, mapped to physical 0 by 2 MiB pages: x86_64's
+ * __START_KERNEL_map, or arm64's 6.1 image base with arm64 set (its TTBR1 page table and
+ * vmcoreinfo keys). */
+#define KBASE_X86_64 UINT64_C(0xffffffff80000000)
+#define KBASE_ARM64  UINT64_C(0xffff800008000000)
+static uint64_t kbase = KBASE_X86_64;
+static bool arm64;
+#define KBASE    kbase
 #define PGD      0x1000u
 #define PUD      0x2000u
 #define PMD      0x3000u
@@ -52,6 +59,13 @@ static void put32(uint64_t pa, uint32_t v)
 
 static void map_kernel(void)
 {
+    if (arm64) { /* 4 levels of 9 bits, 2 MiB blocks (descriptor bits 1:0 = 01) at level 2 */
+        put64(PGD + ((KBASE >> 39) & 511) * 8, PUD | 3);
+        put64(PUD + ((KBASE >> 30) & 511) * 8, PMD | 3);
+        for (int i = 0; i < 4; i++)
+            put64(PMD + (((KBASE >> 21) & 511) + (uint64_t)i) * 8, ((uint64_t)i << 21) | 1);
+        return;
+    }
     put64(PGD + 511 * 8, PUD | 3);
     put64(PUD + 510 * 8, PMD | 3); /* 0xffffffff80000000: PGD 511, PUD 510, PMD 0.. */
     for (int i = 0; i < 4; i++)
@@ -61,19 +75,29 @@ static void map_kernel(void)
 static const char *vmcoreinfo_text(const char *release)
 {
     static char text[2048];
+    char table[256];
+    if (arm64)
+        snprintf(table, sizeof table,
+                 "SYMBOL(swapper_pg_dir)=%llx\nNUMBER(VA_BITS)=48\nNUMBER(kimage_voffset)=0x%llx\n"
+                 "NUMBER(PHYS_OFFSET)=0x0\nNUMBER(TCR_EL1_T1SZ)=0x10\nKERNELOFFSET=0\n"
+                 "NUMBER(KERNELPACMASK)=0x0\n",
+                 (unsigned long long)(KBASE + PGD), (unsigned long long)KBASE);
+    else
+        snprintf(table, sizeof table,
+                 "NUMBER(phys_base)=0\nSYMBOL(init_top_pgt)=%llx\nKERNELOFFSET=0\n",
+                 (unsigned long long)(KBASE + PGD));
     snprintf(text, sizeof text,
              "OSRELEASE=%s\nPAGESIZE=4096\nSYMBOL(init_uts_ns)=%llx\nSYMBOL(_stext)=%llx\n"
              "SYMBOL(kallsyms_names)=%llx\nSYMBOL(kallsyms_num_syms)=%llx\n"
              "SYMBOL(kallsyms_token_table)=%llx\nSYMBOL(kallsyms_token_index)=%llx\n"
-             "SYMBOL(kallsyms_offsets)=%llx\nSYMBOL(kallsyms_relative_base)=%llx\n"
-             "NUMBER(phys_base)=0\nSYMBOL(init_top_pgt)=%llx\nKERNELOFFSET=0\n",
+             "SYMBOL(kallsyms_offsets)=%llx\nSYMBOL(kallsyms_relative_base)=%llx\n%s",
              release, (unsigned long long)(KBASE + 0x6000), (unsigned long long)(KBASE + TEXT),
              (unsigned long long)(KBASE + KALLSYMS),
              (unsigned long long)(KBASE + KALLSYMS + 0x8000),
              (unsigned long long)(KBASE + KALLSYMS + 0x9000),
              (unsigned long long)(KBASE + KALLSYMS + 0xa000),
              (unsigned long long)(KBASE + KALLSYMS + 0xb000),
-             (unsigned long long)(KBASE + KALLSYMS + 0xc000), (unsigned long long)(KBASE + PGD));
+             (unsigned long long)(KBASE + KALLSYMS + 0xc000), table);
     return text;
 }
 
@@ -966,6 +990,141 @@ static void test_module_btf(void)
     lx_btf_free(b);
 }
 
+/* arm64: a kernel stack by frame records, from a leaf with no record of its own (its caller in
+ * x30) to the record in the user-entry pt_regs at the top of the task's stack; an exception
+ * taken in the kernel on the way; a chain that goes down, a kernel thread. */
+#define A64_PT_REGS 336u
+#define A64_FRAME   304u /* pt_regs.stackframe */
+static void put_a64_regs(uint64_t pa, uint64_t x29, uint64_t x30, uint64_t sp, uint64_t pc,
+                         uint64_t pstate)
+{
+    put64(pa + 29 * 8, x29);
+    put64(pa + 30 * 8, x30);
+    put64(pa + 31 * 8, sp);
+    put64(pa + 32 * 8, pc);
+    put64(pa + 33 * 8, pstate);
+}
+
+static void test_arm64_frames(const struct lx_phys *p)
+{
+    arm64 = true, kbase = KBASE_ARM64;
+    memset(ram, 0, RAM_SIZE);
+    map_kernel();
+    put_note("6.1.0-50-arm64");
+    const struct sym syms[] = {
+        {"_text", 'T', 0},
+        {"_stext", 'T', 0},
+        {"el0t_64_sync", 'T', 0x100},
+        {"__entry_text_start", 'T', 0x100},
+        {"__entry_text_end", 'T', 0x180},
+        {"vectors", 'T', 0x100},
+        {"caller", 't', 0x200},
+        {"leaf", 'T', 0x300},
+        {"irq_handler", 'T', 0x400},
+        {"_etext", 'T', 0x1000},
+    };
+    put_kallsyms(syms, (int)(sizeof syms / sizeof syms[0]));
+    lx_kernel *k = open_kernel(p);
+    struct qp_error err = {0};
+    CHECK_INT(lx_kernel_load_kallsyms(k, &err), 0);
+    CHECK(lx_kernel_unwinds_by_fp(k));
+    CHECK_MSG(strcmp(lx_kernel_arch_name(k), "arm64") == 0, "arch %s", lx_kernel_arch_name(k));
+    CHECK_U64(lx_kernel_image_paddr(k, KBASE + TEXT), TEXT);
+
+    uint64_t text = KBASE + TEXT, top = STACK + 0x4000, pt = top - A64_PT_REGS;
+    uint64_t f2 = KBASE + pt + A64_FRAME, f1 = KBASE + STACK + 0x3000;
+    struct lx_fp_task task = {
+        .stack_lo = KBASE + STACK, .stack_hi = KBASE + top, .pt_regs_size = A64_PT_REGS};
+    put_a64_regs(pt, 0x7ffc0100, 0x400100, 0x7ffc0000, 0x401000, 0); /* EL0t */
+    put64(STACK + 0x3000, f2);                                       /* caller's record */
+    put64(STACK + 0x3008, text + 0x120);                             /* into el0t_64_sync */
+    uint64_t live[LX_GREGS] = {0};
+    live[29] = f1, live[30] = text + 0x210, live[31] = KBASE + STACK + 0x2f00;
+    live[32] = text + 0x308;
+    struct lx_frame f[8];
+    struct lx_fp_result res;
+    lx_unwind_fp(k, live, &task, f, 8, &res);
+    CHECK_INT(res.n_frames, 3);
+    CHECK_U64(f[0].pc, text + 0x308);
+    CHECK(f[0].exact);
+    CHECK_U64(f[1].pc, text + 0x210); /* the leaf's caller, from x30 */
+    CHECK_U64(f[2].pc, text + 0x120);
+    CHECK_INT(res.end, LX_END_USER);
+    CHECK(res.have_user_regs);
+    CHECK_U64(res.user_regs[32], 0x401000);
+    CHECK_U64(res.user_regs[31], 0x7ffc0000);
+    CHECK_U64(res.user_regs[29], 0x7ffc0100);
+
+    /* A timer interrupt in the leaf: the handler's record is the one in the exception's
+     * pt_regs, holding the leaf's pc (an exact frame) and the leaf's x30. */
+    uint64_t pt2 = STACK + 0x2000;
+    put_a64_regs(pt2, f1, text + 0x210, KBASE + pt2 + A64_PT_REGS, text + 0x308, 0x3c5); /* EL1h */
+    put64(pt2 + A64_FRAME, f1);
+    put64(pt2 + A64_FRAME + 8, text + 0x308);
+    lx_kernel_forget_translations(k);
+    live[29] = KBASE + pt2 + A64_FRAME, live[30] = text + 0x420, live[32] = text + 0x408;
+    lx_unwind_fp(k, live, &task, f, 8, &res);
+    CHECK_INT(res.n_frames, 4);
+    CHECK_U64(f[0].pc, text + 0x408);
+    CHECK_U64(f[1].pc, text + 0x308);
+    CHECK(f[1].exact);
+    CHECK_U64(f[2].pc, text + 0x210);
+    CHECK_U64(f[3].pc, text + 0x120);
+    CHECK_INT(res.end, LX_END_USER);
+
+    /* A leaf in the entry code: its frame pointer is not the chain's, the stack ends there;
+     * at the entry's first instruction a trap pc register says where the exception came from
+     * (riscv64's sepc): a user address ends in user mode with the live registers, a kernel one
+     * is the interrupted leaf. */
+    live[29] = f1, live[30] = text + 0x210, live[32] = text + 0x108;
+    lx_unwind_fp(k, live, &task, f, 8, &res);
+    CHECK_INT(res.n_frames, 1);
+    CHECK_INT(res.end, LX_END_FP_BROKEN);
+    live[32] = text + 0x100;
+    task.has_trap_pc = true, task.trap_pc = 0x401234;
+    lx_unwind_fp(k, live, &task, f, 8, &res);
+    CHECK_INT(res.n_frames, 1);
+    CHECK_INT(res.end, LX_END_USER);
+    CHECK(res.have_user_regs);
+    CHECK_U64(res.user_regs[32], 0x401234);
+    CHECK_U64(res.user_regs[29], f1);
+    task.trap_pc = text + 0x308;
+    lx_unwind_fp(k, live, &task, f, 8, &res);
+    CHECK_INT(res.n_frames, 4);
+    CHECK_U64(f[1].pc, text + 0x308);
+    CHECK(f[1].exact);
+    CHECK_U64(f[2].pc, text + 0x210);
+    CHECK_U64(f[3].pc, text + 0x120);
+    CHECK_INT(res.end, LX_END_USER);
+    task.has_trap_pc = false;
+
+    /* A kernel thread: the same end, no user registers. */
+    task.kthread = true;
+    live[29] = f1, live[30] = text + 0x210, live[32] = text + 0x308;
+    lx_unwind_fp(k, live, &task, f, 8, &res);
+    CHECK_INT(res.end, LX_END_TASK_START);
+    CHECK(!res.have_user_regs);
+
+    /* A record pointing down the stack ends the walk, marked; so does one off the page table,
+     * and a depth of frames past max. */
+    put64(STACK + 0x3000, f1 - 16);
+    put64(STACK + 0x3000 - 16, f1);
+    put64(STACK + 0x3000 - 8, text + 0x220);
+    lx_kernel_forget_translations(k);
+    lx_unwind_fp(k, live, &task, f, 8, &res);
+    CHECK_INT(res.end, LX_END_LOOP);
+    CHECK(!lx_unwind_end_is_complete(res.end));
+    live[29] = KBASE + RAM_SIZE + 0x100000;
+    lx_unwind_fp(k, live, &task, f, 8, &res);
+    CHECK_INT(res.end, LX_END_UNREADABLE);
+    CHECK_INT(res.n_frames, 1);
+    live[29] = 0x1234;
+    lx_unwind_fp(k, live, &task, f, 8, &res);
+    CHECK_INT(res.end, LX_END_FP_BROKEN);
+    lx_kernel_free(k);
+    arm64 = false, kbase = KBASE_X86_64;
+}
+
 int main(void)
 {
     ram = g_malloc0(RAM_SIZE);
@@ -979,6 +1138,7 @@ int main(void)
     test_orc(&p, LX_ORC_SIGNAL_REGS, "7.3.4+deb13-amd64");
     test_unknown_orc_layout(&p);
     test_not_linux(&p);
+    test_arm64_frames(&p);
     test_file_path();
     test_file_page();
     test_build_id();

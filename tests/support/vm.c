@@ -68,7 +68,7 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static bool have_qemu(void)
+static bool have_qemu(const char *name)
 {
     const char *path = getenv("PATH");
     if (!path)
@@ -77,7 +77,7 @@ static bool have_qemu(void)
     bool found = false;
     for (char *d = strtok_r(copy, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
         char full[1024];
-        snprintf(full, sizeof full, "%s/qemu-system-x86_64", d);
+        snprintf(full, sizeof full, "%s/%s", d, name);
         found = access(full, X_OK) == 0;
     }
     free(copy);
@@ -198,8 +198,8 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
         int rc = qemu10_usable();
         if (rc)
             return rc;
-    } else if (!have_qemu()) {
-        fprintf(stderr, "qemu-system-x86_64 not found: skipping\n");
+    } else if (!have_qemu(opts->qemu ? opts->qemu : "qemu-system-x86_64")) {
+        fprintf(stderr, "%s not found: skipping\n", opts->qemu ? opts->qemu : "qemu-system-x86_64");
         return VM_SKIP;
     }
     char why[200];
@@ -250,6 +250,8 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
         serial_arg,           "-qmp",     qmp_arg, "-smp",        smp_arg,   "-m",       mem_arg};
     if (qemu10)
         fixed[0] = QPROF_QEMU10;
+    else if (opts->qemu)
+        fixed[0] = opts->qemu;
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         push(argv, &argc, fixed[i]);
     if (qemu10)

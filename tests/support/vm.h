@@ -29,6 +29,9 @@ struct vm_opts {
      * either is missing. */
     bool plugin;
     const char *plugin_args; /* appended to the plugin's arguments, e.g. "trigger=timer" */
+    /* The QEMU binary (another architecture's: "qemu-system-aarch64", with its -M in
+     * extra_args); NULL: qemu-system-x86_64. vm_start returns VM_SKIP when it is missing. */
+    const char *qemu;
 };
 
 typedef struct test_vm test_vm;

@@ -1,0 +1,68 @@
+/* x86_64 for the kernel handle: the 4- and 5-level page walk from init_top_pgt, the image at
+ * __START_KERNEL_map + phys_base; kernel stacks by ORC (lx_orc.c). */
+#include "lx_internal.h"
+
+#include <errno.h>
+
+#define PTE_PRESENT UINT64_C(0x1)
+#define PTE_HUGE    UINT64_C(0x80)
+#define PTE_ADDR    UINT64_C(0x000ffffffffff000)
+
+static bool fits(const struct lx_vmcoreinfo *vi)
+{
+    return vi->init_top_pgt && vi->have_phys_base;
+}
+
+static uint64_t image_paddr(const struct lx_vmcoreinfo *vi, uint64_t kva)
+{
+    return kva - LX_START_KERNEL_MAP + vi->phys_base;
+}
+
+static int setup(lx_kernel *k, struct qp_error *err)
+{
+    if (k->vi.init_top_pgt < LX_START_KERNEL_MAP)
+        return qp_error_set(err, -EPROTO,
+                            "vmcoreinfo: init_top_pgt 0x%llx is not in the kernel image",
+                            (unsigned long long)k->vi.init_top_pgt);
+    k->levels = k->vi.pgtable_l5 ? 5 : 4;
+    k->pgd_paddr = image_paddr(&k->vi, k->vi.init_top_pgt);
+    return 0;
+}
+
+static bool canonical(uint64_t va, int levels)
+{
+    int bits = levels == 5 ? 57 : 48;
+    int64_t sext = (int64_t)(va << (64 - bits)) >> (64 - bits);
+    return (uint64_t)sext == va;
+}
+
+/* 4 or 5 levels, 1 GiB and 2 MiB pages; *size: the page's. */
+static int walk(lx_kernel *k, uint64_t va, uint64_t *pa, uint64_t *size)
+{
+    if (!canonical(va, k->levels))
+        return -EFAULT;
+    uint64_t table = k->pgd_paddr;
+    for (int level = k->levels - 1; level >= 0; level--) {
+        int shift = 12 + 9 * level;
+        uint64_t entry;
+        if (lx__cached_read(k, table + ((va >> shift) & 511) * 8, &entry, 8) != 0 ||
+            !(entry & PTE_PRESENT))
+            return -EFAULT;
+        table = entry & PTE_ADDR;
+        if (level == 0 || ((level == 1 || level == 2) && (entry & PTE_HUGE))) {
+            *size = UINT64_C(1) << shift;
+            *pa = (table & ~(*size - 1)) | (va & (*size - 1));
+            return 0;
+        }
+    }
+    return -EFAULT;
+}
+
+const struct lx_arch lx_arch_x86_64 = {
+    .name = "x86_64",
+    .fits = fits,
+    .setup = setup,
+    .walk = walk,
+    .image_paddr = image_paddr,
+    .fp = NULL,
+};
