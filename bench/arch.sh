@@ -3,7 +3,7 @@
 # x86_64, riscv64 and aarch64 demo guests (`run=spin,spin,sys`, one vCPU, TCG, RAM in a shared
 # file), each profiled over the gdbstub (`--gdb` + `--qmp-socket` for the RAM file, which riscv64
 # and aarch64 need) and over QMP alone (`--qmp-socket`; aarch64's memory then comes through
-# QEMU's memsave, QMP giving no TTBRs to walk the RAM file with).
+# QEMU's HMP reads (`--memory auto` there), QMP giving no TTBRs to walk the RAM file with).
 # Usage: bench/arch.sh BUILD_DIR [SAMPLES [ROUNDS]]   (a Markdown table on stdout)
 # Every row boots its guest afresh and takes a fixed SAMPLES (2000) samples at `--interval 1`
 # (qprof goes as fast as it can when a sample takes longer than 1 ms: the samples/s column is
@@ -195,7 +195,7 @@ fi
 echo
 echo "$SAMPLES samples per run at \`--interval 1\`, each row on a freshly booted guest (one vCPU, TCG,"
 echo "\`-append $CMDLINE\`, RAM in a shared file, memory read from it but by aarch64's QMP rows, which"
-echo "read through QEMU's memsave: QMP gives no TTBRs to walk the file with), medians of"
+echo "read through QEMU's HMP reads: QMP gives no TTBRs to walk the file with), medians of"
 echo "$ROUNDS rounds in which the architectures alternate; load average $LOAD_BEFORE before, $LOAD_AFTER after."
 qemu_version() { command -v "$1" >/dev/null && "$1" --version | sed -n '1s/^QEMU emulator version //p'; }
 echo "QEMU: $(for a in x86_64 riscv64 aarch64; do printf '%s%s %s' "${sep:-}" "$a" "$(qemu_version "qemu-system-$a" || echo -)"; sep=", "; done). At \`--interval 1\` qprof"

@@ -340,8 +340,9 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
         bool qmp = strcmp(prof_target_transport(s->target), "QMP") == 0;
         fprintf(stderr,
                 "qprof: %s memory through %s: a vCPU stopped in user mode cannot read the "
-                "kernel's qprof_abi, so its samples name no process; %s with the guest's RAM in "
-                "a shared file (memory-backend-file,share=on)\n",
+                "kernel's qprof_abi unless the guest maps it readable there (the demo guest "
+                "does), else its samples name no process; %s with the guest's RAM in a shared "
+                "file (memory-backend-file,share=on)\n",
                 s->arch->name, qmp ? "QMP (QEMU translates)" : "gdbstub `m` packets",
                 qmp ? "use --gdb and --qmp-socket" : "add --qmp-socket");
     }

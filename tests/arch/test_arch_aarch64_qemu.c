@@ -261,7 +261,7 @@ static bool booted(const void *ctx)
  * line (over QMP too), and QMP's --memory direct (no TTBRs to walk from); kernel stacks unwound
  * by CFI to el0_sync, user ones marked truncated after the leaf (libdwfl's frame-pointer
  * guesses for aarch64 are not taken, unw_walk.c). */
-/* QMP alone: the same stacks, memory through memsave (--memory auto) or HMP reads, which QEMU
+/* QMP alone: the same stacks, memory through HMP reads (--memory auto) or memsave, which QEMU
  * translates at each vCPU's exception level. No TTBR0 over QMP, so --os none tells no address
  * spaces apart: user code is
  * "[unknown process]", kernel code "kernel", never a process name. */
@@ -279,7 +279,7 @@ static void run_qprof_qmp(const struct arch_qemu *q, const char *elf, int cpus, 
     int status = arch_qemu_run_qprof(q, args, &errors);
     CHECK_MSG(status == 0, "qprof: %s", errors);
     char *want = g_strdup_printf("transport: QMP, memory: %s, translated by QEMU",
-                                 strcmp(memory, "hmp") == 0 ? "hmp" : "memsave");
+                                 strcmp(memory, "memsave") == 0 ? "memsave" : "hmp");
     CHECK_MSG(strstr(errors, want), "%s", errors);
     g_free(want);
     g_free(errors);
@@ -320,7 +320,7 @@ static void run_qprof(const struct arch_qemu *q, const char *elf, int cpus)
         g_free(stacks);
     }
     run_qprof_qmp(q, elf, cpus, "auto");
-    run_qprof_qmp(q, elf, cpus, "hmp");
+    run_qprof_qmp(q, elf, cpus, "memsave");
 }
 
 /* argv[1]: "64k" for the 64K-granule build of the machine, "max" for the 4K one on `-cpu max`

@@ -7,8 +7,8 @@
  * sys (one CPU), smp4 (four CPUs under MTTCG, one process pinned to each); qmp_spin, qmp_sys and
  * qmp_smp4 are the same through QMP alone (no --gdb: `info registers -a`), with the same
  * assertions. riscv64 over QMP infers the mode from the page tables and reads memory from the
- * shared RAM file; aarch64 over QMP reads memory through QEMU's translation (memsave, ~4 ms a
- * sample: fewer samples, tolerances sized from them) and knows no halted state, so its idle
+ * shared RAM file; aarch64 over QMP reads memory through QEMU's translation (HMP reads, a few
+ * ms a sample: fewer samples, tolerances sized from them) and knows no halted state, so its idle
  * CPUs are the kernel's idle loop stacks.
  *
  * Skips (77) without the QEMU or the guest (its cross compiler). */
@@ -25,8 +25,8 @@
 #define DEMO_QEMU      "qemu-system-aarch64"
 #define DEMO_CC        "aarch64-linux-gnu-gcc"
 #define DEMO_MACHINE   "-cpu", "cortex-a57" /* EL1, no firmware */
-#define QMP_MEMORY     "memory: memsave"
-#define QMP_SAMPLES(n) ((n) / 3) /* ~4 ms a sample through memsave */
+#define QMP_MEMORY     "memory: hmp"
+#define QMP_SAMPLES(n) ((n) / 3) /* a few ms a sample through HMP reads */
 #define QMP_HAS_HALTED false
 /* A stop at a vector stub's first instruction (el0_irq_vector...), where the interrupted pc is
  * only in ELR_EL1, which QMP does not give: the stack ends there, marked. QEMU's stops land on
