@@ -45,6 +45,12 @@
 #define QMP_BLIND_LEAF ""
 #endif
 
+/* The guest build a case boots: the default (frame pointers and CFI in .eh_frame), or with the
+ * prefix dframe_ (CFI in .debug_frame only, in the host files) or fponly_ (frame pointers and no
+ * CFI at all), guest/CMakeLists.txt. */
+static const char *demo_kernel = QPROF_DEMO_DIR "/kernel.elf";
+static const char *demo_user = QPROF_DEMO_DIR "/user";
+
 struct stacks {
     char **lines; /* "frame;frame;... count" */
     uint64_t total;
@@ -128,7 +134,7 @@ static void vm_boot(struct vm *vm, const char *qemu, const char *run, int harts)
                           mem,
                           DEMO_MACHINE,
                           "-kernel",
-                          QPROF_DEMO_KERNEL,
+                          demo_kernel,
                           "-append",
                           append,
                           "-smp",
@@ -184,9 +190,9 @@ static struct stacks profile(struct vm *vm, int samples, const char *interval_ms
     const char *args[] = {"--qmp-socket",
                           vm->qmp,
                           "--kernel",
-                          QPROF_DEMO_KERNEL,
+                          demo_kernel,
                           "--user-dir",
-                          QPROF_DEMO_USER,
+                          demo_user,
                           "--samples",
                           count,
                           "--interval",
@@ -224,9 +230,9 @@ static void check_gdb_alone(struct vm *vm)
     const char *args[] = {"--gdb",
                           gdb,
                           "--kernel",
-                          QPROF_DEMO_KERNEL,
+                          demo_kernel,
                           "--user-dir",
-                          QPROF_DEMO_USER,
+                          demo_user,
                           "--samples",
                           "50",
                           "--no-progress",
@@ -471,9 +477,16 @@ int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "spin";
     char *qemu = g_find_program_in_path(DEMO_QEMU);
-    if (!qemu || access(QPROF_DEMO_KERNEL, R_OK) != 0) {
+    if (g_str_has_prefix(which, "dframe_")) {
+        demo_kernel = QPROF_DEMO_DIR "/kernel-dframe.elf", demo_user = QPROF_DEMO_DIR "/user-dframe";
+        which += strlen("dframe_");
+    } else if (g_str_has_prefix(which, "fponly_")) {
+        demo_kernel = QPROF_DEMO_DIR "/kernel-fponly.elf", demo_user = QPROF_DEMO_DIR "/user-fponly";
+        which += strlen("fponly_");
+    }
+    if (!qemu || access(demo_kernel, R_OK) != 0) {
         fprintf(stderr, "SKIP: needs " DEMO_QEMU " and %s (" DEMO_CC "; xtask deps)\n",
-                QPROF_DEMO_KERNEL);
+                demo_kernel);
         g_free(qemu);
         return 77;
     }
