@@ -227,18 +227,8 @@ static void check_gdb_alone(struct vm *vm)
     char *gdb = g_strdup_printf("unix:%s", vm->gdb);
     char *out = g_strdup_printf("%s/alone.out", vm->dir),
          *err = g_strdup_printf("%s/alone.err", vm->dir);
-    const char *args[] = {"--gdb",
-                          gdb,
-                          "--kernel",
-                          demo_kernel,
-                          "--user-dir",
-                          demo_user,
-                          "--samples",
-                          "50",
-                          "--no-progress",
-                          "-o",
-                          "-",
-                          NULL};
+    const char *args[] = {"--gdb",     gdb,  "--kernel",      demo_kernel, "--user-dir", demo_user,
+                          "--samples", "50", "--no-progress", "-o",        "-",          NULL};
     char *bin = g_strdup_printf("%s/qprof", QPROF_BUILD_DIR);
     bool timed_out = false;
     int status = child_wait(child_start(bin, args, vm->dir, out, err, NULL), 300, &timed_out);
@@ -478,9 +468,9 @@ static bool frames_in_order(const char *line, const char *const *chain)
 static void case_fponly_sys(const char *qemu)
 {
     static const char *const kernel_path[] = {
-        "_start",       "main",          "kernel_work",      "sys_call", "el0_sync_vector",
-        "trap_entry",   "trap_dispatch", "syscall_dispatch", "sys_work", "kwork_checksum",
-        "kwork_mix",    NULL};
+        "_start",          "main",           "kernel_work",   "sys_call",
+        "el0_sync_vector", "trap_entry",     "trap_dispatch", "syscall_dispatch",
+        "sys_work",        "kwork_checksum", "kwork_mix",     NULL};
     static const char *const user_path[] = {"_start", "main", "user_work", "user_mix", NULL};
     struct vm vm;
     vm_boot(&vm, qemu, "sys", 1);
@@ -545,10 +535,12 @@ int main(int argc, char **argv)
     bool fponly = false;
     char *qemu = g_find_program_in_path(DEMO_QEMU);
     if (g_str_has_prefix(which, "dframe_")) {
-        demo_kernel = QPROF_DEMO_DIR "/kernel-dframe.elf", demo_user = QPROF_DEMO_DIR "/user-dframe";
+        demo_kernel = QPROF_DEMO_DIR "/kernel-dframe.elf";
+        demo_user = QPROF_DEMO_DIR "/user-dframe";
         which += strlen("dframe_");
     } else if (g_str_has_prefix(which, "fponly_")) {
-        demo_kernel = QPROF_DEMO_DIR "/kernel-fponly.elf", demo_user = QPROF_DEMO_DIR "/user-fponly";
+        demo_kernel = QPROF_DEMO_DIR "/kernel-fponly.elf";
+        demo_user = QPROF_DEMO_DIR "/user-fponly";
         which += strlen("fponly_");
         fponly = true;
     }
