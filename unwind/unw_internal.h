@@ -38,6 +38,7 @@ struct unw_walk {
     bool stopped; /* our frame callback chose res->stop */
     uint64_t prev_pc, prev_sp, prev_lookup_pc;
     bool prev_sp_known;
+    bool prev_activation; /* the frame before was interrupted (innermost, or under a trap) */
 };
 
 struct unw_cfi_cache_entry {
@@ -60,7 +61,8 @@ struct unw_machine {
     unsigned nregs; /* slots 0..nregs-1 go to libdwfl as DWARF registers 0..nregs-1 */
     unsigned pc_slot, sp_slot;
     /* Calls leave the return address in a register (riscv's ra): a function that has not
-     * stored anything yet shares its caller's sp, so the first step may keep sp the same. */
+     * stored anything yet (a leaf without a frame, say) shares its caller's sp, so the step out
+     * of an interrupted frame (the innermost, or one under a trap entry) may keep sp the same. */
     bool link_register;
     /* libdwfl's backend guesses callers by frame pointers where there is no CFI, in a way that
      * invents frames (aarch64's: see on_frame): such frames end the walk instead. */

@@ -208,13 +208,16 @@ static void capture_next_regs(const struct unw_machine *m, Dwfl_Frame *frame, ui
 }
 
 /* A caller's CFA lies above its callee's; only the frame a signal interrupted may sit anywhere
- * (another stack, say), and then it must at least differ from the frame before. */
-static bool frame_is_growing(const unw_space *s, int i, uint64_t pc, uint64_t sp, bool activation)
+ * (another stack, say), and then it must at least differ from the frame before. The same holds
+ * for the caller of an interrupted frame where calls leave the return address in a register: a
+ * leaf that has not moved sp (riscv64 built without frame pointers) shares it with its caller,
+ * whether it is the innermost frame or one a trap interrupted in the kernel. */
+static bool frame_is_growing(const unw_space *s, uint64_t pc, uint64_t sp, bool activation)
 {
     const struct unw_walk *w = &s->walk;
     if (!w->prev_sp_known)
         return true;
-    if (activation || (i == 1 && s->machine->link_register))
+    if (activation || (w->prev_activation && s->machine->link_register))
         return sp != w->prev_sp || pc != w->prev_pc;
     return sp > w->prev_sp;
 }
@@ -253,7 +256,7 @@ static int on_frame(Dwfl_Frame *frame, void *arg)
     bool sp_known = dwfl_frame_reg(frame, s->machine->sp_slot, &sp) == 0;
     if (i > 0 && sp_known && !in_bounds(w->mem, sp, 0))
         return stop_walk(w, UNW_STOP_MEMORY);
-    if (i > 0 && sp_known && !frame_is_growing(s, i, pc, sp, activation))
+    if (i > 0 && sp_known && !frame_is_growing(s, pc, sp, activation))
         return stop_walk(w, UNW_STOP_NOT_GROWING);
     enum unw_method method = method_of_next(s, i);
     /* libdwfl's frame-pointer fallback for aarch64 takes a caller from the link register whether
@@ -268,6 +271,7 @@ static int on_frame(Dwfl_Frame *frame, void *arg)
     w->prev_pc = pc;
     w->prev_sp = sp;
     w->prev_sp_known = sp_known;
+    w->prev_activation = activation;
     w->prev_lookup_pc = activation ? pc : pc - 1;
     return DWARF_CB_OK;
 }
@@ -297,6 +301,7 @@ static void reset_walk(struct unw_walk *w, const struct unw_regs *regs,
     w->mem_fail = UNW_MEM_OK;
     w->stopped = false;
     w->prev_sp_known = false;
+    w->prev_activation = false;
     res->n_frames = 0;
     res->stop = UNW_STOP_ERROR;
     res->next_pc = 0;

@@ -82,7 +82,9 @@ uint64_t elf_load(struct proc *p, const uint8_t *elf, size_t size)
     uint64_t bias = eh->type == 3 ? ARCH_ELF_PIE_BASE : 0;
     for (int i = 0; i < eh->phnum; i++) {
         const struct elf64_phdr *ph = (const void *)(elf + eh->phoff + i * eh->phentsize);
-        if (ph->type != 1 /* PT_LOAD */ || ph->offset + ph->filesz > size)
+        /* A segment of .bss alone has no bytes in the file, and strip may leave its offset past
+         * the end of the file it shortened (the fponly build's user programs). */
+        if (ph->type != 1 /* PT_LOAD */ || (ph->filesz && ph->offset + ph->filesz > size))
             continue;
         load_segment(p, elf + ph->offset, ph->vaddr + bias, ph->filesz, ph->memsz, ph->flags);
     }

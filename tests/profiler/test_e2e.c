@@ -127,10 +127,19 @@ struct guest {
     const char *kernel, *user_dir;
 };
 
+/* The guest build a CASE-dframe or CASE-fponly case boots instead of the one `nofp` picks: CFI
+ * in .debug_frame only (the host files', never loaded into the guest), or frame pointers and no
+ * CFI at all (guest/CMakeLists.txt). */
+static const char *variant_kernel, *variant_user_dir;
+
 static int boot_with(struct guest *g, const char *run, bool nofp, const char *const *extra_args)
 {
     g->kernel = nofp ? QPROF_GUEST_KERNEL_NOFP : QPROF_GUEST_KERNEL;
     g->user_dir = nofp ? QPROF_GUEST_USER_DIR_NOFP : QPROF_GUEST_USER_DIR;
+    if (variant_kernel) {
+        g->kernel = variant_kernel;
+        g->user_dir = variant_user_dir;
+    }
     char cmdline[128];
     snprintf(cmdline, sizeof cmdline, "run=%s", run);
     struct vm_opts opts = {.kernel = g->kernel,
@@ -351,9 +360,16 @@ static void case_sys(bool nofp)
     boot(&g, "sys", nofp);
     uint64_t at_kernel_entry = 0;
     struct folded f = profile_full(&g, 2500, "1", NULL, &at_kernel_entry);
-    uint64_t kernel_work = 0, chained = 0;
+    uint64_t kernel_work = 0, chained = 0, sys = 0, complete = 0;
     for (guint i = 0; i < f.stacks->len; i++) {
         const char *s = STACK(&f, i);
+        if (g_str_has_prefix(s, "sys (")) {
+            sys += COUNT(&f, i);
+            complete += g_regex_match_simple("^sys \\(\\d+\\);_start;main;", s, 0, 0) &&
+                                !strstr(s, "[truncated]")
+                            ? COUNT(&f, i)
+                            : 0;
+        }
         if (!folded_has_frame(s, "kwork_mix"))
             continue;
         kernel_work += COUNT(&f, i);
@@ -394,11 +410,98 @@ static void case_sys(bool nofp)
     double tol = share_tolerance(0.5, kernel_work + user_work, 0.10);
     CHECK_MSG(fabs(share - 0.5) < tol, "kernel share of sys %.3f, designed 0.5 +- %.3f", share,
               tol);
+    /* on the dframe build, every sys stack whole from _start but for a stop that cannot be
+     * unwound (the riscv64 and aarch64 suites' 99.5%) */
+    fprintf(stderr, "%lu of %lu sys stacks complete to _start\n", (unsigned long)complete,
+            (unsigned long)sys);
+    CHECK_MSG(!variant_kernel || complete * 1000 >= sys * 995,
+              "only %lu of %lu sys stacks complete to _start", (unsigned long)complete,
+              (unsigned long)sys);
     if (harness_failures)
         folded_dump(&f);
     guest_names_free(&n);
     folded_free(&f);
     vm_stop(g.vm);
+}
+
+/* Whether stack i's frames (markers skipped) appear in chain, in its order, up to and including
+ * `last` (what follows it, an interrupt's frames, say, is not checked). */
+static bool frames_in_order(const struct folded *f, guint i, const char *last,
+                            const char *const *chain)
+{
+    gchar **frames = folded_frames(f, i);
+    bool ok = true;
+    size_t j = 0;
+    for (gchar **p = frames + 1; ok && *p; p++) { /* frames[0]: the process */
+        if (strcmp(*p, "[truncated]") == 0)
+            continue;
+        while (chain[j] && strcmp(chain[j], *p) != 0)
+            j++;
+        ok = chain[j] != NULL;
+        if (strcmp(*p, last) == 0)
+            break;
+    }
+    g_strfreev(frames);
+    return ok;
+}
+
+/* sys-fponly: sys on the guest built with frame pointers and no CFI at all. libdwfl's x86_64
+ * frame-pointer unwinder finds the frames, but not all of them, for reasons the test names so
+ * that it fails (and is to be tightened) once they go away: GCC 12 gives leaf functions no frame
+ * record even with -mno-omit-leaf-frame-pointer, so the caller of an interrupted leaf is skipped
+ * (user_work under user_mix, kwork_checksum under kwork_mix); the entry stubs keep no record
+ * either, so the kernel chain ends there, and the sampler goes on from the user registers the
+ * qprof_abi slot saved; and _start's zero frame pointer reads as a broken chain. What a user can
+ * rely on is asserted: processes named, the designed 50:50 split between kernel and user work,
+ * every stack marked [truncated], and no frame off the real call path or out of its order. */
+static void case_sys_fponly(void)
+{
+    static const char *const kernel_path[] = {
+        "_start",   "main",           "kernel_work",  "sys_call",
+        "isr128",   "isr_common",     "isr_dispatch", "syscall_dispatch",
+        "sys_work", "kwork_checksum", "kwork_mix",    NULL};
+    static const char *const user_path[] = {"_start", "main", "user_work", "user_mix", NULL};
+    struct guest g;
+    boot(&g, "sys", false);
+    struct folded f = profile(&g, 2500, "1", NULL);
+    for (guint i = 0; i < f.stacks->len; i++) {
+        const char *s = STACK(&f, i);
+        if (!g_str_has_prefix(s, "sys ("))
+            continue;
+        CHECK_MSG(strstr(s, "[truncated]"), "an fponly stack shown whole: %s", s);
+        if (folded_has_frame(s, "kwork_mix"))
+            CHECK_MSG(frames_in_order(&f, i, "kwork_mix", kernel_path),
+                      "kwork_mix off its path: %s", s);
+        if (folded_has_frame(s, "user_mix"))
+            CHECK_MSG(frames_in_order(&f, i, "user_mix", user_path), "user_mix off its path: %s",
+                      s);
+    }
+    uint64_t kernel_work = count_matching(&f, pred_has_frame, "kwork_mix");
+    uint64_t user_work = count_matching(&f, pred_has_frame, "user_mix");
+    fprintf(stderr, "kwork_mix %lu, user_mix %lu samples\n", (unsigned long)kernel_work,
+            (unsigned long)user_work);
+    REQUIRE(kernel_work + user_work >= f.total / 2);
+    double share = (double)kernel_work / (double)(kernel_work + user_work);
+    double tol = share_tolerance(0.5, kernel_work + user_work, 0.10);
+    CHECK_MSG(fabs(share - 0.5) < tol, "kernel share of sys %.3f, designed 0.5 +- %.3f", share,
+              tol);
+    if (harness_failures)
+        folded_dump(&f);
+    folded_free(&f);
+    vm_stop(g.vm);
+}
+
+/* sys-dframe: sys (kernel and user stacks) on the guest built with CFI in .debug_frame only,
+ * with sys's assertions and every stack complete to _start; sys-fponly: see case_sys_fponly. */
+static void case_variant(const char *which)
+{
+    bool dframe = g_str_has_suffix(which, "-dframe");
+    variant_kernel = dframe ? QPROF_GUEST_KERNEL_DFRAME : QPROF_GUEST_KERNEL_FPONLY;
+    variant_user_dir = dframe ? QPROF_GUEST_USER_DIR_DFRAME : QPROF_GUEST_USER_DIR_FPONLY;
+    if (dframe)
+        case_sys(false);
+    else
+        case_sys_fponly();
 }
 
 /* ---- Test 6: --kernel-only, --user-only, --one-shot -------------------------------------- */
@@ -1800,6 +1903,8 @@ int main(int argc, char **argv)
         case_sys(false);
     else if (strcmp(which, "sys-nofp") == 0)
         case_sys(true);
+    else if (strcmp(which, "sys-dframe") == 0 || strcmp(which, "sys-fponly") == 0)
+        case_variant(which);
     else if (strcmp(which, "modes") == 0)
         case_modes();
     else if (strcmp(which, "one-shot") == 0)
