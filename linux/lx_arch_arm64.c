@@ -112,6 +112,21 @@ static const struct lx_fp_arch fp = {
     .vector_stride = 0x80,
 };
 
+/* MODULES_VADDR..MODULES_END (vmcoreinfo) without KASLR; with it (RANDOMIZE_MODULE_REGION_FULL,
+ * module PLTs) module_alloc takes any place within 2 GiB of the image: both. */
+static int module_area(const lx_kernel *k, uint64_t *start, uint64_t *end)
+{
+    uint64_t text, etext;
+    if (lx__image_text(k, &text, &etext))
+        return -ENOENT;
+    *start = text - LX_SZ_2G, *end = etext + LX_SZ_2G;
+    if (k->vi.modules_end > k->vi.modules_vaddr) {
+        *start = MIN(*start, k->vi.modules_vaddr);
+        *end = MAX(*end, k->vi.modules_end);
+    }
+    return 0;
+}
+
 const struct lx_arch lx_arch_arm64 = {
     .name = "arm64",
     .fits = fits,
@@ -119,4 +134,5 @@ const struct lx_arch lx_arch_arm64 = {
     .walk = walk,
     .image_paddr = image_paddr,
     .fp = &fp,
+    .module_area = module_area,
 };

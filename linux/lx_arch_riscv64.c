@@ -98,6 +98,21 @@ static const struct lx_fp_arch fp = {
     .vector_stride = 4,
 };
 
+/* MODULES_VADDR..MODULES_END (vmcoreinfo): the 2 GiB below the image's end, up to its start;
+ * the same from kallsyms when vmcoreinfo lacks them. */
+static int module_area(const lx_kernel *k, uint64_t *start, uint64_t *end)
+{
+    uint64_t text, etext;
+    if (k->vi.modules_end > k->vi.modules_vaddr) {
+        *start = k->vi.modules_vaddr, *end = k->vi.modules_end;
+        return 0;
+    }
+    if (lx__image_text(k, &text, &etext))
+        return -ENOENT;
+    *start = etext - LX_SZ_2G, *end = text;
+    return 0;
+}
+
 const struct lx_arch lx_arch_riscv64 = {
     .name = "riscv64",
     .fits = fits,
@@ -105,4 +120,5 @@ const struct lx_arch lx_arch_riscv64 = {
     .walk = walk,
     .image_paddr = image_paddr,
     .fp = &fp,
+    .module_area = module_area,
 };

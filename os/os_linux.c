@@ -277,14 +277,18 @@ static int kread(void *ctx, uint64_t kva, void *buf, size_t len)
     return lx_kernel_read(ctx, kva, buf, len);
 }
 
-/* struct module from BTF and the list head from kallsyms; without them frames in modules stay
- * addresses and their stacks end there (marked), everything else works. */
+/* struct module from BTF, the list head from kallsyms and where modules lie from the
+ * architecture; without them frames in modules stay addresses (and with ORC their stacks end
+ * there, marked), everything else works. */
 static void load_module_offsets(struct os_linux *l, const lx_btf *btf)
 {
     struct qp_error err = {0};
     int rc = lx_btf_module_offsets(btf, &l->mod_off, &err);
     if (rc == 0 && lx_kernel_symbol_addr(l->kernel, "modules", &l->modules_head))
         rc = qp_error_set(&err, -ENOENT, "kallsyms has no `modules` list");
+    if (rc == 0 &&
+        lx_kernel_module_area(l->kernel, &l->mod_off.area_start, &l->mod_off.area_end))
+        rc = qp_error_set(&err, -ENOENT, "no module area (kallsyms has no _text or _etext)");
     l->have_mod_offsets = rc == 0;
     if (rc)
         fprintf(stderr, "qprof: Linux modules: %s; frames in modules stay addresses\n", err.msg);
@@ -1029,7 +1033,8 @@ static int lx_kernel_unwind(void *impl, const struct prof_vcpu *cpu, const struc
     out->stop = stop_of(res.end);
     /* Module text that no module read so far covers: one loaded since (read again soon). */
     uint64_t last = res.n_frames ? frames[res.n_frames - 1].pc : 0;
-    if (res.end == LX_END_NO_ORC && lx_is_module_addr(last) && !lx_modules_find(l->mods, last))
+    if (res.end == LX_END_NO_ORC && last >= l->mod_off.area_start && last < l->mod_off.area_end &&
+        !lx_modules_find(l->mods, last))
         l->modules_stale = true;
     out->have_user_regs = res.have_user_regs;
     if (res.have_user_regs) {

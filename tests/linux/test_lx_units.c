@@ -662,7 +662,10 @@ static void mput32(uint64_t kva, uint32_t v)
 }
 
 /* A small struct module layout (the code takes every offset from here). */
-static const struct lx_module_offsets mod_off = {.module_size = 256,
+static const struct lx_module_offsets mod_off = {.area_start = LX_MODULES_START,
+                                                 .area_end = LX_MODULES_END,
+                                                 .has_orc = true,
+                                                 .module_size = 256,
                                                  .state = 0,
                                                  .list = 8,
                                                  .name = 24,
@@ -747,6 +750,40 @@ static int read_mods(bool full, lx_modules **out, struct qp_error *err)
     struct lx_reader r = {.read = mod_read};
     *out = NULL;
     return lx_modules_read(&mod_off, &r, MOD_HEAD, full, out, err);
+}
+
+/* A kernel without ORC: the same list read with has_orc false gives the same names and
+ * symbols, no ORC entries, no warning; an empty area is refused in one line. */
+static void test_modules_no_orc(void)
+{
+    memset(mod_area, 0, MOD_AREA_SIZE);
+    mput64(MOD_HEAD, mod_at(0) + 8);
+    mput64(MOD_HEAD + 8, mod_at(0) + 8);
+    put_module(0, "alpha", 0, MOD_HEAD, MOD_HEAD);
+    struct lx_module_offsets o = mod_off;
+    o.has_orc = false;
+    o.num_orcs = o.orc_unwind_ip = o.orc_unwind = 0; /* nothing there to read */
+    struct lx_reader r = {.read = mod_read};
+    lx_modules *m = NULL;
+    struct qp_error err = {0};
+    CHECK_INT(lx_modules_read(&o, &r, MOD_HEAD, true, &m, &err), 0);
+    if (m) {
+        CHECK_INT((int)lx_modules_count(m), 1);
+        CHECK_STR(lx_modules_at(m, 0)->name, "alpha");
+        CHECK(lx_modules_warning(m) == NULL);
+        CHECK_INT((int)lx_modules_orc_entries(m), 0);
+        CHECK(lx_modules_orc_find(m, mod_at(0) + 0x1900) == NULL);
+        size_t n;
+        const struct lx_symbol *s = lx_modules_symbols(m, &n);
+        CHECK_INT((int)n, 3);
+        if (n == 3)
+            CHECK_STR(s[1].name, "f1 [alpha]");
+    }
+    lx_modules_free(m);
+    o.area_end = o.area_start;
+    m = NULL;
+    CHECK_INT(lx_modules_read(&o, &r, MOD_HEAD, true, &m, &err), -EINVAL);
+    CHECK(m == NULL && strstr(err.msg, "module area") && !strchr(err.msg, '\n'));
 }
 
 static void test_modules_good(void)
@@ -900,8 +937,9 @@ static void test_modules_garbage(void)
 
 /* struct module's offsets from BTF: a 6.1-like layout resolves; 6.4's mem[] is refused in one
  * clear line. */
-/* struct module's text ranges: in core_layout (up to 6.3), in mem[] (6.4+), or in neither. */
-enum module_layout { CORE_LAYOUT, MEM_ARRAY, NO_LAYOUT };
+/* struct module's text ranges: in core_layout (up to 6.3), in mem[] (6.4+), or in neither;
+ * MEM_NO_ORC: mem[] and an arch of another architecture (riscv64's, arm64's: no ORC). */
+enum module_layout { CORE_LAYOUT, MEM_ARRAY, NO_LAYOUT, MEM_NO_ORC };
 
 static lx_btf *module_btf(enum module_layout which)
 {
@@ -919,9 +957,14 @@ static lx_btf *module_btf(enum module_layout which)
     btf__add_field(b, "size", u32, 64, 0);
     btf__add_field(b, "text_size", u32, 96, 0);
     int arch = btf__add_struct(b, "mod_arch_specific", 24);
-    btf__add_field(b, "num_orcs", u32, 0, 0);
-    btf__add_field(b, "orc_unwind_ip", vptr, 64, 0);
-    btf__add_field(b, "orc_unwind", vptr, 128, 0);
+    if (which == MEM_NO_ORC) {
+        btf__add_field(b, "got", vptr, 0, 0);
+        btf__add_field(b, "plt", vptr, 64, 0);
+    } else {
+        btf__add_field(b, "num_orcs", u32, 0, 0);
+        btf__add_field(b, "orc_unwind_ip", vptr, 64, 0);
+        btf__add_field(b, "orc_unwind", vptr, 128, 0);
+    }
     int ks = btf__add_struct(b, "mod_kallsyms", 32);
     btf__add_field(b, "symtab", vptr, 0, 0);
     btf__add_field(b, "num_symtab", u32, 64, 0);
@@ -942,8 +985,8 @@ static lx_btf *module_btf(enum module_layout which)
     btf__add_field(b, "list", list, 64, 0);
     btf__add_field(b, "name", name, 192, 0);
     if (which != NO_LAYOUT)
-        btf__add_field(b, which == MEM_ARRAY ? "mem" : "core_layout",
-                       which == MEM_ARRAY ? mem : layout, 320 * 8, 0);
+        btf__add_field(b, which == CORE_LAYOUT ? "core_layout" : "mem",
+                       which == CORE_LAYOUT ? layout : mem, 320 * 8, 0);
     btf__add_field(b, "arch", arch, 832 * 8, 0);
     btf__add_field(b, "kallsyms", vptr, 864 * 8, 0);
     uint32_t size;
@@ -980,6 +1023,15 @@ static void test_module_btf(void)
     CHECK_INT((int)o.init_base, 320 + 4 * 72);
     CHECK_INT((int)o.init_text_size, 320 + 4 * 72 + 8);
     CHECK_INT((int)o.orc_unwind, 848);
+    CHECK(o.has_orc);
+    lx_btf_free(b);
+    /* A kernel without ORC (arm64, riscv64): its modules' text and symbols all the same. */
+    b = module_btf(MEM_NO_ORC);
+    CHECK_INT(lx_btf_module_offsets(b, &o, &err), 0);
+    CHECK(!o.has_orc);
+    CHECK_INT((int)o.core_base, 320);
+    CHECK_INT((int)o.kallsyms, 864);
+    CHECK_INT((int)o.ks_strtab, 16);
     lx_btf_free(b);
     /* Neither: one line naming the structure. */
     b = module_btf(NO_LAYOUT);
@@ -1144,6 +1196,7 @@ int main(void)
     test_build_id();
     mod_area = g_malloc0(MOD_AREA_SIZE);
     test_modules_good();
+    test_modules_no_orc();
     test_modules_init();
     test_modules_garbage();
     test_module_btf();
