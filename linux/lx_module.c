@@ -66,7 +66,7 @@ static bool in_area(const struct lx_module_offsets *o, uint64_t kva, uint64_t le
 
 int lx__image_text(const lx_kernel *k, uint64_t *text, uint64_t *etext)
 {
-    if (lx_kernel_symbol_addr(k, "_text", text) || lx_kernel_symbol_addr(k, "_etext", etext) ||
+    if (lx_kernel_symbol_addr(k, "_stext", text) || lx_kernel_symbol_addr(k, "_etext", etext) ||
         *etext <= *text || *text < LX_SZ_2G)
         return -ENOENT;
     return 0;
@@ -75,6 +75,47 @@ int lx__image_text(const lx_kernel *k, uint64_t *text, uint64_t *etext)
 int lx_kernel_module_area(const lx_kernel *k, uint64_t *start, uint64_t *end)
 {
     return k->arch->module_area(k, start, end);
+}
+
+/* Whether the list_head at kva is the head of a non-empty list of nodes in the module area:
+ * its first and last node link back to it. */
+static bool is_module_list_head(lx_kernel *k, const struct lx_module_offsets *o, uint64_t kva)
+{
+    uint64_t head[2], first_prev, last_next;
+    if (lx_kernel_read(k, kva, head, sizeof head) || head[0] == kva ||
+        !in_area(o, head[0], 16) || !in_area(o, head[1], 16) ||
+        lx_kernel_read(k, head[0] + 8, &first_prev, 8) ||
+        lx_kernel_read(k, head[1], &last_next, 8))
+        return false;
+    return first_prev == kva && last_next == kva;
+}
+
+/* Functions that walk the module list, from /proc/modules' seq_file up: the first of them in
+ * which the list head is found (kallsyms names the first symbol of a name: a static m_next of
+ * another file fails the check and the next name is tried). */
+static const char *const list_users[] = {"m_next", "m_start", "print_modules",
+                                         "find_module_all", "module_kallsyms_on_each_symbol"};
+#define LIST_USER_BYTES 512
+
+int lx_kernel_find_modules_list(lx_kernel *k, const struct lx_module_offsets *o, uint64_t *head)
+{
+    if (lx_kernel_symbol_addr(k, "modules", head) == 0)
+        return 0;
+    if (!k->arch->pc_rel_addrs)
+        return -ENOENT;
+    for (size_t i = 0; i < sizeof list_users / sizeof list_users[0]; i++) {
+        uint64_t fn, addrs[64];
+        uint8_t code[LIST_USER_BYTES];
+        if (lx_kernel_symbol_addr(k, list_users[i], &fn) || lx_kernel_read(k, fn, code, sizeof code))
+            continue;
+        size_t n = k->arch->pc_rel_addrs(code, sizeof code, fn, addrs, 64);
+        for (size_t j = 0; j < n; j++)
+            if (lx_is_kernel_addr(addrs[j]) && is_module_list_head(k, o, addrs[j])) {
+                *head = addrs[j];
+                return 0;
+            }
+    }
+    return -ENOENT;
 }
 
 /* ---- Symbols ------------------------------------------------------------------------------ */
@@ -87,6 +128,13 @@ struct ksyms {
 static bool is_text_letter(char c)
 {
     return c == 't' || c == 'T' || c == 'w' || c == 'W';
+}
+
+/* The kernel's is_mapping_symbol(): assembler labels a module's symbol table keeps (riscv64's
+ * .L* and L0, arm64's $x/$d), never a function's name. */
+static bool is_label(const char *n)
+{
+    return n[0] == '$' || (n[0] == '.' && n[1] == 'L') || (n[0] == 'L' && n[1] == '0');
 }
 
 /* The string table has no stored length: it ends where the type table starts (the loader lays
@@ -143,7 +191,7 @@ static int copy_symbols(lx_modules *m, const struct lx_module_offsets *o, const 
         uint64_t value = get_u64(s, 8);
         char type = types ? types[i] : 't';
         const char *n = strs + name;
-        if (shndx == 0 || !is_text_letter(type) || !n[0] || n[0] == '$' || value < mi->base ||
+        if (shndx == 0 || !is_text_letter(type) || !n[0] || is_label(n) || value < mi->base ||
             value >= mi->base + mi->text_size)
             continue;
         add_symbol(m, mi, value, type, n);

@@ -30,8 +30,15 @@
 
 /* Where k's architecture puts module memory (struct module, text, tables): [*start, *end) for
  * lx_module_offsets.area_start/area_end. 0, or -ENOENT when the kernel's symbols needed for it
- * (_text, _etext) are not known. */
+ * (_stext, _etext) are not known. */
 int lx_kernel_module_area(const lx_kernel *k, uint64_t *start, uint64_t *end);
+
+/* The kernel's `modules` list head: kallsyms's symbol, or, for a kallsyms of text only (Debian's
+ * arm64, riscv64: no KALLSYMS_ALL), an address that code walking the list forms (the
+ * architecture's pc_rel_addrs) and that holds a list whose first and last nodes, in the module
+ * area of o, link back to it. An empty list cannot be told from any other empty list_head:
+ * -ENOENT until a module is loaded. */
+int lx_kernel_find_modules_list(lx_kernel *k, const struct lx_module_offsets *o, uint64_t *head);
 
 typedef struct lx_modules lx_modules;
 
