@@ -47,8 +47,7 @@ struct lx_arch {
     /* The addresses code (len bytes at pc) forms PC-relatively (arm64 ADRP+ADD, riscv64
      * AUIPC+ADDI), up to max of them into out: how a data symbol kallsyms lacks is found from
      * the code that uses it. NULL: kallsyms names the data (x86_64's KALLSYMS_ALL). */
-    size_t (*pc_rel_addrs)(const uint8_t *code, size_t len, uint64_t pc, uint64_t *out,
-                           size_t max);
+    size_t (*pc_rel_addrs)(const uint8_t *code, size_t len, uint64_t pc, uint64_t *out, size_t max);
 };
 size_t lx__arm64_pc_rel_addrs(const uint8_t *code, size_t len, uint64_t pc, uint64_t *out,
                               size_t max);

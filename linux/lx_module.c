@@ -82,9 +82,8 @@ int lx_kernel_module_area(const lx_kernel *k, uint64_t *start, uint64_t *end)
 static bool is_module_list_head(lx_kernel *k, const struct lx_module_offsets *o, uint64_t kva)
 {
     uint64_t head[2], first_prev, last_next;
-    if (lx_kernel_read(k, kva, head, sizeof head) || head[0] == kva ||
-        !in_area(o, head[0], 16) || !in_area(o, head[1], 16) ||
-        lx_kernel_read(k, head[0] + 8, &first_prev, 8) ||
+    if (lx_kernel_read(k, kva, head, sizeof head) || head[0] == kva || !in_area(o, head[0], 16) ||
+        !in_area(o, head[1], 16) || lx_kernel_read(k, head[0] + 8, &first_prev, 8) ||
         lx_kernel_read(k, head[1], &last_next, 8))
         return false;
     return first_prev == kva && last_next == kva;
@@ -93,8 +92,8 @@ static bool is_module_list_head(lx_kernel *k, const struct lx_module_offsets *o,
 /* Functions that walk the module list, from /proc/modules' seq_file up: the first of them in
  * which the list head is found (kallsyms names the first symbol of a name: a static m_next of
  * another file fails the check and the next name is tried). */
-static const char *const list_users[] = {"m_next", "m_start", "print_modules",
-                                         "find_module_all", "module_kallsyms_on_each_symbol"};
+static const char *const list_users[] = {"m_next", "m_start", "print_modules", "find_module_all",
+                                         "module_kallsyms_on_each_symbol"};
 #define LIST_USER_BYTES 512
 
 int lx_kernel_find_modules_list(lx_kernel *k, const struct lx_module_offsets *o, uint64_t *head)
@@ -106,7 +105,8 @@ int lx_kernel_find_modules_list(lx_kernel *k, const struct lx_module_offsets *o,
     for (size_t i = 0; i < sizeof list_users / sizeof list_users[0]; i++) {
         uint64_t fn, addrs[64];
         uint8_t code[LIST_USER_BYTES];
-        if (lx_kernel_symbol_addr(k, list_users[i], &fn) || lx_kernel_read(k, fn, code, sizeof code))
+        if (lx_kernel_symbol_addr(k, list_users[i], &fn) ||
+            lx_kernel_read(k, fn, code, sizeof code))
             continue;
         size_t n = k->arch->pc_rel_addrs(code, sizeof code, fn, addrs, 64);
         for (size_t j = 0; j < n; j++)
@@ -225,8 +225,7 @@ static void read_symbols(lx_modules *m, const struct lx_module_offsets *o,
                        .num = get_u32(ks_buf, o->ks_num_symtab)};
     if (ks.num == 0)
         return;
-    if (ks.num > LX_MODULE_MAX_SYMS ||
-        !in_area(o, ks.symtab, (uint64_t)ks.num * ELF_SYM_SIZE) ||
+    if (ks.num > LX_MODULE_MAX_SYMS || !in_area(o, ks.symtab, (uint64_t)ks.num * ELF_SYM_SIZE) ||
         (ks.typetab && !in_area(o, ks.typetab, ks.num)))
         why = "symbol table out of range";
     else if (copy_symbols(m, o, r, &ks, mi, &why) == 0)

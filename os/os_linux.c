@@ -294,8 +294,7 @@ static void load_module_offsets(struct os_linux *l, const lx_btf *btf)
 {
     struct qp_error err = {0};
     int rc = lx_btf_module_offsets(btf, &l->mod_off, &err);
-    if (rc == 0 &&
-        lx_kernel_module_area(l->kernel, &l->mod_off.area_start, &l->mod_off.area_end))
+    if (rc == 0 && lx_kernel_module_area(l->kernel, &l->mod_off.area_start, &l->mod_off.area_end))
         rc = qp_error_set(&err, -ENOENT, "no module area (kallsyms has no _stext or _etext)");
     /* Not found while no module is loaded (a kallsyms without data symbols): looked for again
      * at each check of the list. */

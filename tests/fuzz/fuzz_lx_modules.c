@@ -83,8 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct lx_reader r = {.read = kread, .ctx = &mem};
     lx_modules *m = NULL;
     struct qp_error err = {0};
-    if (o.area_end > o.area_start &&
-        lx_modules_read(&o, &r, AREA, data[0] & 2, &m, &err) == 0) {
+    if (o.area_end > o.area_start && lx_modules_read(&o, &r, AREA, data[0] & 2, &m, &err) == 0) {
         check(m, o.area_end);
         lx_modules_free(m);
     }

@@ -1462,8 +1462,7 @@ static void check_foreign_module_stacks(const struct foreign *fo, const char *fo
             if (!g_str_has_suffix(frames[i], " [brd]"))
                 continue;
             first_brd = first_brd < 0 ? i : first_brd;
-            CHECK_MSG(has_name(brd_funcs, frames[i]), "%s is not a function of brd.ko",
-                      frames[i]);
+            CHECK_MSG(has_name(brd_funcs, frames[i]), "%s is not a function of brd.ko", frames[i]);
         }
         if (first_brd >= 0) {
             in_brd += count;
@@ -1509,8 +1508,17 @@ static int case_foreign_modules(void)
     CHECK_MSG(has_name(brd_funcs, "brd_submit_bio [brd]"), "readelf names no brd_submit_bio");
     char folded[320];
     snprintf(folded, sizeof folded, "%s/modules.folded", g.dir);
-    const char *args[] = {"--gdb", vm_gdb_address(g.vm), "--qmp-socket", vm_qmp_path(g.vm),
-                          "--samples", SAMPLES, "-o", folded, "--no-progress", "-v", NULL};
+    const char *args[] = {"--gdb",
+                          vm_gdb_address(g.vm),
+                          "--qmp-socket",
+                          vm_qmp_path(g.vm),
+                          "--samples",
+                          SAMPLES,
+                          "-o",
+                          folded,
+                          "--no-progress",
+                          "-v",
+                          NULL};
     struct run r = run_qprof(g.dir, args, 240);
     CHECK_INT(r.exit_code, 0);
     fprintf(stderr, "%s", r.err);
@@ -1560,10 +1568,11 @@ int main(int argc, char **argv)
         return case_foreign_dd(1, true);
     if (strcmp(c, "arch-modules") == 0)
         return case_foreign_modules();
-    fprintf(stderr, "usage: test_linux "
-                    "dd-1cpu|dd-2cpu|dd-gdb|dd-plugin|dd-plugin-2cpu|not-linux|no-btf|reboot|"
-                    "sysroot|sysroot-plugin|modules|modules-cycle|arch-dd|arch-dd-2cpu|"
-                    "arch-dd-qmp|arch-modules [SERIES: 5.10, 6.12, 7.x, arm64-6.1, riscv64-7.x; 6.1 when "
-                    "absent]\n");
+    fprintf(stderr,
+            "usage: test_linux "
+            "dd-1cpu|dd-2cpu|dd-gdb|dd-plugin|dd-plugin-2cpu|not-linux|no-btf|reboot|"
+            "sysroot|sysroot-plugin|modules|modules-cycle|arch-dd|arch-dd-2cpu|"
+            "arch-dd-qmp|arch-modules [SERIES: 5.10, 6.12, 7.x, arm64-6.1, riscv64-7.x; 6.1 when "
+            "absent]\n");
     return 2;
 }
