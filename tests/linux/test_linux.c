@@ -1447,7 +1447,7 @@ static bool has_name(GPtrArray *names, const char *name)
  * from its struct module's symbols, the walk by frame pointers through them): every sample with
  * a [brd] frame is dd's, rooted at "dd (PID)", entry ... ksys_read ... submit_bio* ...
  * "brd_submit_bio [brd]" first among brd's frames, parents first; every [brd] name a function
- * of brd.ko; a good share of the busy samples there. */
+ * of brd.ko; an eighth of the busy samples or more there. */
 static void check_foreign_module_stacks(const struct foreign *fo, const char *folded_path,
                                         GPtrArray *brd_funcs)
 {
@@ -1481,7 +1481,9 @@ static void check_foreign_module_stacks(const struct foreign *fo, const char *fo
     }
     fprintf(stderr, "busy samples %" PRIu64 ", through brd's functions %" PRIu64 "\n", busy,
             in_brd);
-    CHECK_MSG(busy > 0 && in_brd * 4 >= busy,
+    /* Measured (150 samples, one run each): arm64 77, riscv64 40 (its 7.2 block layer takes
+     * more of each read). An eighth is about 4 standard deviations below riscv64's 40. */
+    CHECK_MSG(busy > 0 && in_brd * 8 >= busy,
               "only %" PRIu64 " of %" PRIu64 " busy samples through brd's functions", in_brd, busy);
     CHECK(ordered == in_brd);
     folded_free(&f);
