@@ -112,6 +112,45 @@ static const struct lx_fp_arch fp = {
     .vector_stride = 0x80,
 };
 
+/* MODULES_VADDR..MODULES_END (vmcoreinfo) without KASLR; with it (RANDOMIZE_MODULE_REGION_FULL,
+ * module PLTs) module_alloc takes any place within 2 GiB of the image: both. */
+static int module_area(const lx_kernel *k, uint64_t *start, uint64_t *end)
+{
+    uint64_t text, etext;
+    if (lx__image_text(k, &text, &etext))
+        return -ENOENT;
+    *start = text - LX_SZ_2G, *end = etext + LX_SZ_2G;
+    if (k->vi.modules_end > k->vi.modules_vaddr) {
+        *start = MIN(*start, k->vi.modules_vaddr);
+        *end = MAX(*end, k->vi.modules_end);
+    }
+    return 0;
+}
+
+/* ADRP xd, page then ADD xd', xd, #imm: page + imm. */
+size_t lx__arm64_pc_rel_addrs(const uint8_t *code, size_t len, uint64_t pc, uint64_t *out,
+                              size_t max)
+{
+    uint64_t page[32];
+    uint32_t have = 0; /* registers holding an ADRP page */
+    size_t n = 0;
+    for (size_t i = 0; i + 4 <= len && n < max; i += 4) {
+        uint32_t insn;
+        memcpy(&insn, code + i, 4);
+        uint32_t rd = insn & 0x1f, rn = (insn >> 5) & 0x1f;
+        if ((insn & 0x9f000000) == 0x90000000) { /* ADRP */
+            uint64_t imm = ((insn >> 5) & 0x7ffff) << 2 | ((insn >> 29) & 3);
+            int64_t off = (int64_t)(imm << 43) >> 31; /* sign-extend 21 bits, times 4096 */
+            page[rd] = ((pc + i) & ~UINT64_C(0xfff)) + (uint64_t)off;
+            have |= 1u << rd;
+        } else if ((insn & 0xff800000) == 0x91000000 && (have >> rn & 1)) { /* ADD x, imm */
+            uint64_t imm = (insn >> 10) & 0xfff;
+            out[n++] = page[rn] + (insn & (1u << 22) ? imm << 12 : imm);
+        }
+    }
+    return n;
+}
+
 const struct lx_arch lx_arch_arm64 = {
     .name = "arm64",
     .fits = fits,
@@ -119,4 +158,6 @@ const struct lx_arch lx_arch_arm64 = {
     .walk = walk,
     .image_paddr = image_paddr,
     .fp = &fp,
+    .module_area = module_area,
+    .pc_rel_addrs = lx__arm64_pc_rel_addrs,
 };

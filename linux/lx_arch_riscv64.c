@@ -98,6 +98,52 @@ static const struct lx_fp_arch fp = {
     .vector_stride = 4,
 };
 
+/* MODULES_VADDR..MODULES_END (vmcoreinfo): the 2 GiB below the image's end, up to its start;
+ * the same from kallsyms when vmcoreinfo lacks them. */
+static int module_area(const lx_kernel *k, uint64_t *start, uint64_t *end)
+{
+    uint64_t text, etext;
+    if (k->vi.modules_end > k->vi.modules_vaddr) {
+        *start = k->vi.modules_vaddr, *end = k->vi.modules_end;
+        return 0;
+    }
+    if (lx__image_text(k, &text, &etext))
+        return -ENOENT;
+    *start = etext - LX_SZ_2G, *end = text;
+    return 0;
+}
+
+/* AUIPC rd, hi then ADDI rd', rd, lo: pc + hi + lo. Compressed (16-bit) instructions are
+ * stepped over. */
+size_t lx__riscv64_pc_rel_addrs(const uint8_t *code, size_t len, uint64_t pc, uint64_t *out,
+                                size_t max)
+{
+    uint64_t base[32];
+    uint32_t have = 0;
+    size_t n = 0;
+    for (size_t i = 0; i + 2 <= len && n < max;) {
+        uint16_t lo16;
+        memcpy(&lo16, code + i, 2);
+        if ((lo16 & 3) != 3) {
+            i += 2;
+            continue;
+        }
+        if (i + 4 > len)
+            break;
+        uint32_t insn;
+        memcpy(&insn, code + i, 4);
+        uint32_t rd = (insn >> 7) & 0x1f, rs1 = (insn >> 15) & 0x1f;
+        if ((insn & 0x7f) == 0x17) { /* AUIPC */
+            base[rd] = pc + i + (uint64_t)(int64_t)(int32_t)(insn & 0xfffff000);
+            have |= 1u << rd;
+        } else if ((insn & 0x707f) == 0x13 && rs1 && (have >> rs1 & 1)) { /* ADDI */
+            out[n++] = base[rs1] + (uint64_t)(int64_t)((int32_t)insn >> 20);
+        }
+        i += 4;
+    }
+    return n;
+}
+
 const struct lx_arch lx_arch_riscv64 = {
     .name = "riscv64",
     .fits = fits,
@@ -105,4 +151,6 @@ const struct lx_arch lx_arch_riscv64 = {
     .walk = walk,
     .image_paddr = image_paddr,
     .fp = &fp,
+    .module_area = module_area,
+    .pc_rel_addrs = lx__riscv64_pc_rel_addrs,
 };

@@ -1,6 +1,7 @@
 /* x86_64 for the kernel handle: the 4- and 5-level page walk from init_top_pgt, the image at
  * __START_KERNEL_map + phys_base; kernel stacks by ORC (lx_orc.c). */
 #include "lx_internal.h"
+#include "lx_module.h"
 
 #include <errno.h>
 
@@ -58,6 +59,15 @@ static int walk(lx_kernel *k, uint64_t va, uint64_t *pa, uint64_t *size)
     return -EFAULT;
 }
 
+/* MODULES_VADDR..MODULES_END: fixed, the same with 4- and 5-level paging. */
+static int module_area(const lx_kernel *k, uint64_t *start, uint64_t *end)
+{
+    (void)k;
+    *start = LX_MODULES_START;
+    *end = LX_MODULES_END;
+    return 0;
+}
+
 const struct lx_arch lx_arch_x86_64 = {
     .name = "x86_64",
     .fits = fits,
@@ -65,4 +75,5 @@ const struct lx_arch lx_arch_x86_64 = {
     .walk = walk,
     .image_paddr = image_paddr,
     .fp = NULL,
+    .module_area = module_area,
 };

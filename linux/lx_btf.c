@@ -468,9 +468,11 @@ static int enum_value(const struct btf *btf, const char *type, const char *name,
     return -ENOENT;
 }
 
-/* A kernel built without the ORC unwinder has no arch.num_orcs; a struct module with neither
- * core_layout (up to 6.3) nor mem[] (6.4+) is a layout qprof does not know. One line each. */
-static int check_module_layout(const struct btf *btf, bool *mem_layout, struct qp_error *err)
+/* A struct module with neither core_layout (up to 6.3) nor mem[] (6.4+) is a layout qprof does
+ * not know: one line. A kernel built without the ORC unwinder (arm64, riscv64) has no
+ * arch.num_orcs: *has_orc false, its modules still named. */
+static int check_module_layout(const struct btf *btf, bool *mem_layout, bool *has_orc,
+                               struct qp_error *err)
 {
     uint32_t id = 0;
     uint64_t bits;
@@ -483,10 +485,8 @@ static int check_module_layout(const struct btf *btf, bool *mem_layout, struct q
                             "struct module has neither core_layout nor mem[]: a layout qprof "
                             "does not know");
     uint32_t arch = 0;
-    if (find_composite(btf, "mod_arch_specific", &arch, NULL) ||
-        !member_bits(btf, arch, "num_orcs", 0, &bits, NULL))
-        return qp_error_set(err, -ENOTSUP,
-                            "struct module has no arch.num_orcs (a kernel without ORC)");
+    *has_orc = find_composite(btf, "mod_arch_specific", &arch, NULL) == 0 &&
+               member_bits(btf, arch, "num_orcs", 0, &bits, NULL);
     return 0;
 }
 
@@ -527,7 +527,7 @@ int lx_btf_module_offsets(const lx_btf *b, struct lx_module_offsets *out, struct
     struct lx_module_offsets o = {0};
     const struct btf *btf = b->btf;
     bool mem_layout;
-    int rc = check_module_layout(btf, &mem_layout, err);
+    int rc = check_module_layout(btf, &mem_layout, &o.has_orc, err);
     if (rc)
         return rc;
     const struct path_spec core[] = {
@@ -541,15 +541,19 @@ int lx_btf_module_offsets(const lx_btf *b, struct lx_module_offsets *out, struct
     const struct path_spec specs[] = {
         {"module", {"state"}, 4, &o.state},
         {"module", {"list", "next"}, 8, &o.list},
-        {"module", {"arch", "num_orcs"}, 4, &o.num_orcs},
-        {"module", {"arch", "orc_unwind_ip"}, 8, &o.orc_unwind_ip},
-        {"module", {"arch", "orc_unwind"}, 8, &o.orc_unwind},
         {"module", {"kallsyms"}, 8, &o.kallsyms},
         {"mod_kallsyms", {"symtab"}, 8, &o.ks_symtab},
         {"mod_kallsyms", {"num_symtab"}, 4, &o.ks_num_symtab},
         {"mod_kallsyms", {"strtab"}, 8, &o.ks_strtab},
     };
+    const struct path_spec orc[] = {
+        {"module", {"arch", "num_orcs"}, 4, &o.num_orcs},
+        {"module", {"arch", "orc_unwind_ip"}, 8, &o.orc_unwind_ip},
+        {"module", {"arch", "orc_unwind"}, 8, &o.orc_unwind},
+    };
     rc = resolve_paths(btf, specs, sizeof specs / sizeof specs[0], err);
+    if (!rc && o.has_orc)
+        rc = resolve_paths(btf, orc, sizeof orc / sizeof orc[0], err);
     if (!rc)
         rc = struct_size(btf, "module", &o.module_size, err);
     if (!rc)
@@ -573,7 +577,9 @@ int lx_btf_module_offsets(const lx_btf *b, struct lx_module_offsets *out, struct
                  o.init_size + 4 <= o.module_size;
     if (o.name_len < 8 || o.name_len > 256 || o.name + o.name_len > o.module_size ||
         o.list + 16 > o.module_size || o.kallsyms + 8 > o.module_size ||
-        o.core_base + 8 > o.module_size || o.orc_unwind + 8 > o.module_size)
+        o.core_base + 8 > o.module_size ||
+        (o.has_orc && (o.orc_unwind + 8 > o.module_size || o.orc_unwind_ip + 8 > o.module_size ||
+                       o.num_orcs + 4 > o.module_size)))
         return qp_error_set(err, -EINVAL, "BTF: struct module members lie outside its %u bytes",
                             o.module_size);
     *out = o;

@@ -41,7 +41,21 @@ struct lx_arch {
     uint64_t (*image_paddr)(const struct lx_vmcoreinfo *vi, uint64_t kva);
     /* Kernel stacks by frame pointers (NULL: by ORC, lx_orc.c). */
     const struct lx_fp_arch *fp;
+    /* Where module memory lies (struct module, text, tables): 0 and [*start, *end), or
+     * -ENOENT when k lacks what it takes (lx_kernel_module_area). */
+    int (*module_area)(const lx_kernel *k, uint64_t *start, uint64_t *end);
+    /* The addresses code (len bytes at pc) forms PC-relatively (arm64 ADRP+ADD, riscv64
+     * AUIPC+ADDI), up to max of them into out: how a data symbol kallsyms lacks is found from
+     * the code that uses it. NULL: kallsyms names the data (x86_64's KALLSYMS_ALL). */
+    size_t (*pc_rel_addrs)(const uint8_t *code, size_t len, uint64_t pc, uint64_t *out, size_t max);
 };
+size_t lx__arm64_pc_rel_addrs(const uint8_t *code, size_t len, uint64_t pc, uint64_t *out,
+                              size_t max);
+size_t lx__riscv64_pc_rel_addrs(const uint8_t *code, size_t len, uint64_t pc, uint64_t *out,
+                                size_t max);
+/* Module areas that follow the kernel image: the text bounds _stext and _etext from kallsyms. */
+int lx__image_text(const lx_kernel *k, uint64_t *text, uint64_t *etext);
+#define LX_SZ_2G UINT64_C(0x80000000)
 extern const struct lx_arch lx_arch_x86_64, lx_arch_arm64, lx_arch_riscv64;
 /* The table whose fits() accepts vi, NULL when none. */
 const struct lx_arch *lx__arch_of(const struct lx_vmcoreinfo *vi);

@@ -4,8 +4,9 @@
  * core_layout holds its text ([base, base + text_size)), then read-only data, then data,
  * including the copies of its symbol table that module.kallsyms points at (Elf64_Sym entries of
  * 24 bytes whose st_value the loader already relocated to run-time addresses, the string table,
- * and one nm letter per symbol). module.arch holds its ORC tables, in the same format as
- * vmlinux's and sorted by the kernel at load time. */
+ * and one nm letter per symbol). On x86_64, module.arch holds its ORC tables, in the same format
+ * as vmlinux's and sorted by the kernel at load time; other architectures have none. Where module
+ * memory lies is the architecture's (lx_kernel_module_area). */
 #include "lx_internal.h"
 #include "lx_module.h"
 
@@ -57,10 +58,64 @@ static uint32_t get_u32(const uint8_t *buf, uint32_t off)
     return v;
 }
 
-/* [kva, kva + len) lies in the module area. */
-static bool in_module_area(uint64_t kva, uint64_t len)
+/* [kva, kva + len) lies in the module area [o->area_start, o->area_end). */
+static bool in_area(const struct lx_module_offsets *o, uint64_t kva, uint64_t len)
 {
-    return lx_is_module_addr(kva) && len <= LX_MODULES_END - kva;
+    return kva >= o->area_start && kva < o->area_end && len <= o->area_end - kva;
+}
+
+int lx__image_text(const lx_kernel *k, uint64_t *text, uint64_t *etext)
+{
+    if (lx_kernel_symbol_addr(k, "_stext", text) || lx_kernel_symbol_addr(k, "_etext", etext) ||
+        *etext <= *text || *text < LX_SZ_2G)
+        return -ENOENT;
+    return 0;
+}
+
+int lx_kernel_module_area(const lx_kernel *k, uint64_t *start, uint64_t *end)
+{
+    return k->arch->module_area(k, start, end);
+}
+
+/* Whether the list_head at kva is the head of a non-empty list of nodes in the module area:
+ * its first and last node link back to it. */
+static bool is_module_list_head(lx_kernel *k, const struct lx_module_offsets *o, uint64_t kva)
+{
+    uint64_t head[2], first_prev, last_next;
+    if (lx_kernel_read(k, kva, head, sizeof head) || head[0] == kva || !in_area(o, head[0], 16) ||
+        !in_area(o, head[1], 16) || lx_kernel_read(k, head[0] + 8, &first_prev, 8) ||
+        lx_kernel_read(k, head[1], &last_next, 8))
+        return false;
+    return first_prev == kva && last_next == kva;
+}
+
+/* Functions that walk the module list, from /proc/modules' seq_file up: the first of them in
+ * which the list head is found (kallsyms names the first symbol of a name: a static m_next of
+ * another file fails the check and the next name is tried). */
+static const char *const list_users[] = {"m_next", "m_start", "print_modules", "find_module_all",
+                                         "module_kallsyms_on_each_symbol"};
+#define LIST_USER_BYTES 512
+
+int lx_kernel_find_modules_list(lx_kernel *k, const struct lx_module_offsets *o, uint64_t *head)
+{
+    if (lx_kernel_symbol_addr(k, "modules", head) == 0)
+        return 0;
+    if (!k->arch->pc_rel_addrs)
+        return -ENOENT;
+    for (size_t i = 0; i < sizeof list_users / sizeof list_users[0]; i++) {
+        uint64_t fn, addrs[64];
+        uint8_t code[LIST_USER_BYTES];
+        if (lx_kernel_symbol_addr(k, list_users[i], &fn) ||
+            lx_kernel_read(k, fn, code, sizeof code))
+            continue;
+        size_t n = k->arch->pc_rel_addrs(code, sizeof code, fn, addrs, 64);
+        for (size_t j = 0; j < n; j++)
+            if (lx_is_kernel_addr(addrs[j]) && is_module_list_head(k, o, addrs[j])) {
+                *head = addrs[j];
+                return 0;
+            }
+    }
+    return -ENOENT;
 }
 
 /* ---- Symbols ------------------------------------------------------------------------------ */
@@ -73,6 +128,13 @@ struct ksyms {
 static bool is_text_letter(char c)
 {
     return c == 't' || c == 'T' || c == 'w' || c == 'W';
+}
+
+/* The kernel's is_mapping_symbol(): assembler labels a module's symbol table keeps (riscv64's
+ * .L* and L0, arm64's $x/$d), never a function's name. */
+static bool is_label(const char *n)
+{
+    return n[0] == '$' || (n[0] == '.' && n[1] == 'L') || (n[0] == 'L' && n[1] == '0');
 }
 
 /* The string table has no stored length: it ends where the type table starts (the loader lays
@@ -100,8 +162,8 @@ static void add_symbol(lx_modules *m, const struct lx_module *mi, uint64_t addr,
 }
 
 /* Adds the text symbols of the symbol table ks; the string table is read once, in one go. */
-static int copy_symbols(lx_modules *m, const struct lx_reader *r, const struct ksyms *ks,
-                        struct lx_module *mi, const char **why)
+static int copy_symbols(lx_modules *m, const struct lx_module_offsets *o, const struct lx_reader *r,
+                        const struct ksyms *ks, struct lx_module *mi, const char **why)
 {
     uint8_t *syms = g_malloc((size_t)ks->num * ELF_SYM_SIZE);
     char *types = ks->typetab ? g_malloc(ks->num) : NULL;
@@ -116,7 +178,7 @@ static int copy_symbols(lx_modules *m, const struct lx_reader *r, const struct k
         max_name = MAX(max_name, get_u32(syms + i * ELF_SYM_SIZE, 0));
     uint64_t len = strtab_len(ks, mi, max_name);
     *why = "string table out of range or unreadable";
-    if (len > MAX_STRTAB || len <= max_name || !in_module_area(ks->strtab, len))
+    if (len > MAX_STRTAB || len <= max_name || !in_area(o, ks->strtab, len))
         goto out;
     strs = g_malloc0(len + 1); /* NUL-terminated whatever the guest wrote */
     if (r->read(r->ctx, ks->strtab, strs, len))
@@ -129,7 +191,7 @@ static int copy_symbols(lx_modules *m, const struct lx_reader *r, const struct k
         uint64_t value = get_u64(s, 8);
         char type = types ? types[i] : 't';
         const char *n = strs + name;
-        if (shndx == 0 || !is_text_letter(type) || !n[0] || n[0] == '$' || value < mi->base ||
+        if (shndx == 0 || !is_text_letter(type) || !n[0] || is_label(n) || value < mi->base ||
             value >= mi->base + mi->text_size)
             continue;
         add_symbol(m, mi, value, type, n);
@@ -163,11 +225,10 @@ static void read_symbols(lx_modules *m, const struct lx_module_offsets *o,
                        .num = get_u32(ks_buf, o->ks_num_symtab)};
     if (ks.num == 0)
         return;
-    if (ks.num > LX_MODULE_MAX_SYMS ||
-        !in_module_area(ks.symtab, (uint64_t)ks.num * ELF_SYM_SIZE) ||
-        (ks.typetab && !in_module_area(ks.typetab, ks.num)))
+    if (ks.num > LX_MODULE_MAX_SYMS || !in_area(o, ks.symtab, (uint64_t)ks.num * ELF_SYM_SIZE) ||
+        (ks.typetab && !in_area(o, ks.typetab, ks.num)))
         why = "symbol table out of range";
-    else if (copy_symbols(m, r, &ks, mi, &why) == 0)
+    else if (copy_symbols(m, o, r, &ks, mi, &why) == 0)
         return;
     warn(m, mi->name, why);
 }
@@ -177,12 +238,14 @@ static void read_symbols(lx_modules *m, const struct lx_module_offsets *o,
 static void read_orc(lx_modules *m, const struct lx_module_offsets *o, const struct lx_reader *r,
                      const uint8_t *mod, struct mod_entry *e)
 {
+    if (!o->has_orc)
+        return;
     uint32_t n = get_u32(mod, o->num_orcs);
     uint64_t ip_at = get_u64(mod, o->orc_unwind_ip), orc_at = get_u64(mod, o->orc_unwind);
     if (n == 0)
         return;
-    if (n > LX_MODULE_MAX_ORCS || !in_module_area(ip_at, (uint64_t)n * 4) ||
-        !in_module_area(orc_at, (uint64_t)n * 6)) {
+    if (n > LX_MODULE_MAX_ORCS || !in_area(o, ip_at, (uint64_t)n * 4) ||
+        !in_area(o, orc_at, (uint64_t)n * 6)) {
         warn(m, e->info.name, "ORC tables out of range");
         return;
     }
@@ -232,7 +295,7 @@ static bool module_info(const struct lx_module_offsets *o, const uint8_t *mod, u
         if ((unsigned char)*c < 0x20 || *c == ';' || *c == '[' || *c == ']' || *c == ' ')
             *c = '_';
     return mi->size > 0 && mi->size <= MAX_MODULE_SIZE && mi->text_size <= mi->size &&
-           in_module_area(mi->base, mi->size) && mi->name[0];
+           in_area(o, mi->base, mi->size) && mi->name[0];
 }
 
 /* A module running its init function (insmod's stacks) has a second text range, freed once it
@@ -250,7 +313,7 @@ static void add_init_text(lx_modules *m, const struct lx_module_offsets *o,
     e.info.text_size = get_u32(mod, o->init_text_size);
     e.info.n_syms = e.info.n_orc = 0;
     if (!e.info.text_size || e.info.text_size > e.info.size || e.info.size > MAX_MODULE_SIZE ||
-        !in_module_area(e.info.base, e.info.size))
+        !in_area(o, e.info.base, e.info.size))
         return;
     if (full) {
         read_symbols(m, o, r, mod, &e.info);
@@ -278,7 +341,7 @@ static int visit(lx_modules *m, const struct lx_module_offsets *o, const struct 
                  struct qp_error *err)
 {
     uint64_t addr = node - o->list;
-    if ((node & 7) || !in_module_area(addr, o->module_size))
+    if ((node & 7) || !in_area(o, addr, o->module_size))
         return qp_error_set(err, -EFAULT, "module list: node 0x%llx is outside the module area",
                             (unsigned long long)node);
     if (r->read(r->ctx, addr, mod, o->module_size))
@@ -323,6 +386,9 @@ int lx_modules_read(const struct lx_module_offsets *o, const struct lx_reader *r
     if (o->module_size < o->list + 16 || o->module_size > MAX_MODULE_STRUCT)
         return qp_error_set(err, -EINVAL, "struct module of %u bytes is implausible",
                             o->module_size);
+    if (o->area_end <= o->area_start)
+        return qp_error_set(err, -EINVAL, "no module area (0x%llx..0x%llx)",
+                            (unsigned long long)o->area_start, (unsigned long long)o->area_end);
     lx_modules *m = modules_new();
     uint8_t *mod = g_malloc(o->module_size);
     uint64_t node = 0, prev = list_head;

@@ -1,12 +1,13 @@
 /* lx_module: the loaded kernel modules of a stock Linux guest, read from outside: the kernel's
  * `modules` list of struct module (offsets from BTF, lx_btf_module_offsets), each module's core
  * text range, its symbols (module->kallsyms: an Elf64_Sym table whose st_value are run-time
- * addresses, the string table and the nm letters) and its ORC tables (module->arch, sorted by
- * the kernel when it loaded the module).
+ * addresses, the string table and the nm letters) and, on a kernel with ORC (x86_64), its ORC
+ * tables (module->arch, sorted by the kernel when it loaded the module).
  *
  * Internal header of the linux/ module. Everything read here may be garbage or changing under
  * the reader (insmod, rmmod while the guest runs): the walk is bounded (LX_MAX_MODULES, counts
- * and sizes capped), every pointer must lie in the module area, and the list must hold together
+ * and sizes capped), every pointer must lie in the module area (o->area_start..area_end), and
+ * the list must hold together
  * (each node's prev is the node before); otherwise the walk ends with an error, never a hang.
  *
  * Ownership: an lx_modules is a snapshot owned by the caller (lx_modules_free); the names and
@@ -19,17 +20,25 @@
 #include "lx_task.h"
 
 /* x86_64's module area (MODULES_VADDR..MODULES_END, the same with 4- and 5-level paging):
- * every struct module, module text and module table lies in it. */
+ * every struct module, module text and module table lies in it. Other architectures' areas
+ * follow their kernel image (lx_kernel_module_area). */
 #define LX_MODULES_START   UINT64_C(0xffffffffc0000000)
 #define LX_MODULES_END     UINT64_C(0xffffffffff000000)
 #define LX_MAX_MODULES     4096
 #define LX_MODULE_MAX_SYMS (1u << 20)
 #define LX_MODULE_MAX_ORCS (1u << 20)
 
-static inline bool lx_is_module_addr(uint64_t addr)
-{
-    return addr >= LX_MODULES_START && addr < LX_MODULES_END;
-}
+/* Where k's architecture puts module memory (struct module, text, tables): [*start, *end) for
+ * lx_module_offsets.area_start/area_end. 0, or -ENOENT when the kernel's symbols needed for it
+ * (_stext, _etext) are not known. */
+int lx_kernel_module_area(const lx_kernel *k, uint64_t *start, uint64_t *end);
+
+/* The kernel's `modules` list head: kallsyms's symbol, or, for a kallsyms of text only (Debian's
+ * arm64, riscv64: no KALLSYMS_ALL), an address that code walking the list forms (the
+ * architecture's pc_rel_addrs) and that holds a list whose first and last nodes, in the module
+ * area of o, link back to it. An empty list cannot be told from any other empty list_head:
+ * -ENOENT until a module is loaded. */
+int lx_kernel_find_modules_list(lx_kernel *k, const struct lx_module_offsets *o, uint64_t *head);
 
 typedef struct lx_modules lx_modules;
 

@@ -196,7 +196,8 @@ struct lx_module_offsets {
     uint32_t module_size;
     uint32_t state, list, name, name_len;          /* name: char[name_len] */
     uint32_t core_base, core_size, core_text_size; /* module.core_layout.{base,size,text_size} */
-    uint32_t num_orcs, orc_unwind_ip, orc_unwind;  /* module.arch.* */
+    bool has_orc;                                  /* false: a kernel without ORC */
+    uint32_t num_orcs, orc_unwind_ip, orc_unwind;  /* module.arch.*, when has_orc */
     uint32_t kallsyms;                             /* module.kallsyms (struct mod_kallsyms *) */
     uint32_t ks_symtab, ks_num_symtab, ks_strtab, ks_typetab; /* struct mod_kallsyms */
     bool has_typetab;
@@ -205,10 +206,13 @@ struct lx_module_offsets {
      * function (MODULE_STATE_COMING); has_init false when BTF lacks them. */
     bool has_init;
     uint32_t init_base, init_size, init_text_size, state_coming;
+    /* Where module memory lies, [area_start, area_end): not from BTF but from the kernel's
+     * architecture (lx_kernel_module_area); every pointer the reader follows must be inside. */
+    uint64_t area_start, area_end;
 };
-/* Fills *out from b. -ENOTSUP with a one-line reason when this kernel's struct module is not the
- * 4.x to 6.3 layout (6.4 replaced core_layout with mem[]) or has no ORC (arch.num_orcs), -ENOENT
- * when a type or member is missing. */
+/* Fills *out from b (all but the area). -ENOTSUP with a one-line reason when this kernel's struct
+ * module has neither the 4.x to 6.3 layout (core_layout) nor 6.4's mem[], -ENOENT when a type or
+ * member is missing; a kernel without ORC (no arch.num_orcs) gets has_orc false. */
 int lx_btf_module_offsets(const lx_btf *b, struct lx_module_offsets *out, struct qp_error *err);
 
 #endif

@@ -102,7 +102,7 @@ struct os_linux {
     /* Loaded modules: their symbols are part of syms, their ORC tables the unwinder's. */
     bool have_mod_offsets;
     struct lx_module_offsets mod_off;
-    uint64_t modules_head; /* the kallsyms symbol `modules` */
+    uint64_t modules_head; /* the list `modules` (lx_kernel_find_modules_list); 0: not found yet */
     lx_modules *mods;
     GArray *named_mods; /* struct lx_module: the modules whose symbols syms holds */
     bool modules_stale; /* a kernel stack met module text no module in mods covers */
@@ -277,14 +277,31 @@ static int kread(void *ctx, uint64_t kva, void *buf, size_t len)
     return lx_kernel_read(ctx, kva, buf, len);
 }
 
-/* struct module from BTF and the list head from kallsyms; without them frames in modules stay
- * addresses and their stacks end there (marked), everything else works. */
+static int find_modules_list(struct os_linux *l)
+{
+    lx_kernel_forget_translations(l->kernel);
+    int rc = lx_kernel_find_modules_list(l->kernel, &l->mod_off, &l->modules_head);
+    lx_kernel_forget_translations(l->kernel);
+    if (rc)
+        l->modules_head = 0;
+    return rc;
+}
+
+/* struct module from BTF, the list head from kallsyms and where modules lie from the
+ * architecture; without them frames in modules stay addresses (and with ORC their stacks end
+ * there, marked), everything else works. */
 static void load_module_offsets(struct os_linux *l, const lx_btf *btf)
 {
     struct qp_error err = {0};
     int rc = lx_btf_module_offsets(btf, &l->mod_off, &err);
-    if (rc == 0 && lx_kernel_symbol_addr(l->kernel, "modules", &l->modules_head))
-        rc = qp_error_set(&err, -ENOENT, "kallsyms has no `modules` list");
+    if (rc == 0 && lx_kernel_module_area(l->kernel, &l->mod_off.area_start, &l->mod_off.area_end))
+        rc = qp_error_set(&err, -ENOENT, "no module area (kallsyms has no _stext or _etext)");
+    /* Not found while no module is loaded (a kallsyms without data symbols): looked for again
+     * at each check of the list. */
+    l->modules_head = 0;
+    if (rc == 0 && find_modules_list(l) != 0 && l->cfg.verbose)
+        fprintf(stderr, "qprof: Linux modules: kallsyms has no `modules` and no loaded module "
+                        "shows the list yet\n");
     l->have_mod_offsets = rc == 0;
     if (rc)
         fprintf(stderr, "qprof: Linux modules: %s; frames in modules stay addresses\n", err.msg);
@@ -356,6 +373,8 @@ static void check_modules(struct os_linux *l, const struct prof_os_mem *mem,
     if (!l->have_mod_offsets || now - l->modules_checked_ns < every)
         return;
     l->modules_checked_ns = now;
+    if (!l->modules_head && find_modules_list(l) != 0)
+        return;
     l->modules_stale = false;
     struct lx_reader r = {.read = kread, .ctx = l->kernel};
     lx_modules *list = NULL;
@@ -473,7 +492,7 @@ static bool find_kernel(struct os_linux *l)
     if (!lx_kernel_unwinds_by_fp(l->kernel) && lx_kernel_load_orc(l->kernel, &err))
         fprintf(stderr, "qprof: %s; kernel stacks are unwound by CFI only\n", err.msg);
     load_task_offsets(l);
-    if (l->have_mod_offsets) {
+    if (l->have_mod_offsets && l->modules_head) {
         read_modules(l);
         l->modules_checked_ns = now_ns();
     }
@@ -1029,7 +1048,8 @@ static int lx_kernel_unwind(void *impl, const struct prof_vcpu *cpu, const struc
     out->stop = stop_of(res.end);
     /* Module text that no module read so far covers: one loaded since (read again soon). */
     uint64_t last = res.n_frames ? frames[res.n_frames - 1].pc : 0;
-    if (res.end == LX_END_NO_ORC && lx_is_module_addr(last) && !lx_modules_find(l->mods, last))
+    if (res.end == LX_END_NO_ORC && last >= l->mod_off.area_start && last < l->mod_off.area_end &&
+        !lx_modules_find(l->mods, last))
         l->modules_stale = true;
     out->have_user_regs = res.have_user_regs;
     if (res.have_user_regs) {

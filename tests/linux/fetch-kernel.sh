@@ -7,7 +7,7 @@
 #   brd.ko           the RAM-disk driver of the same build, uncompressed (busybox's insmod
 #                    takes a plain .ko; Debian compresses modules from 6.12 on)
 # The series arm64-6.1 (bookworm) and riscv64-7.x (sid; bookworm has no riscv64 port) are the
-# kernel of another architecture: no brd.ko, but that architecture's busybox (busybox-static),
+# kernel of another architecture: brd.ko too, and that architecture's busybox (busybox-static),
 # since the machine's own is amd64:
 #   busybox          /bin/busybox of busybox-static for that architecture
 # Series 6.1 is the machine's own suite: tests/linux/make-guest.sh fetches it the usual way.
@@ -43,12 +43,11 @@ riscv64-7.x) suites="sid" prefix=linux-binary-7 re='^linux-binary-7\.[^ ]*-riscv
 *) echo "fetch-kernel.sh: unknown series '$series' (known: 5.10, 6.12, 7.x, arm64-6.1, riscv64-7.x)" >&2; exit 2 ;;
 esac
 arch=${arch:-amd64}
-# What the series' folder holds once complete: the other architectures have their busybox
-# instead of brd.ko.
+# What the series' folder holds once complete: the other architectures have their busybox too.
 extra=brd.ko
 [ "$arch" = amd64 ] || extra=busybox
 
-if [ -s "$dir/vmlinuz" ] && [ -s "$dir/kernel-release" ] && [ -s "$dir/$extra" ] &&
+if [ -s "$dir/vmlinuz" ] && [ -s "$dir/kernel-release" ] && [ -s "$dir/$extra" ] && [ -s "$dir/brd.ko" ] &&
     [ -z "${QPROF_KERNELS_REFRESH:-}" ]; then
     echo "$dir"
     exit 0
@@ -126,7 +125,7 @@ for s in $suites; do
 done
 if [ -z "$pkg" ]; then
     # Keep what was fetched before when a refresh cannot reach the archive.
-    if [ -s "$dir/vmlinuz" ] && [ -s "$dir/$extra" ]; then
+    if [ -s "$dir/vmlinuz" ] && [ -s "$dir/$extra" ] && [ -s "$dir/brd.ko" ]; then
         echo "$dir"
         exit 0
     fi
@@ -134,7 +133,7 @@ if [ -z "$pkg" ]; then
 fi
 
 if [ -s "$dir/package" ] && [ "$(cut -d_ -f1 "$dir/package")" = "$pkg" ] && [ -s "$dir/vmlinuz" ] &&
-    [ -s "$dir/$extra" ]; then
+    [ -s "$dir/$extra" ] && [ -s "$dir/brd.ko" ]; then
     echo "$dir"
     exit 0
 fi
@@ -159,17 +158,14 @@ if [ "$arch" != amd64 ]; then
     bb=$(find "$work/root" -path '*bin/busybox' -type f | head -n 1)
     [ -n "$bb" ] || skip "busybox-static ($arch, $suite) holds no bin/busybox"
     cp "$bb" "$work/out/busybox"
-    brd=""
-else
-    # From 7.x on the modules are a package of their own (about 100 MB, fetched once).
-    if [ -z "$(find "$work/root" -path '*/drivers/block/brd.ko*')" ] && [ "${pkg#linux-binary-}" != "$pkg" ]; then
-        unpack "linux-modules-${pkg#linux-binary-}"
-    fi
-    brd=$(find "$work/root" -path '*/drivers/block/brd.ko*' | head -n 1)
-    [ -n "$brd" ] || skip "$pkg and its modules hold no brd module"
 fi
+# From 7.x on the modules are a package of their own (about 100 MB, fetched once).
+if [ -z "$(find "$work/root" -path '*/drivers/block/brd.ko*')" ] && [ "${pkg#linux-binary-}" != "$pkg" ]; then
+    unpack "linux-modules-${pkg#linux-binary-}"
+fi
+brd=$(find "$work/root" -path '*/drivers/block/brd.ko*' | head -n 1)
+[ -n "$brd" ] || skip "$pkg and its modules hold no brd module"
 case $brd in
-"") ;;
 *.xz) xz -dc "$brd" > "$work/out/brd.ko" ;;
 *.zst) zstd -qdc "$brd" > "$work/out/brd.ko" ;;
 *.gz) gzip -dc "$brd" > "$work/out/brd.ko" ;;

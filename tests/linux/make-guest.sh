@@ -4,7 +4,7 @@
 #   OUTDIR/vmlinuz        Debian's linux-image-6.1.0-*-amd64 kernel, as shipped; with SERIES
 #                         (5.10, 6.12, 7.x) the kernel of that series that fetch-kernel.sh
 #                         caches, and its brd.ko; with arm64-6.1 or riscv64-7.x that
-#                         architecture's kernel and busybox (no brd.ko, no hotpath: the host
+#                         architecture's kernel, brd.ko and busybox (no hotpath: the host
 #                         compiler builds amd64)
 #   OUTDIR/initrd.cpio    busybox-static and an /init that starts the workloads named on the
 #                         kernel command line (qprof_run=dd,shloop) and dumps /proc/kallsyms
@@ -103,7 +103,7 @@ if [ -z "$kdir" ]; then
 else
     cp "$kdir/vmlinuz" vmlinuz.tmp && mv vmlinuz.tmp vmlinuz
     cp "$kdir/kernel-release" kernel-release
-    [ -n "$foreign" ] || cp "$kdir/brd.ko" root/lib/modules/brd.ko
+    cp "$kdir/brd.ko" root/lib/modules/brd.ko
 fi
 if [ -n "$foreign" ]; then
     mkdir -p x-busybox/bin

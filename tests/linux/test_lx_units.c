@@ -662,7 +662,10 @@ static void mput32(uint64_t kva, uint32_t v)
 }
 
 /* A small struct module layout (the code takes every offset from here). */
-static const struct lx_module_offsets mod_off = {.module_size = 256,
+static const struct lx_module_offsets mod_off = {.area_start = LX_MODULES_START,
+                                                 .area_end = LX_MODULES_END,
+                                                 .has_orc = true,
+                                                 .module_size = 256,
                                                  .state = 0,
                                                  .list = 8,
                                                  .name = 24,
@@ -747,6 +750,80 @@ static int read_mods(bool full, lx_modules **out, struct qp_error *err)
     struct lx_reader r = {.read = mod_read};
     *out = NULL;
     return lx_modules_read(&mod_off, &r, MOD_HEAD, full, out, err);
+}
+
+/* A kernel without ORC: the same list read with has_orc false gives the same names and
+ * symbols (less an assembler label, riscv64's .LBB*), no ORC entries, no warning; an empty area
+ * is refused in one line. */
+static void test_modules_no_orc(void)
+{
+    memset(mod_area, 0, MOD_AREA_SIZE);
+    mput64(MOD_HEAD, mod_at(0) + 8);
+    mput64(MOD_HEAD + 8, mod_at(0) + 8);
+    put_module(0, "alpha", 0, MOD_HEAD, MOD_HEAD);
+    uint64_t strtab = mod_at(0) + 0x3400, f1_sym = mod_at(0) + 0x3100 + 2 * 24;
+    memcpy(mod_area + (strtab + 21 - LX_MODULES_START), ".LBB12", 7);
+    mput32(f1_sym, 21); /* f1 is a label now */
+    struct lx_module_offsets o = mod_off;
+    o.has_orc = false;
+    o.num_orcs = o.orc_unwind_ip = o.orc_unwind = 0; /* nothing there to read */
+    struct lx_reader r = {.read = mod_read};
+    lx_modules *m = NULL;
+    struct qp_error err = {0};
+    CHECK_INT(lx_modules_read(&o, &r, MOD_HEAD, true, &m, &err), 0);
+    if (m) {
+        CHECK_INT((int)lx_modules_count(m), 1);
+        CHECK_STR(lx_modules_at(m, 0)->name, "alpha");
+        CHECK(lx_modules_warning(m) == NULL);
+        CHECK_INT((int)lx_modules_orc_entries(m), 0);
+        CHECK(lx_modules_orc_find(m, mod_at(0) + 0x1900) == NULL);
+        size_t n;
+        const struct lx_symbol *s = lx_modules_symbols(m, &n);
+        CHECK_INT((int)n, 2);
+        if (n == 2) {
+            CHECK_STR(s[0].name, "f0 [alpha]");
+            CHECK_STR(s[1].name, "_etext [alpha]");
+        }
+    }
+    lx_modules_free(m);
+    o.area_end = o.area_start;
+    m = NULL;
+    CHECK_INT(lx_modules_read(&o, &r, MOD_HEAD, true, &m, &err), -EINVAL);
+    CHECK(m == NULL && strstr(err.msg, "module area") && !strchr(err.msg, '\n'));
+}
+
+/* The addresses code forms PC-relatively, from which the module list of a kallsyms without
+ * data symbols is found: arm64 ADRP+ADD (forwards, backwards, the ADD's 12-bit shift), riscv64
+ * AUIPC+ADDI after a compressed instruction; a lone ADD or ADDI forms nothing. */
+static void test_pc_rel_addrs(void)
+{
+    uint64_t pc = UINT64_C(0xffff800008010004), out[4];
+    const uint32_t a64[] = {
+        0x91048c00, /* add x0, x0, #0x123 before any adrp: nothing */
+        0xb0000000, /* adrp x0, +1 page */
+        0x91048c00, /* add x0, x0, #0x123 */
+        0xd0ffffe1, /* adrp x1, -2 pages */
+        0x91402022, /* add x2, x1, #8, lsl #12 */
+    };
+    size_t n = lx__arm64_pc_rel_addrs((const uint8_t *)a64, sizeof a64, pc, out, 4);
+    CHECK_INT((int)n, 2);
+    CHECK_U64(out[0], UINT64_C(0xffff800008011123));
+    CHECK_U64(out[1], UINT64_C(0xffff80000800e000) + 0x8000);
+    CHECK_INT((int)lx__arm64_pc_rel_addrs((const uint8_t *)a64, sizeof a64, pc, out, 1), 1);
+    uint64_t rpc = UINT64_C(0xffffffff80001000);
+    uint8_t rv[2 + 4 + 4 + 4];
+    const uint16_t c_nop = 0x0001;
+    const uint32_t addi_alone = 0xffc58593; /* addi a1, a1, -4: a1 holds no auipc */
+    const uint32_t auipc = 0x00001517;      /* auipc a0, 0x1 */
+    const uint32_t addi = 0xffc50513;       /* addi a0, a0, -4 */
+    memcpy(rv, &c_nop, 2);
+    memcpy(rv + 2, &addi_alone, 4);
+    memcpy(rv + 6, &auipc, 4);
+    memcpy(rv + 10, &addi, 4);
+    n = lx__riscv64_pc_rel_addrs(rv, sizeof rv, rpc, out, 4);
+    CHECK_INT((int)n, 1);
+    CHECK_U64(out[0], rpc + 6 + 0x1000 - 4);
+    CHECK_INT((int)lx__riscv64_pc_rel_addrs(rv, 9, rpc, out, 4), 0); /* cut mid-instruction */
 }
 
 static void test_modules_good(void)
@@ -900,8 +977,9 @@ static void test_modules_garbage(void)
 
 /* struct module's offsets from BTF: a 6.1-like layout resolves; 6.4's mem[] is refused in one
  * clear line. */
-/* struct module's text ranges: in core_layout (up to 6.3), in mem[] (6.4+), or in neither. */
-enum module_layout { CORE_LAYOUT, MEM_ARRAY, NO_LAYOUT };
+/* struct module's text ranges: in core_layout (up to 6.3), in mem[] (6.4+), or in neither;
+ * MEM_NO_ORC: mem[] and an arch of another architecture (riscv64's, arm64's: no ORC). */
+enum module_layout { CORE_LAYOUT, MEM_ARRAY, NO_LAYOUT, MEM_NO_ORC };
 
 static lx_btf *module_btf(enum module_layout which)
 {
@@ -919,9 +997,14 @@ static lx_btf *module_btf(enum module_layout which)
     btf__add_field(b, "size", u32, 64, 0);
     btf__add_field(b, "text_size", u32, 96, 0);
     int arch = btf__add_struct(b, "mod_arch_specific", 24);
-    btf__add_field(b, "num_orcs", u32, 0, 0);
-    btf__add_field(b, "orc_unwind_ip", vptr, 64, 0);
-    btf__add_field(b, "orc_unwind", vptr, 128, 0);
+    if (which == MEM_NO_ORC) {
+        btf__add_field(b, "got", vptr, 0, 0);
+        btf__add_field(b, "plt", vptr, 64, 0);
+    } else {
+        btf__add_field(b, "num_orcs", u32, 0, 0);
+        btf__add_field(b, "orc_unwind_ip", vptr, 64, 0);
+        btf__add_field(b, "orc_unwind", vptr, 128, 0);
+    }
     int ks = btf__add_struct(b, "mod_kallsyms", 32);
     btf__add_field(b, "symtab", vptr, 0, 0);
     btf__add_field(b, "num_symtab", u32, 64, 0);
@@ -942,8 +1025,8 @@ static lx_btf *module_btf(enum module_layout which)
     btf__add_field(b, "list", list, 64, 0);
     btf__add_field(b, "name", name, 192, 0);
     if (which != NO_LAYOUT)
-        btf__add_field(b, which == MEM_ARRAY ? "mem" : "core_layout",
-                       which == MEM_ARRAY ? mem : layout, 320 * 8, 0);
+        btf__add_field(b, which == CORE_LAYOUT ? "core_layout" : "mem",
+                       which == CORE_LAYOUT ? layout : mem, 320 * 8, 0);
     btf__add_field(b, "arch", arch, 832 * 8, 0);
     btf__add_field(b, "kallsyms", vptr, 864 * 8, 0);
     uint32_t size;
@@ -980,6 +1063,15 @@ static void test_module_btf(void)
     CHECK_INT((int)o.init_base, 320 + 4 * 72);
     CHECK_INT((int)o.init_text_size, 320 + 4 * 72 + 8);
     CHECK_INT((int)o.orc_unwind, 848);
+    CHECK(o.has_orc);
+    lx_btf_free(b);
+    /* A kernel without ORC (arm64, riscv64): its modules' text and symbols all the same. */
+    b = module_btf(MEM_NO_ORC);
+    CHECK_INT(lx_btf_module_offsets(b, &o, &err), 0);
+    CHECK(!o.has_orc);
+    CHECK_INT((int)o.core_base, 320);
+    CHECK_INT((int)o.kallsyms, 864);
+    CHECK_INT((int)o.ks_strtab, 16);
     lx_btf_free(b);
     /* Neither: one line naming the structure. */
     b = module_btf(NO_LAYOUT);
@@ -1144,6 +1236,8 @@ int main(void)
     test_build_id();
     mod_area = g_malloc0(MOD_AREA_SIZE);
     test_modules_good();
+    test_modules_no_orc();
+    test_pc_rel_addrs();
     test_modules_init();
     test_modules_garbage();
     test_module_btf();
