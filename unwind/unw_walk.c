@@ -103,6 +103,15 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
     return true;
 }
 
+bool unw_read_word(unw_space *s, uint64_t addr, uint64_t *out)
+{
+    Dwarf_Word v;
+    if (!memory_read(s->dwfl, addr, &v, s))
+        return false;
+    *out = v;
+    return true;
+}
+
 /* ---- Threads: one thread, tid 1, whose registers are the current sample's --------------- */
 
 static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
@@ -179,7 +188,7 @@ bool unw_pc_has_cfi(unw_space *s, uint64_t pc)
 
 /* ---- Frames ------------------------------------------------------------------------------ */
 
-static bool pc_is_canonical(uint64_t pc)
+bool unw_pc_is_canonical(uint64_t pc)
 {
     /* 48-bit virtual addresses: bits 63..47 are copies of bit 47. */
     uint64_t top = pc >> 47;
@@ -229,6 +238,32 @@ static enum unw_method method_of_next(unw_space *s, int index)
     return unw_pc_has_cfi(s, s->walk.prev_lookup_pc) ? UNW_BY_CFI : UNW_BY_FP;
 }
 
+/* Keeps the registers of the frame just recorded for unw_fp_walk and ends libdwfl's walk. A
+ * register libdwfl did not recover (in a caller reached by CFI) stays unknown, so the walk is
+ * only handed over when the ones the frame rule needs are known. */
+static int fp_handoff(unw_space *s, Dwfl_Frame *frame, int i, uint64_t pc, bool activation)
+{
+    struct unw_walk *w = &s->walk;
+    const struct unw_machine *m = s->machine;
+    if (i == 0) {
+        w->fp_regs = *w->regs;
+    } else {
+        memset(&w->fp_regs, 0, sizeof w->fp_regs);
+        const unsigned need[] = {m->sp_slot, m->fp->fp_reg};
+        for (size_t k = 0; k < sizeof need / sizeof need[0]; k++) {
+            Dwarf_Word v;
+            if (dwfl_frame_reg(frame, need[k], &v) != 0)
+                return stop_walk(w, UNW_STOP_NO_CFI);
+            w->fp_regs.r[need[k]] = v;
+        }
+    }
+    w->fp_regs.r[m->pc_slot] = pc;
+    w->fp_pending = true;
+    w->fp_activation = activation;
+    w->stopped = true;
+    return DWARF_CB_ABORT;
+}
+
 static int on_frame(Dwfl_Frame *frame, void *arg)
 {
     unw_space *s = arg;
@@ -243,7 +278,7 @@ static int on_frame(Dwfl_Frame *frame, void *arg)
         return stop_walk(w, UNW_STOP_ERROR);
     int i = res->n_frames;
     activation = activation || i == 0;
-    if (pc == 0 || !pc_is_canonical(pc))
+    if (pc == 0 || !unw_pc_is_canonical(pc))
         return stop_walk(w, UNW_STOP_BAD_PC);
     if (pc < s->lo || pc >= s->hi) {
         res->next_pc = pc;
@@ -273,6 +308,10 @@ static int on_frame(Dwfl_Frame *frame, void *arg)
     w->prev_sp_known = sp_known;
     w->prev_activation = activation;
     w->prev_lookup_pc = activation ? pc : pc - 1;
+    /* No CFI for this frame: its caller comes from the frame-pointer walk, which asks the
+     * function's code where the record is, instead of libdwfl's guess. */
+    if (s->machine->fp && !unw_pc_has_cfi(s, w->prev_lookup_pc))
+        return fp_handoff(s, frame, i, pc, activation);
     return DWARF_CB_OK;
 }
 
@@ -302,6 +341,7 @@ static void reset_walk(struct unw_walk *w, const struct unw_regs *regs,
     w->stopped = false;
     w->prev_sp_known = false;
     w->prev_activation = false;
+    w->fp_pending = false;
     res->n_frames = 0;
     res->stop = UNW_STOP_ERROR;
     res->next_pc = 0;
@@ -319,6 +359,8 @@ int unw_unwind(unw_space *s, const struct unw_regs *regs, const struct unw_memor
     struct unw_walk *w = &s->walk;
     reset_walk(w, regs, mem ? mem : &no_memory, max_depth, res);
     int rc = dwfl_getthread_frames(s->dwfl, 1, on_frame, s);
+    if (w->fp_pending)
+        unw_fp_walk(s, &w->fp_regs, w->fp_activation);
     /* libdwfl reports a return address it could not read like an undefined one (outermost),
      * so an end with a failed read in the last step is a memory stop. */
     if (!w->stopped)

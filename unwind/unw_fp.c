@@ -1,0 +1,317 @@
+/* The frame-pointer walk for code without CFI: each frame's caller by the machine's frame-record
+ * rule, but only where the function's own code says the rule holds at that pc. libdwfl's
+ * fallback applies [fp]/[fp+8] to every frame, so an interrupted leaf that has no record (GCC
+ * gives none even with -mno-omit-leaf-frame-pointer) hides its caller; here the function's
+ * instructions, read from the module's ELF through its symbol, decide where the return address
+ * is, and a frame they cannot vouch for ends the walk, marked. */
+#include <capstone/capstone.h>
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
+#include <string.h>
+
+#include "unw_internal.h"
+
+/* The code of the function holding pc, from the module's ELF: its start and bytes. */
+struct unw_func {
+    uint64_t start;
+    const uint8_t *code;
+    size_t len;
+    bool is_entry; /* the ELF's entry point is in it (_start) */
+};
+
+static bool find_func(unw_space *s, uint64_t pc, struct unw_func *f)
+{
+    Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
+    GElf_Sym sym;
+    GElf_Off off;
+    Dwarf_Addr bias;
+    if (mod == NULL || dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL) == NULL ||
+        GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_size == 0 || off >= sym.st_size)
+        return false;
+    f->start = pc - off;
+    Dwarf_Addr addr = f->start;
+    Elf_Scn *scn = dwfl_module_address_section(mod, &addr, &bias);
+    Elf_Data *data = scn ? elf_getdata(scn, NULL) : NULL;
+    if (data == NULL || data->d_buf == NULL || addr > data->d_size ||
+        sym.st_size > data->d_size - addr)
+        return false;
+    f->code = (const uint8_t *)data->d_buf + addr;
+    f->len = sym.st_size;
+    Elf *elf = dwfl_module_getelf(mod, &bias);
+    GElf_Ehdr eh;
+    f->is_entry = elf && gelf_getehdr(elf, &eh) && eh.e_entry &&
+                  eh.e_entry + bias - f->start < f->len;
+    return true;
+}
+
+/* ---- x86_64: push %rbp; mov %rsp,%rbp ---------------------------------------------------- */
+
+static bool is_reg_op(const cs_x86 *x, int i, x86_reg reg)
+{
+    return x->op_count > i && x->operands[i].type == X86_OP_REG && x->operands[i].reg == reg;
+}
+
+static void writes_sp_fp(csh h, const cs_insn *insn, bool *sp, bool *fp)
+{
+    cs_regs rd, wr;
+    uint8_t nrd, nwr;
+    *sp = *fp = true; /* what capstone cannot tell us counts as written */
+    if (cs_regs_access(h, insn, rd, &nrd, wr, &nwr) != CS_ERR_OK)
+        return;
+    *sp = *fp = false;
+    for (unsigned i = 0; i < nwr; i++) {
+        *sp = *sp || wr[i] == X86_REG_RSP || wr[i] == X86_REG_ESP || wr[i] == X86_REG_SP;
+        *fp = *fp || wr[i] == X86_REG_RBP || wr[i] == X86_REG_EBP || wr[i] == X86_REG_BP;
+    }
+}
+
+/* A jump whose target is outside the function (a tail call) or that has no fixed target. */
+static bool jumps_out(const cs_insn *insn, const struct unw_func *f)
+{
+    const cs_x86 *x = &insn->detail->x86;
+    if (x->op_count != 1 || x->operands[0].type != X86_OP_IMM)
+        return true;
+    return (uint64_t)x->operands[0].imm - f->start >= f->len;
+}
+
+/* A function that never moves sp nor writes rbp (a leaf without a record): its return address
+ * is at [sp] and rbp is its caller's at every instruction. */
+static bool x86_is_plain_leaf(csh h, const struct unw_func *f)
+{
+    const uint8_t *code = f->code;
+    size_t len = f->len;
+    uint64_t addr = f->start;
+    cs_insn *insn = cs_malloc(h);
+    bool plain = insn != NULL;
+    while (plain && len > 0) {
+        if (!cs_disasm_iter(h, &code, &len, &addr, insn)) {
+            plain = false;
+            break;
+        }
+        bool sp, fp;
+        writes_sp_fp(h, insn, &sp, &fp);
+        plain = !fp && (!sp || insn->id == X86_INS_RET);
+    }
+    cs_free(insn, 1);
+    return plain;
+}
+
+/* The state of a function that starts with its frame record (after at most instructions that
+ * touch neither sp nor rbp, endbr64 say), walked in address order up to pc. Code after an
+ * epilogue's ret or tail jump is reached from the framed body (GCC keeps epilogues last on their
+ * path); anything this does not follow (rbp written otherwise, a jump inside the function after
+ * the record is popped, sp moved then) makes the rest unknown. */
+static enum unw_fp_state x86_state_at(csh h, const struct unw_func *f, uint64_t pc)
+{
+    enum unw_fp_state st = UNW_FP_AT_ENTRY;
+    const uint8_t *code = f->code;
+    size_t len = f->len;
+    uint64_t addr = f->start;
+    cs_insn *insn = cs_malloc(h);
+    if (insn == NULL)
+        return UNW_FP_UNKNOWN;
+    while (st != UNW_FP_UNKNOWN && addr < pc) {
+        if (!cs_disasm_iter(h, &code, &len, &addr, insn)) {
+            st = UNW_FP_UNKNOWN;
+            break;
+        }
+        const cs_x86 *x = &insn->detail->x86;
+        bool sp, fp;
+        writes_sp_fp(h, insn, &sp, &fp);
+        bool jump = insn->id == X86_INS_JMP || cs_insn_group(h, insn, CS_GRP_JUMP);
+        switch (st) {
+        case UNW_FP_AT_ENTRY:
+            if (insn->id == X86_INS_PUSH && is_reg_op(x, 0, X86_REG_RBP))
+                st = UNW_FP_PUSHED;
+            else if (sp || fp || jump || insn->id == X86_INS_RET)
+                st = UNW_FP_UNKNOWN;
+            break;
+        case UNW_FP_PUSHED: /* GCC may schedule argument moves between push and mov */
+            if (insn->id == X86_INS_MOV && is_reg_op(x, 0, X86_REG_RBP) &&
+                is_reg_op(x, 1, X86_REG_RSP))
+                st = UNW_FP_FRAMED;
+            else if (sp || fp || jump || insn->id == X86_INS_RET)
+                st = UNW_FP_UNKNOWN;
+            break;
+        case UNW_FP_FRAMED:
+            if (insn->id == X86_INS_LEAVE || (insn->id == X86_INS_POP && is_reg_op(x, 0, X86_REG_RBP)))
+                st = UNW_FP_POPPED;
+            else if (fp)
+                st = UNW_FP_UNKNOWN;
+            break;
+        case UNW_FP_POPPED:
+            if (insn->id == X86_INS_RET || (insn->id == X86_INS_JMP && jumps_out(insn, f)))
+                st = UNW_FP_FRAMED;
+            else if (sp || fp || jump || cs_insn_group(h, insn, CS_GRP_CALL))
+                st = UNW_FP_UNKNOWN;
+            break;
+        default:
+            break;
+        }
+    }
+    if (addr != pc)
+        st = UNW_FP_UNKNOWN; /* pc is not at an instruction boundary */
+    cs_free(insn, 1);
+    return st;
+}
+
+static enum unw_fp_state x86_64_fp_state(unw_space *s, const struct unw_func *f, uint64_t pc)
+{
+    csh h;
+    if (cs_open(CS_ARCH_X86, CS_MODE_64, &h) != CS_ERR_OK)
+        return UNW_FP_UNKNOWN;
+    cs_option(h, CS_OPT_DETAIL, CS_OPT_ON);
+    enum unw_fp_state st = x86_state_at(h, f, pc);
+    /* No record at the start: a leaf whose every instruction leaves sp and rbp alone. */
+    if (st == UNW_FP_UNKNOWN && x86_is_plain_leaf(h, f))
+        st = UNW_FP_AT_ENTRY;
+    cs_close(&h);
+    (void)s;
+    return st;
+}
+
+/* Whether the instruction that ends at ra is a call, and one to callee when it names its
+ * target: a return address at [sp] is only one if it is. The CPU enters a trap stub with the
+ * interrupted pc where a called function has its return address, and that pc follows no call
+ * to the stub. */
+static bool x86_64_call_before(unw_space *s, uint64_t ra, uint64_t callee)
+{
+    struct unw_func caller;
+    if (!find_func(s, ra - 1, &caller))
+        return false;
+    csh h;
+    if (cs_open(CS_ARCH_X86, CS_MODE_64, &h) != CS_ERR_OK)
+        return false;
+    cs_option(h, CS_OPT_DETAIL, CS_OPT_ON);
+    cs_insn *insn = cs_malloc(h);
+    bool found = false;
+    for (uint64_t n = 2; insn && !found && n <= 7 && n <= ra - caller.start; n++) {
+        const uint8_t *code = caller.code + (ra - n - caller.start);
+        size_t len = n;
+        uint64_t addr = ra - n;
+        if (!cs_disasm_iter(h, &code, &len, &addr, insn) || len != 0 ||
+            insn->id != X86_INS_CALL)
+            continue;
+        const cs_x86 *x = &insn->detail->x86;
+        found = x->op_count == 1 &&
+                (x->operands[0].type != X86_OP_IMM || (uint64_t)x->operands[0].imm == callee);
+    }
+    cs_free(insn, 1);
+    cs_close(&h);
+    return found;
+}
+
+const struct unw_fp_arch unw_fp_x86_64 = {
+    .state_at = x86_64_fp_state,
+    .call_before = x86_64_call_before, .fp_reg = UNW_RBP, .saved_fp = 0, .saved_ra = 8};
+
+/* ---- The walk ---------------------------------------------------------------------------- */
+
+static int fp_stop(struct unw_walk *w, enum unw_stop why)
+{
+    w->res->stop = why;
+    w->stopped = true;
+    return 0;
+}
+
+/* The caller of the frame at r (pc in f, in state st): its pc, sp and frame pointer. */
+static bool step(unw_space *s, const struct unw_fp_arch *a, enum unw_fp_state st,
+                 const struct unw_regs *r, struct unw_regs *caller, enum unw_stop *why)
+{
+    const struct unw_machine *m = s->machine;
+    uint64_t sp = r->r[m->sp_slot], fp = r->r[a->fp_reg], ra, cfp = fp, csp;
+    *caller = *r;
+    *why = UNW_STOP_MEMORY;
+    switch (st) {
+    case UNW_FP_AT_ENTRY:
+    case UNW_FP_POPPED:
+        if (!unw_read_word(s, sp, &ra))
+            return false;
+        csp = sp + 8;
+        break;
+    case UNW_FP_PUSHED:
+        if (!unw_read_word(s, sp, &cfp) || !unw_read_word(s, sp + 8, &ra))
+            return false;
+        csp = sp + 16;
+        break;
+    case UNW_FP_FRAMED:
+        *why = UNW_STOP_NO_CFI;
+        if (fp < sp || fp + a->saved_ra < fp)
+            return false;
+        *why = UNW_STOP_MEMORY;
+        if (!unw_read_word(s, fp + a->saved_fp, &cfp) || !unw_read_word(s, fp + a->saved_ra, &ra))
+            return false;
+        csp = fp + a->saved_ra + 8;
+        break;
+    default:
+        *why = UNW_STOP_NO_CFI;
+        return false;
+    }
+    caller->r[m->pc_slot] = ra;
+    caller->r[m->sp_slot] = csp;
+    caller->r[a->fp_reg] = cfp;
+    return true;
+}
+
+/* Continues the walk whose last frame (already in res) has registers r, by frame records. */
+void unw_fp_walk(unw_space *s, const struct unw_regs *start, bool activation)
+{
+    struct unw_walk *w = &s->walk;
+    struct unw_result *res = w->res;
+    const struct unw_machine *m = s->machine;
+    const struct unw_fp_arch *a = m->fp;
+    struct unw_regs r = *start, caller;
+    for (;;) {
+        uint64_t pc = r.r[m->pc_slot];
+        uint64_t lookup = activation ? pc : pc - 1;
+        struct unw_func f;
+        if (!find_func(s, lookup, &f)) {
+            fp_stop(w, UNW_STOP_NO_CFI);
+            return;
+        }
+        /* _start zeroes the frame pointer before its first call: the end of the chain. */
+        if (f.is_entry && r.r[a->fp_reg] == 0) {
+            fp_stop(w, UNW_STOP_OUTERMOST);
+            return;
+        }
+        enum unw_fp_state st = a->state_at(s, &f, pc);
+        /* A return address's frame made the call, so it has its record (or it would have hidden
+         * this frame's caller); an interrupted one may be anywhere in its function. */
+        if (!activation && st != UNW_FP_FRAMED)
+            st = UNW_FP_UNKNOWN;
+        enum unw_stop why;
+        if (!step(s, a, st, &r, &caller, &why)) {
+            fp_stop(w, why);
+            return;
+        }
+        uint64_t cpc = caller.r[m->pc_slot], csp = caller.r[m->sp_slot];
+        if (cpc == 0 || !unw_pc_is_canonical(cpc)) {
+            fp_stop(w, UNW_STOP_BAD_PC);
+            return;
+        }
+        /* Calls do not cross into another address space (traps do, and their frames are no
+         * frame records): a return address outside it is not one. */
+        if (cpc < s->lo || cpc >= s->hi) {
+            fp_stop(w, UNW_STOP_NO_CFI);
+            return;
+        }
+        /* A return address taken from [sp] rather than from a record must follow a call to
+         * this function (a trap stub's [sp] holds the interrupted pc). */
+        if (st != UNW_FP_FRAMED && !a->call_before(s, cpc, f.start)) {
+            fp_stop(w, UNW_STOP_NO_CFI);
+            return;
+        }
+        if (res->n_frames >= w->max_depth) {
+            fp_stop(w, UNW_STOP_DEPTH);
+            return;
+        }
+        if (csp <= r.r[m->sp_slot]) {
+            fp_stop(w, UNW_STOP_NOT_GROWING);
+            return;
+        }
+        res->frames[res->n_frames++] =
+            (struct unw_frame){.pc = cpc, .activation = false, .method = UNW_BY_FP};
+        r = caller;
+        activation = false;
+    }
+}
