@@ -39,8 +39,8 @@ static bool find_func(unw_space *s, uint64_t pc, struct unw_func *f)
     f->len = sym.st_size;
     Elf *elf = dwfl_module_getelf(mod, &bias);
     GElf_Ehdr eh;
-    f->is_entry = elf && gelf_getehdr(elf, &eh) && eh.e_entry &&
-                  eh.e_entry + bias - f->start < f->len;
+    f->is_entry =
+        elf && gelf_getehdr(elf, &eh) && eh.e_entry && eh.e_entry + bias - f->start < f->len;
     return true;
 }
 
@@ -134,7 +134,8 @@ static enum unw_fp_state x86_state_at(csh h, const struct unw_func *f, uint64_t 
                 st = UNW_FP_UNKNOWN;
             break;
         case UNW_FP_FRAMED:
-            if (insn->id == X86_INS_LEAVE || (insn->id == X86_INS_POP && is_reg_op(x, 0, X86_REG_RBP)))
+            if (insn->id == X86_INS_LEAVE ||
+                (insn->id == X86_INS_POP && is_reg_op(x, 0, X86_REG_RBP)))
                 st = UNW_FP_POPPED;
             else if (fp)
                 st = UNW_FP_UNKNOWN;
@@ -189,8 +190,7 @@ static bool x86_64_call_before(unw_space *s, uint64_t ra, uint64_t callee)
         const uint8_t *code = caller.code + (ra - n - caller.start);
         size_t len = n;
         uint64_t addr = ra - n;
-        if (!cs_disasm_iter(h, &code, &len, &addr, insn) || len != 0 ||
-            insn->id != X86_INS_CALL)
+        if (!cs_disasm_iter(h, &code, &len, &addr, insn) || len != 0 || insn->id != X86_INS_CALL)
             continue;
         const cs_x86 *x = &insn->detail->x86;
         found = x->op_count == 1 &&
@@ -201,9 +201,11 @@ static bool x86_64_call_before(unw_space *s, uint64_t ra, uint64_t callee)
     return found;
 }
 
-const struct unw_fp_arch unw_fp_x86_64 = {
-    .state_at = x86_64_fp_state,
-    .call_before = x86_64_call_before, .fp_reg = UNW_RBP, .saved_fp = 0, .saved_ra = 8};
+const struct unw_fp_arch unw_fp_x86_64 = {.state_at = x86_64_fp_state,
+                                          .call_before = x86_64_call_before,
+                                          .fp_reg = UNW_RBP,
+                                          .saved_fp = 0,
+                                          .saved_ra = 8};
 
 /* ---- The walk ---------------------------------------------------------------------------- */
 
