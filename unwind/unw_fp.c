@@ -156,8 +156,9 @@ static enum unw_fp_state x86_state_at(csh h, const struct unw_func *f, uint64_t 
     return st;
 }
 
-static enum unw_fp_state x86_64_fp_state(unw_space *s, const struct unw_func *f, uint64_t pc)
+static enum unw_fp_state x86_64_fp_state(const struct unw_func *f, uint64_t pc, uint64_t *push)
 {
+    *push = 16; /* rbp above the return address */
     csh h;
     if (cs_open(CS_ARCH_X86, CS_MODE_64, &h) != CS_ERR_OK)
         return UNW_FP_UNKNOWN;
@@ -167,7 +168,6 @@ static enum unw_fp_state x86_64_fp_state(unw_space *s, const struct unw_func *f,
     if (st == UNW_FP_UNKNOWN && x86_is_plain_leaf(h, f))
         st = UNW_FP_AT_ENTRY;
     cs_close(&h);
-    (void)s;
     return st;
 }
 
@@ -207,6 +207,181 @@ const struct unw_fp_arch unw_fp_x86_64 = {.state_at = x86_64_fp_state,
                                           .saved_fp = 0,
                                           .saved_ra = 8};
 
+/* ---- aarch64: stp x29, x30, [sp, #-N]!; mov x29, sp --------------------------------------- */
+
+static bool a64_is(const cs_arm64 *x, int i, arm64_reg reg)
+{
+    return x->op_count > i && x->operands[i].type == ARM64_OP_REG && x->operands[i].reg == reg;
+}
+
+static bool a64_special(arm64_reg r)
+{
+    return r == ARM64_REG_SP || r == ARM64_REG_WSP || r == ARM64_REG_X29 || r == ARM64_REG_W29 ||
+           r == ARM64_REG_X30 || r == ARM64_REG_W30;
+}
+
+/* Whether the instruction may write sp, x29 or x30: a destination register (the first operand,
+ * both of a load pair), a base register written back, or a call's link. Stores count too (their
+ * first operand is a source): erring this way only ends more walks. */
+static bool a64_writes_special(csh h, const cs_insn *insn)
+{
+    const cs_arm64 *x = &insn->detail->arm64;
+    if (cs_insn_group(h, insn, CS_GRP_CALL))
+        return true;
+    for (int i = 0; i < x->op_count && i < 2; i++) {
+        const cs_arm64_op *op = &x->operands[i];
+        bool dest = i == 0 || insn->id == ARM64_INS_LDP || insn->id == ARM64_INS_LDNP;
+        if (op->type == ARM64_OP_REG && dest && a64_special(op->reg))
+            return true;
+    }
+    for (int i = 0; i < x->op_count; i++)
+        if (x->operands[i].type == ARM64_OP_MEM && x->writeback &&
+            a64_special(x->operands[i].mem.base))
+            return true;
+    return false;
+}
+
+static int64_t a64_mem_disp(const cs_arm64 *x)
+{
+    for (int i = 0; i < x->op_count; i++)
+        if (x->operands[i].type == ARM64_OP_MEM)
+            return x->operands[i].mem.disp;
+    return 0;
+}
+
+static bool a64_jumps_out(const cs_insn *insn, const struct unw_func *f)
+{
+    const cs_arm64 *x = &insn->detail->arm64;
+    if (x->op_count != 1 || x->operands[0].type != ARM64_OP_IMM)
+        return true;
+    return (uint64_t)x->operands[0].imm - f->start >= f->len;
+}
+
+static enum unw_fp_state a64_state_at(csh h, const struct unw_func *f, uint64_t pc, uint64_t *push)
+{
+    enum unw_fp_state st = UNW_FP_AT_ENTRY;
+    const uint8_t *code = f->code;
+    size_t len = f->len;
+    uint64_t addr = f->start;
+    cs_insn *insn = cs_malloc(h);
+    if (insn == NULL)
+        return UNW_FP_UNKNOWN;
+    while (st != UNW_FP_UNKNOWN && addr < pc) {
+        if (!cs_disasm_iter(h, &code, &len, &addr, insn)) {
+            st = UNW_FP_UNKNOWN;
+            break;
+        }
+        const cs_arm64 *x = &insn->detail->arm64;
+        bool special = a64_writes_special(h, insn);
+        bool jump = cs_insn_group(h, insn, CS_GRP_JUMP) || insn->id == ARM64_INS_RET;
+        switch (st) {
+        case UNW_FP_AT_ENTRY:
+            /* the record pushed at sp - N, sp moved there: the caller's x29 and x30 at [sp] */
+            if (insn->id == ARM64_INS_STP && a64_is(x, 0, ARM64_REG_X29) &&
+                a64_is(x, 1, ARM64_REG_X30) && x->writeback && x->op_count == 3 &&
+                x->operands[2].type == ARM64_OP_MEM && x->operands[2].mem.base == ARM64_REG_SP &&
+                a64_mem_disp(x) < 0) {
+                st = UNW_FP_PUSHED;
+                *push = (uint64_t)-a64_mem_disp(x);
+            } else if (special || jump) {
+                st = UNW_FP_UNKNOWN;
+            }
+            break;
+        case UNW_FP_PUSHED:
+            if (insn->id == ARM64_INS_MOV && a64_is(x, 0, ARM64_REG_X29) &&
+                a64_is(x, 1, ARM64_REG_SP))
+                st = UNW_FP_FRAMED;
+            else if (special || jump)
+                st = UNW_FP_UNKNOWN;
+            break;
+        case UNW_FP_FRAMED:
+            /* ldp x29, x30, [sp], #N: x29, x30 and sp are the caller's again */
+            if (insn->id == ARM64_INS_LDP && a64_is(x, 0, ARM64_REG_X29) &&
+                a64_is(x, 1, ARM64_REG_X30) && x->writeback && x->op_count >= 3 &&
+                x->operands[2].type == ARM64_OP_MEM && x->operands[2].mem.base == ARM64_REG_SP &&
+                a64_mem_disp(x) == 0)
+                st = UNW_FP_POPPED;
+            else if (special && !cs_insn_group(h, insn, CS_GRP_CALL) &&
+                     !(x->op_count > 0 && x->operands[0].type == ARM64_OP_REG &&
+                       (x->operands[0].reg == ARM64_REG_SP)))
+                st = UNW_FP_UNKNOWN; /* x29 or x30 rewritten in the body */
+            break;
+        case UNW_FP_POPPED:
+            if (insn->id == ARM64_INS_RET ||
+                (insn->id == ARM64_INS_B && x->cc == ARM64_CC_INVALID && a64_jumps_out(insn, f)))
+                st = UNW_FP_FRAMED;
+            else if (special || jump)
+                st = UNW_FP_UNKNOWN;
+            break;
+        default:
+            break;
+        }
+    }
+    if (addr != pc)
+        st = UNW_FP_UNKNOWN;
+    cs_free(insn, 1);
+    return st;
+}
+
+/* A leaf that never writes sp, x29 or x30: its return address stays in x30. */
+static bool a64_is_plain_leaf(csh h, const struct unw_func *f)
+{
+    const uint8_t *code = f->code;
+    size_t len = f->len;
+    uint64_t addr = f->start;
+    cs_insn *insn = cs_malloc(h);
+    bool plain = insn != NULL;
+    while (plain && len > 0)
+        plain = cs_disasm_iter(h, &code, &len, &addr, insn) && !a64_writes_special(h, insn);
+    cs_free(insn, 1);
+    return plain;
+}
+
+static enum unw_fp_state aarch64_fp_state(const struct unw_func *f, uint64_t pc, uint64_t *push)
+{
+    csh h;
+    *push = 16;
+    if (cs_open(CS_ARCH_ARM64, CS_MODE_LITTLE_ENDIAN, &h) != CS_ERR_OK)
+        return UNW_FP_UNKNOWN;
+    cs_option(h, CS_OPT_DETAIL, CS_OPT_ON);
+    enum unw_fp_state st = a64_state_at(h, f, pc, push);
+    if (st == UNW_FP_UNKNOWN && a64_is_plain_leaf(h, f))
+        st = UNW_FP_AT_ENTRY;
+    cs_close(&h);
+    return st;
+}
+
+/* The instruction before ra is bl callee, or blr. */
+static bool aarch64_call_before(unw_space *s, uint64_t ra, uint64_t callee)
+{
+    struct unw_func caller;
+    if (!find_func(s, ra - 1, &caller) || ra - caller.start < 4)
+        return false;
+    csh h;
+    if (cs_open(CS_ARCH_ARM64, CS_MODE_LITTLE_ENDIAN, &h) != CS_ERR_OK)
+        return false;
+    cs_option(h, CS_OPT_DETAIL, CS_OPT_ON);
+    cs_insn *insn = cs_malloc(h);
+    const uint8_t *code = caller.code + (ra - 4 - caller.start);
+    size_t len = 4;
+    uint64_t addr = ra - 4;
+    bool found = insn && cs_disasm_iter(h, &code, &len, &addr, insn) &&
+                 (insn->id == ARM64_INS_BLR ||
+                  (insn->id == ARM64_INS_BL && insn->detail->arm64.op_count == 1 &&
+                   insn->detail->arm64.operands[0].type == ARM64_OP_IMM &&
+                   (uint64_t)insn->detail->arm64.operands[0].imm == callee));
+    cs_free(insn, 1);
+    cs_close(&h);
+    return found;
+}
+
+const struct unw_fp_arch unw_fp_aarch64 = {.state_at = aarch64_fp_state,
+                                           .call_before = aarch64_call_before,
+                                           .fp_reg = 29,
+                                           .ra_reg = 30,
+                                           .saved_fp = 0,
+                                           .saved_ra = 8};
+
 /* ---- The walk ---------------------------------------------------------------------------- */
 
 static int fp_stop(struct unw_walk *w, enum unw_stop why)
@@ -216,8 +391,9 @@ static int fp_stop(struct unw_walk *w, enum unw_stop why)
     return 0;
 }
 
-/* The caller of the frame at r (pc in f, in state st): its pc, sp and frame pointer. */
-static bool step(unw_space *s, const struct unw_fp_arch *a, enum unw_fp_state st,
+/* The caller of the frame at r (in state st, its record push bytes big): its pc, sp and frame
+ * pointer. */
+static bool step(unw_space *s, const struct unw_fp_arch *a, enum unw_fp_state st, uint64_t push,
                  const struct unw_regs *r, struct unw_regs *caller, enum unw_stop *why)
 {
     const struct unw_machine *m = s->machine;
@@ -227,14 +403,20 @@ static bool step(unw_space *s, const struct unw_fp_arch *a, enum unw_fp_state st
     switch (st) {
     case UNW_FP_AT_ENTRY:
     case UNW_FP_POPPED:
-        if (!unw_read_word(s, sp, &ra))
-            return false;
-        csp = sp + 8;
+        /* the return address is where the call left it: the link register, or [sp] */
+        if (a->ra_reg >= 0) {
+            ra = r->r[a->ra_reg];
+            csp = sp;
+        } else {
+            if (!unw_read_word(s, sp, &ra))
+                return false;
+            csp = sp + 8;
+        }
         break;
     case UNW_FP_PUSHED:
         if (!unw_read_word(s, sp, &cfp) || !unw_read_word(s, sp + 8, &ra))
             return false;
-        csp = sp + 16;
+        csp = sp + push;
         break;
     case UNW_FP_FRAMED:
         *why = UNW_STOP_NO_CFI;
@@ -276,13 +458,14 @@ void unw_fp_walk(unw_space *s, const struct unw_regs *start, bool activation)
             fp_stop(w, UNW_STOP_OUTERMOST);
             return;
         }
-        enum unw_fp_state st = a->state_at(s, &f, pc);
+        uint64_t push = 0;
+        enum unw_fp_state st = a->state_at(&f, pc, &push);
         /* A return address's frame made the call, so it has its record (or it would have hidden
          * this frame's caller); an interrupted one may be anywhere in its function. */
         if (!activation && st != UNW_FP_FRAMED)
             st = UNW_FP_UNKNOWN;
         enum unw_stop why;
-        if (!step(s, a, st, &r, &caller, &why)) {
+        if (!step(s, a, st, push, &r, &caller, &why)) {
             fp_stop(w, why);
             return;
         }
@@ -307,7 +490,9 @@ void unw_fp_walk(unw_space *s, const struct unw_regs *start, bool activation)
             fp_stop(w, UNW_STOP_DEPTH);
             return;
         }
-        if (csp <= r.r[m->sp_slot]) {
+        /* a return address from the link register leaves sp where it was */
+        bool may_stay = a->ra_reg >= 0 && (st == UNW_FP_AT_ENTRY || st == UNW_FP_POPPED);
+        if (csp < r.r[m->sp_slot] || (csp == r.r[m->sp_slot] && (!may_stay || cpc == pc))) {
             fp_stop(w, UNW_STOP_NOT_GROWING);
             return;
         }

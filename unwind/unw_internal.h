@@ -75,13 +75,15 @@ enum unw_fp_state {
 /* A machine's frame-record rule (arch/'s struct prof_frame_rule, with the code reader that says
  * where in its record a function is). */
 struct unw_fp_arch {
-    enum unw_fp_state (*state_at)(unw_space *s, const struct unw_func *f, uint64_t pc);
+    /* Where f is in its record at pc; for UNW_FP_PUSHED, *push: how far the push moved sp. */
+    enum unw_fp_state (*state_at)(const struct unw_func *f, uint64_t pc, uint64_t *push);
     /* Whether the instruction before return address ra calls callee (or has no fixed target). */
     bool (*call_before)(unw_space *s, uint64_t ra, uint64_t callee);
     unsigned fp_reg;
+    int ra_reg; /* the link register's slot; -1: calls push the return address */
     int saved_fp, saved_ra;
 };
-extern const struct unw_fp_arch unw_fp_x86_64;
+extern const struct unw_fp_arch unw_fp_x86_64, unw_fp_aarch64;
 
 /* What the walk needs to know of an ELF machine's registers. */
 struct unw_machine {

@@ -109,7 +109,8 @@ static const struct unw_machine machines[] = {
      .link_register = true,
      .fp_guess_untrusted = true,
      .trap_pc_column = true,
-     .trap_sp_column = true},
+     .trap_sp_column = true,
+     .fp = &unw_fp_aarch64},
 };
 
 static const struct unw_machine *machine_for(uint16_t elf_machine)
