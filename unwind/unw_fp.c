@@ -496,6 +496,25 @@ void unw_fp_walk(unw_space *s, const struct unw_regs *start, bool activation)
             fp_stop(w, UNW_STOP_NOT_GROWING);
             return;
         }
+        if (unw_pc_has_cfi(s, cpc)) {
+            /* Back to libdwfl, which looks the CFI up at the pc itself: right for a signal
+             * trampoline, and for a return address that is not the start of a function (a call
+             * at the very end of the one before would be read as that function's). */
+            bool signal = unw_pc_is_signal_frame(s, cpc);
+            struct unw_func cf;
+            if (!signal && (!find_func(s, cpc, &cf) || cf.start == cpc)) {
+                fp_stop(w, UNW_STOP_NO_CFI);
+                return;
+            }
+            w->fp_regs = caller;
+            w->fp_activation = signal;
+            w->fp_resume = true;
+            w->prev_pc = pc;
+            w->prev_sp = r.r[m->sp_slot];
+            w->prev_sp_known = true;
+            w->prev_activation = activation;
+            return;
+        }
         res->frames[res->n_frames++] =
             (struct unw_frame){.pc = cpc, .activation = false, .method = UNW_BY_FP};
         r = caller;

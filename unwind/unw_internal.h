@@ -41,6 +41,9 @@ struct unw_walk {
     bool prev_activation; /* the frame before was interrupted (innermost, or under a trap) */
     /* The last frame has no CFI: the frame-pointer walk goes on from these registers. */
     bool fp_pending, fp_activation;
+    /* unw_fp_walk found a caller with CFI (in fp_regs; fp_activation when it is a signal frame):
+     * libdwfl goes on from it, its first frame already recorded. */
+    bool fp_resume, resuming, resumed_first_seen;
     struct unw_regs fp_regs;
 };
 
@@ -133,6 +136,8 @@ int unw_build_eh_frame_image(uint64_t text_addr, uint64_t text_size, uint64_t eh
 extern const Dwfl_Thread_Callbacks unw_thread_callbacks;
 bool unw_pc_has_cfi(unw_space *s, uint64_t pc);
 bool unw_pc_is_canonical(uint64_t pc);
+/* Whether the CFI covering pc marks a signal frame (a trampoline: its pc is exact). */
+bool unw_pc_is_signal_frame(unw_space *s, uint64_t pc);
 /* Reads the guest word at addr through the walk's memory (bounds, cache, fetch cap). */
 bool unw_read_word(unw_space *s, uint64_t addr, uint64_t *out);
 
