@@ -289,6 +289,9 @@ static int fp_handoff(unw_space *s, Dwfl_Frame *frame, int i, uint64_t pc, bool 
             w->fp_regs.r[need[k]] = v;
         }
     }
+    Dwarf_Word lr; /* an interrupted frame's return address may still be in it */
+    if (i > 0 && m->fp->ra_reg >= 0 && dwfl_frame_reg(frame, (unsigned)m->fp->ra_reg, &lr) == 0)
+        w->fp_regs.r[m->fp->ra_reg] = lr;
     w->fp_regs.r[m->pc_slot] = pc;
     w->fp_pending = true;
     w->fp_activation = activation;
@@ -347,8 +350,10 @@ static int on_frame(Dwfl_Frame *frame, void *arg)
     w->prev_activation = activation;
     w->prev_lookup_pc = activation ? pc : pc - 1;
     /* No CFI for this frame: its caller comes from the frame-pointer walk, which asks the
-     * function's code where the record is, instead of libdwfl's guess. */
-    if (s->machine->fp && !unw_pc_has_cfi(s, w->prev_lookup_pc))
+     * function's code where the record is, instead of libdwfl's guess. Code of no module (an
+     * empty space's) has no code to read and keeps libdwfl's guess. */
+    if (s->machine->fp && !unw_pc_has_cfi(s, w->prev_lookup_pc) &&
+        dwfl_addrmodule(s->dwfl, w->prev_lookup_pc) != NULL)
         return fp_handoff(s, frame, i, pc, activation);
     return DWARF_CB_OK;
 }
