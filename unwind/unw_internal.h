@@ -72,6 +72,7 @@ enum unw_fp_state {
     UNW_FP_AT_ENTRY,
     UNW_FP_PUSHED,
     UNW_FP_FRAMED,
+    UNW_FP_FRAMED_LEAF, /* riscv64: a leaf's record holds only the caller's s0 */
     UNW_FP_POPPED
 };
 
@@ -85,8 +86,9 @@ struct unw_fp_arch {
     unsigned fp_reg;
     int ra_reg; /* the link register's slot; -1: calls push the return address */
     int saved_fp, saved_ra;
+    int leaf_saved_fp; /* UNW_FP_FRAMED_LEAF: the caller's frame pointer at fp + this */
 };
-extern const struct unw_fp_arch unw_fp_x86_64, unw_fp_aarch64;
+extern const struct unw_fp_arch unw_fp_x86_64, unw_fp_aarch64, unw_fp_riscv64;
 
 /* What the walk needs to know of an ELF machine's registers. */
 struct unw_machine {
