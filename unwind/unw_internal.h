@@ -39,6 +39,12 @@ struct unw_walk {
     uint64_t prev_pc, prev_sp, prev_lookup_pc;
     bool prev_sp_known;
     bool prev_activation; /* the frame before was interrupted (innermost, or under a trap) */
+    /* The last frame has no CFI: the frame-pointer walk goes on from these registers. */
+    bool fp_pending, fp_activation;
+    /* unw_fp_walk found a caller with CFI (in fp_regs; fp_activation when it is a signal frame):
+     * libdwfl goes on from it, its first frame already recorded. */
+    bool fp_resume, resuming, resumed_first_seen;
+    struct unw_regs fp_regs;
 };
 
 struct unw_cfi_cache_entry {
@@ -53,6 +59,36 @@ struct unw_source {
     void *image;
     size_t image_len;
 };
+
+struct unw_func;
+
+/* Where a function is in setting up or tearing down its frame record at a pc, as its code says
+ * (unw_fp.c): at entry (and in a leaf that never moves sp) the return address is at [sp] and the
+ * frame pointer is the caller's; pushed: the caller's frame pointer at [sp], the return address
+ * above it; framed: the record the frame pointer points at; popped: the record is gone, the
+ * return address at [sp] again. */
+enum unw_fp_state {
+    UNW_FP_UNKNOWN = 0,
+    UNW_FP_AT_ENTRY,
+    UNW_FP_PUSHED,
+    UNW_FP_FRAMED,
+    UNW_FP_FRAMED_LEAF, /* riscv64: a leaf's record holds only the caller's s0 */
+    UNW_FP_POPPED
+};
+
+/* A machine's frame-record rule (arch/'s struct prof_frame_rule, with the code reader that says
+ * where in its record a function is). */
+struct unw_fp_arch {
+    /* Where f is in its record at pc; for UNW_FP_PUSHED, *push: how far the push moved sp. */
+    enum unw_fp_state (*state_at)(const struct unw_func *f, uint64_t pc, uint64_t *push);
+    /* Whether the instruction before return address ra calls callee (or has no fixed target). */
+    bool (*call_before)(unw_space *s, uint64_t ra, uint64_t callee);
+    unsigned fp_reg;
+    int ra_reg; /* the link register's slot; -1: calls push the return address */
+    int saved_fp, saved_ra;
+    int leaf_saved_fp; /* UNW_FP_FRAMED_LEAF: the caller's frame pointer at fp + this */
+};
+extern const struct unw_fp_arch unw_fp_x86_64, unw_fp_aarch64, unw_fp_riscv64;
 
 /* What the walk needs to know of an ELF machine's registers. */
 struct unw_machine {
@@ -71,6 +107,8 @@ struct unw_machine {
     bool trap_pc_column;
     /* Seeds DWARF column UNW_TRAP_SP_COLUMN with unw_regs.trap_sp when the regs have one. */
     bool trap_sp_column;
+    /* The frame-pointer walk for pcs without CFI (unw_fp.c); NULL leaves them to libdwfl. */
+    const struct unw_fp_arch *fp;
 };
 
 struct unw_space {
@@ -99,5 +137,14 @@ int unw_build_eh_frame_image(uint64_t text_addr, uint64_t text_size, uint64_t eh
 /* unw_walk.c */
 extern const Dwfl_Thread_Callbacks unw_thread_callbacks;
 bool unw_pc_has_cfi(unw_space *s, uint64_t pc);
+bool unw_pc_is_canonical(uint64_t pc);
+/* Whether the CFI covering pc marks a signal frame (a trampoline: its pc is exact). */
+bool unw_pc_is_signal_frame(unw_space *s, uint64_t pc);
+/* Reads the guest word at addr through the walk's memory (bounds, cache, fetch cap). */
+bool unw_read_word(unw_space *s, uint64_t addr, uint64_t *out);
+
+/* unw_fp.c: continues the walk in progress from the registers of its last frame (already in
+ * the result), by frame records, and sets the result's stop. */
+void unw_fp_walk(unw_space *s, const struct unw_regs *start, bool activation);
 
 #endif

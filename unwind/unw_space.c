@@ -92,14 +92,16 @@ static const struct unw_machine machines[] = {
      .name = "x86_64",
      .nregs = UNW_X86_64_NREGS,
      .pc_slot = UNW_RIP,
-     .sp_slot = UNW_RSP},
+     .sp_slot = UNW_RSP,
+     .fp = &unw_fp_x86_64},
     {.elf_machine = EM_RISCV,
      .name = "riscv64",
      .nregs = 32,
      .pc_slot = 32,
      .sp_slot = 2,
      .link_register = true,
-     .trap_pc_column = true},
+     .trap_pc_column = true,
+     .fp = &unw_fp_riscv64},
     {.elf_machine = EM_AARCH64,
      .name = "aarch64",
      .nregs = 32,
@@ -108,7 +110,8 @@ static const struct unw_machine machines[] = {
      .link_register = true,
      .fp_guess_untrusted = true,
      .trap_pc_column = true,
-     .trap_sp_column = true},
+     .trap_sp_column = true,
+     .fp = &unw_fp_aarch64},
 };
 
 static const struct unw_machine *machine_for(uint16_t elf_machine)

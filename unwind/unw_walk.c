@@ -103,6 +103,15 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
     return true;
 }
 
+bool unw_read_word(unw_space *s, uint64_t addr, uint64_t *out)
+{
+    Dwarf_Word v;
+    if (!memory_read(s->dwfl, addr, &v, s))
+        return false;
+    *out = v;
+    return true;
+}
+
 /* ---- Threads: one thread, tid 1, whose registers are the current sample's --------------- */
 
 static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
@@ -124,6 +133,15 @@ static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
     unw_space *s = arg;
     const struct unw_regs *regs = s->walk.regs;
     const struct unw_machine *m = s->machine;
+    if (s->walk.resuming) {
+        /* A caller the frame-pointer walk found: only pc, sp and the frame pointer are its own */
+        const unsigned known[] = {m->sp_slot, m->fp->fp_reg};
+        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+            if (!dwfl_thread_state_registers(thread, known[k], 1, &regs->r[known[k]]))
+                return false;
+        dwfl_thread_state_register_pc(thread, regs->r[m->pc_slot]);
+        return true;
+    }
     if (!dwfl_thread_state_registers(thread, 0, m->nregs, regs->r))
         return false;
     if (m->trap_pc_column && regs->has_trap_pc &&
@@ -167,6 +185,29 @@ static bool lookup_cfi(unw_space *s, uint64_t pc)
     return cfi_covers(cfi, pc - bias);
 }
 
+bool unw_pc_is_signal_frame(unw_space *s, uint64_t pc)
+{
+    Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
+    Dwarf_Addr bias;
+    Dwarf_CFI *cfis[2] = {NULL, NULL};
+    if (mod == NULL)
+        return false;
+    cfis[0] = dwfl_module_eh_cfi(mod, &bias);
+    Dwarf_Addr bias2;
+    cfis[1] = dwfl_module_dwarf_cfi(mod, &bias2);
+    Dwarf_Addr biases[2] = {bias, bias2};
+    for (int k = 0; k < 2; k++) {
+        Dwarf_Frame *frame = NULL;
+        if (cfis[k] == NULL || dwarf_cfi_addrframe(cfis[k], pc - biases[k], &frame) != 0)
+            continue;
+        bool signal = false;
+        dwarf_frame_info(frame, NULL, NULL, &signal);
+        free(frame);
+        return signal;
+    }
+    return false;
+}
+
 bool unw_pc_has_cfi(unw_space *s, uint64_t pc)
 {
     struct unw_cfi_cache_entry *e = &s->cfi_cache[(pc ^ (pc >> 9)) % UNW_CFI_CACHE_SIZE];
@@ -179,7 +220,7 @@ bool unw_pc_has_cfi(unw_space *s, uint64_t pc)
 
 /* ---- Frames ------------------------------------------------------------------------------ */
 
-static bool pc_is_canonical(uint64_t pc)
+bool unw_pc_is_canonical(uint64_t pc)
 {
     /* 48-bit virtual addresses: bits 63..47 are copies of bit 47. */
     uint64_t top = pc >> 47;
@@ -229,6 +270,35 @@ static enum unw_method method_of_next(unw_space *s, int index)
     return unw_pc_has_cfi(s, s->walk.prev_lookup_pc) ? UNW_BY_CFI : UNW_BY_FP;
 }
 
+/* Keeps the registers of the frame just recorded for unw_fp_walk and ends libdwfl's walk. A
+ * register libdwfl did not recover (in a caller reached by CFI) stays unknown, so the walk is
+ * only handed over when the ones the frame rule needs are known. */
+static int fp_handoff(unw_space *s, Dwfl_Frame *frame, int i, uint64_t pc, bool activation)
+{
+    struct unw_walk *w = &s->walk;
+    const struct unw_machine *m = s->machine;
+    if (i == 0) {
+        w->fp_regs = *w->regs;
+    } else {
+        memset(&w->fp_regs, 0, sizeof w->fp_regs);
+        const unsigned need[] = {m->sp_slot, m->fp->fp_reg};
+        for (size_t k = 0; k < sizeof need / sizeof need[0]; k++) {
+            Dwarf_Word v;
+            if (dwfl_frame_reg(frame, need[k], &v) != 0)
+                return stop_walk(w, UNW_STOP_NO_CFI);
+            w->fp_regs.r[need[k]] = v;
+        }
+    }
+    Dwarf_Word lr; /* an interrupted frame's return address may still be in it */
+    if (i > 0 && m->fp->ra_reg >= 0 && dwfl_frame_reg(frame, (unsigned)m->fp->ra_reg, &lr) == 0)
+        w->fp_regs.r[m->fp->ra_reg] = lr;
+    w->fp_regs.r[m->pc_slot] = pc;
+    w->fp_pending = true;
+    w->fp_activation = activation;
+    w->stopped = true;
+    return DWARF_CB_ABORT;
+}
+
 static int on_frame(Dwfl_Frame *frame, void *arg)
 {
     unw_space *s = arg;
@@ -243,7 +313,13 @@ static int on_frame(Dwfl_Frame *frame, void *arg)
         return stop_walk(w, UNW_STOP_ERROR);
     int i = res->n_frames;
     activation = activation || i == 0;
-    if (pc == 0 || !pc_is_canonical(pc))
+    bool resumed = w->resuming && !w->resumed_first_seen;
+    if (resumed) {
+        /* the caller unw_fp_walk handed back: libdwfl sees it as its first frame */
+        w->resumed_first_seen = true;
+        activation = w->fp_activation;
+    }
+    if (pc == 0 || !unw_pc_is_canonical(pc))
         return stop_walk(w, UNW_STOP_BAD_PC);
     if (pc < s->lo || pc >= s->hi) {
         res->next_pc = pc;
@@ -258,7 +334,7 @@ static int on_frame(Dwfl_Frame *frame, void *arg)
         return stop_walk(w, UNW_STOP_MEMORY);
     if (i > 0 && sp_known && !frame_is_growing(s, pc, sp, activation))
         return stop_walk(w, UNW_STOP_NOT_GROWING);
-    enum unw_method method = method_of_next(s, i);
+    enum unw_method method = resumed ? UNW_BY_FP : method_of_next(s, i);
     /* libdwfl's frame-pointer fallback for aarch64 takes a caller from the link register whether
      * or not the callee has stored it yet, and the sp of each caller from the frame record below
      * it: a leaf with its record stored shows its caller twice, a pc past a call shows its own
@@ -273,6 +349,12 @@ static int on_frame(Dwfl_Frame *frame, void *arg)
     w->prev_sp_known = sp_known;
     w->prev_activation = activation;
     w->prev_lookup_pc = activation ? pc : pc - 1;
+    /* No CFI for this frame: its caller comes from the frame-pointer walk, which asks the
+     * function's code where the record is, instead of libdwfl's guess. Code of no module (an
+     * empty space's) has no code to read and keeps libdwfl's guess. */
+    if (s->machine->fp && !unw_pc_has_cfi(s, w->prev_lookup_pc) &&
+        dwfl_addrmodule(s->dwfl, w->prev_lookup_pc) != NULL)
+        return fp_handoff(s, frame, i, pc, activation);
     return DWARF_CB_OK;
 }
 
@@ -302,6 +384,9 @@ static void reset_walk(struct unw_walk *w, const struct unw_regs *regs,
     w->stopped = false;
     w->prev_sp_known = false;
     w->prev_activation = false;
+    w->fp_pending = false;
+    w->fp_resume = false;
+    w->resuming = false;
     res->n_frames = 0;
     res->stop = UNW_STOP_ERROR;
     res->next_pc = 0;
@@ -319,6 +404,21 @@ int unw_unwind(unw_space *s, const struct unw_regs *regs, const struct unw_memor
     struct unw_walk *w = &s->walk;
     reset_walk(w, regs, mem ? mem : &no_memory, max_depth, res);
     int rc = dwfl_getthread_frames(s->dwfl, 1, on_frame, s);
+    /* The frame-pointer walk and libdwfl take turns: the first where a pc has no CFI, libdwfl
+     * again from a caller whose pc has. Each turn adds frames, so max_depth bounds the turns. */
+    while (w->fp_pending) {
+        w->fp_pending = false;
+        w->stopped = false;
+        unw_fp_walk(s, &w->fp_regs, w->fp_activation);
+        if (!w->fp_resume)
+            break;
+        w->fp_resume = false;
+        w->resuming = true;
+        w->resumed_first_seen = false;
+        w->regs = &w->fp_regs;
+        rc = dwfl_getthread_frames(s->dwfl, 1, on_frame, s);
+    }
+    w->resuming = false;
     /* libdwfl reports a return address it could not read like an undefined one (outermost),
      * so an end with a failed read in the last step is a memory stop. */
     if (!w->stopped)
