@@ -220,6 +220,22 @@ static void say_why(struct os_linux *l, const struct qp_error *why)
     l->said = true;
 }
 
+/* Auto mode with no qprof_abi and no kernel ELF over a target whose reads cost round trips: it
+ * does not scan for a kernel, and without a word the user would see bare addresses and not
+ * know why (an arm64 or x86_64 Linux guest over QMP with no shared RAM file). Once. */
+static void say_no_scan(struct os_linux *l)
+{
+    if (!l->said)
+        fprintf(stderr,
+                "qprof: no qprof_abi and no --kernel: if the guest runs Linux, qprof finds its "
+                "kernel by scanning guest RAM, by itself only where it reads a shared RAM file "
+                "(QEMU -object memory-backend-file,...,share=on -machine memory-backend=...; on "
+                "aarch64 with --gdb beside --qmp-socket), and with --os linux through QMP's "
+                "reads (seconds; not on aarch64). Until then samples are split by address "
+                "only\n");
+    l->said = true;
+}
+
 static bool is_stale(void *ctx, uint64_t paddr, const void *page)
 {
     const struct os_linux *l = ctx;
@@ -876,8 +892,11 @@ static void lx_while_running(void *impl, const struct prof_os_mem *mem, struct p
     }
     /* Scanning RAM through round trips costs seconds: auto mode only does it when reads are
      * free; --os linux or --vmcoreinfo always. */
-    if ((!mem->reads_are_cheap && !l->cfg.chosen && !l->cfg.vmcoreinfo_path) ||
-        now_ns() < l->next_try_ns)
+    if (!mem->reads_are_cheap && !l->cfg.chosen && !l->cfg.vmcoreinfo_path) {
+        say_no_scan(l);
+        return;
+    }
+    if (now_ns() < l->next_try_ns)
         return;
     l->mem = mem;
     find_kernel(l);

@@ -1412,6 +1412,51 @@ static int case_foreign_dd(int smp, bool qmp)
     return end_guest(&g);
 }
 
+/* arm64 through QMP alone (QEMU 7.2's `info registers` has no SP_EL0 and no TTBRs; QMP cannot
+ * tell where RAM lies): no Linux, and qprof says so in one line that names the way (--gdb beside
+ * --qmp-socket) instead of leaving bare addresses unexplained; no stack is given a process. */
+static int case_foreign_qmp_refused(void)
+{
+    const struct foreign *f = NULL;
+    for (size_t i = 0; i < sizeof foreigns / sizeof foreigns[0]; i++)
+        if (strcmp(foreigns[i].series, series) == 0)
+            f = &foreigns[i];
+    if (!f) {
+        fprintf(stderr, "arch-qmp-refused: no such series %s\n", series);
+        return 2;
+    }
+    struct guest g = {.gdbstub = true, .sh_pid = -1};
+    int rc = boot_foreign(f, 1, NULL, &g);
+    if (rc == VM_SKIP)
+        return VM_SKIP;
+    CHECK_INT(rc, 0);
+    if (rc) {
+        if (g.vm)
+            return end_guest(&g);
+        return harness_result();
+    }
+    char folded[320];
+    snprintf(folded, sizeof folded, "%s/linux.folded", g.dir);
+    const char *args[] = {"--qmp-socket", vm_qmp_path(g.vm), "--samples", "50", "-o",
+                          folded,         "--no-progress",   NULL};
+    struct run r = run_qprof(g.dir, args, 240);
+    CHECK_INT(r.exit_code, 0);
+    fprintf(stderr, "%s", r.err);
+    CHECK_MSG(strstr(r.err, "if the guest runs Linux") &&
+                  strstr(r.err, "--gdb beside --qmp-socket"),
+              "no line saying why the kernel was not looked for");
+    struct folded fo = read_folded(folded);
+    for (guint si = 0; si < fo.stacks->len; si++) {
+        gchar **frames = folded_frames(&fo, si);
+        CHECK_MSG(!strchr(frames[0], '('), "a process named without a kernel: %s", frames[0]);
+        g_strfreev(frames);
+    }
+    CHECK_MSG(fo.total == 50, "%" PRIu64 " samples written, not 50", (uint64_t)fo.total);
+    folded_free(&fo);
+    run_free(&r);
+    return end_guest(&g);
+}
+
 /* The function names of the module file path (readelf's FUNC symbols), as "NAME [brd]". */
 static GPtrArray *module_functions(const char *path)
 {
@@ -1570,11 +1615,13 @@ int main(int argc, char **argv)
         return case_foreign_dd(1, true);
     if (strcmp(c, "arch-modules") == 0)
         return case_foreign_modules();
-    fprintf(stderr,
-            "usage: test_linux "
-            "dd-1cpu|dd-2cpu|dd-gdb|dd-plugin|dd-plugin-2cpu|not-linux|no-btf|reboot|"
-            "sysroot|sysroot-plugin|modules|modules-cycle|arch-dd|arch-dd-2cpu|"
-            "arch-dd-qmp|arch-modules [SERIES: 5.10, 6.12, 7.x, arm64-6.1, riscv64-7.x; 6.1 when "
-            "absent]\n");
+    if (strcmp(c, "arch-qmp-refused") == 0)
+        return case_foreign_qmp_refused();
+    fprintf(stderr, "usage: test_linux "
+                    "dd-1cpu|dd-2cpu|dd-gdb|dd-plugin|dd-plugin-2cpu|not-linux|no-btf|reboot|"
+                    "sysroot|sysroot-plugin|modules|modules-cycle|arch-dd|arch-dd-2cpu|"
+                    "arch-dd-qmp|arch-modules|arch-qmp-refused [SERIES: 5.10, 6.12, 7.x, "
+                    "arm64-6.1, riscv64-7.x; 6.1 when "
+                    "absent]\n");
     return 2;
 }
