@@ -53,7 +53,8 @@ struct os_linux {
     bool failed;                  /* for good: a kernel we cannot handle; answer as none */
     uint64_t next_try_ns;
     int tries;
-    bool said; /* why the kernel was not found, once */
+    bool said;          /* why the kernel was not found, once */
+    unsigned refreshes; /* every stop's, found or not: say_no_scan waits for a run under way */
     /* Where vmcoreinfo was found and how it began: a guest that rebooted (new KASLR offset)
      * no longer has the same bytes there. */
     uint64_t vmci_paddr;
@@ -222,9 +223,12 @@ static void say_why(struct os_linux *l, const struct qp_error *why)
 
 /* Auto mode with no qprof_abi and no kernel ELF over a target whose reads cost round trips: it
  * does not scan for a kernel, and without a word the user would see bare addresses and not
- * know why (an arm64 or x86_64 Linux guest over QMP with no shared RAM file). Once. */
+ * know why (an arm64 or x86_64 Linux guest over QMP with no shared RAM file). Once, and only
+ * once sampling is under way (10 stops): a run that fails at its first sample says that alone. */
 static void say_no_scan(struct os_linux *l)
 {
+    if (l->said || l->refreshes < 10)
+        return;
     if (!l->said)
         fprintf(stderr,
                 "qprof: no qprof_abi and no --kernel: if the guest runs Linux, qprof finds its "
@@ -856,6 +860,7 @@ static void lx_refresh(void *impl, const struct prof_vcpu *cpus, int n_cpus,
                        const struct prof_os_mem *mem, struct prof_os_refresh *out)
 {
     struct os_linux *l = impl;
+    l->refreshes += l->refreshes < UINT_MAX;
     l->mem = mem;
     if (l->candidate)
         check_candidate(l, cpus, n_cpus, out);

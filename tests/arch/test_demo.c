@@ -311,12 +311,24 @@ static GHashTable *check_spin_stacks(const struct stacks *s)
     }
     /* A trap from user mode stopped before its entry swapped stacks belongs to the interrupted
      * process (every register still its own), not to a "kernel" root cut short: what is left
-     * there is the rare stop inside a switch. */
-    uint64_t orphans = 0;
-    for (char **l = s->lines; *l; l++)
-        orphans += g_str_has_prefix(*l, "kernel;[truncated]") ? line_count(*l) : 0;
+     * there is the stop inside a switch, between the next process's page tables going live and
+     * the switch to its stack (switch_to): no process owns that instant, and the interrupted
+     * user stack cannot be read through the next one's tables, so it ends marked. Those are
+     * counted apart (0.67% of 3,000 in one CI run, TCG's stops cluster after the satp write);
+     * any other truncated kernel root is rarer still. */
+    uint64_t orphans = 0, in_switch = 0;
+    for (char **l = s->lines; *l; l++) {
+        if (!g_str_has_prefix(*l, "kernel;[truncated]"))
+            continue;
+        if (has_frame(*l, "switch_to"))
+            in_switch += line_count(*l);
+        else
+            orphans += line_count(*l);
+    }
     CHECK_MSG(orphans * 200 <= s->total, "%lu of %lu stacks rooted at a truncated kernel",
               (unsigned long)orphans, (unsigned long)s->total);
+    CHECK_MSG(in_switch * 50 <= s->total, "%lu of %lu stacks stopped inside a switch",
+              (unsigned long)in_switch, (unsigned long)s->total);
     fprintf(stderr, "%lu of %lu spin stacks complete to _start\n", (unsigned long)complete,
             (unsigned long)all);
     CHECK_MSG(complete * 1000 >= all * 995, "only %lu of %lu spin stacks complete",
@@ -423,7 +435,9 @@ static void case_sys(const char *qemu)
     fprintf(stderr, "kwork_mix %lu, user_mix %lu; %lu of %lu sys stacks complete\n",
             (unsigned long)kernel_work, (unsigned long)user_work, (unsigned long)complete,
             (unsigned long)sys);
-    REQUIRE(kernel_work + user_work >= s.total / 2);
+    /* of sys's own samples (not idle's, which QMP on aarch64 cannot tell from the kernel's
+     * idle loop, nor the stops QMP cannot see past), most are in its two work functions */
+    REQUIRE(kernel_work + user_work >= sys / 2);
     double share = (double)kernel_work / (double)(kernel_work + user_work);
     double tol = share_tolerance(0.5, kernel_work + user_work, 0.10);
     CHECK_MSG(fabs(share - 0.5) < tol, "kernel share of sys %.3f, designed 0.5 +- %.3f", share,
@@ -502,7 +516,9 @@ static void case_fponly_sys(const char *qemu)
     }
     fprintf(stderr, "kwork_mix %lu, user_mix %lu of %lu sys samples\n", (unsigned long)kernel_work,
             (unsigned long)user_work, (unsigned long)sys);
-    REQUIRE(kernel_work + user_work >= s.total / 2);
+    /* of sys's own samples (not idle's, which QMP on aarch64 cannot tell from the kernel's
+     * idle loop, nor the stops QMP cannot see past), most are in its two work functions */
+    REQUIRE(kernel_work + user_work >= sys / 2);
     /* Every sample in the work loops unwinds whole, whatever instruction it stopped at (one taken
      * as an interrupt enters the stack in the vector instead: a few). */
     uint64_t kernel_whole = count_whole(&s, "sys (1);_start;main;kernel_work;sys_call;[truncated];"
