@@ -80,10 +80,20 @@ void prof_print_help(FILE *out)
         "                         one stop; one vCPU through --plugin); with --duration,\n"
         "                         whichever comes first\n"
         "  --period-insns N       --plugin: sample each vCPU every ~N guest instructions\n"
-        "                         (jittered +-50%) instead of every --interval; needs the\n"
-        "                         plugin loaded with trigger=counter (its default, timer,\n"
-        "                         a host timer that flags the vCPUs, costs the guest less:\n"
-        "                         -plugin qprof-plugin.so,socket=PATH,trigger=counter)\n"
+        "                         (jittered +-50%) instead of every --interval (the\n"
+        "                         counter trigger)\n"
+        "  --plugin-trigger auto|timer|counter\n"
+        "                         --plugin: how a vCPU is told to sample. timer: a host\n"
+        "                         thread wakes once per interval and flags the vCPUs\n"
+        "                         (nothing else costs the guest; each wake-up costs the\n"
+        "                         host, dearly on a VM); counter: every translated block\n"
+        "                         counts its instructions and the vCPU keeps time itself\n"
+        "                         (~10% of each vCPU, sampling or not; no wake-ups).\n"
+        "                         auto: the plugin's own default (trigger= of -plugin),\n"
+        "                         else whichever costs less at this --interval, from the\n"
+        "                         wake-up cost it measured on this host; the summary says\n"
+        "                         which ran and why. Changing it flushes QEMU's code cache\n"
+        "                         once [auto]\n"
         "  --exact                --plugin: also count every guest instruction executed\n"
         "                         (kernel and user, every vCPU, from the start of the run),\n"
         "                         per function: inline counters per translated block, no\n"
@@ -270,6 +280,7 @@ enum {
     OPT_PLUGIN,
     OPT_PERIOD_INSNS,
     OPT_EXACT,
+    OPT_PLUGIN_TRIGGER,
     OPT_INTERVAL,
     OPT_DURATION,
     OPT_ONE_SHOT,
@@ -306,6 +317,7 @@ static const struct option long_options[] = {
     {"plugin", required_argument, NULL, OPT_PLUGIN},
     {"period-insns", required_argument, NULL, OPT_PERIOD_INSNS},
     {"exact", no_argument, NULL, OPT_EXACT},
+    {"plugin-trigger", required_argument, NULL, OPT_PLUGIN_TRIGGER},
     {"output", required_argument, NULL, 'o'},
     {"interval", required_argument, NULL, OPT_INTERVAL},
     {"duration", required_argument, NULL, OPT_DURATION},
@@ -396,6 +408,19 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
     }
     case OPT_EXACT:
         o->exact = true;
+        return 0;
+    case OPT_PLUGIN_TRIGGER:
+        if (strcmp(arg, "auto") == 0)
+            o->plugin_trigger = PROF_PLUGIN_TRIGGER_AUTO;
+        else if (strcmp(arg, "timer") == 0)
+            o->plugin_trigger = PROF_PLUGIN_TRIGGER_TIMER;
+        else if (strcmp(arg, "counter") == 0)
+            o->plugin_trigger = PROF_PLUGIN_TRIGGER_COUNTER;
+        else {
+            fprintf(stderr, "qprof: --plugin-trigger: '%s' is not auto, timer or counter\n", arg);
+            return -1;
+        }
+        o->plugin_trigger_given = true;
         return 0;
     case OPT_GDB:
         if ((strncmp(arg, "tcp:", 4) != 0 && strncmp(arg, "unix:", 5) != 0) ||
@@ -639,6 +664,15 @@ int prof_parse_args(int argc, char **argv, struct prof_options *o)
     }
     if (o->period_insns && !o->plugin_address) {
         fprintf(stderr, "qprof: --period-insns goes with --plugin\n");
+        return usage_error();
+    }
+    if (o->plugin_trigger_given && !o->plugin_address) {
+        fprintf(stderr, "qprof: --plugin-trigger goes with --plugin\n");
+        return usage_error();
+    }
+    if (o->period_insns && o->plugin_trigger == PROF_PLUGIN_TRIGGER_TIMER) {
+        fprintf(stderr, "qprof: --period-insns counts instructions: it needs the counter "
+                        "trigger, not --plugin-trigger timer\n");
         return usage_error();
     }
     if (o->transport == PROF_TRANSPORT_GDB && !o->gdb_address) {

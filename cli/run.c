@@ -504,6 +504,9 @@ static void print_capture_costs(const struct run_state *r, double elapsed, FILE 
             prof_target_describe(t));
     fprintf(f, "capture time, summed over the vCPUs: %.2f%% of the sampling time\n",
             100 * (1 - prof_guest_running_share(r->paused_total_ns, elapsed)));
+    const char *trigger = prof_target_trigger(t);
+    if (trigger)
+        fprintf(f, "plugin trigger: %s\n", trigger);
     if (prof_target_missed(t))
         fprintf(f,
                 "intervals without a sample because the host did not run a vCPU thread, or the "

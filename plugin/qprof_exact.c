@@ -10,12 +10,11 @@
  * which qprof reports as unplaced instructions: the total stays exact.
  *
  * Blocks already translated have no counter, and QEMU gives a plugin no way to add one to them:
- * starting (and stopping) therefore resets the plugin (qemu_plugin_reset), which flushes QEMU's
- * code cache in an exclusive section and removes every callback; the reset's callback puts a
- * fresh table in place (so counting starts at zero, from that moment) and registers the
- * plugin's callbacks again. A reset has to be asked for from a vCPU thread (from the listener
- * it would not flush), so the listener only records what qprof wants and the next vCPU
- * callback (exact_apply, a single atomic compare when nothing changed) asks for the reset.
+ * starting (and stopping) therefore resets the plugin (qemu_plugin_reset, which the plugin
+ * itself asks for from a vCPU thread: exact_reset_wanted), which flushes QEMU's code cache in an
+ * exclusive section and removes every callback; exact_on_reset then puts a fresh table in place
+ * (so counting starts at zero, from that moment) before the plugin registers its callbacks
+ * again.
  *
  * The listener reads the counters while the vCPUs run: an aligned 64-bit load per slot and
  * vCPU, a count that is at most one block behind. The table's lock keeps it from reading a
@@ -39,8 +38,6 @@ struct block_key {
 };
 
 static struct {
-    qemu_plugin_id_t id;
-    void (*reregister)(qemu_plugin_id_t id);
     GMutex lock;                          /* the fields below up to want_gen */
     struct qemu_plugin_scoreboard *score; /* NULL: not counting; replaced only by a reset */
     GHashTable *slots;                    /* struct block_key * -> slot */
@@ -51,7 +48,6 @@ static struct {
     bool want_on;                 /* what the connected qprof asked for */
     _Atomic uint64_t want_gen;    /* bumped by every change of want_on or a new START */
     _Atomic uint64_t applied_gen; /* the want_gen the last reset put in place */
-    _Atomic bool resetting;       /* a reset was asked for and has not run yet */
 } X;
 
 static uint64_t mono_ns(void)
@@ -72,10 +68,8 @@ static gboolean key_equal(gconstpointer a, gconstpointer b)
     return memcmp(a, b, sizeof(struct block_key)) == 0;
 }
 
-void exact_init(qemu_plugin_id_t id, void (*reregister)(qemu_plugin_id_t id))
+void exact_init(void)
 {
-    X.id = id;
-    X.reregister = reregister;
     g_mutex_init(&X.lock);
 }
 
@@ -104,7 +98,7 @@ static void table_new(void)
     X.since_ns = mono_ns();
 }
 
-static void after_reset(qemu_plugin_id_t id)
+void exact_on_reset(void)
 {
     g_mutex_lock(&X.lock);
     uint64_t gen = atomic_load(&X.want_gen);
@@ -113,18 +107,12 @@ static void after_reset(qemu_plugin_id_t id)
         table_new();
     atomic_store(&X.applied_gen, gen);
     g_mutex_unlock(&X.lock);
-    atomic_store(&X.resetting, false);
-    X.reregister(id);
 }
 
-void exact_apply(void)
+bool exact_reset_wanted(void)
 {
-    if (atomic_load_explicit(&X.want_gen, memory_order_relaxed) ==
-        atomic_load_explicit(&X.applied_gen, memory_order_relaxed))
-        return;
-    if (atomic_exchange(&X.resetting, true))
-        return; /* asked for already */
-    qemu_plugin_reset(X.id, after_reset);
+    return atomic_load_explicit(&X.want_gen, memory_order_relaxed) !=
+           atomic_load_explicit(&X.applied_gen, memory_order_relaxed);
 }
 
 /* The block's identity: where it was translated, how long, and what code. */

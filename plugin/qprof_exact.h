@@ -9,22 +9,25 @@
 
 #include <stdbool.h>
 
-/* At install. reregister puts back every callback the plugin needs while vCPUs run (a reset,
- * which is how the code cache is flushed, removes them all); vCPU init is not among them. */
-void exact_init(qemu_plugin_id_t id, void (*reregister)(qemu_plugin_id_t id));
+/* At install. */
+void exact_init(void);
 
 /* From the translation callback: gives the block its counter while counting. */
 void exact_on_tb_trans(struct qemu_plugin_tb *tb);
 
-/* From a vCPU callback (a vCPU thread, which a reset needs): starts or stops counting as the
- * connected qprof asked, by a reset of the plugin (its callbacks, and QEMU's code cache). */
-void exact_apply(void);
+/* Whether the connected qprof asked to start or stop counting since the last exact_on_reset:
+ * the plugin then resets itself (qemu_plugin_reset, from a vCPU thread: its callbacks, and
+ * QEMU's code cache, so that blocks translated before get a counter too, or lose it). */
+bool exact_reset_wanted(void);
+/* From the plugin's reset callback, while no vCPU runs: puts a fresh table in place (counting
+ * from zero, from now) or removes it, as last asked. */
+void exact_on_reset(void);
 
 /* From the listener: whether msg is an exact-count request. */
 bool exact_is_request(const void *msg);
 /* Answers one request on fd; 0, or -1 when the socket failed. */
 int exact_serve(int fd, const void *msg);
-/* The qprof that asked went away: stop counting (at the next exact_apply). */
+/* The qprof that asked went away: stop counting (at the next reset). */
 void exact_disconnected(void);
 
 #endif

@@ -2,19 +2,26 @@
  *
  *   qemu-system-x86_64 ... -plugin build/qprof-plugin.so,socket=./qprof-plugin
  *
- * Two triggers, chosen when QEMU loads the plugin; both end in a conditional callback on a
+ * Two triggers (qprof_ring.h, enum qpr_trigger); both end in a conditional callback on a
  * per-vCPU scoreboard entry, which runs on the vCPU's own thread at the start of a translation
  * block (a consistent instant) and takes the sample:
- * - trigger=timer (the default; time-based sampling, qprof's --interval): a host thread wakes
- *   once per jittered interval and sets every running vCPU's entry to the threshold; every block
- *   only compares it (a load and a branch). Measured cheapest: the plugin loaded costs the guest
- *   almost nothing, and sampling costs the timer thread's wake-ups plus the captures. (A POSIX
- *   timer per vCPU signalling the vCPU's own thread measured about twice the cost: README.)
- * - trigger=counter (--period-insns, and --interval by instruction counts): every block adds its
+ * - timer (time-based sampling, qprof's --interval): a host thread wakes once per jittered
+ *   interval and sets every running vCPU's entry to the threshold; every block only compares it
+ *   (a load and a branch). The plugin loaded costs the guest almost nothing, and sampling costs
+ *   the timer thread's wake-ups plus the captures. (A POSIX timer per vCPU signalling the vCPU's
+ *   own thread measured about twice the cost: README.)
+ * - counter (--period-insns, and --interval by instruction counts): every block adds its
  *   instruction count to the entry inline; the callback checks the clock against the vCPU's
  *   jittered deadline or takes a sample every ~N instructions, and re-arms the counter. The
  *   re-arm distance adapts to the instruction rate, so the clock is read about eight times per
  *   interval. The inline add on every block is what this costs, sampling or not (bench/plugin.sh).
+ * Each qprof's configuration says which (or auto: the cheaper one at its interval, from the
+ * timer's wake-up cost measured when QEMU loaded the plugin, against the counter's flat cost);
+ * trigger=auto|timer|counter of -plugin is the default for a qprof that leaves it to the plugin.
+ * The blocks' code is chosen when they are translated, so a change of trigger resets the plugin
+ * (QEMU's code cache flushed, the callbacks registered again) from the next vCPU callback, which
+ * the listener provokes by setting every vCPU's entry to the threshold. With no qprof connected
+ * the blocks carry the timer's compare only, unless QEMU loaded the plugin with trigger=counter.
  * A sample reads the registers and the stack from sp, page by page up to the first unmapped page
  * (a read that runs into an unmapped page fails whole), plus one window qprof names (the demo
  * guest's ABI table), in kernel mode the user stack (qpr_user_sp), and the chained windows an OS
@@ -26,9 +33,8 @@
  * configuration; when it goes away, sampling is disarmed (the counter's threshold is then 2^24
  * instructions away, a callback per ~16M instructions) and the next qprof is served.
  *
- * qprof --exact's instruction counts per block live in qprof_exact.c; this file only hands it
- * each translated block, the socket's exact-count requests, and a vCPU thread to reset the
- * plugin from (on_counter). */
+ * qprof --exact's instruction counts per block live in qprof_exact.c; this file hands it each
+ * translated block and the socket's exact-count requests, and resets the plugin when it asks. */
 #define _GNU_SOURCE
 #include <qemu/qemu-plugin.h>
 
@@ -58,6 +64,9 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 #define MAX_DISTANCE      (UINT64_C(1) << 22)
 #define FIRST_DISTANCE    1000
 #define PAGE              4096u
+/* The timer's wake-up cost is measured at load with this many sleeps of this length. */
+#define CALIBRATION_WAKES       200
+#define CALIBRATION_INTERVAL_NS 100000
 
 /* What one vCPU's thread keeps; only that thread touches it after init. */
 struct vcpu {
@@ -69,8 +78,9 @@ struct vcpu {
     struct qpr_config cfg;
     uint64_t deadline_ns, last_check_ns, distance, insns;
     _Atomic uint64_t idle_since_ns; /* the timer thread reads it */
-    /* trigger=timer: deadlines the timer thread flagged since this vCPU's last sample */
+    /* the timer trigger: deadlines the timer thread flagged since this vCPU's last sample */
     _Atomic uint32_t flagged;
+    uint32_t trigger_seen; /* P.trigger at this vCPU's last callback */
 };
 
 static struct {
@@ -91,12 +101,22 @@ static struct {
     struct qpr_config cfg[2];
     _Atomic uint64_t gen;
     uint64_t last_gen;
-    /* trigger=timer (the default): no per-block counter; a host thread sets the running vCPUs'
-     * scoreboard entries to FIRE at each deadline, and every block only compares its entry (one
-     * load and a branch instead of an add, a load and a branch). Time-based sampling only. */
-    bool timer;
+    /* The trigger the blocks' code carries now (enum qpr_trigger, TIMER or COUNTER): changed
+     * only by a reset, while no vCPU runs. The latest configuration's wish, and the default
+     * for a configuration that leaves it to the plugin (trigger= of -plugin). */
+    _Atomic uint32_t trigger;
+    _Atomic uint32_t want_trigger, want_reason;
+    uint32_t loaded_trigger;
+    _Atomic bool resetting; /* a reset was asked for and has not run yet */
+    /* The timer thread waits on timer_cond while there is nothing to time (no qprof, sampling
+     * by instructions, or the counter trigger in place). */
     pthread_t timer_thread;
-} P = {.memfd = -1, .listen_fd = -1};
+    pthread_mutex_t timer_lock;
+    pthread_cond_t timer_cond;
+} P = {.memfd = -1,
+       .listen_fd = -1,
+       .timer_lock = PTHREAD_MUTEX_INITIALIZER,
+       .timer_cond = PTHREAD_COND_INITIALIZER};
 
 static uint64_t now_ns(void)
 {
@@ -272,6 +292,8 @@ static uint64_t adapt_distance(struct vcpu *v, uint64_t now)
     return d;
 }
 
+static void apply_pending_reset(void);
+
 static void on_counter(unsigned int idx, void *userdata)
 {
     (void)userdata;
@@ -279,13 +301,19 @@ static void on_counter(unsigned int idx, void *userdata)
         return;
     struct vcpu *v = &P.vcpus[idx];
     uint64_t now = now_ns();
-    exact_apply(); /* --exact started or ended: needs a vCPU thread */
+    apply_pending_reset(); /* a change of trigger, or --exact started or ended */
+    uint32_t trigger = atomic_load_explicit(&P.trigger, memory_order_relaxed);
+    if (v->trigger_seen != trigger) { /* the blocks changed under this vCPU: start afresh */
+        v->trigger_seen = trigger;
+        v->gen = 0;
+        atomic_store_explicit(&v->flagged, 0, memory_order_relaxed);
+    }
     if (!refresh_config(v, now)) {
         rearm(idx, DISARMED_DISTANCE);
         atomic_store_explicit(&v->flagged, 0, memory_order_relaxed);
         return;
     }
-    if (P.timer) { /* the timer thread said this vCPU's deadline passed */
+    if (trigger == QPR_TRIGGER_TIMER) { /* the timer thread said this vCPU's deadline passed */
         rearm(idx, DISARMED_DISTANCE);
         /* after the re-arm: a flag set from here on fires again; 0 means this fire's deadlines
          * went with the previous sample */
@@ -323,7 +351,8 @@ static void on_idle(qemu_plugin_id_t id, unsigned int idx)
         atomic_store_explicit(&P.vcpus[idx].idle_since_ns, now_ns(), memory_order_relaxed);
 }
 
-/* Waking: the idle span as one record (trigger=counter; with the timer, idle ticks stand in). */
+/* Waking: the idle span as one record (the counter trigger; with the timer, idle ticks stand in).
+ */
 static void on_resume(qemu_plugin_id_t id, unsigned int idx)
 {
     (void)id;
@@ -332,8 +361,9 @@ static void on_resume(qemu_plugin_id_t id, unsigned int idx)
     struct vcpu *v = &P.vcpus[idx];
     uint64_t now = now_ns();
     uint64_t since = atomic_exchange_explicit(&v->idle_since_ns, 0, memory_order_relaxed);
-    if (!since || P.timer || !refresh_config(v, now)) /* timer: idle ticks instead */
-        return;
+    if (!since || atomic_load_explicit(&P.trigger, memory_order_relaxed) != QPR_TRIGGER_COUNTER ||
+        v->trigger_seen != QPR_TRIGGER_COUNTER || !refresh_config(v, now))
+        return; /* the timer: idle ticks instead */
     struct qpr_ring *r = qpr_ring_at(P.map, idx);
     struct qpr_sample *s = claim(r);
     if (s) {
@@ -354,7 +384,7 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     (void)id;
     uint64_t n = qemu_plugin_tb_n_insns(tb);
-    if (!P.timer)
+    if (atomic_load_explicit(&P.trigger, memory_order_relaxed) == QPR_TRIGGER_COUNTER)
         qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64, P.counter,
                                                           n);
     qemu_plugin_register_vcpu_tb_exec_cond_cb(tb, on_counter, QEMU_PLUGIN_CB_R_REGS,
@@ -389,7 +419,7 @@ static void on_vcpu_init(qemu_plugin_id_t id, unsigned int idx)
     v->ready = true;
 }
 
-/* trigger=timer: at each jittered deadline, one wake-up for all vCPUs: a running vCPU is
+/* The timer trigger: at each jittered deadline, one wake-up for all vCPUs: a running vCPU is
  * flagged (its next block takes the sample), a waiting one gets an idle tick. Deadlines that
  * passed while the host did not run this thread go with the next flag, which qprof counts as
  * intervals not sampled, as it counts a vCPU thread the host did not run (a waiting vCPU gets
@@ -411,18 +441,69 @@ static void timer_tick(uint64_t periods)
     }
 }
 
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* What one wake-up of this thread costs the host: its own CPU time per sleep of the length a
+ * high rate uses (on a VM host the timer's interrupt and re-arm are dear: 12-20 us measured on
+ * a nested 2-core VM, 2-3 us on bare metal). */
+static void measure_wake_cost(void)
+{
+    uint64_t cpu0 = thread_cpu_ns();
+    for (int i = 0; i < CALIBRATION_WAKES; i++) {
+        struct timespec ts = {0, CALIBRATION_INTERVAL_NS};
+        clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+    }
+    uint64_t per_wake = (thread_cpu_ns() - cpu0) / CALIBRATION_WAKES;
+    struct qpr_header *h = P.map;
+    atomic_store(&h->wake_cost_ns, per_wake ? (uint32_t)MIN(per_wake, UINT32_MAX) : 1);
+}
+
+static void wake_timer(void)
+{
+    pthread_mutex_lock(&P.timer_lock);
+    pthread_cond_broadcast(&P.timer_cond);
+    pthread_mutex_unlock(&P.timer_lock);
+}
+
+/* The interval to time now, 0 when there is nothing to time. */
+static uint64_t timed_interval(void)
+{
+    uint64_t gen = atomic_load_explicit(&P.gen, memory_order_acquire);
+    if (!gen || atomic_load_explicit(&P.trigger, memory_order_relaxed) != QPR_TRIGGER_TIMER)
+        return 0;
+    return P.cfg[gen & 1].interval_ns;
+}
+
+/* Blocks until there is something to time; its interval. */
+static uint64_t wait_for_work(void)
+{
+    uint64_t interval;
+    pthread_mutex_lock(&P.timer_lock);
+    while (!(interval = timed_interval()))
+        pthread_cond_wait(&P.timer_cond, &P.timer_lock);
+    pthread_mutex_unlock(&P.timer_lock);
+    return interval;
+}
+
 static void *timer_main(void *arg)
 {
     (void)arg;
     struct vcpu rng = {.rng = 0x2545f4914f6cdd1du ^ now_ns()}; /* only for jittered() */
+    measure_wake_cost();
     uint64_t deadline = 0;
     for (;;) {
-        uint64_t gen = atomic_load_explicit(&P.gen, memory_order_acquire), now = now_ns();
-        uint64_t interval = gen ? P.cfg[gen & 1].interval_ns : 0;
+        uint64_t interval = timed_interval(), now = now_ns();
         if (!interval) {
             deadline = 0;
-            now += 10000000; /* disarmed: look again in 10 ms */
-        } else if (!deadline) {
+            interval = wait_for_work();
+            now = now_ns();
+        }
+        if (!deadline) {
             deadline = now + jittered(&rng, interval);
         } else if (now >= deadline) {
             uint64_t late = (now - deadline) / interval;
@@ -431,11 +512,87 @@ static void *timer_main(void *arg)
             if (deadline <= now)
                 deadline = now + jittered(&rng, interval) / 2;
         }
-        uint64_t next = deadline ? deadline : now;
-        struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};
+        struct timespec ts = {(time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u)};
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
     }
     return NULL;
+}
+
+/* --- changing the trigger: the blocks' code, so by a reset --- */
+
+/* Every vCPU's next block calls on_counter (which asks for a pending reset, or finds a new
+ * configuration) instead of waiting for its deadline or 2^24 instructions. */
+static void kick_vcpus(void)
+{
+    for (uint32_t i = 0; i < P.n_vcpus; i++)
+        qemu_plugin_u64_set(P.counter, i, FIRE);
+}
+
+static void register_running_callbacks(qemu_plugin_id_t id);
+
+/* In QEMU's exclusive section after the code cache was flushed: no vCPU runs, no block is left. */
+static void after_reset(qemu_plugin_id_t id)
+{
+    exact_on_reset();
+    uint32_t want = atomic_load(&P.want_trigger);
+    atomic_store(&P.trigger, want);
+    struct qpr_header *h = P.map;
+    atomic_store(&h->trigger, want);
+    atomic_store(&h->trigger_reason, atomic_load(&P.want_reason));
+    atomic_store(&P.resetting, false);
+    register_running_callbacks(id);
+    kick_vcpus(); /* each vCPU takes in the change at its first block */
+    wake_timer();
+}
+
+/* From a vCPU callback (a reset needs a vCPU thread to flush from). */
+static void apply_pending_reset(void)
+{
+    bool trigger_changed = atomic_load_explicit(&P.want_trigger, memory_order_relaxed) !=
+                           atomic_load_explicit(&P.trigger, memory_order_relaxed);
+    if (!trigger_changed && !exact_reset_wanted())
+        return;
+    if (atomic_exchange(&P.resetting, true))
+        return; /* asked for already */
+    qemu_plugin_reset(P.id, after_reset);
+}
+
+/* Which trigger a configuration gets, and why. */
+static uint32_t choose_trigger(const struct qpr_config *c, uint32_t *reason)
+{
+    if (!c->interval_ns) {
+        *reason = QPR_REASON_INSNS;
+        return QPR_TRIGGER_COUNTER;
+    }
+    if (c->trigger == QPR_TRIGGER_TIMER || c->trigger == QPR_TRIGGER_COUNTER) {
+        *reason = QPR_REASON_ASKED;
+        return c->trigger;
+    }
+    if (P.loaded_trigger != QPR_TRIGGER_AUTO) {
+        *reason = QPR_REASON_LOADED;
+        return P.loaded_trigger;
+    }
+    uint32_t wake_ns = atomic_load(&((struct qpr_header *)P.map)->wake_cost_ns);
+    if (!wake_ns) {
+        *reason = QPR_REASON_UNMEASURED;
+        return QPR_TRIGGER_TIMER;
+    }
+    *reason = QPR_REASON_CHEAPER;
+    double timer_share = (double)wake_ns / (double)c->interval_ns; /* of one host core */
+    return timer_share > QPR_COUNTER_SHARE * P.n_vcpus ? QPR_TRIGGER_COUNTER : QPR_TRIGGER_TIMER;
+}
+
+static void want_trigger(uint32_t trigger, uint32_t reason)
+{
+    atomic_store(&P.want_reason, reason);
+    atomic_store(&P.want_trigger, trigger);
+    if (trigger != atomic_load(&P.trigger)) {
+        kick_vcpus();
+        return;
+    }
+    struct qpr_header *h = P.map; /* in place already: no reset to say so */
+    atomic_store(&h->trigger, trigger);
+    atomic_store(&h->trigger_reason, reason);
 }
 
 /* --- the socket side (listener thread) --- */
@@ -448,7 +605,7 @@ static int send_hello(int fd, uint32_t status)
                           .n_vcpus = P.n_vcpus,
                           .map_size = P.map_size};
     snprintf(h.qemu_version, sizeof h.qemu_version, "plugin API %d", QEMU_PLUGIN_VERSION);
-    h.flags = (P.timer ? QPR_HELLO_TIMER : 0) | QPR_HELLO_EXACT;
+    h.flags = QPR_HELLO_EXACT;
     struct iovec iov = {.iov_base = &h, .iov_len = sizeof h};
     union {
         char buf[CMSG_SPACE(sizeof(int))];
@@ -495,12 +652,20 @@ static void publish_config(const struct qpr_config *c)
     }
     if (!dst->interval_ns && !dst->period_insns)
         dst->interval_ns = 1000000;
+    uint32_t reason, trigger = choose_trigger(dst, &reason);
     atomic_store_explicit(&P.gen, gen, memory_order_release);
+    want_trigger(trigger, reason);
+    wake_timer();
 }
 
+/* No qprof: nothing sampled, and the blocks back to the cheap compare (unless QEMU loaded the
+ * plugin with trigger=counter). */
 static void disarm(void)
 {
     atomic_store_explicit(&P.gen, 0, memory_order_release);
+    want_trigger(P.loaded_trigger == QPR_TRIGGER_COUNTER ? QPR_TRIGGER_COUNTER : QPR_TRIGGER_TIMER,
+                 QPR_REASON_NONE);
+    wake_timer();
 }
 
 /* Serves one qprof until it closes the socket or sends something malformed. */
@@ -523,6 +688,8 @@ static void serve(int fd)
             if (n == (ssize_t)sizeof c && exact_is_request(&c)) {
                 if (exact_serve(fd, &c) != 0)
                     return;
+                if (exact_reset_wanted())
+                    kick_vcpus(); /* counting starts at the next block, not the next sample */
             } else if (n != (ssize_t)sizeof c || c.magic != QPR_MAGIC || c.version != QPR_VERSION) {
                 return;
             } else {
@@ -604,7 +771,7 @@ static void on_exit_cb(qemu_plugin_id_t id, void *userdata)
         unlink(P.socket_path);
 }
 
-/* Every callback but vCPU init: at install, and again after --exact's resets (qprof_exact.c). */
+/* Every callback but vCPU init: at install, and again after each reset. */
 static void register_running_callbacks(qemu_plugin_id_t id)
 {
     qemu_plugin_register_vcpu_idle_cb(id, on_idle);
@@ -630,16 +797,23 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
                                            char **argv)
 {
     const char *socket_path = NULL;
-    P.timer = true; /* trigger=timer unless told otherwise: cheaper (see the top of this file) */
+    P.loaded_trigger = QPR_TRIGGER_AUTO;
     for (int i = 0; i < argc; i++) {
         if (g_str_has_prefix(argv[i], "socket="))
             socket_path = argv[i] + strlen("socket=");
-        else if (strcmp(argv[i], "trigger=timer") == 0 || strcmp(argv[i], "trigger=counter") == 0)
-            P.timer = strcmp(argv[i], "trigger=timer") == 0;
+        else if (strcmp(argv[i], "trigger=auto") == 0)
+            P.loaded_trigger = QPR_TRIGGER_AUTO;
+        else if (strcmp(argv[i], "trigger=timer") == 0)
+            P.loaded_trigger = QPR_TRIGGER_TIMER;
+        else if (strcmp(argv[i], "trigger=counter") == 0)
+            P.loaded_trigger = QPR_TRIGGER_COUNTER;
         else
-            return fail("unknown argument %s (expected socket=PATH, trigger=timer|counter)",
+            return fail("unknown argument %s (expected socket=PATH, trigger=auto|timer|counter)",
                         argv[i]);
     }
+    /* the blocks carry the timer's compare until a qprof asks for more */
+    P.trigger = P.want_trigger =
+        P.loaded_trigger == QPR_TRIGGER_COUNTER ? QPR_TRIGGER_COUNTER : QPR_TRIGGER_TIMER;
     if (!socket_path || !*socket_path)
         return fail("needs socket=PATH (-plugin qprof-plugin.so,socket=PATH)");
     if (!info->system_emulation || strcmp(info->target_name, "x86_64") != 0)
@@ -658,15 +832,15 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         return fail("socket %s: %s", socket_path, strerror(-P.listen_fd));
     P.counters = qemu_plugin_scoreboard_new(sizeof(uint64_t));
     P.counter = qemu_plugin_scoreboard_u64(P.counters);
+    ((struct qpr_header *)P.map)->trigger = P.trigger;
+    exact_init();
     if (pthread_create(&P.listener, NULL, listener_main, NULL) != 0)
         return fail("listener thread: %s", strerror(errno));
     pthread_detach(P.listener);
-    if (P.timer && pthread_create(&P.timer_thread, NULL, timer_main, NULL) != 0)
+    if (pthread_create(&P.timer_thread, NULL, timer_main, NULL) != 0)
         return fail("timer thread: %s", strerror(errno));
-    if (P.timer)
-        pthread_detach(P.timer_thread);
+    pthread_detach(P.timer_thread);
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     register_running_callbacks(id);
-    exact_init(id, register_running_callbacks);
     return 0;
 }

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #define QPR_MAGIC       0x31525051u /* "QPR1" */
-#define QPR_VERSION     3
+#define QPR_VERSION     4
 #define QPR_SLOTS       512 /* per vCPU: 50 ms of samples at 10 kHz (256 lost some on a loaded host) */
 #define QPR_STACK_MAX   (16u << 10) /* stack window bytes, at most */
 #define QPR_EXTRA_MAX   4096u       /* bytes of the one extra window qprof asks for */
@@ -112,6 +112,47 @@ struct qpr_header {
     uint64_t ring_offset; /* of ring 0 from the start of the memfd */
     uint64_t ring_size;   /* sizeof(struct qpr_ring) */
     char target[32];      /* QEMU's target name, e.g. "x86_64" */
+    /* How the vCPUs are sampled from the latest configuration on (enum qpr_trigger, never AUTO
+     * here), and why (enum qpr_trigger_reason): set by the plugin once its code cache holds
+     * that instrumentation, which may be a few blocks after the configuration arrived. */
+    _Atomic uint32_t trigger, trigger_reason;
+    /* CPU time one wake-up of the plugin's timer thread costs on this host, measured when QEMU
+     * loaded it (ns; 0: not measured yet). */
+    _Atomic uint32_t wake_cost_ns;
+    uint32_t pad;
+};
+
+/* How a vCPU is told to take a sample (qpr_config.trigger, qpr_header.trigger). Both end in a
+ * conditional callback at the start of a translation block on the vCPU's own thread; they differ
+ * in what every block carries and who keeps time:
+ * - TIMER: every block compares one word (a load and a branch); a host thread wakes once per
+ *   interval and sets it. Costs the guest almost nothing until sampling; sampling costs one
+ *   host wake-up per interval, on another core.
+ * - COUNTER: every block also adds its instruction count to the word; the vCPU's callback keeps
+ *   time itself, checking the clock a few times per interval. A flat cost on every block,
+ *   sampling or not, and no host wake-ups: cheaper at high rates where wake-ups are dear (a VM
+ *   host), and the only way to sample by instruction counts (--period-insns).
+ * - AUTO (asked, never in effect): by instructions COUNTER; by time whichever costs less at the
+ *   interval asked for, from the timer's wake-up cost measured on this host. */
+/* What the counter trigger costs a vCPU that runs, in every block, sampling or not: about 10%
+ * of its thread's time on the demo guest's spin loop, the worst case (short blocks;
+ * bench/plugin.sh measured 8-14% beyond the timer's compare alone). Auto takes the counter when
+ * the timer's wake-ups would cost a host core more than that per vCPU. */
+#define QPR_COUNTER_SHARE 0.10
+
+enum qpr_trigger {
+    QPR_TRIGGER_AUTO = 0,
+    QPR_TRIGGER_TIMER = 1,
+    QPR_TRIGGER_COUNTER = 2,
+};
+
+enum qpr_trigger_reason {
+    QPR_REASON_NONE = 0,     /* no configuration yet */
+    QPR_REASON_ASKED = 1,    /* qprof asked for it (--plugin-trigger) */
+    QPR_REASON_LOADED = 2,   /* QEMU loaded the plugin with trigger=timer|counter */
+    QPR_REASON_INSNS = 3,    /* sampling by instruction counts (--period-insns) */
+    QPR_REASON_CHEAPER = 4,  /* AUTO: cheaper at this interval on this host */
+    QPR_REASON_UNMEASURED = 5, /* AUTO before the wake-up cost was measured: TIMER */
 };
 
 static inline struct qpr_ring *qpr_ring_at(void *base, uint32_t vcpu)
@@ -132,7 +173,6 @@ enum qpr_status {
     QPR_BUSY = 1, /* another qprof is connected */
 };
 
-#define QPR_HELLO_TIMER 1u /* loaded with trigger=timer: time-based sampling only */
 #define QPR_HELLO_EXACT 2u /* serves exact instruction counts (struct qpr_exact_request) */
 
 struct qpr_hello { /* plugin -> qprof, with the memfd */
@@ -179,7 +219,8 @@ struct qpr_config { /* qprof -> plugin; a later one replaces it */
     /* When p is 0 (the kernel has not saved the frame yet, or has already cleared the pointer on
      * its way out), the u64 at extra[kstack_top_off + vcpu * chase_stride] is the top of the
      * kernel stack, where the CPU put the interrupt frame of an entry from user mode; 0: none. */
-    uint32_t kstack_top_off, pad;
+    uint32_t kstack_top_off;
+    uint32_t trigger; /* enum qpr_trigger: AUTO leaves it to the plugin's own default */
     /* Windows an OS adapter needs at the instant (a Linux kernel's current task and its saved
      * registers), followed from the registers and from each other; len 0 ends the list. Their
      * lens together at most QPR_WIN_BYTES (the plugin cuts the rest). */

@@ -29,12 +29,14 @@ enum prof_mode_filter { PROF_ALL_MODES = 0, PROF_KERNEL_ONLY, PROF_USER_ONLY };
 
 /* Every option with its default (prof_options_init). */
 struct prof_options {
-    const char *qmp_socket;                /* --qmp-socket, "./qmp-socket" */
-    bool qmp_socket_given;                 /* --qmp-socket was on the command line */
-    const char *gdb_address;               /* --gdb: the gdbstub target instead of QMP */
-    enum prof_transport transport;         /* --transport, PROF_TRANSPORT_AUTO */
-    const char *plugin_address;            /* --plugin: qprof-plugin.so's socket (QEMU 10) */
-    uint64_t period_insns;                 /* --period-insns: plugin samples by instructions */
+    const char *qmp_socket;                  /* --qmp-socket, "./qmp-socket" */
+    bool qmp_socket_given;                   /* --qmp-socket was on the command line */
+    const char *gdb_address;                 /* --gdb: the gdbstub target instead of QMP */
+    enum prof_transport transport;           /* --transport, PROF_TRANSPORT_AUTO */
+    const char *plugin_address;              /* --plugin: qprof-plugin.so's socket (QEMU 10) */
+    uint64_t period_insns;                   /* --period-insns: plugin samples by instructions */
+    enum prof_plugin_trigger plugin_trigger; /* --plugin-trigger, AUTO */
+    bool plugin_trigger_given;
     const char *output;                    /* the first -o, NULL: summary only; "-": stdout */
     const char *outputs[PROF_MAX_OUTPUTS]; /* every -o: format by extension or --format */
     int n_outputs;

@@ -295,6 +295,7 @@ static int open_target(prof_session *s, struct qp_error *err)
                                        .plugin_address = o->plugin_address,
                                        .interval_ns = (uint64_t)(o->interval_ms * 1e6),
                                        .period_insns = o->period_insns,
+                                       .plugin_trigger = o->plugin_trigger,
                                        .abi_addr = s->abi_addr,
                                        .exact = o->exact};
     return prof_target_open_transport(&tc, &s->target, err);

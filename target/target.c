@@ -156,6 +156,11 @@ const char *prof_target_describe(const prof_target *t)
     return t->ops->describe(t->impl);
 }
 
+const char *prof_target_trigger(const prof_target *t)
+{
+    return t->ops->trigger ? t->ops->trigger(t->impl) : NULL;
+}
+
 const struct prof_addr_split *prof_target_split(const prof_target *t)
 {
     return &prof_target_arch(t)->split;
@@ -176,6 +181,7 @@ int prof_target_open_transport(const struct prof_transport_choice *c, prof_targe
             .qmp_address = c->qmp_socket_given ? c->qmp_socket : NULL,
             .interval_ns = c->interval_ns,
             .period_insns = c->period_insns,
+            .plugin_trigger = c->plugin_trigger,
             .abi_addr = c->abi_addr,
             .exact = c->exact,
         };

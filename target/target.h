@@ -99,10 +99,23 @@ struct prof_target_open_opts {
      * --period-insns of its instructions), and the demo ABI's table (captured with each sample;
      * 0: none). */
     uint64_t interval_ns, period_insns;
+    /* The plugin: how its vCPUs are told to sample (enum prof_plugin_trigger). */
+    int plugin_trigger;
     uint64_t abi_addr;
     /* Capturing backends that offer exact_counts: count every executed instruction per
      * translation block from open on (--exact). */
     bool exact;
+};
+
+/* How qprof-plugin.so tells a vCPU to take a sample (--plugin-trigger): a host timer thread that
+ * flags the vCPUs (every block compares a word), or a per-vCPU instruction counter whose
+ * callback keeps time (every block also adds to it); AUTO: the plugin's default, which unless
+ * QEMU loaded it with trigger=timer|counter is whichever costs less at the interval asked for
+ * on that host (the counter for --period-insns). */
+enum prof_plugin_trigger {
+    PROF_PLUGIN_TRIGGER_AUTO = 0,
+    PROF_PLUGIN_TRIGGER_TIMER,
+    PROF_PLUGIN_TRIGGER_COUNTER,
 };
 
 struct prof_ram_range {
@@ -220,7 +233,10 @@ struct prof_target_ops {
     bool (*reads_cost_round_trips)(const void *impl);
     const char *(*version)(const void *impl);  /* e.g. QEMU's "9.2.0" */
     const char *(*describe)(const void *impl); /* how memory is read, e.g. "direct" */
-    void (*free)(void *impl);                  /* never leaves a guest it stopped paused */
+    /* Optional. How a capturing backend's vCPUs are told to sample, and why, for the summary
+     * (the plugin's trigger); NULL: nothing to say. */
+    const char *(*trigger)(void *impl);
+    void (*free)(void *impl); /* never leaves a guest it stopped paused */
 };
 
 /* QEMU's QMP monitor (target_qmp.c): x86_64 guests, riscv64 with a shared RAM file, and aarch64
@@ -248,8 +264,9 @@ struct prof_transport_choice {
     double timeout_s;
     const char *plugin_address;         /* --plugin; NULL: not given */
     uint64_t interval_ns, period_insns; /* for the plugin */
-    uint64_t abi_addr;                  /* for the plugin: captured with each sample */
-    bool exact;                         /* for the plugin: --exact */
+    enum prof_plugin_trigger plugin_trigger;
+    uint64_t abi_addr; /* for the plugin: captured with each sample */
+    bool exact;        /* for the plugin: --exact */
 };
 
 /* Opens the target the choice names. With both given and AUTO, the gdbstub when it connects
@@ -302,6 +319,8 @@ double prof_target_usual_round_trip_ms(const prof_target *t);
 /* Strings valid while t lives. */
 const char *prof_target_version(const prof_target *t);
 const char *prof_target_describe(const prof_target *t);
+/* The backend's trigger line (ops->trigger), NULL when it has none. */
+const char *prof_target_trigger(const prof_target *t);
 const struct prof_addr_split *prof_target_split(const prof_target *t);
 /* The guest architecture (static). */
 const struct prof_arch *prof_target_arch(const prof_target *t);

@@ -67,7 +67,8 @@ struct target_plugin {
     uint64_t lost_at_open[QPR_MAX_VCPUS];
     uint64_t idle_ticks_seen[QPR_MAX_VCPUS]; /* trigger=timer's idle samples taken over */
     uint64_t interval_ns, period_insns;
-    bool exact; /* --exact: the plugin counts instructions per block */
+    uint32_t trigger; /* enum qpr_trigger asked for (--plugin-trigger) */
+    bool exact;       /* --exact: the plugin counts instructions per block */
     uint64_t idle_carry_ns[QPR_MAX_VCPUS];
     uint32_t next_ring;
     int idle_vcpu; /* idle samples still to deliver for this vCPU */
@@ -92,6 +93,7 @@ struct target_plugin {
     struct plugin_cpu cpu;
     struct prof_vcpu vcpu;
     char version[48];
+    char trigger_line[200];
 };
 
 static uint64_t now_ns(void)
@@ -159,12 +161,6 @@ static int receive_hello(struct target_plugin *t, const char *address, int *memf
     if (h->status == QPR_BUSY)
         return qp_error_set(err, -EBUSY, "another qprof is sampling through the plugin at %s",
                             address);
-    if (h->flags & QPR_HELLO_TIMER && t->period_insns)
-        return qp_error_set(err, -ENOTSUP,
-                            "the plugin at %s samples by time (trigger=timer, its default): "
-                            "--period-insns needs it loaded with trigger=counter (-plugin "
-                            "qprof-plugin.so,socket=PATH,trigger=counter)",
-                            address);
     if (t->exact && !(h->flags & QPR_HELLO_EXACT))
         return qp_error_set(err, -ENOTSUP,
                             "the plugin at %s cannot count instructions (--exact): load the "
@@ -214,7 +210,8 @@ static int send_config(struct target_plugin *t, const struct prof_target_open_op
                            .version = QPR_VERSION,
                            .interval_ns = o->period_insns ? 0 : o->interval_ns,
                            .period_insns = o->period_insns,
-                           .stack_bytes = QPR_STACK_MAX};
+                           .stack_bytes = QPR_STACK_MAX,
+                           .trigger = t->trigger};
     if (o->abi_addr) {
         c.extra_addr = o->abi_addr;
         c.extra_len = sizeof(struct qprof_abi);
@@ -454,6 +451,11 @@ static int tp_open(const struct prof_target_open_opts *o, void **impl, struct qp
     struct target_plugin *t = g_new0(struct target_plugin, 1);
     t->interval_ns = o->interval_ns ? o->interval_ns : 10000000;
     t->period_insns = o->period_insns;
+    _Static_assert((int)PROF_PLUGIN_TRIGGER_AUTO == (int)QPR_TRIGGER_AUTO &&
+                       (int)PROF_PLUGIN_TRIGGER_TIMER == (int)QPR_TRIGGER_TIMER &&
+                       (int)PROF_PLUGIN_TRIGGER_COUNTER == (int)QPR_TRIGGER_COUNTER,
+                   "one numbering of triggers");
+    t->trigger = (uint32_t)o->plugin_trigger;
     t->exact = o->exact;
     t->idle_vcpu = -1;
     int memfd = -1;
@@ -751,6 +753,44 @@ static const char *tp_describe(const void *impl)
                : "captured by the plugin";
 }
 
+/* Which trigger sampled, and why: from what the plugin put in the shared header. */
+static const char *tp_trigger(void *impl)
+{
+    struct target_plugin *t = impl;
+    const struct qpr_header *h = t->map;
+    uint32_t trigger = atomic_load(&h->trigger), reason = atomic_load(&h->trigger_reason);
+    uint32_t wake_ns = atomic_load(&h->wake_cost_ns);
+    const char *name = trigger == QPR_TRIGGER_COUNTER ? "counter" : "timer";
+    double interval_ns = t->interval_ns ? (double)t->interval_ns : 1e7;
+    switch (reason) {
+    case QPR_REASON_ASKED:
+        snprintf(t->trigger_line, sizeof t->trigger_line, "%s (--plugin-trigger)", name);
+        break;
+    case QPR_REASON_LOADED:
+        snprintf(t->trigger_line, sizeof t->trigger_line,
+                 "%s (QEMU loaded the plugin with trigger=%s)", name, name);
+        break;
+    case QPR_REASON_INSNS:
+        snprintf(t->trigger_line, sizeof t->trigger_line, "%s (--period-insns)", name);
+        break;
+    case QPR_REASON_CHEAPER:
+        snprintf(t->trigger_line, sizeof t->trigger_line,
+                 "%s (auto: a timer wake-up costs %.1f us of host CPU here, %.1f%% of a core at "
+                 "this interval, %s the counter's ~%.0f%% per running vCPU, %u here)",
+                 name, wake_ns / 1e3, 100 * wake_ns / interval_ns,
+                 trigger == QPR_TRIGGER_COUNTER ? "over" : "within", 100 * QPR_COUNTER_SHARE,
+                 t->n_vcpus);
+        break;
+    case QPR_REASON_UNMEASURED:
+        snprintf(t->trigger_line, sizeof t->trigger_line,
+                 "%s (auto, before the plugin had measured this host's wake-up cost)", name);
+        break;
+    default:
+        snprintf(t->trigger_line, sizeof t->trigger_line, "%s", name);
+    }
+    return t->trigger_line;
+}
+
 static uint64_t tp_missed(const void *impl)
 {
     return ((const struct target_plugin *)impl)->missed;
@@ -800,5 +840,6 @@ const struct prof_target_ops prof_target_plugin_ops = {
     .reads_cost_round_trips = tp_reads_cost,
     .version = tp_version,
     .describe = tp_describe,
+    .trigger = tp_trigger,
     .free = tp_free,
 };

@@ -119,8 +119,11 @@ static bool pred_root_prefix(const char *stack, const void *prefix)
  * QEMU 10 (--plugin, with --qmp-socket for the RAM file that user code is identified from). */
 enum transport { OVER_QMP, OVER_GDB, OVER_PLUGIN };
 static enum transport transport = OVER_QMP;
-/* plugin-counter-X: the plugin loaded with trigger=counter (trigger=timer is its default) */
+/* plugin-counter-X: the plugin loaded with trigger=counter (its default is auto) */
 static const char *plugin_args;
+/* plugin-timer-X: qprof asks the plugin for a trigger (--plugin-trigger), whatever it was loaded
+ * with */
+static const char *qprof_trigger;
 
 struct guest {
     test_vm *vm;
@@ -191,17 +194,27 @@ static double run_deadline_s(unsigned samples)
 /* Takes exactly `samples` samples of the guest at ~interval_ms into dir/out.folded; extra args
  * appended. The file then holds every sample but those a filter (extra) dropped, which the
  * summary counts. */
+static void check_trigger_line(const char *err, const char *interval_ms, const char *extra);
+
 static struct folded profile_full(struct guest *g, unsigned samples, const char *interval_ms,
                                   const char *extra, uint64_t *at_kernel_entry)
 {
     char count[32], output[512];
     snprintf(count, sizeof count, "%u", samples);
     snprintf(output, sizeof output, "%s/out.folded", vm_dir(g->vm));
-    const char *args[] = {GUEST_ARGS(g), "--samples", count,           "--interval", interval_ms,
-                          "-o",          output,      "--no-progress", extra,        NULL};
+    const char *args[] = {GUEST_ARGS(g), "--samples",     count, "--interval", interval_ms, "-o",
+                          output,        "--no-progress", NULL,  NULL,         NULL,        NULL};
+    size_t n = sizeof args / sizeof args[0] - 4;
+    if (qprof_trigger && transport == OVER_PLUGIN) {
+        args[n++] = "--plugin-trigger";
+        args[n++] = qprof_trigger;
+    }
+    args[n] = extra;
     struct qprof_run r = run_qprof(vm_dir(g->vm), args, run_deadline_s(samples));
     CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
     fprintf(stderr, "%s", r.err);
+    if (transport == OVER_PLUGIN && r.exit_code == 0)
+        check_trigger_line(r.err, interval_ms, extra);
     struct folded f = read_folded(output);
     /* One vCPU: every sample is one stack, in the file or dropped by a filter. */
     const char *dropped = strstr(r.err, "dropped by --");
@@ -1094,6 +1107,51 @@ static void case_gdb_sigkill(void)
 
 /* ---- The plugin target only ------------------------------------------------------------ */
 
+static void check_line_prefix(const char *line, const char *want)
+{
+    CHECK_MSG(g_str_has_prefix(line, want), "plugin trigger: %.*s, expected %s",
+              (int)strcspn(line, "\n"), line, want);
+}
+
+/* The summary's "plugin trigger:" line names the trigger that sampled and why: what qprof asked
+ * for, what QEMU loaded the plugin with, --period-insns's counter, or auto's choice, which must
+ * follow the rule it states (the counter when the timer's wake-ups, at the cost the plugin
+ * measured on this host, would take a core more than the counter's ~10% per vCPU). */
+static void check_trigger_line(const char *err, const char *interval_ms, const char *extra)
+{
+    const char *line = strstr(err, "plugin trigger: ");
+    CHECK_MSG(line, "no plugin trigger line in the summary: %s", err);
+    if (!line)
+        return;
+    line += strlen("plugin trigger: ");
+    if (qprof_trigger) {
+        char want[64];
+        snprintf(want, sizeof want, "%s (--plugin-trigger)", qprof_trigger);
+        check_line_prefix(line, want);
+    } else if (extra && strstr(extra, "--period-insns")) {
+        check_line_prefix(line, "counter (--period-insns)");
+    } else if (plugin_args && strstr(plugin_args, "trigger=counter")) {
+        check_line_prefix(line, "counter (QEMU loaded the plugin with trigger=counter)");
+    } else if (strstr(line, "(auto, before")) {
+        check_line_prefix(line, "timer (auto, before");
+    } else {
+        char which[16] = "";
+        double wake_us = 0;
+        unsigned vcpus = 0;
+        const char *n = strstr(line, "per running vCPU, ");
+        CHECK_MSG(sscanf(line, "%15s (auto: a timer wake-up costs %lf us", which, &wake_us) == 2 &&
+                      n && sscanf(n, "per running vCPU, %u here", &vcpus) == 1,
+                  "not auto's line: %.*s", (int)strcspn(line, "\n"), line);
+        double share = wake_us * 1e3 / (atof(interval_ms) * 1e6), bar = 0.10 * vcpus;
+        fprintf(stderr, "auto: wake-ups %.1f%% of a core against %.0f%%: %s\n", 100 * share,
+                100 * bar, which);
+        if (fabs(share - bar) > 0.0006) /* the line rounds the cost to 0.1 us */
+            CHECK_MSG(strcmp(which, share > bar ? "counter" : "timer") == 0,
+                      "auto chose %s at %.1f%% of a core against %.0f%%", which, 100 * share,
+                      100 * bar);
+    }
+}
+
 /* qprof killed outright, again and again, against one QEMU: the plugin disarms when its socket
  * closes and serves the next qprof, whose profile is as right as the first's. */
 static void case_plugin_restart(void)
@@ -1468,28 +1526,24 @@ static void case_plugin_sys_10k(void)
     vm_stop(g.vm);
 }
 
-/* --period-insns: a sample every ~N guest instructions, which takes the plugin loaded with
- * trigger=counter; spin's hot loops run one loop body, so their designed 3:1 split in
- * iterations is one in instructions too. Against the default trigger=timer the option is
- * refused in one line that says how to load the plugin, and the guest runs on. */
+/* --period-insns: a sample every ~N guest instructions, which the counter trigger takes
+ * (whatever the plugin was loaded with: qprof's configuration switches it); spin's hot loops run
+ * one loop body, so their designed 3:1 split in iterations is one in instructions too. With
+ * --plugin-trigger timer it is a usage error, in one line, and the guest runs on. */
 static void case_plugin_period(void)
 {
     struct guest g;
-    plugin_args = NULL;
     boot(&g, "spin,spin", false);
-    const char *args[] = {GUEST_ARGS(&g), "--period-insns", "100000", "--samples", "10",
-                          "-o",           "x.folded",       NULL};
+    const char *args[] = {
+        GUEST_ARGS(&g), "--period-insns", "100000", "--plugin-trigger", "timer", "--samples", "10",
+        "-o",           "x.folded",       NULL};
     struct qprof_run r = run_qprof(vm_dir(g.vm), args, 60);
-    fprintf(stderr, "against trigger=timer: %s", r.err);
-    CHECK_MSG(r.exit_code == 1, "exited %d", r.exit_code);
-    CHECK_MSG(count_lines(r.err) == 1 && strstr(r.err, "trigger=counter"),
-              "not one line naming trigger=counter: %s", r.err);
+    fprintf(stderr, "with --plugin-trigger timer: %s", r.err);
+    CHECK_MSG(r.exit_code == 2, "exited %d", r.exit_code);
+    CHECK_MSG(strstr(r.err, "--period-insns") && strstr(r.err, "counter"),
+              "the error names neither --period-insns nor the counter: %s", r.err);
     run_free(&r);
     CHECK(guest_running(&g));
-    vm_stop(g.vm);
-
-    plugin_args = "trigger=counter";
-    boot(&g, "spin,spin", false);
     struct folded f = profile(&g, 3000, "1", "--period-insns=100000");
     GHashTable *roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     check_spin_stacks(&f, roots);
@@ -1863,6 +1917,32 @@ static void case_os_none_recycle(void)
     vm_stop(g.vm);
 }
 
+/* One QEMU, one plugin, qprofs asking for each trigger in turn at 10 kHz: each switch flushes
+ * QEMU's code cache and re-instruments every block (the counter's add on or off), and each
+ * profile after it is as right as the first (spin's stacks whole, its designed 3:1 split), with
+ * the summary naming the trigger asked for; then auto's choice, by its stated rule. */
+static void case_plugin_trigger_switch(void)
+{
+    struct guest g;
+    boot(&g, "spin,spin", false);
+    const char *order[] = {"counter", "timer", "counter", NULL};
+    for (int i = 0; i < 4; i++) {
+        qprof_trigger = order[i]; /* the last: auto */
+        fprintf(stderr, "--- trigger %s\n", qprof_trigger ? qprof_trigger : "auto");
+        struct folded f = profile(&g, 3000, "0.1", NULL);
+        GHashTable *roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+        check_spin_stacks(&f, roots);
+        check_spin_ratio(&f);
+        check_two_spins(roots);
+        if (harness_failures)
+            folded_dump(&f);
+        g_hash_table_destroy(roots);
+        folded_free(&f);
+    }
+    CHECK(guest_running(&g));
+    vm_stop(g.vm);
+}
+
 /* The plugin's own cases; false for a case shared with the other targets. */
 static bool plugin_case(const char *which)
 {
@@ -1882,6 +1962,8 @@ static bool plugin_case(const char *which)
         case_plugin_period();
     else if (strcmp(which, "sys-10k") == 0)
         case_plugin_sys_10k();
+    else if (strcmp(which, "trigger-switch") == 0)
+        case_plugin_trigger_switch();
     else
         return false;
     return true;
@@ -1896,6 +1978,9 @@ int main(int argc, char **argv)
         if (g_str_has_prefix(which, "counter-")) {
             plugin_args = "trigger=counter";
             which += 8;
+        } else if (g_str_has_prefix(which, "timer-")) {
+            qprof_trigger = "timer";
+            which += 6;
         }
         if (plugin_case(which))
             return harness_result();
