@@ -1,31 +1,41 @@
 #!/usr/bin/env bash
-# The plugin target's costs on the demo guest: guest slowdown with qprof-plugin.so sampling at
-# 1 kHz and 10 kHz (and loaded but idle) against the same QEMU 10 without the plugin, beside the
-# gdbstub at 1 kHz, and the plugin's two triggers (trigger=timer, the default, and counter);
-# the capture cost on the vCPU thread (p50/p99, the plugin times itself) and the samples lost,
-# as qprof's summary gives them.
-# Usage: bench/plugin.sh BUILD_DIR [SECONDS [ROUNDS]]   (a Markdown table; ~15 s per row)
-# The last lines: `bench: plugin 10 kHz slowdown X%, gdbstub 1 kHz slowdown Y%` (how they are
-# taken is printed above it), which xtask bench (bench/run.sh, section plugin) repeats.
-# The `plugin 1 kHz --exact` row samples at 1 kHz and counts every instruction per block (qprof
-# --exact): its slowdown against the `plugin 1 kHz` row is what counting costs; the line
-# `bench: --exact slowdown X% (Y% over plugin 1 kHz; with trigger=counter Z%)` gives both, and
-# the same with the plugin's other trigger.
+# The plugin target's costs on the demo guest, QEMU 10: guest slowdown with qprof-plugin.so
+# sampling at 1 kHz and 10 kHz, with each trigger (timer, counter, and auto's choice), with
+# --exact, and beside it the gdbstub at 1 kHz; the capture cost on the vCPU thread (p50/p99, the
+# plugin times itself) and the samples lost, as qprof's summary gives them.
+# Usage: bench/plugin.sh BUILD_DIR [SECONDS [ROUNDS]]   (Markdown; about ROUNDS x 1.5 minutes)
+# The last lines: `bench: plugin 10 kHz slowdown X%, gdbstub 1 kHz slowdown Y%` and the lines
+# after it, which xtask bench (bench/run.sh, section plugin) repeats.
 #
-# Each row boots a fresh QEMU 10 (xtask/qemu10.sh) with `run=spin`, one vCPU, TCG, and stamps
-# each "spin[1] iter=N" line of the serial log with the host clock as it arrives; the work rate
-# is iterations per wall second between the first and last line of the sampled stretch, and per
-# second of CPU time QEMU used meanwhile (/proc/PID/stat): on a loaded host the wall rate also
-# measures the other load, the CPU rate only what QEMU itself spent (it leaves out the time a
-# stopping target keeps the guest paused, so compare the gdbstub by the wall rate). QEMU's
-# busiest thread is the vCPU's; the rate per second of its CPU is what the guest sees where the
-# host has a core to spare for QEMU's other threads (the plugin's timer among them). The
-# rows run in turn ROUNDS times (2) and their rates are averaged, so that a load that comes and
-# goes on the host spreads over all of them.
+# How: this host's load comes and goes by tens of percent within minutes (a VM's neighbours), so
+# a cost is taken as the ratio of two rates measured seconds apart, and the verdict from the
+# median of ROUNDS (5) such ratios, with their spread:
+# - Sampling costs, in one boot: the guest (`run=spin`, one vCPU, TCG) with the plugin loaded,
+#   and, in turn, SECONDS (4) with no qprof and SECONDS with one sampling configuration (qprof
+#   runs half a second longer on each side, so that its start and its trigger's reset fall
+#   outside the stretch). Each configuration's rate is compared with the mean of the idle
+#   stretches before and after it.
+# - The plugin's flat cost (its compare in every block while nobody samples), across boots: QEMU
+#   10 alone against QEMU 10 with the plugin loaded, in turn, ROUNDS times; and the counter
+#   trigger's flat cost the same way (loaded with trigger=counter), which auto's rule assumes.
+# - The gdbstub in a boot of its own (QEMU 10 with a gdbstub, no plugin), idle and sampling in
+#   turn the same way.
+# A configuration's slowdown against QEMU 10 without the plugin is 1 - (1 - flat) (1 - its
+# sampling cost).
+#
+# The rates come from the guest's own `rate pid=1 iters=N ticks=100` lines, one per guest second
+# (its duty cycle: work 0.85 s, sleep the rest), stamped as they arrive with the host clock and
+# with the CPU time QEMU's threads (all of them, the plugin's timer included) and its vCPU
+# thread had used; a guest second counts for a stretch when it lies wholly inside it. Rates:
+# iterations per wall second, per second of QEMU's CPU time (what the headline uses: on a loaded
+# host the wall rate also measures the other load), and per second of the vCPU thread's (what
+# the guest sees where the host has a core to spare for QEMU's other threads). The gdbstub keeps
+# the guest paused, which costs QEMU no CPU: its CPU-time figure multiplies its rate by the share
+# of time the guest ran, 1 - (samples per second) x (median pause), from qprof's summary.
 set -euo pipefail
-BUILD=$(cd "${1:?usage: bench/plugin.sh BUILD_DIR [SECONDS]}" && pwd)
-SECS=${2:-10}
-ROUNDS=${3:-2}
+BUILD=$(cd "${1:?usage: bench/plugin.sh BUILD_DIR [SECONDS [ROUNDS]]}" && pwd)
+SECS=${2:-4}
+ROUNDS=${3:-5}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # A QEMU 10 given in the environment (QEMU10_BIN, QEMU10_PREFIX, QEMU10_MODULE_DIR: one carried to
 # a machine without network) is used as it is; else xtask/qemu10.sh provides it.
@@ -37,136 +47,214 @@ export QEMU_MODULE_DIR=$QEMU10_MODULE_DIR
 PLUGIN=$BUILD/qprof-plugin.so
 [ -f "$PLUGIN" ] || { echo "bench: no $PLUGIN (configure after xtask/qemu10.sh)" >&2; exit 1; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qprof-plugin-bench.XXXXXX")
-QEMU_PID=
-trap '[ -n "$QEMU_PID" ] && kill "$QEMU_PID" 2>/dev/null; rm -rf "$WORK"' EXIT
+QEMU_PID='' STAMPER='' TAIL=''
+trap 'stop; [ -n "${BENCH_KEEP:-}" ] || rm -rf "$WORK"' EXIT
 
-boot() { # boot WITH_PLUGIN WITH_GDB
-    rm -f "$WORK"/serial "$WORK"/stamped "$WORK"/plugin "$WORK"/gdb "$WORK"/lines
+# CPU time (ns) of QEMU's threads together, and of its vCPU thread (QEMU names it "CPU 0/TCG",
+# or "ALL CPUs/TCG" without MTTCG, under -name debug-threads=on).
+cpu_ns() {
+    local t total=0 vcpu=0 run comm
+    for t in /proc/"$QEMU_PID"/task/*; do
+        read -r run _ <"$t/schedstat" 2>/dev/null || continue
+        total=$((total + run))
+        read -r comm <"$t/comm" 2>/dev/null || continue
+        [[ $comm == *"/TCG" ]] && vcpu=$run
+    done
+    echo "$total $vcpu"
+}
+
+boot() { # boot PLUGIN_ARGS|0 WITH_GDB
+    rm -f "$WORK"/serial "$WORK"/plugin "$WORK"/gdb "$WORK"/lines
     : >"$WORK/serial"
+    : >"$WORK/stamped"
     local extra=()
-    [ "$1" = 1 ] && extra+=(-plugin "$PLUGIN,socket=$WORK/plugin")
-    [ "$1" = counter ] && extra+=(-plugin "$PLUGIN,socket=$WORK/plugin,trigger=counter")
+    [ "$1" != 0 ] && extra+=(-plugin "$PLUGIN,socket=$WORK/plugin$1")
     [ "$2" = 1 ] && extra+=(-chardev "socket,path=$WORK/gdb,server=on,wait=off,id=g" -gdb chardev:g)
     "$QEMU10_BIN" -L "$QEMU10_PREFIX/usr/share/qemu" -L /usr/share/seabios -display none \
         -nodefaults -no-reboot -m 256M -accel tcg -kernel "$BUILD/guest/kernel.elf" \
-        -append run=spin -serial "file:$WORK/serial" "${extra[@]}" &
+        -append run=spin -serial "file:$WORK/serial" -name bench,debug-threads=on "${extra[@]}" &
     QEMU_PID=$!
     until grep -q ready "$WORK/serial" 2>/dev/null; do sleep 0.1; done
-    # stamp the work lines as they arrive
     mkfifo "$WORK/lines"
     tail -n0 -F "$WORK/serial" 2>/dev/null >"$WORK/lines" &
     TAIL=$!
+    # each guest second as it ends: host time, its iterations, QEMU's and the vCPU's CPU so far
     while IFS= read -r line; do
         case $line in
-            *"spin[1] iter="*)
-                read -r -a st <"/proc/$QEMU_PID/stat" # utime, stime: fields 14, 15 (ticks)
-                printf '%s %s %s\n' "$EPOCHREALTIME" "${line##*iter=}" "$((st[13] + st[14]))" ;;
+            "rate pid=1 iters="*)
+                it=${line#rate pid=1 iters=}
+                printf '%s %s %s\n' "$EPOCHREALTIME" "${it%% *}" "$(cpu_ns)" ;;
         esac
     done <"$WORK/lines" >>"$WORK/stamped" &
     STAMPER=$!
+    sleep 1.5 # past the first, partial guest second
 }
 
 stop() {
+    [ -n "$QEMU_PID" ] || return 0
     kill "$QEMU_PID" 2>/dev/null || true
     wait "$QEMU_PID" 2>/dev/null || true
-    QEMU_PID=
     kill "$STAMPER" "$TAIL" 2>/dev/null || true
+    wait "$STAMPER" "$TAIL" 2>/dev/null || true
+    QEMU_PID='' STAMPER='' TAIL=''
 }
 
-threads() { # TID TICKS per thread of QEMU
-    for t in /proc/"$QEMU_PID"/task/*; do
-        read -r -a st <"$t/stat" 2>/dev/null && echo "${t##*/} $((st[13] + st[14]))"
-    done
+# wall|cpu|vcpu rates over the guest seconds wholly inside [T0, T1] (host clock)
+rates() {
+    awk -v t0="$1" -v t1="$2" 'NR > 1 && pt >= t0 && $1 <= t1 {
+            it += $2; w += $1 - pt; c += $3 - pc; v += $4 - pv }
+        { pt = $1; pc = $3; pv = $4 }
+        END { if (it == 0 || w == 0 || c == 0 || v == 0) print "-|-|-"
+              else printf "%.2f|%.2f|%.2f", it / w, it / (c / 1e9), it / (v / 1e9) }' "$WORK/stamped"
 }
 
-# iterations per wall second, per second of QEMU's CPU time and per second of its vCPU thread's
-# (the thread that ran most between the two snapshots), over the stamped lines
-rate() {
-    local vcpu
-    vcpu=$(join <(sort "$WORK/threads0") <(sort "$WORK/threads1") |
-        awk '{ d = $3 - $2; if (d > m) m = d } END { print m + 0 }')
-    awk -v v="$vcpu" 'NR == 1 { t0 = $1; i0 = $2; c0 = $3 } { t = $1; i = $2; c = $3 } END {
-        if (NR < 3 || t == t0 || c == c0 || v == 0) print "-|-|-"
-        else printf "%.1f|%.1f|%.1f", (i - i0) / (t - t0), (i - i0) / ((c - c0) / 100),
-            (i - i0) / (v / 100) }' "$WORK/stamped"
+# A stretch with nothing sampling: LABEL ROUND
+idle_stretch() {
+    local t0=$EPOCHREALTIME
+    sleep "$SECS"
+    printf '%s|%s|%s||\n' "$1" "$2" "$(rates "$t0" "$EPOCHREALTIME")"
 }
 
-row() { # row LABEL WITH_PLUGIN WITH_GDB [QPROF ARGS...]
-    local label=$1 plugin=$2 gdb=$3
-    shift 3
-    boot "$plugin" "$gdb"
-    sleep 1
-    : >"$WORK/stamped"
-    threads >"$WORK/threads0"
-    local summary=""
-    if [ $# -gt 0 ]; then
-        "$BUILD/qprof" "$@" --kernel "$BUILD/guest/kernel.elf" --user-dir "$BUILD/guest/user" \
-            --duration "$SECS" --no-progress -o "$WORK/out.folded" 2>"$WORK/qprof.err" || true
-        summary=$(grep -E "samples in|capture cost|guest paused per sample|guest running|lost|exact instructions \(" "$WORK/qprof.err" |
-            tr '\n' ' ' || true)
-        [ -n "$summary" ] || summary="qprof failed: $(tail -n1 "$WORK/qprof.err")"
-    else
-        sleep "$SECS"
-    fi
-    threads >"$WORK/threads1"
-    local r
-    r=$(rate)
+# A stretch with qprof sampling: LABEL ROUND QPROF-ARGS... (qprof from half a second before to
+# half a second after it; its summary's figures go with the row)
+sampled_stretch() {
+    local label=$1 round=$2
+    shift 2
+    "$BUILD/qprof" "$@" --kernel "$BUILD/guest/kernel.elf" --user-dir "$BUILD/guest/user" \
+        --duration "$(awk -v s="$SECS" 'BEGIN { print s + 1 }')" --no-progress \
+        -o "$WORK/out.folded" 2>"$WORK/qprof.err" &
+    local q=$!
+    sleep 0.5
+    local t0=$EPOCHREALTIME
+    sleep "$SECS"
+    local t1=$EPOCHREALTIME
+    wait "$q" || true
+    local summary
+    summary=$(grep -E "samples in|capture cost|guest paused per sample|plugin trigger|exact instructions \(" \
+        "$WORK/qprof.err" | tr '\n' ' ' || true)
+    [ -n "$summary" ] || summary="qprof failed: $(tail -n1 "$WORK/qprof.err")"
+    printf '%s|%s|%s|%s|\n' "$label" "$round" "$(rates "$t0" "$t1")" "$summary"
+}
+
+# A boot of its own per row, nothing sampling: LABEL ROUND PLUGIN_ARGS|0
+boot_row() {
+    boot "$3" 0
+    local t0=$EPOCHREALTIME
+    sleep "$((SECS + 2))"
+    printf '%s|%s|%s||\n' "$1" "$2" "$(rates "$t0" "$EPOCHREALTIME")"
     stop
-    printf '%s|%s|%s\n' "$label" "$r" "$summary"
 }
 
-for ((round = 0; round < ROUNDS; round++)); do
-    row "QEMU 10, no plugin" 0 0
-    row "plugin loaded, no qprof" 1 0
-    row "plugin 1 kHz" 1 0 --plugin "unix:$WORK/plugin" --interval 1
-    row "plugin 10 kHz" 1 0 --plugin "unix:$WORK/plugin" --interval 0.1
-    row "gdbstub 1 kHz" 0 1 --gdb "unix:$WORK/gdb" --interval 1
-    row "plugin 1 kHz --exact" 1 0 --plugin "unix:$WORK/plugin" --interval 1 --exact
-    row "plugin loaded (trigger=counter), no qprof" counter 0
-    row "plugin 10 kHz (trigger=counter)" counter 0 --plugin "unix:$WORK/plugin" --interval 0.1
-    row "plugin 1 kHz --exact (trigger=counter)" counter 0 --plugin "unix:$WORK/plugin" --interval 1 --exact
+P="unix:$WORK/plugin"
+for ((round = 1; round <= ROUNDS; round++)); do
+    # flat costs, across boots
+    boot_row "QEMU 10, no plugin" "$round" 0
+    boot_row "plugin loaded, no qprof" "$round" ""
+    boot_row "plugin loaded with trigger=counter, no qprof" "$round" ",trigger=counter"
+    # sampling costs, in one boot, idle between
+    boot "" 0
+    idle_stretch idle "$round"
+    for cfg in "plugin 1 kHz|--interval 1" \
+        "plugin 10 kHz|--interval 0.1" \
+        "plugin 10 kHz, timer|--interval 0.1 --plugin-trigger timer" \
+        "plugin 10 kHz, counter|--interval 0.1 --plugin-trigger counter" \
+        "plugin 1 kHz --exact|--interval 1 --exact"; do
+        # shellcheck disable=SC2086 # the configuration's options, split on purpose
+        sampled_stretch "${cfg%%|*}" "$round" --plugin "$P" ${cfg#*|}
+        idle_stretch idle "$round"
+    done
+    stop
+    # the gdbstub, in a boot without the plugin
+    boot 0 1
+    idle_stretch "gdb idle" "$round"
+    sampled_stretch "gdbstub 1 kHz" "$round" --gdb "unix:$WORK/gdb" --interval 1
+    idle_stretch "gdb idle" "$round"
+    stop
 done >"$WORK/all"
-# one line per label: the mean rates, the last round's summary
-awk -F'|' '!($1 in n) { order[++k] = $1 }
-    { if ($2 != "-") { w[$1] += $2; c[$1] += $3; v[$1] += $4; n[$1]++ } else n[$1] += 0
-      last[$1] = $5 }
-    END { for (i = 1; i <= k; i++) { l = order[i]
-        if (n[l]) printf "%s|%.1f|%.1f|%.1f|%s\n", l, w[l] / n[l], c[l] / n[l], v[l] / n[l], last[l]
-        else printf "%s|-|-|-|%s\n", l, last[l] } }' "$WORK/all" >"$WORK/rows"
-echo "| run | spin iterations per wall s | slowdown (wall) | per CPU s of QEMU | slowdown (CPU) | per CPU s of the vCPU thread | slowdown (vCPU thread) | qprof's summary |"
+
+# Per row and round: the rate ratio to its reference (the idle stretches either side, the same
+# round's QEMU 10 without the plugin for the flat rows), then per row the median over rounds and
+# the spread. Columns of "all": label|round|wall|cpu|vcpu|summary.
+awk -F'|' '
+    function ratio(x, y) { return (x == "-" || y == "-" || y == 0) ? "" : x / y }
+    { label[NR] = $1; rnd[NR] = $2; w[NR] = $3; c[NR] = $4; v[NR] = $5; sum[NR] = $6 }
+    $1 == "QEMU 10, no plugin" { base[$2] = NR }
+    END {
+        for (i = 1; i <= NR; i++) {
+            l = label[i]
+            if (l == "idle" || l == "gdb idle" || l == "QEMU 10, no plugin") continue
+            if (l ~ /^plugin loaded/) { ref_w = w[base[rnd[i]]]; ref_c = c[base[rnd[i]]]; ref_v = v[base[rnd[i]]] }
+            else {
+                # the idle stretches either side in the same boot
+                ref_w = (w[i - 1] + w[i + 1]) / 2; ref_c = (c[i - 1] + c[i + 1]) / 2
+                ref_v = (v[i - 1] + v[i + 1]) / 2
+                if (w[i - 1] == "-" || w[i + 1] == "-") ref_w = ref_c = ref_v = "-"
+            }
+            printf "%s|%s|%s|%s|%s|%s\n", l, rnd[i], ratio(w[i], ref_w), ratio(c[i], ref_c),
+                ratio(v[i], ref_v), sum[i]
+        }
+    }' "$WORK/all" >"$WORK/ratios"
+
+# median and range of column COL of LABEL's ratios, as slowdown percentages: "M|LO|HI"
+stat() {
+    awk -F'|' -v l="$1" -v col="$2" '$1 == l && $col != "" { x[n++] = $col }
+        END { if (!n) { print "-|-|-"; exit }
+              for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (x[j] < x[i]) { t = x[i]; x[i] = x[j]; x[j] = t }
+              m = n % 2 ? x[(n - 1) / 2] : (x[n / 2 - 1] + x[n / 2]) / 2
+              printf "%.1f|%.1f|%.1f", 100 * (1 - m), 100 * (1 - x[n - 1]), 100 * (1 - x[0]) }' "$WORK/ratios"
+}
+# 1 - (1 - a%)(1 - b%) in percent
+combine() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-") print "-"; else printf "%.1f", 100 * (1 - (1 - a / 100) * (1 - b / 100)) }'; }
+last_summary() { awk -F'|' -v l="$1" '$1 == l { s = $6 } END { print s }' "$WORK/ratios"; }
+# a figure out of the last round's summary of LABEL: "capture" p50/p99, "rate", "lost", "trigger"
+fig() {
+    local s
+    s=$(last_summary "$1")
+    case $2 in
+        capture) sed -nE 's/.*capture cost on the vCPU thread p50 ([0-9.]+) us, p99 ([0-9.]+) us.*/\1 \/ \2 us/p' <<<"$s" ;;
+        rate) sed -nE 's/.*\(([0-9.]+) samples\/s\).*/\1/p' <<<"$s" ;;
+        lost) sed -nE 's/.*lost to a full ring: ([0-9]+).*/\1/p' <<<"$s" ;;
+        trigger) sed -nE 's/.*plugin trigger: ([a-z]+).*/\1/p' <<<"$s" ;;
+        pause) sed -nE 's/.*paused per sample: p50 ([0-9.]+) ms.*/\1/p' <<<"$s" ;;
+    esac
+}
+
+IFS='|' read -r FLAT _ _ <<<"$(stat "plugin loaded, no qprof" 4)"
+IFS='|' read -r CFLAT CFLAT_LO CFLAT_HI <<<"$(stat "plugin loaded with trigger=counter, no qprof" 4)"
+echo "Each figure: the median over $ROUNDS rounds of $SECS s stretches (lowest-highest in brackets)."
+echo
+echo "| run | slowdown, QEMU's CPU | slowdown, wall | slowdown, vCPU thread | samples/s | capture p50 / p99 | lost | trigger |"
 echo "|---|---|---|---|---|---|---|---|"
-awk -F'|' 'NR == 1 { bw = $2; bc = $3; bv = $4 } {
-    sw = ($2 == "-" || bw == "-" || bw == 0) ? "-" : sprintf("%.1f%%", 100 * (1 - $2 / bw))
-    sc = ($3 == "-" || bc == "-" || bc == 0) ? "-" : sprintf("%.1f%%", 100 * (1 - $3 / bc))
-    sv = ($4 == "-" || bv == "-" || bv == 0) ? "-" : sprintf("%.1f%%", 100 * (1 - $4 / bv))
-    printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, sw, $3, sc, $4, sv, $5 }' "$WORK/rows"
-slow() { awk -F'|' -v l="$1" -v c="$2" 'NR == 1 { b = $c } $1 == l && b > 0 && $c != "-" { printf "%.1f", 100 * (1 - $c / b) }' "$WORK/rows"; }
-# The gdbstub's cost is the time it keeps the guest paused, which QEMU's CPU time leaves out:
-# the guest does (work per CPU second) x (the share of time it runs). That share is taken as
-# 1 - (samples per second reached) x (median pause), from qprof's summary: the median, because
-# on a loaded host the mean pause also holds the times the host descheduled qprof mid-sample.
-gdb_est() { awk -F'|' 'NR == 1 { b = $3 } $1 == "gdbstub 1 kHz" && b > 0 && $3 != "-" &&
-    match($5, /\([0-9.]+ samples\/s\)/) {
-        rate = substr($5, RSTART + 1, RLENGTH - 12)
-        if (!match($5, /paused per sample: p50 [0-9.]+ ms/)) exit
-        p50 = substr($5, RSTART + 24, RLENGTH - 27) / 1000
-        share = 1 - rate * p50; if (share < 0) share = 0
-        printf "%.1f", 100 * (1 - $3 * share / b) }' "$WORK/rows"; }
-PLUGIN10=$(slow "plugin 10 kHz" 3)
-GDB1=$(gdb_est)
+for l in "plugin loaded, no qprof" "plugin loaded with trigger=counter, no qprof"; do
+    IFS='|' read -r c clo chi <<<"$(stat "$l" 4)"
+    IFS='|' read -r w wlo whi <<<"$(stat "$l" 3)"
+    IFS='|' read -r v vlo vhi <<<"$(stat "$l" 5)"
+    echo "| $l | $c% ($clo-$chi) | $w% ($wlo-$whi) | $v% ($vlo-$vhi) | | | | |"
+done
+for l in "plugin 1 kHz" "plugin 10 kHz" "plugin 10 kHz, timer" "plugin 10 kHz, counter" \
+    "plugin 1 kHz --exact"; do
+    IFS='|' read -r c clo chi <<<"$(stat "$l" 4)"
+    IFS='|' read -r w wlo whi <<<"$(stat "$l" 3)"
+    IFS='|' read -r v vlo vhi <<<"$(stat "$l" 5)"
+    echo "| $l | $(combine "$FLAT" "$c")% (sampling $c%: $clo-$chi) | $(combine "$FLAT" "$w")% ($w%: $wlo-$whi) | $(combine "$FLAT" "$v")% ($v%: $vlo-$vhi) | $(fig "$l" rate) | $(fig "$l" capture) | $(fig "$l" lost) | $(fig "$l" trigger) |"
+done
+IFS='|' read -r GW GWLO GWHI <<<"$(stat "gdbstub 1 kHz" 3)"
+IFS='|' read -r GC _ _ <<<"$(stat "gdbstub 1 kHz" 4)"
+GRATE=$(fig "gdbstub 1 kHz" rate)
+GPAUSE=$(fig "gdbstub 1 kHz" pause)
+GDB_CPU=$(awk -v c="$GC" -v r="$GRATE" -v p="$GPAUSE" 'BEGIN {
+    if (c == "-" || r == "" || p == "") { print "-"; exit }
+    share = 1 - r * p / 1000; if (share < 0) share = 0
+    printf "%.1f", 100 * (1 - (1 - c / 100) * share) }')
+echo "| gdbstub 1 kHz (no plugin) | $GDB_CPU% (estimated) | $GW% ($GWLO-$GWHI) | | $GRATE | paused p50 $GPAUSE ms | | |"
 echo
-echo "The headline uses QEMU's CPU time per unit of guest work (wall time on a loaded host also"
-echo "measures the other load): the plugin's slowdown is that rate against QEMU 10 without the"
-echo "plugin; the gdbstub's multiplies its rate by the share of time the guest ran, 1 - (samples"
-echo "per second reached) x (median pause) from qprof's summary, since the time it keeps the guest"
-echo "paused costs QEMU no CPU. Wall-clock slowdowns:"
-echo "plugin 10 kHz $(slow "plugin 10 kHz" 2)%, gdbstub 1 kHz $(slow "gdbstub 1 kHz" 2)%."
+echo "The plugin rows' slowdowns are 1 - (1 - the loaded plugin's flat cost, $FLAT%) x (1 - the"
+echo "sampling's cost against idle stretches of the same boot, in brackets with its spread)."
+echo "The counter trigger's flat cost, $CFLAT% of QEMU's CPU here ($CFLAT_LO-$CFLAT_HI), is what auto's"
+echo "rule weighs the timer's wake-ups against (plugin/qprof_ring.h, QPR_AUTO_TIMER_SHARE)."
 echo
-echo "bench: plugin 10 kHz slowdown ${PLUGIN10:--}%, gdbstub 1 kHz slowdown ${GDB1:--}%"
-# --exact against QEMU 10 without the plugin, and against the same sampling without counting
-EXACT=$(slow "plugin 1 kHz --exact" 3)
-EXACT_OVER=$(awk -F'|' '$1 == "plugin 1 kHz" { b = $3 } $1 == "plugin 1 kHz --exact" { e = $3 }
-    END { if (b > 0 && e != "" && e != "-") printf "%.1f", 100 * (1 - e / b) }' "$WORK/rows")
-echo "bench: --exact slowdown ${EXACT:--}% (${EXACT_OVER:--}% over plugin 1 kHz; with trigger=counter $(slow "plugin 1 kHz --exact (trigger=counter)" 3)%; QEMU's CPU per iteration)"
-echo "bench: plugin 1 kHz $(slow "plugin 1 kHz" 3)%, plugin loaded and idle $(slow "plugin loaded, no qprof" 3)%; trigger=counter: loaded and idle $(slow "plugin loaded (trigger=counter), no qprof" 3)%, 10 kHz $(slow "plugin 10 kHz (trigger=counter)" 3)% (QEMU's CPU per iteration)"
-echo "bench: vCPU thread's CPU per iteration: plugin 10 kHz $(slow "plugin 10 kHz" 4)%, trigger=counter 10 kHz $(slow "plugin 10 kHz (trigger=counter)" 4)%"
+P10=$(combine "$FLAT" "$(stat "plugin 10 kHz" 4 | cut -d'|' -f1)")
+echo "bench: plugin 10 kHz slowdown ${P10}%, gdbstub 1 kHz slowdown ${GDB_CPU}%"
+echo "bench: plugin 10 kHz by trigger (QEMU's CPU): auto ($(fig "plugin 10 kHz" trigger)) ${P10}%, timer $(combine "$FLAT" "$(stat "plugin 10 kHz, timer" 4 | cut -d'|' -f1)")%, counter $(combine "$FLAT" "$(stat "plugin 10 kHz, counter" 4 | cut -d'|' -f1)")%; wall: plugin 10 kHz $(combine "$FLAT" "$(stat "plugin 10 kHz" 3 | cut -d'|' -f1)")%, gdbstub 1 kHz ${GW}%"
+echo "bench: --exact slowdown $(combine "$FLAT" "$(stat "plugin 1 kHz --exact" 4 | cut -d'|' -f1)")% (plugin 1 kHz without it $(combine "$FLAT" "$(stat "plugin 1 kHz" 4 | cut -d'|' -f1)")%; QEMU's CPU per iteration)"
+echo "bench: plugin loaded and idle ${FLAT}%, with trigger=counter ${CFLAT}%; capture at 10 kHz p50 / p99 $(fig "plugin 10 kHz" capture), lost $(fig "plugin 10 kHz" lost)"

@@ -15,8 +15,9 @@
  *   jittered deadline or takes a sample every ~N instructions, and re-arms the counter. The
  *   re-arm distance adapts to the instruction rate, so the clock is read about eight times per
  *   interval. The inline add on every block is what this costs, sampling or not (bench/plugin.sh).
- * Each qprof's configuration says which (or auto: the cheaper one at its interval, from the
- * timer's wake-up cost measured when QEMU loaded the plugin, against the counter's flat cost);
+ * Each qprof's configuration says which (or auto: the timer, unless its wake-ups at that
+ * interval, at the cost measured when QEMU loaded the plugin, would take too much of a host
+ * core: qprof_ring.h, QPR_AUTO_TIMER_SHARE);
  * trigger=auto|timer|counter of -plugin is the default for a qprof that leaves it to the plugin.
  * The blocks' code is chosen when they are translated, so a change of trigger resets the plugin
  * (QEMU's code cache flushed, the callbacks registered again) from the next vCPU callback, which
@@ -577,9 +578,10 @@ static uint32_t choose_trigger(const struct qpr_config *c, uint32_t *reason)
         *reason = QPR_REASON_UNMEASURED;
         return QPR_TRIGGER_TIMER;
     }
-    *reason = QPR_REASON_CHEAPER;
+    *reason = QPR_REASON_RULE;
     double timer_share = (double)wake_ns / (double)c->interval_ns; /* of one host core */
-    return timer_share > QPR_COUNTER_SHARE * P.n_vcpus ? QPR_TRIGGER_COUNTER : QPR_TRIGGER_TIMER;
+    double limit = MIN(QPR_AUTO_TIMER_SHARE * P.n_vcpus, QPR_AUTO_TIMER_MAX);
+    return timer_share > limit ? QPR_TRIGGER_COUNTER : QPR_TRIGGER_TIMER;
 }
 
 static void want_trigger(uint32_t trigger, uint32_t reason)

@@ -122,6 +122,17 @@ struct qpr_header {
     uint32_t pad;
 };
 
+/* Auto's rule for sampling by time: the timer until its wake-ups would take more than
+ * QPR_AUTO_TIMER_SHARE of a host core per vCPU (at most QPR_AUTO_TIMER_MAX), then the counter.
+ * Measured on the demo guest's spin loop (short blocks, the counter's worst case) on a nested
+ * 2-core VM whose timer wake-up costs 11 us (bench/plugin.sh): the counter costs 8-14% of the
+ * vCPU's thread sampling or not; at 10 kHz both triggers cost QEMU about 14% of its CPU, but the
+ * timer's lands on its own thread beside the guest (the vCPU's thread 2% slower) and the
+ * counter's on the guest (12%). So the timer keeps the lead up to about twice the counter's flat
+ * cost; past half a core the timer thread itself falls behind on a busy host. */
+#define QPR_AUTO_TIMER_SHARE 0.25
+#define QPR_AUTO_TIMER_MAX   0.5
+
 /* How a vCPU is told to take a sample (qpr_config.trigger, qpr_header.trigger). Both end in a
  * conditional callback at the start of a translation block on the vCPU's own thread; they differ
  * in what every block carries and who keeps time:
@@ -132,14 +143,9 @@ struct qpr_header {
  *   time itself, checking the clock a few times per interval. A flat cost on every block,
  *   sampling or not, and no host wake-ups: cheaper at high rates where wake-ups are dear (a VM
  *   host), and the only way to sample by instruction counts (--period-insns).
- * - AUTO (asked, never in effect): by instructions COUNTER; by time whichever costs less at the
- *   interval asked for, from the timer's wake-up cost measured on this host. */
-/* What the counter trigger costs a vCPU that runs, in every block, sampling or not: about 10%
- * of its thread's time on the demo guest's spin loop, the worst case (short blocks;
- * bench/plugin.sh measured 8-14% beyond the timer's compare alone). Auto takes the counter when
- * the timer's wake-ups would cost a host core more than that per vCPU. */
-#define QPR_COUNTER_SHARE 0.10
-
+ * - AUTO (asked, never in effect): by instructions COUNTER; by time TIMER, unless its wake-ups,
+ *   at the cost measured on this host, would take too much of a core at the interval asked for
+ *   (QPR_AUTO_TIMER_SHARE). */
 enum qpr_trigger {
     QPR_TRIGGER_AUTO = 0,
     QPR_TRIGGER_TIMER = 1,
@@ -147,11 +153,11 @@ enum qpr_trigger {
 };
 
 enum qpr_trigger_reason {
-    QPR_REASON_NONE = 0,     /* no configuration yet */
-    QPR_REASON_ASKED = 1,    /* qprof asked for it (--plugin-trigger) */
-    QPR_REASON_LOADED = 2,   /* QEMU loaded the plugin with trigger=timer|counter */
-    QPR_REASON_INSNS = 3,    /* sampling by instruction counts (--period-insns) */
-    QPR_REASON_CHEAPER = 4,  /* AUTO: cheaper at this interval on this host */
+    QPR_REASON_NONE = 0,       /* no configuration yet */
+    QPR_REASON_ASKED = 1,      /* qprof asked for it (--plugin-trigger) */
+    QPR_REASON_LOADED = 2,     /* QEMU loaded the plugin with trigger=timer|counter */
+    QPR_REASON_INSNS = 3,      /* sampling by instruction counts (--period-insns) */
+    QPR_REASON_RULE = 4,       /* AUTO: by its rule, at this interval on this host */
     QPR_REASON_UNMEASURED = 5, /* AUTO before the wake-up cost was measured: TIMER */
 };
 

@@ -773,13 +773,14 @@ static const char *tp_trigger(void *impl)
     case QPR_REASON_INSNS:
         snprintf(t->trigger_line, sizeof t->trigger_line, "%s (--period-insns)", name);
         break;
-    case QPR_REASON_CHEAPER:
+    case QPR_REASON_RULE:
         snprintf(t->trigger_line, sizeof t->trigger_line,
                  "%s (auto: a timer wake-up costs %.1f us of host CPU here, %.1f%% of a core at "
-                 "this interval, %s the counter's ~%.0f%% per running vCPU, %u here)",
+                 "this interval, %s the %.0f%% auto allows the timer with %u vCPU%s)",
                  name, wake_ns / 1e3, 100 * wake_ns / interval_ns,
-                 trigger == QPR_TRIGGER_COUNTER ? "over" : "within", 100 * QPR_COUNTER_SHARE,
-                 t->n_vcpus);
+                 trigger == QPR_TRIGGER_COUNTER ? "over" : "within",
+                 100 * MIN(QPR_AUTO_TIMER_SHARE * t->n_vcpus, QPR_AUTO_TIMER_MAX), t->n_vcpus,
+                 t->n_vcpus == 1 ? "" : "s");
         break;
     case QPR_REASON_UNMEASURED:
         snprintf(t->trigger_line, sizeof t->trigger_line,

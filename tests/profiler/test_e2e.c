@@ -1115,8 +1115,8 @@ static void check_line_prefix(const char *line, const char *want)
 
 /* The summary's "plugin trigger:" line names the trigger that sampled and why: what qprof asked
  * for, what QEMU loaded the plugin with, --period-insns's counter, or auto's choice, which must
- * follow the rule it states (the counter when the timer's wake-ups, at the cost the plugin
- * measured on this host, would take a core more than the counter's ~10% per vCPU). */
+ * follow its rule (the counter when the timer's wake-ups, at the cost the plugin measured on
+ * this host, would take more than a quarter of a host core per vCPU, at most half a core). */
 static void check_trigger_line(const char *err, const char *interval_ms, const char *extra)
 {
     const char *line = strstr(err, "plugin trigger: ");
@@ -1138,11 +1138,12 @@ static void check_trigger_line(const char *err, const char *interval_ms, const c
         char which[16] = "";
         double wake_us = 0;
         unsigned vcpus = 0;
-        const char *n = strstr(line, "per running vCPU, ");
+        const char *n = strstr(line, "auto allows the timer with ");
         CHECK_MSG(sscanf(line, "%15s (auto: a timer wake-up costs %lf us", which, &wake_us) == 2 &&
-                      n && sscanf(n, "per running vCPU, %u here", &vcpus) == 1,
+                      n && sscanf(n, "auto allows the timer with %u vCPU", &vcpus) == 1,
                   "not auto's line: %.*s", (int)strcspn(line, "\n"), line);
-        double share = wake_us * 1e3 / (atof(interval_ms) * 1e6), bar = 0.10 * vcpus;
+        double share = wake_us * 1e3 / (atof(interval_ms) * 1e6);
+        double bar = 0.25 * vcpus < 0.5 ? 0.25 * vcpus : 0.5;
         fprintf(stderr, "auto: wake-ups %.1f%% of a core against %.0f%%: %s\n", 100 * share,
                 100 * bar, which);
         if (fabs(share - bar) > 0.0006) /* the line rounds the cost to 0.1 us */
