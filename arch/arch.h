@@ -170,6 +170,11 @@ struct prof_arch {
     int n_gdb_regs;
     const char *const *gdb_state_regs; /* NULL-terminated */
     const char *gdb_root_reg;          /* the address-space root register: "cr3", "satp" */
+    /* For a backend that captures inside QEMU without this table at hand (the TCG plugin): a
+     * vCPU runs user code when (register capture_mode_reg & capture_mode_mask) ==
+     * capture_mode_user, by the gdbstub's register names (x86_64: cs & 3 == 3). */
+    const char *capture_mode_reg;
+    uint64_t capture_mode_mask, capture_mode_user;
     /* Privilege, paging and the address-space root from the registers get reads (gdbstub names).
      * A negative code with a one-line message when a register it needs is missing, or when a
      * value is one it cannot interpret (a RISC-V satp mode it has no walk for). */

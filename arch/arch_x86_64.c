@@ -77,5 +77,8 @@ const struct prof_arch prof_arch_x86_64 = {
     .n_gdb_regs = sizeof gdb_regs / sizeof gdb_regs[0],
     .gdb_state_regs = gdb_state_regs,
     .gdb_root_reg = "cr3",
+    .capture_mode_reg = "cs",
+    .capture_mode_mask = 3,
+    .capture_mode_user = 3,
     .cpu_state = cpu_state,
 };

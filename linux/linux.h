@@ -211,6 +211,11 @@ struct lx_fp_task {
      * user address). */
     bool has_trap_pc;
     uint64_t trap_pc;
+    /* Where the stack's words come from: read (a copy of the sample's instant, taken while the
+     * guest ran on: the TCG plugin's capture; a word it lacks ends the walk as unreadable,
+     * marked), or, NULL, the kernel's memory, read while the guest is stopped. */
+    lx_stack_read_fn read;
+    void *read_ctx;
 };
 
 struct lx_fp_result {
@@ -225,7 +230,7 @@ struct lx_fp_result {
  * it yet (its function is neither the pc's nor the first saved return address's), then each
  * saved return address. The chain ends at the frame record in the task's pt_regs (user
  * registers from there when it entered from user mode), or marked (unreadable, not growing,
- * too deep). Call while the guest is stopped. */
+ * too deep). Call while the guest is stopped, or with task->read over a capture. */
 void lx_unwind_fp(lx_kernel *k, const uint64_t live[LX_GREGS], const struct lx_fp_task *task,
                   struct lx_frame *frames, int max, struct lx_fp_result *out);
 

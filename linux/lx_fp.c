@@ -65,6 +65,14 @@ static bool at_task_pt_regs(const struct lx_fp_arch *a, const struct lx_fp_task 
            fp >= t->stack_hi - regs_size(a, t) && fp < t->stack_hi;
 }
 
+/* A word of the walked stack: through the task's reader (a capture of the sample's instant),
+ * else from the kernel's memory, which holds still while the guest is stopped. */
+static int stack_word(lx_kernel *k, const struct lx_fp_task *t, uint64_t addr, void *buf,
+                      size_t len)
+{
+    return t->read ? t->read(t->read_ctx, addr, buf, len) : lx_kernel_read(k, addr, buf, len);
+}
+
 /* The registers an exception taken in the kernel saved, as the walk goes on from them. */
 struct interrupted {
     uint64_t pc, lr, fp;
@@ -81,10 +89,10 @@ static bool exception_record(lx_kernel *k, const struct lx_fp_task *t, uint64_t 
     const struct lx_fp_arch *a = k->arch->fp;
     uint64_t regs = fp + (uint64_t)(int64_t)a->regs_at, saved_sp;
     if (!t->pt_regs_size || !lx_is_kernel_addr(regs) ||
-        lx_kernel_read(k, regs + (uint64_t)a->regs_pc_off, &in->pc, 8) ||
-        lx_kernel_read(k, regs + 8 * (uint64_t)a->fp_reg, &in->fp, 8) ||
-        lx_kernel_read(k, regs + 8 * (uint64_t)a->sp_reg, &saved_sp, 8) ||
-        lx_kernel_read(k, regs + 8 * (uint64_t)a->lr_reg, &in->lr, 8))
+        stack_word(k, t, regs + (uint64_t)a->regs_pc_off, &in->pc, 8) ||
+        stack_word(k, t, regs + 8 * (uint64_t)a->fp_reg, &in->fp, 8) ||
+        stack_word(k, t, regs + 8 * (uint64_t)a->sp_reg, &saved_sp, 8) ||
+        stack_word(k, t, regs + 8 * (uint64_t)a->lr_reg, &in->lr, 8))
         return false;
     if (saved_sp != regs + regs_size(a, t) || !is_code(k, in->pc))
         return false;
@@ -99,7 +107,7 @@ static void end_at_pt_regs(lx_kernel *k, const struct lx_fp_task *t, struct lx_f
     out->end = LX_END_TASK_START;
     if (t->kthread || a->pt_regs_min > sizeof buf || t->pt_regs_size < a->pt_regs_min)
         return;
-    if (lx_kernel_read(k, t->stack_hi - regs_size(a, t), buf, a->pt_regs_min) != 0) {
+    if (stack_word(k, t, t->stack_hi - regs_size(a, t), buf, a->pt_regs_min) != 0) {
         out->end = LX_END_UNREADABLE;
         return;
     }
@@ -159,7 +167,7 @@ void lx_unwind_fp(lx_kernel *k, const uint64_t live[LX_GREGS], const struct lx_f
              * is the entry code's (handle_exception). */
             uint64_t entry;
             if (fp + (uint64_t)a->saved_ra < task->stack_hi - regs_size(a, task) &&
-                lx_kernel_read(k, fp + (uint64_t)a->saved_ra, &entry, 8) == 0 &&
+                stack_word(k, task, fp + (uint64_t)a->saved_ra, &entry, 8) == 0 &&
                 is_code(k, strip(k, entry)) && !push(frames, max, out, strip(k, entry), false))
                 return;
             end_at_pt_regs(k, task, out);
@@ -170,8 +178,8 @@ void lx_unwind_fp(lx_kernel *k, const uint64_t live[LX_GREGS], const struct lx_f
             out->end = LX_END_FP_BROKEN;
             return;
         }
-        if (lx_kernel_read(k, fp + (uint64_t)a->saved_fp, &rec[0], 8) ||
-            lx_kernel_read(k, fp + (uint64_t)a->saved_ra, &rec[1], 8)) {
+        if (stack_word(k, task, fp + (uint64_t)a->saved_fp, &rec[0], 8) ||
+            stack_word(k, task, fp + (uint64_t)a->saved_ra, &rec[1], 8)) {
             out->end = LX_END_UNREADABLE;
             return;
         }

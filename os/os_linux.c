@@ -1002,8 +1002,16 @@ static enum unw_stop stop_of(enum lx_unwind_end e)
 
 /* A kernel that keeps frame pointers (arm64): the chain from the live registers, which are in
  * DWARF numbering for these architectures as for lx_unwind_fp. */
+struct stack_reader {
+    const struct prof_os_mem *mem;
+    const struct prof_vcpu *cpu;
+};
+static int stack_read(void *ctx, uint64_t kva, void *buf, size_t len);
+
+/* A capturing target's sample: the frame records only from what it captured at the instant (the
+ * stack from sp), never from memory the guest has rewritten since. */
 static int fp_unwind(struct os_linux *l, const struct prof_vcpu *cpu, const struct prof_task *t,
-                     struct prof_kstack *out)
+                     const struct prof_os_mem *mem, struct prof_kstack *out)
 {
     uint64_t live[LX_GREGS];
     struct lx_frame frames[PROF_KSTACK_MAX];
@@ -1014,6 +1022,9 @@ static int fp_unwind(struct os_linux *l, const struct prof_vcpu *cpu, const stru
                               .kthread = t->state == PROF_TASK_KERNEL,
                               .has_trap_pc = cpu->has_exception_pc,
                               .trap_pc = cpu->exception_pc};
+    struct stack_reader sr = {mem, cpu};
+    if (mem && mem->captured && mem->read)
+        task.read = stack_read, task.read_ctx = &sr;
     for (int i = 0; i < LX_GREGS && i < UNW_NREGS; i++)
         live[i] = cpu->regs.r[i];
     lx_unwind_fp(l->kernel, live, &task, frames, PROF_KSTACK_MAX, &res);
@@ -1034,11 +1045,6 @@ static int fp_unwind(struct os_linux *l, const struct prof_vcpu *cpu, const stru
 /* The kernel stack of a captured sample: only what the target captured at its instant (the
  * stack from sp, the top of the task's stack); a frame beyond it ends the walk, marked, rather
  * than be read from memory the guest has rewritten since. */
-struct stack_reader {
-    const struct prof_os_mem *mem;
-    const struct prof_vcpu *cpu;
-};
-
 static int stack_read(void *ctx, uint64_t kva, void *buf, size_t len)
 {
     const struct stack_reader *u = ctx;
@@ -1054,7 +1060,7 @@ static int lx_kernel_unwind(void *impl, const struct prof_vcpu *cpu, const struc
     if (!l->kernel || cpu->user)
         return -ENOTSUP;
     if (lx_kernel_unwinds_by_fp(l->kernel))
-        return fp_unwind(l, cpu, t, out);
+        return fp_unwind(l, cpu, t, mem, out);
     if (!lx_kernel_orc_entries(l->kernel))
         return -ENOTSUP;
     struct lx_pt_regs live;
@@ -1099,7 +1105,9 @@ static int lx_kernel_unwind(void *impl, const struct prof_vcpu *cpu, const struc
 static uint64_t lx_capture_plan(void *impl, struct prof_capture_plan *out)
 {
     struct os_linux *l = impl;
-    if (!l->kernel || !l->have_offsets)
+    /* x86_64's: the per-CPU words are found from the GS base (arm64 and riscv64 keep the current
+     * task in a register, which the capture has: SP_EL0, tp) */
+    if (!l->kernel || !l->have_offsets || l->cfg.arch != &prof_arch_x86_64)
         return l->plan_gen * 2; /* none (a change from a plan sent before) */
     uint32_t lo, hi;
     lx_task_span(&l->off, &lo, &hi);

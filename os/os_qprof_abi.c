@@ -14,6 +14,10 @@ struct os_abi {
     uint8_t *bytes;       /* PROF_ABI_MAX_BYTES */
     size_t len;
     bool have_abi; /* this stop's copy passed the checks */
+    /* This copy was read after the sample's instant (a capturing target whose vCPU could not
+     * read the kernel's page at the instant): only a user slot that names the address space the
+     * vCPU was in is believed. */
+    bool late;
 };
 
 static int abi_open(const struct prof_os_config *cfg, void **impl)
@@ -40,18 +44,33 @@ static void reject(struct prof_os_refresh *out, const struct qp_error *why)
     g_strlcpy(out->reject_reason, why->msg, sizeof out->reject_reason);
 }
 
+/* The table as the sample's instant had it; for a vCPU in user mode whose capture could not read
+ * it (the plugin reads with the vCPU's own privilege, and riscv64's user mode cannot read a
+ * kernel page), a later copy, which slot_for believes only where it names the address space
+ * the sample was in. */
+static int read_table(struct os_abi *a, const struct prof_vcpu *cpu, const struct prof_os_mem *mem,
+                      size_t len, size_t *got)
+{
+    a->late = false;
+    if (mem->read(mem->ctx, cpu, a->cfg.abi_addr, a->bytes, len, got) == 0)
+        return 0;
+    if (!mem->captured || !cpu->user || !cpu->as_root || !mem->read_unchanging)
+        return -EFAULT;
+    a->late = true;
+    return mem->read_unchanging(mem->ctx, cpu, a->cfg.abi_addr, a->bytes, len, got);
+}
+
 static bool read_abi(struct os_abi *a, const struct prof_vcpu *cpu, const struct prof_os_mem *mem,
                      struct prof_os_refresh *out)
 {
     size_t got = 0, need = 0;
     struct qp_error why = {0};
-    if (!a->cfg.abi_addr ||
-        mem->read(mem->ctx, cpu, a->cfg.abi_addr, a->bytes, sizeof(struct qprof_abi), &got) != 0)
+    if (!a->cfg.abi_addr || read_table(a, cpu, mem, sizeof(struct qprof_abi), &got) != 0)
         return false;
     int rc = prof_abi_check(a->bytes, got, &a->abi, &need, &why);
     if (rc == -ENODATA && need <= PROF_ABI_MAX_BYTES && got == sizeof(struct qprof_abi)) {
         /* a guest whose slots are larger than ours: copy the layout it declares */
-        mem->read(mem->ctx, cpu, a->cfg.abi_addr, a->bytes, need, &got);
+        read_table(a, cpu, mem, need, &got);
         rc = prof_abi_check(a->bytes, got, &a->abi, &need, &why);
     }
     if (rc == -EPROTO || rc == -ENODATA)
@@ -93,6 +112,11 @@ static bool slot_for(const struct os_abi *a, const struct prof_vcpu *cpu,
     if (!a->have_abi || prof_abi_slot(a->bytes, a->len, &a->abi, id, slot) != 0)
         return false;
     if (slot->seq & 1)
+        return false;
+    /* a later copy: good for a process only, and only the one whose address space this is */
+    if (a->late &&
+        (slot->state != QPROF_CPU_USER || !slot->cr3 || !cpu->as_root ||
+         (slot->cr3 & a->cfg.arch->as_root_mask) != (cpu->as_root & a->cfg.arch->as_root_mask)))
         return false;
     /* A transport that gives no root (QMP on aarch64: as_root 0) leaves the stack bounds below
      * to catch a switch. */

@@ -72,7 +72,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 /* What one vCPU's thread keeps; only that thread touches it after init. */
 struct vcpu {
     bool ready;
-    struct qemu_plugin_register *reg[QPR_NREGS];
+    GArray *all_regs; /* every register the vCPU has (qemu_plugin_reg_descriptor), by name */
+    struct qemu_plugin_register *reg[QPR_MAX_REGS]; /* the configuration's reg_names */
     GByteArray *buf; /* QPR_STACK_MAX bytes reserved: reads never grow it */
     uint64_t rng;
     uint64_t gen; /* the configuration generation this vCPU last saw */
@@ -89,6 +90,7 @@ static struct {
     struct qemu_plugin_scoreboard *counters;
     qemu_plugin_u64 counter;
     uint32_t n_vcpus;
+    uint32_t arch; /* enum qpr_arch of QEMU's target */
     struct vcpu *vcpus;
     int memfd;
     void *map;
@@ -147,7 +149,7 @@ static void rearm(unsigned idx, uint64_t distance)
 static void read_registers(struct vcpu *v, struct qpr_sample *s)
 {
     s->regs_valid = 0;
-    for (int i = 0; i < QPR_NREGS; i++) {
+    for (uint32_t i = 0; i < v->cfg.n_regs; i++) {
         if (!v->reg[i])
             continue;
         g_byte_array_set_size(v->buf, 0);
@@ -155,10 +157,25 @@ static void read_registers(struct vcpu *v, struct qpr_sample *s)
         if (n <= 0 || n > 8)
             continue;
         uint64_t val = 0;
-        memcpy(&val, v->buf->data, (size_t)n); /* target byte order: little-endian x86 */
+        memcpy(&val, v->buf->data, (size_t)n); /* target byte order: little-endian, all three */
         s->regs[i] = val;
-        s->regs_valid |= 1u << i;
+        s->regs_valid |= UINT64_C(1) << i;
     }
+}
+
+/* The configuration's registers by name, among those this vCPU has (NULL: none so named). */
+static void map_registers(struct vcpu *v)
+{
+    memset(v->reg, 0, sizeof v->reg);
+    for (uint32_t i = 0; i < v->cfg.n_regs; i++)
+        for (guint k = 0; v->all_regs && k < v->all_regs->len; k++) {
+            qemu_plugin_reg_descriptor *d =
+                &g_array_index(v->all_regs, qemu_plugin_reg_descriptor, k);
+            if (strcmp(d->name, v->cfg.reg_names[i]) == 0) {
+                v->reg[i] = d->handle;
+                break;
+            }
+        }
 }
 
 /* len bytes at addr into out, page by page, stopping at the first page that does not read:
@@ -239,9 +256,9 @@ static void take_sample(unsigned idx, struct vcpu *v, uint64_t t0, uint32_t peri
     s->idle_ns = 0;
     s->insns = v->insns;
     read_registers(v, s);
-    s->stack_addr = s->regs[QPR_RSP];
+    s->stack_addr = s->regs[v->cfg.sp_reg];
     s->stack_len = 0;
-    if (s->regs_valid & (1u << QPR_RSP))
+    if (s->regs_valid >> v->cfg.sp_reg & 1)
         s->stack_len = read_window(v, s->stack_addr, v->cfg.stack_bytes, s->stack);
     s->extra_addr = v->cfg.extra_addr;
     s->extra_len = 0;
@@ -250,7 +267,7 @@ static void take_sample(unsigned idx, struct vcpu *v, uint64_t t0, uint32_t peri
     s->ustack_addr = 0;
     s->ustack_len = 0;
     qpr_capture_windows(s, v->cfg.win, read_window_cb, v); /* first: the user stack may be there */
-    if ((s->regs_valid & (1u << QPR_CS)) && (s->regs[QPR_CS] & 3) == 0)
+    if ((s->regs_valid >> v->cfg.mode_reg & 1) && !qpr_user_mode(s, &v->cfg))
         chase_user_stack(v, idx, s);
     uint64_t cost = now_ns() - t0;
     s->cost_ns = cost > UINT32_MAX ? UINT32_MAX : (uint32_t)cost;
@@ -267,6 +284,7 @@ static bool refresh_config(struct vcpu *v, uint64_t now)
     if (!gen)
         return false;
     v->cfg = P.cfg[gen & 1];
+    map_registers(v);
     v->insns = 0;
     v->distance = FIRST_DISTANCE;
     v->last_check_ns = now;
@@ -393,27 +411,13 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     exact_on_tb_trans(tb);
 }
 
-static const char *const reg_names[QPR_NREGS] = {
-#define QPR_NAME(id, name) name,
-    QPR_REGS(QPR_NAME)
-#undef QPR_NAME
-};
-
 static void on_vcpu_init(qemu_plugin_id_t id, unsigned int idx)
 {
     (void)id;
     if (idx >= P.n_vcpus)
         return;
     struct vcpu *v = &P.vcpus[idx];
-    GArray *regs = qemu_plugin_get_registers();
-    for (guint i = 0; regs && i < regs->len; i++) {
-        qemu_plugin_reg_descriptor *d = &g_array_index(regs, qemu_plugin_reg_descriptor, i);
-        for (int r = 0; r < QPR_NREGS; r++)
-            if (!v->reg[r] && strcmp(d->name, reg_names[r]) == 0)
-                v->reg[r] = d->handle;
-    }
-    if (regs)
-        g_array_free(regs, TRUE);
+    v->all_regs = qemu_plugin_get_registers(); /* kept: QEMU interns the names */
     v->buf = g_byte_array_sized_new(QPR_STACK_MAX);
     v->rng = 0x9e3779b97f4a7c15u ^ ((uint64_t)idx << 32) ^ now_ns();
     rearm(idx, DISARMED_DISTANCE);
@@ -640,11 +644,20 @@ static void publish_config(const struct qpr_config *c)
         dst->extra_len = QPR_EXTRA_MAX;
     if (dst->ustack_win > QPR_WINDOWS)
         dst->ustack_win = 0;
+    /* registers: another architecture's, or indexes past the names, read none */
+    if (dst->arch != P.arch || dst->n_regs > QPR_MAX_REGS || dst->sp_reg >= dst->n_regs ||
+        dst->mode_reg >= dst->n_regs)
+        dst->n_regs = dst->sp_reg = dst->mode_reg = 0;
+    if (dst->ustack_reg >= dst->n_regs)
+        dst->ustack_reg = QPR_MAX_REGS;
+    for (uint32_t i = 0; i < QPR_MAX_REGS; i++)
+        dst->reg_names[i][QPR_REG_NAME - 1] = 0;
     uint32_t win_total = 0;
     for (uint32_t i = 0; i < QPR_WINDOWS; i++) { /* a bad chain ends the list */
         struct qpr_window *w = &dst->win[i];
         if (w->len > QPR_WIN_BYTES - win_total || (w->base == QPR_WIN_POINTER && w->from >= i) ||
-            w->base > QPR_WIN_POINTER)
+            w->base > QPR_WIN_POINTER ||
+            (w->base == QPR_WIN_KERNEL_GS && P.arch != QPR_ARCH_X86_64))
             w->len = 0;
         if (!w->len) {
             memset(&dst->win[i], 0, sizeof dst->win[0] * (QPR_WINDOWS - i));
@@ -818,8 +831,16 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         P.loaded_trigger == QPR_TRIGGER_COUNTER ? QPR_TRIGGER_COUNTER : QPR_TRIGGER_TIMER;
     if (!socket_path || !*socket_path)
         return fail("needs socket=PATH (-plugin qprof-plugin.so,socket=PATH)");
-    if (!info->system_emulation || strcmp(info->target_name, "x86_64") != 0)
-        return fail("%s: only x86_64 system emulation is supported", info->target_name);
+    if (!info->system_emulation)
+        return fail("%s: only system emulation is supported", info->target_name);
+    if (strcmp(info->target_name, "x86_64") == 0)
+        P.arch = QPR_ARCH_X86_64;
+    else if (strcmp(info->target_name, "riscv64") == 0)
+        P.arch = QPR_ARCH_RISCV64;
+    else if (strcmp(info->target_name, "aarch64") == 0)
+        P.arch = QPR_ARCH_AARCH64;
+    else
+        return fail("%s: qprof samples x86_64, riscv64 and aarch64 guests", info->target_name);
     P.id = id;
     P.n_vcpus = (uint32_t)info->system.max_vcpus;
     if (P.n_vcpus > QPR_MAX_VCPUS)

@@ -11,7 +11,9 @@
  *
  * Both sides are x86_64 hosts built from this one header; nothing here is parsed from an
  * untrusted peer other than by bounds already fixed in this file (qprof still checks every
- * length against them). */
+ * length against them). The guest is x86_64, riscv64 or aarch64 (qpr_header.target): qprof
+ * names the registers to capture (struct qpr_config), and only the x86_64-specific steps below
+ * (interrupt frames, the GS base) are left out on the others. */
 #ifndef QPROF_RING_H
 #define QPROF_RING_H
 
@@ -29,21 +31,26 @@
 #define QPR_MAX_PERIODS 100
 #define QPR_WINDOWS     6     /* chained windows qprof asks for (struct qpr_window) */
 #define QPR_WIN_BYTES   8192u /* their bytes together, at most */
+#define QPR_MAX_REGS    48    /* registers qprof may ask for (struct qpr_config.reg_names) */
+#define QPR_REG_NAME    16    /* bytes of a register's name, its terminating NUL included */
 
-/* Registers, in this order (x86_64, named as QEMU's gdb XML names them). */
+/* The guest architecture of a configuration (qpr_config.arch). */
+enum qpr_arch {
+    QPR_ARCH_X86_64 = 0,
+    QPR_ARCH_RISCV64 = 1,
+    QPR_ARCH_AARCH64 = 2,
+};
+
+/* x86_64's registers, in this order, named as QEMU's gdb XML names them: qprof asks for exactly
+ * these on an x86_64 guest, so that the indexes below name a sample's regs. */
+/* clang-format off */
 #define QPR_REGS(X)                                                                                \
-    X(RAX, "rax")                                                                                  \
-    X(RBX, "rbx")                                                                                  \
-    X(RCX, "rcx")                                                                                  \
-    X(RDX, "rdx")                                                                                  \
-    X(RSI, "rsi")                                                                                  \
-    X(RDI, "rdi")                                                                                  \
-    X(RBP, "rbp")                                                                                  \
-    X(RSP, "rsp")                                                                                  \
-    X(R8, "r8") X(R9, "r9") X(R10, "r10") X(R11, "r11") X(R12, "r12") X(R13, "r13") X(R14, "r14")  \
-        X(R15, "r15") X(RIP, "rip") X(EFLAGS, "eflags") X(CS, "cs") X(SS, "ss")                    \
-            X(FS_BASE, "fs_base") X(GS_BASE, "gs_base") X(K_GS_BASE, "k_gs_base") X(CR0, "cr0")    \
-                X(CR3, "cr3") X(CR4, "cr4") X(EFER, "efer")
+    X(RAX, "rax") X(RBX, "rbx") X(RCX, "rcx") X(RDX, "rdx") X(RSI, "rsi") X(RDI, "rdi")            \
+    X(RBP, "rbp") X(RSP, "rsp") X(R8, "r8") X(R9, "r9") X(R10, "r10") X(R11, "r11")                \
+    X(R12, "r12") X(R13, "r13") X(R14, "r14") X(R15, "r15") X(RIP, "rip") X(EFLAGS, "eflags")      \
+    X(CS, "cs") X(SS, "ss") X(FS_BASE, "fs_base") X(GS_BASE, "gs_base") X(K_GS_BASE, "k_gs_base")  \
+    X(CR0, "cr0") X(CR3, "cr3") X(CR4, "cr4") X(EFER, "efer")
+/* clang-format on */
 
 enum qpr_reg {
 #define QPR_ENUM(id, name) QPR_##id,
@@ -60,13 +67,14 @@ enum qpr_kind {
 struct qpr_sample {
     uint32_t kind;
     uint32_t vcpu;
-    uint64_t time_ns;    /* CLOCK_MONOTONIC of the capture (of the wake-up for IDLE) */
-    uint64_t idle_ns;    /* IDLE: how long the vCPU waited */
-    uint64_t insns;      /* guest instructions this vCPU executed since it was armed (about) */
-    uint32_t cost_ns;    /* the capture's time on the vCPU thread */
-    uint32_t regs_valid; /* bit i: regs[i] was read */
-    uint64_t regs[QPR_NREGS];
-    uint64_t stack_addr; /* = regs[QPR_RSP] */
+    uint64_t time_ns; /* CLOCK_MONOTONIC of the capture (of the wake-up for IDLE) */
+    uint64_t idle_ns; /* IDLE: how long the vCPU waited */
+    uint64_t insns;   /* guest instructions this vCPU executed since it was armed (about) */
+    uint32_t cost_ns; /* the capture's time on the vCPU thread */
+    uint32_t pad1;
+    uint64_t regs_valid; /* bit i: regs[i] (qpr_config.reg_names[i]) was read */
+    uint64_t regs[QPR_MAX_REGS];
+    uint64_t stack_addr; /* = regs[qpr_config.sp_reg] */
     uint32_t stack_len;  /* bytes from stack_addr, up to the first unmapped page */
     uint32_t extra_len;  /* bytes of the extra window, 0 when unmapped or not asked for */
     uint64_t extra_addr;
@@ -193,8 +201,8 @@ struct qpr_hello { /* plugin -> qprof, with the memfd */
 /* Where a chained window starts (qpr_window.base). */
 enum qpr_win_base {
     QPR_WIN_NONE = 0,
-    /* the kernel's GS base: gs_base when it is a kernel-half address, else k_gs_base (user mode,
-     * or a kernel entry before its swapgs); neither: not captured */
+    /* x86_64: the kernel's GS base: gs_base when it is a kernel-half address, else k_gs_base
+     * (user mode, or a kernel entry before its swapgs); neither: not captured */
     QPR_WIN_KERNEL_GS = 1,
     /* the u64 at byte from_off of window `from` (an earlier one), when it was captured whole
      * there and is not 0 */
@@ -224,9 +232,25 @@ struct qpr_config { /* qprof -> plugin; a later one replaces it */
     uint32_t chase_add, ustack_bytes;
     /* When p is 0 (the kernel has not saved the frame yet, or has already cleared the pointer on
      * its way out), the u64 at extra[kstack_top_off + vcpu * chase_stride] is the top of the
-     * kernel stack, where the CPU put the interrupt frame of an entry from user mode; 0: none. */
+     * kernel stack: on x86_64 the CPU put the interrupt frame of an entry from user mode there;
+     * elsewhere the kernel saves its frame of top_frame_size bytes there (the demo guests' entry
+     * code), whose sp is at chase_add. 0: none. */
     uint32_t kstack_top_off;
-    uint32_t trigger; /* enum qpr_trigger: AUTO leaves it to the plugin's own default */
+    uint32_t top_frame_size;
+    uint64_t user_end; /* user addresses are below this (the architecture's split) */
+    uint32_t trigger;  /* enum qpr_trigger: AUTO leaves it to the plugin's own default */
+    /* When p is 0, before the stack top's frame: the register that holds the interrupted user
+     * sp in kernel mode when it holds a user address (aarch64: SP_EL0, which an entry from EL0
+     * leaves as it was); an index into reg_names, QPR_MAX_REGS: none. */
+    uint32_t ustack_reg;
+    /* The guest's architecture (enum qpr_arch; the plugin refuses one that is not its QEMU's)
+     * and the registers to read at each sample, by the names QEMU's gdb XML gives them (x86_64:
+     * QPR_REGS, in that order): regs[i] of a sample is reg_names[i], its regs_valid bit clear
+     * when the vCPU has no such register. sp_reg is the stack pointer's index; a sample is in
+     * user mode when (regs[mode_reg] & mode_mask) == mode_user (x86_64: cs & 3 == 3). */
+    uint32_t arch, n_regs, sp_reg, mode_reg;
+    uint64_t mode_mask, mode_user;
+    char reg_names[QPR_MAX_REGS][QPR_REG_NAME];
     /* Windows an OS adapter needs at the instant (a Linux kernel's current task and its saved
      * registers), followed from the registers and from each other; len 0 ends the list. Their
      * lens together at most QPR_WIN_BYTES (the plugin cuts the rest). */
@@ -295,8 +319,9 @@ enum qpr_usp_from {
     QPR_USP_NONE = 0,   /* nowhere: the sample has no user stack (qprof marks it truncated) */
     QPR_USP_ENTRY,      /* the CPU's interrupt frame at sp: an entry stub's first blocks */
     QPR_USP_SAVED,      /* the frame the kernel saved and published (qpr_config's chase) */
-    QPR_USP_KSTACK_TOP, /* the interrupt frame at the top of the kernel stack */
+    QPR_USP_KSTACK_TOP, /* the frame at the top of the kernel stack (x86_64: the CPU's) */
     QPR_USP_WINDOW,     /* the user frame in a chained window (qpr_config.ustack_win) */
+    QPR_USP_REGISTER,   /* the register qpr_config.ustack_reg names */
 };
 
 /* Reads the u64 at a guest address outside the captured windows; false when unmapped. */
@@ -353,23 +378,40 @@ static inline enum qpr_usp_from qpr_window_usp(const struct qpr_sample *s,
     return QPR_USP_WINDOW;
 }
 
+/* The user sp a kernel saved at `at` (in the stack window, else read with read_u64, which may be
+ * NULL): the word is the guest's, so only a user-half address is taken. */
+static inline bool qpr_saved_usp(const struct qpr_sample *s, const struct qpr_config *c,
+                                 uint64_t at, qpr_read_u64_fn read_u64, void *ctx, uint64_t *usp)
+{
+    uint64_t v = 0, user_end = c->user_end ? c->user_end : UINT64_C(1) << 47;
+    bool read = qpr_window_u64(s->stack_addr, s->stack, s->stack_len, at, &v) ||
+                (read_u64 && read_u64(ctx, at, &v));
+    if (!read || !v || v >= user_end)
+        return false;
+    *usp = v;
+    return true;
+}
+
 /* The user stack pointer of a sample taken in kernel mode, from what was captured at its instant
  * (registers, the kernel stack window from sp, the extra window), in this order:
- * - an entry stub's first blocks, before the kernel saved anything: the CPU's frame lies in the
- *   first words at sp, after an error code or the vector a stub pushed;
+ * - x86_64, an entry stub's first blocks, before the kernel saved anything: the CPU's frame lies
+ *   in the first words at sp, after an error code or the vector a stub pushed;
  * - the frame the kernel saved and points to (the chase), read with read_u64 when it lies
  *   outside the stack window (read_u64 may be NULL);
  * - no pointer published (the kernel between its entry stub and publishing it, or between
  *   clearing it and the iretq that leaves: the demo kernel's isr_return pops the registers with
- *   the pointer already 0): the interrupt frame at the top of the kernel stack, which is where the
- *   CPU puts an entry from user mode.
- * The last two are this instant's too: the pointer and the stack top are read from the extra
- * window, the frame from the stack window, all captured together. */
+ *   the pointer already 0): on x86_64 the interrupt frame at the top of the kernel stack, which is
+ *   where the CPU puts an entry from user mode; elsewhere the register that still holds the user
+ *   sp (ustack_reg), then the frame the entry code saves at the stack's top (top_frame_size).
+ * The later steps are this instant's too: the pointer and the stack top are read from the extra
+ * window, the frame from the stack window, all captured together. (riscv64's first entry
+ * instructions still run on the user's sp: the stack window is the user stack then.) */
 static inline enum qpr_usp_from qpr_user_sp(const struct qpr_sample *s, const struct qpr_config *c,
                                             uint32_t vcpu, qpr_read_u64_fn read_u64, void *ctx,
                                             uint64_t *usp)
 {
-    for (uint64_t off = 0; off <= 24; off += 8)
+    bool x86 = c->arch == QPR_ARCH_X86_64; /* interrupt frames are x86_64's */
+    for (uint64_t off = 0; x86 && off <= 24; off += 8)
         if (qpr_stack_frame_usp(s, s->stack_addr + off, usp))
             return QPR_USP_ENTRY;
     if (!c->chase_stride)
@@ -377,21 +419,35 @@ static inline enum qpr_usp_from qpr_user_sp(const struct qpr_sample *s, const st
     uint64_t slot = s->extra_addr + (uint64_t)vcpu * c->chase_stride, frame = 0, top = 0;
     if (!qpr_window_u64(s->extra_addr, s->extra, s->extra_len, slot + c->chase_off, &frame))
         return QPR_USP_NONE;
-    if (frame) {
-        /* the saved word is the guest's: a user-half address, or no user stack at all */
-        uint64_t at = frame + c->chase_add, v = 0;
-        bool read = qpr_window_u64(s->stack_addr, s->stack, s->stack_len, at, &v) ||
-                    (read_u64 && read_u64(ctx, at, &v));
-        if (!read || !v || v >= (UINT64_C(1) << 47))
-            return QPR_USP_NONE;
-        *usp = v;
-        return QPR_USP_SAVED;
+    if (frame)
+        return qpr_saved_usp(s, c, frame + c->chase_add, read_u64, ctx, usp) ? QPR_USP_SAVED
+                                                                             : QPR_USP_NONE;
+    if (!x86 && c->ustack_reg < QPR_MAX_REGS && (s->regs_valid >> c->ustack_reg & 1)) {
+        uint64_t v = s->regs[c->ustack_reg];
+        if (v && v < (c->user_end ? c->user_end : UINT64_C(1) << 47)) {
+            *usp = v;
+            return QPR_USP_REGISTER;
+        }
     }
-    if (c->kstack_top_off &&
-        qpr_window_u64(s->extra_addr, s->extra, s->extra_len, slot + c->kstack_top_off, &top) &&
-        top >= 40 && qpr_stack_frame_usp(s, top - 40, usp))
+    if (!c->kstack_top_off ||
+        !qpr_window_u64(s->extra_addr, s->extra, s->extra_len, slot + c->kstack_top_off, &top))
+        return QPR_USP_NONE;
+    if (x86 && top >= 40 && qpr_stack_frame_usp(s, top - 40, usp))
+        return QPR_USP_KSTACK_TOP;
+    /* the frame the entry code saves at the stack's top: possibly an earlier entry's, before this
+     * one wrote it, which only makes the window start elsewhere (its bytes are this instant's) */
+    if (!x86 && c->top_frame_size && top > c->top_frame_size &&
+        qpr_saved_usp(s, c, top - c->top_frame_size + c->chase_add, read_u64, ctx, usp))
         return QPR_USP_KSTACK_TOP;
     return QPR_USP_NONE;
+}
+
+/* Whether the sample was taken in user mode, by c's register test; false when that register was
+ * not read. */
+static inline bool qpr_user_mode(const struct qpr_sample *s, const struct qpr_config *c)
+{
+    return c->mode_reg < QPR_MAX_REGS && (s->regs_valid >> c->mode_reg & 1) &&
+           (s->regs[c->mode_reg] & c->mode_mask) == c->mode_user;
 }
 
 /* The base address of window i of s by w (the registers and the windows before it), false when
@@ -402,10 +458,10 @@ static inline bool qpr_window_base(const struct qpr_sample *s, const struct qpr_
     const struct qpr_window *w = &win[i];
     const uint64_t kernel_half = UINT64_C(0xffff800000000000);
     switch (w->base) {
-    case QPR_WIN_KERNEL_GS:
-        if ((s->regs_valid & (1u << QPR_GS_BASE)) && s->regs[QPR_GS_BASE] >= kernel_half)
+    case QPR_WIN_KERNEL_GS: /* x86_64's registers (qpr_config.arch): the plugin keeps it there */
+        if ((s->regs_valid >> QPR_GS_BASE & 1) && s->regs[QPR_GS_BASE] >= kernel_half)
             *base = s->regs[QPR_GS_BASE];
-        else if ((s->regs_valid & (1u << QPR_K_GS_BASE)) && s->regs[QPR_K_GS_BASE] >= kernel_half)
+        else if ((s->regs_valid >> QPR_K_GS_BASE & 1) && s->regs[QPR_K_GS_BASE] >= kernel_half)
             *base = s->regs[QPR_K_GS_BASE];
         else
             return false;

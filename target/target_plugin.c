@@ -21,8 +21,10 @@
  * the paused part of the waiting gives no idle samples, and is counted as skipped intervals as
  * the other targets count theirs; without it a pause shows as idle. */
 #include "target.h"
+#include "arch.h"
 #include "arch_x86_64.h"
 #include "target_qmp_ram.h"
+#include "target_vcpu.h"
 
 #include "qprof/guest_abi.h"
 #include "qmp.h"
@@ -63,6 +65,9 @@ struct target_plugin {
     void *map;
     size_t map_size;
     uint32_t n_vcpus;
+    /* The guest's architecture, from QEMU's target name in the ring's header: x86_64's
+     * registers are the ring's QPR_REGS, the others' are read through the arch table by name. */
+    const struct prof_arch *arch;
     uint64_t tail[QPR_MAX_VCPUS];
     uint64_t lost_at_open[QPR_MAX_VCPUS];
     uint64_t idle_ticks_seen[QPR_MAX_VCPUS]; /* trigger=timer's idle samples taken over */
@@ -190,6 +195,12 @@ static int map_rings(struct target_plugin *t, int memfd, const struct qpr_hello 
                             "the plugin's ring has another layout: load the "
                             "qprof-plugin.so built with this qprof");
     t->n_vcpus = h->n_vcpus;
+    char target[sizeof hd->target + 1] = {0};
+    memcpy(target, hd->target, sizeof hd->target);
+    t->arch = prof_arch_by_name(target);
+    if (!t->arch)
+        return qp_error_set(err, -ENOTSUP, "the plugin runs in a QEMU for %s; qprof knows %s",
+                            target, prof_arch_known_names());
     snprintf(t->version, sizeof t->version, "10.0+ (plugin API %u)", hd->api_version);
     /* Start from now: what an earlier qprof left unread is not this run's. */
     for (uint32_t i = 0; i < t->n_vcpus; i++) {
@@ -202,7 +213,67 @@ static int map_rings(struct target_plugin *t, int memfd, const struct qpr_hello 
     return 0;
 }
 
-/* What to capture: the stack, the demo ABI's table and the user stack its slot leads to. */
+/* Adds register name to c's list: its index, or -1 when the list is full. */
+static int add_reg(struct qpr_config *c, const char *name)
+{
+    for (uint32_t i = 0; i < c->n_regs; i++)
+        if (strcmp(c->reg_names[i], name) == 0)
+            return (int)i;
+    if (c->n_regs >= QPR_MAX_REGS || strlen(name) >= QPR_REG_NAME)
+        return -1;
+    snprintf(c->reg_names[c->n_regs], QPR_REG_NAME, "%s", name);
+    return (int)c->n_regs++;
+}
+
+/* The registers to read at each sample: x86_64's QPR_REGS (their indexes are the ring's), the
+ * others' general and state registers as their arch table names them. */
+static int config_registers(const struct prof_arch *a, struct qpr_config *c, struct qp_error *err)
+{
+    static const char *const x86[] = {
+#define QPR_NAME(id, name) name,
+        QPR_REGS(QPR_NAME)
+#undef QPR_NAME
+    };
+    if (a == &prof_arch_x86_64) {
+        for (size_t i = 0; i < sizeof x86 / sizeof x86[0]; i++)
+            add_reg(c, x86[i]);
+        c->arch = QPR_ARCH_X86_64, c->sp_reg = QPR_RSP, c->mode_reg = QPR_CS;
+        c->ustack_reg = QPR_MAX_REGS;
+        c->mode_mask = 3, c->mode_user = 3;
+        return 0;
+    }
+    c->arch = a == &prof_arch_riscv64 ? QPR_ARCH_RISCV64 : QPR_ARCH_AARCH64;
+    int sp = -1, mode;
+    for (int i = 0; i < a->n_gdb_regs; i++) {
+        int k = add_reg(c, a->gdb_regs[i].gdb_name);
+        if (a->gdb_regs[i].slot == a->sp_reg)
+            sp = k;
+    }
+    for (int i = 0; a->gdb_state_regs[i]; i++)
+        add_reg(c, a->gdb_state_regs[i]);
+    mode = add_reg(c, a->capture_mode_reg);
+    if (sp < 0 || mode < 0)
+        return qp_error_set(err, -ENOTSUP, "%s: more registers than the plugin takes", a->name);
+    c->sp_reg = (uint32_t)sp, c->mode_reg = (uint32_t)mode;
+    /* aarch64: an entry from EL0 leaves the user sp in SP_EL0 until the kernel saved it */
+    int usp = a == &prof_arch_aarch64 ? add_reg(c, "SP_EL0") : -1;
+    c->ustack_reg = usp >= 0 ? (uint32_t)usp : QPR_MAX_REGS;
+    c->mode_mask = a->capture_mode_mask, c->mode_user = a->capture_mode_user;
+    return 0;
+}
+
+/* The offset of the user stack pointer in the demo ABI's saved frame, per architecture. */
+static uint32_t abi_frame_sp(const struct prof_arch *a)
+{
+    if (a == &prof_arch_riscv64)
+        return offsetof(struct qprof_abi_regs_riscv64, sp);
+    if (a == &prof_arch_aarch64)
+        return offsetof(struct qprof_abi_regs_aarch64, sp);
+    return offsetof(struct qprof_abi_regs, rsp);
+}
+
+/* What to capture: the registers, the stack, the demo ABI's table and the user stack its slot
+ * leads to. */
 static int send_config(struct target_plugin *t, const struct prof_target_open_opts *o,
                        struct qp_error *err)
 {
@@ -212,16 +283,24 @@ static int send_config(struct target_plugin *t, const struct prof_target_open_op
                            .period_insns = o->period_insns,
                            .stack_bytes = QPR_STACK_MAX,
                            .trigger = t->trigger};
+    int rc = config_registers(t->arch, &c, err);
+    if (rc)
+        return rc;
     if (o->abi_addr) {
         c.extra_addr = o->abi_addr;
         c.extra_len = sizeof(struct qprof_abi);
         c.chase_off = offsetof(struct qprof_abi, cpu) + offsetof(struct qprof_abi_cpu, user_regs);
         c.chase_stride = sizeof(struct qprof_abi_cpu);
-        c.chase_add = offsetof(struct qprof_abi_regs, rsp);
+        c.chase_add = abi_frame_sp(t->arch);
         c.ustack_bytes = QPR_STACK_MAX;
         c.kstack_top_off =
             offsetof(struct qprof_abi, cpu) + offsetof(struct qprof_abi_cpu, kstack_hi);
+        if (t->arch == &prof_arch_riscv64)
+            c.top_frame_size = sizeof(struct qprof_abi_regs_riscv64);
+        else if (t->arch == &prof_arch_aarch64)
+            c.top_frame_size = sizeof(struct qprof_abi_regs_aarch64);
     }
+    c.user_end = t->arch->split.user_end;
     _Static_assert(sizeof(struct qprof_abi) <= QPR_EXTRA_MAX, "the ABI fits the extra window");
     t->cfg = c;
     if (send(t->fd, &c, sizeof c, MSG_NOSIGNAL) != (ssize_t)sizeof c)
@@ -239,6 +318,12 @@ static int tp_set_capture(void *impl, const struct prof_capture_plan *plan, stru
     _Static_assert((int)PROF_CAPTURE_KERNEL_PERCPU == (int)QPR_WIN_KERNEL_GS &&
                        (int)PROF_CAPTURE_POINTER == (int)QPR_WIN_POINTER,
                    "one numbering of window bases");
+    for (int i = 0; i < plan->n && t->arch != &prof_arch_x86_64; i++)
+        if (plan->w[i].base == PROF_CAPTURE_KERNEL_PERCPU)
+            return qp_error_set(err, -ENOTSUP,
+                                "the plugin captures a kernel's per-CPU area on x86_64 guests "
+                                "only (this one is %s): samples keep no task",
+                                t->arch->name);
     struct qpr_config c = t->cfg;
     memset(c.win, 0, sizeof c.win);
     c.ustack_win = c.ustack_win_off = 0;
@@ -483,8 +568,46 @@ static int tp_open(const struct prof_target_open_opts *o, void **impl, struct qp
     return 0;
 }
 
-static void vcpu_from_sample(struct target_plugin *t, const struct qpr_sample *s)
+/* A prof_arch_reg_fn over a captured sample, by the configuration's register names. */
+struct captured_regs {
+    const struct qpr_config *cfg;
+    const struct qpr_sample *s;
+};
+
+static int captured_reg(void *ctx, const char *name, uint64_t *val)
 {
+    const struct captured_regs *c = ctx;
+    for (uint32_t i = 0; i < c->cfg->n_regs && i < QPR_MAX_REGS; i++)
+        if (strcmp(c->cfg->reg_names[i], name) == 0) {
+            if (!(c->s->regs_valid >> i & 1))
+                return -ENODATA;
+            *val = c->s->regs[i];
+            return 0;
+        }
+    return -ENOENT;
+}
+
+/* riscv64 and aarch64: through the arch table, as the gdbstub target reads the same registers. */
+static int vcpu_from_named_regs(struct target_plugin *t, const struct qpr_sample *s,
+                                struct qp_error *err)
+{
+    struct prof_vcpu *v = &t->vcpu;
+    struct captured_regs c = {.cfg = &t->cfg, .s = s};
+    int rc = target_vcpu_from_regs(t->arch, captured_reg, &c, v, err);
+    if (rc)
+        return rc;
+    v->index = (int)s->vcpu;
+    memset(&t->cpu.mmu, 0, sizeof t->cpu.mmu);
+    t->cpu.s = s;
+    v->target_cpu = &t->cpu;
+    return 0;
+}
+
+static int vcpu_from_sample(struct target_plugin *t, const struct qpr_sample *s,
+                            struct qp_error *err)
+{
+    if (t->arch != &prof_arch_x86_64)
+        return vcpu_from_named_regs(t, s, err);
     struct prof_vcpu *v = &t->vcpu;
     struct unw_regs *u = &v->regs;
     const uint64_t *q = s->regs;
@@ -510,6 +633,7 @@ static void vcpu_from_sample(struct target_plugin *t, const struct qpr_sample *s
     t->cpu.mmu.long_mode = v->paging64;
     t->cpu.s = s;
     v->target_cpu = &t->cpu;
+    return 0;
 }
 
 /* A vCPU that waited in hlt: an idle sample per interval it waited. */
@@ -628,7 +752,9 @@ static int tp_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
             continue;
         }
         if (t->cur.kind == QPR_KIND_SAMPLE) {
-            vcpu_from_sample(t, &t->cur);
+            int rc = vcpu_from_sample(t, &t->cur, err);
+            if (rc)
+                return rc;
             if (stats)
                 stats->paused_ns = t->cur.cost_ns; /* the capture's time on that vCPU alone */
             /* Counted, not repeated: one capture standing for several intervals would weigh
@@ -689,7 +815,9 @@ static int tp_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
             continue;
         /* A stack outside the windows is not this instant's any more (the guest ran on): the
          * RAM file serves only what does not change under a running process, its code. */
-        if (t->direct && !q->instant) {
+        if (t->direct && !q->instant && t->arch != &prof_arch_x86_64) {
+            target_qmp_read_walked(t->qmp, t->arch, cpu->as_root, cpu, q);
+        } else if (t->direct && !q->instant) {
             struct qmp_mem_req r = {.vaddr = q->vaddr, .len = q->len, .buf = q->buf};
             int rc = qmp_mem_read_many(t->qmp, &pc->mmu, &r, 1, err);
             q->got = r.got;
@@ -703,6 +831,11 @@ static bool tp_running(void *impl)
 {
     (void)impl;
     return true; /* a guest that runs nothing shows as no records (stats.was_paused) */
+}
+
+static const struct prof_arch *tp_arch(const void *impl)
+{
+    return ((const struct target_plugin *)impl)->arch;
 }
 
 static int tp_vcpu_count(const void *impl)
@@ -824,7 +957,8 @@ const struct prof_target_ops prof_target_plugin_ops = {
     .round_trip_name = "round trips",
     .round_trip_ms = 0,
     .captures = true,
-    .arch = &prof_arch_x86_64,
+    .arch = &prof_arch_x86_64, /* until open reads the ring's header: tp_arch */
+    .arch_of = tp_arch,
     .open = tp_open,
     .sample = tp_sample,
     .read = tp_read,

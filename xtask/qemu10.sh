@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # QEMU 10.0 beside Debian 12's 7.2, for the TCG plugin target: unpacks bookworm-backports'
-# qemu-system-x86 (with the common, data, gui and module packages of the same version, so that
-# QEMU_MODULE_DIR holds only modules of its own build) into a cache outside the repository, and
+# qemu-system-x86, qemu-system-arm (aarch64) and qemu-system-riscv, with the common,
+# data, gui and module packages of the same version (so that QEMU_MODULE_DIR holds only modules
+# of its own build), into a cache outside the repository, and
 # takes include/qemu/qemu-plugin.h from the same version's upstream source tarball. A private apt
 # state: the machine's own sources and packages are not touched. Fast when cached.
 #
@@ -71,7 +72,8 @@ unpack_binaries() {
     [ -n "$mods" ] || mods="qemu-system-modules-opengl qemu-system-modules-spice"
     (
         cd "$dir"
-        for pkg in qemu-system-x86 qemu-system-common qemu-system-data qemu-system-gui $mods; do
+        for pkg in qemu-system-x86 qemu-system-arm qemu-system-riscv qemu-system-common \
+            qemu-system-data qemu-system-gui $mods; do
             ls "${pkg}"_*.deb >/dev/null 2>&1 && continue
             say "downloading $pkg=$ver"
             apt_private download "$pkg=$ver" >/dev/null 2>&1 ||
@@ -108,13 +110,19 @@ fetch_header() {
 
 main() {
     local bin=$ROOT/usr/bin/qemu-system-x86_64 header=$CACHE/include/qemu/qemu-plugin.h ver
-    if [ ! -x "$bin" ] || [ ! -s "$header" ] || [ ! -s "$CACHE/version" ]; then
+    # a cache from before riscv64 and aarch64 joined lacks their binaries: unpacked again
+    if [ ! -x "$bin" ] || [ ! -x "$ROOT/usr/bin/qemu-system-riscv64" ] ||
+        [ ! -x "$ROOT/usr/bin/qemu-system-aarch64" ] || [ ! -s "$header" ] ||
+        [ ! -s "$CACHE/version" ]; then
         command -v apt-get >/dev/null || die "apt-get is needed to fetch QEMU 10"
         apt_update
         ver=$(candidate)
         if [ -z "$ver" ] || [ "$ver" = "(none)" ]; then die "$SUITE has no qemu-system-x86"; fi
         case "$ver" in *:1[0-9].* | 1[0-9].*) ;; *) die "$SUITE has QEMU $ver, not 10.x" ;; esac
-        [ -x "$bin" ] || unpack_binaries "$ver"
+        if [ ! -x "$bin" ] || [ ! -x "$ROOT/usr/bin/qemu-system-riscv64" ] ||
+            [ ! -x "$ROOT/usr/bin/qemu-system-aarch64" ]; then
+            unpack_binaries "$ver"
+        fi
         [ -s "$header" ] || fetch_header
         printf '%s\n' "$ver" >"$CACHE/version"
     fi

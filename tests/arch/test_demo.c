@@ -9,7 +9,9 @@
  * assertions. riscv64 over QMP infers the mode from the page tables and reads memory from the
  * shared RAM file; aarch64 over QMP reads memory through QEMU's translation (HMP reads, a few
  * ms a sample: fewer samples, tolerances sized from them) and knows no halted state, so its idle
- * CPUs are the kernel's idle loop stacks.
+ * CPUs are the kernel's idle loop stacks. plugin_spin, plugin_sys and plugin_smp4 sample through
+ * qprof-plugin.so inside QEMU 10 (xtask/qemu10.sh's qemu-system-riscv64 or -aarch64), the guest
+ * never stopped, with the same assertions (a sample per vCPU: smp4 takes four times as many).
  *
  * Skips (77) without the QEMU or the guest (its cross compiler). */
 #define _GNU_SOURCE
@@ -99,9 +101,13 @@ static double share_tolerance(double p, uint64_t n, double floor)
 
 struct vm {
     char dir[32];
-    char *gdb, *qmp, *serial;
+    char *gdb, *qmp, *serial, *plugin;
     pid_t pid;
 };
+
+/* Which transport a case samples through: the gdbstub (with QMP for the RAM file), QMP, or the
+ * plugin (with QMP for the RAM file). */
+static bool over_qmp, over_plugin;
 
 static bool serial_has(const struct vm *vm, const char *text)
 {
@@ -119,6 +125,10 @@ static void vm_boot(struct vm *vm, const char *qemu, const char *run, int harts)
     vm->gdb = g_strdup_printf("%s/gdb", vm->dir);
     vm->qmp = g_strdup_printf("%s/qmp", vm->dir);
     vm->serial = g_strdup_printf("%s/serial", vm->dir);
+    vm->plugin = g_strdup_printf("%s/plugin", vm->dir);
+    char *plugin = g_strdup_printf("%s,socket=%s", QPROF_PLUGIN_SO, vm->plugin);
+    char *qemu_dir = g_path_get_dirname(QPROF_QEMU10);
+    char *datadir = g_strdup_printf("%s/../share/qemu", qemu_dir); /* QEMU 10's own firmware */
     char *mem =
         g_strdup_printf("memory-backend-file,id=mem,size=128M,mem-path=%s/ram,share=on", vm->dir);
     char *chardev = g_strdup_printf("socket,path=%s,server=on,wait=off,id=g", vm->gdb);
@@ -153,6 +163,10 @@ static void vm_boot(struct vm *vm, const char *qemu, const char *run, int harts)
                           "chardev:g",
                           "-qmp",
                           qmp,
+                          over_plugin ? "-plugin" : NULL, /* the system's QEMU: ends here */
+                          plugin,
+                          "-L",
+                          datadir,
                           NULL};
     char *out = g_strdup_printf("%s/qemu.out", vm->dir);
     vm->pid = child_start(qemu, args, vm->dir, out, out, child_die_with_parent);
@@ -162,7 +176,7 @@ static void vm_boot(struct vm *vm, const char *qemu, const char *run, int harts)
         usleep(50000);
     REQUIRE(serial_has(vm, "\nready") || (fprintf(stderr, "guest not ready\n"), 0));
     g_free(mem), g_free(chardev), g_free(qmp), g_free(serial), g_free(smp), g_free(append);
-    g_free(out);
+    g_free(out), g_free(plugin), g_free(qemu_dir), g_free(datadir);
 }
 
 static void vm_stop(struct vm *vm)
@@ -173,16 +187,14 @@ static void vm_stop(struct vm *vm)
     char *rm = g_strdup_printf("rm -rf %s", vm->dir);
     CHECK(system(rm) == 0);
     g_free(rm);
-    g_free(vm->gdb), g_free(vm->qmp), g_free(vm->serial);
+    g_free(vm->gdb), g_free(vm->qmp), g_free(vm->serial), g_free(vm->plugin);
 }
 
-/* Which transport a case samples through: the gdbstub (with QMP for the RAM file), or QMP. */
-static bool over_qmp;
-
-/* qprof over the gdbstub or QMP, --samples n every interval_ms, folded stacks back. */
+/* qprof over the gdbstub, QMP or the plugin, --samples n every interval_ms, folded stacks
+ * back. */
 static struct stacks profile(struct vm *vm, int samples, const char *interval_ms)
 {
-    char *gdb = g_strdup_printf("unix:%s", vm->gdb);
+    char *gdb = g_strdup_printf("unix:%s", over_plugin ? vm->plugin : vm->gdb);
     char *folded = g_strdup_printf("%s/out.folded", vm->dir);
     char *out = g_strdup_printf("%s/qprof.out", vm->dir),
          *err = g_strdup_printf("%s/qprof.err", vm->dir);
@@ -200,7 +212,9 @@ static struct stacks profile(struct vm *vm, int samples, const char *interval_ms
                           "--no-progress",
                           "-o",
                           folded,
-                          over_qmp ? NULL : "--gdb", /* QMP: ends here */
+                          over_qmp      ? NULL
+                          : over_plugin ? "--plugin"
+                                        : "--gdb", /* QMP: ends here */
                           gdb,
                           NULL};
     char *bin = g_strdup_printf("%s/qprof", QPROF_BUILD_DIR);
@@ -210,9 +224,13 @@ static struct stacks profile(struct vm *vm, int samples, const char *interval_ms
     g_file_get_contents(err, &log, NULL, NULL);
     fprintf(stderr, "%s", log ? log : "");
     CHECK_MSG(status == 0 && !timed_out, "qprof exited %d", status);
-    const char *memory = over_qmp ? QMP_MEMORY : "memory: direct";
+    const char *memory = over_qmp      ? QMP_MEMORY
+                         : over_plugin ? "memory: captured by the plugin, code from the RAM file"
+                                       : "memory: direct";
     CHECK_MSG(log && strstr(log, memory), "not %s: %s", memory, log ? log : "");
-    const char *transport = over_qmp ? "transport: QMP" : "transport: gdbstub";
+    const char *transport = over_qmp      ? "transport: QMP"
+                            : over_plugin ? "transport: plugin"
+                                          : "transport: gdbstub";
     CHECK_MSG(log && strstr(log, transport), "not %s: %s", transport, log ? log : "");
     g_free(log);
     struct stacks s = load_folded(folded);
@@ -399,7 +417,7 @@ static void case_spin(const char *qemu)
         dump(&s);
     g_hash_table_destroy(roots);
     g_strfreev(s.lines);
-    if (!over_qmp)
+    if (!over_qmp && !over_plugin)
         check_gdb_alone(&vm);
     vm_stop(&vm);
 }
@@ -549,8 +567,9 @@ static void case_smp4(const char *qemu)
     /* 10 ms apart, as x86_64's test_smp: under MTTCG back-to-back stops leave the hart threads
      * too little host time between them, and the shares drift */
     int n = samples(900);
-    struct stacks s = profile(&vm, n, "10");
-    CHECK_U64(s.total, 4 * (uint64_t)n); /* a stack per hart per sample */
+    /* a stack per hart per stop; the plugin's samples are a hart's each */
+    struct stacks s = profile(&vm, over_plugin ? 4 * n : n, "10");
+    CHECK_U64(s.total, 4 * (uint64_t)n);
     GHashTable *roots = check_spin_stacks(&s);
     CHECK_MSG(g_hash_table_size(roots) == 3, "expected 3 spin processes, got %u",
               g_hash_table_size(roots));
@@ -590,6 +609,23 @@ int main(int argc, char **argv)
     over_qmp = g_str_has_prefix(which, "qmp_");
     if (over_qmp)
         which += 4;
+    over_plugin = g_str_has_prefix(which, "plugin_");
+    if (over_plugin) {
+        which += strlen("plugin_");
+        g_free(qemu);
+        char *dir = g_path_get_dirname(QPROF_QEMU10);
+        qemu = g_strdup_printf("%s/" DEMO_QEMU, dir);
+        /* QEMU 10 from a private prefix loads modules of its own build only */
+        char *mods = g_strdup_printf("%s/../lib/x86_64-linux-gnu/qemu", dir);
+        setenv("QEMU_MODULE_DIR", mods, 1);
+        g_free(dir), g_free(mods);
+        if (!*QPROF_PLUGIN_SO || access(QPROF_PLUGIN_SO, R_OK) != 0 || access(qemu, X_OK) != 0) {
+            fprintf(stderr, "SKIP: needs qprof-plugin.so and QEMU 10's %s (xtask/qemu10.sh)\n",
+                    qemu);
+            g_free(qemu);
+            return 77;
+        }
+    }
     if (strcmp(which, "spin") == 0)
         case_spin(qemu);
     else if (strcmp(which, "sys") == 0 && fponly)

@@ -1099,12 +1099,24 @@ static void check_module_stacks(const char *folded_path, GArray *syms)
     folded_free(&f);
 }
 
-/* The summary's "kernel stacks by ORC: N, complete (...): X%". */
-static double kernel_completeness(const char *err_text)
+/* The summary's "kernel stacks by WALK: N, complete (...): X%" (WALK: ORC, frame pointers). */
+static double completeness_by(const char *err_text, const char *walk)
 {
-    const char *p = strstr(err_text, "kernel stacks by ORC:");
+    char key[64];
+    snprintf(key, sizeof key, "kernel stacks by %s:", walk);
+    const char *p = strstr(err_text, key);
     const char *pct = p ? strstr(p, "): ") : NULL;
     return pct ? strtod(pct + 3, NULL) : -1;
+}
+
+static double kernel_completeness(const char *err_text)
+{
+    return completeness_by(err_text, "ORC");
+}
+
+static double kernel_fp_completeness(const char *err_text)
+{
+    return completeness_by(err_text, "frame pointers");
 }
 
 /* modcycle: brd is loaded, read by one dd, unloaded, again and again while qprof samples. dd's
@@ -1226,7 +1238,8 @@ static int case_modules(void)
     }
     fprintf(stderr, "one-shot: %d kernel frames checked, %d in brd, %d samples\n", kernel_frames,
             module_frames, tries);
-    CHECK_MSG(module_frames >= 2, "only %d brd frames in %d one-shot samples", module_frames, tries);
+    CHECK_MSG(module_frames >= 2, "only %d brd frames in %d one-shot samples", module_frames,
+              tries);
     for (guint i = 0; i < syms->len; i++)
         g_free(g_array_index(syms, struct ksym, i).name);
     g_array_free(syms, TRUE);
@@ -1284,7 +1297,8 @@ static int boot_foreign(const struct foreign *f, int smp, const char *run, struc
                         .smp = smp,
                         .mem_mb = 512,
                         .shared_ram = true,
-                        .gdbstub = true,
+                        .gdbstub = !g->plugin,
+                        .plugin = g->plugin,
                         .extra_args = extra,
                         .cmdline = cmdline,
                         .qemu = f->qemu};
@@ -1370,8 +1384,10 @@ static void check_foreign_dd(const struct foreign *fo, const char *folded_path, 
     folded_free(&f);
 }
 
-/* Through the gdbstub (with QMP for the RAM file), or QMP alone (qmp). */
-static int case_foreign_dd(int smp, bool qmp)
+/* Through the gdbstub (with QMP for the RAM file), QMP alone, or the plugin (with QMP for the
+ * RAM file: its kernel stacks walked only through what it captured at each sample's instant, the
+ * task from the register the kernel keeps it in, SP_EL0 or tp, captured with the others). */
+static int case_foreign_dd(int smp, enum dd_via via)
 {
     const struct foreign *f = NULL;
     for (size_t i = 0; i < sizeof foreigns / sizeof foreigns[0]; i++)
@@ -1381,7 +1397,7 @@ static int case_foreign_dd(int smp, bool qmp)
         fprintf(stderr, "arch-dd: no such series %s\n", series);
         return 2;
     }
-    struct guest g = {.gdbstub = true, .sh_pid = -1};
+    struct guest g = {.gdbstub = via == VIA_GDB, .plugin = via == VIA_PLUGIN, .sh_pid = -1};
     int rc = boot_foreign(f, smp, NULL, &g);
     if (rc == VM_SKIP)
         return VM_SKIP;
@@ -1393,8 +1409,8 @@ static int case_foreign_dd(int smp, bool qmp)
     }
     char folded[320];
     snprintf(folded, sizeof folded, "%s/linux.folded", g.dir);
-    const char *args[] = {"--gdb",
-                          vm_gdb_address(g.vm),
+    const char *args[] = {via == VIA_PLUGIN ? "--plugin" : "--gdb",
+                          via == VIA_PLUGIN ? vm_plugin_address(g.vm) : vm_gdb_address(g.vm),
                           "--qmp-socket",
                           vm_qmp_path(g.vm),
                           "--samples",
@@ -1403,12 +1419,17 @@ static int case_foreign_dd(int smp, bool qmp)
                           folded,
                           "--no-progress",
                           NULL};
-    struct run r = run_qprof(g.dir, qmp ? args + 2 : args, 240);
+    struct run r = run_qprof(g.dir, via == VIA_QMP ? args + 2 : args, 240);
     CHECK_INT(r.exit_code, 0);
     fprintf(stderr, "%s", r.err);
-    CHECK_MSG(strstr(r.err,
-                     qmp ? "transport: QMP, memory: direct" : "transport: gdbstub, memory: direct"),
-              "not sampled through %s with the RAM file", qmp ? "QMP" : "the gdbstub");
+    const char *how = via == VIA_QMP   ? "transport: QMP, memory: direct"
+                      : via == VIA_GDB ? "transport: gdbstub, memory: direct"
+                                       : "transport: plugin, memory: captured by the plugin, "
+                                         "code from the RAM file";
+    CHECK_MSG(strstr(r.err, how), "not sampled so: %s", how);
+    /* the kernel stacks as complete as over a stopping transport (walked from the capture) */
+    double complete = kernel_fp_completeness(r.err);
+    CHECK_MSG(complete >= 90.0, "kernel stacks complete: %.1f%%", complete);
     check_foreign_dd(f, folded, g.dd_pid, smp > 1 ? g.sh_pid : -1);
     run_free(&r);
     return end_guest(&g);
@@ -1610,20 +1631,23 @@ int main(int argc, char **argv)
     if (strcmp(c, "modules-cycle") == 0)
         return case_modules_cycle();
     if (strcmp(c, "arch-dd") == 0)
-        return case_foreign_dd(1, false);
+        return case_foreign_dd(1, VIA_GDB);
     if (strcmp(c, "arch-dd-2cpu") == 0)
-        return case_foreign_dd(2, false);
+        return case_foreign_dd(2, VIA_GDB);
+    if (strcmp(c, "arch-dd-plugin") == 0)
+        return case_foreign_dd(1, VIA_PLUGIN);
     if (strcmp(c, "arch-dd-qmp") == 0)
-        return case_foreign_dd(1, true);
+        return case_foreign_dd(1, VIA_QMP);
     if (strcmp(c, "arch-modules") == 0)
         return case_foreign_modules();
     if (strcmp(c, "arch-qmp-refused") == 0)
         return case_foreign_qmp_refused();
-    fprintf(stderr, "usage: test_linux "
-                    "dd-1cpu|dd-2cpu|dd-gdb|dd-plugin|dd-plugin-2cpu|not-linux|no-btf|reboot|"
-                    "sysroot|sysroot-plugin|modules|modules-cycle|arch-dd|arch-dd-2cpu|"
-                    "arch-dd-qmp|arch-modules|arch-qmp-refused [SERIES: 5.10, 6.12, 7.x, "
-                    "arm64-6.1, riscv64-7.x; 6.1 when "
-                    "absent]\n");
+    fprintf(stderr,
+            "usage: test_linux "
+            "dd-1cpu|dd-2cpu|dd-gdb|dd-plugin|dd-plugin-2cpu|not-linux|no-btf|reboot|"
+            "sysroot|sysroot-plugin|modules|modules-cycle|arch-dd|arch-dd-2cpu|"
+            "arch-dd-qmp|arch-dd-plugin|arch-modules|arch-qmp-refused [SERIES: 5.10, 6.12, 7.x, "
+            "arm64-6.1, riscv64-7.x; 6.1 when "
+            "absent]\n");
     return 2;
 }

@@ -129,17 +129,31 @@ int vm_kvm_usable(char *why, size_t len)
     return 0;
 }
 
+/* QEMU 10's binary for opts->qemu (qemu-system-x86_64 when NULL): beside QPROF_QEMU10 in
+ * xtask/qemu10.sh's private prefix. */
+static const char *qemu10_binary(const struct vm_opts *opts)
+{
+    static char path[1024];
+    if (!opts->qemu)
+        return QPROF_QEMU10;
+    char *dir = g_path_get_dirname(QPROF_QEMU10);
+    snprintf(path, sizeof path, "%s/%s", dir, opts->qemu);
+    g_free(dir);
+    return path;
+}
+
 /* QEMU 10 (xtask/qemu10.sh's private prefix) and the plugin built against its header: 0, or
  * VM_SKIP with the reason on stderr. */
-static int plugin_usable(void)
+static int plugin_usable(const struct vm_opts *opts)
 {
     if (!*QPROF_PLUGIN_SO || access(QPROF_PLUGIN_SO, R_OK) != 0) {
         fprintf(stderr, "SKIP: qprof-plugin.so was not built (no qemu-plugin.h at configure "
                         "time: run xtask/qemu10.sh, then reconfigure)\n");
         return VM_SKIP;
     }
-    if (access(QPROF_QEMU10, X_OK) != 0) {
-        fprintf(stderr, "SKIP: no QEMU 10 at %s (xtask/qemu10.sh fetches it)\n", QPROF_QEMU10);
+    if (access(qemu10_binary(opts), X_OK) != 0) {
+        fprintf(stderr, "SKIP: no QEMU 10 at %s (xtask/qemu10.sh fetches it)\n",
+                qemu10_binary(opts));
         return VM_SKIP;
     }
     return 0;
@@ -153,11 +167,11 @@ static bool wants_qemu10(const struct vm_opts *opts)
     return opts->plugin || (which && strcmp(which, "10") == 0);
 }
 
-static int qemu10_usable(void)
+static int qemu10_usable(const struct vm_opts *opts)
 {
-    if (access(QPROF_QEMU10, X_OK) != 0) {
+    if (access(qemu10_binary(opts), X_OK) != 0) {
         fprintf(stderr, "SKIP (QEMU 10 variant): no QEMU 10 at %s (xtask/qemu10.sh fetches it)\n",
-                QPROF_QEMU10);
+                qemu10_binary(opts));
         return VM_SKIP;
     }
     return 0;
@@ -191,11 +205,11 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
         opts = &defaults;
     bool qemu10 = wants_qemu10(opts);
     if (opts->plugin) {
-        int rc = plugin_usable();
+        int rc = plugin_usable(opts);
         if (rc)
             return rc;
     } else if (qemu10) {
-        int rc = qemu10_usable();
+        int rc = qemu10_usable(opts);
         if (rc)
             return rc;
     } else if (!have_qemu(opts->qemu ? opts->qemu : "qemu-system-x86_64")) {
@@ -249,7 +263,7 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
         "qemu-system-x86_64", "-display", "none",  "-nodefaults", "-kernel", kernel_arg, "-serial",
         serial_arg,           "-qmp",     qmp_arg, "-smp",        smp_arg,   "-m",       mem_arg};
     if (qemu10)
-        fixed[0] = QPROF_QEMU10;
+        fixed[0] = qemu10_binary(opts);
     else if (opts->qemu)
         fixed[0] = opts->qemu;
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)

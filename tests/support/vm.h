@@ -30,7 +30,8 @@ struct vm_opts {
     bool plugin;
     const char *plugin_args; /* appended to the plugin's arguments, e.g. "trigger=timer" */
     /* The QEMU binary (another architecture's: "qemu-system-aarch64", with its -M in
-     * extra_args); NULL: qemu-system-x86_64. vm_start returns VM_SKIP when it is missing. */
+     * extra_args); NULL: qemu-system-x86_64. On QEMU 10 (plugin, QPROF_QEMU=10) the one of that
+     * name beside QPROF_QEMU10. vm_start returns VM_SKIP when it is missing. */
     const char *qemu;
 };
 

@@ -38,7 +38,8 @@ static uint64_t boot_stack_lo(int hart)
 void ap_main(uint64_t hartid);
 void ap_main(uint64_t hartid)
 {
-    int hart = (int)hartid; /* < MAX_CPUS: boot.S parks the others in M-mode */
+    int hart = (int)hartid;        /* < MAX_CPUS: boot.S parks the others in M-mode */
+    csr_set(sstatus, SSTATUS_SUM); /* before the qprof_abi slot: a user page (proc.c) */
     cpu_init(hart, boot_stack_lo(hart), boot_stack_lo(hart) + BOOT_STACK_SIZE);
     trap_init_hart();
     abi_publish_idle();
@@ -69,6 +70,7 @@ void kmain(uint64_t hartid, uint64_t dtb_pa)
 {
     (void)hartid; /* 0: boot.S sends only hart 0 here */
     kprintf("qprof-guest: boot\n");
+    csr_set(sstatus, SSTATUS_SUM); /* before the qprof_abi table: a user page from mm_init on */
     cpu_init(0, boot_stack_lo(0), boot_stack_lo(0) + BOOT_STACK_SIZE);
     cpus[0].online = 1;
     abi_init();

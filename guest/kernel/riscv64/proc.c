@@ -26,10 +26,35 @@ void abi_init(void)
 static uint64_t next_frame, frames_end;
 static struct spinlock frame_lock;
 
+/* qprof_abi's page becomes readable in U-mode (and so writable: Sv39's U bit is the same for
+ * reads and writes), so that QEMU's translation with a hart's own privilege reaches it while the
+ * hart runs user code: qprof-plugin.so reads it so at the sample's instant (as aarch64's guest
+ * opens it at EL0). The kernel's 1 GiB page is split for that, into 2 MiB pages and 4 KiB ones
+ * around the table, with the same addresses and permissions; the kernel reaches a user page
+ * through sstatus.SUM, which every hart sets before it touches the table (main.c). */
+static void abi_page_open(void)
+{
+    const uint64_t kernel = PTE_V | PTE_R | PTE_W | PTE_X | PTE_G | PTE_A | PTE_D;
+    uint64_t abi_pa = V2P(&qprof_abi), mega = (abi_pa - KERNEL_PHYS) >> 21;
+    uint64_t l1_pa = frame_alloc(), l0_pa = frame_alloc();
+    uint64_t *l1 = P2V(l1_pa), *l0 = P2V(l0_pa);
+    for (uint64_t i = 0; i < 512; i++)
+        l1[i] = ((KERNEL_PHYS + (i << 21)) >> 12) << 10 | kernel;
+    for (uint64_t i = 0; i < 512; i++) {
+        uint64_t pa = KERNEL_PHYS + (mega << 21) + (i << 12);
+        l0[i] = (pa >> 12) << 10 |
+                (pa == abi_pa ? PTE_V | PTE_R | PTE_W | PTE_U | PTE_G | PTE_A | PTE_D : kernel);
+    }
+    l1[mega] = (l0_pa >> 12) << 10 | PTE_V;
+    boot_root[(KERNEL_VMA >> 30) & 511] = (l1_pa >> 12) << 10 | PTE_V;
+    __asm__ volatile("sfence.vma" ::: "memory");
+}
+
 void mm_init(void)
 {
     next_frame = (V2P(__kernel_end) + 4095) & ~4095ull;
     frames_end = KERNEL_PHYS + RAM_USED;
+    abi_page_open();
 }
 
 uint64_t frame_alloc(void)

@@ -35,6 +35,7 @@
 #define PTE_W 0x04ull
 #define PTE_X 0x08ull
 #define PTE_U 0x10ull
+#define PTE_G 0x20ull
 #define PTE_A 0x40ull
 #define PTE_D 0x80ull
 
