@@ -628,6 +628,64 @@ static void test_os_qprof_abi(void)
     prof_target_free(target);
 }
 
+/* A capturing target whose vCPU could not read the kernel's table at the instant (riscv64's U
+ * mode reading through its own privilege): a later copy names a user-mode sample only when the
+ * slot names a process in the very address space the sample was taken in. */
+static int read_fails(void *ctx, const struct prof_vcpu *cpu, uint64_t addr, void *buf, size_t len,
+                      size_t *got)
+{
+    (void)ctx, (void)cpu, (void)addr, (void)buf, (void)len;
+    *got = 0;
+    return -EFAULT;
+}
+
+static void test_os_qprof_abi_late(void)
+{
+    static uint8_t guest[PROF_ABI_MAX_BYTES];
+    const uint64_t abi_at = UINT64_C(0xffff800000100000);
+    make_abi(guest, sizeof guest, 2, sizeof(struct qprof_abi_cpu));
+    struct qprof_abi_cpu *slot = (struct qprof_abi_cpu *)(guest + 48);
+    slot[0].cr3 = 0x5000;
+    slot[1].cr3 = 0x7000;
+    slot[1].state = QPROF_CPU_KERNEL;
+    struct fake_guest g = {.base = abi_at, .bytes = guest, .len = sizeof guest};
+    prof_target *target = NULL;
+    struct prof_target_open_opts to = {.address = (const char *)&g};
+    CHECK_INT(prof_target_open(&fake_target_ops, &to, &target, NULL), 0);
+    prof_os *os = NULL;
+    struct prof_os_config cfg = {
+        .abi_addr = abi_at, .split = *prof_target_split(target), .arch = prof_target_arch(target)};
+    CHECK_INT(prof_os_open(&prof_os_qprof_abi_ops, &cfg, &os), 0);
+    struct prof_os_mem mem = {.read = read_fails,
+                              .read_unchanging = read_through_target,
+                              .ctx = target,
+                              .captured = true};
+    struct prof_vcpu user = {.index = 0, .paging64 = true, .user = true, .as_root = 0x5000};
+    struct prof_os_refresh r;
+    struct prof_task t;
+    prof_os_refresh(os, &user, 1, &mem, &r);
+    CHECK(r.published);
+    prof_os_task(os, &user, 0, &t);
+    CHECK(t.known && t.state == PROF_TASK_USER && t.pid == 100); /* its address space */
+    user.as_root = 0x6000; /* the slot moved on to another process since */
+    prof_os_refresh(os, &user, 1, &mem, &r);
+    prof_os_task(os, &user, 0, &t);
+    CHECK(!t.known);
+    struct prof_vcpu other = {.index = 1, .paging64 = true, .user = true, .as_root = 0x7000};
+    prof_os_refresh(os, &other, 1, &mem, &r);
+    prof_os_task(os, &other, 1, &t);
+    CHECK(!t.known); /* a later copy of a slot in the kernel proves nothing */
+    struct prof_vcpu kernel = {.index = 0, .paging64 = true, .as_root = 0x5000};
+    prof_os_refresh(os, &kernel, 1, &mem, &r);
+    CHECK(!r.published); /* the kernel reads it at the instant, or not at all */
+    struct prof_os_mem stopped = mem;
+    stopped.captured = false; /* a stopping target's failed read is not retried later */
+    prof_os_refresh(os, &user, 1, &stopped, &r);
+    CHECK(!r.published);
+    prof_os_free(os);
+    prof_target_free(target);
+}
+
 /* The run-health checks: a guest paused 88 ms of every 90 is frozen, one paused 0.7 ms of every
  * 2 is not; 44 ms for 3 QMP round trips is far above their usual cost, 3 ms on a loaded host
  * is not, and neither is anything under 5 ms. */
@@ -654,6 +712,7 @@ int main(void)
     test_os_none();
     test_current_parse();
     test_os_qprof_abi();
+    test_os_qprof_abi_late();
     test_defaults_and_values();
     test_gdb_option();
     test_usage_errors();
