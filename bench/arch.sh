@@ -3,7 +3,10 @@
 # x86_64, riscv64 and aarch64 demo guests (`run=spin,spin,sys`, one vCPU, TCG, RAM in a shared
 # file), each profiled over the gdbstub (`--gdb` + `--qmp-socket` for the RAM file, which riscv64
 # and aarch64 need) and over QMP alone (`--qmp-socket`; aarch64's memory then comes through
-# QEMU's HMP reads (`--memory auto` there), QMP giving no TTBRs to walk the RAM file with).
+# QEMU's HMP reads (`--memory auto` there), QMP giving no TTBRs to walk the RAM file with), and
+# through qprof-plugin.so in QEMU 10 (`--plugin` + `--qmp-socket`; xtask/qemu10.sh's QEMU for each
+# architecture), where the column of paused time holds the capture time on the vCPU thread instead
+# (the guest is not paused) and there are no round trips.
 # Usage: bench/arch.sh BUILD_DIR [SAMPLES [ROUNDS]]   (a Markdown table on stdout)
 # Every row boots its guest afresh and takes a fixed SAMPLES (2000) samples at `--interval 1`
 # (qprof goes as fast as it can when a sample takes longer than 1 ms: the samples/s column is
@@ -14,7 +17,7 @@
 # trips per sample"). QEMU's vCPU thread runs on host CPU 1, QEMU's other threads, qprof and this
 # script on CPU 0 (as bench/run.sh's demo section places them).
 # The last lines, one per architecture, which xtask bench (bench/run.sh, section arch) repeats:
-#   bench: arch x86_64 gdbstub p50 X ms (N/s), qmp p50 Y ms (M/s)
+#   bench: arch x86_64 gdbstub p50 X ms (N/s), qmp p50 Y ms (M/s), plugin p50 Z ms (K/s)
 # Exit status 77 (with the reason on stderr) when qemu-system-riscv64 or the riscv64 demo guest is
 # missing (a missing aarch64 QEMU or guest leaves its rows saying so); 1 when a run failed (its row says how, the table is still printed).
 set -Eeuo pipefail
@@ -44,6 +47,20 @@ command -v qemu-system-aarch64 >/dev/null || A64_MISSING="qemu-system-aarch64 is
 [ -n "$A64_MISSING" ] || [ -f "$A64_KERNEL" ] ||
     A64_MISSING="no $A64_KERNEL (built when aarch64-linux-gnu-gcc is installed)"
 
+# QEMU 10 and the plugin: the plugin rows, when both are there (else they say why not).
+PLUGIN_MISSING=
+if [ -z "${QEMU10_BIN:-}" ] || [ ! -x "$QEMU10_BIN" ]; then
+    eval "$("$(dirname "$0")/../xtask/qemu10.sh" --quiet 2>/dev/null)" || true
+fi
+if [ -z "${QEMU10_BIN:-}" ] || [ ! -x "${QEMU10_BIN:-}" ]; then
+    PLUGIN_MISSING="no QEMU 10 (xtask/qemu10.sh)"
+elif [ ! -f "$BUILD/qprof-plugin.so" ]; then
+    PLUGIN_MISSING="no $BUILD/qprof-plugin.so (configure after xtask/qemu10.sh)"
+else
+    # shellcheck disable=SC2153 # QEMU10_* come from qemu10.sh's output
+    export QEMU_MODULE_DIR=$QEMU10_MODULE_DIR
+fi
+
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qprof-arch-bench.XXXXXX")
 RAM=/dev/shm/qprof-arch-bench-ram-$$
 QEMU_PID=
@@ -67,13 +84,19 @@ fi
 # boot ARCH: QEMU with the guest of ARCH, its RAM in $RAM, QMP on $WORK/qmp, the gdbstub on
 # $WORK/gdb; returns once the guest has started its programs (the demo guests print "ready").
 # Then the vCPU thread goes to VCPU_CPU.
-boot() {
+boot() { # boot ARCH [plugin]
     local arch=$1 mem=256 qemu args=() ready=ready waited=0
     case $arch in
         x86_64) qemu=qemu-system-x86_64 args=(-machine memory-backend=ram -kernel "$X86_KERNEL" -append "$CMDLINE") ;;
         riscv64) qemu=qemu-system-riscv64 args=(-machine "virt,memory-backend=ram" -bios none -kernel "$RV_KERNEL" -append "$CMDLINE") ;;
         aarch64) qemu=qemu-system-aarch64 args=(-machine "virt,memory-backend=ram" -cpu cortex-a57 -kernel "$A64_KERNEL" -append "$CMDLINE") ;;
     esac
+    if [ "${2:-}" = plugin ]; then # QEMU 10 of the same architecture, with the plugin
+        qemu=${QEMU10_BIN%/*}/$qemu
+        args+=(-L "$QEMU10_PREFIX/usr/share/qemu" -L /usr/share/seabios
+               -plugin "$BUILD/qprof-plugin.so,socket=$WORK/plugin")
+        rm -f "$WORK/plugin"
+    fi
     rm -f "$WORK/qmp" "$WORK/gdb" "$WORK/serial" "$RAM"
     : > "$WORK/serial"
     "$qemu" "${args[@]}" -accel tcg -m "${mem}M" -display none -no-reboot -nodefaults \
@@ -103,6 +126,7 @@ row() {
     case $transport in
         gdbstub) target=(--gdb "unix:$WORK/gdb" --qmp-socket "$WORK/qmp") ;;
         qmp) target=(--qmp-socket "$WORK/qmp") ;;
+        plugin) target=(--plugin "unix:$WORK/plugin" --qmp-socket "$WORK/qmp") ;;
     esac
     case $arch in
         x86_64) guest=(--kernel "$X86_KERNEL" --user-dir "$BUILD/guest/user") ;;
@@ -110,7 +134,7 @@ row() {
         aarch64) guest=(--kernel "$A64_KERNEL" --user-dir "$BUILD/guest/aarch64/user") ;;
     esac
     say "round $3: $arch over $transport, $SAMPLES samples at --interval 1"
-    if ! boot "$arch"; then
+    if ! boot "$arch" "$transport"; then
         echo "qprof: not run: the $arch guest did not boot" > "$out.summary"
         stop_qemu
         return 0
@@ -130,10 +154,13 @@ fig() {
     [ -f "$1" ] || return 0
     case $2 in
         rate) sed -n 's/^qprof: [0-9]* samples in .* s (\([0-9.]*\) samples\/s).*/\1/p' "$1" ;;
-        p50) sed -n 's/^guest paused per sample: p50 \([0-9.]*\) ms.*/\1/p' "$1" ;;
-        p99) sed -n 's/^guest paused per sample: .*, p99 \([0-9.]*\) ms.*/\1/p' "$1" ;;
+        p50) sed -n 's/^guest paused per sample: p50 \([0-9.]*\) ms.*/\1/p' "$1"
+             # the plugin's: capture time on the vCPU thread, in ms like the pauses
+             sed -n 's/^captured inside QEMU.* p50 \([0-9.]*\) us,.*/\1/p' "$1" | awk '{ print $1 / 1000 }' ;;
+        p99) sed -n 's/^guest paused per sample: .*, p99 \([0-9.]*\) ms.*/\1/p' "$1"
+             sed -n 's/^captured inside QEMU.* p99 \([0-9.]*\) us,.*/\1/p' "$1" | awk '{ print $1 / 1000 }' ;;
         trips) sed -n 's/^guest paused per sample: .*; \([0-9.]*\) [A-Za-z]* round trips per sample.*/\1/p' "$1" ;;
-        excerpt) grep -E '^qprof: [0-9]+ samples in|^guest paused per sample:|^guest running:|^vCPU stacks:|^truncated stacks:|failed|^qprof: not run' "$1" |
+        excerpt) grep -E '^qprof: [0-9]+ samples in|^guest paused per sample:|^captured inside QEMU|^guest running:|^vCPU stacks:|^truncated stacks:|failed|^qprof: not run' "$1" |
             sed 's/^qprof: //; s/|/\\|/g' | awk '{ printf "%s%s", (NR > 1 ? "<br>" : ""), $0 }' || true ;;
     esac
 }
@@ -177,6 +204,11 @@ for ((round = 1; round <= ROUNDS; round++)); do
     row x86_64 qmp "$round"
     row riscv64 qmp "$round"
     [ -n "$A64_MISSING" ] || row aarch64 qmp "$round"
+    if [ -z "$PLUGIN_MISSING" ]; then
+        row x86_64 plugin "$round"
+        row riscv64 plugin "$round"
+        [ -n "$A64_MISSING" ] || row aarch64 plugin "$round"
+    fi
 done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -192,6 +224,13 @@ else
     print_row aarch64 gdbstub "aarch64 (demo guest)"
     print_row aarch64 qmp "aarch64 (demo guest)"
 fi
+if [ -n "$PLUGIN_MISSING" ]; then
+    echo "| every arch | plugin | - | - | - | not measured: $PLUGIN_MISSING |"
+else
+    print_row x86_64 plugin "x86_64 (demo guest, QEMU 10)"
+    print_row riscv64 plugin "riscv64 (demo guest, QEMU 10)"
+    [ -n "$A64_MISSING" ] || print_row aarch64 plugin "aarch64 (demo guest, QEMU 10)"
+fi
 echo
 echo "$SAMPLES samples per run at \`--interval 1\`, each row on a freshly booted guest (one vCPU, TCG,"
 echo "\`-append $CMDLINE\`, RAM in a shared file, memory read from it but by aarch64's QMP rows, which"
@@ -201,13 +240,16 @@ qemu_version() { command -v "$1" >/dev/null && "$1" --version | sed -n '1s/^QEMU
 echo "QEMU: $(for a in x86_64 riscv64 aarch64; do printf '%s%s %s' "${sep:-}" "$a" "$(qemu_version "qemu-system-$a" || echo -)"; sep=", "; done). At \`--interval 1\` qprof"
 echo "asks for 1000 samples/s on a jittered schedule: a row below that fell behind it where samples"
 echo "(the pause plus qprof's own work after \`cont\`; the p99 pause alone reaches several ms) took"
-echo "longer than the interval."
+echo "longer than the interval. The plugin rows' first column is the capture time on the vCPU"
+echo "thread (the guest is never paused) and they have no round trips."
 echo
-arch_line x86_64 gdbstub qmp
-arch_line riscv64 gdbstub qmp
+PLUGIN_ROW=()
+[ -n "$PLUGIN_MISSING" ] || PLUGIN_ROW=(plugin)
+arch_line x86_64 gdbstub qmp "${PLUGIN_ROW[@]}"
+arch_line riscv64 gdbstub qmp "${PLUGIN_ROW[@]}"
 if [ -n "$A64_MISSING" ]; then
     echo "bench: arch aarch64: not measured: $A64_MISSING"
 else
-    arch_line aarch64 gdbstub qmp
+    arch_line aarch64 gdbstub qmp "${PLUGIN_ROW[@]}"
 fi
 [ "$FAILED" -eq 0 ] || { say "a run gave no figures (its row says why)"; exit 1; }

@@ -31,7 +31,7 @@
 # gdbstub (with QMP for the RAM file) and over QMP alone; a fixed sample count at
 # `--interval 1` per row, each row on a freshly booted guest, two rounds with the architectures
 # alternating, medians. It ends with one line per architecture:
-# `bench: arch x86_64 gdbstub p50 X ms (N/s), qmp p50 Y ms (M/s)`.
+# `bench: arch x86_64 gdbstub p50 X ms (N/s), qmp p50 Y ms (M/s), plugin p50 Z ms (K/s)`.
 #
 # BENCH_SCALE=0.3 shortens every stretch (for trying the script; the figures get noisier);
 # BENCH_KEEP=1 keeps the raw outputs (the directory is named at the end); BENCH_NOTE="..." goes
