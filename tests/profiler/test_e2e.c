@@ -331,6 +331,22 @@ static void check_two_spins(GHashTable *spin_roots)
                   (unsigned long)*(uint64_t *)value);
 }
 
+/* `samples` samples of a spin,spin guest at interval_ms (extra appended): both processes
+ * named with whole stacks, in the designed 3:1 split. */
+static void profile_two_spins(struct guest *g, unsigned samples, const char *interval_ms,
+                              const char *extra)
+{
+    struct folded f = profile(g, samples, interval_ms, extra);
+    GHashTable *roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    check_spin_stacks(&f, roots);
+    check_spin_ratio(&f);
+    check_two_spins(roots);
+    if (harness_failures)
+        folded_dump(&f);
+    g_hash_table_destroy(roots);
+    folded_free(&f);
+}
+
 /* Tests 1, 2 and 4: ratio, exact stacks, two processes of one binary, idle. */
 static void case_spin(bool nofp)
 {
@@ -1166,15 +1182,7 @@ static void case_plugin_restart(void)
         waitpid(pid, NULL, 0);
         CHECK_MSG(vm_alive(g.vm), "QEMU died with the plugin after qprof was killed");
     }
-    struct folded f = profile(&g, 3000, "1", NULL);
-    GHashTable *roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-    check_spin_stacks(&f, roots);
-    check_spin_ratio(&f);
-    check_two_spins(roots);
-    if (harness_failures)
-        folded_dump(&f);
-    g_hash_table_destroy(roots);
-    folded_free(&f);
+    profile_two_spins(&g, 3000, "1", NULL);
     CHECK(guest_running(&g));
     vm_stop(g.vm);
 }
@@ -1545,15 +1553,7 @@ static void case_plugin_period(void)
               "the error names neither --period-insns nor the counter: %s", r.err);
     run_free(&r);
     CHECK(guest_running(&g));
-    struct folded f = profile(&g, 3000, "1", "--period-insns=100000");
-    GHashTable *roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-    check_spin_stacks(&f, roots);
-    check_spin_ratio(&f);
-    check_two_spins(roots);
-    if (harness_failures)
-        folded_dump(&f);
-    g_hash_table_destroy(roots);
-    folded_free(&f);
+    profile_two_spins(&g, 3000, "1", "--period-insns=100000");
     vm_stop(g.vm);
 }
 
@@ -1930,15 +1930,7 @@ static void case_plugin_trigger_switch(void)
     for (int i = 0; i < 4; i++) {
         qprof_trigger = order[i]; /* the last: auto */
         fprintf(stderr, "--- trigger %s\n", qprof_trigger ? qprof_trigger : "auto");
-        struct folded f = profile(&g, 3000, "0.1", NULL);
-        GHashTable *roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-        check_spin_stacks(&f, roots);
-        check_spin_ratio(&f);
-        check_two_spins(roots);
-        if (harness_failures)
-            folded_dump(&f);
-        g_hash_table_destroy(roots);
-        folded_free(&f);
+        profile_two_spins(&g, 3000, "0.1", NULL);
     }
     CHECK(guest_running(&g));
     vm_stop(g.vm);

@@ -536,6 +536,19 @@ static void test_current_parse(void)
     CHECK(strstr(e.msg, "--kernel") != NULL);
 }
 
+/* The qprof_abi adapter over a fake target serving g, whose table is at g->base. */
+static prof_os *abi_over_fake(struct fake_guest *g, prof_target **target)
+{
+    struct prof_target_open_opts to = {.address = (const char *)g};
+    CHECK_INT(prof_target_open(&fake_target_ops, &to, target, NULL), 0);
+    prof_os *os = NULL;
+    struct prof_os_config cfg = {.abi_addr = g->base,
+                                 .split = *prof_target_split(*target),
+                                 .arch = prof_target_arch(*target)};
+    CHECK_INT(prof_os_open(&prof_os_qprof_abi_ops, &cfg, &os), 0);
+    return os;
+}
+
 static void test_os_qprof_abi(void)
 {
     static uint8_t guest[PROF_ABI_MAX_BYTES + 4096];
@@ -560,12 +573,7 @@ static void test_os_qprof_abi(void)
 
     struct fake_guest g = {.base = abi_at, .bytes = guest, .len = sizeof guest};
     prof_target *target = NULL;
-    struct prof_target_open_opts to = {.address = (const char *)&g};
-    CHECK_INT(prof_target_open(&fake_target_ops, &to, &target, NULL), 0);
-    prof_os *os = NULL;
-    struct prof_os_config cfg = {
-        .abi_addr = abi_at, .split = *prof_target_split(target), .arch = prof_target_arch(target)};
-    CHECK_INT(prof_os_open(&prof_os_qprof_abi_ops, &cfg, &os), 0);
+    prof_os *os = abi_over_fake(&g, &target);
     struct prof_os_mem mem = {.read = read_through_target, .ctx = target};
     struct prof_vcpu cpus[5] = {
         {.index = 0, .paging64 = true, .as_root = 0x5000, .sp = 0xffff800000203f00},
@@ -650,12 +658,7 @@ static void test_os_qprof_abi_late(void)
     slot[1].state = QPROF_CPU_KERNEL;
     struct fake_guest g = {.base = abi_at, .bytes = guest, .len = sizeof guest};
     prof_target *target = NULL;
-    struct prof_target_open_opts to = {.address = (const char *)&g};
-    CHECK_INT(prof_target_open(&fake_target_ops, &to, &target, NULL), 0);
-    prof_os *os = NULL;
-    struct prof_os_config cfg = {
-        .abi_addr = abi_at, .split = *prof_target_split(target), .arch = prof_target_arch(target)};
-    CHECK_INT(prof_os_open(&prof_os_qprof_abi_ops, &cfg, &os), 0);
+    prof_os *os = abi_over_fake(&g, &target);
     struct prof_os_mem mem = {.read = read_fails,
                               .read_unchanging = read_through_target,
                               .ctx = target,
