@@ -245,7 +245,8 @@ struct prof_target_ops {
 extern const struct prof_target_ops prof_target_qmp_ops;
 /* QEMU's gdbstub (target_gdb.c): the guests arch/ knows, by target.xml. */
 extern const struct prof_target_ops prof_target_gdb_ops;
-/* qprof-plugin.so inside QEMU 10 (target_plugin.c): x86_64 guests under TCG, captured. */
+/* qprof-plugin.so inside QEMU 10 (target_plugin.c): x86_64, riscv64 and aarch64 guests under
+ * TCG, captured. */
 extern const struct prof_target_ops prof_target_plugin_ops;
 
 /* Which of QEMU's interfaces to sample through (--transport). */

@@ -10,11 +10,14 @@
  *   thread, before the vCPU executes another instruction. A read inside these windows is served
  *   from them.
  * - anything else (a process's .text and .eh_frame, copied to identify its binary) is read later
- *   from the guest's RAM file through the sample's captured CR3, when --qmp-socket names QEMU's
- *   monitor and RAM is a shared file. That is consistent for memory the guest does not write
- *   while the process lives: the image is keyed by the ABI's generation, which changes whenever
- *   an executable is loaded, and a copy that tore anyway fails the hash match (no name, never a
- *   wrong one). Without the RAM file such reads fail and the binary stays unidentified.
+ *   from the guest's RAM file through the sample's captured CR3 (satp, TTBR0), when --qmp-socket
+ *   names QEMU's monitor and RAM is a shared file. That is consistent for memory the guest does
+ *   not write while the process lives: the image is keyed by the ABI's generation, which
+ *   changes whenever an executable is loaded, and a copy that tore anyway fails the hash match
+ *   (no name, never a wrong one). Without the RAM file such reads fail and the binary stays
+ *   unidentified.
+ * - the registers: x86_64's are the ring's fixed QPR_REGS; riscv64's and aarch64's are asked for
+ *   by the names the arch table reads over the gdbstub, and read back through it by name.
  *
  * A VM paused by someone else (a monitor's `stop`) looks to the plugin like vCPUs that wait in
  * hlt. QMP's STOP and RESUME events, which QEMU stamps, tell the two apart: with --qmp-socket
