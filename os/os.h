@@ -59,8 +59,9 @@ struct prof_os_mem {
                            size_t len, size_t *got);
     /* Guest-physical memory: 0 when all len bytes were read; NULL when the target has none. */
     int (*read_phys)(void *ctx, uint64_t paddr, void *buf, size_t len);
-    /* The guest's RAM ranges; NULL when unknown. */
-    int (*ram_ranges)(void *ctx, struct prof_ram_range *out, int max, int *n);
+    /* The guest's RAM ranges; NULL when unknown. A failure says why in err (the target's own
+     * reason: no RAM file, or none QMP can place on this machine). */
+    int (*ram_ranges)(void *ctx, struct prof_ram_range *out, int max, int *n, struct qp_error *err);
     bool reads_are_cheap; /* no round trip per read (QMP's direct backend) */
     /* The target captured the sample at its instant while the guest ran on (the plugin): read
      * serves only what was captured then, and read_phys reads memory the guest has changed

@@ -256,10 +256,13 @@ static int find_vmcoreinfo(struct os_linux *l, struct lx_vmcoreinfo *vi, struct 
     struct prof_ram_range r[MAX_RANGES];
     struct lx_ram_range lr[MAX_RANGES];
     int n = 0;
-    if (!l->mem->ram_ranges || l->mem->ram_ranges(l->mem->ctx, r, MAX_RANGES, &n) != 0)
+    struct qp_error why = {0};
+    if (!l->mem->ram_ranges)
         return qp_error_set(err, -ENOTSUP,
-                            "the target cannot list guest RAM to look for the kernel (through "
-                            "the gdbstub, give --qmp-socket too: the shared RAM file)");
+                            "the target cannot list guest RAM to look for the kernel");
+    if (l->mem->ram_ranges(l->mem->ctx, r, MAX_RANGES, &n, &why) != 0)
+        return qp_error_set(err, -ENOTSUP, "no guest RAM to look for the kernel in: %s",
+                            why.msg[0] ? why.msg : "the target cannot list it");
     for (int i = 0; i < n; i++)
         lr[i] = (struct lx_ram_range){r[i].start, r[i].end};
     uint64_t where;

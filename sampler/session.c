@@ -488,10 +488,11 @@ static int os_read_phys(void *ctx, uint64_t paddr, void *buf, size_t len)
     return prof_target_read_phys(s->target, paddr, buf, len, NULL);
 }
 
-static int os_ram_ranges(void *ctx, struct prof_ram_range *out, int max, int *n)
+static int os_ram_ranges(void *ctx, struct prof_ram_range *out, int max, int *n,
+                         struct qp_error *err)
 {
     prof_session *s = ctx;
-    return prof_target_ram_ranges(s->target, out, max, n, NULL);
+    return prof_target_ram_ranges(s->target, out, max, n, err);
 }
 
 /* The adapter's own reads that cost what a read does (its VMA walks) come out of the budget. */

@@ -1477,6 +1477,16 @@ static int case_foreign_qmp_refused(void)
     CHECK_MSG(fo.total == 50, "%" PRIu64 " samples written, not 50", (uint64_t)fo.total);
     folded_free(&fo);
     run_free(&r);
+    /* --os linux asks for the kernel all the same: the line gives QMP's own reason, not the
+     * gdbstub's advice */
+    const char *as_linux[] = {
+        "--qmp-socket", vm_qmp_path(g.vm), "--os", "linux", "--samples", "5", "-o", "-", NULL};
+    r = run_qprof(g.dir, as_linux, 240);
+    fprintf(stderr, "%s", r.err);
+    CHECK_MSG(strstr(r.err, "cannot tell where guest RAM lies") &&
+                  !strstr(r.err, "through the gdbstub"),
+              "--os linux over QMP does not say QMP's reason");
+    run_free(&r);
     return end_guest(&g);
 }
 
