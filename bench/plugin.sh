@@ -115,18 +115,18 @@ idle_stretch() {
     printf '%s|%s|%s||\n' "$1" "$2" "$(rates "$t0" "$EPOCHREALTIME")"
 }
 
-# A stretch with qprof sampling: LABEL ROUND QPROF-ARGS... (qprof from half a second before to
-# half a second after it; its summary's figures go with the row)
+# A stretch with qprof sampling: LABEL ROUND SECONDS QPROF-ARGS... (qprof from half a second
+# before to half a second after it; its summary's figures go with the row)
 sampled_stretch() {
-    local label=$1 round=$2
-    shift 2
+    local label=$1 round=$2 secs=$3
+    shift 3
     "$BUILD/qprof" "$@" --kernel "$BUILD/guest/kernel.elf" --user-dir "$BUILD/guest/user" \
-        --duration "$(awk -v s="$SECS" 'BEGIN { print s + 1 }')" --no-progress \
+        --duration "$(awk -v s="$secs" 'BEGIN { print s + 1 }')" --no-progress \
         -o "$WORK/out.folded" 2>"$WORK/qprof.err" &
     local q=$!
     sleep 0.5
     local t0=$EPOCHREALTIME
-    sleep "$SECS"
+    sleep "$secs"
     local t1=$EPOCHREALTIME
     wait "$q" || true
     local summary
@@ -140,7 +140,7 @@ sampled_stretch() {
 boot_row() {
     boot "$3" 0
     local t0=$EPOCHREALTIME
-    sleep "$((SECS + 2))"
+    sleep "$(awk -v s="$SECS" 'BEGIN { print s + 2 }')" # SECS may be fractional (BENCH_SCALE)
     printf '%s|%s|%s||\n' "$1" "$2" "$(rates "$t0" "$EPOCHREALTIME")"
     stop
 }
@@ -160,14 +160,16 @@ for ((round = 1; round <= ROUNDS; round++)); do
         "plugin 10 kHz, counter|--interval 0.1 --plugin-trigger counter" \
         "plugin 1 kHz --exact|--interval 1 --exact"; do
         # shellcheck disable=SC2086 # the configuration's options, split on purpose
-        sampled_stretch "${cfg%%|*}" "$round" --plugin "$P" ${cfg#*|}
+        sampled_stretch "${cfg%%|*}" "$round" "$SECS" --plugin "$P" ${cfg#*|}
         idle_stretch idle "$round"
     done
     stop
     # the gdbstub, in a boot without the plugin
     boot 0 1
     idle_stretch "gdb idle" "$round"
-    sampled_stretch "gdbstub 1 kHz" "$round" --gdb "unix:$WORK/gdb" --interval 1
+    # the guest runs about 40% of the time: a longer stretch holds whole guest seconds
+    sampled_stretch "gdbstub 1 kHz" "$round" "$(awk -v s="$SECS" 'BEGIN { print 2.5 * s }')" \
+        --gdb "unix:$WORK/gdb" --interval 1
     idle_stretch "gdb idle" "$round"
     stop
 done >"$WORK/all"
@@ -258,3 +260,8 @@ echo "bench: plugin 10 kHz slowdown ${P10}%, gdbstub 1 kHz slowdown ${GDB_CPU}%"
 echo "bench: plugin 10 kHz by trigger (QEMU's CPU): auto ($(fig "plugin 10 kHz" trigger)) ${P10}%, timer $(combine "$FLAT" "$(stat "plugin 10 kHz, timer" 4 | cut -d'|' -f1)")%, counter $(combine "$FLAT" "$(stat "plugin 10 kHz, counter" 4 | cut -d'|' -f1)")%; wall: plugin 10 kHz $(combine "$FLAT" "$(stat "plugin 10 kHz" 3 | cut -d'|' -f1)")%, gdbstub 1 kHz ${GW}%"
 echo "bench: --exact slowdown $(combine "$FLAT" "$(stat "plugin 1 kHz --exact" 4 | cut -d'|' -f1)")% (plugin 1 kHz without it $(combine "$FLAT" "$(stat "plugin 1 kHz" 4 | cut -d'|' -f1)")%; QEMU's CPU per iteration)"
 echo "bench: plugin loaded and idle ${FLAT}%, with trigger=counter ${CFLAT}%; capture at 10 kHz p50 / p99 $(fig "plugin 10 kHz" capture), lost $(fig "plugin 10 kHz" lost)"
+# a run that measured nothing says so and fails, rather than print dashes as its figures
+if [ "$P10" = - ] || [ "$GDB_CPU" = - ]; then
+    echo "bench: plugin: no figures (the rows above; qprof's last words: $(tail -n 1 "$WORK/qprof.err" 2>/dev/null))" >&2
+    exit 1
+fi

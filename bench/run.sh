@@ -661,7 +661,7 @@ section_plugin() {
     step "the plugin target at 1 and 10 kHz with each trigger, and with --exact, beside the gdbstub at 1 kHz, QEMU 10 (bench/plugin.sh)"
     "$ROOT/bench/plugin.sh" "$BUILD" "$(secs 4)" 5 > "$WORK/plugin.md" 2> "$WORK/plugin.err" ||
         die "bench/plugin.sh failed: $(tail -n 3 "$WORK/plugin.err" | tr '\n' ' ')"
-    grep -q '^bench: plugin 10 kHz slowdown [0-9.-]*%, gdbstub 1 kHz slowdown [0-9.-]*%$' \
+    grep -q '^bench: plugin 10 kHz slowdown -\{0,1\}[0-9][0-9.]*%, gdbstub 1 kHz slowdown -\{0,1\}[0-9][0-9.]*%$' \
         "$WORK/plugin.md" || die "bench/plugin.sh measured no slowdown: $(tail -n 3 "$WORK/plugin.md")"
 }
 
