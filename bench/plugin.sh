@@ -32,6 +32,10 @@
 # the guest sees where the host has a core to spare for QEMU's other threads). The gdbstub keeps
 # the guest paused, which costs QEMU no CPU: its CPU-time figure multiplies its rate by the share
 # of time the guest ran, 1 - (samples per second) x (median pause), from qprof's summary.
+#
+# Placement, as the demo and arch sections have it: on a host of two or more CPUs QEMU's vCPU
+# thread runs on CPU 1, everything else (QEMU's other threads, the plugin's timer among them,
+# qprof and this script) on CPU 0; so the timer's wake-ups are a core beside the guest's.
 set -euo pipefail
 BUILD=$(cd "${1:?usage: bench/plugin.sh BUILD_DIR [SECONDS [ROUNDS]]}" && pwd)
 SECS=${2:-4}
@@ -46,6 +50,11 @@ fi
 export QEMU_MODULE_DIR=$QEMU10_MODULE_DIR
 PLUGIN=$BUILD/qprof-plugin.so
 [ -f "$PLUGIN" ] || { echo "bench: no $PLUGIN (configure after xtask/qemu10.sh)" >&2; exit 1; }
+VCPU_CPU=0
+if [ "$(nproc)" -ge 2 ]; then
+    VCPU_CPU=1
+    taskset -p -c 0 $$ >/dev/null # QEMU and qprof inherit it; the vCPU thread moves to CPU 1
+fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qprof-plugin-bench.XXXXXX")
 QEMU_PID='' STAMPER='' TAIL=''
 trap 'stop; [ -n "${BENCH_KEEP:-}" ] || rm -rf "$WORK"' EXIT
@@ -75,6 +84,11 @@ boot() { # boot PLUGIN_ARGS|0 WITH_GDB
         -append run=spin -serial "file:$WORK/serial" -name bench,debug-threads=on "${extra[@]}" &
     QEMU_PID=$!
     until grep -q ready "$WORK/serial" 2>/dev/null; do sleep 0.1; done
+    local t comm
+    for t in /proc/"$QEMU_PID"/task/*; do
+        read -r comm <"$t/comm" 2>/dev/null || continue
+        [[ $comm != *"/TCG" ]] || taskset -p -c "$VCPU_CPU" "${t##*/}" >/dev/null
+    done
     mkfifo "$WORK/lines"
     tail -n0 -F "$WORK/serial" 2>/dev/null >"$WORK/lines" &
     TAIL=$!
