@@ -561,6 +561,9 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
     if (resets)
         fprintf(f, "guest reset %" PRIu64 " time(s) during the run (process caches cleared)\n",
                 resets);
+    if (c->reset_straddles)
+        fprintf(f, "samples dropped because the guest reset while they were read: %" PRIu64 "\n",
+                c->reset_straddles);
     if (c->abi_rejected)
         fprintf(f, "qprof_abi rejected: %" PRIu64 " times; last: %s\n", c->abi_rejected,
                 c->abi_reject_reason);

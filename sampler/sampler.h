@@ -167,6 +167,7 @@ struct prof_counters {
     uint64_t at_kernel_entry; /* on the first instruction of an entry from user space */
     uint64_t resets;          /* the OS adapter saw a new boot (boot_id, vmcoreinfo) */
     uint64_t machine_resets;  /* the target saw the machine reset (QMP RESET events) */
+    uint64_t reset_straddles; /* samples dropped: the machine reset while they were read */
     uint64_t abi_rejected;    /* a published qprof_abi failed its checks */
     char abi_reject_reason[160];
     uint64_t budget_hits;                           /* samples whose paused-time budget ran out */

@@ -1045,6 +1045,13 @@ int prof_session_sample(prof_session *s, uint64_t time_ns, uint64_t weight_ns, b
         return rc;
     if (s->last_stats.was_paused)
         return 0; /* paused between the check and the stop */
+    if (prof_target_resets(s->target) != s->target_resets) {
+        /* QEMU carries out a reset even while the VM is stopped, so one that came between this
+         * stop's requests left registers of one boot beside memory of the next (a stack whose
+         * saved user PC was the new kernel image's bytes). The next stop starts afresh. */
+        s->counters.reset_straddles++;
+        return 0;
+    }
     *taken = true;
     for (int i = 0; i < s->n_cpus; i++) {
         prof_build_stack(s->stacks, &s->cap[i], i, &s->stack);

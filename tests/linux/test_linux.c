@@ -782,6 +782,12 @@ static int case_reboot(void)
             " with code outside busybox\n",
             dd, dd_named, stray);
     CHECK_MSG(stray == 0, "%" PRIu64 " samples of dd hold addresses outside its code", stray);
+    /* What qprof saw of the reset, for a failure's reader: the summary's reset lines. */
+    gchar **lines = g_strsplit(err ? err : "", "\n", -1);
+    for (int i = 0; lines[i]; i++)
+        if (strstr(lines[i], "reset"))
+            fprintf(stderr, "qprof: %s\n", lines[i]);
+    g_strfreev(lines);
     /* How many depends on when the new kernel was found: reported, not required. */
     fprintf(stderr, "samples rooted at a kernel thread: %" PRIu64 "\n", kthreads);
     /* 50 samples before the reset, 100 after the new kernel was found, dd nearly always in
