@@ -7,7 +7,8 @@
 #                         architecture's kernel, brd.ko and busybox (no hotpath: the host
 #                         compiler builds amd64)
 #   OUTDIR/initrd.cpio    busybox-static and an /init that starts the workloads named on the
-#                         kernel command line (qprof_run=dd,shloop) and dumps /proc/kallsyms
+#                         kernel command line (qprof_run=dd,shloop) and, with qprof_kallsyms
+#                         on it too, dumps /proc/kallsyms
 #   OUTDIR/busybox        a copy of the guest's /bin/busybox (tests check user frames against it)
 #   OUTDIR/sysroot        the initramfs's tree as the guest sees it: the --sysroot of the tests.
 #                         With a host C compiler it holds /usr/local/bin/hotpath (hotpath.c, built
@@ -28,8 +29,9 @@
 # The guest's /init prints, on the console (ttyS0):
 #   qprof-linux: ready pid=N name=WORKLOAD     once per workload started
 #   qprof-linux: kallsyms done                 after /proc/kallsyms (text symbols) went out on ttyS1
-# and writes /proc/kallsyms between "qprof-kallsyms-begin" / "qprof-kallsyms-end" lines on the
-# second serial port (ttyS1), so a test that gives QEMU `-serial file:K` can read it.
+# and, asked by qprof_kallsyms, writes /proc/kallsyms between "qprof-kallsyms-begin" /
+# "qprof-kallsyms-end" lines on the second serial port (ttyS1), so a test that gives QEMU
+# `-serial file:K` can read it.
 set -euo pipefail
 
 out=${1:?usage: make-guest.sh OUTDIR [SERIES]}
@@ -125,8 +127,9 @@ echo "qprof-linux: init up"
 case ",$(sed -n 's/.*qprof_run=\([^ ]*\).*/\1/p' /proc/cmdline)," in
 *,ramdd,*) insmod /lib/modules/brd.ko rd_nr=1 rd_size=1048576 && echo "qprof-linux: brd loaded" ;;
 esac
-# kallsyms first: the workloads would slow the dump down under TCG.
-if [ -c /dev/ttyS1 ]; then
+# kallsyms first: the workloads would slow the dump down under TCG. Only when the kernel command
+# line asks (qprof_kallsyms): the dump takes most of the boot's time under TCG.
+if grep -qw qprof_kallsyms /proc/cmdline && [ -c /dev/ttyS1 ]; then
     stty -F /dev/ttyS1 raw 2>/dev/null
     # text symbols only (what the tests check frames against): half the lines
     { echo qprof-kallsyms-begin; grep -i ' [tw] ' /proc/kallsyms; echo qprof-kallsyms-end; } > /dev/ttyS1
