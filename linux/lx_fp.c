@@ -10,17 +10,28 @@
 #define PT_REGS_MAX 512 /* more than any architecture's struct pt_regs */
 
 /* The start of the symbol holding addr (a function's, for text): 0 when none. */
-static uint64_t function_of(const lx_kernel *k, uint64_t addr)
+static uint64_t symbol_below(const struct lx_symbol *syms, size_t n, uint64_t addr)
 {
-    size_t lo = 0, hi = k->n_syms;
+    size_t lo = 0, hi = n;
     while (lo < hi) { /* the first symbol above addr */
         size_t mid = lo + (hi - lo) / 2;
-        if (k->syms[mid].addr <= addr)
+        if (syms[mid].addr <= addr)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo ? k->syms[lo - 1].addr : 0;
+    return lo ? syms[lo - 1].addr : 0;
+}
+
+/* Where addr's function starts; 0 when unknown. Module text is looked up in the modules'
+ * symbols: by vmlinux's alone every module address fell to one "function" (on arm64, below
+ * the image, none at all), so a module leaf in its prologue hid its module caller. */
+static uint64_t function_of(const lx_kernel *k, uint64_t addr)
+{
+    if (k->vi.modules_end > k->vi.modules_vaddr && addr >= k->vi.modules_vaddr &&
+        addr < k->vi.modules_end)
+        return symbol_below(k->mod_syms, k->n_mod_syms, addr);
+    return symbol_below(k->syms, k->n_syms, addr);
 }
 
 /* Kernel code: vmlinux's text (_stext.._etext) or the module area vmcoreinfo names; any

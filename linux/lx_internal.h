@@ -137,6 +137,10 @@ struct lx_kernel {
     /* ORC of text outside vmlinux (lx_kernel_use_modules sets the modules' lookup) */
     lx_orc_lookup_fn more_orc;
     const void *more_orc_ctx;
+    /* Modules' text symbols by address (lx_kernel_use_modules; borrowed, NULL for none): where
+     * a module function starts, for the frame-pointer walk's leaf rule */
+    const struct lx_symbol *mod_syms;
+    size_t n_mod_syms;
 };
 
 /* Translates kva through the kernel page table: 0 with *paddr and the bytes physically

@@ -506,4 +506,5 @@ void lx_kernel_use_modules(lx_kernel *k, const lx_modules *m)
 {
     k->more_orc = m ? lx_modules_orc_find : NULL;
     k->more_orc_ctx = m;
+    k->mod_syms = lx_modules_symbols(m, &k->n_mod_syms);
 }

@@ -82,8 +82,9 @@ const struct lx_symbol *lx_modules_symbols(const lx_modules *m, size_t *n);
  * hands the unwinder. Valid while the lx_modules lives. */
 const uint8_t *lx_modules_orc_find(const void *modules, uint64_t ip);
 
-/* Makes k's ORC unwinder look pcs in module text up in m's tables (borrowed: valid until the
- * next call; NULL for none). */
+/* Makes k's ORC unwinder look pcs in module text up in m's tables, and the frame-pointer walk
+ * find where module functions start in m's symbols (borrowed: valid until the next call; NULL
+ * for none). */
 void lx_kernel_use_modules(lx_kernel *k, const lx_modules *m);
 
 #endif
