@@ -556,8 +556,11 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
     if (r->paused_intervals)
         fprintf(f, "guest paused by another client: %" PRIu64 " sampling intervals skipped\n",
                 r->paused_intervals);
-    /* Each reset is usually seen twice: QMP's RESET event, and the new boot's own mark. */
-    uint64_t resets = c->resets > c->machine_resets ? c->resets : c->machine_resets;
+    /* QMP's RESET events count every reset of the machine (QEMU reports two for one
+     * system_reset of a SeaBIOS guest); the OS adapter's own marks (a new boot_id, vmcoreinfo
+     * bytes that changed) count what a gdbstub alone cannot see, but also fire while a new boot
+     * settles (a vmcoreinfo found mid-boot, then moved), so they count only without QMP. */
+    uint64_t resets = c->machine_resets ? c->machine_resets : c->resets;
     if (resets)
         fprintf(f, "guest reset %" PRIu64 " time(s) during the run (process caches cleared)\n",
                 resets);
