@@ -88,7 +88,7 @@ void prof_print_help(FILE *out)
         "                         (nothing else costs the guest; each wake-up costs the\n"
         "                         host, dearly on a VM); counter: every translated block\n"
         "                         counts its instructions and the vCPU keeps time itself\n"
-        "                         (~10% of each vCPU, sampling or not; no wake-ups).\n"
+        "                         (~12-14% of QEMU's CPU, sampling or not; no wake-ups).\n"
         "                         auto: the plugin's own default (trigger= of -plugin),\n"
         "                         else the timer until its wake-ups, at the cost the plugin\n"
         "                         measured on this host, would take over 8% of a core per\n"

@@ -23,13 +23,19 @@ static uint64_t symbol_below(const struct lx_symbol *syms, size_t n, uint64_t ad
     return lo ? syms[lo - 1].addr : 0;
 }
 
+/* The module area vmcoreinfo names (none when it names none). */
+static bool in_module_area(const lx_kernel *k, uint64_t a)
+{
+    return k->vi.modules_end > k->vi.modules_vaddr && a >= k->vi.modules_vaddr &&
+           a < k->vi.modules_end;
+}
+
 /* Where addr's function starts; 0 when unknown. Module text is looked up in the modules'
  * symbols: by vmlinux's alone every module address fell to one "function" (on arm64, below
  * the image, none at all), so a module leaf in its prologue hid its module caller. */
 static uint64_t function_of(const lx_kernel *k, uint64_t addr)
 {
-    if (k->vi.modules_end > k->vi.modules_vaddr && addr >= k->vi.modules_vaddr &&
-        addr < k->vi.modules_end)
+    if (in_module_area(k, addr))
         return symbol_below(k->mod_syms, k->n_mod_syms, addr);
     return symbol_below(k->syms, k->n_syms, addr);
 }
@@ -41,8 +47,7 @@ static bool is_code(const lx_kernel *k, uint64_t a)
     uint64_t lo, hi;
     if (!lx_is_kernel_addr(a))
         return false;
-    if (k->vi.modules_end > k->vi.modules_vaddr && a >= k->vi.modules_vaddr &&
-        a < k->vi.modules_end)
+    if (in_module_area(k, a))
         return true;
     if (lx_kernel_symbol_addr(k, "_stext", &lo) || lx_kernel_symbol_addr(k, "_etext", &hi))
         return true;

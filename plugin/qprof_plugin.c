@@ -584,7 +584,7 @@ static uint32_t choose_trigger(const struct qpr_config *c, uint32_t *reason)
     }
     *reason = QPR_REASON_RULE;
     double timer_share = (double)wake_ns / (double)c->interval_ns; /* of one host core */
-    double limit = MIN(QPR_AUTO_TIMER_SHARE * P.n_vcpus, QPR_AUTO_TIMER_MAX);
+    double limit = qpr_auto_timer_limit(P.n_vcpus);
     return timer_share > limit ? QPR_TRIGGER_COUNTER : QPR_TRIGGER_TIMER;
 }
 

@@ -133,16 +133,24 @@ struct qpr_header {
 /* Auto's rule for sampling by time: the timer until its wake-ups would take more than
  * QPR_AUTO_TIMER_SHARE of a host core per vCPU (at most QPR_AUTO_TIMER_MAX), then the counter.
  * Measured on the demo guest's spin loop (short blocks, the counter's worst case) on a nested
- * 2-core VM whose timer wake-up costs 11-14 us (bench/plugin.sh, medians of 5, four runs): the
+ * 2-core VM whose timer wake-up costs 11-19 us (bench/plugin.sh, medians of 5, five runs): the
  * counter costs 12-14% of QEMU's CPU sampling or not, and little more at 10 kHz (12-17%); the
- * timer 2% idle, 4-6% at 1 kHz, but 14-29% at 10 kHz, since each sample costs the host about
+ * timer 2% idle, 4-10% at 1 kHz, but 14-31% at 10 kHz, since each sample costs the host about
  * twice the bare wake-up (the flag meets the vCPU mid-chain, the callback's own work). At 1 kHz
- * the timer won every run, at 10 kHz the counter won three and tied one: they cross where the
- * wake-ups take about 8% of a core (~7 kHz here, ~30 kHz on bare metal's 2-3 us). More vCPUs
+ * the timer stayed below the counter's flat cost in every run, at 10 kHz the counter won four
+ * and tied one: they cross where the wake-ups take about 8% of a core (~7 kHz here, ~30 kHz on
+ * bare metal's 2-3 us). More vCPUs
  * favour the timer (one wake-up serves them all, the counter taxes each); past half a core the
  * timer thread itself falls behind on a busy host. */
 #define QPR_AUTO_TIMER_SHARE 0.08
 #define QPR_AUTO_TIMER_MAX   0.5
+
+/* The share of one host core auto lets the timer's wake-ups take with n_vcpus vCPUs. */
+static inline double qpr_auto_timer_limit(uint32_t n_vcpus)
+{
+    double share = QPR_AUTO_TIMER_SHARE * n_vcpus;
+    return share < QPR_AUTO_TIMER_MAX ? share : QPR_AUTO_TIMER_MAX;
+}
 
 /* How a vCPU is told to take a sample (qpr_config.trigger, qpr_header.trigger). Both end in a
  * conditional callback at the start of a translation block on the vCPU's own thread; they differ

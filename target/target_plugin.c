@@ -915,8 +915,7 @@ static const char *tp_trigger(void *impl)
                  "this interval, %s the %.0f%% auto allows the timer with %u vCPU%s)",
                  name, wake_ns / 1e3, 100 * wake_ns / interval_ns,
                  trigger == QPR_TRIGGER_COUNTER ? "over" : "within",
-                 100 * MIN(QPR_AUTO_TIMER_SHARE * t->n_vcpus, QPR_AUTO_TIMER_MAX), t->n_vcpus,
-                 t->n_vcpus == 1 ? "" : "s");
+                 100 * qpr_auto_timer_limit(t->n_vcpus), t->n_vcpus, t->n_vcpus == 1 ? "" : "s");
         break;
     case QPR_REASON_UNMEASURED:
         snprintf(t->trigger_line, sizeof t->trigger_line,

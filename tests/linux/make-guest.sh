@@ -128,7 +128,7 @@ case ",$(sed -n 's/.*qprof_run=\([^ ]*\).*/\1/p' /proc/cmdline)," in
 *,ramdd,*) insmod /lib/modules/brd.ko rd_nr=1 rd_size=1048576 && echo "qprof-linux: brd loaded" ;;
 esac
 # kallsyms first: the workloads would slow the dump down under TCG. Only when the kernel command
-# line asks (qprof_kallsyms): the dump takes most of the boot's time under TCG.
+# line asks (qprof_kallsyms): the dump costs every boot seconds under TCG.
 if grep -qw qprof_kallsyms /proc/cmdline && [ -c /dev/ttyS1 ]; then
     stty -F /dev/ttyS1 raw 2>/dev/null
     # text symbols only (what the tests check frames against): half the lines

@@ -208,7 +208,8 @@ struct guest {
     bool plugin;            /* set before boot(): QEMU 10 with qprof-plugin.so loaded */
     bool reboots;           /* set before boot(): a reset reboots; a second QMP socket */
     /* set before boot(): /init dumps /proc/kallsyms into g->kallsyms (a second serial port),
-     * which takes TCG most of the boot (~19 s of 33 here): only for the cases that read it */
+     * seconds of every boot under TCG (3-6 s less per test without it): only for the cases
+     * that read it */
     bool want_kallsyms;
 };
 

@@ -1133,8 +1133,7 @@ static void check_line_prefix(const char *line, const char *want)
 /* The summary's "plugin trigger:" line names the trigger that sampled and why: what qprof asked
  * for, what QEMU loaded the plugin with, --period-insns's counter, or auto's choice, which must
  * follow its rule (the counter when the timer's wake-ups, at the cost the plugin measured on
- * this host, would take more than QPR_AUTO_TIMER_SHARE of a host core per vCPU, at most
- * QPR_AUTO_TIMER_MAX). */
+ * this host, would take more than qpr_auto_timer_limit's share of a host core). */
 static void check_trigger_line(const char *err, const char *interval_ms, const char *extra)
 {
     const char *line = strstr(err, "plugin trigger: ");
@@ -1161,9 +1160,7 @@ static void check_trigger_line(const char *err, const char *interval_ms, const c
                       n && sscanf(n, "auto allows the timer with %u vCPU", &vcpus) == 1,
                   "not auto's line: %.*s", (int)strcspn(line, "\n"), line);
         double share = wake_us * 1e3 / (atof(interval_ms) * 1e6);
-        double bar = QPR_AUTO_TIMER_SHARE * vcpus < QPR_AUTO_TIMER_MAX
-                         ? QPR_AUTO_TIMER_SHARE * vcpus
-                         : QPR_AUTO_TIMER_MAX;
+        double bar = qpr_auto_timer_limit(vcpus);
         fprintf(stderr, "auto: wake-ups %.1f%% of a core against %.0f%%: %s\n", 100 * share,
                 100 * bar, which);
         if (fabs(share - bar) > 0.0006) /* the line rounds the cost to 0.1 us */
