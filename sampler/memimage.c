@@ -187,14 +187,18 @@ static int copy_table(const struct reader *r, uint64_t addr, uint64_t offset, si
                       struct table_copy *t, bool stop_at_terminator)
 {
     while (t->have < want) {
+        /* The buffer holds end bytes for this round: every read below stays inside it, however
+         * far an earlier read of the round got. */
         size_t n = want - t->have < COPY_CHUNK ? want - t->have : COPY_CHUNK, got = 0;
-        t->bytes = g_realloc(t->bytes, t->have + n);
+        size_t end = t->have + n;
+        t->bytes = g_realloc(t->bytes, end);
         int rc = t->by_file ? -EFAULT : read_some(r, addr + t->have, t->bytes + t->have, n, &got);
-        t->have += got;
-        if (rc == -EFAULT && offset) {
+        t->have += got < n ? got : n;
+        if (rc == -EFAULT && offset && t->have < end) {
             t->by_file = true;
-            n = want - t->have < COPY_CHUNK ? want - t->have : COPY_CHUNK;
-            rc = file_read_some(r, offset + t->have, t->bytes + t->have, n, &got);
+            got = 0;
+            rc = file_read_some(r, offset + t->have, t->bytes + t->have, end - t->have, &got);
+            got = got < end - t->have ? got : end - t->have;
             t->have += got;
             t->from_file += got;
         }
