@@ -60,36 +60,68 @@ static uint32_t composite_id(const struct btf *btf, uint32_t id)
     return t && btf_is_composite(t) ? (uint32_t)resolved : 0;
 }
 
-/* Finds member `name` of composite type id, descending into anonymous struct/union members up
- * to a fixed depth; *bits receives its offset in bits from the start of the type. Also gives
- * the member's type id when type_id is not NULL. */
-static bool member_bits(const struct btf *btf, uint32_t id, const char *name, int depth,
-                        uint64_t *bits, uint32_t *type_id)
+/* The nested search's bounds: a guest's BTF decides how anonymous members nest, and without a
+ * cap on the work a small blob (fan-out 8, depth 9) takes tens of minutes. A real kernel's
+ * task_struct visits a few hundred members. */
+#define MEMBER_MAX_DEPTH  8
+#define MEMBER_MAX_VISITS 16384
+
+struct member_search {
+    const char *name;
+    unsigned visits; /* members looked at so far, all depths together */
+    uint64_t bits;   /* the result: offset in bits from the start of the outer type */
+    uint32_t type_id;
+};
+
+/* Finds s->name in composite type id, descending into anonymous struct/union members up to
+ * MEMBER_MAX_DEPTH and MEMBER_MAX_VISITS in all; fills s->bits and s->type_id. */
+static bool member_search(const struct btf *btf, uint32_t id, int depth, struct member_search *s)
 {
     const struct btf_type *t = btf__type_by_id(btf, id);
-    if (!t || !btf_is_composite(t) || depth > 8)
+    if (!t || !btf_is_composite(t) || depth > MEMBER_MAX_DEPTH)
         return false;
     const struct btf_member *m = btf_members(t);
     for (uint16_t i = 0; i < btf_vlen(t); i++, m++) {
+        if (++s->visits > MEMBER_MAX_VISITS)
+            return false;
         const char *mname = btf__name_by_offset(btf, m->name_off);
         uint64_t here = btf_member_bit_offset(t, i);
         if (mname && *mname) {
-            if (strcmp(mname, name) == 0) {
-                *bits = here;
-                if (type_id)
-                    *type_id = m->type;
+            if (strcmp(mname, s->name) == 0) {
+                s->bits = here;
+                s->type_id = m->type;
                 return true;
             }
             continue;
         }
         uint32_t inner = composite_id(btf, m->type);
-        uint64_t below;
-        if (inner && member_bits(btf, inner, name, depth + 1, &below, type_id)) {
-            *bits = here + below;
+        if (inner && member_search(btf, inner, depth + 1, s)) {
+            s->bits += here;
             return true;
         }
     }
     return false;
+}
+
+/* Member `name` of composite type id (member_search); *bits receives its offset in bits from
+ * the start of the type, *type_id (when not NULL) its type. */
+static bool member_bits(const struct btf *btf, uint32_t id, const char *name, int depth,
+                        uint64_t *bits, uint32_t *type_id)
+{
+    struct member_search s = {.name = name};
+    if (!member_search(btf, id, depth, &s))
+        return false;
+    *bits = s.bits;
+    if (type_id)
+        *type_id = s.type_id;
+    return true;
+}
+
+/* Whether [off, off + width) lies in a struct of size bytes; 64-bit sums, so a guest's offset
+ * near 4 GiB does not wrap around into a small one. */
+static bool fits(uint64_t off, uint64_t width, uint64_t size)
+{
+    return off + width <= size;
 }
 
 /* Resolves "struct S" (or union) by name. */
@@ -105,20 +137,30 @@ static int find_composite(const struct btf *btf, const char *type, uint32_t *id,
     return 0;
 }
 
-/* Byte offset of member of struct type; fails naming both when absent or a bitfield. */
-static int member_offset(const struct btf *btf, const char *type, const char *member, uint32_t *out,
-                         struct qp_error *err)
+/* Byte offset of member of struct type; fails naming both when absent, a bitfield, or when
+ * [offset, offset + width) or the member itself (its size in BTF) does not lie inside the
+ * struct: width is what the readers read there, 0 for no more than the member. */
+static int member_offset(const struct btf *btf, const char *type, const char *member,
+                         uint32_t width, uint32_t *out, struct qp_error *err)
 {
-    uint32_t id = 0;
+    uint32_t id = 0, mtype = 0;
     uint64_t bits;
     int rc = find_composite(btf, type, &id, err);
     if (rc)
         return rc;
-    if (!member_bits(btf, id, member, 0, &bits, NULL))
-        return qp_error_set(err, -ENOENT, "BTF: struct %s has no member %s", type, member);
-    if (bits % 8 || bits / 8 > UINT32_MAX)
-        return qp_error_set(err, -EINVAL, "BTF: %s.%s is at bit %llu, not a byte", type, member,
-                            (unsigned long long)bits);
+    if (!member_bits(btf, id, member, 0, &bits, &mtype))
+        return qp_error_set(err, -ENOENT,
+                            "BTF: struct %s has no member %s (searched %d levels of anonymous "
+                            "members, %d members at most)",
+                            type, member, MEMBER_MAX_DEPTH, MEMBER_MAX_VISITS);
+    uint32_t size = btf__type_by_id(btf, id)->size;
+    long msize = btf__resolve_size(btf, mtype);
+    uint64_t need = msize > (long)width ? (uint64_t)msize : width;
+    if (bits % 8 || !fits(bits / 8, need, size))
+        return qp_error_set(err, -EINVAL,
+                            "BTF: %s.%s at bit %llu (%llu bytes) does not lie inside its %u "
+                            "bytes",
+                            type, member, (unsigned long long)bits, (unsigned long long)need, size);
     *out = (uint32_t)(bits / 8);
     return 0;
 }
@@ -135,6 +177,7 @@ static int struct_size(const struct btf *btf, const char *type, uint32_t *out, s
 
 struct member_spec {
     const char *type, *member;
+    uint32_t width; /* bytes the readers read at the member (member_offset), 0: its own size */
     uint32_t *out;
 };
 
@@ -142,7 +185,8 @@ static int resolve_members(const struct btf *btf, const struct member_spec *spec
                            struct qp_error *err)
 {
     for (size_t i = 0; i < n; i++) {
-        int rc = member_offset(btf, specs[i].type, specs[i].member, specs[i].out, err);
+        int rc =
+            member_offset(btf, specs[i].type, specs[i].member, specs[i].width, specs[i].out, err);
         if (rc)
             return rc;
     }
@@ -228,13 +272,13 @@ static int array_len(const struct btf *btf, const char *type, const char *member
 static int resolve_maple(const struct btf *btf, struct lx_offsets *o, struct qp_error *err)
 {
     const struct member_spec specs[] = {
-        {"maple_tree", "ma_root", &o->mt_root},
-        {"maple_range_64", "pivot", &o->mt_r64_pivot},
-        {"maple_range_64", "slot", &o->mt_r64_slot},
-        {"maple_range_64", "meta", &o->mt_r64_meta},
-        {"maple_arange_64", "pivot", &o->mt_a64_pivot},
-        {"maple_arange_64", "slot", &o->mt_a64_slot},
-        {"maple_arange_64", "meta", &o->mt_a64_meta},
+        {"maple_tree", "ma_root", 8, &o->mt_root},
+        {"maple_range_64", "pivot", 0, &o->mt_r64_pivot},
+        {"maple_range_64", "slot", 0, &o->mt_r64_slot},
+        {"maple_range_64", "meta", 1, &o->mt_r64_meta},
+        {"maple_arange_64", "pivot", 0, &o->mt_a64_pivot},
+        {"maple_arange_64", "slot", 0, &o->mt_a64_slot},
+        {"maple_arange_64", "meta", 1, &o->mt_a64_meta},
     };
     int rc = resolve_members(btf, specs, sizeof(specs) / sizeof(specs[0]), err);
     uint32_t r64_slots = 0, a64_slots = 0;
@@ -248,12 +292,12 @@ static int resolve_maple(const struct btf *btf, struct lx_offsets *o, struct qp_
         rc = array_len(btf, "maple_arange_64", "slot", &a64_slots, err);
     if (rc)
         return rc;
-    bool sane = r64_slots == o->mt_r64_pivots + 1 && a64_slots == o->mt_a64_pivots + 1 &&
-                r64_slots <= 32 && a64_slots <= 32 &&
-                o->mt_r64_pivot + 8 * o->mt_r64_pivots <= 256 &&
-                o->mt_r64_slot + 8 * r64_slots <= 256 && o->mt_r64_meta < 256 &&
-                o->mt_a64_pivot + 8 * o->mt_a64_pivots <= 256 &&
-                o->mt_a64_slot + 8 * a64_slots <= 256 && o->mt_a64_meta < 256;
+    bool sane = (uint64_t)r64_slots == (uint64_t)o->mt_r64_pivots + 1 &&
+                (uint64_t)a64_slots == (uint64_t)o->mt_a64_pivots + 1 && r64_slots <= 32 &&
+                a64_slots <= 32 && fits(o->mt_r64_pivot, 8 * (uint64_t)o->mt_r64_pivots, 256) &&
+                fits(o->mt_r64_slot, 8 * (uint64_t)r64_slots, 256) && o->mt_r64_meta < 256 &&
+                fits(o->mt_a64_pivot, 8 * (uint64_t)o->mt_a64_pivots, 256) &&
+                fits(o->mt_a64_slot, 8 * (uint64_t)a64_slots, 256) && o->mt_a64_meta < 256;
     if (!sane)
         return qp_error_set(err, -EINVAL,
                             "BTF: maple node layout not understood (range_64: %u pivots at %u, "
@@ -267,12 +311,12 @@ static int resolve_maple(const struct btf *btf, struct lx_offsets *o, struct qp_
  * list). Whichever mm_struct has decides. */
 static int resolve_vma_tree(const struct btf *btf, struct lx_offsets *o, struct qp_error *err)
 {
-    if (member_offset(btf, "mm_struct", "mm_mt", &o->mm_mt, NULL) == 0)
+    if (member_offset(btf, "mm_struct", "mm_mt", 0, &o->mm_mt, NULL) == 0)
         return resolve_maple(btf, o, err);
     const struct member_spec rb[] = {
-        {"mm_struct", "mm_rb", &o->mm_rb},       {"mm_struct", "mmap", &o->mm_mmap},
-        {"vm_area_struct", "vm_rb", &o->vma_rb}, {"vm_area_struct", "vm_next", &o->vma_next},
-        {"rb_node", "rb_left", &o->rb_left},     {"rb_node", "rb_right", &o->rb_right},
+        {"mm_struct", "mm_rb", 8, &o->mm_rb},       {"mm_struct", "mmap", 8, &o->mm_mmap},
+        {"vm_area_struct", "vm_rb", 0, &o->vma_rb}, {"vm_area_struct", "vm_next", 8, &o->vma_next},
+        {"rb_node", "rb_left", 8, &o->rb_left},     {"rb_node", "rb_right", 8, &o->rb_right},
     };
     struct qp_error why = {0};
     if (resolve_members(btf, rb, sizeof rb / sizeof rb[0], &why))
@@ -288,9 +332,11 @@ static int resolve_vma_tree(const struct btf *btf, struct lx_offsets *o, struct 
 static void resolve_page_cache(const struct btf *btf, struct lx_offsets *o)
 {
     const struct member_spec specs[] = {
-        {"file", "f_mapping", &o->file_mapping}, {"address_space", "i_pages", &o->mapping_i_pages},
-        {"xarray", "xa_head", &o->xa_head},      {"xa_node", "shift", &o->xa_node_shift},
-        {"xa_node", "slots", &o->xa_node_slots},
+        {"file", "f_mapping", 8, &o->file_mapping},
+        {"address_space", "i_pages", 0, &o->mapping_i_pages},
+        {"xarray", "xa_head", 8, &o->xa_head},
+        {"xa_node", "shift", 1, &o->xa_node_shift},
+        {"xa_node", "slots", 0, &o->xa_node_slots},
     };
     struct qp_error ignored = {0};
     o->has_page_cache =
@@ -304,24 +350,24 @@ int lx_btf_offsets(const lx_btf *b, struct lx_offsets *out, struct qp_error *err
     struct lx_offsets o = {0};
     const struct btf *btf = b->btf;
     const struct member_spec specs[] = {
-        {"task_struct", "pid", &o.task_pid},
-        {"task_struct", "tgid", &o.task_tgid},
-        {"task_struct", "comm", &o.task_comm},
-        {"task_struct", "mm", &o.task_mm},
-        {"task_struct", "stack", &o.task_stack},
-        {"task_struct", "flags", &o.task_flags},
-        {"mm_struct", "pgd", &o.mm_pgd},
-        {"vm_area_struct", "vm_start", &o.vma_start},
-        {"vm_area_struct", "vm_end", &o.vma_end},
-        {"vm_area_struct", "vm_pgoff", &o.vma_pgoff},
-        {"vm_area_struct", "vm_file", &o.vma_file},
-        {"vm_area_struct", "vm_flags", &o.vma_flags},
-        {"file", "f_path", &o.file_path},
-        {"path", "dentry", &o.path_dentry},
-        {"dentry", "d_name", &o.dentry_name},
-        {"dentry", "d_parent", &o.dentry_parent},
-        {"qstr", "name", &o.qstr_name},
-        {"qstr", "len", &o.qstr_len},
+        {"task_struct", "pid", 4, &o.task_pid},
+        {"task_struct", "tgid", 4, &o.task_tgid},
+        {"task_struct", "comm", 16, &o.task_comm},
+        {"task_struct", "mm", 8, &o.task_mm},
+        {"task_struct", "stack", 8, &o.task_stack},
+        {"task_struct", "flags", 4, &o.task_flags},
+        {"mm_struct", "pgd", 8, &o.mm_pgd},
+        {"vm_area_struct", "vm_start", 8, &o.vma_start},
+        {"vm_area_struct", "vm_end", 8, &o.vma_end},
+        {"vm_area_struct", "vm_pgoff", 8, &o.vma_pgoff},
+        {"vm_area_struct", "vm_file", 8, &o.vma_file},
+        {"vm_area_struct", "vm_flags", 8, &o.vma_flags},
+        {"file", "f_path", 0, &o.file_path},
+        {"path", "dentry", 8, &o.path_dentry},
+        {"dentry", "d_name", 0, &o.dentry_name},
+        {"dentry", "d_parent", 8, &o.dentry_parent},
+        {"qstr", "name", 8, &o.qstr_name},
+        {"qstr", "len", 4, &o.qstr_len},
     };
     int rc = struct_size(btf, "task_struct", &o.task_size, err);
     if (!rc)
@@ -330,25 +376,26 @@ int lx_btf_offsets(const lx_btf *b, struct lx_offsets *out, struct qp_error *err
         rc = resolve_vma_tree(btf, &o, err);
     /* Optional (a VMA cache's generation): 0 when absent, never an error. */
     struct qp_error ignored = {0};
-    if (!rc && member_offset(btf, "mm_struct", "map_count", &o.mm_map_count, &ignored))
+    if (!rc && member_offset(btf, "mm_struct", "map_count", 4, &o.mm_map_count, &ignored))
         o.mm_map_count = 0;
     if (!rc)
         resolve_page_cache(btf, &o);
     if (!rc && struct_size(btf, "pt_regs", &o.pt_regs_size, &ignored))
         o.pt_regs_size = 168;
-    if (!rc && member_offset(btf, "task_struct", "tasks", &o.task_tasks, &ignored))
+    if (!rc && member_offset(btf, "task_struct", "tasks", 8, &o.task_tasks, &ignored))
         o.task_tasks = 0;
     if (!rc && resolve_percpu(btf, &o, NULL))
         o.percpu_unknown = true; /* lx_offsets_from_kernel asks kallsyms */
     /* Optional: the run queue's task, for samples in the middle of a context switch. Without the
      * variable in BTF (older pahole), lx_offsets_from_kernel asks kallsyms. */
-    if (!rc && member_offset(btf, "rq", "curr", &o.rq_curr, &ignored) == 0)
+    if (!rc && member_offset(btf, "rq", "curr", 8, &o.rq_curr, &ignored) == 0)
         o.has_rq_curr = percpu_var(btf, "runqueues", &o.percpu_runqueues, NULL, NULL) == 0;
     if (rc)
         return rc;
-    if (o.task_comm + 16 > o.task_size || o.task_pid + 4 > o.task_size ||
-        o.task_tgid + 4 > o.task_size || o.task_mm + 8 > o.task_size ||
-        o.task_stack + 8 > o.task_size || o.task_flags + 4 > o.task_size)
+    /* member_offset checked each against its struct; the readers' buffers rely on it */
+    if (!fits(o.task_comm, 16, o.task_size) || !fits(o.task_pid, 4, o.task_size) ||
+        !fits(o.task_tgid, 4, o.task_size) || !fits(o.task_mm, 8, o.task_size) ||
+        !fits(o.task_stack, 8, o.task_size) || !fits(o.task_flags, 4, o.task_size))
         return qp_error_set(err, -EINVAL, "BTF: task_struct members lie outside its %u bytes",
                             o.task_size);
     *out = o;
@@ -419,8 +466,11 @@ static int path_offset(const struct btf *btf, const char *type, const char *cons
     if (rc)
         return rc;
     long sz = btf__resolve_size(btf, mtype);
-    if (total % 8 || total / 8 > UINT32_MAX || sz <= 0)
-        return qp_error_set(err, -EINVAL, "BTF: %s.%s is not a byte-aligned sized member", type,
+    uint32_t outer = 0;
+    find_composite(btf, type, &outer, NULL);
+    if (total % 8 || sz <= 0 || !fits(total / 8, (uint64_t)sz, btf__type_by_id(btf, outer)->size))
+        return qp_error_set(err, -EINVAL,
+                            "BTF: %s.%s is not a byte-aligned sized member inside the struct", type,
                             path[n - 1]);
     *off = (uint32_t)(total / 8);
     *size = (uint32_t)sz;
@@ -497,28 +547,32 @@ static int resolve_mem_layout(const struct btf *btf, struct lx_module_offsets *o
                               struct qp_error *err)
 {
     uint32_t mem, elem, base, size, text, init_text, n = 0;
-    int rc = member_offset(btf, "module", "mem", &mem, err);
+    int rc = member_offset(btf, "module", "mem", 0, &mem, err);
     if (!rc)
         rc = struct_size(btf, "module_memory", &elem, err);
     if (!rc)
-        rc = member_offset(btf, "module_memory", "base", &base, err);
+        rc = member_offset(btf, "module_memory", "base", 8, &base, err);
     if (!rc)
-        rc = member_offset(btf, "module_memory", "size", &size, err);
+        rc = member_offset(btf, "module_memory", "size", 4, &size, err);
     if (!rc)
         rc = array_len(btf, "module", "mem", &n, err);
     if (rc)
         return rc;
     if (enum_value(btf, "mod_mem_type", "MOD_TEXT", &text) ||
         enum_value(btf, "mod_mem_type", "MOD_INIT_TEXT", &init_text) || text >= n ||
-        init_text >= n || elem < 16 || base + 8 > elem || size + 4 > elem)
+        init_text >= n || elem < 16 || !fits(base, 8, elem) || !fits(size, 4, elem))
         return qp_error_set(err, -ENOTSUP,
                             "struct module's mem[%u] of %u-byte module_memory: no MOD_TEXT or "
                             "MOD_INIT_TEXT in enum mod_mem_type, or members out of place",
                             n, elem);
-    o->core_base = mem + text * elem + base;
-    o->core_size = o->core_text_size = mem + text * elem + size;
-    o->init_base = mem + init_text * elem + base;
-    o->init_size = o->init_text_size = mem + init_text * elem + size;
+    /* 64-bit sums: n and elem are the guest's, lx_module_offsets_check bounds the results */
+    uint64_t core = mem + (uint64_t)text * elem, init = mem + (uint64_t)init_text * elem;
+    if (core + elem > UINT32_MAX || init + elem > UINT32_MAX)
+        return qp_error_set(err, -EINVAL, "BTF: struct module's mem[%u] lies past 4 GiB", n);
+    o->core_base = (uint32_t)(core + base);
+    o->core_size = o->core_text_size = (uint32_t)(core + size);
+    o->init_base = (uint32_t)(init + base);
+    o->init_size = o->init_text_size = (uint32_t)(init + size);
     return 0;
 }
 
@@ -557,7 +611,7 @@ int lx_btf_module_offsets(const lx_btf *b, struct lx_module_offsets *out, struct
     if (!rc)
         rc = struct_size(btf, "module", &o.module_size, err);
     if (!rc)
-        rc = member_offset(btf, "module", "name", &o.name, err);
+        rc = member_offset(btf, "module", "name", 0, &o.name, err);
     if (!rc)
         rc = array_len(btf, "module", "name", &o.name_len, err);
     if (rc)
@@ -574,14 +628,11 @@ int lx_btf_module_offsets(const lx_btf *b, struct lx_module_offsets *out, struct
     };
     o.has_init = (mem_layout || resolve_paths(btf, init, 3, NULL) == 0) &&
                  enum_value(btf, "module_state", "MODULE_STATE_COMING", &o.state_coming) == 0 &&
-                 o.init_size + 4 <= o.module_size;
-    if (o.name_len < 8 || o.name_len > 256 || o.name + o.name_len > o.module_size ||
-        o.list + 16 > o.module_size || o.kallsyms + 8 > o.module_size ||
-        o.core_base + 8 > o.module_size ||
-        (o.has_orc && (o.orc_unwind + 8 > o.module_size || o.orc_unwind_ip + 8 > o.module_size ||
-                       o.num_orcs + 4 > o.module_size)))
-        return qp_error_set(err, -EINVAL, "BTF: struct module members lie outside its %u bytes",
-                            o.module_size);
+                 fits(o.init_base, 8, o.module_size) && fits(o.init_size, 4, o.module_size) &&
+                 fits(o.init_text_size, 4, o.module_size);
+    rc = lx_module_offsets_check(&o, err);
+    if (rc)
+        return rc;
     *out = o;
     return 0;
 }

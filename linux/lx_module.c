@@ -18,6 +18,7 @@
 #define MAX_MODULE_SIZE   (1u << 30)  /* a core larger than this is garbage */
 #define MAX_STRTAB        (16u << 20) /* bytes of one module's string table */
 #define MAX_MODULE_STRUCT (64u << 10)
+#define KALLSYMS_BYTES    256 /* what read_symbols reads of struct mod_kallsyms */
 
 struct mod_entry {
     struct lx_module info;
@@ -42,6 +43,56 @@ static void warn(lx_modules *m, const char *name, const char *what)
 static int read_u64(const struct lx_reader *r, uint64_t kva, uint64_t *v)
 {
     return r->read(r->ctx, kva, v, 8);
+}
+
+/* [off, off + width) inside size bytes, summed in 64 bits (offsets near 4 GiB do not wrap). */
+static bool fits(uint32_t off, uint32_t width, uint32_t size)
+{
+    return (uint64_t)off + width <= size;
+}
+
+struct offset_check {
+    const char *what;
+    uint32_t off, width;
+    bool used; /* false: an optional part this kernel lacks */
+};
+
+int lx_module_offsets_check(const struct lx_module_offsets *o, struct qp_error *err)
+{
+    if (o->module_size > MAX_MODULE_STRUCT || o->name_len < 8 || o->name_len > 256)
+        return qp_error_set(err, -EINVAL, "struct module of %u bytes, name of %u: implausible",
+                            o->module_size, o->name_len);
+    const struct offset_check in_module[] = {
+        {"name", o->name, o->name_len, true},
+        {"state", o->state, 4, true},
+        {"list", o->list, 16, true},
+        {"kallsyms", o->kallsyms, 8, true},
+        {"core base", o->core_base, 8, true},
+        {"core size", o->core_size, 4, true},
+        {"core text_size", o->core_text_size, 4, true},
+        {"arch.num_orcs", o->num_orcs, 4, o->has_orc},
+        {"arch.orc_unwind_ip", o->orc_unwind_ip, 8, o->has_orc},
+        {"arch.orc_unwind", o->orc_unwind, 8, o->has_orc},
+        {"init base", o->init_base, 8, o->has_init},
+        {"init size", o->init_size, 4, o->has_init},
+        {"init text_size", o->init_text_size, 4, o->has_init},
+    };
+    const struct offset_check in_kallsyms[] = {
+        {"mod_kallsyms.symtab", o->ks_symtab, 8, true},
+        {"mod_kallsyms.strtab", o->ks_strtab, 8, true},
+        {"mod_kallsyms.num_symtab", o->ks_num_symtab, 4, true},
+        {"mod_kallsyms.typetab", o->ks_typetab, 8, o->has_typetab},
+    };
+    for (size_t i = 0; i < sizeof in_module / sizeof in_module[0]; i++)
+        if (in_module[i].used && !fits(in_module[i].off, in_module[i].width, o->module_size))
+            return qp_error_set(
+                err, -EINVAL, "struct module's %s at %u (%u bytes) lies outside its %u bytes",
+                in_module[i].what, in_module[i].off, in_module[i].width, o->module_size);
+    for (size_t i = 0; i < sizeof in_kallsyms / sizeof in_kallsyms[0]; i++)
+        if (in_kallsyms[i].used && !fits(in_kallsyms[i].off, in_kallsyms[i].width, KALLSYMS_BYTES))
+            return qp_error_set(err, -EINVAL, "%s at %u lies past the %u bytes qprof reads",
+                                in_kallsyms[i].what, in_kallsyms[i].off, KALLSYMS_BYTES);
+    return 0;
 }
 
 static uint64_t get_u64(const uint8_t *buf, uint32_t off)
@@ -210,9 +261,10 @@ static void read_symbols(lx_modules *m, const struct lx_module_offsets *o,
                          const struct lx_reader *r, const uint8_t *mod, struct lx_module *mi)
 {
     uint64_t kallsyms = get_u64(mod, o->kallsyms);
+    /* lx_module_offsets_check kept every ks_* field inside KALLSYMS_BYTES */
     uint32_t span = MAX(MAX(o->ks_symtab, o->ks_strtab), o->has_typetab ? o->ks_typetab : 0) + 8;
     span = MAX(span, o->ks_num_symtab + 4);
-    uint8_t ks_buf[256];
+    uint8_t ks_buf[KALLSYMS_BYTES];
     const char *why = "no symbol table";
     if (!lx_is_kernel_addr(kallsyms) || span > sizeof ks_buf ||
         r->read(r->ctx, kallsyms, ks_buf, span)) {
@@ -383,19 +435,19 @@ static lx_modules *modules_new(void)
 int lx_modules_read(const struct lx_module_offsets *o, const struct lx_reader *r,
                     uint64_t list_head, bool full, lx_modules **out, struct qp_error *err)
 {
-    if (o->module_size < o->list + 16 || o->module_size > MAX_MODULE_STRUCT)
-        return qp_error_set(err, -EINVAL, "struct module of %u bytes is implausible",
-                            o->module_size);
+    int rc = lx_module_offsets_check(o, err);
+    if (rc)
+        return rc;
     if (o->area_end <= o->area_start)
         return qp_error_set(err, -EINVAL, "no module area (0x%llx..0x%llx)",
                             (unsigned long long)o->area_start, (unsigned long long)o->area_end);
     lx_modules *m = modules_new();
     uint8_t *mod = g_malloc(o->module_size);
     uint64_t node = 0, prev = list_head;
-    int rc = read_u64(r, list_head, &node)
-                 ? qp_error_set(err, -EFAULT, "module list head at 0x%llx unreadable",
-                                (unsigned long long)list_head)
-                 : 0;
+    rc = read_u64(r, list_head, &node)
+             ? qp_error_set(err, -EFAULT, "module list head at 0x%llx unreadable",
+                            (unsigned long long)list_head)
+             : 0;
     for (int count = 0; !rc && node != list_head; count++) {
         uint64_t next = 0;
         if (count >= LX_MAX_MODULES)

@@ -164,14 +164,19 @@ void lx_task_span(const struct lx_offsets *o, uint32_t *lo, uint32_t *hi)
     const uint32_t start[] = {o->task_pid, o->task_tgid,  o->task_comm,
                               o->task_mm,  o->task_stack, o->task_flags};
     const uint32_t size[] = {4, 4, 16, 8, 8, 4};
-    *lo = UINT32_MAX;
-    *hi = 0;
+    uint64_t low = UINT32_MAX, high = 0; /* 64 bits: an offset near 4 GiB must not wrap */
     for (size_t i = 0; i < sizeof(start) / sizeof(start[0]); i++) {
-        if (start[i] < *lo)
-            *lo = start[i];
-        if (start[i] + size[i] > *hi)
-            *hi = start[i] + size[i];
+        if (start[i] < low)
+            low = start[i];
+        if ((uint64_t)start[i] + size[i] > high)
+            high = (uint64_t)start[i] + size[i];
     }
+    if (high > UINT32_MAX) { /* a span no caller reads: every field is inside the one read */
+        low = 0;
+        high = UINT32_MAX;
+    }
+    *lo = (uint32_t)low;
+    *hi = (uint32_t)high;
 }
 
 /* Decodes the fields from buf, which holds the task's bytes from offset lo on. */
@@ -475,14 +480,15 @@ static int vma_read(const struct lx_offsets *o, const struct lx_reader *r, uint6
                     uint64_t addr, struct lx_vma *out, struct qp_error *err)
 {
     const uint32_t at[5] = {o->vma_start, o->vma_end, o->vma_pgoff, o->vma_flags, o->vma_file};
-    uint32_t lo = UINT32_MAX, hi = 0;
+    uint64_t lo = UINT32_MAX, hi = 0; /* 64 bits: an offset near 4 GiB must not wrap */
     for (int i = 0; i < 5; i++) {
         lo = at[i] < lo ? at[i] : lo;
-        hi = at[i] + 8 > hi ? at[i] + 8 : hi;
+        hi = (uint64_t)at[i] + 8 > hi ? (uint64_t)at[i] + 8 : hi;
     }
     uint8_t buf[512];
     if (hi - lo > sizeof(buf))
-        return qp_error_set(err, -EINVAL, "vm_area_struct fields span %u bytes", hi - lo);
+        return qp_error_set(err, -EINVAL, "vm_area_struct fields span %llu bytes",
+                            (unsigned long long)(hi - lo));
     int rc = lx_read(r, vma + lo, buf, hi - lo, "vm_area_struct", err);
     if (rc)
         return rc;

@@ -214,5 +214,10 @@ struct lx_module_offsets {
  * module has neither the 4.x to 6.3 layout (core_layout) nor 6.4's mem[], -ENOENT when a type or
  * member is missing; a kernel without ORC (no arch.num_orcs) gets has_orc false. */
 int lx_btf_module_offsets(const lx_btf *b, struct lx_module_offsets *out, struct qp_error *err);
+/* Whether every offset of o, plus the bytes the module reader reads there, lies inside struct
+ * module (module_size, at most 64 KiB) or, for ks_*, inside the 256 bytes it reads of struct
+ * mod_kallsyms: 0, or -EINVAL naming the first that does not. lx_btf_module_offsets and
+ * lx_modules_read both check. */
+int lx_module_offsets_check(const struct lx_module_offsets *o, struct qp_error *err);
 
 #endif

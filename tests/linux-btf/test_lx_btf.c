@@ -9,6 +9,90 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <glib.h>
+#include <signal.h>
+#include <unistd.h>
+
+/* Every read succeeds with zeros (the test checks what is refused before any read). */
+static int read_zeros(void *ctx, uint64_t kva, void *buf, size_t len)
+{
+    (void)ctx, (void)kva;
+    memset(buf, 0, len);
+    return 0;
+}
+
+/* A guest's BTF built to hurt (issue 34): comm reached through 8 anonymous structs, each
+ * 0x1fffffff bytes into the one above, so that it sits at byte 0xfffffff8 of a 4 KiB
+ * task_struct; or a fan-out of anonymous members (16 wide, 8 deep: 16^8 paths) in front of
+ * every task_struct member, which a search without a bound walks for hours. */
+enum shape { SHAPE_PLAIN, SHAPE_COMM_WRAPS, SHAPE_FAN_OUT, SHAPE_MODULE_OUTSIDE };
+static enum shape shape = SHAPE_PLAIN;
+
+#define HOSTILE_DEPTH 8
+#define FAN_OUT       16
+
+/* The outermost of a chain of HOSTILE_DEPTH anonymous structs, comm at the bottom. */
+static int add_wrapping_comm(struct btf *b, int comm)
+{
+    int inner = btf__add_struct(b, NULL, 16);
+    REQUIRE(btf__add_field(b, "comm", comm, 0, 0) == 0);
+    for (int level = 1; level < HOSTILE_DEPTH; level++) {
+        int outer = btf__add_struct(b, NULL, 16);
+        REQUIRE(btf__add_field(b, NULL, inner, 0xfffffff8u, 0) == 0);
+        inner = outer;
+    }
+    return inner;
+}
+
+/* The outermost of HOSTILE_DEPTH levels of FAN_OUT anonymous members each. */
+static int add_fan_out(struct btf *b, int leaf_type)
+{
+    int inner = btf__add_struct(b, NULL, 4);
+    REQUIRE(btf__add_field(b, "leaf", leaf_type, 0, 0) == 0);
+    for (int level = 1; level < HOSTILE_DEPTH; level++) {
+        int outer = btf__add_struct(b, NULL, 4);
+        for (int i = 0; i < FAN_OUT; i++)
+            REQUIRE(btf__add_field(b, NULL, inner, 0, 0) == 0);
+        inner = outer;
+    }
+    return inner;
+}
+
+/* A 6.1-like struct module (core_layout, ORC in arch, mod_kallsyms): lx_btf_module_offsets
+ * resolves it; SHAPE_MODULE_OUTSIDE puts its state 2000 bytes into its 1024. */
+static void add_module(struct btf *b, int u32, int chr, int vptr)
+{
+    int name = btf__add_array(b, u32, chr, 56);
+    int list = btf__add_struct(b, "list_head", 16);
+    REQUIRE(btf__add_field(b, "next", vptr, 0, 0) == 0);
+    REQUIRE(btf__add_field(b, "prev", vptr, 64, 0) == 0);
+    int layout = btf__add_struct(b, "module_layout", 16);
+    REQUIRE(btf__add_field(b, "base", vptr, 0, 0) == 0);
+    REQUIRE(btf__add_field(b, "size", u32, 64, 0) == 0);
+    REQUIRE(btf__add_field(b, "text_size", u32, 96, 0) == 0);
+    int arch = btf__add_struct(b, "mod_arch_specific", 24);
+    REQUIRE(btf__add_field(b, "num_orcs", u32, 0, 0) == 0);
+    REQUIRE(btf__add_field(b, "orc_unwind_ip", vptr, 64, 0) == 0);
+    REQUIRE(btf__add_field(b, "orc_unwind", vptr, 128, 0) == 0);
+    btf__add_struct(b, "mod_kallsyms", 32);
+    REQUIRE(btf__add_field(b, "symtab", vptr, 0, 0) == 0);
+    REQUIRE(btf__add_field(b, "num_symtab", u32, 64, 0) == 0);
+    REQUIRE(btf__add_field(b, "strtab", vptr, 128, 0) == 0);
+    REQUIRE(btf__add_field(b, "typetab", vptr, 192, 0) == 0);
+    btf__add_struct(b, "module", 1024);
+    uint32_t state_at = shape == SHAPE_MODULE_OUTSIDE ? 2000 : 0;
+    REQUIRE(btf__add_field(b, "state", u32, state_at * 8, 0) == 0);
+    REQUIRE(btf__add_field(b, "list", list, 64, 0) == 0);
+    REQUIRE(btf__add_field(b, "name", name, 192, 0) == 0);
+    REQUIRE(btf__add_field(b, "core_layout", layout, 320 * 8, 0) == 0);
+    REQUIRE(btf__add_field(b, "init_layout", layout, 336 * 8, 0) == 0);
+    REQUIRE(btf__add_field(b, "arch", arch, 832 * 8, 0) == 0);
+    REQUIRE(btf__add_field(b, "kallsyms", vptr, 864 * 8, 0) == 0);
+    btf__add_enum(b, "module_state", 4);
+    REQUIRE(btf__add_enum_value(b, "MODULE_STATE_LIVE", 0) == 0);
+    REQUIRE(btf__add_enum_value(b, "MODULE_STATE_COMING", 1) == 0);
+    REQUIRE(btf__add_enum_value(b, "MODULE_STATE_GOING", 2) == 0);
+    REQUIRE(btf__add_enum_value(b, "MODULE_STATE_UNFORMED", 3) == 0);
+}
 
 /* Builds the synthetic BTF; drop names one member to leave out, to test the error. Returns a
  * malloc'd raw blob. */
@@ -32,12 +116,19 @@ static void *build_btf(const char *drop, uint32_t *size)
     FIELD("tgid", s32, 4);
     int task_un = btf__add_union(b, NULL, 8);
     REQUIRE(btf__add_field(b, NULL, task_in, 0, 0) == 0);
+    int wrapping = shape == SHAPE_COMM_WRAPS ? add_wrapping_comm(b, comm) : 0;
+    int fan_out = shape == SHAPE_FAN_OUT ? add_fan_out(b, u32) : 0;
     int task = btf__add_struct(b, "task_struct", 4096);
+    if (fan_out)
+        REQUIRE(btf__add_field(b, NULL, fan_out, 0, 0) == 0);
+    if (wrapping)
+        REQUIRE(btf__add_field(b, NULL, wrapping, 0xfffffff8u, 0) == 0);
     FIELD("stack", vptr, 32);
     FIELD("flags", u32, 44);
     REQUIRE(btf__add_field(b, NULL, task_un, 1000 * 8, 0) == 0);
     FIELD("mm", vptr, 2000);
-    FIELD("comm", comm, 3000);
+    if (!wrapping)
+        FIELD("comm", comm, 3000);
 
     int mt = btf__add_struct(b, "maple_tree", 24);
     FIELD("ma_root", vptr, 8);
@@ -101,6 +192,7 @@ static void *build_btf(const char *drop, uint32_t *size)
     REQUIRE(btf__add_datasec_var_info(b, v_off, 0x100, 8) == 0);
     REQUIRE(btf__add_datasec_var_info(b, v_hot, 0x2000, 64) == 0);
 #undef FIELD
+    add_module(b, u32, chr, vptr);
     (void)task, (void)mm;
     const void *raw = btf__raw_data(b, size);
     REQUIRE(raw);
@@ -219,6 +311,96 @@ static void test_garbage(void)
     junk[0] = 0x9f, junk[1] = 0xeb, junk[2] = 1;
     CHECK_INT(lx_btf_new(junk, sizeof(junk), &b, &err), -EINVAL);
     free(raw);
+}
+
+/* lx_btf_offsets on a hostile shape: refused with an error, in milliseconds. The alarm turns
+ * the old unbounded search (hours) into a failure instead of a test that never ends. */
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "FAIL: lx_btf_offsets still searching after 120 s\n";
+    if (write(2, msg, sizeof msg - 1) < 0)
+        _exit(1);
+    _exit(1);
+}
+
+static void check_refused(enum shape which, const char *expect)
+{
+    shape = which;
+    uint32_t size;
+    void *raw = build_btf(NULL, &size);
+    shape = SHAPE_PLAIN;
+    struct lx_offsets o;
+    struct qp_error err = {0};
+    signal(SIGALRM, on_alarm);
+    alarm(120);
+    int rc = offsets_of(raw, size, &o, &err);
+    alarm(0);
+    CHECK_MSG(rc < 0, "shape %d accepted: comm at %u of %u", (int)which, o.task_comm, o.task_size);
+    CHECK_MSG(strstr(err.msg, expect) != NULL, "shape %d: \"%s\"", (int)which, err.msg);
+    free(raw);
+}
+
+/* Issue 34: comm at byte 0xfffffff8 (the 32-bit check wrapped to 8 and passed; lx_task_read
+ * then read 4 GiB past its buffer), and an anonymous-member fan-out (the search had no bound).
+ * lx_task_read is also given the wrapping offsets directly, as a caller's struct might. */
+static void test_hostile(void)
+{
+    check_refused(SHAPE_COMM_WRAPS, "comm");
+    check_refused(SHAPE_FAN_OUT, "no member");
+    /* struct module's state past its end: refused (get_u32 read past the module's copy) */
+    uint32_t size;
+    struct lx_module_offsets mo;
+    struct qp_error merr = {0};
+    lx_btf *b = NULL;
+    void *raw = build_btf(NULL, &size);
+    CHECK_INT(lx_btf_new(raw, size, &b, &merr), 0);
+    CHECK_MSG(lx_btf_module_offsets(b, &mo, &merr) == 0, "%s", merr.msg);
+    CHECK_INT((int)mo.state, 0);
+    CHECK_INT((int)mo.init_text_size, 348);
+    lx_btf_free(b);
+    free(raw);
+    shape = SHAPE_MODULE_OUTSIDE;
+    raw = build_btf(NULL, &size);
+    shape = SHAPE_PLAIN;
+    CHECK_INT(lx_btf_new(raw, size, &b, &merr), 0);
+    CHECK_INT(lx_btf_module_offsets(b, &mo, &merr), -EINVAL);
+    CHECK_MSG(strstr(merr.msg, "state") != NULL, "\"%s\"", merr.msg);
+    lx_btf_free(b);
+    free(raw);
+    struct lx_offsets o;
+    lx_offsets_debian12_6_1(&o);
+    o.task_comm = 0xfffffff8u;
+    o.task_pid = o.task_tgid = o.task_mm = o.task_stack = o.task_flags = 0xfffffff0u;
+    uint32_t lo, hi;
+    lx_task_span(&o, &lo, &hi);
+    CHECK_MSG(hi - lo > 65536, "span [%u, %u) looks readable", lo, hi);
+    static uint8_t task[4096];
+    struct lx_reader r = {.read = read_zeros, .ctx = task};
+    struct lx_task_info info;
+    struct qp_error err = {0};
+    CHECK_INT(lx_task_read(&o, &r, 0xffff888000001000ull, &info, &err), -EINVAL);
+}
+
+/* Writes the seeds of fuzz target lx_btf into dir: the synthetic BTF and each hostile shape. */
+static int write_seeds(const char *dir)
+{
+    static const char *const names[] = {"synthetic", "comm_wraps", "fan_out", "module_outside"};
+    for (int i = 0; i < 4; i++) {
+        shape = (enum shape)i;
+        uint32_t size;
+        void *raw = build_btf(NULL, &size);
+        char *path = g_strdup_printf("%s/%s.btf", dir, names[i]);
+        GError *gerr = NULL;
+        if (!g_file_set_contents(path, raw, size, &gerr)) {
+            fprintf(stderr, "%s\n", gerr->message);
+            return 1;
+        }
+        g_free(path);
+        free(raw);
+    }
+    shape = SHAPE_PLAIN;
+    return 0;
 }
 
 /* The enum maple_type values lx_task.c decodes node pointers with (0 dense ... 3 arange_64). */
@@ -387,6 +569,8 @@ int main(int argc, char **argv)
     const char *which = argc > 1 ? argv[1] : "";
     if (strcmp(which, "real") == 0 && argc > 2)
         return test_real(argv[2]);
+    if (strcmp(which, "seed") == 0 && argc > 2)
+        return write_seeds(argv[2]);
     if (strcmp(which, "synthetic") == 0)
         test_synthetic();
     else if (strcmp(which, "missing") == 0) {
@@ -394,8 +578,10 @@ int main(int argc, char **argv)
         test_older_layouts();
     } else if (strcmp(which, "garbage") == 0)
         test_garbage();
+    else if (strcmp(which, "hostile") == 0)
+        test_hostile();
     else {
-        fprintf(stderr, "usage: %s synthetic|missing|garbage|real FILE\n", argv[0]);
+        fprintf(stderr, "usage: %s synthetic|missing|garbage|hostile|real FILE\n", argv[0]);
         return 2;
     }
     return harness_result();

@@ -826,6 +826,57 @@ static void test_pc_rel_addrs(void)
     CHECK_INT((int)lx__riscv64_pc_rel_addrs(rv, 9, rpc, out, 4), 0); /* cut mid-instruction */
 }
 
+/* Offsets that do not fit struct module (or the mod_kallsyms bytes read), from any caller:
+ * lx_modules_read refuses them before it reads a module. Each one read past the 256-byte copy of
+ * the module, or past the 256-byte mod_kallsyms buffer, before issue 34's fix; the offsets near
+ * 4 GiB wrapped the 32-bit sums that were the only checks. */
+static void test_modules_offsets_outside(void)
+{
+    memset(mod_area, 0, MOD_AREA_SIZE);
+    mput64(MOD_HEAD, mod_at(0) + 8);
+    mput64(MOD_HEAD + 8, mod_at(0) + 8);
+    put_module(0, "alpha", 0, MOD_HEAD, MOD_HEAD);
+    struct lx_reader r = {.read = mod_read};
+    for (int i = 0; i < 7; i++) {
+        struct lx_module_offsets o = mod_off;
+        const char *what[] = {"state",
+                              "core size",
+                              "core text_size",
+                              "init base",
+                              "mod_kallsyms.symtab",
+                              "name",
+                              "mod_kallsyms.num_symtab"};
+        switch (i) {
+        case 0:
+            o.state = 300;
+            break;
+        case 1:
+            o.core_size = 0xfffffffeu;
+            break;
+        case 2:
+            o.core_text_size = 254;
+            break;
+        case 3:
+            o.has_init = true, o.state_coming = 0, o.init_base = 0xfffffffcu;
+            break;
+        case 4:
+            o.ks_symtab = 0xfffffffcu;
+            break;
+        case 5:
+            o.name = 0xffffff00u;
+            break;
+        default:
+            o.ks_num_symtab = 253;
+            break;
+        }
+        lx_modules *m = NULL;
+        struct qp_error err = {0};
+        CHECK_INT(lx_modules_read(&o, &r, MOD_HEAD, true, &m, &err), -EINVAL);
+        CHECK_MSG(strstr(err.msg, what[i]) != NULL, "case %d: %s", i, err.msg);
+        lx_modules_free(m);
+    }
+}
+
 static void test_modules_good(void)
 {
     memset(mod_area, 0, MOD_AREA_SIZE);
@@ -979,7 +1030,7 @@ static void test_modules_garbage(void)
  * clear line. */
 /* struct module's text ranges: in core_layout (up to 6.3), in mem[] (6.4+), or in neither;
  * MEM_NO_ORC: mem[] and an arch of another architecture (riscv64's, arm64's: no ORC). */
-enum module_layout { CORE_LAYOUT, MEM_ARRAY, NO_LAYOUT, MEM_NO_ORC };
+enum module_layout { CORE_LAYOUT, MEM_ARRAY, NO_LAYOUT, MEM_NO_ORC, STATE_OUTSIDE };
 
 static lx_btf *module_btf(enum module_layout which)
 {
@@ -1021,12 +1072,13 @@ static lx_btf *module_btf(enum module_layout which)
     btf__add_enum_value(b, "MOD_INIT_TEXT", 4);
     int mem = btf__add_array(b, u32, memory, 7);
     btf__add_struct(b, "module", 1024);
-    btf__add_field(b, "state", u32, 0, 0);
+    /* STATE_OUTSIDE: a guest's BTF putting state past the struct's end (issue 34) */
+    btf__add_field(b, "state", u32, which == STATE_OUTSIDE ? 2000 * 8 : 0, 0);
     btf__add_field(b, "list", list, 64, 0);
     btf__add_field(b, "name", name, 192, 0);
     if (which != NO_LAYOUT)
-        btf__add_field(b, which == CORE_LAYOUT ? "core_layout" : "mem",
-                       which == CORE_LAYOUT ? layout : mem, 320 * 8, 0);
+        btf__add_field(b, which == CORE_LAYOUT || which == STATE_OUTSIDE ? "core_layout" : "mem",
+                       which == CORE_LAYOUT || which == STATE_OUTSIDE ? layout : mem, 320 * 8, 0);
     btf__add_field(b, "arch", arch, 832 * 8, 0);
     btf__add_field(b, "kallsyms", vptr, 864 * 8, 0);
     uint32_t size;
@@ -1072,6 +1124,11 @@ static void test_module_btf(void)
     CHECK_INT((int)o.core_base, 320);
     CHECK_INT((int)o.kallsyms, 864);
     CHECK_INT((int)o.ks_strtab, 16);
+    lx_btf_free(b);
+    /* A member past the struct's end: refused, never read past the reader's copy. */
+    b = module_btf(STATE_OUTSIDE);
+    CHECK_INT(lx_btf_module_offsets(b, &o, &err), -EINVAL);
+    CHECK_MSG(strstr(err.msg, "state") != NULL, "message: %s", err.msg);
     lx_btf_free(b);
     /* Neither: one line naming the structure. */
     b = module_btf(NO_LAYOUT);
@@ -1236,6 +1293,7 @@ int main(void)
     test_build_id();
     mod_area = g_malloc0(MOD_AREA_SIZE);
     test_modules_good();
+    test_modules_offsets_outside();
     test_modules_no_orc();
     test_pc_rel_addrs();
     test_modules_init();
