@@ -1,6 +1,7 @@
 /* `qprof report`: reads a record file and writes any output from it, symbolized offline with
  * the files given now (perf report's habit: record once, report many ways). */
 #include "cli.h"
+#include "qp_file.h"
 #include "symbols.h"
 
 #include <errno.h>
@@ -236,6 +237,26 @@ struct report_symbols {
     GPtrArray *owned;
 };
 
+/* Whether a file the record names may be opened: one that is missing here is quietly left out
+ * (the record came from another machine), one that is not a regular file or is too large
+ * (a FIFO would block, /dev/zero never ends) is left out with a line saying so. The symbol
+ * readers check again when they open it (qp_file_open_read): this is only for the message. */
+static bool record_file_usable(const char *path)
+{
+    struct qp_error err = {0};
+    int fd = qp_file_open_read(path, QP_FILE_MAX_ELF, NULL, &err);
+    if (fd >= 0) {
+        close(fd);
+        return true;
+    }
+    if (fd != -ENOENT && fd != -EACCES) {
+        fputs("qprof report: not reading a file the record names: ", stderr);
+        qp_file_fput_escaped(err.msg, stderr);
+        fputc('\n', stderr);
+    }
+    return false;
+}
+
 static sym_table *open_kernel(const char *path)
 {
     sym_table *t = NULL;
@@ -251,7 +272,7 @@ static sym_table *open_kernel(const char *path)
 static const sym_table *user_table(struct report_symbols *rs, const struct out_module *m)
 {
     const sym_table *t = m->text_hash ? sym_store_find(rs->store, m->text_hash) : NULL;
-    if (t || !m->path[0] || access(m->path, R_OK) != 0)
+    if (t || !m->path[0] || !record_file_usable(m->path))
         return t;
     sym_table *own = NULL;
     if (sym_table_open_elf(m->path, &own, NULL) == 0 && sym_table_text_hash(own) == m->text_hash) {
@@ -278,10 +299,17 @@ static int load_symbols(struct report_symbols *rs, const struct report_options *
         const struct out_module *m = out_profile_module(rs->profile, (uint32_t)i);
         const sym_table *t = NULL;
         if (m->kernel) {
-            const char *path = o->kernel ? o->kernel : m->path[0] ? m->path : NULL;
+            const char *path = o->kernel                                   ? o->kernel
+                               : m->path[0] && record_file_usable(m->path) ? m->path
+                                                                           : NULL;
             sym_table *k = path ? open_kernel(path) : NULL;
             if (o->kernel && !k) {
-                fprintf(stderr, "qprof report: --kernel %s: no symbols could be read\n", o->kernel);
+                struct qp_error why = {0};
+                int fd = qp_file_open_read(o->kernel, QP_FILE_MAX_ELF, NULL, &why);
+                if (fd >= 0)
+                    close(fd);
+                fprintf(stderr, "qprof report: --kernel %s: no symbols could be read%s%s\n",
+                        o->kernel, fd < 0 ? ": " : "", fd < 0 ? why.msg : "");
                 return -1;
             }
             if (k)
@@ -349,21 +377,30 @@ static int write_all(const struct report_options *o, const out_profile *p, out_n
 
 /* What the recording run said about the guest's state (the record's notes), said again: a
  * profile of a guest that was nearly frozen or paused by someone else must not look clean. */
+/* The notes are the record's text (a record may come from anyone, its warnings quote the
+ * guest): printed with control characters escaped, so escape sequences reach no terminal. */
+static const struct run_note {
+    const char *key, *before, *after;
+} run_notes[] = {
+    {"warning=", "the recording run warned: ", ""},
+    {"guest_running_pct=", "the guest ran ", "% of the sampling time"},
+    {"address_space=", "address space ", ""},
+    {"paused_by_other_intervals=", "the guest was paused by another client for ",
+     " sampling intervals"},
+};
+
 static void print_run_notes(const char *meta, FILE *f)
 {
     char **lines = g_strsplit(meta ? meta : "", "\n", -1);
     for (char **l = lines; *l; l++) {
-        if (g_str_has_prefix(*l, "warning="))
-            fprintf(f, "qprof report: the recording run warned: %s\n", *l + 8);
-        else if (g_str_has_prefix(*l, "guest_running_pct="))
-            fprintf(f, "qprof report: the guest ran %s%% of the sampling time\n", *l + 18);
-        else if (g_str_has_prefix(*l, "address_space="))
-            fprintf(f, "qprof report: address space %s\n", *l + 14);
-        else if (g_str_has_prefix(*l, "paused_by_other_intervals="))
-            fprintf(f,
-                    "qprof report: the guest was paused by another client for %s sampling "
-                    "intervals\n",
-                    *l + 26);
+        for (size_t i = 0; i < sizeof run_notes / sizeof run_notes[0]; i++) {
+            const struct run_note *n = &run_notes[i];
+            if (!g_str_has_prefix(*l, n->key))
+                continue;
+            fprintf(f, "qprof report: %s", n->before);
+            qp_file_fput_escaped(*l + strlen(n->key), f);
+            fprintf(f, "%s\n", n->after);
+        }
     }
     g_strfreev(lines);
 }

@@ -45,7 +45,7 @@ static GHashTable *fold_all(const out_profile *p, out_names *n, bool per_cpu)
     GString *text = g_string_new(NULL);
     const struct out_record *r = out_profile_samples(p);
     for (size_t i = 0; i < out_profile_sample_count(p); i++) {
-        gint64 key = ((gint64)(per_cpu ? r[i].cpu : 0) << 32) | r[i].stack;
+        gint64 key = (gint64)(((uint64_t)(per_cpu ? r[i].cpu : 0) << 32) | r[i].stack);
         uint64_t *count = g_hash_table_lookup(memo, &key);
         if (!count) {
             const struct out_stack *s = out_profile_stack(p, r[i].stack);

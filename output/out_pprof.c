@@ -217,7 +217,7 @@ static void add_samples(struct pprof_builder *b)
 {
     const struct out_record *r = out_profile_samples(b->profile);
     for (size_t i = 0; i < out_profile_sample_count(b->profile); i++) {
-        gint64 key = ((gint64)r[i].cpu << 32) | r[i].stack;
+        gint64 key = (gint64)(((uint64_t)r[i].cpu << 32) | r[i].stack);
         pb_sample *sample = g_hash_table_lookup(b->sample_of, &key);
         if (!sample) {
             sample = sample_new(b, &r[i]);

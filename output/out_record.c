@@ -2,6 +2,7 @@
  * a CRC32, appended as sampling goes. A run killed mid-write leaves a torn last chunk; the
  * reader stops before it and keeps everything whole before it. */
 #include "output.h"
+#include "qp_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -370,6 +371,9 @@ static bool load_stack(struct cursor *c, out_profile *p)
     s.n_frames = (uint16_t)get_le(c, 2);
     s.n_user = (uint16_t)get_le(c, 2);
     get_string(c, 1, s.comm, sizeof s.comm);
+    for (char *ch = s.comm; *ch; ch++) /* as out_profile_add cleans what a guest chose */
+        if (*ch == ';' || (unsigned char)*ch < 0x20 || *ch == 0x7f)
+            *ch = '_';
     if (c->bad || c->left != (size_t)s.n_frames * FRAME_BYTES || s.n_user > s.n_frames ||
         s.mode >= OUT_MODE_COUNT || s.user_stop >= UNW_STOP_COUNT ||
         s.kernel_stop >= UNW_STOP_COUNT || id != out_profile_stack_count(p))
@@ -401,8 +405,9 @@ static bool load_samples(struct cursor *c, out_profile *p)
     struct cursor check = *c;
     size_t n_stacks = out_profile_stack_count(p);
     for (uint32_t i = 0; i < n; i++) {
-        take(&check, 20);
-        if (get_le(&check, 4) >= n_stacks)
+        take(&check, 16);
+        /* the writers key samples by (vCPU << 32 | stack): a vCPU past OUT_MAX_CPU is refused */
+        if (get_le(&check, 4) > OUT_MAX_CPU || get_le(&check, 4) >= n_stacks)
             return false;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -448,8 +453,7 @@ static bool load_chunk(uint32_t type, const uint8_t *payload, size_t len, out_pr
 }
 
 /* Loads chunks from pos up to the first torn, corrupt or inconsistent one. */
-static void load_chunks(const uint8_t *data, size_t len, size_t pos, out_profile *p,
-                        char **notes)
+static void load_chunks(const uint8_t *data, size_t len, size_t pos, out_profile *p, char **notes)
 {
     while (len - pos >= RECORD_CHUNK_EXTRA) {
         uint32_t type = le32(data + pos), size = le32(data + pos + 4);
@@ -495,12 +499,13 @@ static int check_header(const char *path, const uint8_t *data, size_t len, char 
     return (int)(end + 4);
 }
 
+/* A regular file of at most QP_FILE_MAX_RECORD bytes, also when it grows while read. */
 static int read_whole(const char *path, GByteArray *out, struct qp_error *err)
 {
     int rc = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = qp_file_open_read(path, QP_FILE_MAX_RECORD, NULL, err);
     if (fd < 0)
-        return qp_error_set(err, -errno, "cannot read %s: %s", path, strerror(errno));
+        return fd;
     uint8_t chunk[65536];
     for (;;) {
         ssize_t n = read(fd, chunk, sizeof chunk);
@@ -512,6 +517,11 @@ static int read_whole(const char *path, GByteArray *out, struct qp_error *err)
         }
         if (n == 0)
             break;
+        if (out->len + (uint64_t)n > QP_FILE_MAX_RECORD) {
+            rc = qp_error_set(err, -EFBIG, "%s grew past %llu bytes while read", path,
+                              (unsigned long long)QP_FILE_MAX_RECORD);
+            goto out;
+        }
         g_byte_array_append(out, chunk, (guint)n);
     }
 out:
@@ -534,8 +544,8 @@ int out_record_read(const char *path, out_profile **out, char **meta, struct qp_
     load_chunks(data->data, data->len, (size_t)rc, p, meta ? &notes : NULL);
     *out = p;
     if (meta && notes) {
-        *meta = g_strconcat(meta_text, meta_text[0] && !g_str_has_suffix(meta_text, "\n") ? "\n" : "",
-                            notes, NULL);
+        *meta = g_strconcat(
+            meta_text, meta_text[0] && !g_str_has_suffix(meta_text, "\n") ? "\n" : "", notes, NULL);
         g_free(notes);
     } else if (meta) {
         *meta = g_steal_pointer(&meta_text);

@@ -129,7 +129,7 @@ static struct fg_graph *build(const out_profile *p, out_names *n, bool per_cpu)
     GHashTable *counts = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
     const struct out_record *r = out_profile_samples(p);
     for (size_t i = 0; i < out_profile_sample_count(p); i++) {
-        gint64 key = ((gint64)(per_cpu ? r[i].cpu : 0) << 32) | r[i].stack;
+        gint64 key = (gint64)(((uint64_t)(per_cpu ? r[i].cpu : 0) << 32) | r[i].stack);
         uint64_t *count = g_hash_table_lookup(counts, &key);
         if (!count) {
             count = g_new0(uint64_t, 1);

@@ -289,10 +289,16 @@ int out_recorder_flush(out_recorder *r, struct qp_error *err);
 /* Syncs, flushes and closes; NULL is a no-op. Returns the first error of the whole recording. */
 int out_recorder_close(out_recorder *r, const out_profile *p, struct qp_error *err);
 
+/* The highest vCPU index a record file's sample may hold; a batch with a higher one is corrupt. */
+#define OUT_MAX_CPU 0xffffu
+
 /* Reads a record file into a new profile. A file cut short (the recorder was killed) loads up
  * to its last whole batch; a file from a newer format version or a corrupt one fails with a
- * clear message (-EPROTO). *meta (if not NULL) receives the header's meta text followed by the
- * last NOTES chunk's lines (g_free). */
+ * clear message (-EPROTO). Only a regular file of at most QP_FILE_MAX_RECORD bytes is read
+ * (-EINVAL for a FIFO or a device, -EFBIG past it). Every field is checked before use: a batch
+ * naming a stack not yet defined or a vCPU past OUT_MAX_CPU ends the load there; comm names
+ * lose their control characters as out_profile_add's do. *meta (if not NULL) receives the header's
+ * meta text followed by the last NOTES chunk's lines (g_free). */
 int out_record_read(const char *path, out_profile **out, char **meta, struct qp_error *err);
 
 #endif

@@ -9,6 +9,7 @@
 #include <libelf.h>
 
 #include "sym_internal.h"
+#include "qp_file.h"
 
 /* A segment larger than this is not code a small guest loads; skipping it bounds the work. */
 #define MAX_SEGMENT (256u << 20)
@@ -40,7 +41,7 @@ static void add_segment(sym_code *c, const uint8_t *file, size_t size, const GEl
 
 sym_code *sym_code_open(const sym_table *t)
 {
-    int fd = open(sym_table_path(t), O_RDONLY | O_CLOEXEC);
+    int fd = qp_file_open_read(sym_table_path(t), QP_FILE_MAX_ELF, NULL, NULL);
     if (fd < 0)
         return NULL;
     elf_version(EV_CURRENT);

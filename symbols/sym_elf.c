@@ -8,6 +8,7 @@
 #include <libelf.h>
 
 #include "sym_internal.h"
+#include "qp_file.h"
 
 /* What a symbol needs to know about the section it lies in. */
 struct sym_section {
@@ -145,9 +146,10 @@ int sym_table_open_elf(const char *path, sym_table **out, struct qp_error *err)
     sym_table *t = NULL;
     int rc;
 
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* a regular file only: a path a record names may be a FIFO or a device */
+    int fd = qp_file_open_read(path, QP_FILE_MAX_ELF, NULL, err);
     if (fd < 0)
-        return qp_error_set(err, -errno, "opening %s: %s", path, strerror(errno));
+        return fd;
     rc = open_elf(fd, path, &f, err);
     if (rc < 0)
         goto out;

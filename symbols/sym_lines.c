@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "sym_internal.h"
+#include "qp_file.h"
 
 struct sym_lines {
     int fd;
@@ -15,7 +16,7 @@ struct sym_lines {
 sym_lines *sym_lines_open(const char *path)
 {
     sym_lines *l = g_new0(sym_lines, 1);
-    l->fd = open(path, O_RDONLY | O_CLOEXEC);
+    l->fd = qp_file_open_read(path, QP_FILE_MAX_ELF, NULL, NULL);
     if (l->fd >= 0)
         l->dw = dwarf_begin(l->fd, DWARF_C_READ);
     return l;

@@ -3,10 +3,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <glib.h>
 
 #include "sym_internal.h"
+#include "qp_file.h"
 
 struct map_line {
     uint64_t addr;
@@ -62,9 +64,15 @@ static void clear_line(void *p)
 
 static int read_lines(const char *path, GArray *lines, struct qp_error *err)
 {
-    FILE *fp = fopen(path, "re");
-    if (!fp)
+    /* a regular file of a bounded size: getline on /dev/zero never ends, a FIFO blocks */
+    int fd = qp_file_open_read(path, QP_FILE_MAX_TEXT, NULL, err);
+    if (fd < 0)
+        return fd;
+    FILE *fp = fdopen(fd, "r");
+    if (!fp) {
+        close(fd);
         return qp_error_set(err, -errno, "opening %s: %s", path, strerror(errno));
+    }
     char *buf = NULL;
     size_t cap = 0;
     while (getline(&buf, &cap, fp) >= 0) {

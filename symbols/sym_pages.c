@@ -14,6 +14,7 @@
 #include <libelf.h>
 
 #include "sym_internal.h"
+#include "qp_file.h"
 
 /* A segment larger than this is not code a small kernel loads; skipping it bounds the work. */
 #define MAX_SEGMENT (256u << 20)
@@ -61,9 +62,9 @@ static void segment_add(GHashTable *pages, const sym_table *t, const uint8_t *fi
 
 int sym_pages_add(GHashTable *pages, const sym_table *t)
 {
-    int fd = open(sym_table_path(t), O_RDONLY | O_CLOEXEC);
+    int fd = qp_file_open_read(sym_table_path(t), QP_FILE_MAX_ELF, NULL, NULL);
     if (fd < 0)
-        return -errno;
+        return fd;
     elf_version(EV_CURRENT);
     Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
     size_t size = 0, nph = 0;
