@@ -253,7 +253,10 @@ int out_recorder_open(const char *path, const char *meta, out_recorder **out, st
     if (meta_len > RECORD_META_MAX)
         return qp_error_set(err, -EINVAL, "%s: record meta text of %zu bytes (at most %u)", path,
                             meta_len, RECORD_META_MAX);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* O_NOFOLLOW: a symlink planted at the path (to someone's file) is not written through */
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0 && errno == ELOOP)
+        return qp_error_set(err, -ELOOP, "cannot write %s: it is a symbolic link (refused)", path);
     if (fd < 0)
         return qp_error_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
     out_recorder *r = g_new0(out_recorder, 1);

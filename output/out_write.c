@@ -1,7 +1,9 @@
 /* Choosing a format, and writing a file so that a crash never leaves half of one. */
+#define _GNU_SOURCE /* mkostemp */
 #include "output.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <glib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -88,13 +90,32 @@ static bool is_special_file(const char *path)
     return stat(path, &st) == 0 && !S_ISREG(st.st_mode);
 }
 
+/* A new file beside path (the same directory, so the rename stays on one file system), named
+ * PATH.tmp.XXXXXX by mkstemp: created with O_EXCL, so nothing planted at a guessable name (a
+ * symlink to someone's file) is followed or overwritten. *tmp: its name (g_free). Mode 0644, as
+ * the record file's. */
+static int temp_beside(const char *path, char **tmp, FILE **f, struct qp_error *err)
+{
+    *tmp = g_strdup_printf("%s.tmp.XXXXXX", path);
+    int fd = mkostemp(*tmp, O_CLOEXEC);
+    *f = fd >= 0 && fchmod(fd, 0644) == 0 ? fdopen(fd, "w") : NULL;
+    if (*f)
+        return 0;
+    int rc = qp_error_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
+    if (fd >= 0) {
+        close(fd);
+        unlink(*tmp);
+    }
+    return rc;
+}
+
 int out_check_writable(const char *path, struct qp_error *err)
 {
     if (strcmp(path, "-") == 0 || is_special_file(path))
         return 0;
-    char *tmp = g_strdup_printf("%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    int rc = f ? 0 : qp_error_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
+    char *tmp = NULL;
+    FILE *f = NULL;
+    int rc = temp_beside(path, &tmp, &f, err);
     if (f) {
         fclose(f);
         unlink(tmp);
@@ -123,13 +144,15 @@ static int write_path(const struct file_job *j, const char *path, struct qp_erro
     if (strcmp(path, "-") == 0)
         return write_job(j, stdout, err);
     bool in_place = is_special_file(path);
-    char *tmp = in_place ? g_strdup(path) : g_strdup_printf("%s.tmp.%d", path, (int)getpid());
+    char *tmp = NULL;
+    FILE *f = NULL;
     int rc = 0;
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
+    if (in_place && !(f = fopen(path, "we")))
         rc = qp_error_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
+    else if (!in_place)
+        rc = temp_beside(path, &tmp, &f, err);
+    if (rc)
         goto out;
-    }
     rc = write_job(j, f, err);
     if (fclose(f) != 0 && rc == 0)
         rc = qp_error_set(err, -errno, "writing %s: %s", path, strerror(errno));

@@ -226,7 +226,9 @@ int out_write(const out_profile *p, out_names *n, enum out_format format,
               const struct out_write_opts *o, FILE *f_out, struct qp_error *err);
 
 /* Writes to path through a temporary file and a rename (a crash never leaves half a file that
- * looks whole); a device or FIFO is written in place; "-" is stdout. */
+ * looks whole): PATH.tmp.XXXXXX from mkstemp beside it (O_EXCL: nothing planted there is
+ * followed), mode 0644; the rename replaces a symlink at path rather than writing through it.
+ * A device or FIFO is written in place; "-" is stdout. */
 int out_write_file(const out_profile *p, out_names *n, enum out_format format,
                    const struct out_write_opts *o, const char *path, struct qp_error *err);
 
@@ -276,7 +278,9 @@ int out_write_exact_file(const out_profile *p, out_names *n, const char *path,
  * second. */
 typedef struct out_recorder out_recorder;
 
-/* Opens path for writing (truncating) and writes the header. meta: free-form "key=value" lines
+/* Opens path for writing (truncating) and writes the header. A symbolic link at path is refused
+ * (-ELOOP, O_NOFOLLOW): the record is written in place as sampling goes, so it cannot be a
+ * temporary file renamed over a link. meta: free-form "key=value" lines
  * for the header (QEMU version, qprof version, options), may be NULL. */
 int out_recorder_open(const char *path, const char *meta, out_recorder **out, struct qp_error *err);
 /* Appends every module, stack and sample p gained since the last call. */

@@ -6,6 +6,7 @@
 
 #include <glib.h>
 #include <json-c/json.h>
+#include <sys/types.h>
 
 struct ram_range { /* guest-physical [start, end] maps to file offset `offset` */
     uint64_t start, end, offset;
@@ -37,7 +38,9 @@ struct qmp_client {
     bool swallow_stop, swallow_resume; /* our own STOP/RESUME: record, don't queue */
     int64_t stop_ts_us, resume_ts_us;  /* QEMU timestamps of those */
     enum qmp_mem_backend backend;
-    char memsave_dir[64]; /* mkdtemp directory for memsave files, "" if none */
+    char memsave_dir[256]; /* mkdtemp directory for memsave files, "" if none */
+    pid_t memsave_sweeper; /* the process that removes it if qprof dies, 0 if none */
+    int memsave_lifeline;  /* the pipe whose closing tells the sweeper to sweep */
     struct qmp_direct direct;
 };
 

@@ -9,11 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-#define PAGE_SIZE 4096ull
-#define PIPELINE  8 /* QEMU queues at most 8 requests per monitor without oob */
+#define PAGE_SIZE    4096ull
+#define PIPELINE     8   /* QEMU queues at most 8 requests per monitor without oob */
+#define MEMSAVE_PATH 300 /* a memsave file's path: memsave_dir and "/phys" */
 /* HMP prints 8 bytes as ~19 characters: 64 KiB per x command keeps each reply near 160 KB,
  * far below the parser's message cap, whatever length the caller asks for. */
 #define HMP_CHUNK (64u << 10)
@@ -239,34 +242,110 @@ struct mem_job {
     unsigned id;
 };
 
+/* The files QEMU writes in the memsave directory: one per pipeline slot, and pmemsave's. */
+#define MEMSAVE_FILES (PIPELINE + 1)
+
+static void memsave_file(const char *dir, int slot, char *out, size_t size)
+{
+    if (slot < PIPELINE)
+        snprintf(out, size, "%s/%d", dir, slot);
+    else
+        snprintf(out, size, "%s/phys", dir);
+}
+
+/* The sweeper: a child that holds only the read end of a pipe whose write end qprof keeps.
+ * When qprof closes it or dies in any way (SIGKILL and the OOM killer included: no handler
+ * runs then), the read returns and the sweeper removes the directory. Unlinking each file
+ * after reading would still leave the directory and the files of requests in flight. The paths
+ * are made before the fork; the child only reads, unlinks and exits. */
+static void sweep_when_orphaned(int lifeline, char (*files)[MEMSAVE_PATH], const char *dir)
+{
+    for (int fd = 0; fd < 1024; fd++) /* nothing of qprof's kept open: not QMP, not stdout */
+        if (fd != lifeline)
+            close(fd);
+    signal(SIGINT, SIG_IGN); /* Ctrl-C reaches the whole process group: qprof cleans up first */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    char byte;
+    while (read(lifeline, &byte, 1) < 0 && errno == EINTR)
+        ;
+    for (int i = 0; i < MEMSAVE_FILES; i++)
+        unlink(files[i]);
+    rmdir(dir);
+    _exit(0);
+}
+
+static int start_sweeper(qmp_client *c, struct qp_error *err)
+{
+    char files[MEMSAVE_FILES][MEMSAVE_PATH];
+    for (int i = 0; i < MEMSAVE_FILES; i++)
+        memsave_file(c->memsave_dir, i, files[i], sizeof files[i]);
+    int pipe_fds[2];
+    if (pipe2(pipe_fds, O_CLOEXEC) != 0)
+        return qp_error_set(err, -errno, "pipe for the memsave sweeper: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid == 0)
+        sweep_when_orphaned(pipe_fds[0], files, c->memsave_dir);
+    int saved = errno;
+    close(pipe_fds[0]);
+    if (pid < 0) {
+        close(pipe_fds[1]);
+        return qp_error_set(err, -saved, "fork for the memsave sweeper: %s", strerror(saved));
+    }
+    c->memsave_sweeper = pid;
+    c->memsave_lifeline = pipe_fds[1];
+    return 0;
+}
+
 int qmp__memsave_setup(qmp_client *c, struct qp_error *err)
 {
-    /* Short: every request byte costs QEMU ~2.5 us. */
-    g_strlcpy(c->memsave_dir, "/tmp/qpXXXXXX", sizeof c->memsave_dir);
-    if (!mkdtemp(c->memsave_dir)) {
+    /* Short names: every request byte costs QEMU ~2.5 us. In $TMPDIR when set (read now, not
+     * cached), else /tmp. */
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp)
+        tmp = "/tmp";
+    int n = snprintf(c->memsave_dir, sizeof c->memsave_dir, "%s/qpXXXXXX", tmp);
+    if (n < 0 || (size_t)n + 8 >= sizeof c->memsave_dir) {
         c->memsave_dir[0] = '\0';
-        return qp_error_set(err, -errno, "mkdtemp for memsave files: %s", strerror(errno));
+        return qp_error_set(err, -ENAMETOOLONG, "$TMPDIR is too long for memsave files: %s", tmp);
     }
-    return 0;
+    if (!mkdtemp(c->memsave_dir)) {
+        int saved = errno;
+        c->memsave_dir[0] = '\0';
+        return qp_error_set(err, -saved, "mkdtemp in %s for memsave files: %s", tmp,
+                            strerror(saved));
+    }
+    int rc = start_sweeper(c, err);
+    if (rc) {
+        rmdir(c->memsave_dir);
+        c->memsave_dir[0] = '\0';
+    }
+    return rc;
 }
 
 void qmp__memsave_close(qmp_client *c)
 {
     if (!c->memsave_dir[0])
         return;
-    for (int i = 0; i < PIPELINE; i++) {
-        char f[96];
-        snprintf(f, sizeof f, "%s/%d", c->memsave_dir, i);
+    for (int i = 0; i < MEMSAVE_FILES; i++) {
+        char f[MEMSAVE_PATH];
+        memsave_file(c->memsave_dir, i, f, sizeof f);
         unlink(f);
     }
     rmdir(c->memsave_dir);
+    c->memsave_dir[0] = '\0';
+    if (c->memsave_sweeper > 0) {
+        close(c->memsave_lifeline); /* the sweeper finds nothing left and exits */
+        waitpid(c->memsave_sweeper, NULL, 0);
+        c->memsave_sweeper = 0;
+    }
 }
 
 static void job_send_memsave(qmp_client *c, const struct qmp_regs *cpu, struct mem_job *j, int slot,
                              GString *out)
 {
-    char file[96];
-    snprintf(file, sizeof file, "%s/%d", c->memsave_dir, slot);
+    char file[MEMSAVE_PATH];
+    memsave_file(c->memsave_dir, slot, file, sizeof file);
     json_object *args = json_object_new_object();
     /* QEMU 7.2 takes val as a signed int: higher-half addresses go as negative numbers. */
     json_object_object_add(args, "val", json_object_new_int64((int64_t)j->vaddr));
@@ -303,8 +382,8 @@ static void job_send_hmp(qmp_client *c, const struct qmp_regs *cpu, struct mem_j
 
 static int read_memsave_file(qmp_client *c, int slot, struct mem_job *j, struct qp_error *err)
 {
-    char file[96];
-    snprintf(file, sizeof file, "%s/%d", c->memsave_dir, slot);
+    char file[MEMSAVE_PATH];
+    memsave_file(c->memsave_dir, slot, file, sizeof file);
     int fd = open(file, O_RDONLY | O_CLOEXEC);
     ssize_t n = fd < 0 ? -1 : pread(fd, j->dst, j->len, 0);
     if (fd >= 0)
@@ -558,8 +637,8 @@ static int pmemsave_phys(qmp_client *c, uint64_t paddr, uint8_t *buf, size_t len
 {
     if (!c->memsave_dir[0] && qmp__memsave_setup(c, err) < 0)
         return -EIO;
-    char file[96];
-    snprintf(file, sizeof file, "%s/phys", c->memsave_dir);
+    char file[MEMSAVE_PATH];
+    memsave_file(c->memsave_dir, PIPELINE, file, sizeof file);
     json_object *args = json_object_new_object();
     json_object_object_add(args, "val", json_object_new_int64((int64_t)paddr));
     json_object_object_add(args, "size", json_object_new_int64((int64_t)len));

@@ -509,6 +509,49 @@ static void test_killed_writer(void)
     g_free(path);
 }
 
+/* Whether the victim still holds exactly "victim\n". */
+static bool victim_intact(const char *victim)
+{
+    char *text = NULL;
+    bool ok = g_file_get_contents(victim, &text, NULL, NULL) && strcmp(text, "victim\n") == 0;
+    g_free(text);
+    return ok;
+}
+
+/* Symlinks planted where qprof writes (issue 34): at the record path (O_NOFOLLOW refuses it), at
+ * the temporary name out_write_file used to use (PATH.tmp.PID, fopen followed it and truncated
+ * the victim), and at the output path itself (the rename replaces the link). The victim file
+ * is never written. */
+static void test_planted_symlinks(const struct recording *rec)
+{
+    char *victim = tmp_path("victim"), *record = tmp_path("planted.qprof");
+    char *out = tmp_path("planted.folded");
+    char *old_tmp = g_strdup_printf("%s.tmp.%d", out, (int)getpid());
+    REQUIRE(g_file_set_contents(victim, "victim\n", -1, NULL));
+    REQUIRE(symlink(victim, record) == 0 && symlink(victim, old_tmp) == 0);
+    out_recorder *r = NULL;
+    struct qp_error err = {0};
+    CHECK_INT(out_recorder_open(record, META, &r, &err), -ELOOP);
+    CHECK_MSG(strstr(err.msg, "symbolic link") != NULL, "message: %s", err.msg);
+    CHECK(victim_intact(victim));
+    out_names *n = out_names_new(rec->profile, symbolize, NULL);
+    struct out_write_opts o = {0};
+    CHECK_INT(out_write_file(rec->profile, n, OUT_FOLDED, &o, out, &err), 0);
+    CHECK_MSG(victim_intact(victim), "the victim was written through %s", old_tmp);
+    struct stat st;
+    CHECK(lstat(out, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0);
+    CHECK_INT(out_check_writable(out, &err), 0);
+    /* a link at the output path itself: replaced, not followed */
+    unlink(out);
+    REQUIRE(symlink(victim, out) == 0);
+    CHECK_INT(out_write_file(rec->profile, n, OUT_FOLDED, &o, out, &err), 0);
+    CHECK(victim_intact(victim));
+    CHECK(lstat(out, &st) == 0 && S_ISREG(st.st_mode));
+    out_names_free(n);
+    unlink(out), unlink(old_tmp), unlink(record), unlink(victim);
+    g_free(out), g_free(old_tmp), g_free(record), g_free(victim);
+}
+
 int main(void)
 {
     REQUIRE(mkdtemp(tmp_dir) != NULL);
@@ -519,6 +562,7 @@ int main(void)
     test_flipped_byte(&rec);
     test_unknown_chunk(&rec);
     test_bad_headers(&rec);
+    test_planted_symlinks(&rec);
     recording_free(&rec);
     test_recorder_errors();
     test_killed_writer();

@@ -737,9 +737,17 @@ static void case_sigint(void)
     CHECK_MSG(f.total >= 200, "only %lu samples written after 200 were taken",
               (unsigned long)f.total);
     CHECK(count_matching(&f, pred_root_prefix, "spin (") > 0);
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", output, (int)pid);
-    CHECK_MSG(access(tmp, F_OK) != 0, "temporary file left behind");
+    /* out_write_file's temporary is OUTPUT.tmp.XXXXXX (mkstemp) beside it */
+    char *out_dir = g_path_get_dirname(output), *prefix = g_strdup_printf("%s.tmp.", output);
+    GDir *d = g_dir_open(out_dir, 0, NULL);
+    for (const char *e; d && (e = g_dir_read_name(d));) {
+        char *full = g_build_filename(out_dir, e, NULL);
+        CHECK_MSG(!g_str_has_prefix(full, prefix), "temporary file left behind: %s", full);
+        g_free(full);
+    }
+    if (d)
+        g_dir_close(d);
+    g_free(out_dir), g_free(prefix);
     CHECK_MSG(guest_running(&g), "guest left paused after Ctrl-C");
     folded_free(&f);
     run_free(&r);

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -705,6 +706,72 @@ static void test_sample_signal(void)
     g_free(log);
 }
 
+static int count_entries(const char *dir)
+{
+    GDir *d = g_dir_open(dir, 0, NULL);
+    int n = 0;
+    while (d && g_dir_read_name(d))
+        n++;
+    if (d)
+        g_dir_close(d);
+    return n;
+}
+
+/* Waits up to 60 s for dir to be empty (the sweeper runs when its lifeline breaks). */
+static bool empty_within_deadline(const char *dir)
+{
+    for (int i = 0; i < 6000 && count_entries(dir) > 0; i++)
+        usleep(10000);
+    return count_entries(dir) == 0;
+}
+
+/* memsave's directory (issue 34): made in $TMPDIR, and removed when the client is freed and
+ * also when the process holding it is killed with SIGKILL (no handler of its own runs). */
+static void test_memsave_dir_swept(void)
+{
+    char tmpdir[] = "/tmp/qptmpdirXXXXXX";
+    REQUIRE(mkdtemp(tmpdir));
+    char *saved = g_strdup(getenv("TMPDIR"));
+    setenv("TMPDIR", tmpdir, 1);
+    struct fake *f = fake_start(SC_NORMAL);
+    struct qmp_open_opts opts = {.timeout_s = 5, .backend = QMP_MEM_MEMSAVE};
+    qmp_client *c = NULL;
+    struct qp_error err = {0};
+    CHECK_MSG(qmp_open(f->path, &opts, &c, &err) == 0, "%s", err.msg);
+    CHECK_MSG(count_entries(tmpdir) == 1, "no memsave directory in $TMPDIR %s", tmpdir);
+    qmp_free(c);
+    CHECK_MSG(count_entries(tmpdir) == 0, "memsave directory left after qmp_free");
+    g_free(fake_stop(f));
+
+    f = fake_start(SC_NORMAL);
+    int ready[2];
+    REQUIRE(pipe(ready) == 0);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) { /* qprof, killed while its client is open */
+        close(ready[0]);
+        qmp_client *k = NULL;
+        if (qmp_open(f->path, &opts, &k, NULL) == 0 && write(ready[1], "k", 1) == 1)
+            raise(SIGKILL);
+        _exit(1);
+    }
+    close(ready[1]);
+    char byte;
+    CHECK_INT((int)read(ready[0], &byte, 1), 1);
+    close(ready[0]);
+    int status;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    CHECK_MSG(empty_within_deadline(tmpdir), "memsave directory left in %s after SIGKILL", tmpdir);
+    g_free(fake_stop(f));
+    if (saved)
+        setenv("TMPDIR", saved, 1);
+    else
+        unsetenv("TMPDIR");
+    g_free(saved);
+    rmdir(tmpdir);
+}
+
 int main(void)
 {
     test_events_before_replies();
@@ -728,5 +795,6 @@ int main(void)
     test_memsave_top_of_address_space();
     test_hmp_chunks();
     test_drain_one_deadline();
+    test_memsave_dir_swept();
     return harness_result();
 }
