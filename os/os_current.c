@@ -208,13 +208,23 @@ static bool type_of(Dwarf_Die *die, Dwarf_Die *out)
     return dwarf_peel_type(&t, out) == 0;
 }
 
-/* Finds member `name` of struct or union type, looking into anonymous members too. */
-static bool find_member(Dwarf_Die *type, const char *name, uint64_t *offset, Dwarf_Die *member)
+/* The search through anonymous members is bounded: the kernel's DWARF is a file anyone may hand
+ * qprof, and one whose anonymous member names its own struct recursed until the stack ran out;
+ * a wide fan-out took time exponential in the depth. Real kernels nest a few levels. */
+#define MEMBER_MAX_DEPTH  16
+#define MEMBER_MAX_VISITS 65536
+
+/* find_member's search below type, depth levels of anonymous members down; *visits counts the
+ * members looked at in all. */
+static bool find_member_in(Dwarf_Die *type, const char *name, int depth, unsigned *visits,
+                           uint64_t *offset, Dwarf_Die *member)
 {
     Dwarf_Die child;
-    if (dwarf_child(type, &child) != 0)
+    if (depth > MEMBER_MAX_DEPTH || dwarf_child(type, &child) != 0)
         return false;
     do {
+        if (++*visits > MEMBER_MAX_VISITS)
+            return false;
         if (dwarf_tag(&child) != DW_TAG_member)
             continue;
         Dwarf_Word off = 0;
@@ -228,12 +238,21 @@ static bool find_member(Dwarf_Die *type, const char *name, uint64_t *offset, Dwa
             *member = child;
             return true;
         }
-        if (!n && type_of(&child, &inner) && find_member(&inner, name, offset, member)) {
+        if (!n && type_of(&child, &inner) &&
+            find_member_in(&inner, name, depth + 1, visits, offset, member)) {
             *offset += off;
             return true;
         }
     } while (dwarf_siblingof(&child, &child) == 0);
     return false;
+}
+
+/* Finds member `name` of struct or union type, looking into anonymous members too, at most
+ * MEMBER_MAX_DEPTH levels of them and MEMBER_MAX_VISITS members in all. */
+static bool find_member(Dwarf_Die *type, const char *name, uint64_t *offset, Dwarf_Die *member)
+{
+    unsigned visits = 0;
+    return find_member_in(type, name, 0, &visits, offset, member);
 }
 
 static int step_member(struct cursor *k, const char *name)
@@ -245,8 +264,10 @@ static int step_member(struct cursor *k, const char *name)
     uint64_t off;
     Dwarf_Die member;
     if (!find_member(&k->type, name, &off, &member))
-        return qp_error_set(k->err, -ENOENT, "--current '%s': %s%s has no field '%s'", k->expr,
-                            tag_word(tag), type_name(&k->type), name);
+        return qp_error_set(k->err, -ENOENT,
+                            "--current '%s': %s%s has no field '%s' (anonymous members searched "
+                            "%d levels deep)",
+                            k->expr, tag_word(tag), type_name(&k->type), name, MEMBER_MAX_DEPTH);
     Dwarf_Die t;
     if (!type_of(&member, &t))
         return qp_error_set(k->err, -EINVAL, "--current '%s': field '%s' has no type", k->expr,

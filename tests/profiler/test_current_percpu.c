@@ -133,7 +133,7 @@ static void test_read(void)
     REQUIRE(sym_table_open_elf(FX_PERCPU, &t, &err) == 0);
     uint64_t current_task = symbol(t, "current_task"), runqueues = symbol(t, "runqueues");
     uint64_t table = symbol(t, "__per_cpu_offset"), bases = symbol(t, "cpu_bases");
-    uint64_t small = symbol(t, "small_offsets");
+    uint64_t small = symbol(t, "small_offsets"), shallow = symbol(t, "shallow_runqueues");
     sym_table_free(t);
 
     /* CPU 0's copies at +0x10000000, CPU 1's at +0x20000000; CPU 2's table entry points at
@@ -154,12 +154,16 @@ static void test_read(void)
     put_u64(current_task + offset[3], 0);
     put_u64(runqueues + offset[0] + 8, 0x500000); /* struct rq's curr */
     put_u64(runqueues + offset[1] + 8, 0x600000);
+    put_u64(shallow + offset[0] + 8, 0x500000); /* curr, 3 anonymous structs down */
 
     expect_task("per_cpu(current_task)", NULL, 0, 7, "init");
     expect_task("per_cpu(current_task)", NULL, 1, 42, "sh");
     expect_task("per_cpu(current_task, $cpu)", NULL, 1, 42, "sh");
     expect_task("per_cpu(runqueues).curr", NULL, 0, 7, "init");
     expect_task("per_cpu(runqueues).curr", NULL, 1, 42, "sh");
+    expect_task("per_cpu(shallow_runqueues).curr", NULL, 0, 7, "init");
+    /* 40 anonymous levels: past the search's bound, refused in one line (issue 34) */
+    expect_open_error("per_cpu(deep_runqueues).curr", NULL, -ENOENT, "16 levels deep");
     expect_task("per_cpu(current_task, 1)", NULL, 0, 42, "sh"); /* CPU 1's, read from CPU 0 */
     expect_task("per_cpu(current_task)", "cpu_bases", 1, 42, "sh");
     expect_task("per_cpu(current_task)", "small_offsets", 0, 7, "init");
