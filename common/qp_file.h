@@ -15,7 +15,8 @@
 #include <stdio.h>
 
 /* Caps for the kinds of file qprof reads (qp_file_open_read's max_bytes). */
-#define QP_FILE_MAX_RECORD (2ull << 30) /* a record file: far above what hours of sampling write   \
+#define QP_FILE_MAX_RECORD                                                                         \
+    (2ull << 30)                        /* a record file: far above what hours of sampling write   \
                                          */
 #define QP_FILE_MAX_TEXT (256ull << 20) /* a symbol map (System.map, /proc/kallsyms copy) */
 #define QP_FILE_MAX_ELF  (16ull << 30)  /* a kernel or binary with its debug information */
