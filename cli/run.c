@@ -1,6 +1,7 @@
 /* The qprof run: sampling loop with jittered intervals, signals, progress, output, summary. */
 #define _GNU_SOURCE /* ppoll */
 #include "cli.h"
+#include "qp_file.h"
 
 #include <errno.h>
 #include <glib.h>
@@ -178,7 +179,9 @@ static void warn(struct run_state *r, const char *fmt, ...)
     va_end(ap);
     if (r->o->progress)
         fputc('\n', stderr);
-    fprintf(stderr, "qprof: %s\n", text);
+    fputs("qprof: ", stderr); /* a warning may quote the guest: escaped, as report prints it */
+    qp_file_fput_escaped(text, stderr);
+    fputc('\n', stderr);
     g_string_append_printf(r->warnings, "warning=%s\n", text);
     g_free(text);
 }
@@ -383,7 +386,9 @@ static void print_failures(const struct run_state *r, FILE *f)
             sep = ", ";
         }
     }
-    fprintf(f, "); last: %s\n", r->last_failure);
+    fputs("); last: ", f);
+    qp_file_fput_escaped(r->last_failure, f);
+    fputc('\n', f);
 }
 
 static void print_truncations(const struct prof_counters *c, FILE *f)
@@ -481,8 +486,9 @@ static void print_per_cpu(const struct prof_counters *c, FILE *f)
                 pct(n->idle, all));
         const char *sep = "  ";
         for (int k = 0; k < PROF_CPU_TOP_PROCS && n->procs[k].count; k++) {
-            fprintf(f, "%s%s (%" PRIu32 ") %.1f%%", sep, n->procs[k].comm, n->procs[k].pid,
-                    pct(n->procs[k].count, all));
+            fputs(sep, f);
+            qp_file_fput_escaped(n->procs[k].comm, f); /* the guest's name for it */
+            fprintf(f, " (%" PRIu32 ") %.1f%%", n->procs[k].pid, pct(n->procs[k].count, all));
             sep = ", ";
         }
         if (n->other_procs)
@@ -567,9 +573,11 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
     if (c->reset_straddles)
         fprintf(f, "samples dropped because the guest reset while they were read: %" PRIu64 "\n",
                 c->reset_straddles);
-    if (c->abi_rejected)
-        fprintf(f, "qprof_abi rejected: %" PRIu64 " times; last: %s\n", c->abi_rejected,
-                c->abi_reject_reason);
+    if (c->abi_rejected) {
+        fprintf(f, "qprof_abi rejected: %" PRIu64 " times; last: ", c->abi_rejected);
+        qp_file_fput_escaped(c->abi_reject_reason, f);
+        fputc('\n', f);
+    }
     if (c->budget_hits)
         fprintf(f,
                 "paused-time budget hit in %" PRIu64 " samples (reads cut at %u requests / %zu "
