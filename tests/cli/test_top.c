@@ -1,0 +1,407 @@
+/* qprof top end to end: the demo guest (spin and sys) in real QEMU, the real qprof binary in a
+ * real terminal (a tmux session of a fixed size: send-keys, then capture-pane), checked as a
+ * user reads the screen: hot_a on top with about 3x hot_b, k leaves kernel functions only, p on
+ * sys leaves sys's, Enter on hot_a shows its callers, q gives the terminal back (tmux's
+ * alternate screen is left) with the guest running. Every wait is on what the screen says,
+ * with a generous deadline.
+ *
+ * Usage: test_top CASE   (gdb: over the gdbstub; plugin: through qprof-plugin.so in QEMU 10,
+ *                         skipped without it; batch: --batch -n 3 snapshots) */
+#define _GNU_SOURCE
+#include "child.h"
+#include "harness.h"
+#include "qmp.h"
+#include "vm.h"
+
+#include <glib.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define QPROF_BIN QPROF_BUILD_DIR "/qprof"
+/* The table counts since the start (--window longer than any run): it waits for this many. */
+#define SAMPLES    1500
+#define DEADLINE_S 300.0
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---- tmux --------------------------------------------------------------------------------- */
+
+static char tmux_socket[64];
+
+/* Runs tmux -L SOCKET ARGS...; its stdout (g_free), NULL when it failed. */
+static char *tmux(const char *const *args)
+{
+    GPtrArray *argv = g_ptr_array_new();
+    g_ptr_array_add(argv, "tmux");
+    g_ptr_array_add(argv, "-L");
+    g_ptr_array_add(argv, tmux_socket);
+    for (const char *const *a = args; *a; a++)
+        g_ptr_array_add(argv, (gpointer)*a);
+    g_ptr_array_add(argv, NULL);
+    char *out = NULL;
+    gint status = 0;
+    gboolean ok = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL,
+                               &out, NULL, &status, NULL);
+    g_ptr_array_free(argv, TRUE);
+    if (!ok || !g_spawn_check_wait_status(status, NULL)) {
+        g_free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* The session and the qprof in it end with the test, however it ends. */
+static void kill_tmux(void)
+{
+    g_free(tmux((const char *const[]){"kill-server", NULL}));
+}
+
+static char *pane_format(const char *format);
+
+static char *capture(void)
+{
+    char *text = tmux((const char *const[]){"capture-pane", "-p", "-t", "top", NULL});
+    return text ? text : g_strdup("");
+}
+
+static void send_keys(const char *key)
+{
+    g_free(tmux((const char *const[]){"send-keys", "-t", "top", key, NULL}));
+}
+
+static char *pane_format(const char *format)
+{
+    char *text = tmux((const char *const[]){"display-message", "-p", "-t", "top", format, NULL});
+    if (text)
+        g_strstrip(text);
+    return text ? text : g_strdup("");
+}
+
+/* Waits until the screen passes ok(); the last capture (g_free), or a failure at the deadline. */
+static char *wait_screen(bool (*ok)(const char *screen, const void *arg), const void *arg,
+                         const char *what)
+{
+    double deadline = now_s() + DEADLINE_S;
+    for (;;) {
+        char *screen = capture();
+        if (ok(screen, arg))
+            return screen;
+        char *dead = pane_format("#{pane_dead}");
+        bool gone = strcmp(dead, "1") == 0;
+        g_free(dead);
+        if (gone || now_s() > deadline) {
+            fprintf(stderr, "screen:\n%s\n", screen);
+            HARNESS_FAIL("the screen never showed %s (%s)", what,
+                         gone ? "qprof exited" : "deadline");
+            return screen;
+        }
+        g_free(screen);
+        usleep(100 * 1000);
+    }
+}
+
+static bool has_text(const char *screen, const void *needle)
+{
+    return strstr(screen, needle) != NULL;
+}
+
+/* The samples the table counts: "...: N samples" on the filter line. */
+static uint64_t counted(const char *screen)
+{
+    const char *line = strstr(screen, "mode: ");
+    const char *colon = line ? strstr(line, " samples") : NULL;
+    while (colon && colon > line && colon[-1] >= '0' && colon[-1] <= '9')
+        colon--;
+    return colon ? strtoull(colon, NULL, 10) : 0;
+}
+
+static bool enough_samples(const char *screen, const void *n)
+{
+    return counted(screen) >= *(const uint64_t *)n && strstr(screen, "hot_a");
+}
+
+/* ---- the table ---------------------------------------------------------------------------- */
+
+struct row {
+    double self, total;
+    char ku[2], module[64], function[128];
+};
+
+/* The table's rows on the screen, from the line after its header. */
+static GArray *table_rows(const char *screen)
+{
+    GArray *rows = g_array_new(FALSE, TRUE, sizeof(struct row));
+    const char *head = strstr(screen, "K/U  MODULE");
+    if (!head)
+        return rows;
+    char **lines = g_strsplit(strchr(head, '\n') + 1, "\n", -1);
+    for (char **l = lines; *l; l++) {
+        struct row r = {0};
+        if (sscanf(*l, "%lf%% %lf%% %1s %63s %127s", &r.self, &r.total, r.ku, r.module,
+                   r.function) == 5)
+            g_array_append_val(rows, r);
+    }
+    g_strfreev(lines);
+    return rows;
+}
+
+static const struct row *find_row(GArray *rows, const char *function)
+{
+    for (guint i = 0; i < rows->len; i++)
+        if (strcmp(g_array_index(rows, struct row, i).function, function) == 0)
+            return &g_array_index(rows, struct row, i);
+    return NULL;
+}
+
+/* hot_a first, and 3:1 against hot_b within 4.4 standard deviations of a binomial share over
+ * the samples the two have (never tighter than 0.03: TCG's own small biases). */
+static void check_hot_ratio(const char *screen)
+{
+    GArray *rows = table_rows(screen);
+    REQUIRE(rows->len > 0);
+    CHECK_STR(g_array_index(rows, struct row, 0).function, "hot_a");
+    const struct row *a = find_row(rows, "hot_a"), *b = find_row(rows, "hot_b");
+    REQUIRE(a && b);
+    double n = (a->self + b->self) / 100.0 * (double)counted(screen);
+    double share = a->self / (a->self + b->self);
+    double tol = fmax(4.4 * sqrt(0.75 * 0.25 / fmax(n, 1)), 0.03);
+    fprintf(stderr, "hot_a %.2f%%, hot_b %.2f%% of %lu samples: share %.3f +- %.3f\n", a->self,
+            b->self, (unsigned long)counted(screen), share, tol);
+    CHECK_MSG(fabs(share - 0.75) < tol, "hot_a's share of hot_a + hot_b %.3f, designed 0.75",
+              share);
+    g_array_free(rows, TRUE);
+}
+
+static void check_kernel_only(const char *screen)
+{
+    GArray *rows = table_rows(screen);
+    CHECK_MSG(find_row(rows, "kwork_mix"), "no kwork_mix in the kernel view");
+    for (guint i = 0; i < rows->len; i++) {
+        const struct row *r = &g_array_index(rows, struct row, i);
+        CHECK_MSG(strcmp(r->ku, "K") == 0, "a user function in the kernel view: %s", r->function);
+    }
+    g_array_free(rows, TRUE);
+}
+
+/* sys's own functions and the kernel's it calls; none of spin's. */
+static void check_sys_only(const char *screen)
+{
+    GArray *rows = table_rows(screen);
+    CHECK_MSG(find_row(rows, "user_mix") && find_row(rows, "kwork_mix"),
+              "sys's user_mix or kwork_mix missing under p sys");
+    for (guint i = 0; i < rows->len; i++) {
+        const struct row *r = &g_array_index(rows, struct row, i);
+        CHECK_MSG(strcmp(r->module, "sys") == 0 || strcmp(r->module, "kernel.elf") == 0,
+                  "%s of %s under p sys", r->function, r->module);
+    }
+    g_array_free(rows, TRUE);
+}
+
+/* The picker's number for the first line naming needle ("  2  sys (2)"). */
+static char picker_choice(const char *screen, const char *needle)
+{
+    const char *at = strstr(screen, needle);
+    REQUIRE(at);
+    const char *line = at;
+    while (line > screen && line[-1] != '\n')
+        line--;
+    int n = atoi(line);
+    REQUIRE(n > 0 && n < 10);
+    return (char)('0' + n);
+}
+
+/* ---- the guest ---------------------------------------------------------------------------- */
+
+static bool guest_running(const char *qmp_path)
+{
+    qmp_client *c = NULL;
+    struct qp_error err = {0};
+    bool running = false;
+    if (qmp_open(qmp_path, NULL, &c, &err) != 0 || qmp_query_running(c, &running, &err) != 0)
+        HARNESS_FAIL("query-status: %s", err.msg);
+    qmp_free(c);
+    return running;
+}
+
+static test_vm *boot(bool plugin)
+{
+    struct vm_opts opts = {.kernel = QPROF_GUEST_KERNEL,
+                           .shared_ram = true,
+                           .cmdline = "run=spin,sys",
+                           .gdbstub = !plugin,
+                           .plugin = plugin,
+                           .second_qmp = true};
+    test_vm *vm = NULL;
+    int rc = vm_start(&opts, &vm);
+    if (rc == VM_SKIP)
+        exit(VM_SKIP);
+    REQUIRE(rc == 0);
+    REQUIRE(vm_wait_serial(vm, "ready", 60) == 0);
+    return vm;
+}
+
+/* qprof top's command line for the guest (g_free). */
+static char *top_command(test_vm *vm, bool plugin, const char *extra)
+{
+    const char *target = plugin ? "--plugin" : "--gdb";
+    const char *address = plugin ? vm_plugin_address(vm) : vm_gdb_address(vm);
+    return g_strdup_printf("%s top %s %s %s %s --kernel %s --user-dir %s --interval 1 %s",
+                           QPROF_BIN, target, address, plugin ? "--qmp-socket" : "",
+                           plugin ? vm_qmp_path(vm) : "", QPROF_GUEST_KERNEL, QPROF_GUEST_USER_DIR,
+                           extra);
+}
+
+/* ---- cases -------------------------------------------------------------------------------- */
+
+static void check_callers(void)
+{
+    /* p 0: every process again; hot_a is the first row, where the cursor is after a pick */
+    send_keys("p");
+    g_free(wait_screen(has_text, "pick a process", "the process picker"));
+    send_keys("0");
+    char *screen = wait_screen(has_text, "process: all", "every process");
+    GArray *rows = table_rows(screen);
+    REQUIRE(rows->len > 0);
+    CHECK_STR(g_array_index(rows, struct row, 0).function, "hot_a");
+    g_array_free(rows, TRUE);
+    g_free(screen);
+    send_keys("Enter");
+    screen = wait_screen(has_text, "callers of hot_a", "hot_a's callers");
+    CHECK_MSG(strstr(screen, "hot_a <- compute <- main <- _start  [spin ("),
+              "no compute <- main <- _start chain under hot_a:\n%s", screen);
+    g_free(screen);
+    send_keys("Escape");
+    g_free(wait_screen(has_text, "K/U  MODULE", "the table again"));
+}
+
+static bool pane_done(const char *unused, const void *arg)
+{
+    (void)unused;
+    (void)arg;
+    char *dead = pane_format("#{pane_dead}");
+    bool done = strcmp(dead, "1") == 0;
+    g_free(dead);
+    return done;
+}
+
+static int case_tui(bool plugin)
+{
+    if (system("tmux -V >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "SKIP: no tmux (xtask deps installs it)\n");
+        return VM_SKIP;
+    }
+    test_vm *vm = boot(plugin);
+    snprintf(tmux_socket, sizeof tmux_socket, "qprof-top-%d", (int)getpid());
+    atexit(kill_tmux);
+    char *conf = g_strdup_printf("%s/tmux.conf", vm_dir(vm));
+    /* the pane stays after qprof exits, to be asked how it left the terminal */
+    REQUIRE(g_file_set_contents(conf, "set -g remain-on-exit on\n", -1, NULL));
+    char *cmd = top_command(vm, plugin, "--window 86400");
+    REQUIRE(tmux((const char *const[]){"-f", conf, "new-session", "-d", "-s", "top", "-x", "150",
+                                       "-y", "50", cmd, NULL}) != NULL);
+    uint64_t want = SAMPLES;
+    char *screen = wait_screen(enough_samples, &want, "enough samples");
+    char *alt = pane_format("#{alternate_on}");
+    CHECK_STR(alt, "1");
+    g_free(alt);
+    check_hot_ratio(screen);
+    g_free(screen);
+
+    send_keys("k");
+    screen = wait_screen(has_text, "mode: kernel", "the kernel view");
+    check_kernel_only(screen);
+    g_free(screen);
+
+    send_keys("a");
+    g_free(wait_screen(has_text, "mode: all", "every mode"));
+    send_keys("p");
+    screen = wait_screen(has_text, "pick a process", "the process picker");
+    char key[2] = {picker_choice(screen, "sys ("), 0};
+    g_free(screen);
+    send_keys(key);
+    screen = wait_screen(has_text, "process: sys (", "sys alone");
+    check_sys_only(screen);
+    g_free(screen);
+
+    check_callers();
+
+    send_keys("q");
+    g_free(wait_screen(pane_done, NULL, "qprof's exit"));
+    alt = pane_format("#{alternate_on} #{pane_dead_status}");
+    CHECK_STR(alt, "0 0"); /* the alternate screen left, exit status 0 */
+    g_free(alt);
+    CHECK_MSG(guest_running(vm_qmp2_path(vm)), "qprof top left the guest stopped");
+    g_free(cmd);
+    g_free(conf);
+    vm_stop(vm);
+    return harness_result();
+}
+
+/* --batch -n 3: three snapshots, each a header and a table, hot_a on the last one's top. */
+static int case_batch(void)
+{
+    test_vm *vm = boot(false);
+    char *cmd = top_command(vm, false, "--batch -n 3 -d 1");
+    char **argv = g_strsplit(cmd, " ", -1);
+    char out[512], err[512];
+    snprintf(out, sizeof out, "%s/top.out", vm_dir(vm));
+    snprintf(err, sizeof err, "%s/top.err", vm_dir(vm));
+    /* the empty words of a command line without --qmp-socket */
+    GPtrArray *args = g_ptr_array_new();
+    for (char **a = argv + 1; *a; a++)
+        if (**a)
+            g_ptr_array_add(args, *a);
+    g_ptr_array_add(args, NULL);
+    bool late = false;
+    pid_t pid =
+        child_start(QPROF_BIN, (const char *const *)args->pdata, vm_dir(vm), out, err, NULL);
+    int code = child_wait(pid, DEADLINE_S, &late);
+    CHECK_MSG(!late, "qprof top --batch -n 3 did not end");
+    char *text = NULL, *errs = NULL;
+    g_file_get_contents(out, &text, NULL, NULL);
+    g_file_get_contents(err, &errs, NULL, NULL);
+    CHECK_MSG(code == 0, "qprof top exited %d: %s", code, errs);
+    char **snapshots = g_strsplit(text ? text : "", "qprof top  ", -1);
+    CHECK_INT(g_strv_length(snapshots), 4); /* "" before the first */
+    for (char **s = snapshots + 1; *s; s++) {
+        CHECK_MSG(strstr(*s, "samples/s") && strstr(*s, "K/U  MODULE") && strstr(*s, "cpu0 "),
+                  "a snapshot without its header or table:\n%s", *s);
+        CHECK_MSG(strstr(*s, "transport: gdbstub"), "not over the gdbstub:\n%s", *s);
+    }
+    GArray *rows = table_rows(snapshots[3]);
+    CHECK_MSG(rows->len && strcmp(g_array_index(rows, struct row, 0).function, "hot_a") == 0,
+              "hot_a not on top of the last snapshot:\n%s", snapshots[3]);
+    g_array_free(rows, TRUE);
+    CHECK_MSG(!strstr(text, "\033["), "escape sequences in --batch output");
+    CHECK_MSG(guest_running(vm_qmp_path(vm)), "qprof top left the guest stopped");
+    g_strfreev(snapshots);
+    g_free(text);
+    g_free(errs);
+    g_ptr_array_free(args, TRUE);
+    g_strfreev(argv);
+    g_free(cmd);
+    vm_stop(vm);
+    return harness_result();
+}
+
+int main(int argc, char **argv)
+{
+    const char *c = argc > 1 ? argv[1] : "";
+    if (strcmp(c, "gdb") == 0)
+        return case_tui(false);
+    if (strcmp(c, "plugin") == 0)
+        return case_tui(true);
+    if (strcmp(c, "batch") == 0)
+        return case_batch();
+    fprintf(stderr, "usage: test_top gdb|plugin|batch\n");
+    return 2;
+}
