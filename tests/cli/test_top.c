@@ -92,12 +92,13 @@ static char *wait_screen(bool (*ok)(const char *screen, const void *arg), const 
 {
     double deadline = now_s() + DEADLINE_S;
     for (;;) {
-        char *screen = capture();
-        if (ok(screen, arg))
-            return screen;
+        /* asked first: a screen read after qprof's exit is its last */
         char *dead = pane_format("#{pane_dead}");
         bool gone = strcmp(dead, "1") == 0;
         g_free(dead);
+        char *screen = capture();
+        if (ok(screen, arg))
+            return screen;
         if (gone || now_s() > deadline) {
             fprintf(stderr, "screen:\n%s\n", screen);
             HARNESS_FAIL("the screen never showed %s (%s)", what,
@@ -107,6 +108,23 @@ static char *wait_screen(bool (*ok)(const char *screen, const void *arg), const 
         g_free(screen);
         usleep(100 * 1000);
     }
+}
+
+/* A file's text once it ends in a newline (g_free); "" after the deadline. */
+static char *wait_file(const char *path)
+{
+    double deadline = now_s() + DEADLINE_S;
+    char *text = NULL;
+    while (!(g_file_get_contents(path, &text, NULL, NULL) && g_str_has_suffix(text, "\n"))) {
+        g_free(text);
+        text = NULL;
+        if (now_s() > deadline) {
+            HARNESS_FAIL("no %s within %.0f s", path, DEADLINE_S);
+            return g_strdup("");
+        }
+        usleep(100 * 1000);
+    }
+    return text;
 }
 
 static bool has_text(const char *screen, const void *needle)
@@ -162,13 +180,24 @@ static const struct row *find_row(GArray *rows, const char *function)
     return NULL;
 }
 
-/* hot_a first, and 3:1 against hot_b within 4.4 standard deviations of a binomial share over
- * the samples the two have (never tighter than 0.03: TCG's own small biases). */
+/* The first user function's row: the plugin samples a vCPU at the start of a block, so one that
+ * wakes from a halt is caught on the timer's interrupt entry (isr32) more than its share: the
+ * kernel's rows may come before hot_a there, the user ones may not. */
+static guint first_user_row(GArray *rows)
+{
+    for (guint i = 0; i < rows->len; i++)
+        if (strcmp(g_array_index(rows, struct row, i).ku, "U") == 0)
+            return i;
+    return rows->len;
+}
+
+/* hot_a the first user function, and 3:1 against hot_b within 4.4 standard deviations of a binomial
+ * share over the samples the two have (never tighter than 0.03: TCG's own small biases). */
 static void check_hot_ratio(const char *screen)
 {
     GArray *rows = table_rows(screen);
-    REQUIRE(rows->len > 0);
-    CHECK_STR(g_array_index(rows, struct row, 0).function, "hot_a");
+    REQUIRE(first_user_row(rows) < rows->len);
+    CHECK_STR(g_array_index(rows, struct row, first_user_row(rows)).function, "hot_a");
     const struct row *a = find_row(rows, "hot_a"), *b = find_row(rows, "hot_b");
     REQUIRE(a && b);
     double n = (a->self + b->self) / 100.0 * (double)counted(screen);
@@ -209,7 +238,9 @@ static void check_sys_only(const char *screen)
 /* The picker's number for the first line naming needle ("  2  sys (2)"). */
 static char picker_choice(const char *screen, const char *needle)
 {
-    const char *at = strstr(screen, needle);
+    const char *picker = strstr(screen, "pick a ");
+    REQUIRE(picker);
+    const char *at = strstr(picker, needle);
     REQUIRE(at);
     const char *line = at;
     while (line > screen && line[-1] != '\n')
@@ -264,16 +295,20 @@ static char *top_command(test_vm *vm, bool plugin, const char *extra)
 
 static void check_callers(void)
 {
-    /* p 0: every process again; hot_a is the first row, where the cursor is after a pick */
+    /* p 0: every process again; down to hot_a (the table is since the start: its order holds
+     * from one refresh to the next but for near ties far below hot_a) */
     send_keys("p");
     g_free(wait_screen(has_text, "pick a process", "the process picker"));
     send_keys("0");
     char *screen = wait_screen(has_text, "process: all", "every process");
     GArray *rows = table_rows(screen);
-    REQUIRE(rows->len > 0);
-    CHECK_STR(g_array_index(rows, struct row, 0).function, "hot_a");
+    guint at = first_user_row(rows);
+    REQUIRE(at < rows->len);
+    CHECK_STR(g_array_index(rows, struct row, at).function, "hot_a");
     g_array_free(rows, TRUE);
     g_free(screen);
+    for (guint i = 0; i < at; i++) /* the cursor is on the first row after a pick */
+        send_keys("Down");
     send_keys("Enter");
     screen = wait_screen(has_text, "callers of hot_a", "hot_a's callers");
     CHECK_MSG(strstr(screen, "hot_a <- compute <- main <- _start  [spin ("),
@@ -281,16 +316,6 @@ static void check_callers(void)
     g_free(screen);
     send_keys("Escape");
     g_free(wait_screen(has_text, "K/U  MODULE", "the table again"));
-}
-
-static bool pane_done(const char *unused, const void *arg)
-{
-    (void)unused;
-    (void)arg;
-    char *dead = pane_format("#{pane_dead}");
-    bool done = strcmp(dead, "1") == 0;
-    g_free(dead);
-    return done;
 }
 
 static int case_tui(bool plugin)
@@ -305,9 +330,15 @@ static int case_tui(bool plugin)
     char *conf = g_strdup_printf("%s/tmux.conf", vm_dir(vm));
     /* the pane stays after qprof exits, to be asked how it left the terminal */
     REQUIRE(g_file_set_contents(conf, "set -g remain-on-exit on\n", -1, NULL));
-    char *cmd = top_command(vm, plugin, "--window 86400");
-    REQUIRE(tmux((const char *const[]){"-f", conf, "new-session", "-d", "-s", "top", "-x", "150",
-                                       "-y", "50", cmd, NULL}) != NULL);
+    char *top = top_command(vm, plugin, "--window 86400");
+    char *status_path = g_strdup_printf("%s/top.status", vm_dir(vm));
+    /* qprof's exit status, written when it is gone */
+    char *cmd = g_strdup_printf("%s; echo $? > %s", top, status_path);
+    g_free(top);
+    char *started = tmux((const char *const[]){"-f", conf, "new-session", "-d", "-s", "top", "-x",
+                                               "150", "-y", "50", cmd, NULL});
+    REQUIRE(started != NULL);
+    g_free(started);
     uint64_t want = SAMPLES;
     char *screen = wait_screen(enough_samples, &want, "enough samples");
     char *alt = pane_format("#{alternate_on}");
@@ -335,9 +366,12 @@ static int case_tui(bool plugin)
     check_callers();
 
     send_keys("q");
-    g_free(wait_screen(pane_done, NULL, "qprof's exit"));
-    alt = pane_format("#{alternate_on} #{pane_dead_status}");
-    CHECK_STR(alt, "0 0"); /* the alternate screen left, exit status 0 */
+    char *status = wait_file(status_path);
+    CHECK_STR(status, "0\n");
+    g_free(status);
+    g_free(status_path);
+    alt = pane_format("#{alternate_on}");
+    CHECK_STR(alt, "0"); /* ncurses left the alternate screen */
     g_free(alt);
     CHECK_MSG(guest_running(vm_qmp2_path(vm)), "qprof top left the guest stopped");
     g_free(cmd);
