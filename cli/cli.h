@@ -1,6 +1,8 @@
 /* cli: the qprof command line on top of the sampling core. main.c, options.c (every option,
  * --help), run.c (the run: the sampling loop with jittered intervals, signals, progress,
- * outputs, the summary) and report.c (`qprof report`, one file per subcommand).
+ * outputs, the summary), report.c (`qprof report`, one file per subcommand) and top.c
+ * (`qprof top`, riding on run.c's loop through prof_run_hooks; top_view.c and top_text.c are
+ * its numbers and its lines).
  *
  * Functions returning int return 0 on success or a negative errno-style code and fill the
  * optional err (common/qp_error.h).
