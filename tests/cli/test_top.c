@@ -6,7 +6,8 @@
  * with a generous deadline.
  *
  * Usage: test_top CASE   (gdb: over the gdbstub; plugin: through qprof-plugin.so in QEMU 10,
- *                         skipped without it; batch: --batch -n 3 snapshots) */
+ *                         skipped without it; batch: --batch -n 3 snapshots; exits: Ctrl-C
+ *                         and QEMU exiting give the terminal back too) */
 #define _GNU_SOURCE
 #include "child.h"
 #include "harness.h"
@@ -15,6 +16,7 @@
 
 #include <glib.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -318,27 +320,54 @@ static void check_callers(void)
     g_free(wait_screen(has_text, "K/U  MODULE", "the table again"));
 }
 
-static int case_tui(bool plugin)
+static bool have_tmux(void)
 {
-    if (system("tmux -V >/dev/null 2>&1") != 0) {
-        fprintf(stderr, "SKIP: no tmux (xtask deps installs it)\n");
-        return VM_SKIP;
-    }
-    test_vm *vm = boot(plugin);
-    snprintf(tmux_socket, sizeof tmux_socket, "qprof-top-%d", (int)getpid());
-    atexit(kill_tmux);
+    if (system("tmux -V >/dev/null 2>&1") == 0)
+        return true;
+    fprintf(stderr, "SKIP: no tmux (xtask deps installs it)\n");
+    return false;
+}
+
+/* qprof top (extra appended) in a new tmux session "top" of 150x50 whose pane stays after
+ * qprof exits (remain-on-exit), to be asked how it left the terminal; returns the file its
+ * exit status goes to (g_free). One session at a time. */
+static char *start_top(test_vm *vm, bool plugin, const char *extra, int run)
+{
+    snprintf(tmux_socket, sizeof tmux_socket, "qprof-top-%d-%d", (int)getpid(), run);
     char *conf = g_strdup_printf("%s/tmux.conf", vm_dir(vm));
-    /* the pane stays after qprof exits, to be asked how it left the terminal */
     REQUIRE(g_file_set_contents(conf, "set -g remain-on-exit on\n", -1, NULL));
-    char *top = top_command(vm, plugin, "--window 86400");
-    char *status_path = g_strdup_printf("%s/top.status", vm_dir(vm));
-    /* qprof's exit status, written when it is gone */
+    char *top = top_command(vm, plugin, extra);
+    char *status_path = g_strdup_printf("%s/top%d.status", vm_dir(vm), run);
     char *cmd = g_strdup_printf("%s; echo $? > %s", top, status_path);
-    g_free(top);
     char *started = tmux((const char *const[]){"-f", conf, "new-session", "-d", "-s", "top", "-x",
                                                "150", "-y", "50", cmd, NULL});
     REQUIRE(started != NULL);
     g_free(started);
+    g_free(cmd);
+    g_free(top);
+    g_free(conf);
+    return status_path;
+}
+
+/* After qprof's exit: its status, and the alternate screen left (ncurses' endwin). */
+static void check_left_terminal(char *status_path, const char *want_status)
+{
+    char *status = wait_file(status_path);
+    CHECK_STR(status, want_status);
+    g_free(status);
+    g_free(status_path);
+    char *alt = pane_format("#{alternate_on}");
+    CHECK_STR(alt, "0");
+    g_free(alt);
+}
+
+static int case_tui(bool plugin)
+{
+    if (!have_tmux())
+        return VM_SKIP;
+    test_vm *vm = boot(plugin);
+    atexit(kill_tmux);
+    char *status_path = start_top(vm, plugin, "--window 86400", 0);
     uint64_t want = SAMPLES;
     char *screen = wait_screen(enough_samples, &want, "enough samples");
     char *alt = pane_format("#{alternate_on}");
@@ -366,16 +395,33 @@ static int case_tui(bool plugin)
     check_callers();
 
     send_keys("q");
-    char *status = wait_file(status_path);
-    CHECK_STR(status, "0\n");
-    g_free(status);
-    g_free(status_path);
-    alt = pane_format("#{alternate_on}");
-    CHECK_STR(alt, "0"); /* ncurses left the alternate screen */
-    g_free(alt);
+    check_left_terminal(status_path, "0\n");
     CHECK_MSG(guest_running(vm_qmp2_path(vm)), "qprof top left the guest stopped");
-    g_free(cmd);
-    g_free(conf);
+    vm_stop(vm);
+    return harness_result();
+}
+
+/* The other ways out give the terminal back too: Ctrl-C (exit 0, the guest running), then QEMU
+ * exiting under the view (exit 1, and why, on the terminal it gave back). */
+static int case_exits(void)
+{
+    if (!have_tmux())
+        return VM_SKIP;
+    test_vm *vm = boot(false);
+    atexit(kill_tmux);
+    char *status_path = start_top(vm, false, "", 0);
+    g_free(wait_screen(has_text, "hot_a", "the table"));
+    send_keys("C-c");
+    check_left_terminal(status_path, "0\n");
+    CHECK_MSG(guest_running(vm_qmp2_path(vm)), "Ctrl-C left the guest stopped");
+    kill_tmux();
+
+    status_path = start_top(vm, false, "", 1);
+    g_free(wait_screen(has_text, "hot_a", "the table"));
+    kill(vm_pid(vm), SIGKILL);
+    check_left_terminal(status_path, "1\n");
+    char *screen = wait_screen(has_text, "qprof: stopping:", "why qprof stopped");
+    g_free(screen);
     vm_stop(vm);
     return harness_result();
 }
@@ -436,6 +482,8 @@ int main(int argc, char **argv)
         return case_tui(true);
     if (strcmp(c, "batch") == 0)
         return case_batch();
-    fprintf(stderr, "usage: test_top gdb|plugin|batch\n");
+    if (strcmp(c, "exits") == 0)
+        return case_exits();
+    fprintf(stderr, "usage: test_top gdb|plugin|batch|exits\n");
     return 2;
 }
