@@ -426,11 +426,15 @@ static int case_exits(void)
     return harness_result();
 }
 
-/* --batch -n 3: three snapshots, each a header and a table, hot_a on the last one's top. */
+/* --batch -n 3: three snapshots, each a header and a table, hot_a on the last one's top; -o's
+ * folded file written at the end. */
 static int case_batch(void)
 {
     test_vm *vm = boot(false);
-    char *cmd = top_command(vm, false, "--batch -n 3 -d 1");
+    /* -o: the usual outputs at the end as well */
+    char *extra = g_strdup_printf("--batch -n 3 -d 1 -o %s/top.folded", vm_dir(vm));
+    char *cmd = top_command(vm, false, extra);
+    g_free(extra);
     char **argv = g_strsplit(cmd, " ", -1);
     char out[512], err[512];
     snprintf(out, sizeof out, "%s/top.out", vm_dir(vm));
@@ -462,6 +466,11 @@ static int case_batch(void)
               "hot_a not on top of the last snapshot:\n%s", snapshots[3]);
     g_array_free(rows, TRUE);
     CHECK_MSG(!strstr(text, "\033["), "escape sequences in --batch output");
+    char *folded_path = g_strdup_printf("%s/top.folded", vm_dir(vm)), *folded = NULL;
+    CHECK_MSG(g_file_get_contents(folded_path, &folded, NULL, NULL) && strstr(folded, ";hot_a "),
+              "no hot_a stacks in -o %s", folded_path);
+    g_free(folded);
+    g_free(folded_path);
     CHECK_MSG(guest_running(vm_qmp_path(vm)), "qprof top left the guest stopped");
     g_strfreev(snapshots);
     g_free(text);
