@@ -124,7 +124,7 @@ static GPtrArray *screen_lines(struct top_state *s, const struct top_screen *sc,
 
 /* ---- ncurses ------------------------------------------------------------------------------ */
 
-enum { PAIR_USER = 1, PAIR_KERNEL, PAIR_WARN, PAIR_TITLE };
+enum { PAIR_USER = 1, PAIR_KERNEL, PAIR_WARN };
 
 /* A cpu bar's letters in colour (u user, k kernel). */
 static void draw_bar_line(const char *line, bool colour)
@@ -211,7 +211,6 @@ static void init_colours(struct top_state *s)
     init_pair(PAIR_USER, COLOR_GREEN, -1);
     init_pair(PAIR_KERNEL, COLOR_RED, -1);
     init_pair(PAIR_WARN, COLOR_YELLOW, -1);
-    init_pair(PAIR_TITLE, COLOR_CYAN, -1);
 }
 
 /* stderr into a file while ncurses owns the screen (warnings would tear it): shown after. */
