@@ -464,7 +464,7 @@ static void top_end(void *ctx, prof_run *r)
 int prof_top_main(int argc, char **argv)
 {
     struct prof_options o;
-    struct top_state s = {.saved_stderr = -1, .filter = {.cpu = -1}};
+    struct top_state s = {.saved_stderr = -1, .filter = {.cpu = -1}, .refresh_cpu_ms = -1};
     prof_top_options_init(&o, &s.t);
     int rc = prof_parse_top_args(argc, argv, &o, &s.t);
     if (rc >= 0)

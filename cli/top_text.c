@@ -30,10 +30,13 @@ static void header_line(const struct top_screen *sc, GPtrArray *lines)
     const char *cost = st->captures ? "capture cost" : "guest paused";
     add_line(lines, g_strdup_printf("qprof top  %s (transport: %s, memory: %s)  %.0f s",
                                     target_name(sc->o), sc->transport, sc->memory, st->elapsed_s));
-    add_line(lines, g_strdup_printf("%.0f samples/s  %s %.1f%%  %" PRIu64 " samples, %" PRIu64
-                                    " failed  refresh %.2f ms CPU",
-                                    sc->samples_per_s, cost, 100 * sc->paused_share, st->samples,
-                                    st->failed, sc->refresh_cpu_ms));
+    char refresh[48] = "";
+    if (sc->refresh_cpu_ms >= 0) /* none yet before the second refresh */
+        snprintf(refresh, sizeof refresh, "  refresh %.2f ms CPU", sc->refresh_cpu_ms);
+    add_line(lines,
+             g_strdup_printf("%.0f samples/s  %s %.1f%%  %" PRIu64 " samples, %" PRIu64 " failed%s",
+                             sc->samples_per_s, cost, 100 * sc->paused_share, st->samples,
+                             st->failed, refresh));
 }
 
 /* "cpu0 [uuuuuukkkk..........] busy  50% user 30% kernel 20% idle 50%": u user, k kernel,
@@ -107,7 +110,7 @@ static void filter_line(const struct top_screen *sc, GPtrArray *lines)
         snprintf(cpu, sizeof cpu, "cpu%d", f->cpu);
     char range[48];
     if (sc->window_s > 0)
-        snprintf(range, sizeof range, "last %.3g s", sc->window_s);
+        snprintf(range, sizeof range, "last %g s", sc->window_s);
     else
         snprintf(range, sizeof range, "since %s", sc->zeroed ? "z" : "start");
     add_line(lines,

@@ -16,7 +16,7 @@ struct top_screen {
     const struct top_filter *filter;
     double samples_per_s;  /* since the last refresh */
     double paused_share;   /* of wall time since the last refresh: paused (or capturing) */
-    double refresh_cpu_ms; /* qprof's CPU time for the last refresh */
+    double refresh_cpu_ms; /* qprof's CPU time for the last refresh, < 0 before one */
     double window_s;       /* 0: since the start or z */
     bool zeroed, display_paused;
     uint64_t resets;
