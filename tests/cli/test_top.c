@@ -112,6 +112,11 @@ static char *wait_screen(bool (*ok)(const char *screen, const void *arg), const 
     }
 }
 
+static bool lacks_text(const char *screen, const void *needle)
+{
+    return strstr(screen, needle) == NULL;
+}
+
 /* A file's text once it ends in a newline (g_free); "" after the deadline. */
 static char *wait_file(const char *path)
 {
@@ -320,6 +325,32 @@ static void check_callers(void)
     g_free(wait_screen(has_text, "K/U  MODULE", "the table again"));
 }
 
+/* s sorts by total; z zeroes (w: the table since then, fewer samples than since the start);
+ * space freezes the display while sampling goes on. */
+static void check_other_keys(void)
+{
+    send_keys("s");
+    char *screen = wait_screen(has_text, "sort: total", "the table by total");
+    GArray *rows = table_rows(screen);
+    for (guint i = 1; i < rows->len; i++)
+        CHECK_MSG(g_array_index(rows, struct row, i - 1).total >=
+                      g_array_index(rows, struct row, i).total,
+                  "row %u's total above row %u's under s", i, i - 1);
+    g_array_free(rows, TRUE);
+    uint64_t before = counted(screen);
+    g_free(screen);
+    send_keys("z");
+    send_keys("w");
+    screen = wait_screen(has_text, "since z", "the table since z");
+    CHECK_MSG(counted(screen) < before, "%lu samples since z, %lu before it",
+              (unsigned long)counted(screen), (unsigned long)before);
+    g_free(screen);
+    send_keys("Space");
+    g_free(wait_screen(has_text, "[display paused]", "the paused display"));
+    send_keys("Space");
+    g_free(wait_screen(lacks_text, "[display paused]", "the display going on"));
+}
+
 static bool have_tmux(void)
 {
     if (system("tmux -V >/dev/null 2>&1") == 0)
@@ -393,6 +424,7 @@ static int case_tui(bool plugin)
     g_free(screen);
 
     check_callers();
+    check_other_keys();
 
     send_keys("q");
     check_left_terminal(status_path, "0\n");
