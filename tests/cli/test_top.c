@@ -37,14 +37,15 @@ static double now_s(void)
 
 /* ---- tmux --------------------------------------------------------------------------------- */
 
-static char tmux_socket[64];
+/* The tmux server's socket, in the VM's private folder (which vm_stop removes). */
+static char tmux_socket[512];
 
-/* Runs tmux -L SOCKET ARGS...; its stdout (g_free), NULL when it failed. */
+/* Runs tmux -S SOCKET ARGS...; its stdout (g_free), NULL when it failed. */
 static char *tmux(const char *const *args)
 {
     GPtrArray *argv = g_ptr_array_new();
     g_ptr_array_add(argv, "tmux");
-    g_ptr_array_add(argv, "-L");
+    g_ptr_array_add(argv, "-S");
     g_ptr_array_add(argv, tmux_socket);
     for (const char *const *a = args; *a; a++)
         g_ptr_array_add(argv, (gpointer)*a);
@@ -364,7 +365,7 @@ static bool have_tmux(void)
  * exit status goes to (g_free). One session at a time. */
 static char *start_top(test_vm *vm, bool plugin, const char *extra, int run)
 {
-    snprintf(tmux_socket, sizeof tmux_socket, "qprof-top-%d-%d", (int)getpid(), run);
+    snprintf(tmux_socket, sizeof tmux_socket, "%s/tmux%d", vm_dir(vm), run);
     char *conf = g_strdup_printf("%s/tmux.conf", vm_dir(vm));
     REQUIRE(g_file_set_contents(conf, "set -g remain-on-exit on\n", -1, NULL));
     char *top = top_command(vm, plugin, extra);
@@ -429,6 +430,7 @@ static int case_tui(bool plugin)
     send_keys("q");
     check_left_terminal(status_path, "0\n");
     CHECK_MSG(guest_running(vm_qmp2_path(vm)), "qprof top left the guest stopped");
+    kill_tmux(); /* before vm_stop removes its socket with the VM's folder */
     vm_stop(vm);
     return harness_result();
 }
@@ -454,6 +456,7 @@ static int case_exits(void)
     check_left_terminal(status_path, "1\n");
     char *screen = wait_screen(has_text, "qprof: stopping:", "why qprof stopped");
     g_free(screen);
+    kill_tmux(); /* before vm_stop removes its socket with the VM's folder */
     vm_stop(vm);
     return harness_result();
 }
