@@ -1,6 +1,8 @@
 /* cli: the qprof command line on top of the sampling core. main.c, options.c (every option,
  * --help), run.c (the run: the sampling loop with jittered intervals, signals, progress,
- * outputs, the summary) and report.c (`qprof report`, one file per subcommand).
+ * outputs, the summary), report.c (`qprof report`, one file per subcommand) and top.c
+ * (`qprof top`, riding on run.c's loop through prof_run_hooks; top_view.c and top_text.c are
+ * its numbers and its lines).
  *
  * Functions returning int return 0 on success or a negative errno-style code and fill the
  * optional err (common/qp_error.h).
@@ -25,6 +27,20 @@ int prof_parse_args(int argc, char **argv, struct prof_options *o);
 
 void prof_print_help(FILE *out);
 
+/* `qprof top`'s own options (the rest are prof_options'). */
+struct prof_top_options {
+    double delay_s;  /* -d: seconds between refreshes [1] */
+    double window_s; /* --window: the table's sliding window [5] */
+    int count;       /* -n: refreshes before the end, 0 = until q */
+    bool batch;      /* --batch: text snapshots instead of the full-screen view */
+};
+
+/* Defaults for `qprof top`: prof_options_init's, but sampling until q, no progress line. */
+void prof_top_options_init(struct prof_options *o, struct prof_top_options *t);
+/* prof_parse_args for `qprof top ARGS` (argv[0] "top"): its options too, --help its own. */
+int prof_parse_top_args(int argc, char **argv, struct prof_options *o, struct prof_top_options *t);
+void prof_print_top_help(FILE *out);
+
 /* Parses "0,2-3" into a bit mask of vCPUs. */
 int prof_parse_cpu_list(const char *text, uint64_t *mask, struct qp_error *err);
 
@@ -46,5 +62,47 @@ int prof_report_main(int argc, char **argv);
 
 /* The whole `qprof` run for parsed options: returns the process exit code. */
 int prof_main(const struct prof_options *o);
+
+/* ---- The run's seam for a live view (run.c; `qprof top` in top.c) ------------------------ */
+
+/* One run: the session, the sampling loop and its health checks (struct run_state). */
+typedef struct run_state prof_run;
+
+/* How the run is doing so far; the strings are borrowed until the next sample. */
+struct prof_run_status {
+    double elapsed_s;         /* since sampling began */
+    uint64_t samples, failed; /* stops (captures) taken, and failed */
+    uint64_t paused_total_ns; /* the guest's paused time for samples, summed (a capturing
+                                 target: the capture time on the vCPU threads) */
+    bool captures;            /* the target captures inside QEMU (the plugin): nothing pauses */
+    bool paused_by_other;     /* someone else holds the guest paused: nothing is sampled */
+    bool qemu_gone;           /* the connection is lost: the loop ends */
+    const char *warnings;     /* every warning given so far, "warning=TEXT\n" lines */
+    const char *last_failure; /* the last failed sample's message, "" when none */
+};
+
+void prof_run_get_status(const prof_run *r, struct prof_run_status *out);
+/* The run's session (borrowed for the run's lifetime, i.e. within the hooks' calls). */
+prof_session *prof_run_session(prof_run *r);
+
+/* A view that rides on the run. The guest is never stopped while a hook runs. */
+struct prof_run_hooks {
+    /* Once, before the first sample (the session is open). Nonzero: no sampling, exit 1. */
+    int (*start)(void *ctx, prof_run *r);
+    /* After every sample attempt (and each stop that was someone else's pause); now is the
+     * run's monotonic clock in seconds. Returns true to end the run as Ctrl-C would. */
+    bool (*tick)(void *ctx, prof_run *r, double now);
+    /* Once, after the loop, before the outputs, the record and the summary are written (and
+     * after a failed start): what start set up is undone here. */
+    void (*end)(void *ctx, prof_run *r);
+    void *ctx;
+    bool summary_with_outputs_only; /* the summary only beside -o (then on stderr) */
+};
+
+/* prof_main with a view riding on the loop (hooks NULL: prof_main). */
+int prof_run_main(const struct prof_options *o, const struct prof_run_hooks *hooks);
+
+/* `qprof top ARGS` (argv[0] is "top"): returns the process exit code. */
+int prof_top_main(int argc, char **argv);
 
 #endif

@@ -25,12 +25,51 @@ void prof_options_init(struct prof_options *o)
     o->progress = isatty(STDERR_FILENO);
 }
 
+/* qprof top's part of the help, in both qprof --help (the man page) and qprof top --help. */
+static void print_top_options(FILE *out)
+{
+    fputs("Live view (qprof top [OPTIONS]: every option above but --one-shot, sampling until q):\n"
+          "  -d, --delay S          refresh the view every S seconds [1]\n"
+          "  --window S             the table covers the last S seconds [5]; w toggles it with\n"
+          "                         everything since the start (or since z)\n"
+          "  --batch                plain-text snapshots on stdout every -d seconds, as top -b\n"
+          "                         (also when stdout is not a terminal)\n"
+          "  -n, --iterations N     stop after N snapshots (refreshes)\n"
+          "  keys: q quit; k/u/a kernel, user, all; p pick a process; c pick a vCPU; s sort by\n"
+          "  self or total; w window or since start; Up/Down and Enter: a function's callers\n"
+          "  (the hottest stacks through it; Esc back); z zero; space pause the display (not\n"
+          "  the sampling). -o FILE writes the usual outputs and the record at the end; the\n"
+          "  summary then goes to stderr. NO_COLOR set: no colours.\n",
+          out);
+}
+
+void prof_print_top_help(FILE *out)
+{
+    fputs("Usage: qprof top [OPTIONS]\n"
+          "A live view of a guest running under QEMU: which functions are hot now, in which\n"
+          "processes and on which vCPUs, refreshed every second until q. Every target, OS and\n"
+          "symbol option of qprof applies (qprof --help): --qmp-socket, --gdb, --plugin,\n"
+          "--kernel, --user-dir, --os, --sysroot, --interval, --cpus, ...\n"
+          "\n",
+          out);
+    print_top_options(out);
+    fputs("\nExit status: 0 after q, Ctrl-C or -n; 1 runtime failure (no QEMU, QEMU gone);\n"
+          "2 usage error.\n"
+          "\nEXAMPLES\n"
+          "  qprof top --gdb tcp:localhost:1234 --kernel kernel.elf --user-dir bin/\n"
+          "      the live view over the gdbstub\n"
+          "  qprof top --qmp-socket ./qmp-socket --interval 1 --batch -n 3 -d 2\n"
+          "      three text snapshots two seconds apart, sampling at ~1 kHz\n",
+          out);
+}
+
 void prof_print_help(FILE *out)
 {
     fputs(
         "Usage: qprof [OPTIONS]\n"
         "       qprof record [OPTIONS] -o FILE      sample into a record file\n"
         "       qprof report -i FILE [OPTIONS]      write any output from it (report --help)\n"
+        "       qprof top [OPTIONS]                 a live view of the hottest functions\n"
         "Sample a guest running under QEMU through its QMP socket: every interval the guest is\n"
         "stopped for a moment, each vCPU's kernel and user stack is unwound with DWARF CFI, and\n"
         "the stacks are counted. Output is one folded stack per line (\"frame;frame;leaf "
@@ -154,7 +193,10 @@ void prof_print_help(FILE *out)
         "  --no-progress          no live progress line on stderr\n"
         "  --progress             the progress line even when stderr is not a terminal\n"
         "  -v, --verbose          explain what is loaded and why samples fail\n"
-        "  -h, --help             this text;  --version  the version\n"
+        "  -h, --help             this text;  --version  the version\n",
+        out);
+    print_top_options(out);
+    fputs(
         "\n"
         "Exit status: 0 success (also after Ctrl-C, SIGTERM or SIGHUP, with what was sampled\n"
         "written), 1 runtime failure (no QEMU, QEMU gone mid-run, an output that cannot be\n"
@@ -310,6 +352,8 @@ enum {
     OPT_FORMAT,
     OPT_PER_CPU,
     OPT_VERSION,
+    OPT_BATCH,
+    OPT_WINDOW,
 };
 
 static const struct option long_options[] = {
@@ -350,6 +394,11 @@ static const struct option long_options[] = {
     {"per-cpu", no_argument, NULL, OPT_PER_CPU},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
+    /* qprof top's own (top_option) */
+    {"delay", required_argument, NULL, 'd'},
+    {"iterations", required_argument, NULL, 'n'},
+    {"batch", no_argument, NULL, OPT_BATCH},
+    {"window", required_argument, NULL, OPT_WINDOW},
     {NULL, 0, NULL, 0},
 };
 
@@ -601,17 +650,59 @@ int prof_options_for_record(struct prof_options *o)
     return 0;
 }
 
-int prof_parse_args(int argc, char **argv, struct prof_options *o)
+/* qprof top's options; -1 (nothing printed) when c is not one of them, or when t is NULL (a
+ * plain qprof run: getopt_long's table has them, the short ones are not in its string). */
+static int top_option(struct prof_top_options *t, int c, const char *arg)
+{
+    if (!t)
+        return c == OPT_BATCH || c == OPT_WINDOW || c == 'd' || c == 'n' ? -2 : -1;
+    switch (c) {
+    case 'd':
+        return parse_double("-d", arg, 0.1, 3600, &t->delay_s) ? -3 : 0;
+    case 'n':
+        return parse_int("-n", arg, 1, INT_MAX, &t->count) ? -3 : 0;
+    case OPT_WINDOW:
+        return parse_double("--window", arg, 0.1, 86400, &t->window_s) ? -3 : 0;
+    case OPT_BATCH:
+        t->batch = true;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+void prof_top_options_init(struct prof_options *o, struct prof_top_options *t)
+{
+    prof_options_init(o);
+    o->duration_s = 0; /* until q */
+    o->progress = false;
+    *t = (struct prof_top_options){.delay_s = 1, .window_s = 5};
+}
+
+static int parse_args(int argc, char **argv, struct prof_options *o, struct prof_top_options *t)
 {
     int c;
     bool duration_given = false;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":o:vh", long_options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, t ? ":o:vhd:n:" : ":o:vh", long_options, NULL)) != -1) {
         if (c == 'h') {
-            prof_print_help(stdout);
+            if (t)
+                prof_print_top_help(stdout);
+            else
+                prof_print_help(stdout);
             return PROF_EXIT_OK;
         }
+        int top_rc = top_option(t, c, optarg);
+        if (top_rc == -2) {
+            fprintf(stderr, "qprof: --delay (-d), --iterations (-n), --batch and --window go "
+                            "with qprof top\n");
+            return usage_error();
+        }
+        if (top_rc == -3)
+            return usage_error();
+        if (top_rc == 0)
+            continue;
         if (c == OPT_VERSION) {
             printf("qprof %s\n", QPROF_VERSION);
             return PROF_EXIT_OK;
@@ -681,5 +772,19 @@ int prof_parse_args(int argc, char **argv, struct prof_options *o)
         fprintf(stderr, "qprof: --transport gdb needs --gdb ADDRESS\n");
         return usage_error();
     }
+    if (t && o->one_shot) {
+        fprintf(stderr, "qprof top: --one-shot is qprof's, not a live view's\n");
+        return usage_error();
+    }
     return -1;
+}
+
+int prof_parse_args(int argc, char **argv, struct prof_options *o)
+{
+    return parse_args(argc, argv, o, NULL);
+}
+
+int prof_parse_top_args(int argc, char **argv, struct prof_options *o, struct prof_top_options *t)
+{
+    return parse_args(argc, argv, o, t);
 }

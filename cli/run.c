@@ -121,6 +121,7 @@ struct run_state {
     uint64_t paused_intervals; /* intervals skipped while someone else had the guest paused */
     bool have_exact;           /* --exact's counts were taken (exact) */
     struct prof_exact_summary exact;
+    const struct prof_run_hooks *hooks; /* a live view's (qprof top), NULL for a plain run */
 };
 
 /* The slot of a failure code; the last slot ("other") takes every code not listed. */
@@ -357,6 +358,8 @@ static void sampling_loop(struct run_state *r)
         if (limit && r->samples >= limit)
             break;
         now = now_s();
+        if (r->hooks && r->hooks->tick(r->hooks->ctx, r, now))
+            break;
         record_some(r, now);
         progress_line(r, now, false);
         warn_if_slow(r, now);
@@ -738,6 +741,7 @@ static int finish(struct run_state *r)
     progress_line(r, now_s(), true);
     int exit_code = r->qemu_gone ? PROF_EXIT_RUNTIME : PROF_EXIT_OK;
     FILE *summary = r->o->n_outputs || r->o->record ? stderr : stdout;
+    bool quiet = r->hooks && r->hooks->summary_with_outputs_only && summary == stdout;
     if (stop_signal)
         fprintf(stderr, "qprof: interrupted by %s after %.1f s; writing what was sampled\n",
                 strsignal(stop_signal), elapsed);
@@ -763,8 +767,10 @@ static int finish(struct run_state *r)
                     prof_agg_total(r->agg), r->o->record, r->o->record);
         }
     }
-    print_summary(r, elapsed, summary);
-    print_exact(r, names, summary);
+    if (!quiet) {
+        print_summary(r, elapsed, summary);
+        print_exact(r, names, summary);
+    }
     out_names_free(names);
     return exit_code;
 }
@@ -806,7 +812,31 @@ static void warn_vcpu_limit(prof_session *s)
                 n, PROF_MAX_VCPUS, PROF_MAX_VCPUS - 1);
 }
 
+prof_session *prof_run_session(prof_run *r)
+{
+    return r->session;
+}
+
+void prof_run_get_status(const prof_run *r, struct prof_run_status *out)
+{
+    const prof_target *t = prof_session_target(r->session);
+    *out = (struct prof_run_status){.elapsed_s = now_s() - r->start,
+                                    .samples = r->samples,
+                                    .failed = r->failed,
+                                    .paused_total_ns = r->paused_total_ns,
+                                    .captures = prof_target_captures(t),
+                                    .paused_by_other = r->paused_by_other,
+                                    .qemu_gone = r->qemu_gone,
+                                    .warnings = r->warnings->str,
+                                    .last_failure = r->last_failure};
+}
+
 int prof_main(const struct prof_options *o)
+{
+    return prof_run_main(o, NULL);
+}
+
+int prof_run_main(const struct prof_options *o, const struct prof_run_hooks *hooks)
 {
     install_signal_handlers();
     srandom((unsigned)(time(NULL) ^ getpid()));
@@ -824,8 +854,11 @@ int prof_main(const struct prof_options *o)
         prof_session_free(s);
         return rc;
     }
-    struct run_state r = {
-        .o = o, .session = s, .agg = prof_agg_new(), .warnings = g_string_new(NULL)};
+    struct run_state r = {.o = o,
+                          .session = s,
+                          .agg = prof_agg_new(),
+                          .warnings = g_string_new(NULL),
+                          .hooks = hooks};
     if (o->record && open_recorder(&r) != 0) {
         g_string_free(r.warnings, TRUE);
         prof_agg_free(r.agg);
@@ -841,8 +874,14 @@ int prof_main(const struct prof_options *o)
                 o->interval_ms, o->duration_s);
     else if (o->progress)
         fprintf(stderr, "qprof: sampling every ~%.3g ms until Ctrl-C\n", o->interval_ms);
-    sampling_loop(&r);
+    bool hooks_failed = hooks && hooks->start(hooks->ctx, &r) != 0;
+    if (!hooks_failed)
+        sampling_loop(&r);
+    if (hooks)
+        hooks->end(hooks->ctx, &r);
     int rc = finish(&r);
+    if (hooks_failed)
+        rc = PROF_EXIT_RUNTIME;
     g_string_free(r.warnings, TRUE);
     prof_agg_free(r.agg);
     prof_session_free(s);

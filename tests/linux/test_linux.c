@@ -28,6 +28,8 @@
  *
  * modules-cycle: the same module loaded and unloaded over and over while qprof samples.
  *
+ * top: qprof top --batch names dd's kernel functions, with no input.
+ *
  * sysroot-plugin: the sysroot case through qprof-plugin.so (user stacks captured at the instant).
  *
  * Usage: test_linux CASE   (dd-1cpu, dd-2cpu, dd-gdb, dd-plugin, dd-plugin-2cpu, not-linux,
@@ -1625,6 +1627,33 @@ static int case_foreign_modules(void)
     return end_guest(&g);
 }
 
+/* qprof top --batch on the stock guest with no symbol options: one snapshot after a fixed
+ * number of samples, dd among the processes and its kernel time named (read_zero or
+ * clear_user*, the functions dd-1cpu checks in its stacks). */
+static int case_top(void)
+{
+    struct guest g = {.want_kallsyms = false};
+    int rc = start_guest(1, "dd", &g);
+    if (rc)
+        return rc == VM_SKIP ? VM_SKIP : harness_result();
+    const char *args[] = {"top", "--qmp-socket", vm_qmp_path(g.vm), "--samples", SAMPLES, "--batch",
+                          "-d",  "3600",         "--window",        "86400",     NULL};
+    struct run r = run_qprof(g.dir, args, 240);
+    CHECK_INT(r.exit_code, 0);
+    fprintf(stderr, "%s%s", r.out, r.err);
+    CHECK_INT(count_of(r.out, "qprof top  "), 1);
+    CHECK_MSG(strstr(r.out, " dd ("), "dd is not among the processes");
+    bool named = false;
+    char **lines = g_strsplit(r.out, "\n", -1);
+    for (char **l = lines; *l; l++)
+        named |= g_regex_match_simple("^ *[0-9.]+% +[0-9.]+% +K +\\S+ +(read_zero|clear_user)", *l,
+                                      0, 0);
+    g_strfreev(lines);
+    CHECK_MSG(named, "no read_zero or clear_user* row among the kernel functions");
+    run_free(&r);
+    return end_guest(&g);
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -1642,6 +1671,8 @@ int main(int argc, char **argv)
         return case_dd(2, VIA_PLUGIN);
     if (strcmp(c, "not-linux") == 0)
         return case_not_linux();
+    if (strcmp(c, "top") == 0)
+        return case_top();
     if (strcmp(c, "no-btf") == 0)
         return case_no_btf();
     if (strcmp(c, "reboot") == 0)
@@ -1668,7 +1699,7 @@ int main(int argc, char **argv)
         return case_foreign_qmp_refused();
     fprintf(stderr,
             "usage: test_linux "
-            "dd-1cpu|dd-2cpu|dd-gdb|dd-plugin|dd-plugin-2cpu|not-linux|no-btf|reboot|"
+            "dd-1cpu|dd-2cpu|dd-gdb|dd-plugin|dd-plugin-2cpu|not-linux|no-btf|reboot|top|"
             "sysroot|sysroot-plugin|modules|modules-cycle|arch-dd|arch-dd-2cpu|"
             "arch-dd-qmp|arch-dd-plugin|arch-modules|arch-qmp-refused [SERIES: 5.10, 6.12, 7.x, "
             "arm64-6.1, riscv64-7.x; 6.1 when "
