@@ -77,6 +77,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 /* The timer's wake-up cost is measured at load with this many sleeps of this length. */
 #define CALIBRATION_WAKES       200
 #define CALIBRATION_INTERVAL_NS 100000
+/* The timer thread sleeps at most this long at once (it looks at the configuration between). */
+#define TIMER_SLICE_NS 50000000
 
 /* What one vCPU's thread keeps; only that thread touches it after init. */
 struct vcpu {
@@ -498,13 +500,17 @@ static void *timer_main(void *arg)
     (void)arg;
     struct vcpu rng = {.rng = 0x2545f4914f6cdd1du ^ now_ns()}; /* only for jittered() */
     measure_wake_cost();
-    uint64_t deadline = 0;
+    uint64_t deadline = 0, gen = 0;
     for (;;) {
         uint64_t interval = timed_interval(), now = now_ns();
         if (!interval) {
             deadline = 0;
             interval = wait_for_work();
             now = now_ns();
+        }
+        if (gen != atomic_load(&P.gen)) { /* a new configuration times from now */
+            gen = atomic_load(&P.gen);
+            deadline = 0;
         }
         if (!deadline) {
             deadline = now + jittered(&rng, interval);
@@ -515,7 +521,9 @@ static void *timer_main(void *arg)
             if (deadline <= now)
                 deadline = now + jittered(&rng, interval) / 2;
         }
-        struct timespec ts = {(time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u)};
+        /* a long interval is slept in slices, so that the next configuration is seen */
+        uint64_t until = MIN(deadline, now_ns() + TIMER_SLICE_NS);
+        struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
     }
     return NULL;
@@ -654,8 +662,12 @@ static void apply_rate_floors(struct qpr_config *c)
         c->interval_ns = 1000000;
     if (c->interval_ns && c->interval_ns < QPR_MIN_INTERVAL_NS)
         c->interval_ns = QPR_MIN_INTERVAL_NS;
+    if (c->interval_ns > QPR_MAX_INTERVAL_NS)
+        c->interval_ns = QPR_MAX_INTERVAL_NS;
     if (!c->interval_ns && c->period_insns < QPR_MIN_PERIOD_INSNS)
         c->period_insns = QPR_MIN_PERIOD_INSNS;
+    if (c->period_insns > QPR_MAX_PERIOD_INSNS)
+        c->period_insns = QPR_MAX_PERIOD_INSNS;
     struct qpr_header *h = qps_header(P.shm);
     atomic_store(&h->interval_ns, c->interval_ns);
     atomic_store(&h->period_insns, c->interval_ns ? 0 : c->period_insns);

@@ -45,6 +45,10 @@
  * less): below them the timer thread or the vCPU's callback would do little but wake up. */
 #define QPR_MIN_INTERVAL_NS  UINT64_C(100000) /* 0.1 ms: 10 kHz */
 #define QPR_MIN_PERIOD_INSNS UINT64_C(100)
+/* And ceilings, qprof's too: past them the deadlines' arithmetic would overflow, and a timer
+ * asleep until a far deadline would keep the next session's samples waiting. */
+#define QPR_MAX_INTERVAL_NS  UINT64_C(60000000000) /* 60 s */
+#define QPR_MAX_PERIOD_INSNS (UINT64_C(1) << 40)
 /* Changes that flush QEMU's code cache (a change of trigger, an exact-count START) are served at
  * most once per this long: the listener waits out the rest before it takes the next. */
 #define QPR_RESET_GAP_NS UINT64_C(250000000)
