@@ -192,7 +192,8 @@ static bool has_frame(const char *stack, const char *frame)
 }
 
 /* A normal qprof: every sample written, spin's hot loops at their designed 3:1 (the e2e suite's
- * check, 4.4 standard deviations of the share over the samples, at least 0.03). */
+ * check, 4.4 standard deviations of the share over the samples, at least 0.03). The idle share
+ * is left out: on a loaded host the vCPU thread's waits stretch, and that is not this test's. */
 static void check_normal_run(test_vm *vm)
 {
     struct run r = run_qprof(vm, SAMPLES);
@@ -203,13 +204,15 @@ static void check_normal_run(test_vm *vm)
     struct folded f = folded_read(out);
     CHECK_MSG(f.total == SAMPLES && !f.malformed, "%lu samples written, %u lines malformed",
               (unsigned long)f.total, f.malformed);
-    uint64_t a = 0, b = 0;
+    uint64_t a = 0, b = 0, idle = 0;
     for (guint i = 0; i < f.stacks->len; i++) {
         a += has_frame(STACK(&f, i), "hot_a") ? COUNT(&f, i) : 0;
         b += has_frame(STACK(&f, i), "hot_b") ? COUNT(&f, i) : 0;
+        idle += strcmp(STACK(&f, i), "idle") == 0 ? COUNT(&f, i) : 0;
     }
-    CHECK_MSG(a + b >= f.total / 2, "only %lu of %lu samples in the hot loops",
-              (unsigned long)(a + b), (unsigned long)f.total);
+    CHECK_MSG(a + b >= (f.total - idle) / 2 && a + b >= 100,
+              "only %lu of %lu running samples in the hot loops", (unsigned long)(a + b),
+              (unsigned long)(f.total - idle));
     if (a + b) {
         double share = (double)a / (double)(a + b);
         double tol = fmax(4.4 * sqrt(0.75 * 0.25 / (double)(a + b)), 0.03);
