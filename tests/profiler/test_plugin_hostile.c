@@ -6,7 +6,7 @@
  *   one-byte        a client that sends one byte and waits: the next qprof is served anyway
  *   not-a-socket    a regular file at the socket path: the plugin refuses, the file stays
  *   socket-mode     the socket is 0600 under umask 0; another uid is refused (as root), and let
- *                   in by allow-uid=N
+ *                   in by allow-uid=N or any-user=on
  *   floors          interval_ns 1 and period_insns 1 are raised to the floors, 2^64-1 lowered to
  *                   the ceiling, and exact-count STARTs (code-cache flushes) are paced
  * Each skips (77), saying why, without QEMU 10 or the plugin. */
@@ -394,12 +394,16 @@ static void case_socket_mode(void)
     check_normal_run(vm); /* QEMU's own uid still served */
     vm_stop(vm);
 
-    vm = boot("allow-uid=65534");
-    REQUIRE(stat(socket_path(vm), &st) == 0);
-    CHECK_MSG((st.st_mode & 0777) == 0666, "allow-uid: mode %o", (unsigned)(st.st_mode & 0777));
-    REQUIRE(chmod(vm_dir(vm), 0755) == 0);
-    CHECK_INT(hello_status_as_nobody(socket_path(vm)), QPR_OK);
-    vm_stop(vm);
+    const char *widen[] = {"allow-uid=65534", "any-user=on"};
+    for (int i = 0; i < 2; i++) {
+        vm = boot(widen[i]);
+        REQUIRE(stat(socket_path(vm), &st) == 0);
+        CHECK_MSG((st.st_mode & 0777) == 0666, "%s: mode %o", widen[i],
+                  (unsigned)(st.st_mode & 0777));
+        REQUIRE(chmod(vm_dir(vm), 0755) == 0);
+        CHECK_INT(hello_status_as_nobody(socket_path(vm)), QPR_OK);
+        vm_stop(vm);
+    }
 }
 
 /* Waits until the header's word at `field` reads `want`: true when it does within the deadline. */
