@@ -268,9 +268,7 @@ static void take_sample(unsigned idx, struct vcpu *v, uint64_t t0, uint32_t peri
     qpr_capture_windows(s, v->cfg.win, read_window_cb, v); /* first: the user stack may be there */
     if ((s->regs_valid >> v->cfg.mode_reg & 1) && !qpr_user_mode(s, &v->cfg))
         chase_user_stack(v, idx, s);
-    uint64_t cost = now_ns() - t0;
-    s->cost_ns = cost > UINT32_MAX ? UINT32_MAX : (uint32_t)cost;
-    qps_publish(P.shm, idx, s);
+    qps_publish(P.shm, idx, s, t0); /* which sets the slot's cost_ns, the copy included */
 }
 
 /* A new configuration: copy it, start the deadline afresh. False when disarmed. */
@@ -390,7 +388,7 @@ static void on_resume(qemu_plugin_id_t id, unsigned int idx)
         s->time_ns = now;
         s->idle_ns = now - since;
         s->insns = v->insns;
-        qps_publish(P.shm, idx, s);
+        qps_publish(P.shm, idx, s, 0);
     }
     /* the waiting time was handed over whole: the next running sample is an interval away */
     v->deadline_ns = now + jittered(v, v->cfg.interval_ns);

@@ -227,7 +227,14 @@ static void copy_sample(struct qpr_sample *slot, const struct qpr_sample *s)
     memcpy(slot->win_bytes, s->win_bytes, win_end);
 }
 
-void qps_publish(qps_shared *s, uint32_t vcpu, const struct qpr_sample *sample)
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void qps_publish(qps_shared *s, uint32_t vcpu, const struct qpr_sample *sample, uint64_t t0_ns)
 {
     if (vcpu >= s->n_vcpus)
         return;
@@ -241,8 +248,13 @@ void qps_publish(qps_shared *s, uint32_t vcpu, const struct qpr_sample *sample)
         return;
     }
     uint64_t head = atomic_load_explicit(&p->head, memory_order_relaxed);
-    copy_sample(&p->ring->slots[head % QPR_SLOTS], sample);
+    struct qpr_sample *slot = &p->ring->slots[head % QPR_SLOTS];
+    copy_sample(slot, sample);
     leave(p);
+    if (t0_ns) { /* only written: the capture's cost with the copy, for the summary */
+        uint64_t cost = mono_ns() - t0_ns;
+        slot->cost_ns = cost > UINT32_MAX ? UINT32_MAX : (uint32_t)cost;
+    }
     atomic_store_explicit(&p->head, head + 1, memory_order_relaxed);
     atomic_store_explicit(&p->ring->head, head + 1, memory_order_release);
     atomic_fetch_add_explicit(&p->ring->samples, 1, memory_order_relaxed);

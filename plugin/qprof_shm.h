@@ -45,8 +45,9 @@ void qps_session_close(qps_shared *s);
 bool qps_reserve(qps_shared *s, uint32_t vcpu);
 /* Copies the captured sample (the caller's own memory; its lengths clamped to their arrays'
  * sizes) into ring vcpu's next slot and publishes it, or counts it lost when there is no room or
- * no session. From vcpu's thread only. */
-void qps_publish(qps_shared *s, uint32_t vcpu, const struct qpr_sample *sample);
+ * no session. t0_ns: when the capture began (CLOCK_MONOTONIC), so that the slot's cost_ns counts
+ * the copy too; 0 keeps the sample's cost_ns. From vcpu's thread only. */
+void qps_publish(qps_shared *s, uint32_t vcpu, const struct qpr_sample *sample, uint64_t t0_ns);
 /* trigger=timer: one idle tick for vcpu (from the timer thread). */
 void qps_idle_tick(qps_shared *s, uint32_t vcpu);
 

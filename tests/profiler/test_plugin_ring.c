@@ -425,7 +425,7 @@ static void *hostile_vcpu(void *arg)
             scratch->ustack_addr = usp;
             scratch->ustack_len = fake_guest_read(NULL, usp, 512, scratch->ustack);
         }
-        qps_publish(H->s, vcpu, scratch);
+        qps_publish(H->s, vcpu, scratch, 0);
         atomic_fetch_add(&H->published, 1);
     }
     free(scratch);
@@ -483,11 +483,16 @@ static void check_next_session_whole(qps_shared *s)
         in->time_ns = (uint64_t)n;
         in->stack_len = 100 + (uint32_t)n;
         memset(in->stack, n & 0xff, in->stack_len);
-        qps_publish(s, 1, in);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        /* a capture that began 5 us ago: the slot's cost counts from then, the copy included */
+        uint64_t t0 = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - 5000;
+        qps_publish(s, 1, in, t0);
         if (atomic_load(&r->head) != tail + 1)
             continue;
         const struct qpr_sample *out = &r->slots[tail % QPR_SLOTS];
-        bool same = out->time_ns == (uint64_t)n && out->stack_len == in->stack_len &&
+        bool same = out->time_ns == (uint64_t)n && out->cost_ns >= 5000 &&
+                    out->stack_len == in->stack_len &&
                     memcmp(out->stack, in->stack, in->stack_len) == 0;
         whole += same;
         atomic_store(&c.tails->v[1].tail, tail + 1);
