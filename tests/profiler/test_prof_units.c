@@ -115,7 +115,7 @@ static void test_usage_errors(void)
                   bad[i][0]);
 }
 
-/* qprof's floors are the plugin's: what qprof lets through, the plugin does not raise. */
+/* qprof's floors and ceilings are the plugin's: what qprof lets through, the plugin keeps. */
 static void test_rate_floors(void)
 {
     struct prof_options o;
@@ -127,6 +127,19 @@ static void test_rate_floors(void)
     CHECK_INT(parse(&o, (const char *[]){"--plugin", "unix:p", "--period-insns", period, NULL}),
               -1);
     CHECK_U64(o.period_insns, QPR_MIN_PERIOD_INSNS);
+    /* and the ceilings: the largest qprof takes, the plugin keeps; one more is refused */
+    snprintf(interval, sizeof interval, "%g", QPR_MAX_INTERVAL_NS / 1e6);
+    snprintf(period, sizeof period, "%" PRIu64, QPR_MAX_PERIOD_INSNS);
+    CHECK_INT(parse(&o, (const char *[]){"--plugin", "unix:p", "--interval", interval, NULL}), -1);
+    CHECK(o.interval_ms * 1e6 <= (double)QPR_MAX_INTERVAL_NS);
+    CHECK_INT(parse(&o, (const char *[]){"--plugin", "unix:p", "--period-insns", period, NULL}),
+              -1);
+    snprintf(interval, sizeof interval, "%g", QPR_MAX_INTERVAL_NS / 1e6 + 1);
+    snprintf(period, sizeof period, "%" PRIu64, QPR_MAX_PERIOD_INSNS + 1);
+    CHECK_INT(parse(&o, (const char *[]){"--plugin", "unix:p", "--interval", interval, NULL}),
+              PROF_EXIT_USAGE);
+    CHECK_INT(parse(&o, (const char *[]){"--plugin", "unix:p", "--period-insns", period, NULL}),
+              PROF_EXIT_USAGE);
 }
 
 static void test_cpu_list(void)
