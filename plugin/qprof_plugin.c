@@ -34,6 +34,13 @@
  * configuration; when it goes away, sampling is disarmed (the counter's threshold is then 2^24
  * instructions away, a callback per ~16M instructions) and the next qprof is served.
  *
+ * Who may connect, and what a client can do (docs/security-plugin.md): the socket is 0600 and
+ * only peers of QEMU's uid are served (allow-uid=N or any-user=on of -plugin allow more, and
+ * make it 0666); a client maps the rings read-only and writes only its read positions, which
+ * the plugin takes as untrusted numbers (qprof_shm.c); every read from a client has a deadline;
+ * rates below QPR_MIN_INTERVAL_NS and QPR_MIN_PERIOD_INSNS are raised to them; changes that
+ * flush the code cache are served at most once per QPR_RESET_GAP_NS.
+ *
  * qprof --exact's instruction counts per block live in qprof_exact.c; this file hands it each
  * translated block and the socket's exact-count requests, and resets the plugin when it asks. */
 #define _GNU_SOURCE
@@ -41,6 +48,7 @@
 
 #include "qprof_exact.h"
 #include "qprof_ring.h"
+#include "qprof_shm.h"
 
 #include <errno.h>
 #include <glib.h>
@@ -52,6 +60,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,6 +77,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 /* The timer's wake-up cost is measured at load with this many sleeps of this length. */
 #define CALIBRATION_WAKES       200
 #define CALIBRATION_INTERVAL_NS 100000
+/* The timer thread sleeps at most this long at once (it looks at the configuration between). */
+#define TIMER_SLICE_NS 50000000
 
 /* What one vCPU's thread keeps; only that thread touches it after init. */
 struct vcpu {
@@ -75,6 +86,9 @@ struct vcpu {
     GArray *all_regs; /* every register the vCPU has (qemu_plugin_reg_descriptor), by name */
     struct qemu_plugin_register *reg[QPR_MAX_REGS]; /* the configuration's reg_names */
     GByteArray *buf; /* QPR_STACK_MAX bytes reserved: reads never grow it */
+    /* where a sample is captured, then copied into the ring: never in the shared slot, whose
+     * lengths a reader could have changed under the capture */
+    struct qpr_sample *scratch;
     uint64_t rng;
     uint64_t gen; /* the configuration generation this vCPU last saw */
     struct qpr_config cfg;
@@ -92,11 +106,16 @@ static struct {
     uint32_t n_vcpus;
     uint32_t arch; /* enum qpr_arch of QEMU's target */
     struct vcpu *vcpus;
-    int memfd;
-    void *map;
-    uint64_t map_size;
+    qps_shared *shm;
+    _Atomic uint32_t wake_cost_ns; /* measured at load; the header has a copy for qprof */
     char *socket_path;
+    dev_t socket_dev; /* the socket this plugin made at socket_path, unlinked at exit */
+    ino_t socket_ino;
     int listen_fd;
+    /* Peers served besides QEMU's own uid: allow-uid=N (-1: none) and any-user=on. */
+    int64_t allow_uid;
+    bool any_user;
+    uint64_t last_reset_ns; /* the listener's latest change that flushes the code cache */
     pthread_t listener;
     /* The listener publishes a configuration by writing cfg[(gen + 1) & 1] and then storing
      * gen + 1 with release; 0 means disarmed. Two buffers, so a vCPU copying one is not
@@ -116,8 +135,8 @@ static struct {
     pthread_t timer_thread;
     pthread_mutex_t timer_lock;
     pthread_cond_t timer_cond;
-} P = {.memfd = -1,
-       .listen_fd = -1,
+} P = {.listen_fd = -1,
+       .allow_uid = -1,
        .timer_lock = PTHREAD_MUTEX_INITIALIZER,
        .timer_cond = PTHREAD_COND_INITIALIZER};
 
@@ -224,31 +243,11 @@ static uint32_t read_window_cb(void *ctx, uint64_t addr, uint32_t len, uint8_t *
     return read_window(ctx, addr, len, out);
 }
 
-/* Claims the next slot of the vCPU's ring, or counts a loss; NULL when full. */
-static struct qpr_sample *claim(struct qpr_ring *r)
-{
-    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
-    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
-    if (head - tail >= QPR_SLOTS) {
-        atomic_fetch_add_explicit(&r->lost, 1, memory_order_relaxed);
-        return NULL;
-    }
-    return &r->slots[head % QPR_SLOTS];
-}
-
-static void publish(struct qpr_ring *r)
-{
-    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
-    atomic_store_explicit(&r->head, head + 1, memory_order_release);
-    atomic_fetch_add_explicit(&r->samples, 1, memory_order_relaxed);
-}
-
 static void take_sample(unsigned idx, struct vcpu *v, uint64_t t0, uint32_t periods)
 {
-    struct qpr_ring *r = qpr_ring_at(P.map, idx);
-    struct qpr_sample *s = claim(r);
-    if (!s)
+    if (!qps_reserve(P.shm, idx))
         return;
+    struct qpr_sample *s = v->scratch;
     s->kind = QPR_KIND_SAMPLE;
     s->periods = periods;
     s->vcpu = idx;
@@ -269,9 +268,7 @@ static void take_sample(unsigned idx, struct vcpu *v, uint64_t t0, uint32_t peri
     qpr_capture_windows(s, v->cfg.win, read_window_cb, v); /* first: the user stack may be there */
     if ((s->regs_valid >> v->cfg.mode_reg & 1) && !qpr_user_mode(s, &v->cfg))
         chase_user_stack(v, idx, s);
-    uint64_t cost = now_ns() - t0;
-    s->cost_ns = cost > UINT32_MAX ? UINT32_MAX : (uint32_t)cost;
-    publish(r);
+    qps_publish(P.shm, idx, s, t0); /* which sets the slot's cost_ns, the copy included */
 }
 
 /* A new configuration: copy it, start the deadline afresh. False when disarmed. */
@@ -383,16 +380,15 @@ static void on_resume(qemu_plugin_id_t id, unsigned int idx)
     if (!since || atomic_load_explicit(&P.trigger, memory_order_relaxed) != QPR_TRIGGER_COUNTER ||
         v->trigger_seen != QPR_TRIGGER_COUNTER || !refresh_config(v, now))
         return; /* the timer: idle ticks instead */
-    struct qpr_ring *r = qpr_ring_at(P.map, idx);
-    struct qpr_sample *s = claim(r);
-    if (s) {
+    if (qps_reserve(P.shm, idx)) {
+        struct qpr_sample *s = v->scratch;
+        memset(s, 0, offsetof(struct qpr_sample, stack)); /* no windows */
         s->kind = QPR_KIND_IDLE;
         s->vcpu = idx;
         s->time_ns = now;
         s->idle_ns = now - since;
         s->insns = v->insns;
-        s->cost_ns = 0;
-        publish(r);
+        qps_publish(P.shm, idx, s, 0);
     }
     /* the waiting time was handed over whole: the next running sample is an interval away */
     v->deadline_ns = now + jittered(v, v->cfg.interval_ns);
@@ -419,6 +415,7 @@ static void on_vcpu_init(qemu_plugin_id_t id, unsigned int idx)
     struct vcpu *v = &P.vcpus[idx];
     v->all_regs = qemu_plugin_get_registers(); /* kept: QEMU interns the names */
     v->buf = g_byte_array_sized_new(QPR_STACK_MAX);
+    v->scratch = g_new0(struct qpr_sample, 1);
     v->rng = 0x9e3779b97f4a7c15u ^ ((uint64_t)idx << 32) ^ now_ns();
     rearm(idx, DISARMED_DISTANCE);
     v->ready = true;
@@ -438,7 +435,7 @@ static void timer_tick(uint64_t periods)
         /* idle and running are both sampled here, at the timer's own pace, so that a late timer
          * thread does not tilt the busy share */
         if (atomic_load_explicit(&v->idle_since_ns, memory_order_relaxed)) {
-            atomic_fetch_add_explicit(&qpr_ring_at(P.map, i)->idle_ticks, 1, memory_order_relaxed);
+            qps_idle_tick(P.shm, i);
         } else {
             atomic_fetch_add_explicit(&v->flagged, (uint32_t)periods, memory_order_relaxed);
             qemu_plugin_u64_set(P.counter, i, FIRE);
@@ -464,8 +461,9 @@ static void measure_wake_cost(void)
         clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
     }
     uint64_t per_wake = (thread_cpu_ns() - cpu0) / CALIBRATION_WAKES;
-    struct qpr_header *h = P.map;
-    atomic_store(&h->wake_cost_ns, per_wake ? (uint32_t)MIN(per_wake, UINT32_MAX) : 1);
+    uint32_t cost = per_wake ? (uint32_t)MIN(per_wake, UINT32_MAX) : 1;
+    atomic_store(&P.wake_cost_ns, cost);
+    atomic_store(&qps_header(P.shm)->wake_cost_ns, cost);
 }
 
 static void wake_timer(void)
@@ -500,13 +498,17 @@ static void *timer_main(void *arg)
     (void)arg;
     struct vcpu rng = {.rng = 0x2545f4914f6cdd1du ^ now_ns()}; /* only for jittered() */
     measure_wake_cost();
-    uint64_t deadline = 0;
+    uint64_t deadline = 0, gen = 0;
     for (;;) {
         uint64_t interval = timed_interval(), now = now_ns();
         if (!interval) {
             deadline = 0;
             interval = wait_for_work();
             now = now_ns();
+        }
+        if (gen != atomic_load(&P.gen)) { /* a new configuration times from now */
+            gen = atomic_load(&P.gen);
+            deadline = 0;
         }
         if (!deadline) {
             deadline = now + jittered(&rng, interval);
@@ -517,7 +519,9 @@ static void *timer_main(void *arg)
             if (deadline <= now)
                 deadline = now + jittered(&rng, interval) / 2;
         }
-        struct timespec ts = {(time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u)};
+        /* a long interval is slept in slices, so that the next configuration is seen */
+        uint64_t until = MIN(deadline, now_ns() + TIMER_SLICE_NS);
+        struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
     }
     return NULL;
@@ -541,7 +545,7 @@ static void after_reset(qemu_plugin_id_t id)
     exact_on_reset();
     uint32_t want = atomic_load(&P.want_trigger);
     atomic_store(&P.trigger, want);
-    struct qpr_header *h = P.map;
+    struct qpr_header *h = qps_header(P.shm);
     atomic_store(&h->trigger, want);
     atomic_store(&h->trigger_reason, atomic_load(&P.want_reason));
     atomic_store(&P.resetting, false);
@@ -577,7 +581,7 @@ static uint32_t choose_trigger(const struct qpr_config *c, uint32_t *reason)
         *reason = QPR_REASON_LOADED;
         return P.loaded_trigger;
     }
-    uint32_t wake_ns = atomic_load(&((struct qpr_header *)P.map)->wake_cost_ns);
+    uint32_t wake_ns = atomic_load(&P.wake_cost_ns);
     if (!wake_ns) {
         *reason = QPR_REASON_UNMEASURED;
         return QPR_TRIGGER_TIMER;
@@ -596,39 +600,75 @@ static void want_trigger(uint32_t trigger, uint32_t reason)
         kick_vcpus();
         return;
     }
-    struct qpr_header *h = P.map; /* in place already: no reset to say so */
+    struct qpr_header *h = qps_header(P.shm); /* in place already: no reset to say so */
     atomic_store(&h->trigger, trigger);
     atomic_store(&h->trigger_reason, reason);
 }
 
 /* --- the socket side (listener thread) --- */
 
-static int send_hello(int fd, uint32_t status)
+/* The hello, with the rings' fd and the session's tails fd when status is QPR_OK. */
+static int send_hello(int fd, uint32_t status, int tails_fd)
 {
     struct qpr_hello h = {.magic = QPR_MAGIC,
                           .version = QPR_VERSION,
                           .status = status,
                           .n_vcpus = P.n_vcpus,
-                          .map_size = P.map_size};
+                          .map_size = qps_map_size(P.shm)};
     snprintf(h.qemu_version, sizeof h.qemu_version, "plugin API %d", QEMU_PLUGIN_VERSION);
     h.flags = QPR_HELLO_EXACT;
     struct iovec iov = {.iov_base = &h, .iov_len = sizeof h};
     union {
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(2 * sizeof(int))];
         struct cmsghdr align;
     } ctl;
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
     if (status == QPR_OK) {
+        int fds[2] = {qps_ring_fd(P.shm), tails_fd};
         memset(&ctl, 0, sizeof ctl);
         msg.msg_control = ctl.buf;
         msg.msg_controllen = sizeof ctl.buf;
         struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &P.memfd, sizeof(int));
+        c->cmsg_len = CMSG_LEN(sizeof fds);
+        memcpy(CMSG_DATA(c), fds, sizeof fds);
     }
     return sendmsg(fd, &msg, MSG_NOSIGNAL) == (ssize_t)sizeof h ? 0 : -1;
+}
+
+/* Before a change that flushes QEMU's code cache: waits until QPR_RESET_GAP_NS has passed since
+ * the previous one, so that no client makes QEMU retranslate everything without end. Only the
+ * listener (this client, and the next ones queued behind it) waits. */
+static void pace_reset(void)
+{
+    uint64_t now = now_ns(), due = P.last_reset_ns + QPR_RESET_GAP_NS;
+    if (P.last_reset_ns && now < due) {
+        struct timespec ts = {(time_t)(due / 1000000000u), (long)(due % 1000000000u)};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+            ;
+        now = now_ns();
+    }
+    P.last_reset_ns = now;
+}
+
+/* The rates of a configuration, raised to the floors (qprof_ring.h) and told to qprof in the
+ * header. */
+static void apply_rate_floors(struct qpr_config *c)
+{
+    if (!c->interval_ns && !c->period_insns)
+        c->interval_ns = 1000000;
+    if (c->interval_ns && c->interval_ns < QPR_MIN_INTERVAL_NS)
+        c->interval_ns = QPR_MIN_INTERVAL_NS;
+    if (c->interval_ns > QPR_MAX_INTERVAL_NS)
+        c->interval_ns = QPR_MAX_INTERVAL_NS;
+    if (!c->interval_ns && c->period_insns < QPR_MIN_PERIOD_INSNS)
+        c->period_insns = QPR_MIN_PERIOD_INSNS;
+    if (c->period_insns > QPR_MAX_PERIOD_INSNS)
+        c->period_insns = QPR_MAX_PERIOD_INSNS;
+    struct qpr_header *h = qps_header(P.shm);
+    atomic_store(&h->interval_ns, c->interval_ns);
+    atomic_store(&h->period_insns, c->interval_ns ? 0 : c->period_insns);
 }
 
 static void publish_config(const struct qpr_config *c)
@@ -665,9 +705,10 @@ static void publish_config(const struct qpr_config *c)
         }
         win_total += w->len;
     }
-    if (!dst->interval_ns && !dst->period_insns)
-        dst->interval_ns = 1000000;
+    apply_rate_floors(dst);
     uint32_t reason, trigger = choose_trigger(dst, &reason);
+    if (trigger != atomic_load(&P.trigger))
+        pace_reset();
     atomic_store_explicit(&P.gen, gen, memory_order_release);
     want_trigger(trigger, reason);
     wake_timer();
@@ -677,16 +718,79 @@ static void publish_config(const struct qpr_config *c)
  * plugin with trigger=counter). */
 static void disarm(void)
 {
+    uint32_t trigger =
+        P.loaded_trigger == QPR_TRIGGER_COUNTER ? QPR_TRIGGER_COUNTER : QPR_TRIGGER_TIMER;
     atomic_store_explicit(&P.gen, 0, memory_order_release);
-    want_trigger(P.loaded_trigger == QPR_TRIGGER_COUNTER ? QPR_TRIGGER_COUNTER : QPR_TRIGGER_TIMER,
-                 QPR_REASON_NONE);
+    if (trigger != atomic_load(&P.trigger) || exact_reset_wanted())
+        pace_reset(); /* a client that connects and leaves in a loop flushes no faster */
+    want_trigger(trigger, QPR_REASON_NONE);
     wake_timer();
+}
+
+/* Whether the peer on fd may be served: QEMU's own uid, or one -plugin allowed. */
+static bool peer_allowed(int fd)
+{
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred)
+        return false;
+    return P.any_user || cred.uid == geteuid() ||
+           (P.allow_uid >= 0 && (int64_t)cred.uid == P.allow_uid);
+}
+
+/* Deadlines on fd: a read that has started waits at most QPR_CLIENT_DEADLINE_MS for the rest
+ * (recv then returns short, which ends the session), a send five times that for a client that
+ * does not read. */
+static void set_deadlines(int fd)
+{
+    struct timeval rcv = {QPR_CLIENT_DEADLINE_MS / 1000, QPR_CLIENT_DEADLINE_MS % 1000 * 1000};
+    struct timeval snd = {5 * QPR_CLIENT_DEADLINE_MS / 1000, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &rcv, sizeof rcv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &snd, sizeof snd);
+}
+
+/* A second client while one is served: told it is busy, or not allowed. */
+static void turn_away(void)
+{
+    int other = accept4(P.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (other < 0)
+        return;
+    set_deadlines(other);
+    send_hello(other, peer_allowed(other) ? QPR_BUSY : QPR_DENIED, -1);
+    close(other);
+}
+
+/* One message of the session; false when it ends the session. */
+static bool serve_message(int fd)
+{
+    struct qpr_config c;
+    ssize_t n = recv(fd, &c, sizeof c, MSG_WAITALL); /* SO_RCVTIMEO bounds the wait */
+    if (n != (ssize_t)sizeof c)
+        return false;
+    if (exact_is_request(&c)) {
+        if (((const struct qpr_exact_request *)&c)->op == QPR_EXACT_START)
+            pace_reset();
+        if (exact_serve(fd, &c) != 0)
+            return false;
+        if (exact_reset_wanted())
+            kick_vcpus(); /* counting starts at the next block, not the next sample */
+        return true;
+    }
+    if (c.magic != QPR_MAGIC || c.version != QPR_VERSION)
+        return false;
+    publish_config(&c);
+    return true;
 }
 
 /* Serves one qprof until it closes the socket or sends something malformed. */
 static void serve(int fd)
 {
-    if (send_hello(fd, QPR_OK) != 0)
+    int tails_fd = qps_session_open(P.shm);
+    if (tails_fd < 0)
+        return;
+    int rc = send_hello(fd, QPR_OK, tails_fd);
+    close(tails_fd); /* the client's now; the plugin keeps its own mapping */
+    if (rc != 0)
         return;
     for (;;) {
         struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = P.listen_fd, .events = POLLIN}};
@@ -697,27 +801,10 @@ static void serve(int fd)
         }
         /* This qprof first: one that was killed just as the next one connected has hung up,
          * and the next must be served, not told that one is here already. */
-        if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-            struct qpr_config c;
-            ssize_t n = recv(fd, &c, sizeof c, MSG_WAITALL);
-            if (n == (ssize_t)sizeof c && exact_is_request(&c)) {
-                if (exact_serve(fd, &c) != 0)
-                    return;
-                if (exact_reset_wanted())
-                    kick_vcpus(); /* counting starts at the next block, not the next sample */
-            } else if (n != (ssize_t)sizeof c || c.magic != QPR_MAGIC || c.version != QPR_VERSION) {
-                return;
-            } else {
-                publish_config(&c);
-            }
-        }
-        if (p[1].revents & POLLIN) { /* a second qprof: told that one is here already */
-            int other = accept4(P.listen_fd, NULL, NULL, SOCK_CLOEXEC);
-            if (other >= 0) {
-                send_hello(other, QPR_BUSY);
-                close(other);
-            }
-        }
+        if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && !serve_message(fd))
+            return;
+        if (p[1].revents & POLLIN) /* a second qprof: told that one is here already */
+            turn_away();
     }
 }
 
@@ -731,50 +818,56 @@ static void *listener_main(void *arg)
                 continue;
             return NULL;
         }
-        serve(fd);
-        disarm();
+        set_deadlines(fd);
+        if (peer_allowed(fd))
+            serve(fd);
+        else
+            send_hello(fd, QPR_DENIED, -1);
         exact_disconnected();
+        disarm();
+        qps_session_close(P.shm); /* after disarm: the vCPUs' next samples go nowhere */
         close(fd);
     }
 }
 
+/* The listening socket at path, mode 0600 (0666 when -plugin allows other uids: the peer check
+ * limits them then). Only a socket already there is replaced (a QEMU's that ended); anything
+ * else is left alone and refused. The mode is set before listen(), so no one connects through a
+ * wider one. -errno, with -EEXIST for a path that is taken by something else. */
 static int open_socket(const char *path)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof sa.sun_path)
         return -ENAMETOOLONG;
     strcpy(sa.sun_path, path);
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode))
+            return -EEXIST;
+        unlink(path);
+    }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
-    unlink(path); /* a socket left by an earlier QEMU */
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 4) != 0) {
+    mode_t mode = P.any_user || P.allow_uid >= 0 ? 0666 : 0600;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || chmod(path, mode) != 0 ||
+        lstat(path, &st) != 0 || listen(fd, 4) != 0) {
         int e = -errno;
         close(fd);
         return e;
     }
+    P.socket_dev = st.st_dev;
+    P.socket_ino = st.st_ino;
     return fd;
 }
 
 static int open_shared(const char *target)
 {
-    P.map_size = qpr_map_size(P.n_vcpus);
-    P.memfd = memfd_create("qprof-ring", MFD_CLOEXEC);
-    if (P.memfd < 0 || ftruncate(P.memfd, (off_t)P.map_size) != 0)
-        return -errno;
-    P.map = mmap(NULL, P.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, P.memfd, 0);
-    if (P.map == MAP_FAILED)
-        return -errno;
-    struct qpr_header *h = P.map;
-    *h = (struct qpr_header){.magic = QPR_MAGIC,
-                             .version = QPR_VERSION,
-                             .n_vcpus = P.n_vcpus,
-                             .slots = QPR_SLOTS,
-                             .sample_size = sizeof(struct qpr_sample),
-                             .api_version = QEMU_PLUGIN_VERSION,
-                             .ring_offset = qpr_map_size(0),
-                             .ring_size = sizeof(struct qpr_ring)};
-    snprintf(h->target, sizeof h->target, "%s", target ? target : "");
+    int rc = 0;
+    P.shm = qps_shared_new(P.n_vcpus, target, &rc);
+    if (!P.shm)
+        return rc;
+    qps_header(P.shm)->api_version = QEMU_PLUGIN_VERSION;
     return 0;
 }
 
@@ -782,7 +875,9 @@ static void on_exit_cb(qemu_plugin_id_t id, void *userdata)
 {
     (void)id, (void)userdata;
     disarm();
-    if (P.socket_path)
+    struct stat st; /* only the socket this plugin made: another QEMU may have taken the path */
+    if (P.socket_path && lstat(P.socket_path, &st) == 0 && st.st_dev == P.socket_dev &&
+        st.st_ino == P.socket_ino)
         unlink(P.socket_path);
 }
 
@@ -808,6 +903,25 @@ static int fail(const char *fmt, ...)
     return -1;
 }
 
+/* allow-uid=N and any-user=on: who besides QEMU's own uid may connect. 0, or -1 for an
+ * argument that is neither. */
+static int parse_user_option(const char *arg)
+{
+    if (strcmp(arg, "any-user=on") == 0) {
+        P.any_user = true;
+        return 0;
+    }
+    if (!g_str_has_prefix(arg, "allow-uid="))
+        return -1;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long uid = strtoull(arg + strlen("allow-uid="), &end, 10);
+    if (errno || !end || *end || end == arg + strlen("allow-uid=") || uid >= UINT32_MAX)
+        return -1;
+    P.allow_uid = (int64_t)uid;
+    return 0;
+}
+
 QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc,
                                            char **argv)
 {
@@ -822,8 +936,9 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
             P.loaded_trigger = QPR_TRIGGER_TIMER;
         else if (strcmp(argv[i], "trigger=counter") == 0)
             P.loaded_trigger = QPR_TRIGGER_COUNTER;
-        else
-            return fail("unknown argument %s (expected socket=PATH, trigger=auto|timer|counter)",
+        else if (parse_user_option(argv[i]) != 0)
+            return fail("unknown argument %s (expected socket=PATH, trigger=auto|timer|counter, "
+                        "allow-uid=N, any-user=on)",
                         argv[i]);
     }
     /* the blocks carry the timer's compare until a qprof asks for more */
@@ -851,11 +966,15 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     if (rc)
         return fail("shared memory: %s", strerror(-rc));
     P.listen_fd = open_socket(socket_path);
+    if (P.listen_fd == -EEXIST)
+        return fail("socket=%s: something that is not a socket is there; not replaced (remove it, "
+                    "or name another path)",
+                    socket_path);
     if (P.listen_fd < 0)
         return fail("socket %s: %s", socket_path, strerror(-P.listen_fd));
     P.counters = qemu_plugin_scoreboard_new(sizeof(uint64_t));
     P.counter = qemu_plugin_scoreboard_u64(P.counters);
-    ((struct qpr_header *)P.map)->trigger = P.trigger;
+    qps_header(P.shm)->trigger = P.trigger;
     exact_init();
     if (pthread_create(&P.listener, NULL, listener_main, NULL) != 0)
         return fail("listener thread: %s", strerror(errno));

@@ -4,10 +4,17 @@
  * unix socket (SCM_RIGHTS, beside a struct qpr_hello); qprof answers with a struct qpr_config,
  * which arms sampling, and closing the socket disarms it. The memfd holds a struct qpr_header and
  * then one struct qpr_ring per vCPU: a single-producer (that vCPU's own thread), single-consumer
- * (qprof) ring of fixed-size samples. The producer owns `head`, the consumer owns `tail`; a
- * sample is published by the release store of head after its slot is written, and the slot is
- * free again once the consumer's release store of tail passes it. A vCPU that finds its ring
- * full drops the sample and counts it in `lost`: it never waits for qprof.
+ * (qprof) ring of fixed-size samples. A vCPU that finds its ring full drops the sample and counts
+ * it in `lost`: it never waits for qprof.
+ *
+ * Who writes what (docs/security-plugin.md): only the plugin writes the rings' memfd, which it
+ * seals (F_SEAL_FUTURE_WRITE, F_SEAL_SHRINK) so that a client can map it read-only and nothing
+ * else. The consumer's read positions live in a second, small memfd made afresh for each session
+ * (struct qpr_tails, the second fd beside the hello): the only memory a client writes. A sample
+ * is published by the release store of `head` after its slot is written, and its slot is free
+ * again once the consumer's release store of its tail passes it. The plugin keeps the rings'
+ * geometry, its heads and every length in its own memory and reads a tail as an untrusted
+ * number: a tail that is not within QPR_SLOTS behind the head makes the ring look full.
  *
  * Both sides are x86_64 hosts built from this one header; nothing here is parsed from an
  * untrusted peer other than by bounds already fixed in this file (qprof still checks every
@@ -23,7 +30,7 @@
 #include <string.h>
 
 #define QPR_MAGIC       0x31525051u /* "QPR1" */
-#define QPR_VERSION     4
+#define QPR_VERSION     5
 #define QPR_SLOTS       512 /* per vCPU: 50 ms of samples at 10 kHz (256 lost some on a loaded host) */
 #define QPR_STACK_MAX   (16u << 10) /* stack window bytes, at most */
 #define QPR_EXTRA_MAX   4096u       /* bytes of the one extra window qprof asks for */
@@ -33,6 +40,21 @@
 #define QPR_WIN_BYTES   8192u /* their bytes together, at most */
 #define QPR_MAX_REGS    48    /* registers qprof may ask for (struct qpr_config.reg_names) */
 #define QPR_REG_NAME    16    /* bytes of a register's name, its terminating NUL included */
+/* Floors on the rates a configuration may ask for (the plugin raises a lower one to these and
+ * says so in qpr_header.interval_ns/period_insns; qprof's --interval and --period-insns refuse
+ * less): below them the timer thread or the vCPU's callback would do little but wake up. */
+#define QPR_MIN_INTERVAL_NS  UINT64_C(100000) /* 0.1 ms: 10 kHz */
+#define QPR_MIN_PERIOD_INSNS UINT64_C(100)
+/* And ceilings, qprof's too: past them the deadlines' arithmetic would overflow, and a timer
+ * asleep until a far deadline would keep the next session's samples waiting. */
+#define QPR_MAX_INTERVAL_NS  UINT64_C(60000000000) /* 60 s */
+#define QPR_MAX_PERIOD_INSNS (UINT64_C(1) << 40)
+/* Changes that flush QEMU's code cache (a change of trigger, an exact-count START) are served at
+ * most once per this long: the listener waits out the rest before it takes the next. */
+#define QPR_RESET_GAP_NS UINT64_C(250000000)
+/* How long the plugin waits for the rest of a message a client started, and for a reply it sends
+ * to drain: a client that stops mid-message is disconnected, and the next qprof served. */
+#define QPR_CLIENT_DEADLINE_MS 1000
 
 /* The guest architecture of a configuration (qpr_config.arch). */
 enum qpr_arch {
@@ -98,10 +120,8 @@ struct qpr_sample {
 };
 
 struct qpr_ring {
-    _Atomic uint64_t head; /* written by the vCPU */
+    _Atomic uint64_t head; /* written by the vCPU (the plugin's own count, stored here) */
     uint8_t pad0[56];
-    _Atomic uint64_t tail; /* written by qprof */
-    uint8_t pad1[56];
     _Atomic uint64_t lost;    /* samples dropped on a full ring, since QEMU started */
     _Atomic uint64_t samples; /* samples published, since QEMU started */
     /* trigger=timer: deadlines the host timer found this vCPU idle at (written by the plugin's
@@ -109,6 +129,15 @@ struct qpr_ring {
     _Atomic uint64_t idle_ticks;
     uint8_t pad2[40];
     struct qpr_sample slots[QPR_SLOTS];
+};
+
+/* The consumer's read positions: the second memfd of a session, which the client maps
+ * read-write. tail[i] is ring i's; the plugin sets them to the heads when the session starts. */
+struct qpr_tails {
+    struct {
+        _Atomic uint64_t tail;
+        uint8_t pad[56];
+    } v[QPR_MAX_VCPUS];
 };
 
 struct qpr_header {
@@ -128,6 +157,8 @@ struct qpr_header {
      * loaded it (ns; 0: not measured yet). */
     _Atomic uint32_t wake_cost_ns;
     uint32_t pad;
+    /* The latest configuration's rates as the plugin applies them (QPR_MIN_* raise them). */
+    _Atomic uint64_t interval_ns, period_insns;
 };
 
 /* Auto's rule for sampling by time: the timer until its wake-ups would take more than
@@ -180,30 +211,32 @@ enum qpr_trigger_reason {
     QPR_REASON_UNMEASURED = 5, /* AUTO before the wake-up cost was measured: TIMER */
 };
 
-static inline struct qpr_ring *qpr_ring_at(void *base, uint32_t vcpu)
-{
-    struct qpr_header *h = base;
-    return (struct qpr_ring *)((char *)base + h->ring_offset + (uint64_t)vcpu * h->ring_size);
-}
-
 static inline uint64_t qpr_map_size(uint32_t n_vcpus)
 {
     uint64_t off = (sizeof(struct qpr_header) + 4095) & ~(uint64_t)4095;
     return off + (uint64_t)n_vcpus * sizeof(struct qpr_ring);
 }
 
+/* Ring vcpu's offset in the memfd: from this header's sizes alone, never from a header field
+ * (qpr_header.ring_offset and ring_size say the same, for a peer to check its layout by). */
+static inline uint64_t qpr_ring_offset(uint32_t vcpu)
+{
+    return qpr_map_size(0) + (uint64_t)vcpu * sizeof(struct qpr_ring);
+}
+
 /* Socket messages, fixed size, host byte order. */
 enum qpr_status {
     QPR_OK = 0,
-    QPR_BUSY = 1, /* another qprof is connected */
+    QPR_BUSY = 1,   /* another qprof is connected */
+    QPR_DENIED = 2, /* the peer's uid is not QEMU's, nor one -plugin allowed (allow-uid=N) */
 };
 
 #define QPR_HELLO_EXACT 2u /* serves exact instruction counts (struct qpr_exact_request) */
 
-struct qpr_hello { /* plugin -> qprof, with the memfd */
+struct qpr_hello { /* plugin -> qprof, with the rings' memfd and the session's qpr_tails memfd */
     uint32_t magic, version, status;
     uint32_t n_vcpus;
-    uint64_t map_size;
+    uint64_t map_size;     /* the rings' memfd: qpr_map_size(n_vcpus); the tails' is a qpr_tails */
     char qemu_version[32]; /* unknown to the plugin API: "plugin API 4" */
     uint32_t flags;        /* QPR_HELLO_* */
     uint32_t pad;
@@ -477,8 +510,9 @@ static inline bool qpr_window_base(const struct qpr_sample *s, const struct qpr_
         else
             return false;
         return true;
-    case QPR_WIN_POINTER:
-        if (w->from >= i ||
+    case QPR_WIN_POINTER: /* lengths checked again: s may be a copy of shared memory */
+        if (w->from >= i || s->win_off[w->from] > QPR_WIN_BYTES ||
+            s->win_len[w->from] > QPR_WIN_BYTES - s->win_off[w->from] ||
             !qpr_window_u64(s->win_addr[w->from], s->win_bytes + s->win_off[w->from],
                             s->win_len[w->from], s->win_addr[w->from] + w->from_off, base))
             return false;
@@ -514,8 +548,8 @@ static inline void qpr_capture_windows(struct qpr_sample *s, const struct qpr_wi
             len = QPR_WIN_BYTES - used;
         s->win_addr[i] = addr;
         s->win_off[i] = used;
-        if (addr >= s->stack_addr && addr - s->stack_addr <= s->stack_len &&
-            s->stack_len - (addr - s->stack_addr) >= len) {
+        if (s->stack_len <= QPR_STACK_MAX && addr >= s->stack_addr &&
+            addr - s->stack_addr <= s->stack_len && s->stack_len - (addr - s->stack_addr) >= len) {
             memcpy(s->win_bytes + used, s->stack + (addr - s->stack_addr), len);
             s->win_len[i] = len;
         } else {

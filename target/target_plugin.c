@@ -65,8 +65,15 @@ struct plugin_cpu {
 
 struct target_plugin {
     int fd;
-    void *map;
+    /* The rings, mapped read-only (the plugin alone writes them), and this session's read
+     * positions, the only memory qprof writes. The rings' pointers and the header's status
+     * words are taken once at open, from the layout checked there: nothing in the header is
+     * read as a size or an offset again. */
+    const void *map;
     size_t map_size;
+    struct qpr_tails *tails;
+    const struct qpr_ring *ring[QPR_MAX_VCPUS];
+    const struct qpr_header *status; /* trigger, trigger_reason, wake_cost_ns only */
     uint32_t n_vcpus;
     /* The guest's architecture, from QEMU's target name in the ring's header: x86_64's
      * registers are the ring's QPR_REGS, the others' are read through the arch table by name. */
@@ -134,8 +141,9 @@ static int connect_socket(const char *address, struct qp_error *err)
     return fd;
 }
 
-/* The plugin's hello and the memfd beside it. */
-static int receive_hello(struct target_plugin *t, const char *address, int *memfd,
+/* The plugin's hello and the two memfds beside it (fds[0] the rings', fds[1] the tails'), -1
+ * for one not sent. */
+static int receive_hello(struct target_plugin *t, const char *address, int fds[2],
                          struct qpr_hello *h, double timeout_s, struct qp_error *err)
 {
     struct pollfd p = {.fd = t->fd, .events = POLLIN};
@@ -144,18 +152,18 @@ static int receive_hello(struct target_plugin *t, const char *address, int *memf
                             "%s said nothing in %.0f s: not a qprof plugin socket? " INSTALL_HINT,
                             address, timeout_s);
     union {
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(2 * sizeof(int))];
         struct cmsghdr align;
     } ctl;
     struct iovec iov = {.iov_base = h, .iov_len = sizeof *h};
     struct msghdr msg = {
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl};
     ssize_t n = recvmsg(t->fd, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
-    *memfd = -1;
+    fds[0] = fds[1] = -1;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); n > 0 && c; c = CMSG_NXTHDR(&msg, c))
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-            c->cmsg_len == CMSG_LEN(sizeof(int)))
-            memcpy(memfd, CMSG_DATA(c), sizeof(int));
+            c->cmsg_len == CMSG_LEN(2 * sizeof(int)) && fds[0] < 0)
+            memcpy(fds, CMSG_DATA(c), 2 * sizeof(int));
     if (n != (ssize_t)sizeof *h || h->magic != QPR_MAGIC)
         return qp_error_set(err, -EPROTO,
                             "%s is not a qprof plugin socket (QMP's or the "
@@ -169,27 +177,40 @@ static int receive_hello(struct target_plugin *t, const char *address, int *memf
     if (h->status == QPR_BUSY)
         return qp_error_set(err, -EBUSY, "another qprof is sampling through the plugin at %s",
                             address);
+    if (h->status == QPR_DENIED)
+        return qp_error_set(err, -EACCES,
+                            "the plugin at %s serves QEMU's own user only (this qprof runs as uid "
+                            "%u; -plugin ...,allow-uid=%u lets it in)",
+                            address, (unsigned)geteuid(), (unsigned)geteuid());
     if (t->exact && !(h->flags & QPR_HELLO_EXACT))
         return qp_error_set(err, -ENOTSUP,
                             "the plugin at %s cannot count instructions (--exact): load the "
                             "qprof-plugin.so built with this qprof",
                             address);
-    if (*memfd < 0 || h->n_vcpus == 0 || h->n_vcpus > QPR_MAX_VCPUS ||
+    if (fds[0] < 0 || fds[1] < 0 || h->n_vcpus == 0 || h->n_vcpus > QPR_MAX_VCPUS ||
         h->map_size != qpr_map_size(h->n_vcpus))
         return qp_error_set(err, -EPROTO, "the plugin at %s sent an unusable ring", address);
     return 0;
 }
 
-static int map_rings(struct target_plugin *t, int memfd, const struct qpr_hello *h,
+/* Maps the rings read-only and the tails read-write (closing both fds), checks the rings'
+ * layout and takes their pointers once. */
+static int map_rings(struct target_plugin *t, const int fds[2], const struct qpr_hello *h,
                      struct qp_error *err)
 {
     t->map_size = h->map_size;
-    t->map = mmap(NULL, t->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-    close(memfd);
-    if (t->map == MAP_FAILED) {
-        t->map = NULL;
-        return qp_error_set(err, -errno, "mapping the plugin's ring: %s", strerror(errno));
-    }
+    void *map = mmap(NULL, t->map_size, PROT_READ, MAP_SHARED, fds[0], 0);
+    int map_errno = errno;
+    void *tails = mmap(NULL, sizeof *t->tails, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
+    int tails_errno = errno;
+    close(fds[0]);
+    close(fds[1]);
+    t->map = map == MAP_FAILED ? NULL : map;
+    t->tails = tails == MAP_FAILED ? NULL : tails;
+    if (!t->map || !t->tails)
+        return qp_error_set(err, -(t->map ? tails_errno : map_errno),
+                            "mapping the plugin's ring: %s",
+                            strerror(t->map ? tails_errno : map_errno));
     const struct qpr_header *hd = t->map;
     if (hd->magic != QPR_MAGIC || hd->n_vcpus != h->n_vcpus || hd->slots != QPR_SLOTS ||
         hd->sample_size != sizeof(struct qpr_sample) || hd->ring_size != sizeof(struct qpr_ring) ||
@@ -205,11 +226,13 @@ static int map_rings(struct target_plugin *t, int memfd, const struct qpr_hello 
         return qp_error_set(err, -ENOTSUP, "the plugin runs in a QEMU for %s; qprof knows %s",
                             target, prof_arch_known_names());
     snprintf(t->version, sizeof t->version, "10.0+ (plugin API %u)", hd->api_version);
-    /* Start from now: what an earlier qprof left unread is not this run's. */
+    t->status = hd;
+    /* Start from where the plugin set this session's tails: what an earlier qprof left unread
+     * is not this run's. */
     for (uint32_t i = 0; i < t->n_vcpus; i++) {
-        struct qpr_ring *r = qpr_ring_at(t->map, i);
-        t->tail[i] = atomic_load_explicit(&r->head, memory_order_acquire);
-        atomic_store_explicit(&r->tail, t->tail[i], memory_order_release);
+        const struct qpr_ring *r = (const void *)((const char *)t->map + qpr_ring_offset(i));
+        t->ring[i] = r;
+        t->tail[i] = atomic_load_explicit(&t->tails->v[i].tail, memory_order_relaxed);
         t->lost_at_open[i] = atomic_load_explicit(&r->lost, memory_order_relaxed);
         t->idle_ticks_seen[i] = atomic_load_explicit(&r->idle_ticks, memory_order_relaxed);
     }
@@ -522,7 +545,9 @@ static void tp_free(void *impl)
     if (!t)
         return;
     if (t->map)
-        munmap(t->map, t->map_size);
+        munmap((void *)t->map, t->map_size);
+    if (t->tails)
+        munmap(t->tails, sizeof *t->tails);
     if (t->before_plan)
         fprintf(stderr,
                 "qprof: %" PRIu64 " samples the plugin took before it had the OS adapter's "
@@ -546,16 +571,19 @@ static int tp_open(const struct prof_target_open_opts *o, void **impl, struct qp
     t->trigger = (uint32_t)o->plugin_trigger;
     t->exact = o->exact;
     t->idle_vcpu = -1;
-    int memfd = -1;
+    int fds[2] = {-1, -1};
     struct qpr_hello h;
     double timeout = o->timeout_s ? o->timeout_s : 5;
     int rc = t->fd = connect_socket(o->address, err);
     if (rc >= 0)
-        rc = receive_hello(t, o->address, &memfd, &h, timeout, err);
-    if (rc >= 0)
-        rc = map_rings(t, memfd, &h, err);
-    else if (memfd >= 0)
-        close(memfd);
+        rc = receive_hello(t, o->address, fds, &h, timeout, err);
+    if (rc >= 0) {
+        rc = map_rings(t, fds, &h, err);
+    } else {
+        for (int i = 0; i < 2; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
+    }
     if (rc >= 0 && o->qmp_address)
         rc = open_qmp(t, o->qmp_address, timeout, err);
     if (rc >= 0)
@@ -655,8 +683,7 @@ static void idle_vcpu(struct target_plugin *t, int index)
 static bool take_idle_ticks(struct target_plugin *t)
 {
     for (uint32_t i = 0; i < t->n_vcpus; i++) {
-        uint64_t n =
-            atomic_load_explicit(&qpr_ring_at(t->map, i)->idle_ticks, memory_order_relaxed);
+        uint64_t n = atomic_load_explicit(&t->ring[i]->idle_ticks, memory_order_relaxed);
         if (n != t->idle_ticks_seen[i]) {
             uint64_t ticks = n - t->idle_ticks_seen[i];
             t->idle_ticks_seen[i] = n;
@@ -676,7 +703,7 @@ static bool next_record(struct target_plugin *t)
 {
     for (uint32_t k = 0; k < t->n_vcpus; k++) {
         uint32_t i = (t->next_ring + k) % t->n_vcpus;
-        struct qpr_ring *r = qpr_ring_at(t->map, i);
+        const struct qpr_ring *r = t->ring[i];
         if (atomic_load_explicit(&r->head, memory_order_acquire) == t->tail[i])
             continue;
         const struct qpr_sample *slot = &r->slots[t->tail[i] % QPR_SLOTS];
@@ -699,7 +726,7 @@ static bool next_record(struct target_plugin *t)
                 memcpy(t->cur.win_bytes + off, slot->win_bytes + off, len);
         }
         t->cur.vcpu = i; /* the ring says which vCPU, not the slot */
-        atomic_store_explicit(&r->tail, ++t->tail[i], memory_order_release);
+        atomic_store_explicit(&t->tails->v[i].tail, ++t->tail[i], memory_order_release);
         t->next_ring = i + 1;
         return true;
     }
@@ -893,7 +920,7 @@ static const char *tp_describe(const void *impl)
 static const char *tp_trigger(void *impl)
 {
     struct target_plugin *t = impl;
-    const struct qpr_header *h = t->map;
+    const struct qpr_header *h = t->status;
     uint32_t trigger = atomic_load(&h->trigger), reason = atomic_load(&h->trigger_reason);
     uint32_t wake_ns = atomic_load(&h->wake_cost_ns);
     const char *name = trigger == QPR_TRIGGER_COUNTER ? "counter" : "timer";
@@ -948,8 +975,7 @@ static uint64_t tp_lost(const void *impl)
     const struct target_plugin *t = impl;
     uint64_t lost = 0;
     for (uint32_t i = 0; i < t->n_vcpus; i++)
-        lost += atomic_load_explicit(&qpr_ring_at(t->map, i)->lost, memory_order_relaxed) -
-                t->lost_at_open[i];
+        lost += atomic_load_explicit(&t->ring[i]->lost, memory_order_relaxed) - t->lost_at_open[i];
     return lost;
 }
 

@@ -13,15 +13,28 @@
  *
  * The Linux chain: the windows a Linux kernel's adapter asks for (per-CPU words, the current
  * task_struct, the top of its kernel stack) followed from either GS base, and the user stack
- * pointer found in the pt_regs they end at. */
+ * pointer found in the pt_regs they end at.
+ *
+ * `test_plugin_ring hostile`: the plugin's side of the shared memory (plugin/qprof_shm.c) under a
+ * client that rewrites everything it can write, and more: its read positions, and (as if the
+ * seals were not there) the rings' header and slots too, while vCPU threads capture and publish
+ * and sessions come and go. Under ASan a capture or a copy that trusted a length or an offset
+ * from shared memory fails here; afterwards the next session's samples come out whole. */
 #include "harness.h"
 
 #include "qprof/guest_abi.h"
 #include "qprof_ring.h"
+#include "qprof_shm.h"
 
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 #define ABI_ADDR    UINT64_C(0xffffffff80200000)
 #define KSTACK_LO   UINT64_C(0xffff800000a10000)
@@ -285,8 +298,239 @@ static void test_linux_chain_broken(void)
     free(s);
 }
 
-int main(void)
+/* ---- A hostile client of the shared memory ---------------------------------------------- */
+
+#define HOSTILE_VCPUS   2
+#define HOSTILE_SAMPLES 3000 /* per vCPU thread, under a scribbler the whole time */
+
+/* What a client maps: the rings read-only (the seals allow nothing else), its tails read-write. */
+struct client_view {
+    const void *rings;
+    uint64_t rings_size;
+    struct qpr_tails *tails;
+};
+
+static void client_map(qps_shared *s, int tails_fd, struct client_view *c)
 {
+    c->rings_size = qps_map_size(s);
+    c->rings = mmap(NULL, c->rings_size, PROT_READ, MAP_SHARED, qps_ring_fd(s), 0);
+    c->tails = mmap(NULL, sizeof *c->tails, PROT_READ | PROT_WRITE, MAP_SHARED, tails_fd, 0);
+    close(tails_fd);
+    if (c->rings == MAP_FAILED || c->tails == MAP_FAILED) {
+        perror("mmap");
+        exit(1);
+    }
+}
+
+static void client_unmap(struct client_view *c)
+{
+    munmap((void *)c->rings, c->rings_size);
+    munmap(c->tails, sizeof *c->tails);
+}
+
+/* The seals: no writable mapping of the rings, no mprotect to writable, no write(2), no
+ * truncation (which would make the plugin's next store fault); the tails can be written, not
+ * shrunk. */
+static void test_client_cannot_write_rings(void)
+{
+    int err = 0;
+    qps_shared *s = qps_shared_new(HOSTILE_VCPUS, "x86_64", &err);
+    CHECK_MSG(s, "qps_shared_new: %s", strerror(-err));
+    if (!s)
+        return;
+    int fd = qps_ring_fd(s);
+    void *w = mmap(NULL, qps_map_size(s), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    CHECK_MSG(w == MAP_FAILED && errno == EPERM, "a client mapped the rings writable");
+    struct client_view c;
+    client_map(s, qps_session_open(s), &c);
+    CHECK(mprotect((void *)c.rings, 4096, PROT_READ | PROT_WRITE) != 0);
+    char byte = 1;
+    CHECK(pwrite(fd, &byte, 1, 0) < 0);
+    CHECK(ftruncate(fd, 0) != 0);
+    CHECK(ftruncate(fd, (off_t)qps_map_size(s) * 2) != 0);
+    const struct qpr_header *h = c.rings;
+    CHECK_U64(h->magic, QPR_MAGIC);
+    CHECK_U64(h->ring_offset, qpr_ring_offset(0));
+    c.tails->v[0].tail = 12345; /* the client's own memory: writable */
+    CHECK_U64(c.tails->v[0].tail, 12345);
+    client_unmap(&c);
+    qps_shared_free(s);
+}
+
+struct hostile {
+    qps_shared *s;
+    _Atomic bool stop;
+    pthread_mutex_t session_lock; /* the scribbler's view of the current session */
+    struct qpr_tails *_Atomic client_tails;
+    _Atomic uint64_t published;
+};
+
+static uint64_t xorshift(uint64_t *x)
+{
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    return *x;
+}
+
+/* Guest memory for the captures: every byte readable, each read filling a pattern. */
+static uint32_t fake_guest_read(void *ctx, uint64_t addr, uint32_t len, uint8_t *out)
+{
+    (void)ctx;
+    for (uint32_t i = 0; i < len; i++)
+        out[i] = (uint8_t)(addr + i);
+    return len;
+}
+
+/* A Linux-like chain: the per-CPU words from GS, a task pointer in them, the task, its stack top.
+ */
+static const struct qpr_window hostile_windows[QPR_WINDOWS] = {
+    {.base = QPR_WIN_KERNEL_GS, .len = 64},
+    {.base = QPR_WIN_POINTER, .from = 0, .from_off = 8, .len = 3000},
+    {.base = QPR_WIN_POINTER, .from = 1, .from_off = 16, .len = 4000},
+    {.base = QPR_WIN_POINTER, .from = 2, .from_off = 0, .len = 2000},
+};
+
+/* What the plugin's take_sample does, on a vCPU thread: capture into its own buffer, copy out. */
+static void *hostile_vcpu(void *arg)
+{
+    struct hostile *H = arg;
+    static _Atomic uint32_t next_index;
+    uint32_t vcpu = atomic_fetch_add(&next_index, 1);
+    struct qpr_sample *scratch = calloc(1, sizeof *scratch);
+    struct qpr_config cfg = demo_config();
+    cfg.arch = QPR_ARCH_X86_64, cfg.n_regs = QPR_NREGS, cfg.sp_reg = QPR_RSP;
+    cfg.mode_reg = QPR_CS, cfg.mode_mask = 3, cfg.mode_user = 3;
+    memcpy(cfg.win, hostile_windows, sizeof cfg.win);
+    uint64_t rng = 0x9e3779b97f4a7c15u + vcpu;
+    for (int done = 0, tries = 0; done < HOSTILE_SAMPLES && tries < 100 * HOSTILE_SAMPLES;
+         tries++) {
+        if (!qps_reserve(H->s, vcpu)) {
+            sched_yield();
+            continue;
+        }
+        done++;
+        scratch->kind = QPR_KIND_SAMPLE;
+        scratch->vcpu = vcpu;
+        scratch->regs_valid = ~UINT64_C(0) >> (64 - QPR_NREGS);
+        scratch->regs[QPR_RSP] = KSTACK_LO + (xorshift(&rng) & 0x3ff8);
+        scratch->regs[QPR_CS] = 0x08;
+        scratch->regs[QPR_GS_BASE] = UINT64_C(0xffff888000000000) + (xorshift(&rng) & 0xff8);
+        scratch->stack_addr = scratch->regs[QPR_RSP];
+        scratch->stack_len = fake_guest_read(
+            NULL, scratch->stack_addr, (uint32_t)(KSTACK_HI - scratch->stack_addr), scratch->stack);
+        scratch->extra_addr = cfg.extra_addr;
+        scratch->extra_len = fake_guest_read(NULL, cfg.extra_addr, cfg.extra_len, scratch->extra);
+        qpr_capture_windows(scratch, cfg.win, fake_guest_read, NULL);
+        uint64_t usp = 0;
+        if (qpr_user_sp(scratch, &cfg, vcpu, NULL, NULL, &usp)) {
+            scratch->ustack_addr = usp;
+            scratch->ustack_len = fake_guest_read(NULL, usp, 512, scratch->ustack);
+        }
+        qps_publish(H->s, vcpu, scratch, 0);
+        atomic_fetch_add(&H->published, 1);
+    }
+    free(scratch);
+    return NULL;
+}
+
+/* The client: new sessions now and then, and random bytes everywhere it can reach, plus the rings
+ * themselves through the plugin's own writable view (what a missing seal would allow). */
+static void *scribbler(void *arg)
+{
+    struct hostile *H = arg;
+    uint8_t *rings = (uint8_t *)qps_header(H->s);
+    uint64_t size = qps_map_size(H->s), rng = 0x2545f4914f6cdd1du;
+    struct client_view c = {0};
+    for (unsigned round = 0; !atomic_load(&H->stop); round++) {
+        if (round % 64 == 0) {
+            if (c.tails)
+                client_unmap(&c);
+            client_map(H->s, qps_session_open(H->s), &c);
+        }
+        for (int i = 0; i < 256; i++) {
+            uint64_t v = xorshift(&rng);
+            uint32_t vcpu = v % HOSTILE_VCPUS;
+            const struct qpr_ring *r =
+                (const void *)((const char *)c.rings + qpr_ring_offset(vcpu));
+            /* mostly near the head (within the slots, or a little past), else anything */
+            uint64_t head = atomic_load(&r->head);
+            c.tails->v[vcpu].tail = i % 4 ? head - (v >> 32) % (QPR_SLOTS + 64) : v;
+            uint64_t at = xorshift(&rng) % (size - 8);
+            if (i % 8 == 0) /* the header (its geometry), the first slots, most often */
+                at %= sizeof(struct qpr_header);
+            else if (i & 2)
+                at %= qpr_ring_offset(0) + 4 * sizeof(struct qpr_sample);
+            memcpy(rings + at, &v, 8);
+        }
+        sched_yield();
+    }
+    client_unmap(&c);
+    return NULL;
+}
+
+/* A normal session after the storm: the samples published come out as they were captured. */
+static void check_next_session_whole(qps_shared *s)
+{
+    struct client_view c;
+    client_map(s, qps_session_open(s), &c);
+    const struct qpr_ring *r = (const void *)((const char *)c.rings + qpr_ring_offset(1));
+    struct qpr_sample *in = calloc(1, sizeof *in);
+    int whole = 0;
+    for (int n = 0; n < 2 * QPR_SLOTS; n++) {
+        uint64_t tail = c.tails->v[1].tail;
+        memset(in, 0, offsetof(struct qpr_sample, stack));
+        in->kind = QPR_KIND_SAMPLE;
+        in->vcpu = 1;
+        in->time_ns = (uint64_t)n;
+        in->stack_len = 100 + (uint32_t)n;
+        memset(in->stack, n & 0xff, in->stack_len);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        /* a capture that began 5 us ago: the slot's cost counts from then, the copy included */
+        uint64_t t0 = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - 5000;
+        qps_publish(s, 1, in, t0);
+        if (atomic_load(&r->head) != tail + 1)
+            continue;
+        const struct qpr_sample *out = &r->slots[tail % QPR_SLOTS];
+        bool same = out->time_ns == (uint64_t)n && out->cost_ns >= 5000 &&
+                    out->stack_len == in->stack_len &&
+                    memcmp(out->stack, in->stack, in->stack_len) == 0;
+        whole += same;
+        atomic_store(&c.tails->v[1].tail, tail + 1);
+    }
+    CHECK_INT(whole, 2 * QPR_SLOTS);
+    free(in);
+    client_unmap(&c);
+}
+
+static void test_hostile_client(void)
+{
+    int err = 0;
+    struct hostile H = {.s = qps_shared_new(HOSTILE_VCPUS, "x86_64", &err)};
+    CHECK_MSG(H.s, "qps_shared_new: %s", strerror(-err));
+    if (!H.s)
+        return;
+    pthread_t vcpus[HOSTILE_VCPUS], client;
+    pthread_create(&client, NULL, scribbler, &H);
+    for (int i = 0; i < HOSTILE_VCPUS; i++)
+        pthread_create(&vcpus[i], NULL, hostile_vcpu, &H);
+    for (int i = 0; i < HOSTILE_VCPUS; i++)
+        pthread_join(vcpus[i], NULL);
+    atomic_store(&H.stop, true);
+    pthread_join(client, NULL);
+    fprintf(stderr, "hostile: %llu samples published under the scribbler\n",
+            (unsigned long long)atomic_load(&H.published));
+    CHECK(atomic_load(&H.published) > 0);
+    check_next_session_whole(H.s);
+    qps_shared_free(H.s);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "hostile") == 0) {
+        test_client_cannot_write_rings();
+        test_hostile_client();
+        return harness_result();
+    }
     test_linux_chain();
     test_linux_chain_broken();
     test_isr_return();

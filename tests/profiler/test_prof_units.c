@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "harness.h"
 #include "cli.h"
+#include "qprof_ring.h"
 
 #include <glib.h>
 #include <math.h>
@@ -95,6 +96,9 @@ static void test_usage_errors(void)
     const char *const *bad[] = {
         (const char *[]){"--interval", "0", NULL},
         (const char *[]){"--interval", "abc", NULL},
+        /* below the plugin's floors (qprof_ring.h: QPR_MIN_INTERVAL_NS, QPR_MIN_PERIOD_INSNS) */
+        (const char *[]){"--interval", "0.09", NULL},
+        (const char *[]){"--plugin", "unix:p", "--period-insns", "99", NULL},
         (const char *[]){"--duration", "-1", NULL},
         (const char *[]){"--max-depth", "0", NULL},
         (const char *[]){"--cpus", "1-0", NULL},
@@ -109,6 +113,33 @@ static void test_usage_errors(void)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK_MSG(parse(&o, bad[i]) == PROF_EXIT_USAGE, "case %zu (%s) not a usage error", i,
                   bad[i][0]);
+}
+
+/* qprof's floors and ceilings are the plugin's: what qprof lets through, the plugin keeps. */
+static void test_rate_floors(void)
+{
+    struct prof_options o;
+    char interval[32], period[32];
+    snprintf(interval, sizeof interval, "%g", QPR_MIN_INTERVAL_NS / 1e6);
+    snprintf(period, sizeof period, "%" PRIu64, QPR_MIN_PERIOD_INSNS);
+    CHECK_INT(parse(&o, (const char *[]){"--plugin", "unix:p", "--interval", interval, NULL}), -1);
+    CHECK(o.interval_ms * 1e6 >= (double)QPR_MIN_INTERVAL_NS);
+    CHECK_INT(parse(&o, (const char *[]){"--plugin", "unix:p", "--period-insns", period, NULL}),
+              -1);
+    CHECK_U64(o.period_insns, QPR_MIN_PERIOD_INSNS);
+    /* and the ceilings: the largest qprof takes, the plugin keeps; one more is refused */
+    snprintf(interval, sizeof interval, "%g", QPR_MAX_INTERVAL_NS / 1e6);
+    snprintf(period, sizeof period, "%" PRIu64, QPR_MAX_PERIOD_INSNS);
+    CHECK_INT(parse(&o, (const char *[]){"--plugin", "unix:p", "--interval", interval, NULL}), -1);
+    CHECK(o.interval_ms * 1e6 <= (double)QPR_MAX_INTERVAL_NS);
+    CHECK_INT(parse(&o, (const char *[]){"--plugin", "unix:p", "--period-insns", period, NULL}),
+              -1);
+    snprintf(interval, sizeof interval, "%g", QPR_MAX_INTERVAL_NS / 1e6 + 1);
+    snprintf(period, sizeof period, "%" PRIu64, QPR_MAX_PERIOD_INSNS + 1);
+    CHECK_INT(parse(&o, (const char *[]){"--plugin", "unix:p", "--interval", interval, NULL}),
+              PROF_EXIT_USAGE);
+    CHECK_INT(parse(&o, (const char *[]){"--plugin", "unix:p", "--period-insns", period, NULL}),
+              PROF_EXIT_USAGE);
 }
 
 static void test_cpu_list(void)
@@ -719,6 +750,7 @@ int main(void)
     test_defaults_and_values();
     test_gdb_option();
     test_usage_errors();
+    test_rate_floors();
     test_cpu_list();
     test_sanitize();
     test_agg_roundtrip();
