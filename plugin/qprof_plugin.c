@@ -34,7 +34,7 @@
  * configuration; when it goes away, sampling is disarmed (the counter's threshold is then 2^24
  * instructions away, a callback per ~16M instructions) and the next qprof is served.
  *
- * Who may connect, and what a client can do (docs/security-plugin.md): the socket is 0600 and
+ * Who may connect, and what a client can do (docs/security.md): the socket is 0600 and
  * only peers of QEMU's uid are served (allow-uid=N or any-user=on of -plugin allow more, and
  * make it 0666); a client maps the rings read-only and writes only its read positions, which
  * the plugin takes as untrusted numbers (qprof_shm.c); every read from a client has a deadline;

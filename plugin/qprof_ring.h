@@ -7,7 +7,7 @@
  * (qprof) ring of fixed-size samples. A vCPU that finds its ring full drops the sample and counts
  * it in `lost`: it never waits for qprof.
  *
- * Who writes what (docs/security-plugin.md): only the plugin writes the rings' memfd, which it
+ * Who writes what (docs/security.md): only the plugin writes the rings' memfd, which it
  * seals (F_SEAL_FUTURE_WRITE, F_SEAL_SHRINK) so that a client can map it read-only and nothing
  * else. The consumer's read positions live in a second, small memfd made afresh for each session
  * (struct qpr_tails, the second fd beside the hello): the only memory a client writes. A sample

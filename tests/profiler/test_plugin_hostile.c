@@ -1,5 +1,5 @@
 /* qprof-plugin.so in QEMU 10 against local clients that do not play by the rules
- * (docs/security-plugin.md), each followed by what a user must still get:
+ * (docs/security.md), each followed by what a user must still get:
  *   hostile-client  rounds of a client that tries to map the rings writable, scribbles its read
  *                   positions, sends garbage configurations and exact-count requests and a
  *                   message cut short; QEMU runs on and the next qprof samples spin's shares
