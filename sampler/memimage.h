@@ -51,6 +51,9 @@ int prof_memimg_add_unwind(struct prof_memimg *img, unw_space *space,
 const sym_table *prof_memimg_symbols(struct prof_memimg *img);
 /* m's load bias: run-time minus link-time addresses. */
 int64_t prof_memimg_bias(const struct prof_memimg *img, const struct prof_exec_mapping *m);
+/* A finished copy's .eh_frame: its whole entries (*len bytes, through the terminator when the
+ * file has one), borrowed until prof_memimgs_free; NULL when none was copied. */
+const void *prof_memimg_eh_frame(const struct prof_memimg *img, size_t *len);
 /* A key naming the copy's content (borrowed). */
 const char *prof_memimg_key(const struct prof_memimg *img);
 
