@@ -82,6 +82,12 @@ enum qmp_mem_backend {
 struct qmp_open_opts {
     double timeout_s;             /* per-reply time-out; 0 means 5 s */
     enum qmp_mem_backend backend; /* QMP_MEM_AUTO by default */
+    /* Start a guardian process (qmp_guard.c) that resumes the guest if this process dies while
+     * a sample holds it stopped (a signal, abort, the OOM killer): QEMU keeps a guest paused
+     * when its client goes, and serves no other client on the socket meanwhile. The guardian
+     * holds a copy of the connection and ends at qmp_free. A guest this client did not stop
+     * (paused by someone else) is left as it is. */
+    bool guard;
 };
 
 /* Connects to `address`: a UNIX socket path, or "tcp:HOST:PORT". Reads the greeting and
