@@ -205,7 +205,9 @@ struct qmp_sample_stats {
 };
 
 /* Whether the guest runs, from the events already received (no round trip). A guest that
- * qprof paused and still owes a cont counts as running. */
+ * qprof paused and still owes a cont counts as running, and so does one whose QEMU is gone (the
+ * connection closed): the caller's next request then says so, where a pause would wait for
+ * ever. */
 bool qmp_guest_running(qmp_client *c);
 
 /* QEMU's own time stamp (wall clock, microseconds since the epoch) on the last STOP event read

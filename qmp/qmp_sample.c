@@ -37,7 +37,7 @@ int64_t qmp_last_resume_us(const qmp_client *c)
 bool qmp_guest_running(qmp_client *c)
 {
     absorb_pending(c);
-    return c->running || c->stopped_by_us;
+    return c->running || c->stopped_by_us || c->dead;
 }
 
 /* Sends stop and `info registers -a` back to back: one write, two replies. *text (the caller

@@ -827,6 +827,22 @@ static void check_half_written_command(struct guest *g, qmp_client *c2)
     CHECK_MSG(took >= 0, "guest left paused by a client killed half-way through a command");
 }
 
+/* QEMU killed while another client has the guest paused: qprof stops with its samples written
+ * (it once waited for ever for a guest that would never run again). The guest's last use. */
+static void check_qemu_dies_while_paused(struct guest *g)
+{
+    qmp2_command(g, "stop");
+    struct qprof q;
+    start_on_guest(&q, g, (const char *[]){"--duration", "0", NULL});
+    pause_until_noticed(g, &q);
+    kill(vm_pid(g->vm), SIGKILL);
+    int rc = wait_qprof(&q, RUN_DEADLINE_S);
+    char *err = finished_stderr(&q, "qprof");
+    CHECK_MSG(rc == 1, "qprof exited %d after QEMU died under a pause, want 1", rc);
+    CHECK_MSG(strstr(err, "qprof: stopping:"), "no 'qprof: stopping:' after QEMU died");
+    g_free(err);
+}
+
 /* Whatever kills qprof (SIGKILL, abort) while a sample holds the guest stopped, the guest runs
  * again: QEMU keeps it paused when qprof's QMP connection (or, on 7.2, its gdbstub connection)
  * just closes, so qprof's guardian process resumes it. Then, over QMP, a guest another client
@@ -869,6 +885,7 @@ static void case_killed_while_stopped(void)
                   "a dead qprof's guardian resumed a guest another client paused");
         qmp2_command(&g, "cont");
         CHECK(guest_running(&g, true));
+        check_qemu_dies_while_paused(&g);
     }
     vm_stop(g.vm);
 }
