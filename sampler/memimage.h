@@ -9,7 +9,9 @@
  * .dynstr); once copied, the unwinder gets the .eh_frame and
  * the profile a module named by the exported functions. Copies are kept by file content (its
  * path and GNU build-id, else per address space and address), so that the next process mapping
- * the same libc costs no reads.
+ * the same libc costs no reads. Whatever sizes the guest's headers declare, each table is copied
+ * within symbols.h's SYM_MEM_MAX_* bounds, every read into what the copy has allocated for it,
+ * and all copies together hold at most 256 MiB (a table past that stays as far as it got).
  *
  * sysroot.c owns the table (for --sysroot's address spaces) and calls nothing else here. */
 #ifndef PROF_MEMIMAGE_H
