@@ -82,6 +82,12 @@ enum qmp_mem_backend {
 struct qmp_open_opts {
     double timeout_s;             /* per-reply time-out; 0 means 5 s */
     enum qmp_mem_backend backend; /* QMP_MEM_AUTO by default */
+    /* Start a guardian process (qmp_guard.c) that resumes the guest if this process dies while
+     * a sample holds it stopped (a signal, abort, the OOM killer): QEMU keeps a guest paused
+     * when its client goes, and serves no other client on the socket meanwhile. The guardian
+     * holds a copy of the connection and ends at qmp_free. A guest this client did not stop
+     * (paused by someone else) is left as it is. */
+    bool guard;
 };
 
 /* Connects to `address`: a UNIX socket path, or "tcp:HOST:PORT". Reads the greeting and
@@ -199,7 +205,9 @@ struct qmp_sample_stats {
 };
 
 /* Whether the guest runs, from the events already received (no round trip). A guest that
- * qprof paused and still owes a cont counts as running. */
+ * qprof paused and still owes a cont counts as running, and so does one whose QEMU is gone (the
+ * connection closed): the caller's next request then says so, where a pause would wait for
+ * ever. */
 bool qmp_guest_running(qmp_client *c);
 
 /* QEMU's own time stamp (wall clock, microseconds since the epoch) on the last STOP event read

@@ -458,6 +458,8 @@ int qmp__connect(const char *address, const struct qmp_open_opts *opts, qmp_clie
         rc = qmp_execute(c, "qmp_capabilities", NULL, NULL, err);
     if (rc == 0)
         rc = qmp_query_running(c, &running, err);
+    if (rc == 0 && opts && opts->guard && !(c->guard = qmp__guard_start(c->fd, err)))
+        rc = err ? err->code : -EAGAIN;
     if (rc < 0) {
         qmp__disconnect(c);
         return rc;
@@ -473,8 +475,11 @@ void qmp__disconnect(qmp_client *c)
     if (c->stopped_by_us && !c->dead) {
         /* Never leave a guest we paused behind, whatever went wrong before. */
         c->swallow_resume = true;
-        qmp_execute(c, "cont", NULL, NULL, NULL);
+        if (qmp_execute(c, "cont", NULL, NULL, NULL) == 0)
+            qmp__owe_cont(c, false);
     }
+    /* A cont still owed: the guardian tries it too before it goes. */
+    qmp__guard_stop(c->guard, !c->stopped_by_us);
     if (c->fd >= 0)
         close(c->fd);
     qmp_parser_free(c->parser);

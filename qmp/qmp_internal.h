@@ -42,7 +42,24 @@ struct qmp_client {
     pid_t memsave_sweeper; /* the process that removes it if qprof dies, 0 if none */
     int memsave_lifeline;  /* the pipe whose closing tells the sweeper to sweep */
     struct qmp_direct direct;
+    struct qmp_guard *guard; /* NULL without qmp_open_opts.guard */
 };
+
+/* The guardian (qmp_guard.c), which calls nothing else in the module: started on the connected
+ * socket (NULL on failure, with err); told whether the guest is stopped by us and owed a cont
+ * (no system call: a shared page); stopped with a goodbye, or without one to have it send the
+ * cont itself before it ends. NULL is a no-op for the last two. */
+struct qmp_guard *qmp__guard_start(int sock, struct qp_error *err);
+void qmp__guard_owe(struct qmp_guard *g, bool owed);
+void qmp__guard_stop(struct qmp_guard *g, bool goodbye);
+
+/* We paused the guest and owe it a cont (or no longer do): the client's flag and the
+ * guardian's. */
+static inline void qmp__owe_cont(qmp_client *c, bool owed)
+{
+    c->stopped_by_us = owed;
+    qmp__guard_owe(c->guard, owed);
+}
 
 /* Appends a compact request to `out` and returns its id. args may be NULL. */
 unsigned qmp__request(qmp_client *c, GString *out, const char *command, json_object *args);

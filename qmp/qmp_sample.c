@@ -37,7 +37,7 @@ int64_t qmp_last_resume_us(const qmp_client *c)
 bool qmp_guest_running(qmp_client *c)
 {
     absorb_pending(c);
-    return c->running || c->stopped_by_us;
+    return c->running || c->stopped_by_us || c->dead;
 }
 
 /* Sends stop and `info registers -a` back to back: one write, two replies. *text (the caller
@@ -51,7 +51,7 @@ static int stop_and_read(qmp_client *c, char **regs_text, struct qp_error *err)
     unsigned regs_id = qmp__request(c, out, "human-monitor-command", regs_args);
     json_object_put(regs_args);
     c->swallow_stop = true;
-    c->stopped_by_us = true; /* from here on we owe the guest a cont, whatever happens */
+    qmp__owe_cont(c, true); /* from here on we owe the guest a cont, whatever happens */
     int rc = qmp__send(c, out->str, out->len, err);
     g_string_free(out, TRUE);
     if (rc == 0 && (rc = qmp__wait(c, stop_id, NULL, err)) < 0)
@@ -71,7 +71,7 @@ static int resume(qmp_client *c, struct qp_error *err)
     c->swallow_resume = true;
     int rc = qmp_execute(c, "cont", NULL, NULL, err);
     if (rc == 0) {
-        c->stopped_by_us = false;
+        qmp__owe_cont(c, false);
         c->running = true;
     }
     /* Replies to requests that timed out before the cont are stale now. */

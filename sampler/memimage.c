@@ -9,10 +9,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#define MAX_IMAGES    512         /* distinct mapped files copied per boot */
-#define COPY_CHUNK    (64u << 10) /* one read of a table being copied */
-#define MAX_TRIES     64          /* stops a copy may be cut short by the budget */
-#define PAGE_MASK_LOW UINT64_C(0xfff)
+#define MAX_IMAGES 512         /* distinct mapped files copied per boot */
+#define COPY_CHUNK (64u << 10) /* one read of a table being copied */
+#define MAX_TRIES  64          /* stops a copy may be cut short by the budget */
+/* All copies together: each table is capped by symbols.h's SYM_MEM_MAX_*, but a guest can map
+ * MAX_IMAGES files that each declare the largest tables, over the same physical pages. */
+#define MAX_COPIED_MIB   256
+#define MAX_COPIED_BYTES ((size_t)MAX_COPIED_MIB << 20)
+#define PAGE_MASK_LOW    UINT64_C(0xfff)
 
 enum stage { ST_HEADERS, ST_EH_FRAME, ST_DYNSYM, ST_DYNSTR, ST_DONE };
 
@@ -20,12 +24,14 @@ enum stage { ST_HEADERS, ST_EH_FRAME, ST_DYNSYM, ST_DYNSTR, ST_DONE };
  * from the page cache (the pages a process never touched are in none of its page tables). */
 struct table_copy {
     uint8_t *bytes;
+    size_t cap; /* bytes allocated */
     size_t have;
     bool by_file;     /* the process's memory failed: the rest from the page cache */
     size_t from_file; /* bytes that came that way */
 };
 
 struct prof_memimg {
+    prof_memimgs *owner; /* counts the bytes the copies hold */
     char *key;
     char name[64]; /* the file's basename */
     enum stage stage;
@@ -44,6 +50,7 @@ struct prof_memimgs {
     bool verbose;
     GHashTable *images; /* key -> struct prof_memimg (owned) */
     GPtrArray *retired; /* copies of earlier boots: the profile's modules still name by them */
+    size_t copied;      /* bytes the copies hold, against MAX_COPIED_BYTES */
 };
 
 static void memimg_free(gpointer p)
@@ -109,6 +116,7 @@ struct reader {
     const struct prof_vcpu *cpu;
     prof_os *os;
     uint64_t file_id;
+    size_t *copied; /* the table's bytes held by all copies (prof_memimgs.copied) */
 };
 
 /* A mapped file's bytes: the guest does not write them, so a capturing target may read them
@@ -168,7 +176,7 @@ static int file_read_some(const struct reader *r, uint64_t offset, uint8_t *buf,
             return rc;
         if (rc || in == 0)
             return -EFAULT;
-        *got += in;
+        *got += in < n ? in : n; /* an adapter that says it read more wrote no more than n */
     }
     return 0;
 }
@@ -181,8 +189,8 @@ static int file_read_all(void *ctx, uint64_t offset, void *buf, size_t len)
 
 /* Copies more of the want bytes at run-time addr (file offset offset) into t, growing its
  * buffer by what each read asks (what the guest declares sizes nothing before it is read):
- * 0 when complete (or, with stop_at_terminator, at .eh_frame's end), -ENOSPC, or -EFAULT for a
- * page neither way could read. */
+ * 0 when complete (or, with stop_at_terminator, at .eh_frame's end), -ENOSPC, -EFAULT for a
+ * page neither way could read, or -E2BIG when the copies together would pass MAX_COPIED_BYTES. */
 static int copy_table(const struct reader *r, uint64_t addr, uint64_t offset, size_t want,
                       struct table_copy *t, bool stop_at_terminator)
 {
@@ -191,7 +199,13 @@ static int copy_table(const struct reader *r, uint64_t addr, uint64_t offset, si
          * far an earlier read of the round got. */
         size_t n = want - t->have < COPY_CHUNK ? want - t->have : COPY_CHUNK, got = 0;
         size_t end = t->have + n;
-        t->bytes = g_realloc(t->bytes, end);
+        if (end > t->cap) {
+            if (end - t->cap > MAX_COPIED_BYTES - *r->copied)
+                return -E2BIG;
+            t->bytes = g_realloc(t->bytes, end);
+            *r->copied += end - t->cap;
+            t->cap = end;
+        }
         int rc = t->by_file ? -EFAULT : read_some(r, addr + t->have, t->bytes + t->have, n, &got);
         t->have += got < n ? got : n;
         if (rc == -EFAULT && offset && t->have < end) {
@@ -211,6 +225,22 @@ static int copy_table(const struct reader *r, uint64_t addr, uint64_t offset, si
             return rc;
     }
     return 0;
+}
+
+/* Gives back what t holds beyond keep bytes (keep 0: all of it). */
+static void table_shrink(prof_memimgs *t, struct table_copy *c, size_t keep)
+{
+    if (keep >= c->cap)
+        return;
+    t->copied -= c->cap - keep;
+    c->cap = keep;
+    if (keep) {
+        c->bytes = g_realloc(c->bytes, keep);
+    } else {
+        g_free(c->bytes);
+        c->bytes = NULL;
+    }
+    c->have = c->have < keep ? c->have : keep;
 }
 
 /* ---- The stages of a copy ----------------------------------------------------------------- */
@@ -251,6 +281,16 @@ static int stage_headers(prof_memimgs *t, struct prof_memimg *img, const struct 
     return 0;
 }
 
+/* Why copy_table stopped short (rc not 0 nor -ENOSPC). */
+static const char *stopped_why(int rc)
+{
+    if (rc == 0)
+        return "";
+    if (rc == -E2BIG)
+        return "; then the copies' memory cap (" G_STRINGIFY(MAX_COPIED_MIB) " MiB) was reached";
+    return "; then a page neither mapped nor cached";
+}
+
 static int stage_eh_frame(prof_memimgs *t, struct prof_memimg *img, const struct reader *r,
                           uint64_t bias)
 {
@@ -261,11 +301,10 @@ static int stage_eh_frame(prof_memimgs *t, struct prof_memimg *img, const struct
             return rc;
         bool terminated;
         img->eh_frame_len = sym_eh_frame_whole_len(img->eh.bytes, img->eh.have, &terminated);
-        img->eh.bytes = g_realloc(img->eh.bytes, img->eh_frame_len ? img->eh_frame_len : 1);
-        char why[128];
+        table_shrink(t, &img->eh, img->eh_frame_len);
+        char why[160];
         snprintf(why, sizeof why, "%zu bytes of whole entries, %zu of them from the page cache%s",
-                 img->eh_frame_len, img->eh.from_file,
-                 rc ? "; then a page neither mapped nor cached" : "");
+                 img->eh_frame_len, img->eh.from_file, stopped_why(rc));
         say(t, img, ".eh_frame", why);
     }
     img->stage = img->facts.dynsym ? ST_DYNSYM : ST_DONE;
@@ -281,7 +320,7 @@ static int stage_dynsym(prof_memimgs *t, struct prof_memimg *img, const struct r
     if (rc == -ENOSPC)
         return rc;
     if (rc) {
-        say(t, img, ".dynsym", "a page neither mapped nor cached: no names");
+        say(t, img, ".dynsym", stopped_why(rc));
         img->stage = ST_DONE;
         return 0;
     }
@@ -297,7 +336,7 @@ static int stage_dynstr(prof_memimgs *t, struct prof_memimg *img, const struct r
     if (rc == -ENOSPC)
         return rc;
     if (rc)
-        say(t, img, ".dynstr", "a page neither mapped nor cached: no names");
+        say(t, img, ".dynstr", stopped_why(rc));
     img->dynsym_ok = rc == 0;
     img->stage = ST_DONE;
     return 0;
@@ -358,6 +397,7 @@ struct prof_memimg *prof_memimg_progress(prof_memimgs *t, uint64_t as_id,
     }
     if (!img) {
         img = g_new0(struct prof_memimg, 1);
+        img->owner = t;
         img->key = key;
         const char *base = strrchr(m->path, '/');
         g_strlcpy(img->name, base ? base + 1 : m->path, sizeof img->name);
@@ -365,7 +405,7 @@ struct prof_memimg *prof_memimg_progress(prof_memimgs *t, uint64_t as_id,
     } else {
         g_free(key);
     }
-    struct reader r = {mem, cpu, os, m->file_id};
+    struct reader r = {mem, cpu, os, m->file_id, &t->copied};
     if (img->stage != ST_DONE)
         advance(t, img, &r, m);
     return img;
@@ -384,6 +424,12 @@ int prof_memimg_add_unwind(struct prof_memimg *img, unw_space *space,
                                   err);
 }
 
+const void *prof_memimg_eh_frame(const struct prof_memimg *img, size_t *len)
+{
+    *len = img->stage == ST_DONE ? img->eh_frame_len : 0;
+    return *len ? img->eh.bytes : NULL;
+}
+
 const sym_table *prof_memimg_symbols(struct prof_memimg *img)
 {
     if (img->syms_made || img->stage != ST_DONE)
@@ -395,8 +441,7 @@ const sym_table *prof_memimg_symbols(struct prof_memimg *img)
                               (const char *)img->dynstr.bytes, (size_t)img->facts.dynstr_size,
                               &img->syms, &err);
     /* The copies are not needed once the table is made. */
-    g_free(img->dynsym.bytes);
-    g_free(img->dynstr.bytes);
-    img->dynsym.bytes = img->dynstr.bytes = NULL;
+    table_shrink(img->owner, &img->dynsym, 0);
+    table_shrink(img->owner, &img->dynstr, 0);
     return img->syms;
 }

@@ -9,7 +9,9 @@
  * .dynstr); once copied, the unwinder gets the .eh_frame and
  * the profile a module named by the exported functions. Copies are kept by file content (its
  * path and GNU build-id, else per address space and address), so that the next process mapping
- * the same libc costs no reads.
+ * the same libc costs no reads. Whatever sizes the guest's headers declare, each table is copied
+ * within symbols.h's SYM_MEM_MAX_* bounds, every read into what the copy has allocated for it,
+ * and all copies together hold at most 256 MiB (a table past that stays as far as it got).
  *
  * sysroot.c owns the table (for --sysroot's address spaces) and calls nothing else here. */
 #ifndef PROF_MEMIMAGE_H
@@ -51,6 +53,9 @@ int prof_memimg_add_unwind(struct prof_memimg *img, unw_space *space,
 const sym_table *prof_memimg_symbols(struct prof_memimg *img);
 /* m's load bias: run-time minus link-time addresses. */
 int64_t prof_memimg_bias(const struct prof_memimg *img, const struct prof_exec_mapping *m);
+/* A finished copy's .eh_frame: its whole entries (*len bytes, through the terminator when the
+ * file has one), borrowed until prof_memimgs_free; NULL when none was copied. */
+const void *prof_memimg_eh_frame(const struct prof_memimg *img, size_t *len);
 /* A key naming the copy's content (borrowed). */
 const char *prof_memimg_key(const struct prof_memimg *img);
 

@@ -533,6 +533,7 @@ static void image_copy_some(prof_session *s, const struct prof_vcpu *cpu, struct
             return; /* the rest in a later sample */
         int rc = target_read(s, cpu, addr, img->copy + img->copied, allowed, false, &got);
         s->budget.bytes_left -= allowed;
+        got = got < allowed ? got : allowed; /* the copy holds no more than it asked for */
         img->copied += got;
         if (rc < 0 || got < allowed) {
             if (s->opts.verbose)

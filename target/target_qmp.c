@@ -185,7 +185,8 @@ static int tq_open(const struct prof_target_open_opts *o, void **impl, struct qp
 {
     struct target_qmp *t = g_new0(struct target_qmp, 1);
     struct qmp_open_opts qo = {.timeout_s = o->timeout_s ? o->timeout_s : 5,
-                               .backend = backend_by_name(o->memory_backend)};
+                               .backend = backend_by_name(o->memory_backend),
+                               .guard = true};
     int rc = qmp_open(o->address, &qo, &t->qmp, err);
     if (!rc && (rc = choose_arch(t, err)) == 0)
         rc = check_memory(t, qo.backend, err);

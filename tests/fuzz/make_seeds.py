@@ -378,8 +378,56 @@ def mem_elf_seeds(build):
     seed("mem_elf", "fxlib-cut", b"\0" + image[:0x2000])  # .eh_frame's page not present
 
 
+def memimg_file(eh_len=136 << 10):
+    """A file linked at 0 that one PT_LOAD maps whole, as tests/profiler/test_memimage.c makes
+    it: .eh_frame_hdr at 0x1000, .dynamic at 0x1100 (DT_HASH: 3 symbols), .eh_frame of eh_len
+    bytes of 256-byte entries at 0x4000 and its terminator."""
+    eh_at, size = 0x4000, 0x4000 + eh_len + 4 + 0x1000
+    b = bytearray(size)
+    b[0:16] = b"\x7fELF\x02\x01\x01" + bytes(9)
+    struct.pack_into("<HHIQQQIHHHHHH", b, 16, 3, 62, 1, 0, 64, 0, 0, 64, 56, 3, 64, 0, 0)
+    phdr = "<IIQQQQQQ"
+    struct.pack_into(phdr, b, 64, 1, 5, 0, 0, 0, size, size, 0x1000)  # PT_LOAD
+    struct.pack_into(phdr, b, 120, 0x6474E550, 4, 0x1000, 0x1000, 0x1000, 8, 8, 4)  # EH_FRAME
+    struct.pack_into(phdr, b, 176, 2, 6, 0x1100, 0x1100, 0x1100, 96, 96, 8)  # PT_DYNAMIC
+    struct.pack_into("<BBBBi", b, 0x1000, 1, 0x1B, 0xFF, 0xFF, eh_at - 0x1004)
+    dyn = [(6, 0x1300), (5, 0x1400), (10, 10), (11, 24), (4, 0x1200), (0, 0)]
+    for i, (tag, val) in enumerate(dyn):
+        struct.pack_into("<qQ", b, 0x1100 + 16 * i, tag, val)
+    struct.pack_into("<II", b, 0x1200, 1, 3)
+    struct.pack_into("<IBBHQQ", b, 0x1318, 1, 0x12, 0, 1, 0x2000, 0x10)
+    struct.pack_into("<IBBHQQ", b, 0x1330, 5, 0x12, 0, 1, 0x2010, 0x10)
+    b[0x1400:0x140A] = b"\0hot\0cold"
+    for at in range(0, eh_len, 256):
+        struct.pack_into("<I", b, eh_at + at, 252)
+        b[eh_at + at + 4:eh_at + at + 256] = bytes([1 + at // 256 % 251]) * 252
+    return bytes(b)
+
+
+def memimg_head(mem_holes=0, cache_holes=0, budget=0, flags=0, seed=0):
+    return struct.pack("<QQHBxxxxxQ", mem_holes, cache_holes, budget, flags, seed)
+
+
+def memimg_seeds(build):
+    small = memimg_file(12 << 10)  # no page cache: a missing page ends the copy
+    seed("memimg", "small-no-cache", memimg_head(mem_holes=1 << 6, flags=1) + small)
+    big = memimg_file()  # past .eh_frame's second 64 KiB round
+    # The process's pages from the second .eh_frame round's sixth page on are missing (issue 44)
+    holes = sum(1 << p for p in range(0x4000 // 4096 + 21, 64))
+    seed("memimg", "small", memimg_head() + small)
+    seed("memimg", "small-budget-cuts", memimg_head(budget=12, seed=0x9E3779B97F4A7C15) + small)
+    seed("memimg", "cache-after-partial-round", memimg_head(mem_holes=holes) + big)
+    seed("memimg", "cache-holes-overclaims",
+         memimg_head(mem_holes=holes, cache_holes=1 << 30, flags=2, budget=100) + big)
+    path = os.path.join(build, "tests/symbols/fixtures/fxlib.so")
+    if os.path.exists(path):
+        seed("memimg", "fxlib", memimg_head() + loaded_image(path))
+        seed("memimg", "fxlib-relocated", memimg_head() + loaded_image(path, relocate_dynamic=True))
+        seed("memimg", "fxlib-holes", memimg_head(mem_holes=0b110, seed=7) + loaded_image(path))
+
+
 GENERATED = ("eh_frame", "qmp_parser", "registers", "symmap", "elf_symbols", "pagewalk",
-             "pagewalk_aarch64", "unwind_stack", "gdb_packet", "gdb_tdesc", "mem_elf")
+             "pagewalk_aarch64", "unwind_stack", "gdb_packet", "gdb_tdesc", "mem_elf", "memimg")
 
 
 def main():
@@ -396,6 +444,7 @@ def main():
         (("unwind_stack",), lambda: unwind_seeds(build)),
         (("gdb_packet", "gdb_tdesc"), gdb_seeds),
         (("mem_elf",), lambda: mem_elf_seeds(build)),
+        (("memimg",), lambda: memimg_seeds(build)),
     ]
     wanted = set(sys.argv[2:]) or set(GENERATED)
     for targets, generate in generators:

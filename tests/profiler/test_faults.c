@@ -16,6 +16,7 @@
 #include "folded.h"
 #include "harness.h"
 #include "qmp.h"
+#include "qmp_internal.h" /* qmp__send: a command half written by a client that dies */
 #include "symbols.h"
 #include "guest_names.h"
 #include "vm.h"
@@ -90,6 +91,9 @@ static void start_qprof(struct qprof *q, const char *dir, const char *tag, const
     memset(q, 0, sizeof *q);
     snprintf(q->out_path, sizeof q->out_path, "%s/%s.out", dir, tag);
     snprintf(q->err_path, sizeof q->err_path, "%s/%s.err", dir, tag);
+    /* An earlier run's files would show its progress until the child truncates them. */
+    unlink(q->out_path);
+    unlink(q->err_path);
     q->pid = child_start(QPROF_BIN, args, dir, q->out_path, q->err_path,
                          private_dev_full ? isolate_dev_full : NULL);
     REQUIRE(q->pid >= 0);
@@ -725,6 +729,167 @@ static void case_paused_during(void)
     vm_stop(g.vm);
 }
 
+/* ---- qprof killed while it holds the guest stopped ---------------------------------------- */
+
+/* Drops the STOP/RESUME events that qprof's samples send to every monitor. */
+static void drain_events(qmp_client *c)
+{
+    struct qmp_event ev;
+    while (qmp_pop_event(c, &ev) == 1)
+        json_object_put(ev.data);
+}
+
+/* Freezes qprof (SIGSTOP) while the guest is stopped for one of its samples: polls the status on
+ * socket 2 until it says paused, freezes qprof, and keeps it frozen only when the guest is still
+ * paused once qprof has stopped (else lets it go on and tries again). Nobody else pauses this
+ * guest, so a pause that lasts while qprof is frozen is its own. Which sample is caught depends
+ * on timing; that one is caught does not. */
+static bool freeze_while_stopped(struct qprof *q, qmp_client *c2)
+{
+    double deadline = now_s() + PROGRESS_DEADLINE_S;
+    while (now_s() < deadline) {
+        drain_events(c2);
+        if (running_on(c2))
+            continue;
+        kill(q->pid, SIGSTOP);
+        int status;
+        if (waitpid(q->pid, &status, WUNTRACED) != q->pid || !WIFSTOPPED(status)) {
+            HARNESS_FAIL("qprof ended before it could be frozen (status 0x%x)", status);
+            q->exited = true;
+            return false;
+        }
+        if (!running_on(c2))
+            return true;
+        kill(q->pid, SIGCONT);
+    }
+    HARNESS_FAIL("qprof was never caught with the guest stopped in %.0f s", PROGRESS_DEADLINE_S);
+    return false;
+}
+
+/* Kills a frozen qprof with sig (SIGCONT after it: a signal but SIGKILL waits for the process
+ * to run) and reaps it; true when sig is what ended it. */
+static bool kill_frozen(struct qprof *q, int sig)
+{
+    kill(q->pid, sig);
+    kill(q->pid, SIGCONT);
+    int status = 0;
+    waitpid(q->pid, &status, 0);
+    q->exited = true;
+    q->exit_code = -1;
+    CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == sig,
+              "qprof ended with status 0x%x, not by signal %d", status, sig);
+    return WIFSIGNALED(status);
+}
+
+/* Seconds until socket 2 says the guest runs (a generous deadline: a loaded machine only makes
+ * it slower); -1 when it never does. */
+static double seconds_until_running(qmp_client *c2)
+{
+    double t0 = now_s(), deadline = t0 + 30;
+    while (now_s() < deadline) {
+        drain_events(c2);
+        if (running_on(c2))
+            return now_s() - t0;
+        usleep(10 * 1000);
+    }
+    return -1;
+}
+
+/* A client that dies while the guest is stopped for its sample, in the middle of writing a
+ * command (inside a JSON string): its guardian must get QEMU's parser past the half command. */
+static int die_mid_command(qmp_client *c, const char *regs_text, void *ctx, struct qp_error *err)
+{
+    (void)regs_text, (void)ctx, (void)err;
+    static const char half[] = "{\"execute\": \"query-sta";
+    qmp__send(c, half, sizeof half - 1, NULL);
+    raise(SIGKILL);
+    return 0;
+}
+
+static void check_half_written_command(struct guest *g, qmp_client *c2)
+{
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        qmp_client *c = NULL;
+        struct qmp_open_opts o = {.guard = true};
+        if (qmp_open(vm_qmp_path(g->vm), &o, &c, NULL) == 0)
+            qmp_sample_text(c, die_mid_command, NULL, NULL, NULL);
+        _exit(1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+              "the client did not die in its sample (status 0x%x)", status);
+    double took = seconds_until_running(c2);
+    fprintf(stderr, "a client killed half-way through a command: the guest ran after %.3f s\n",
+            took);
+    CHECK_MSG(took >= 0, "guest left paused by a client killed half-way through a command");
+}
+
+/* QEMU killed while another client has the guest paused: qprof stops with its samples written
+ * (it once waited for ever for a guest that would never run again). The guest's last use. */
+static void check_qemu_dies_while_paused(struct guest *g)
+{
+    qmp2_command(g, "stop");
+    struct qprof q;
+    start_on_guest(&q, g, (const char *[]){"--duration", "0", NULL});
+    pause_until_noticed(g, &q);
+    kill(vm_pid(g->vm), SIGKILL);
+    int rc = wait_qprof(&q, RUN_DEADLINE_S);
+    char *err = finished_stderr(&q, "qprof");
+    CHECK_MSG(rc == 1, "qprof exited %d after QEMU died under a pause, want 1", rc);
+    CHECK_MSG(strstr(err, "qprof: stopping:"), "no 'qprof: stopping:' after QEMU died");
+    g_free(err);
+}
+
+/* Whatever kills qprof (SIGKILL, abort) while a sample holds the guest stopped, the guest runs
+ * again: QEMU keeps it paused when qprof's QMP connection (or, on 7.2, its gdbstub connection)
+ * just closes, so qprof's guardian process resumes it. Then, over QMP, a guest another client
+ * paused is left paused by the guardian of a qprof killed meanwhile. One guest for all rounds. */
+static void case_killed_while_stopped(void)
+{
+    struct guest g;
+    boot(&g, &(struct boot_opts){.cmdline = "run=spin", .second_qmp = true});
+    qmp_client *c2 = qmp_connect(vm_qmp2_path(g.vm));
+    const int sigs[] = {SIGKILL, SIGABRT};
+    for (int i = 0; i < 2; i++) {
+        struct qprof q;
+        start_on_guest(&q, &g, (const char *[]){"--duration", "0", "--progress", NULL});
+        if (!wait_samples(&q, 20) || !freeze_while_stopped(&q, c2)) {
+            kill(q.pid, SIGKILL); /* not caught: no later round with it holding socket 1 */
+            waitpid(q.pid, NULL, 0);
+            break;
+        }
+        kill_frozen(&q, sigs[i]);
+        double took = seconds_until_running(c2);
+        fprintf(stderr, "%s while the guest was stopped: it ran again after %.3f s\n",
+                strsignal(sigs[i]), took);
+        CHECK_MSG(took >= 0, "guest left paused after qprof died of %s", strsignal(sigs[i]));
+        char *err = qprof_stderr(&q);
+        show_stderr("qprof", err);
+        g_free(err);
+    }
+    if (transport == OVER_QMP)
+        check_half_written_command(&g, c2);
+    qmp_free(c2);
+    if (transport == OVER_QMP) {
+        qmp2_command(&g, "stop");
+        struct qprof q;
+        start_on_guest(&q, &g, (const char *[]){"--duration", "0", NULL});
+        pause_until_noticed(&g, &q);
+        kill(q.pid, SIGKILL);
+        waitpid(q.pid, NULL, 0);
+        /* Socket 1 serves a new client once qprof's guardian has let go of it. */
+        CHECK_MSG(!guest_running(&g, false),
+                  "a dead qprof's guardian resumed a guest another client paused");
+        qmp2_command(&g, "cont");
+        CHECK(guest_running(&g, true));
+        check_qemu_dies_while_paused(&g);
+    }
+    vm_stop(g.vm);
+}
+
 /* ---- 7 and 8: output that cannot be written ---------------------------------------------- */
 
 /* The leftovers a temp-file-and-rename writer would put in /dev, removed so that a failing run
@@ -959,6 +1124,8 @@ int main(int argc, char **argv)
         case_paused_before();
     else if (strcmp(which, "paused_during") == 0)
         case_paused_during();
+    else if (strcmp(which, "killed_while_stopped") == 0)
+        case_killed_while_stopped();
     else if (strcmp(which, "prelaunch") == 0)
         case_prelaunch();
     else if (strcmp(which, "dev_full") == 0)
