@@ -223,6 +223,15 @@ const char *out_stack_root(const struct out_stack *s, char *out, size_t cap)
     return out;
 }
 
+const char *out_stack_root_as(const struct out_stack *s, bool by_name, char *out, size_t cap)
+{
+    if (by_name && s->pid && s->mode != OUT_MODE_IDLE && s->mode != OUT_MODE_BOOT)
+        g_strlcpy(out, s->comm[0] ? s->comm : "?", cap);
+    else
+        out_stack_root(s, out, cap);
+    return out;
+}
+
 void out_profile_filter(out_profile *p,
                         bool (*keep)(const struct out_record *r, const struct out_stack *s,
                                      void *ctx),

@@ -126,6 +126,10 @@ void out_profile_stack_totals(const out_profile *p, uint64_t *counts, uint64_t *
  * code of no known process) or "[firmware or early boot]". Returns out. */
 const char *out_stack_root(const struct out_stack *s, char *out, size_t cap);
 
+/* The root as out_stack_root writes it, with the process by name alone ("spin", not
+ * "spin (3)") when by_name: what two runs whose pids differ (two boots) have in common. */
+const char *out_stack_root_as(const struct out_stack *s, bool by_name, char *out, size_t cap);
+
 /* Keeps only the samples for which keep() returns true (report's --pid, --cpus, --time, mode
  * filters). Stack ids stay valid. */
 void out_profile_filter(out_profile *p,
@@ -219,6 +223,18 @@ struct out_write_opts {
                              speedscope profile per vCPU instead of per process */
     const char *title;    /* shown by speedscope and the SVG; NULL: "qprof" */
     uint64_t interval_ns; /* the mean sampling interval asked for (pprof's period) */
+    bool roots_by_name;   /* processes by name alone, without their pid (out_stack_root_as):
+                             SVG and pprof, for `qprof diff` */
+    /* A differential flame graph (SVG only): the fill of a box, given the names on its path
+     * (path[0] the level above "all", path[depth - 1] the box) and its samples; writes an
+     * "rgb(...)" into fill and returns true, or returns false for the usual colour. NULL: the
+     * usual colours. */
+    bool (*svg_fill)(void *ctx, const char *const *path, int depth, uint64_t count, uint64_t total,
+                     char *fill, size_t cap);
+    void *svg_fill_ctx;
+    /* With svg_fill: a legend row under the title, a swatch and its text per entry,
+     * NULL-terminated pairs {"rgb(...)", "text", ..., NULL}. */
+    const char *const *svg_legend;
 };
 
 /* Writes p in format f to the open stream f_out. */
