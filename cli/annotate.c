@@ -27,8 +27,9 @@ struct annotate_options {
 /* One sampled function of one module, with its samples per instruction address. */
 struct hot_fn {
     uint32_t module;
-    const sym_table *table;
-    const char *name; /* owned by the table */
+    const sym_table *table;      /* NULL: the code the record kept */
+    const struct out_code *code; /* the record's copy of the code, NULL: the table's file */
+    const char *name;            /* owned by the table or the profile */
     uint64_t start, size;
     uint64_t samples;
     GHashTable *pcs;   /* pc -> samples (GUINT_TO_POINTER(pc) keys on 64-bit hosts) */
@@ -134,25 +135,43 @@ static void bump(GHashTable *h, uint64_t key, uint64_t n)
     g_hash_table_insert(h, k, GSIZE_TO_POINTER(GPOINTER_TO_SIZE(g_hash_table_lookup(h, k)) + n));
 }
 
-/* The function (module, symbol) at pc, made on first sight; NULL when its binary has no table
- * or no symbol covers pc. */
-static struct hot_fn *fn_at(GHashTable *fns, const prof_syms *syms, uint32_t module, uint64_t pc)
+/* The function at pc: by the binary's symbols, else the code the record kept (a kernel read
+ * from guest memory); false when neither knows it. */
+static bool function_at(const out_profile *p, const prof_syms *syms, uint32_t module, uint64_t pc,
+                        struct hot_fn *out)
 {
     const sym_table *t = prof_syms_table(syms, module);
     struct sym_info info;
-    if (!t || sym_lookup(t, pc, &info) != 0)
+    const struct out_code *c = out_profile_code_at(p, module, pc);
+    if (t && sym_lookup(t, pc, &info) == 0) {
+        /* a symbol of no size covers up to the next one */
+        uint64_t size = info.size ? info.size : MIN(info.end - info.start, OUT_CODE_MAX_LEN);
+        *out = (struct hot_fn){.table = t, .name = info.name, .start = info.start, .size = size};
+        if (c && c->addr == info.start)
+            out->code = c;
+        return true;
+    }
+    if (!c)
+        return false;
+    *out = (struct hot_fn){.code = c, .name = c->name, .start = c->addr, .size = c->len};
+    return true;
+}
+
+/* The function at pc, made on first sight; NULL when nothing knows it. */
+static struct hot_fn *fn_at(GHashTable *fns, const out_profile *p, const prof_syms *syms,
+                            uint32_t module, uint64_t pc)
+{
+    struct hot_fn found;
+    if (module == OUT_NO_MODULE || !function_at(p, syms, module, pc, &found))
         return NULL;
-    char *key = g_strdup_printf("%u:%" PRIx64, module, info.start);
+    char *key = g_strdup_printf("%u:%" PRIx64, module, found.start);
     struct hot_fn *f = g_hash_table_lookup(fns, key);
     if (!f) {
-        f = g_new0(struct hot_fn, 1);
-        *f = (struct hot_fn){.module = module,
-                             .table = t,
-                             .name = info.name,
-                             .start = info.start,
-                             .size = info.size,
-                             .pcs = g_hash_table_new(g_direct_hash, g_direct_equal),
-                             .exact = g_hash_table_new(g_direct_hash, g_direct_equal)};
+        f = g_new(struct hot_fn, 1);
+        *f = found;
+        f->module = module;
+        f->pcs = g_hash_table_new(g_direct_hash, g_direct_equal);
+        f->exact = g_hash_table_new(g_direct_hash, g_direct_equal);
         g_hash_table_insert(fns, key, f);
     } else {
         g_free(key);
@@ -172,8 +191,7 @@ static GHashTable *collect(const out_profile *p, const prof_syms *syms)
             continue;
         const struct out_frame *leaf = &s->frames[s->n_frames - 1];
         uint64_t at = leaf->exact ? leaf->pc : leaf->pc - 1;
-        struct hot_fn *f =
-            leaf->module == OUT_NO_MODULE ? NULL : fn_at(fns, syms, leaf->module, at);
+        struct hot_fn *f = fn_at(fns, p, syms, leaf->module, at);
         if (f) {
             bump(f->pcs, leaf->exact ? leaf->pc : at, per_stack[id]);
             f->samples += per_stack[id];
@@ -182,8 +200,7 @@ static GHashTable *collect(const out_profile *p, const prof_syms *syms)
     g_free(per_stack);
     const struct out_exact *e = out_profile_exact(p);
     for (size_t i = 0; i < out_profile_exact_count(p); i++) {
-        struct hot_fn *f =
-            e[i].module == OUT_NO_MODULE ? NULL : fn_at(fns, syms, e[i].module, e[i].pc);
+        struct hot_fn *f = fn_at(fns, p, syms, e[i].module, e[i].pc);
         if (f)
             bump(f->exact, e[i].pc, e[i].insns);
     }
@@ -262,30 +279,50 @@ static void raw_lines(const uint8_t *code, uint64_t start, uint64_t size, GArray
     }
 }
 
+/* The function's bytes: the binary's file, else the record's copy. */
+static const uint8_t *code_of(const struct hot_fn *f, sym_code **code, uint64_t *size,
+                              uint16_t *machine)
+{
+    *code = f->table ? sym_code_open(f->table) : NULL;
+    const uint8_t *bytes = *code ? sym_code_at(*code, f->start, f->size) : NULL;
+    *size = f->size;
+    *machine = f->table ? elf_machine(sym_table_path(f->table)) : EM_NONE;
+    if (!bytes && f->code) {
+        bytes = f->code->bytes;
+        *size = MIN(f->size, f->code->len);
+        *machine = f->code->machine;
+    }
+    return bytes;
+}
+
 /* The function's instructions, or NULL with a message when its code cannot be read. */
 static GArray *disassemble(const struct hot_fn *f, FILE *out)
 {
-    sym_code *code = sym_code_open(f->table);
-    const uint8_t *bytes = code ? sym_code_at(code, f->start, f->size) : NULL;
+    sym_code *code = NULL;
+    uint64_t size;
+    uint16_t machine;
+    const uint8_t *bytes = code_of(f, &code, &size, &machine);
     if (!bytes) {
-        fprintf(stderr, "qprof annotate: %s: no code bytes for %s in %s\n", f->name, f->name,
-                sym_table_path(f->table));
+        fprintf(stderr,
+                "qprof annotate: %s: no code bytes (its binary's file is not here, and the "
+                "record kept none)\n",
+                f->name);
         sym_code_free(code);
         return NULL;
     }
     GArray *lines = g_array_new(FALSE, FALSE, sizeof(struct insn_line));
     csh h;
-    if (!open_capstone(elf_machine(sym_table_path(f->table)), &h)) {
+    if (!open_capstone(machine, &h)) {
         fprintf(out, "  (no disassembler for this architecture in this capstone: riscv64 needs "
                      "capstone 5; addresses and bytes follow)\n");
-        raw_lines(bytes, f->start, f->size, lines);
+        raw_lines(bytes, f->start, size, lines);
         sym_code_free(code);
         return lines;
     }
     cs_option(h, CS_OPT_DETAIL, CS_OPT_ON);
     cs_insn *insn = cs_malloc(h);
     const uint8_t *at = bytes;
-    size_t left = f->size;
+    size_t left = size;
     uint64_t addr = f->start;
     while (left) {
         struct insn_line l = {.addr = addr};
@@ -352,7 +389,7 @@ static void print_source(const struct hot_fn *f, uint64_t addr, GHashTable *sour
 {
     const char *file = NULL;
     int line = 0;
-    if (sym_lookup_line(f->table, addr, &file, &line) != 0 ||
+    if (!f->table || sym_lookup_line(f->table, addr, &file, &line) != 0 ||
         (file == *last_file && line == *last_line))
         return;
     *last_file = file;

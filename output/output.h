@@ -152,6 +152,31 @@ void out_profile_add_exact(out_profile *p, uint32_t module, uint64_t pc, uint64_
 size_t out_profile_exact_count(const out_profile *p);
 const struct out_exact *out_profile_exact(const out_profile *p); /* in the order first added */
 
+/* ---- Code bytes (annotate without the binary) ---------------------------------------------- */
+
+/* The machine code of one sampled function as the guest had it, kept so that `qprof annotate`
+ * reads a function's instructions from the record alone (a stock Linux kernel whose vmlinux the
+ * user does not have). */
+struct out_code {
+    uint32_t module;
+    uint16_t machine;     /* ELF e_machine of the code (EM_X86_64, ...) */
+    uint64_t addr;        /* the function's first byte */
+    const char *name;     /* the function, as the recording run named it */
+    const uint8_t *bytes; /* owned by the profile */
+    uint32_t len;
+};
+
+#define OUT_CODE_MAX_LEN       16384u /* one function's bytes at most */
+#define OUT_CODE_MAX_FUNCTIONS 512u   /* functions a profile keeps code for */
+
+/* Adds a function's code (copied, bytes and name); false when it has one at addr already, len is 0
+ * or above OUT_CODE_MAX_LEN, or the profile holds OUT_CODE_MAX_FUNCTIONS. */
+bool out_profile_add_code(out_profile *p, const struct out_code *code);
+size_t out_profile_code_count(const out_profile *p);
+const struct out_code *out_profile_code(const out_profile *p, size_t index); /* in order added */
+/* The kept function of module whose bytes hold pc, NULL when none. */
+const struct out_code *out_profile_code_at(const out_profile *p, uint32_t module, uint64_t pc);
+
 /* ---- Names ------------------------------------------------------------------------------- */
 
 /* What a symbolizer knows about one PC. function NULL: no symbol. file NULL / line 0: no line

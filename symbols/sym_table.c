@@ -245,8 +245,11 @@ int sym_lookup(const sym_table *t, uint64_t addr, struct sym_info *out)
     const struct sym_func *f = &t->funcs[lo - 1];
     if (a >= f->end)
         return -ENOENT;
-    *out = (struct sym_info){
-        .name = f->name, .start = slid(t, f->start), .size = f->size, .offset = a - f->start};
+    *out = (struct sym_info){.name = f->name,
+                             .start = slid(t, f->start),
+                             .size = f->size,
+                             .offset = a - f->start,
+                             .end = slid(t, f->end)};
     return 0;
 }
 

@@ -29,6 +29,8 @@ struct sym_info {
     uint64_t start;   /* symbol address (after the table's slide) */
     uint64_t size;    /* 0 for zero-size symbols */
     uint64_t offset;  /* addr - start */
+    uint64_t end;     /* where the symbol's cover ends: start + size, or for size 0 the next
+                         symbol (the lookup's own bound) */
 };
 
 /* Loads function symbols of an ELF (.symtab, else .dynsym) and its .text section identity.
