@@ -164,7 +164,10 @@ static struct hot_fn *fn_at(GHashTable *fns, const out_profile *p, const prof_sy
     struct hot_fn found;
     if (module == OUT_NO_MODULE || !function_at(p, syms, module, pc, &found))
         return NULL;
-    char *key = g_strdup_printf("%u:%" PRIx64, module, found.start);
+    /* by the binary's table when there is one: --exact's counts name a binary by a module of
+     * their own, the samples by the process's */
+    char *key = found.table ? g_strdup_printf("%p:%" PRIx64, (const void *)found.table, found.start)
+                            : g_strdup_printf("%u:%" PRIx64, module, found.start);
     struct hot_fn *f = g_hash_table_lookup(fns, key);
     if (!f) {
         f = g_new(struct hot_fn, 1);

@@ -1950,7 +1950,8 @@ static void record_boot(const char *run, unsigned samples, const char *data, con
     const char *args[] = {"record",        GUEST_ARGS(&g), "--samples", count, "--interval", "1",
                           "--no-progress", "-o",           data,        extra, NULL};
     struct qprof_run r = run_qprof(vm_dir(g.vm), args, run_deadline_s(samples));
-    CHECK_MSG(r.exit_code == 0, "qprof record exited %d: %s", r.exit_code, r.err);
+    fprintf(stderr, "%s", r.err);
+    CHECK_MSG(r.exit_code == 0, "qprof record exited %d", r.exit_code);
     run_free(&r);
     vm_stop(g.vm);
 }
