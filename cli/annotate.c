@@ -66,9 +66,7 @@ static void annotate_help(FILE *out)
 
 static int usage(const char *what)
 {
-    fprintf(stderr, "qprof annotate: %s\nTry 'qprof annotate --help' for more information.\n",
-            what);
-    return PROF_EXIT_USAGE;
+    return prof_cli_usage("annotate", what);
 }
 
 enum { A_FUNCTIONS = PROF_LOAD_END, A_STDIO };
@@ -79,9 +77,9 @@ static const struct option annotate_long[] = {
     {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
 };
 
-static int apply(struct annotate_options *o, int c, const char *arg, const char *flag)
+static int apply(void *opts, int c, const char *arg, const char *flag)
 {
-    struct qp_error err = {0};
+    struct annotate_options *o = opts;
     switch (c) {
     case 'i':
         o->input = arg;
@@ -96,23 +94,14 @@ static int apply(struct annotate_options *o, int c, const char *arg, const char 
         annotate_help(stdout);
         return PROF_EXIT_OK;
     }
-    int shared = prof_load_option(&o->load, c, arg, &err);
-    return shared > 0 ? -1 : usage(shared < 0 ? err.msg : flag);
+    return prof_load_option_or_usage("annotate", &o->load, c, arg, flag);
 }
 
 static int parse(int argc, char **argv, struct annotate_options *o)
 {
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":i:h", annotate_long, NULL)) != -1) {
-        char flag[160];
-        snprintf(flag, sizeof flag, "%s '%s'",
-                 c == ':' ? "option needs a value:" : "unknown option", argv[optind - 1]);
-        int rc = apply(o, c == ':' || c == '?' ? 0 : c, optarg, flag);
-        if (rc >= 0)
-            return rc;
-    }
+    int rc = prof_cli_parse(argc, argv, ":i:h", annotate_long, apply, o);
+    if (rc >= 0)
+        return rc;
     if (argc - optind > 1)
         return usage("one FUNCTION at most");
     o->function = optind < argc ? argv[optind] : NULL;

@@ -66,6 +66,23 @@ int prof_load_option(struct prof_load_opts *o, int c, const char *arg, struct qp
 /* out_profile_filter's keep() for the options (ctx: the struct prof_load_opts). */
 bool prof_load_keep(const struct out_record *r, const struct out_stack *s, void *ctx);
 
+/* `qprof CMD: what` and the --help hint on stderr; returns PROF_EXIT_USAGE. */
+int prof_cli_usage(const char *cmd, const char *what);
+
+/* A subcommand's option: returns -1 when it was fine, else the exit code to exit with. flag
+ * describes an unknown option or a missing value (c is then 0) for the usage message. */
+typedef int (*prof_cli_apply_fn)(void *opts, int c, const char *arg, const char *flag);
+
+/* The getopt_long loop over argv (argv[0] the subcommand) with apply per option; returns -1
+ * with optind at the first argument that is not an option, else the exit code. */
+int prof_cli_parse(int argc, char **argv, const char *short_opts, const struct option *long_opts,
+                   prof_cli_apply_fn apply, void *opts);
+
+/* The end of a subcommand's apply for a code it does not know itself: a shared option
+ * (prof_load_option) applied, -1; else the usage error (a bad value, or flag). */
+int prof_load_option_or_usage(const char *cmd, struct prof_load_opts *o, int c, const char *arg,
+                              const char *flag);
+
 /* Reads a record file and keeps the samples the options choose. *recorded (may be NULL) gets
  * the samples in the file; *meta as out_record_read's. */
 int prof_load_record(const char *path, const struct prof_load_opts *o, out_profile **out,

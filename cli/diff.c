@@ -72,8 +72,7 @@ static void diff_help(FILE *out)
 
 static int usage(const char *what)
 {
-    fprintf(stderr, "qprof diff: %s\nTry 'qprof diff --help' for more information.\n", what);
-    return PROF_EXIT_USAGE;
+    return prof_cli_usage("diff", what);
 }
 
 enum { D_DIFF_BASE = PROF_LOAD_END, D_TOP };
@@ -85,9 +84,9 @@ static const struct option diff_long[] = {
 };
 
 /* Applies one option; returns -1 when it was fine, else the exit code. */
-static int apply(struct diff_options *o, int c, const char *arg, const char *flag)
+static int apply(void *opts, int c, const char *arg, const char *flag)
 {
-    struct qp_error err = {0};
+    struct diff_options *o = opts;
     switch (c) {
     case 'o':
         if (o->n_outputs == PROF_MAX_OUTPUTS)
@@ -104,8 +103,7 @@ static int apply(struct diff_options *o, int c, const char *arg, const char *fla
         diff_help(stdout);
         return PROF_EXIT_OK;
     }
-    int shared = prof_load_option(&o->load, c, arg, &err);
-    return shared > 0 ? -1 : usage(shared < 0 ? err.msg : flag);
+    return prof_load_option_or_usage("diff", &o->load, c, arg, flag);
 }
 
 static bool is_pprof(const char *path)
@@ -133,17 +131,9 @@ static int check_outputs(const struct diff_options *o)
 
 static int parse(int argc, char **argv, struct diff_options *o)
 {
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":o:h", diff_long, NULL)) != -1) {
-        char flag[160];
-        snprintf(flag, sizeof flag, "%s '%s'",
-                 c == ':' ? "option needs a value:" : "unknown option", argv[optind - 1]);
-        int rc = apply(o, c == ':' || c == '?' ? 0 : c, optarg, flag);
-        if (rc >= 0)
-            return rc;
-    }
+    int rc = prof_cli_parse(argc, argv, ":o:h", diff_long, apply, o);
+    if (rc >= 0)
+        return rc;
     if (argc - optind != 2)
         return usage("two profiles wanted: BASE NEW");
     o->paths[0] = argv[optind];
@@ -344,17 +334,25 @@ static int by_change(const void *a, const void *b)
     return strcmp(x->function, y->function);
 }
 
-static GArray *rows_of(const struct diff_side *d)
+/* The keys of both tables, as a set (borrowed keys). */
+static GHashTable *union_keys(GHashTable *a, GHashTable *b)
 {
-    GArray *rows = g_array_new(FALSE, FALSE, sizeof(struct diff_row));
-    GHashTable *names = g_hash_table_new(g_str_hash, g_str_equal);
+    GHashTable *all = g_hash_table_new(g_str_hash, g_str_equal);
+    GHashTable *both[] = {a, b};
     for (int side = 0; side < 2; side++) {
         GHashTableIter it;
         gpointer key;
-        g_hash_table_iter_init(&it, d[side].total);
+        g_hash_table_iter_init(&it, both[side]);
         while (g_hash_table_iter_next(&it, &key, NULL))
-            g_hash_table_add(names, key);
+            g_hash_table_add(all, key);
     }
+    return all;
+}
+
+static GArray *rows_of(const struct diff_side *d)
+{
+    GArray *rows = g_array_new(FALSE, FALSE, sizeof(struct diff_row));
+    GHashTable *names = union_keys(d[0].total, d[1].total);
     GHashTableIter it;
     gpointer key;
     g_hash_table_iter_init(&it, names);
@@ -408,14 +406,7 @@ static int by_text(const void *a, const void *b)
  * scaled to NEW's total so that the two columns compare. */
 static int write_difffolded(const struct diff_side *d, const char *path, struct qp_error *err)
 {
-    GHashTable *all = g_hash_table_new(g_str_hash, g_str_equal);
-    for (int side = 0; side < 2; side++) {
-        GHashTableIter it;
-        gpointer key;
-        g_hash_table_iter_init(&it, d[side].stacks);
-        while (g_hash_table_iter_next(&it, &key, NULL))
-            g_hash_table_add(all, key);
-    }
+    GHashTable *all = union_keys(d[0].stacks, d[1].stacks);
     guint n = 0;
     gpointer *keys = g_hash_table_get_keys_as_array(all, &n);
     qsort(keys, n, sizeof *keys, by_text);

@@ -121,6 +121,37 @@ int prof_load_option(struct prof_load_opts *o, int c, const char *arg, struct qp
     }
 }
 
+int prof_cli_usage(const char *cmd, const char *what)
+{
+    fprintf(stderr, "qprof %s: %s\nTry 'qprof %s --help' for more information.\n", cmd, what, cmd);
+    return PROF_EXIT_USAGE;
+}
+
+int prof_cli_parse(int argc, char **argv, const char *short_opts, const struct option *long_opts,
+                   prof_cli_apply_fn apply, void *opts)
+{
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, short_opts, long_opts, NULL)) != -1) {
+        char flag[160];
+        snprintf(flag, sizeof flag, "%s '%s'",
+                 c == ':' ? "option needs a value:" : "unknown option", argv[optind - 1]);
+        int rc = apply(opts, c == ':' || c == '?' ? 0 : c, optarg, flag);
+        if (rc >= 0)
+            return rc;
+    }
+    return -1;
+}
+
+int prof_load_option_or_usage(const char *cmd, struct prof_load_opts *o, int c, const char *arg,
+                              const char *flag)
+{
+    struct qp_error err = {0};
+    int shared = prof_load_option(o, c, arg, &err);
+    return shared > 0 ? -1 : prof_cli_usage(cmd, shared < 0 ? err.msg : flag);
+}
+
 static bool keep_process(const struct prof_load_opts *o, const struct out_stack *s)
 {
     bool pid_ok = o->pids->len == 0, comm_ok = o->comms->len == 0;

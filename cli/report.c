@@ -48,8 +48,7 @@ static void report_help(FILE *out)
 
 static int usage(const char *what)
 {
-    fprintf(stderr, "qprof report: %s\nTry 'qprof report --help' for more information.\n", what);
-    return PROF_EXIT_USAGE;
+    return prof_cli_usage("report", what);
 }
 
 enum { R_PER_CPU = PROF_LOAD_END, R_TOP, R_FORMAT };
@@ -66,9 +65,9 @@ static const struct option report_long[] = {
 };
 
 /* Applies one option; returns -1 when it was fine, else the exit code. */
-static int apply(struct report_options *o, int c, const char *arg, const char *flag)
+static int apply(void *opts, int c, const char *arg, const char *flag)
 {
-    struct qp_error err = {0};
+    struct report_options *o = opts;
     switch (c) {
     case 'i':
         o->input = arg;
@@ -93,23 +92,14 @@ static int apply(struct report_options *o, int c, const char *arg, const char *f
         report_help(stdout);
         return PROF_EXIT_OK;
     }
-    int shared = prof_load_option(&o->load, c, arg, &err);
-    return shared > 0 ? -1 : usage(shared < 0 ? err.msg : flag);
+    return prof_load_option_or_usage("report", &o->load, c, arg, flag);
 }
 
 static int parse(int argc, char **argv, struct report_options *o)
 {
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":i:o:h", report_long, NULL)) != -1) {
-        char flag[160];
-        snprintf(flag, sizeof flag, "%s '%s'",
-                 c == ':' ? "option needs a value:" : "unknown option", argv[optind - 1]);
-        int rc = apply(o, c == ':' || c == '?' ? 0 : c, optarg, flag);
-        if (rc >= 0)
-            return rc;
-    }
+    int rc = prof_cli_parse(argc, argv, ":i:o:h", report_long, apply, o);
+    if (rc >= 0)
+        return rc;
     if (optind < argc)
         return usage("unexpected argument");
     return -1;
