@@ -43,8 +43,10 @@ static void annotate_help(FILE *out)
             "Prints a function's machine code, one instruction a line, with the samples taken\n"
             "at each instruction and their share of the function's samples, hot lines marked,\n"
             "source lines interleaved where the binary has DWARF line information, and with a\n"
-            "record made with --exact, the instructions each one executed. Without FUNCTION,\n"
-            "the functions with the most samples. Code comes from the --kernel and --user-dir\n"
+            "record made with --exact, the instructions each one executed; inlined functions\n"
+            "are named beside their source lines. Without FUNCTION, the functions with the most\n"
+            "samples; a FUNCTION no sample landed in is shown all the same, with none. Code comes "
+            "from the --kernel and --user-dir\n"
             "files (default: the files recorded).\n"
             "\n"
             "  -i, --input FILE       the record file [qprof.data]\n"
@@ -376,20 +378,27 @@ static const char *source_text(GHashTable *sources, const char *file, int line)
     return lines[line - 1];
 }
 
+/* Where the source changes: "file:line  text", and the inlined function the code is of. */
+struct source_at {
+    const char *file, *inlined;
+    int line;
+};
+
 static void print_source(const struct hot_fn *f, uint64_t addr, GHashTable *sources,
-                         const char **last_file, int *last_line, FILE *out)
+                         struct source_at *last, FILE *out)
 {
-    const char *file = NULL;
-    int line = 0;
-    if (!f->table || sym_lookup_line(f->table, addr, &file, &line) != 0 ||
-        (file == *last_file && line == *last_line))
+    struct source_at now = {0};
+    if (!f->table || sym_lookup_line(f->table, addr, &now.file, &now.line) != 0)
         return;
-    *last_file = file;
-    *last_line = line;
-    char *text = g_strdup(source_text(sources, file, line));
-    const char *base = strrchr(file, '/');
-    fprintf(out, "%27s : %s:%d  %s\n", "", base ? base + 1 : file, line,
-            text ? g_strstrip(text) : "");
+    sym_lookup_inlined(f->table, addr, &now.inlined);
+    if (now.file == last->file && now.line == last->line && now.inlined == last->inlined)
+        return;
+    *last = now;
+    char *text = g_strdup(source_text(sources, now.file, now.line));
+    const char *base = strrchr(now.file, '/');
+    fprintf(out, "%27s : %s:%d  %s%s%s%s\n", "", base ? base + 1 : now.file, now.line,
+            text ? g_strstrip(text) : "", now.inlined ? "  [inlined: " : "",
+            now.inlined ? now.inlined : "", now.inlined ? "]" : "");
     g_free(text);
 }
 
@@ -405,11 +414,10 @@ static void print_function(const struct hot_fn *f, const char *module, bool colo
     if (!lines)
         return;
     uint64_t *runs = exact_per_insn(f, lines);
-    const char *last_file = NULL;
-    int last_line = 0;
+    struct source_at last = {0};
     for (guint i = 0; i < lines->len; i++) {
         const struct insn_line *l = &g_array_index(lines, struct insn_line, i);
-        print_source(f, l->addr, sources, &last_file, &last_line, out);
+        print_source(f, l->addr, sources, &last, out);
         uint64_t n = 0;
         for (uint64_t a = l->addr; a < l->addr + l->size; a++)
             n += GPOINTER_TO_SIZE(g_hash_table_lookup(f->pcs, GSIZE_TO_POINTER(a)));
@@ -452,6 +460,20 @@ static int print_all(const out_profile *p, GPtrArray *chosen, bool stdio)
     return 0;
 }
 
+/* A function named on the command line that no sample landed in: its code all the same (the
+ * reader asked for it), from the first binary whose symbols have it; NULL when none does. */
+static struct hot_fn *unsampled(GHashTable *fns, const out_profile *p, const prof_syms *syms,
+                                const char *function)
+{
+    for (uint32_t m = 0; m < out_profile_module_count(p); m++) {
+        const sym_table *t = prof_syms_table(syms, m);
+        uint64_t addr;
+        if (t && sym_find_by_name(t, function, &addr) == 0)
+            return fn_at(fns, p, syms, m, addr);
+    }
+    return NULL;
+}
+
 static int run_annotate(const struct annotate_options *o)
 {
     out_profile *p = NULL;
@@ -465,9 +487,12 @@ static int run_annotate(const struct annotate_options *o)
     }
     GHashTable *fns = collect(p, syms);
     GPtrArray *chosen = choose(fns, o->function, o->n_functions);
+    struct hot_fn *cold = o->function && !chosen->len ? unsampled(fns, p, syms, o->function) : NULL;
+    if (cold)
+        g_ptr_array_add(chosen, cold);
     if (!chosen->len)
-        fprintf(stderr, "qprof annotate: %s%s has no samples with symbols (--kernel, --user-dir)\n",
-                o->function ? o->function : "the record", o->function ? "" : "");
+        fprintf(stderr, "qprof annotate: %s: no function with symbols (--kernel, --user-dir)%s\n",
+                o->function ? o->function : o->input, o->function ? "" : " has samples");
     else
         rc = print_all(p, chosen, o->stdio) == 0 ? PROF_EXIT_OK : PROF_EXIT_RUNTIME;
     g_ptr_array_free(chosen, TRUE);

@@ -66,6 +66,11 @@ int sym_lookup(const sym_table *t, uint64_t addr, struct sym_info *out);
  * and *line, or -ENOENT (no DWARF, a symbol map, or addr not covered). */
 int sym_lookup_line(const sym_table *t, uint64_t addr, const char **file, int *line);
 
+/* The innermost function inlined at addr (from the ELF's DWARF: DW_TAG_inlined_subroutine),
+ * *name valid while the table lives; -ENOENT when addr is in no inlined code or there is no
+ * DWARF. */
+int sym_lookup_inlined(const sym_table *t, uint64_t addr, const char **name);
+
 /* Short module name: the file's basename, e.g. "spin" or "kernel.elf". */
 const char *sym_table_name(const sym_table *t);
 /* Path it was loaded from. */

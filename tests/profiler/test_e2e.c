@@ -2192,6 +2192,15 @@ static void case_diff(void)
     CHECK_MSG(red > 0 && blue == 0, "hot_a's boxes: %u red, %u blue", red, blue);
     check_difffolded(df, fn.total);
     check_pprof_diff(dir, pb_base, pb_new);
+    /* the same record read by annotate: the demo kernel's timer_tick takes its lock through
+     * an inlined spin_lock, named beside the source (shown whether sampled or not) */
+    const char *tick[] = {"annotate",         "-i",         base, "--stdio", "--kernel",
+                          QPROF_GUEST_KERNEL, "timer_tick", NULL};
+    struct qprof_run t = run_qprof(dir, tick, 120);
+    CHECK_MSG(t.exit_code == 0, "qprof annotate timer_tick exited %d: %s", t.exit_code, t.err);
+    CHECK_MSG(strstr(t.out, "timer_tick [kernel.elf]") && strstr(t.out, "[inlined: spin_lock]"),
+              "timer_tick's inlined spin_lock is not named:\n%s", t.out);
+    run_free(&t);
     run_free(&r);
     folded_free(&fb);
     folded_free(&fn);
