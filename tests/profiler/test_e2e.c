@@ -2107,21 +2107,21 @@ static void check_pprof_diff(const char *dir, const char *base, const char *new_
     FILE *f = popen(cmd, "r");
     g_free(cmd);
     char line[512];
-    double hot_a = 0, user_work = 0;
+    double hot_a = 0, user_work = 0; /* flat, and cumulative (user_work's own samples are few) */
     bool table = false;
     while (f && fgets(line, sizeof line, f)) {
         fputs(line, stderr);
-        double flat;
+        double flat, cum;
         char name[256];
         table |= strstr(line, "flat%") != NULL;
-        if (!table || sscanf(line, " %lf %*s %*s %*s %*s %255s", &flat, name) != 2)
+        if (!table || sscanf(line, " %lf %*s %*s %lf %*s %255s", &flat, &cum, name) != 3)
             continue;
         hot_a = strcmp(name, "hot_a") == 0 ? flat : hot_a;
-        user_work = strcmp(name, "user_work") == 0 ? flat : user_work;
+        user_work = strcmp(name, "user_work") == 0 ? cum : user_work;
     }
     CHECK_MSG(f && pclose(f) == 0 && table, "go tool pprof -diff_base failed");
-    CHECK_MSG(hot_a > 0 && user_work < 0, "pprof -diff_base: hot_a %+.0f, user_work %+.0f", hot_a,
-              user_work);
+    CHECK_MSG(hot_a > 0 && user_work < 0, "pprof -diff_base: hot_a flat %+.0f, user_work cum %+.0f",
+              hot_a, user_work);
 }
 
 /* Two boots, `run=spin,sys` then `run=spin,spin`, compared: sys's own functions vanish, hot_a's
