@@ -1,8 +1,9 @@
 /* cli: the qprof command line on top of the sampling core. main.c, options.c (every option,
  * --help), run.c (the run: the sampling loop with jittered intervals, signals, progress,
- * outputs, the summary), report.c (`qprof report`, one file per subcommand) and top.c
- * (`qprof top`, riding on run.c's loop through prof_run_hooks; top_view.c and top_text.c are
- * its numbers and its lines).
+ * outputs, the summary), and one file per subcommand: report.c (`qprof report`), diff.c
+ * (`qprof diff`) and annotate.c (`qprof annotate`), which share load.c (cli_internal.h), and
+ * top.c (`qprof top`, riding on run.c's loop through prof_run_hooks; top_view.c and top_text.c
+ * are its numbers and its lines).
  *
  * Functions returning int return 0 on success or a negative errno-style code and fill the
  * optional err (common/qp_error.h).
@@ -59,6 +60,12 @@ int prof_options_for_record(struct prof_options *o);
 
 /* `qprof report ARGS` (argv[0] is "report"): returns the process exit code. */
 int prof_report_main(int argc, char **argv);
+
+/* `qprof diff ARGS` (argv[0] is "diff"): returns the process exit code. */
+int prof_diff_main(int argc, char **argv);
+
+/* `qprof annotate ARGS` (argv[0] is "annotate"): returns the process exit code. */
+int prof_annotate_main(int argc, char **argv);
 
 /* The whole `qprof` run for parsed options: returns the process exit code. */
 int prof_main(const struct prof_options *o);

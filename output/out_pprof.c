@@ -59,6 +59,7 @@ struct pprof_builder {
     struct stack_locations *stack_locs; /* per stack id, n == 0 until first used */
     struct module_seen *modules;        /* per module */
     size_t n_values;                    /* sample types: 2, or 3 with exact counts */
+    bool roots_by_name;                 /* out_write_opts' */
 };
 
 static void *arena_new(struct pprof_builder *b, size_t size)
@@ -170,7 +171,7 @@ static const struct stack_locations *stack_locations(struct pprof_builder *b, ui
         out->ids[len - 1 - i] = shown[i]->marker ? named_location(b, shown[i]->name)
                                                  : code_location(b, shown[i], &s->frames[frame++]);
     char root[64];
-    out->ids[len] = named_location(b, out_stack_root(s, root, sizeof root));
+    out->ids[len] = named_location(b, out_stack_root_as(s, b->roots_by_name, root, sizeof root));
     g_free(shown);
     return out;
 }
@@ -388,6 +389,7 @@ int out_write_pprof(const out_profile *p, out_names *n, const struct out_write_o
         .sample_of = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL),
         .stack_locs = g_new0(struct stack_locations, out_profile_stack_count(p) + 1),
         .modules = g_new0(struct module_seen, out_profile_module_count(p) + 1),
+        .roots_by_name = o->roots_by_name,
     };
     pb_profile pb = PERFTOOLS__PROFILES__PROFILE__INIT;
     profile_fill(&b, o, &pb);

@@ -11,6 +11,7 @@ struct out_profile {
     GArray *samples;         /* struct out_record */
     GArray *exact;           /* struct out_exact, --exact's counts */
     GHashTable *exact_index; /* (module, pc) packed into a key string -> index + 1 */
+    GPtrArray *code;         /* struct out_code *, owned with its name and bytes */
 };
 
 static guint stack_hash(gconstpointer key)
@@ -48,6 +49,14 @@ static void stack_free(gpointer p)
     g_free(s);
 }
 
+static void code_free(gpointer data)
+{
+    struct out_code *c = data;
+    g_free((void *)c->name);
+    g_free((void *)c->bytes);
+    g_free(c);
+}
+
 out_profile *out_profile_new(void)
 {
     out_profile *p = g_new0(out_profile, 1);
@@ -56,6 +65,7 @@ out_profile *out_profile_new(void)
     p->ids = g_hash_table_new(stack_hash, stack_equal);
     p->samples = g_array_new(FALSE, FALSE, sizeof(struct out_record));
     p->exact = g_array_new(FALSE, FALSE, sizeof(struct out_exact));
+    p->code = g_ptr_array_new_with_free_func(code_free);
     p->exact_index =
         g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref, NULL);
     return p;
@@ -70,6 +80,7 @@ void out_profile_free(out_profile *p)
     g_array_free(p->modules, TRUE);
     g_array_free(p->samples, TRUE);
     g_array_free(p->exact, TRUE);
+    g_ptr_array_free(p->code, TRUE);
     g_hash_table_destroy(p->exact_index);
     g_free(p);
 }
@@ -223,6 +234,15 @@ const char *out_stack_root(const struct out_stack *s, char *out, size_t cap)
     return out;
 }
 
+const char *out_stack_root_as(const struct out_stack *s, bool by_name, char *out, size_t cap)
+{
+    if (by_name && s->pid && s->mode != OUT_MODE_IDLE && s->mode != OUT_MODE_BOOT)
+        g_strlcpy(out, s->comm[0] ? s->comm : "?", cap);
+    else
+        out_stack_root(s, out, cap);
+    return out;
+}
+
 void out_profile_filter(out_profile *p,
                         bool (*keep)(const struct out_record *r, const struct out_stack *s,
                                      void *ctx),
@@ -235,4 +255,42 @@ void out_profile_filter(out_profile *p,
             g_array_index(p->samples, struct out_record, kept++) = r;
     }
     g_array_set_size(p->samples, kept);
+}
+
+bool out_profile_add_code(out_profile *p, const struct out_code *code)
+{
+    if (!code->len || code->len > OUT_CODE_MAX_LEN || p->code->len >= OUT_CODE_MAX_FUNCTIONS)
+        return false;
+    for (guint i = 0; i < p->code->len; i++) {
+        const struct out_code *c = g_ptr_array_index(p->code, i);
+        if (c->module == code->module && c->addr == code->addr)
+            return false;
+    }
+    struct out_code *c = g_new(struct out_code, 1);
+    *c = *code;
+    c->name = g_strdup(code->name ? code->name : "");
+    c->bytes = g_memdup2(code->bytes, code->len);
+    g_ptr_array_add(p->code, c);
+    return true;
+}
+
+size_t out_profile_code_count(const out_profile *p)
+{
+    return p->code->len;
+}
+
+const struct out_code *out_profile_code(const out_profile *p, size_t index)
+{
+    return index < p->code->len ? g_ptr_array_index(p->code, index) : NULL;
+}
+
+/* A linear search: a profile keeps code for a few hundred functions at most. */
+const struct out_code *out_profile_code_at(const out_profile *p, uint32_t module, uint64_t pc)
+{
+    for (guint i = 0; i < p->code->len; i++) {
+        const struct out_code *c = g_ptr_array_index(p->code, i);
+        if (c->module == module && pc >= c->addr && pc - c->addr < c->len)
+            return c;
+    }
+    return NULL;
 }

@@ -29,7 +29,11 @@ enum chunk_type {
     CHUNK_STACK = 2,
     CHUNK_SAMPLES = 3,
     CHUNK_NOTES = 4, /* key=value lines about the run; the last one counts */
+    CHUNK_EXACT = 5, /* --exact's counts per block */
+    CHUNK_CODE = 6,  /* a sampled function's machine code */
 };
+
+#define EXACT_BYTES 20 /* u32 module, u64 pc, u64 instructions */
 
 enum { MODULE_KERNEL = 1 };
 enum { FRAME_EXACT = 1, FRAME_KERNEL = 2 };
@@ -119,7 +123,7 @@ struct out_recorder {
     int fd;
     char *path;
     GByteArray *buf; /* encoded, not yet written */
-    size_t modules_done, stacks_done, samples_done;
+    size_t modules_done, stacks_done, samples_done, exact_done, code_done;
     bool write_failed; /* after a failed write nothing more is written: the file has a hole */
     int first_rc;      /* the first error of the recording, for close */
     struct qp_error first_err;
@@ -219,6 +223,32 @@ static void encode_samples(GByteArray *b, uint64_t first, const struct out_recor
     chunk_end(b, start);
 }
 
+static void encode_exact(GByteArray *b, const struct out_exact *e, size_t n)
+{
+    size_t start = chunk_begin(b, CHUNK_EXACT);
+    put_u32(b, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        put_u32(b, e[i].module);
+        put_u64(b, e[i].pc);
+        put_u64(b, e[i].insns);
+    }
+    chunk_end(b, start);
+}
+
+static void encode_code(GByteArray *b, const struct out_code *c)
+{
+    size_t start = chunk_begin(b, CHUNK_CODE);
+    size_t name_len = strnlen(c->name, 255);
+    put_u32(b, c->module);
+    put_u16(b, c->machine);
+    put_u64(b, c->addr);
+    put_u8(b, (uint8_t)name_len);
+    g_byte_array_append(b, (const guint8 *)c->name, (guint)name_len);
+    put_u32(b, c->len);
+    g_byte_array_append(b, c->bytes, c->len);
+    chunk_end(b, start);
+}
+
 static int write_all(int fd, const uint8_t *data, size_t len)
 {
     while (len) {
@@ -278,6 +308,20 @@ int out_recorder_open(const char *path, const char *meta, out_recorder **out, st
     return 0;
 }
 
+/* --exact's counts and kept code, both added once, at the end of a run: what came since the
+ * last sync. */
+static void sync_extras(out_recorder *r, const out_profile *p)
+{
+    const struct out_exact *e = out_profile_exact(p);
+    while (r->exact_done < out_profile_exact_count(p)) {
+        size_t n = MIN(out_profile_exact_count(p) - r->exact_done, SAMPLES_PER_CHUNK);
+        encode_exact(r->buf, e + r->exact_done, n);
+        r->exact_done += n;
+    }
+    for (; r->code_done < out_profile_code_count(p); r->code_done++)
+        encode_code(r->buf, out_profile_code(p, r->code_done));
+}
+
 int out_recorder_sync(out_recorder *r, const out_profile *p, struct qp_error *err)
 {
     if (r->write_failed)
@@ -301,6 +345,7 @@ int out_recorder_sync(out_recorder *r, const out_profile *p, struct qp_error *er
         encode_samples(r->buf, r->samples_done, records + r->samples_done, n);
         r->samples_done += n;
     }
+    sync_extras(r, p);
     return r->buf->len >= WRITE_AT_BYTES ? write_buffer(r, err) : 0;
 }
 
@@ -424,6 +469,47 @@ static bool load_samples(struct cursor *c, out_profile *p)
     return true;
 }
 
+static bool module_valid(uint32_t module, const out_profile *p)
+{
+    return module == OUT_NO_MODULE || module < out_profile_module_count(p);
+}
+
+/* Checked whole before any of it is added, as a batch of samples is. */
+static bool load_exact(struct cursor *c, out_profile *p)
+{
+    uint32_t n = (uint32_t)get_le(c, 4);
+    if (c->bad || c->left != (size_t)n * EXACT_BYTES)
+        return false;
+    struct cursor check = *c;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t module = (uint32_t)get_le(&check, 4);
+        take(&check, 16);
+        if (!module_valid(module, p))
+            return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t module = (uint32_t)get_le(c, 4);
+        uint64_t pc = get_le(c, 8);
+        out_profile_add_exact(p, module, pc, get_le(c, 8));
+    }
+    return true;
+}
+
+static bool load_code(struct cursor *c, out_profile *p)
+{
+    struct out_code code = {.module = (uint32_t)get_le(c, 4), .machine = (uint16_t)get_le(c, 2)};
+    code.addr = get_le(c, 8);
+    char name[256];
+    get_string(c, 1, name, sizeof name);
+    code.name = name;
+    code.len = (uint32_t)get_le(c, 4);
+    code.bytes = code.len == c->left ? take(c, code.len) : NULL;
+    if (c->bad || !code.bytes || code.module == OUT_NO_MODULE || !module_valid(code.module, p))
+        return false;
+    out_profile_add_code(p, &code); /* a repeat, or one too many: left out */
+    return true;
+}
+
 /* The last NOTES chunk's text, kept whole: it is free-form, so there is nothing to check. A NUL
  * in it ends it (the text is for people and `key=value` parsers). */
 static bool load_notes(const uint8_t *payload, size_t len, char **notes)
@@ -450,6 +536,10 @@ static bool load_chunk(uint32_t type, const uint8_t *payload, size_t len, out_pr
         return load_stack(&c, p);
     case CHUNK_SAMPLES:
         return load_samples(&c, p);
+    case CHUNK_EXACT:
+        return load_exact(&c, p);
+    case CHUNK_CODE:
+        return load_code(&c, p);
     default:
         return true;
     }

@@ -97,7 +97,7 @@ static uint8_t kind_of(const struct out_name *fn)
 
 /* Adds count samples of stack s (on vCPU cpu when cpu >= 0) along its path from "all". */
 static void add_path(struct fg_graph *g, out_names *n, const struct out_stack *s, int64_t cpu,
-                     uint64_t count, const struct out_name **scratch)
+                     bool roots_by_name, uint64_t count, const struct out_name **scratch)
 {
     char text[64];
     struct fg_node *at = g->all;
@@ -107,7 +107,7 @@ static void add_path(struct fg_graph *g, out_names *n, const struct out_stack *s
         at = child(g, at, g_string_chunk_insert_const(g->strings, text), FG_ROOT);
         at->count += count;
     }
-    out_stack_root(s, text, sizeof text);
+    out_stack_root_as(s, roots_by_name, text, sizeof text);
     at = child(g, at, g_string_chunk_insert_const(g->strings, text), FG_ROOT);
     at->count += count;
     out_stack_display(n, s, scratch);
@@ -117,7 +117,7 @@ static void add_path(struct fg_graph *g, out_names *n, const struct out_stack *s
     }
 }
 
-static struct fg_graph *build(const out_profile *p, out_names *n, bool per_cpu)
+static struct fg_graph *build(const out_profile *p, out_names *n, bool per_cpu, bool roots_by_name)
 {
     struct fg_graph *g = g_new0(struct fg_graph, 1);
     g->blocks = g_ptr_array_new_with_free_func(g_free);
@@ -150,7 +150,8 @@ static struct fg_graph *build(const out_profile *p, out_names *n, bool per_cpu)
             scratch_len = len * 2;
             scratch = g_renew(const struct out_name *, scratch, scratch_len);
         }
-        add_path(g, n, s, per_cpu ? (int64_t)(k >> 32) : -1, *(uint64_t *)value, scratch);
+        add_path(g, n, s, per_cpu ? (int64_t)(k >> 32) : -1, roots_by_name, *(uint64_t *)value,
+                 scratch);
     }
     g_free(scratch);
     g_hash_table_destroy(counts);
@@ -260,7 +261,31 @@ struct fg_layout {
     uint64_t total;
     int height; /* of the image, px */
     int max_depth;
+    const struct out_write_opts *opts; /* its svg_fill, when set, colours the boxes */
+    GPtrArray *path;                   /* svg_fill's names, reused */
 };
+
+/* The caller's fill for a differential graph: the names from the level above "all" down to
+ * node. False: the usual colour. */
+static bool put_hook_color(GString *out, const struct fg_layout *l, const struct fg_node *node)
+{
+    if (!l->opts->svg_fill || !node->parent)
+        return false;
+    g_ptr_array_set_size(l->path, 0);
+    for (const struct fg_node *at = node; at->parent; at = at->parent)
+        g_ptr_array_add(l->path, (gpointer)at->name);
+    for (guint i = 0, j = l->path->len - 1; i < j; i++, j--) {
+        gpointer swap = l->path->pdata[i];
+        l->path->pdata[i] = l->path->pdata[j];
+        l->path->pdata[j] = swap;
+    }
+    char fill[64];
+    if (!l->opts->svg_fill(l->opts->svg_fill_ctx, (const char *const *)l->path->pdata,
+                           (int)l->path->len, node->count, l->total, fill, sizeof fill))
+        return false;
+    put_escaped(out, fill);
+    return true;
+}
 
 /* x of a cumulative sample offset, in hundredths of a pixel. */
 static int64_t x_at(const struct fg_layout *l, uint64_t offset)
@@ -281,7 +306,8 @@ static void put_frame(GString *out, const struct fg_layout *l, const struct fg_n
     g_string_append_printf(out, "\" y=\"%d\" width=\"", y);
     put_hundredths(out, width);
     g_string_append_printf(out, "\" height=\"%d\" fill=\"", FRAME_HEIGHT - 1);
-    put_color(out, node);
+    if (!put_hook_color(out, l, node))
+        put_color(out, node);
     g_string_append(out, "\" rx=\"2\" ry=\"2\"/><text x=\"");
     put_hundredths(out, x + 300);
     g_string_append_printf(out, "\" y=\"%d\">", y + 11);
@@ -498,6 +524,33 @@ static const char svg_script[] =
     "}\n"
     "]]></script>\n";
 
+/* The legend row of a differential graph: a swatch and its text per entry, under the title. */
+#define LEGEND_HEIGHT 20
+
+static bool has_legend(const struct out_write_opts *o)
+{
+    return o->svg_fill && o->svg_legend && o->svg_legend[0];
+}
+
+static void put_legend(const struct out_write_opts *o, FILE *f, GString *buf)
+{
+    if (!has_legend(o))
+        return;
+    fputs("<g id=\"legend\">\n", f);
+    int x = XPAD;
+    for (const char *const *e = o->svg_legend; e[0] && e[1]; e += 2) {
+        g_string_truncate(buf, 0);
+        put_escaped(buf, e[0]);
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>", x,
+                YPAD_TOP + 2, buf->str);
+        g_string_truncate(buf, 0);
+        put_escaped(buf, e[1]);
+        fprintf(f, "<text x=\"%d\" y=\"%d\">%s</text>\n", x + 16, YPAD_TOP + 12, buf->str);
+        x += 16 + (int)strlen(e[1]) * 8 + 24;
+    }
+    fputs("</g>\n", f);
+}
+
 static void put_header(const struct fg_layout *l, const char *title, FILE *f, GString *buf)
 {
     fprintf(f,
@@ -514,6 +567,7 @@ static void put_header(const struct fg_layout *l, const char *title, FILE *f, GS
     fprintf(f, "<text id=\"title\" x=\"%d\" y=\"24\">%s</text>\n", IMAGE_WIDTH / 2, buf->str);
     fprintf(f, "<text id=\"unzoom\" class=\"hide\" x=\"%d\" y=\"24\">Reset Zoom</text>\n", XPAD);
     fprintf(f, "<text id=\"search\" x=\"%d\" y=\"24\">Search</text>\n", IMAGE_WIDTH - XPAD - 100);
+    put_legend(l->opts, f, buf);
     fprintf(f, "<text id=\"details\" x=\"%d\" y=\"%d\"> </text>\n", XPAD, l->height - 17);
     fprintf(f, "<text id=\"matched\" x=\"%d\" y=\"%d\"> </text>\n", IMAGE_WIDTH - XPAD - 100,
             l->height - 17);
@@ -522,11 +576,12 @@ static void put_header(const struct fg_layout *l, const char *title, FILE *f, GS
 int out_write_svg(const out_profile *p, out_names *n, const struct out_write_opts *o, FILE *f,
                   struct qp_error *err)
 {
-    struct fg_graph *g = build(p, n, o->per_cpu);
-    struct fg_layout l = {.total = g->all->count};
+    struct fg_graph *g = build(p, n, o->per_cpu, o->roots_by_name);
+    struct fg_layout l = {.total = g->all->count, .opts = o, .path = g_ptr_array_new()};
     GString *buf = g_string_new(NULL);
     l.max_depth = l.total ? walk(g, &l, NULL, f) : 0;
-    l.height = YPAD_TOP + (l.max_depth + 1) * FRAME_HEIGHT + YPAD_BOTTOM;
+    l.height = YPAD_TOP + (has_legend(o) ? LEGEND_HEIGHT : 0) + (l.max_depth + 1) * FRAME_HEIGHT +
+               YPAD_BOTTOM;
     put_header(&l, o->title ? o->title : "qprof", f, buf);
     fputs("<g id=\"frames\">\n", f);
     if (l.total)
@@ -535,6 +590,7 @@ int out_write_svg(const out_profile *p, out_names *n, const struct out_write_opt
         fprintf(f, "<text x=\"%d\" y=\"%d\">no samples</text>\n", XPAD, l.height - YPAD_BOTTOM - 4);
     fputs("</g>\n</svg>\n", f);
     g_string_free(buf, TRUE);
+    g_ptr_array_free(l.path, TRUE);
     graph_free(g);
     return 0; /* out_write checks the stream */
 }

@@ -126,6 +126,10 @@ void out_profile_stack_totals(const out_profile *p, uint64_t *counts, uint64_t *
  * code of no known process) or "[firmware or early boot]". Returns out. */
 const char *out_stack_root(const struct out_stack *s, char *out, size_t cap);
 
+/* The root as out_stack_root writes it, with the process by name alone ("spin", not
+ * "spin (3)") when by_name: what two runs whose pids differ (two boots) have in common. */
+const char *out_stack_root_as(const struct out_stack *s, bool by_name, char *out, size_t cap);
+
 /* Keeps only the samples for which keep() returns true (report's --pid, --cpus, --time, mode
  * filters). Stack ids stay valid. */
 void out_profile_filter(out_profile *p,
@@ -147,6 +151,31 @@ struct out_exact {
 void out_profile_add_exact(out_profile *p, uint32_t module, uint64_t pc, uint64_t insns);
 size_t out_profile_exact_count(const out_profile *p);
 const struct out_exact *out_profile_exact(const out_profile *p); /* in the order first added */
+
+/* ---- Code bytes (annotate without the binary) ---------------------------------------------- */
+
+/* The machine code of one sampled function as the guest had it, kept so that `qprof annotate`
+ * reads a function's instructions from the record alone (a stock Linux kernel whose vmlinux the
+ * user does not have). */
+struct out_code {
+    uint32_t module;
+    uint16_t machine;     /* ELF e_machine of the code (EM_X86_64, ...) */
+    uint64_t addr;        /* the function's first byte */
+    const char *name;     /* the function, as the recording run named it */
+    const uint8_t *bytes; /* owned by the profile */
+    uint32_t len;
+};
+
+#define OUT_CODE_MAX_LEN       16384u /* one function's bytes at most */
+#define OUT_CODE_MAX_FUNCTIONS 512u   /* functions a profile keeps code for */
+
+/* Adds a function's code (copied, bytes and name); false when it has one at addr already, len is 0
+ * or above OUT_CODE_MAX_LEN, or the profile holds OUT_CODE_MAX_FUNCTIONS. */
+bool out_profile_add_code(out_profile *p, const struct out_code *code);
+size_t out_profile_code_count(const out_profile *p);
+const struct out_code *out_profile_code(const out_profile *p, size_t index); /* in order added */
+/* The kept function of module whose bytes hold pc, NULL when none. */
+const struct out_code *out_profile_code_at(const out_profile *p, uint32_t module, uint64_t pc);
 
 /* ---- Names ------------------------------------------------------------------------------- */
 
@@ -219,6 +248,18 @@ struct out_write_opts {
                              speedscope profile per vCPU instead of per process */
     const char *title;    /* shown by speedscope and the SVG; NULL: "qprof" */
     uint64_t interval_ns; /* the mean sampling interval asked for (pprof's period) */
+    bool roots_by_name;   /* processes by name alone, without their pid (out_stack_root_as):
+                             SVG and pprof, for `qprof diff` */
+    /* A differential flame graph (SVG only): the fill of a box, given the names on its path
+     * (path[0] the level above "all", path[depth - 1] the box) and its samples; writes an
+     * "rgb(...)" into fill and returns true, or returns false for the usual colour. NULL: the
+     * usual colours. */
+    bool (*svg_fill)(void *ctx, const char *const *path, int depth, uint64_t count, uint64_t total,
+                     char *fill, size_t cap);
+    void *svg_fill_ctx;
+    /* With svg_fill: a legend row under the title, a swatch and its text per entry,
+     * NULL-terminated pairs {"rgb(...)", "text", ..., NULL}. */
+    const char *const *svg_legend;
 };
 
 /* Writes p in format f to the open stream f_out. */

@@ -63,6 +63,7 @@ struct prof_session {
     prof_os *os;
     sym_table *kernel_syms;             /* NULL without --kernel */
     const sym_table *found_kernel_syms; /* the OS adapter's (borrowed), when no --kernel */
+    uint8_t *code_buf;                  /* keep_kernel_code's, OUT_CODE_MAX_LEN bytes */
     struct prof_os_mem os_mem;          /* this stop's reader for the adapter */
     unw_space *kernel_space;
     sym_store *store;
@@ -378,6 +379,7 @@ void prof_session_free(prof_session *s)
         g_hash_table_destroy(s->binaries);
     if (s->images)
         g_hash_table_destroy(s->images);
+    g_free(s->code_buf);
     prof_modules_free(s->modules);
     out_profile_free(s->profile);
     for (int i = 0; i < PROF_MAX_VCPUS; i++) {
@@ -871,11 +873,42 @@ static void capture_stacks(prof_session *s, struct cpu_capture *c)
     }
 }
 
+/* A stock kernel's code as the guest has it, for `qprof annotate` on a record made without a
+ * vmlinux (kallsyms names the functions, the user has no file to read the code from): the
+ * function a vCPU stopped in, once, within the sample's budget and the profile's bounds on
+ * kept code (out_profile_add_code). A function whose read the budget cut short is tried at its
+ * next sample. */
+static void keep_kernel_code(prof_session *s, const struct cpu_capture *c)
+{
+    struct sym_info info;
+    if (!s->opts.record || s->kernel_syms || !s->found_kernel_syms || c->vcpu.user ||
+        sym_lookup(s->found_kernel_syms, c->vcpu.pc, &info) != 0)
+        return;
+    uint32_t kernel = prof_modules_kernel(s->modules);
+    if (out_profile_code_at(s->profile, kernel, info.start) ||
+        out_profile_code_count(s->profile) >= OUT_CODE_MAX_FUNCTIONS)
+        return;
+    size_t len = info.size ? info.size : info.end - info.start, got = 0;
+    len = len < OUT_CODE_MAX_LEN ? len : OUT_CODE_MAX_LEN;
+    if (!s->code_buf)
+        s->code_buf = g_malloc(OUT_CODE_MAX_LEN);
+    if (paused_read(s, &c->vcpu, info.start, s->code_buf, len, false, &got) != 0 || got < len)
+        return;
+    struct out_code code = {.module = kernel,
+                            .machine = s->arch->elf_machine,
+                            .addr = info.start,
+                            .name = info.name,
+                            .bytes = s->code_buf,
+                            .len = (uint32_t)len};
+    out_profile_add_code(s->profile, &code);
+}
+
 /* Stacks first: they are what this sample is for. A new binary's copy, and the guest's own
  * copies of its mapped files (no --sysroot), take what is left. */
 static void capture_cpu(prof_session *s, struct cpu_capture *c)
 {
     capture_stacks(s, c);
+    keep_kernel_code(s, c);
     struct prof_os_mem mem = os_mem(s);
     prof_sysroot_copy_images(s->sysroot, c->uspace, s->os, &c->vcpu, &mem);
 }

@@ -48,6 +48,8 @@ typedef struct sym_lines sym_lines;
 sym_lines *sym_lines_open(const char *path); /* never NULL; finds nothing without DWARF */
 void sym_lines_free(sym_lines *l);
 int sym_lines_find(sym_lines *l, uint64_t addr, const char **file, int *line);
+/* The innermost inlined function whose code addr is (its name from DWARF, valid while l). */
+int sym_lines_inlined(sym_lines *l, uint64_t addr, const char **name);
 
 /* The page index (sym_pages.c): page hash -> GArray of struct sym_page_match. */
 GHashTable *sym_pages_new(void);

@@ -47,3 +47,25 @@ int sym_lines_find(sym_lines *l, uint64_t addr, const char **file, int *line)
     *line = lineno;
     return 0;
 }
+
+int sym_lines_inlined(sym_lines *l, uint64_t addr, const char **name)
+{
+    Dwarf_Die cu, *scopes = NULL;
+    if (!l->dw || !dwarf_addrdie(l->dw, addr, &cu))
+        return -ENOENT;
+    int n = dwarf_getscopes(&cu, addr, &scopes);
+    int rc = -ENOENT;
+    /* innermost first: the first inlined subroutine is the one whose code addr is */
+    for (int i = 0; i < n && rc != 0; i++) {
+        Dwarf_Attribute attr;
+        const char *s = dwarf_tag(&scopes[i]) == DW_TAG_inlined_subroutine
+                            ? dwarf_formstring(dwarf_attr_integrate(&scopes[i], DW_AT_name, &attr))
+                            : NULL;
+        if (s) {
+            *name = s;
+            rc = 0;
+        }
+    }
+    free(scopes);
+    return rc;
+}

@@ -201,17 +201,35 @@ void sym_table_mark_elf(sym_table *t)
     t->is_elf = true;
 }
 
+/* The table's DWARF, opened on first use; the caller holds lines_lock. Opening it is an
+ * implementation detail of a table that is otherwise read-only, so lookups on a const table
+ * may do it. */
+static sym_lines *lines_locked(const sym_table *t)
+{
+    sym_table *mut = (sym_table *)t;
+    if (!mut->lines)
+        mut->lines = sym_lines_open(t->path);
+    return mut->lines;
+}
+
 int sym_lookup_line(const sym_table *t, uint64_t addr, const char **file, int *line)
 {
     if (!t->is_elf)
         return -ENOENT;
-    /* Opening the line tables is an implementation detail of a table that is otherwise
-     * read-only, so lookups on a const table may do it. */
     sym_table *mut = (sym_table *)t;
     g_mutex_lock(&mut->lines_lock);
-    if (!mut->lines)
-        mut->lines = sym_lines_open(t->path);
-    int rc = sym_lines_find(mut->lines, addr - (uint64_t)t->slide, file, line);
+    int rc = sym_lines_find(lines_locked(t), addr - (uint64_t)t->slide, file, line);
+    g_mutex_unlock(&mut->lines_lock);
+    return rc;
+}
+
+int sym_lookup_inlined(const sym_table *t, uint64_t addr, const char **name)
+{
+    if (!t->is_elf)
+        return -ENOENT;
+    sym_table *mut = (sym_table *)t;
+    g_mutex_lock(&mut->lines_lock);
+    int rc = sym_lines_inlined(lines_locked(t), addr - (uint64_t)t->slide, name);
     g_mutex_unlock(&mut->lines_lock);
     return rc;
 }
@@ -245,8 +263,11 @@ int sym_lookup(const sym_table *t, uint64_t addr, struct sym_info *out)
     const struct sym_func *f = &t->funcs[lo - 1];
     if (a >= f->end)
         return -ENOENT;
-    *out = (struct sym_info){
-        .name = f->name, .start = slid(t, f->start), .size = f->size, .offset = a - f->start};
+    *out = (struct sym_info){.name = f->name,
+                             .start = slid(t, f->start),
+                             .size = f->size,
+                             .offset = a - f->start,
+                             .end = slid(t, f->end)};
     return 0;
 }
 

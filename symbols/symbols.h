@@ -29,6 +29,8 @@ struct sym_info {
     uint64_t start;   /* symbol address (after the table's slide) */
     uint64_t size;    /* 0 for zero-size symbols */
     uint64_t offset;  /* addr - start */
+    uint64_t end;     /* where the symbol's cover ends: start + size, or for size 0 the next
+                         symbol (the lookup's own bound) */
 };
 
 /* Loads function symbols of an ELF (.symtab, else .dynsym) and its .text section identity.
@@ -63,6 +65,11 @@ int sym_lookup(const sym_table *t, uint64_t addr, struct sym_info *out);
  * DWARF line table, read on the first call. Returns 0 with *file (valid while the table lives)
  * and *line, or -ENOENT (no DWARF, a symbol map, or addr not covered). */
 int sym_lookup_line(const sym_table *t, uint64_t addr, const char **file, int *line);
+
+/* The innermost function inlined at addr (from the ELF's DWARF: DW_TAG_inlined_subroutine),
+ * *name valid while the table lives; -ENOENT when addr is in no inlined code or there is no
+ * DWARF. */
+int sym_lookup_inlined(const sym_table *t, uint64_t addr, const char **name);
 
 /* Short module name: the file's basename, e.g. "spin" or "kernel.elf". */
 const char *sym_table_name(const sym_table *t);

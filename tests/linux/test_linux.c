@@ -1654,6 +1654,82 @@ static int case_top(void)
     return end_guest(&g);
 }
 
+/* ---- qprof annotate on a record alone ---------------------------------------------------- */
+
+/* The functions `qprof annotate --stdio` printed: name -> the samples its header states, and
+ * how many of those its instruction lines carry (they must agree: every sample on a line). */
+struct annotated_fn {
+    uint64_t header, on_lines;
+    unsigned insns;
+};
+
+static GHashTable *parse_annotated(const char *out)
+{
+    GHashTable *fns = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    struct annotated_fn *at = NULL;
+    gchar **lines = g_strsplit(out, "\n", -1);
+    for (gchar **l = lines; *l; l++) {
+        const char *head = strstr(*l, "Percent : ");
+        char name[128];
+        unsigned long n;
+        double pct;
+        if (head && sscanf(head, "Percent : %127s [%*[^]]], %lu samples", name, &n) == 2) {
+            at = g_new0(struct annotated_fn, 1);
+            at->header = n;
+            g_hash_table_insert(fns, g_strdup(name), at);
+        } else if (at && sscanf(*l, " %lu %lf%%", &n, &pct) == 2 && strstr(*l, ": ")) {
+            at->on_lines += n;
+            at->insns++;
+        }
+    }
+    g_strfreev(lines);
+    return fns;
+}
+
+/* `qprof record` of dd if=/dev/zero without a vmlinux, then `qprof annotate` with nothing but
+ * the record: the kernel's zeroing leaf (clear_user and its variants), named by the kallsyms
+ * the recording read and disassembled from the code the recording kept. */
+static int case_annotate(void)
+{
+    struct guest g = {0};
+    int rc = start_guest(1, "dd", &g);
+    if (rc)
+        return rc == VM_SKIP ? VM_SKIP : harness_result();
+    char data[320];
+    snprintf(data, sizeof data, "%s/dd.data", g.dir);
+    const char *record[] = {"record", "--qmp-socket", vm_qmp_path(g.vm), "--samples", "300",
+                            "-o",     data,           "--no-progress",   NULL};
+    struct run r = run_qprof(g.dir, record, 240);
+    fprintf(stderr, "%s", r.err);
+    CHECK_INT(r.exit_code, 0);
+    run_free(&r);
+    vm_stop(g.vm); /* offline from here: the record is all annotate has */
+    g.vm = NULL;
+    const char *annotate[] = {"annotate",      "-i",          data, "--stdio",
+                              "--kernel-only", "--functions", "8",  NULL};
+    r = run_qprof(g.dir, annotate, 120);
+    fprintf(stderr, "%s%s", r.out, r.err);
+    CHECK_INT(r.exit_code, 0);
+    GHashTable *fns = parse_annotated(r.out);
+    GHashTableIter it;
+    gpointer key, value;
+    const char *zeroing = NULL;
+    g_hash_table_iter_init(&it, fns);
+    while (g_hash_table_iter_next(&it, &key, &value)) {
+        const struct annotated_fn *f = value;
+        CHECK_MSG(f->insns > 0 && f->on_lines == f->header,
+                  "%s: %u instruction lines carry %lu of its %lu samples", (const char *)key,
+                  f->insns, (unsigned long)f->on_lines, (unsigned long)f->header);
+        if (strstr(key, "clear_user"))
+            zeroing = key;
+    }
+    CHECK_MSG(zeroing, "no clear_user function among the %u annotated", g_hash_table_size(fns));
+    CHECK_MSG(strstr(r.out, "rep stos"), "the zeroing leaf's rep stos is not disassembled");
+    g_hash_table_destroy(fns);
+    run_free(&r);
+    return end_guest(&g);
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -1661,6 +1737,8 @@ int main(int argc, char **argv)
         series = argv[2];
     if (strcmp(c, "dd-1cpu") == 0)
         return case_dd(1, VIA_QMP);
+    if (strcmp(c, "annotate") == 0)
+        return case_annotate();
     if (strcmp(c, "dd-2cpu") == 0)
         return case_dd(2, VIA_QMP);
     if (strcmp(c, "dd-gdb") == 0)

@@ -552,6 +552,58 @@ static void test_planted_symlinks(const struct recording *rec)
     g_free(out), g_free(old_tmp), g_free(record), g_free(victim);
 }
 
+/* --exact's counts and kept code (written at the end of a run) come back as written; a file
+ * cut inside the CODE chunk keeps the samples and the counts before it, and a code chunk naming
+ * a module the file does not have stops the reader there. */
+static void test_exact_and_code(void)
+{
+    out_profile *p = out_profile_new();
+    char *path = tmp_path("extras.qprof");
+    struct out_module kernel = {.name = "kernel", .kernel = true};
+    uint32_t mk = out_profile_add_module(p, &kernel);
+    struct out_frame leaf[] = {{0xffffffff81001004, mk, true, true}};
+    add(p, 1000, 0, 0, "", OUT_MODE_KERNEL, leaf, 1, 0, UNW_STOP_OUTERMOST);
+    out_recorder *r = NULL;
+    REQUIRE(out_recorder_open(path, META, &r, NULL) == 0);
+    CHECK_INT(out_recorder_sync(r, p, NULL), 0);
+    out_profile_add_exact(p, mk, 0xffffffff81001000, 1234);
+    out_profile_add_exact(p, OUT_NO_MODULE, 0x401000, 99);
+    static const uint8_t code[] = {0x55, 0x48, 0x89, 0xe5, 0x31, 0xc0, 0x5d, 0xc3};
+    struct out_code kept = {.module = mk,
+                            .machine = 62,
+                            .addr = 0xffffffff81001000,
+                            .name = "clear_user",
+                            .bytes = code,
+                            .len = sizeof code};
+    CHECK(out_profile_add_code(p, &kept));
+    CHECK(!out_profile_add_code(p, &kept)); /* once per function */
+    CHECK_INT(out_recorder_close(r, p, NULL), 0);
+    out_profile *q = read_ok(path);
+    CHECK_INT(out_profile_exact_count(q), 2);
+    CHECK_U64(out_profile_exact(q)[0].insns, 1234);
+    CHECK_INT(out_profile_exact(q)[1].module, OUT_NO_MODULE);
+    const struct out_code *c = out_profile_code_at(q, mk, 0xffffffff81001007);
+    REQUIRE(c != NULL);
+    CHECK_STR(c->name, "clear_user");
+    CHECK_INT(c->machine, 62);
+    CHECK_INT(c->len, sizeof code);
+    CHECK(memcmp(c->bytes, code, sizeof code) == 0);
+    CHECK(out_profile_code_at(q, mk, 0xffffffff81001008) == NULL);
+    out_profile_free(q);
+    /* cut one byte short: the CODE chunk is torn, what came before stays */
+    GByteArray *bytes = slurp(path);
+    spew(path, bytes->data, bytes->len - 1);
+    q = read_ok(path);
+    CHECK_INT(out_profile_sample_count(q), 1);
+    CHECK_INT(out_profile_exact_count(q), 2);
+    CHECK_INT(out_profile_code_count(q), 0);
+    out_profile_free(q);
+    g_byte_array_free(bytes, TRUE);
+    unlink(path);
+    g_free(path);
+    out_profile_free(p);
+}
+
 int main(void)
 {
     REQUIRE(mkdtemp(tmp_dir) != NULL);
@@ -566,6 +618,7 @@ int main(void)
     recording_free(&rec);
     test_recorder_errors();
     test_killed_writer();
+    test_exact_and_code();
     rmdir(tmp_dir);
     return harness_result();
 }

@@ -1945,6 +1945,440 @@ static void case_plugin_trigger_switch(void)
     vm_stop(g.vm);
 }
 
+/* ---- qprof diff and qprof annotate --------------------------------------------------------- */
+
+/* Boots the demo guest with run=RUN, records `samples` samples into data (outside the VM's
+ * directory, which goes with the VM) and stops it. */
+static void record_boot(const char *run, unsigned samples, const char *data, const char *extra)
+{
+    struct guest g;
+    boot(&g, run, false);
+    char count[32];
+    snprintf(count, sizeof count, "%u", samples);
+    const char *args[] = {"record",        GUEST_ARGS(&g), "--samples", count, "--interval", "1",
+                          "--no-progress", "-o",           data,        extra, NULL};
+    struct qprof_run r = run_qprof(vm_dir(g.vm), args, run_deadline_s(samples));
+    fprintf(stderr, "%s", r.err);
+    CHECK_MSG(r.exit_code == 0, "qprof record exited %d", r.exit_code);
+    run_free(&r);
+    vm_stop(g.vm);
+}
+
+/* A record's stacks as `qprof report` folds them, with the demo's files. */
+static struct folded report_folded(const char *dir, const char *data, const char *out)
+{
+    const char *args[] = {"report",
+                          "-i",
+                          data,
+                          "-o",
+                          out,
+                          "--kernel",
+                          QPROF_GUEST_KERNEL,
+                          "--user-dir",
+                          QPROF_GUEST_USER_DIR,
+                          NULL};
+    struct qprof_run r = run_qprof(dir, args, 120);
+    CHECK_MSG(r.exit_code == 0, "qprof report exited %d: %s", r.exit_code, r.err);
+    run_free(&r);
+    return read_folded(out);
+}
+
+struct diff_row {
+    double base_self, base_total, new_self, new_total, d_self, d_total;
+    char status[16];
+};
+
+/* The row of function in `qprof diff`'s table; false when it has none. */
+static bool diff_row(const char *table, const char *function, struct diff_row *row)
+{
+    gchar **lines = g_strsplit(table, "\n", -1);
+    bool found = false;
+    for (gchar **l = lines; *l && !found; l++) {
+        gchar **tok = g_strsplit_set(g_strstrip(*l), " \t", -1);
+        GPtrArray *words = g_ptr_array_new();
+        for (gchar **t = tok; *t; t++)
+            if (**t)
+                g_ptr_array_add(words, *t);
+        guint n = words->len;
+        if (**l != '#' && (n == 7 || n == 8) &&
+            strcmp(g_ptr_array_index(words, n - 1), function) == 0) {
+            double *v[] = {&row->base_self, &row->base_total, &row->new_self,
+                           &row->new_total, &row->d_self,     &row->d_total};
+            for (int i = 0; i < 6; i++)
+                *v[i] = strtod(g_ptr_array_index(words, i), NULL);
+            g_strlcpy(row->status, n == 8 ? (const char *)g_ptr_array_index(words, 6) : "",
+                      sizeof row->status);
+            found = true;
+        }
+        g_ptr_array_free(words, TRUE);
+        g_strfreev(tok);
+    }
+    g_strfreev(lines);
+    return found;
+}
+
+/* hot_a's share as `qprof diff` prints it agrees with the share the report's own counts give
+ * (to the table's rounding). */
+static void check_diff_share(const char *which, double shown, uint64_t a, uint64_t n)
+{
+    double want = 100.0 * (double)a / (double)n;
+    fprintf(stderr, "diff: hot_a's total share in %s %.2f%%, by report's counts %lu/%lu = %.3f%%\n",
+            which, shown, (unsigned long)a, (unsigned long)n, want);
+    CHECK_MSG(fabs(shown - want) <= 0.006, "hot_a in %s: the table says %.2f%%, the counts %.3f%%",
+              which, shown, want);
+}
+
+/* GMarkup parses XML strictly enough for well-formedness: tags balanced, entities escaped. */
+static void check_well_formed(const char *path)
+{
+    char *text = slurp(path);
+    GMarkupParser parser = {0};
+    GMarkupParseContext *ctx = g_markup_parse_context_new(&parser, 0, NULL, NULL);
+    GError *gerr = NULL;
+    bool ok = g_markup_parse_context_parse(ctx, text, -1, &gerr) &&
+              g_markup_parse_context_end_parse(ctx, &gerr);
+    CHECK_MSG(ok, "%s is not well-formed XML: %s", path, gerr ? gerr->message : "?");
+    if (gerr)
+        g_error_free(gerr);
+    g_markup_parse_context_free(ctx);
+    g_free(text);
+}
+
+/* The fills of the SVG's boxes titled `name`: how many are red (grew) and blue (shrank). */
+static void svg_fills(const char *path, const char *name, unsigned *red, unsigned *blue)
+{
+    char *text = slurp(path), *title = g_strdup_printf("<title>%s (", name);
+    *red = *blue = 0;
+    for (const char *p = strstr(text, title); p; p = strstr(p + 1, title)) {
+        const char *fill = strstr(p, "fill=\"rgb(");
+        unsigned r, g, b;
+        if (fill && sscanf(fill, "fill=\"rgb(%u,%u,%u)", &r, &g, &b) == 3) {
+            *red += r == 255 && b < 255;
+            *blue += b == 255 && r < 255;
+        }
+    }
+    g_free(title);
+    g_free(text);
+}
+
+/* difffolded's columns: every line "STACK BASE NEW"; sums of each, and of BASE's under sys. */
+static void check_difffolded(const char *path, uint64_t n_new)
+{
+    char *text = slurp(path);
+    gchar **lines = g_strsplit(text, "\n", -1);
+    uint64_t sum_base = 0, sum_new = 0, sys_base = 0, sys_new = 0;
+    unsigned bad = 0, n_lines = 0;
+    for (gchar **l = lines; *l; l++) {
+        if (!**l)
+            continue;
+        char *b = strrchr(*l, ' ');
+        if (!b) {
+            bad++;
+            continue;
+        }
+        *b = '\0';
+        char *a = strrchr(*l, ' ');
+        if (!a) {
+            bad++;
+            continue;
+        }
+        uint64_t nb = strtoull(a + 1, NULL, 10), nn = strtoull(b + 1, NULL, 10);
+        sum_base += nb, sum_new += nn, n_lines++;
+        if (g_str_has_prefix(*l, "sys;"))
+            sys_base += nb, sys_new += nn;
+    }
+    fprintf(stderr, "difffolded: %u lines, BASE %lu (scaled), NEW %lu, sys %lu -> %lu\n", n_lines,
+            (unsigned long)sum_base, (unsigned long)sum_new, (unsigned long)sys_base,
+            (unsigned long)sys_new);
+    CHECK_MSG(!bad && n_lines > 0, "%u malformed difffolded lines", bad);
+    CHECK_U64(sum_new, n_new);
+    /* BASE scaled to NEW's total, each line rounded */
+    CHECK_MSG(sum_base + n_lines >= n_new && sum_base <= n_new + n_lines,
+              "BASE's scaled column sums to %lu for %lu", (unsigned long)sum_base,
+              (unsigned long)n_new);
+    CHECK_MSG(sys_base > 0 && sys_new == 0, "sys: %lu in BASE, %lu in NEW", (unsigned long)sys_base,
+              (unsigned long)sys_new);
+    g_strfreev(lines);
+    g_free(text);
+}
+
+/* `go tool pprof -diff_base` reads the pair: hot_a grew, user_work (sys's) went. */
+static void check_pprof_diff(const char *dir, const char *base, const char *new_pb)
+{
+    if (system("command -v go >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "no go on PATH: go tool pprof -diff_base not checked\n");
+        return;
+    }
+    char *cmd = g_strdup_printf("cd %s && HOME=%s GOCACHE=%s/gocache go tool pprof -top "
+                                "-nodecount=1000 -sample_index=samples -diff_base %s %s 2>&1",
+                                dir, dir, dir, base, new_pb);
+    FILE *f = popen(cmd, "r");
+    g_free(cmd);
+    char line[512];
+    double hot_a = 0, user_work = 0; /* flat, and cumulative (user_work's own samples are few) */
+    bool table = false;
+    while (f && fgets(line, sizeof line, f)) {
+        fputs(line, stderr);
+        double flat, cum;
+        char name[256];
+        table |= strstr(line, "flat%") != NULL;
+        if (!table || sscanf(line, " %lf %*s %*s %lf %*s %255s", &flat, &cum, name) != 3)
+            continue;
+        hot_a = strcmp(name, "hot_a") == 0 ? flat : hot_a;
+        user_work = strcmp(name, "user_work") == 0 ? cum : user_work;
+    }
+    CHECK_MSG(f && pclose(f) == 0 && table, "go tool pprof -diff_base failed");
+    CHECK_MSG(hot_a > 0 && user_work < 0, "pprof -diff_base: hot_a flat %+.0f, user_work cum %+.0f",
+              hot_a, user_work);
+}
+
+/* Two boots, `run=spin,sys` then `run=spin,spin`, compared: sys's own functions vanish, hot_a's
+ * share rises by what each record's counts say, and each output reads. */
+static void case_diff(void)
+{
+    char *dir = g_dir_make_tmp("qprof-diff-XXXXXX", NULL);
+    REQUIRE(dir);
+    char *base = g_strdup_printf("%s/base.data", dir),
+         *new_data = g_strdup_printf("%s/new.data", dir);
+    record_boot("spin,sys", 3000, base, NULL);
+    record_boot("spin,spin", 3000, new_data, NULL);
+    char *bf = g_strdup_printf("%s/base.folded", dir), *nf = g_strdup_printf("%s/new.folded", dir);
+    struct folded fb = report_folded(dir, base, bf), fn = report_folded(dir, new_data, nf);
+    uint64_t a0 = count_matching(&fb, pred_has_frame, "hot_a"),
+             a1 = count_matching(&fn, pred_has_frame, "hot_a");
+    char *svg = g_strdup_printf("%s/diff.svg", dir), *df = g_strdup_printf("%s/diff.folded", dir);
+    char *pb_new = g_strdup_printf("%s/new.pb.gz", dir),
+         *pb_base = g_strdup_printf("%s/base.pb.gz", dir);
+    const char *args[] = {"diff",
+                          "--kernel",
+                          QPROF_GUEST_KERNEL,
+                          "--user-dir",
+                          QPROF_GUEST_USER_DIR,
+                          "--top",
+                          "0",
+                          base,
+                          new_data,
+                          "-o",
+                          svg,
+                          "-o",
+                          df,
+                          "-o",
+                          pb_new,
+                          "--diff-base",
+                          pb_base,
+                          NULL};
+    struct qprof_run r = run_qprof(dir, args, 120);
+    fprintf(stderr, "%s%s", r.out, r.err);
+    CHECK_MSG(r.exit_code == 0, "qprof diff exited %d", r.exit_code);
+    struct diff_row row = {0};
+    CHECK_MSG(diff_row(r.out, "hot_a", &row), "no hot_a row");
+    check_diff_share("BASE", row.base_total, a0, fb.total);
+    check_diff_share("NEW", row.new_total, a1, fn.total);
+    double p0 = (double)a0 / (double)fb.total, p1 = (double)a1 / (double)fn.total;
+    double tol = 100 * (share_tolerance(p0, fb.total, 0) + share_tolerance(p1, fn.total, 0));
+    CHECK_MSG(fabs(row.d_total - (row.new_total - row.base_total)) <= 0.011,
+              "hot_a's change %+.2f is not NEW - BASE", row.d_total);
+    /* one spin of two processes, then both: hot_a's share grows well past the noise */
+    CHECK_MSG(row.d_total > tol, "hot_a's total share rose by %+.2f points, noise %.2f",
+              row.d_total, tol);
+    CHECK_STR(row.status, "");
+    const char *sys_own[] = {"user_work", "user_mix", NULL};
+    for (int i = 0; sys_own[i]; i++) {
+        struct diff_row s = {0};
+        CHECK_MSG(diff_row(r.out, sys_own[i], &s), "no %s row", sys_own[i]);
+        CHECK_MSG(strcmp(s.status, "vanished") == 0 && s.base_total > 0 && s.new_total == 0,
+                  "%s: status '%s', %.2f%% -> %.2f%%", sys_own[i], s.status, s.base_total,
+                  s.new_total);
+    }
+    check_well_formed(svg);
+    char *text = slurp(svg);
+    CHECK_MSG(strstr(text, "id=\"legend\"") && strstr(text, ">grew<") && strstr(text, ">shrank<"),
+              "the SVG has no legend");
+    g_free(text);
+    unsigned red, blue;
+    svg_fills(svg, "hot_a", &red, &blue);
+    CHECK_MSG(red > 0 && blue == 0, "hot_a's boxes: %u red, %u blue", red, blue);
+    check_difffolded(df, fn.total);
+    check_pprof_diff(dir, pb_base, pb_new);
+    /* the same record read by annotate: the demo kernel's timer_tick takes its lock through
+     * an inlined spin_lock, named beside the source (shown whether sampled or not) */
+    const char *tick[] = {"annotate",         "-i",         base, "--stdio", "--kernel",
+                          QPROF_GUEST_KERNEL, "timer_tick", NULL};
+    struct qprof_run t = run_qprof(dir, tick, 120);
+    CHECK_MSG(t.exit_code == 0, "qprof annotate timer_tick exited %d: %s", t.exit_code, t.err);
+    CHECK_MSG(strstr(t.out, "timer_tick [kernel.elf]") && strstr(t.out, "[inlined: spin_lock]"),
+              "timer_tick's inlined spin_lock is not named:\n%s", t.out);
+    run_free(&t);
+    run_free(&r);
+    folded_free(&fb);
+    folded_free(&fn);
+    const char *files[] = {base, new_data, bf, nf, svg, df, pb_new, pb_base, NULL};
+    for (int i = 0; files[i]; i++)
+        unlink(files[i]);
+    char *gocache = g_strdup_printf("rm -rf '%s/gocache'", dir);
+    CHECK(system(gocache) == 0);
+    g_free(gocache);
+    rmdir(dir);
+    g_free(base), g_free(new_data), g_free(bf), g_free(nf), g_free(svg), g_free(df);
+    g_free(pb_new), g_free(pb_base), g_free(dir);
+}
+
+struct annotated {
+    uint64_t samples;               /* the function's, from its header */
+    GArray *addrs, *counts, *exact; /* uint64_t per instruction line */
+    GPtrArray *texts;               /* char *: the instruction */
+};
+
+/* Parses `qprof annotate --stdio`'s first function: its header, then "N PCT% [EXACT] M: ADDR:
+ * TEXT" per instruction (M: '*' on a hot line), source lines (": file:line text") between. */
+static struct annotated parse_annotate(const char *out, bool with_exact, char *name, size_t cap)
+{
+    struct annotated a = {.addrs = g_array_new(FALSE, FALSE, sizeof(uint64_t)),
+                          .counts = g_array_new(FALSE, FALSE, sizeof(uint64_t)),
+                          .exact = g_array_new(FALSE, FALSE, sizeof(uint64_t)),
+                          .texts = g_ptr_array_new_with_free_func(g_free)};
+    gchar **lines = g_strsplit(out, "\n", -1);
+    int functions = 0;
+    for (gchar **l = lines; *l && functions < 2; l++) {
+        const char *head = strstr(*l, "Percent");
+        if (head && strstr(*l, " samples, 0x")) {
+            functions++;
+            if (functions == 1) {
+                const char *colon = strstr(head, ": ");
+                sscanf(colon + 2, "%*s %*s %lu", (unsigned long *)&a.samples);
+                char fn[128] = "";
+                sscanf(colon + 2, "%127s", fn);
+                g_strlcpy(name, fn, cap);
+            }
+            continue;
+        }
+        unsigned long n, x = 0;
+        double pct;
+        int used = 0;
+        if (functions != 1 || sscanf(*l, " %lu %lf%%%n", &n, &pct, &used) != 2)
+            continue;
+        const char *rest = *l + used;
+        if (with_exact)
+            x = strtoul(rest, (char **)&rest, 10);
+        const char *addr = strstr(rest, ": ");
+        if (!addr)
+            continue;
+        char *end;
+        uint64_t at = strtoull(addr + 2, &end, 16), count = n, exact = x;
+        g_array_append_val(a.addrs, at);
+        g_array_append_val(a.counts, count);
+        g_array_append_val(a.exact, exact);
+        g_ptr_array_add(a.texts, g_strdup(g_strstrip(end + 1)));
+    }
+    g_strfreev(lines);
+    return a;
+}
+
+static void annotated_free(struct annotated *a)
+{
+    g_array_free(a->addrs, TRUE);
+    g_array_free(a->counts, TRUE);
+    g_array_free(a->exact, TRUE);
+    g_ptr_array_free(a->texts, TRUE);
+}
+
+/* The loop: from the target of the function's backward jump to the jump itself, as index range
+ * [*from, *to]; false when there is none. */
+static bool find_loop(const struct annotated *a, guint *from, guint *to)
+{
+    for (guint i = 0; i < a->addrs->len; i++) {
+        const char *t = g_ptr_array_index(a->texts, i);
+        uint64_t at = g_array_index(a->addrs, uint64_t, i);
+        const char *target = strstr(t, "0x");
+        uint64_t dest = target && (t[0] == 'j' || t[0] == 'b') ? strtoull(target, NULL, 16) : 0;
+        if (!dest || dest >= at || dest < g_array_index(a->addrs, uint64_t, 0))
+            continue;
+        for (guint k = 0; k <= i; k++)
+            if (g_array_index(a->addrs, uint64_t, k) == dest) {
+                *from = k;
+                *to = i;
+                return true;
+            }
+    }
+    return false;
+}
+
+static uint64_t sum_range(const GArray *v, guint from, guint to)
+{
+    uint64_t n = 0;
+    for (guint i = from; i <= to && i < v->len; i++)
+        n += g_array_index(v, uint64_t, i);
+    return n;
+}
+
+/* hot_a's loop carries nearly all its samples, and the source shows beside the code. */
+static void check_hot_a_annotated(const char *out, bool with_exact)
+{
+    char name[128] = "";
+    struct annotated a = parse_annotate(out, with_exact, name, sizeof name);
+    CHECK_STR(name, "hot_a");
+    guint from = 0, to = 0;
+    CHECK_MSG(find_loop(&a, &from, &to), "no backward jump in hot_a's %u instructions",
+              a.addrs->len);
+    uint64_t in_loop = sum_range(a.counts, from, to), all = sum_range(a.counts, 0, a.addrs->len);
+    fprintf(stderr, "annotate: hot_a %lu samples (%lu on its lines), %lu in the loop %#lx-%#lx\n",
+            (unsigned long)a.samples, (unsigned long)all, (unsigned long)in_loop,
+            (unsigned long)g_array_index(a.addrs, uint64_t, from),
+            (unsigned long)g_array_index(a.addrs, uint64_t, to));
+    CHECK_U64(all, a.samples);
+    CHECK_MSG(a.samples >= 100, "hot_a has only %lu samples", (unsigned long)a.samples);
+    CHECK_MSG(in_loop * 10 >= a.samples * 9, "the loop has %lu of hot_a's %lu samples",
+              (unsigned long)in_loop, (unsigned long)a.samples);
+    CHECK_MSG(strstr(out, "spin.c:") && strstr(out, "6364136223846793005ull"),
+              "no spin.c source lines beside the code");
+    if (with_exact) {
+        /* every instruction of the loop ran as often as the loop's branch */
+        uint64_t runs = g_array_index(a.exact, uint64_t, to);
+        fprintf(stderr, "annotate --exact: the loop's branch ran %lu times\n", (unsigned long)runs);
+        CHECK_MSG(runs > 20000, "hot_a's loop ran %lu times by the exact counts",
+                  (unsigned long)runs);
+        for (guint i = from; i <= to; i++)
+            CHECK_MSG(g_array_index(a.exact, uint64_t, i) == runs,
+                      "loop instruction %u ran %lu times, its branch %lu", i,
+                      (unsigned long)g_array_index(a.exact, uint64_t, i), (unsigned long)runs);
+    }
+    annotated_free(&a);
+}
+
+static void case_annotate(bool exact)
+{
+    char *dir = g_dir_make_tmp("qprof-annotate-XXXXXX", NULL);
+    REQUIRE(dir);
+    char *data = g_strdup_printf("%s/spin.data", dir);
+    record_boot("spin", 2000, data, exact ? "--exact" : NULL);
+    const char *named[] = {"annotate",   "-i",
+                           data,         "--stdio",
+                           "--kernel",   QPROF_GUEST_KERNEL,
+                           "--user-dir", QPROF_GUEST_USER_DIR,
+                           "hot_a",      NULL};
+    struct qprof_run r = run_qprof(dir, named, 120);
+    fprintf(stderr, "%s%s", r.out, r.err);
+    CHECK_MSG(r.exit_code == 0, "qprof annotate exited %d", r.exit_code);
+    CHECK_MSG(!exact || strstr(r.out, "Exact"), "no Exact column");
+    check_hot_a_annotated(r.out, exact);
+    run_free(&r);
+    /* no function named: the hottest first; spin's user code makes it hot_a (idle time is the
+     * kernel's) */
+    if (!exact) {
+        const char *hottest[] = {"annotate",           "-i",          data, "--stdio", "--user-dir",
+                                 QPROF_GUEST_USER_DIR, "--user-only", NULL};
+        r = run_qprof(dir, hottest, 120);
+        CHECK_MSG(r.exit_code == 0, "qprof annotate without a function exited %d: %s", r.exit_code,
+                  r.err);
+        check_hot_a_annotated(r.out, false);
+        run_free(&r);
+    }
+    unlink(data);
+    rmdir(dir);
+    g_free(data);
+    g_free(dir);
+}
+
 /* The plugin's own cases; false for a case shared with the other targets. */
 static bool plugin_case(const char *which)
 {
@@ -1966,6 +2400,8 @@ static bool plugin_case(const char *which)
         case_plugin_sys_10k();
     else if (strcmp(which, "trigger-switch") == 0)
         case_plugin_trigger_switch();
+    else if (strcmp(which, "annotate-exact") == 0)
+        case_annotate(true);
     else
         return false;
     return true;
@@ -2036,6 +2472,10 @@ int main(int argc, char **argv)
         case_os_auto_none();
     else if (strcmp(which, "os-none-recycle") == 0)
         case_os_none_recycle();
+    else if (strcmp(which, "diff") == 0)
+        case_diff();
+    else if (strcmp(which, "annotate") == 0)
+        case_annotate(false);
     else {
         fprintf(stderr, "unknown case '%s'\n", which);
         return 2;
