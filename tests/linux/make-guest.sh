@@ -18,6 +18,8 @@
 #                         the host is Debian 12 like the guest's packages, so they are the same
 #                         builds the guest would have.
 #                         hotpath-nopie is the same program linked at a fixed address (ET_EXEC).
+#                         /usr/bin/xz is the host's (Debian's xz-utils, unmodified) with liblzma
+#                         and libc at the paths ldd names: a distro program's user stacks.
 #   OUTDIR/sysroot-other  /usr/local/bin/hotpath of another build (another body, another
 #                         build-id), for the test that such a file is not used
 #   (in the initramfs: /lib/modules/brd.ko, the RAM-disk driver from the kernel package, which
@@ -141,6 +143,9 @@ for w in $(sed -n 's/.*qprof_run=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' '); do
     shloop) sh -c 'i=0; while :; do i=$((i+1)); done' & ;;
     hotpath) /usr/local/bin/hotpath & ;;
     hotpath-nopie) /usr/local/bin/hotpath-nopie & ;;
+    # Debian's own xz and liblzma, unmodified: one long compression (single-threaded, so that
+    # every stack starts in __libc_start_main) of an endless input
+    xz) /usr/bin/xz -T1 -6 -c < /dev/zero > /dev/null & ;;
     # reads of a 1 GiB RAM disk never written (brd hands out zeroes), bypassing the page cache
     ramdd) sh -c 'while :; do dd if=/dev/ram0 of=/dev/null bs=64k iflag=direct 2>/dev/null; done' & ;;
     # brd loaded, read for a while and unloaded, over and over: the module list changes under qprof
@@ -169,6 +174,19 @@ if [ -z "$foreign" ] && command -v cc >/dev/null && command -v ldd >/dev/null; t
     done
 elif [ -z "$foreign" ]; then
     echo "make-guest.sh: no host cc: the guest has no hotpath workload" >&2
+fi
+# A distro program as Debian ships it: the host's /usr/bin/xz (xz-utils, Debian 12 like the guest)
+# and the libraries ldd lists, at their own paths, unmodified (stripped, with their build-ids and
+# .gnu_debuglink): the xz workload, whose tests give qprof the host's / as --sysroot.
+if [ -z "$foreign" ] && [ -x /usr/bin/xz ] && command -v ldd >/dev/null; then
+    mkdir -p root/usr/bin
+    cp /usr/bin/xz root/usr/bin/xz
+    for lib in $(ldd /usr/bin/xz | grep -o '/[^ ]*'); do
+        mkdir -p "root$(dirname "$lib")"
+        cp -L "$lib" "root$lib"
+    done
+elif [ -z "$foreign" ]; then
+    echo "make-guest.sh: no host xz: the guest has no xz workload" >&2
 fi
 (cd root && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) > initrd.tmp
 mv initrd.tmp initrd.cpio
