@@ -107,7 +107,12 @@ static void add_symbol(sym_table *t, const struct elf_file *f, const GElf_Sym *s
         limit = sec->addr + sec->size;
     enum sym_rank rank =
         GELF_ST_BIND(sym->st_info) == STB_GLOBAL ? SYM_RANK_GLOBAL : SYM_RANK_OTHER;
-    sym_table_builder_add(t, name, sym->st_value, sym->st_size, limit, rank, func);
+    /* A shared library's .symtab (a debug file's too) spells its versioned aliases
+     * "__libc_start_main@@GLIBC_2.34": the name a user reads, and looks for, has no version. */
+    const char *at = strchr(name + 1, '@');
+    char *bare = at ? g_strndup(name, (size_t)(at - name)) : NULL;
+    sym_table_builder_add(t, bare ? bare : name, sym->st_value, sym->st_size, limit, rank, func);
+    g_free(bare);
 }
 
 static void load_symbols(struct elf_file *f, Elf_Scn *scn, sym_table *t)
