@@ -289,6 +289,12 @@ static void test_dynsym(void)
     REQUIRE(sym_lookup(full, hidden, &info) == 0);
     CHECK_STR(info.name, "lib_hidden");
     CHECK_U64(sym_table_text_hash(full), sym_table_text_hash(stripped));
+    /* A stripped file's exported label of no size names nothing past itself: the local function
+     * after it stays unnamed (file+0xOFFSET), never the label's. */
+    uint64_t tail = addr_of(full, "lib_nosize_tail");
+    REQUIRE(sym_lookup(full, tail, &info) == 0);
+    CHECK_STR(info.name, "lib_nosize_tail");
+    CHECK_INT(sym_lookup(stripped, tail, &info), -ENOENT);
     sym_table_free(stripped);
     sym_table_free(full);
 }
