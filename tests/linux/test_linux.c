@@ -1733,6 +1733,7 @@ struct prog_stacks {
     uint64_t samples;  /* rooted at "COMM (PID)" */
     uint64_t whole;    /* _start (COMM+0x...), then __libc_start_main*, the outermost frames */
     uint64_t through;  /* whole, and through the library's entry into its callees */
+    uint64_t by_debug; /* whole, with libc's __libc_start_call_main named (its debug file) */
     uint64_t misnamed; /* a user frame named by no symbol of its objects */
     uint64_t unmapped; /* a user frame at an address no object maps */
     unsigned said;     /* odd frames printed */
@@ -1772,6 +1773,8 @@ static void count_prog_stack(const struct distro_prog *p, gchar **frames, uint64
     }
     x->whole += whole ? count : 0;
     x->through += whole && into ? count : 0;
+    if (whole && frames[3] && strcmp(frames[3], "__libc_start_call_main") == 0)
+        x->by_debug += count;
 }
 
 static struct prog_stacks prog_stacks(const struct distro_prog *p, const char *folded_path, int pid,
@@ -1796,6 +1799,7 @@ struct distro_guest {
     int pids[N_DISTRO];
     GPtrArray *names[N_DISTRO];
     GArray *ksyms;
+    bool libc_debug; /* the host has libc's debug file (libc6-dbg) */
 };
 
 /* One qprof run through via ("qmp", "gdb", "plugin"), with or without --sysroot /: for each
@@ -1831,11 +1835,11 @@ static void check_distro_run(const struct distro_guest *d, const char *via, bool
         const char *how = sysroot ? " --sysroot /" : "";
         fprintf(stderr,
                 "distro %s on %s via %s%s: %" PRIu64 " samples, whole to __libc_start_main %" PRIu64
-                " (%.1f%%), through %s %" PRIu64 ", misnamed %" PRIu64 ", unmapped pcs %" PRIu64
-                "\n",
+                " (%.1f%%), through %s %" PRIu64 ", libc named by its debug file %" PRIu64
+                ", misnamed %" PRIu64 ", unmapped pcs %" PRIu64 "\n",
                 p->comm, series, via, how, x.samples, x.whole,
                 x.samples ? 100.0 * (double)x.whole / (double)x.samples : 0.0, p->entry, x.through,
-                x.misnamed, x.unmapped);
+                x.by_debug, x.misnamed, x.unmapped);
         /* Both programs spin on the one vCPU, about half the samples each: a fifth is a wide
          * margin. */
         CHECK_MSG(x.samples * 5 >= strtoull(samples, NULL, 10),
@@ -1847,6 +1851,11 @@ static void check_distro_run(const struct distro_guest *d, const char *via, bool
         CHECK_MSG(x.through * 2 >= x.samples,
                   "via %s%s only %" PRIu64 " of %s's %" PRIu64 " samples go through %s", via, how,
                   x.through, p->comm, x.samples, p->entry);
+        /* libc's local __libc_start_call_main, which only its debug file names. */
+        CHECK_MSG(!d->libc_debug || x.by_debug * 10 >= x.whole * 9,
+                  "via %s%s only %" PRIu64 " of %s's %" PRIu64
+                  " whole stacks name libc's frame by its debug file",
+                  via, how, x.by_debug, p->comm, x.whole);
         CHECK_MSG(x.misnamed == 0,
                   "via %s%s %" PRIu64 " of %s's samples carry a name none of its objects has", via,
                   how, x.misnamed, p->comm);
@@ -1888,6 +1897,12 @@ static int case_distro(void)
         d.names[k] = prog_functions(&distro_progs[k]);
     }
     free(log);
+    char libc[512];
+    snprintf(libc, sizeof libc, "%s/sysroot/lib/x86_64-linux-gnu/libc.so.6", guest_file(""));
+    char *libc_debug = host_debug_file(libc);
+    d.libc_debug = libc_debug != NULL;
+    fprintf(stderr, "libc's debug file on the host: %s\n", libc_debug ? libc_debug : "none");
+    g_free(libc_debug);
     d.ksyms = read_kallsyms(d.g.kallsyms);
     CHECK_MSG(d.ksyms->len > 10000, "the guest's kallsyms dump has %u text symbols", d.ksyms->len);
     const char *vias[] = {"qmp", "gdb", "plugin"};
