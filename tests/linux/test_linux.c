@@ -30,8 +30,14 @@
  *
  * sysroot-plugin: the sysroot case through qprof-plugin.so (user stacks captured at the instant).
  *
+ * distro: Debian's own xz (liblzma) and openssl (libcrypto), unmodified, at work: their user
+ * stacks whole from the leaf through the libraries to __libc_start_main, every frame named by
+ * its object's symbols (or the host's debug file for it) or object+0xOFFSET, with nothing but
+ * the sockets and with the host's / as --sysroot, through QMP, the gdbstub and the plugin.
+ *
  * Usage: test_linux CASE   (dd-1cpu, dd-2cpu, dd-gdb, dd-plugin, dd-plugin-2cpu, not-linux,
- *                          no-btf, reboot, sysroot, sysroot-plugin, modules, modules-cycle) */
+ *                          no-btf, reboot, sysroot, sysroot-plugin, modules, modules-cycle,
+ *                          distro) */
 #define _GNU_SOURCE
 #include "child.h"
 #include "folded.h"
