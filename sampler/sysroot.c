@@ -32,6 +32,7 @@ struct prof_sysroot {
     GHashTable *files;              /* guest path -> struct sysroot_file (owned) */
     GHashTable *spaces;             /* struct user_space_key -> struct user_space (owned) */
     GHashTable *modules_by_file;    /* "host path@bias" -> module index */
+    GHashTable *debug_tables;       /* build-id (hex) -> sym_table of its debug file, or NULL */
     prof_memimgs *memimgs;          /* the guest's own copies of its files (from_memory) */
 };
 
@@ -99,6 +100,8 @@ prof_sysroot *prof_sysroot_new(const struct prof_sysroot_config *cfg, prof_modul
     sr->spaces =
         g_hash_table_new_full(user_space_key_hash, user_space_key_equal, NULL, user_space_free);
     sr->modules_by_file = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    sr->debug_tables =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)sym_table_free);
     if (cfg->from_memory)
         sr->memimgs = prof_memimgs_new(cfg->arch->elf_machine, cfg->verbose);
     return sr;
@@ -111,6 +114,7 @@ void prof_sysroot_free(prof_sysroot *sr)
     g_hash_table_destroy(sr->spaces);
     g_hash_table_destroy(sr->files);
     g_hash_table_destroy(sr->modules_by_file);
+    g_hash_table_destroy(sr->debug_tables);
     prof_memimgs_free(sr->memimgs);
     g_free(sr);
 }
@@ -286,8 +290,42 @@ static int mapping_bias(const struct sysroot_file *f, const struct prof_exec_map
     return -ENOENT;
 }
 
-/* One module per sysroot file and bias, sharing the file's symbol table. */
-static uint32_t sysroot_module(prof_sysroot *sr, struct sysroot_file *f, int64_t bias)
+/* The symbols of the separate debug file of a stripped object (gdb's and perf's lookup, under
+ * --sysroot or else the host's own /usr/lib/debug: a build-id names one build wherever it is),
+ * once per file; NULL when there is none. object_path: a host copy of the object (its
+ * .gnu_debuglink), or NULL. */
+static const sym_table *debug_symbols(prof_sysroot *sr, const uint8_t *build_id,
+                                      size_t build_id_len, const char *guest_path,
+                                      const char *object_path)
+{
+    char hex_id[2 * PROF_BUILD_ID_MAX + 1];
+    hex(build_id, build_id_len, hex_id);
+    char *key = g_strdup_printf("%s@%s", hex_id, build_id_len ? "" : guest_path);
+    gpointer found;
+    if (g_hash_table_lookup_extended(sr->debug_tables, key, NULL, &found)) {
+        g_free(key);
+        return found;
+    }
+    sym_table *t = NULL;
+    char *debug = sym_debug_file_find(sr->cfg.dir, build_id, build_id_len, guest_path, object_path);
+    struct qp_error err = {0};
+    if (debug && sym_table_open_elf(debug, &t, &err) == 0 && sym_table_count(t) == 0)
+        g_clear_pointer(&t, sym_table_free); /* stripped too: the object's own names serve */
+    if (sr->cfg.verbose && debug)
+        fprintf(stderr, "qprof: %s: names from its debug file %s%s%s\n", guest_path, debug,
+                t ? "" : ": unusable: ",
+                t            ? ""
+                : err.msg[0] ? err.msg
+                             : "no symbols");
+    g_free(debug);
+    g_hash_table_insert(sr->debug_tables, key, t);
+    return t;
+}
+
+/* One module per sysroot file and bias, sharing the file's symbol table (its debug file's when
+ * there is one). */
+static uint32_t sysroot_module(prof_sysroot *sr, struct sysroot_file *f, const char *guest_path,
+                               int64_t bias)
 {
     char *key = g_strdup_printf("%s@%" PRIx64, f->host_path, (uint64_t)bias);
     gpointer found;
@@ -301,11 +339,13 @@ static uint32_t sysroot_module(prof_sysroot *sr, struct sysroot_file *f, int64_t
         if (sym_table_open_elf(f->host_path, &f->syms, &err) && sr->cfg.verbose)
             fprintf(stderr, "qprof: --sysroot: symbols of %s: %s\n", f->host_path, err.msg);
     }
+    const sym_table *debug =
+        debug_symbols(sr, f->build_id, f->build_id_len, guest_path, f->host_path);
     struct out_module m = {.base = (uint64_t)bias};
     const char *base = strrchr(f->host_path, '/');
     g_strlcpy(m.name, base ? base + 1 : f->host_path, sizeof m.name);
     g_strlcpy(m.path, f->host_path, sizeof m.path);
-    uint32_t index = prof_modules_add(sr->modules, &m, f->syms, bias);
+    uint32_t index = prof_modules_add(sr->modules, &m, debug ? debug : f->syms, bias);
     g_hash_table_insert(sr->modules_by_file, key, GUINT_TO_POINTER(index));
     return index;
 }
@@ -343,7 +383,7 @@ static void user_space_build(prof_sysroot *sr, struct user_space *u)
             continue;
         if (!add_mapping(sr, u, k, f, bias))
             continue;
-        u->module[k] = sysroot_module(sr, f, bias);
+        u->module[k] = sysroot_module(sr, f, m->path, bias);
         u->verified[k] = u->named[k] = true;
         u->n_verified++;
         if (sr->cfg.verbose)
@@ -389,7 +429,9 @@ static uint32_t memory_module(prof_sysroot *sr, struct prof_memimg *img,
     const char *base = strrchr(m->path, '/');
     g_strlcpy(om.name, base ? base + 1 : m->path, sizeof om.name);
     g_strlcpy(om.path, m->path, sizeof om.path);
-    uint32_t index = prof_modules_add(sr->modules, &om, prof_memimg_symbols(img), bias);
+    const sym_table *debug = debug_symbols(sr, m->build_id, m->build_id_len, m->path, NULL);
+    uint32_t index =
+        prof_modules_add(sr->modules, &om, debug ? debug : prof_memimg_symbols(img), bias);
     g_hash_table_insert(sr->modules_by_file, key, GUINT_TO_POINTER(index));
     return index;
 }

@@ -108,10 +108,17 @@ static void add_symbol(sym_table *t, const struct elf_file *f, const GElf_Sym *s
         limit = sec->addr + sec->size;
     enum sym_rank rank =
         GELF_ST_BIND(sym->st_info) == STB_GLOBAL ? SYM_RANK_GLOBAL : SYM_RANK_OTHER;
-    sym_table_builder_add(t, name, sym->st_value, sym->st_size, limit, rank, func);
+    /* A shared library's .symtab (a debug file's too) spells its versioned aliases
+     * "__libc_start_main@@GLIBC_2.34": the name a user reads, and looks for, has no version. */
+    const char *at = strchr(name + 1, '@');
+    char *bare = at ? g_strndup(name, (size_t)(at - name)) : NULL;
+    sym_table_builder_add(t, bare ? bare : name, sym->st_value, sym->st_size, limit, rank, func);
+    g_free(bare);
 }
 
-static void load_symbols(struct elf_file *f, Elf_Scn *scn, sym_table *t)
+/* sized_only: a stripped file's .dynsym, where nothing says where a symbol of size 0 ends (it
+ * would name the local functions after it, which the stripped file no longer lists). */
+static void load_symbols(struct elf_file *f, Elf_Scn *scn, bool sized_only, sym_table *t)
 {
     GElf_Shdr shdr;
     Elf_Data *data = elf_getdata(scn, NULL);
@@ -120,7 +127,8 @@ static void load_symbols(struct elf_file *f, Elf_Scn *scn, sym_table *t)
     size_t n = shdr.sh_size / shdr.sh_entsize;
     for (size_t i = 1; i < n; i++) {
         GElf_Sym sym;
-        if (!gelf_getsym(data, (int)i, &sym) || !is_addressed(&sym))
+        if (!gelf_getsym(data, (int)i, &sym) || !is_addressed(&sym) ||
+            (sized_only && sym.st_size == 0))
             continue;
         const char *name = elf_strptr(f->elf, shdr.sh_link, sym.st_name);
         if (name && name[0])
@@ -159,7 +167,7 @@ int sym_table_open_elf(const char *path, sym_table **out, struct qp_error *err)
     /* .dynsym is a subset of .symtab; read it only when the file was stripped. */
     Elf_Scn *symbols = f.symtab ? f.symtab : f.dynsym;
     if (symbols)
-        load_symbols(&f, symbols, t);
+        load_symbols(&f, symbols, !f.symtab, t);
     sym_table_builder_finish(t);
     *out = t;
 out:

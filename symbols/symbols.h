@@ -37,6 +37,17 @@ struct sym_info {
  * A stripped ELF loads with no symbols, which is no error. *out owned by the caller. */
 int sym_table_open_elf(const char *path, sym_table **out, struct qp_error *err);
 
+/* The separate debug file of a stripped object (what Debian's -dbgsym and -dbg packages
+ * install), looked up as gdb and perf do, under root (the host's "/" or a --sysroot; NULL is
+ * "/"): ROOT/usr/lib/debug/.build-id/xx/rest.debug by the object's GNU build-id (build_id_len 0:
+ * none), else, with object_path (a host copy of the object, as the guest sees it at guest_path),
+ * by its .gnu_debuglink: ROOT/DIR/NAME, ROOT/DIR/.debug/NAME, ROOT/usr/lib/debug/DIR/NAME, DIR
+ * the guest path's folder. A file is taken only when its build-id is the object's and, by the
+ * link, its CRC-32 the link's: another build's debug file would name the wrong functions.
+ * Returns a new path (g_free) or NULL. */
+char *sym_debug_file_find(const char *root, const uint8_t *build_id, size_t build_id_len,
+                          const char *guest_path, const char *object_path);
+
 /* Loads a System.map or /proc/kallsyms style text file ("ADDR TYPE NAME [module]" per line);
  * text symbols (t/T/w/W) only. */
 int sym_table_open_map(const char *path, sym_table **out, struct qp_error *err);

@@ -18,6 +18,9 @@
 #                         the host is Debian 12 like the guest's packages, so they are the same
 #                         builds the guest would have.
 #                         hotpath-nopie is the same program linked at a fixed address (ET_EXEC).
+#                         /usr/bin/xz and /usr/bin/openssl are the host's (Debian's xz-utils and
+#                         openssl, unmodified) with liblzma, libssl, libcrypto and libc at the
+#                         paths ldd names: distro programs' user stacks.
 #   OUTDIR/sysroot-other  /usr/local/bin/hotpath of another build (another body, another
 #                         build-id), for the test that such a file is not used
 #   (in the initramfs: /lib/modules/brd.ko, the RAM-disk driver from the kernel package, which
@@ -141,6 +144,12 @@ for w in $(sed -n 's/.*qprof_run=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' '); do
     shloop) sh -c 'i=0; while :; do i=$((i+1)); done' & ;;
     hotpath) /usr/local/bin/hotpath & ;;
     hotpath-nopie) /usr/local/bin/hotpath-nopie & ;;
+    # Debian's own xz and liblzma, unmodified: one long compression (single-threaded, so that
+    # every stack starts in __libc_start_main) of an endless input
+    xz) /usr/bin/xz -T1 -6 -c < /dev/zero > /dev/null & ;;
+    # Debian's openssl hashing with libcrypto: a large program whose own .eh_frame is mostly in
+    # pages it never touches (read from the page cache)
+    openssl) /usr/bin/openssl speed -seconds 1000000 -bytes 1024 sha256 > /dev/null 2>&1 & ;;
     # reads of a 1 GiB RAM disk never written (brd hands out zeroes), bypassing the page cache
     ramdd) sh -c 'while :; do dd if=/dev/ram0 of=/dev/null bs=64k iflag=direct 2>/dev/null; done' & ;;
     # brd loaded, read for a while and unloaded, over and over: the module list changes under qprof
@@ -170,6 +179,23 @@ if [ -z "$foreign" ] && command -v cc >/dev/null && command -v ldd >/dev/null; t
 elif [ -z "$foreign" ]; then
     echo "make-guest.sh: no host cc: the guest has no hotpath workload" >&2
 fi
+# Distro programs as Debian ships them: the host's /usr/bin/xz (xz-utils) and /usr/bin/openssl
+# (Debian 12 like the guest) and the libraries ldd lists, at their own paths, unmodified
+# (stripped, with their build-ids and .gnu_debuglink): the xz and openssl workloads, whose tests
+# give qprof the host's / as --sysroot.
+for prog in /usr/bin/xz /usr/bin/openssl; do
+    [ -z "$foreign" ] || break
+    if [ ! -x "$prog" ] || ! command -v ldd >/dev/null; then
+        echo "make-guest.sh: no host $prog: the guest has no ${prog##*/} workload" >&2
+        continue
+    fi
+    mkdir -p root/usr/bin
+    cp "$prog" "root$prog"
+    for lib in $(ldd "$prog" | grep -o '/[^ ]*'); do
+        mkdir -p "root$(dirname "$lib")"
+        cp -L "$lib" "root$lib"
+    done
+done
 (cd root && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) > initrd.tmp
 mv initrd.tmp initrd.cpio
 rm -rf x-kernel x-busybox

@@ -32,8 +32,14 @@
  *
  * sysroot-plugin: the sysroot case through qprof-plugin.so (user stacks captured at the instant).
  *
+ * distro: Debian's own xz (liblzma) and openssl (libcrypto), unmodified, at work: their user
+ * stacks whole from the leaf through the libraries to __libc_start_main, every frame named by
+ * its object's symbols (or the host's debug file for it) or object+0xOFFSET, with nothing but
+ * the sockets and with the host's / as --sysroot, through QMP, the gdbstub and the plugin.
+ *
  * Usage: test_linux CASE   (dd-1cpu, dd-2cpu, dd-gdb, dd-plugin, dd-plugin-2cpu, not-linux,
- *                          no-btf, reboot, sysroot, sysroot-plugin, modules, modules-cycle) */
+ *                          no-btf, reboot, sysroot, sysroot-plugin, modules, modules-cycle,
+ *                          distro) */
 #define _GNU_SOURCE
 #include "child.h"
 #include "folded.h"
@@ -1506,6 +1512,14 @@ static int case_foreign_qmp_refused(void)
     return end_guest(&g);
 }
 
+static bool has_name(GPtrArray *names, const char *name)
+{
+    for (guint i = 0; i < names->len; i++)
+        if (strcmp(g_ptr_array_index(names, i), name) == 0)
+            return true;
+    return false;
+}
+
 /* The function names of the module file path (readelf's FUNC symbols), as "NAME [brd]". */
 static GPtrArray *module_functions(const char *path)
 {
@@ -1527,14 +1541,6 @@ static GPtrArray *module_functions(const char *path)
     g_free(cmd);
     g_free(quoted);
     return names;
-}
-
-static bool has_name(GPtrArray *names, const char *name)
-{
-    for (guint i = 0; i < names->len; i++)
-        if (strcmp(g_ptr_array_index(names, i), name) == 0)
-            return true;
-    return false;
 }
 
 /* dd reading brd's RAM disk on another architecture (a kernel without ORC: brd's frames named
@@ -1730,6 +1736,298 @@ static int case_annotate(void)
     return end_guest(&g);
 }
 
+/* ---- Distro programs (Debian's xz and openssl, unmodified) ------------------------------- */
+
+#define DISTRO_SAMPLES        "200"
+#define DISTRO_PLUGIN_SAMPLES "1000"
+#define DISTRO_OBJECTS        5
+
+/* A program of Debian's in the guest: the files it maps (ldd's list, as make-guest.sh copied
+ * them) by their module names, and the library function its hot loop goes through. */
+struct distro_prog {
+    const char *comm;
+    const char *objects[DISTRO_OBJECTS][2]; /* module name, guest path */
+    const char *entry;                      /* called from the program, its callees below */
+};
+
+static const struct distro_prog distro_progs[] = {
+    {"xz",
+     {{"xz", "/usr/bin/xz"},
+      {"liblzma.so.5", "/lib/x86_64-linux-gnu/liblzma.so.5"},
+      {"libc.so.6", "/lib/x86_64-linux-gnu/libc.so.6"},
+      {"ld-linux-x86-64.so.2", "/lib64/ld-linux-x86-64.so.2"}},
+     "lzma_code"},
+    /* its own .eh_frame mostly in pages it never touched: those come from the page cache */
+    {"openssl",
+     {{"openssl", "/usr/bin/openssl"},
+      {"libssl.so.3", "/lib/x86_64-linux-gnu/libssl.so.3"},
+      {"libcrypto.so.3", "/lib/x86_64-linux-gnu/libcrypto.so.3"},
+      {"libc.so.6", "/lib/x86_64-linux-gnu/libc.so.6"},
+      {"ld-linux-x86-64.so.2", "/lib64/ld-linux-x86-64.so.2"}},
+     "EVP_Digest"},
+};
+#define N_DISTRO ((int)(sizeof distro_progs / sizeof distro_progs[0]))
+
+/* Adds the FUNC symbols readelf lists in path (its .dynsym and .symtab) to names. */
+static void add_functions(GPtrArray *names, const char *path)
+{
+    char *quoted = g_shell_quote(path), *cmd = g_strdup_printf("readelf -sW %s", quoted);
+    char *out = NULL, *errs = NULL; /* readelf's complaints about a debug file's NOBITS */
+    gint status = -1;
+    if (g_spawn_command_line_sync(cmd, &out, &errs, &status, NULL) && status == 0) {
+        char **lines = split_lines(out);
+        for (char **l = lines; *l; l++) {
+            char type[32], name[256];
+            if (sscanf(*l, "%*s %*s %*s %31s %*s %*s %*s %255s", type, name) == 2 &&
+                (strcmp(type, "FUNC") == 0 || strcmp(type, "IFUNC") == 0))
+                g_ptr_array_add(names, g_strndup(name, strcspn(name, "@")));
+        }
+        g_free(lines);
+    }
+    g_free(errs);
+    g_free(out);
+    g_free(cmd);
+    g_free(quoted);
+}
+
+/* The host's debug file of path by its GNU build-id (/usr/lib/debug/.build-id/xx/rest.debug,
+ * as Debian's -dbgsym and -dbg packages install them), or NULL. */
+static char *host_debug_file(const char *path)
+{
+    char *quoted = g_shell_quote(path), *cmd = g_strdup_printf("readelf -nW %s", quoted);
+    char *out = NULL, *debug = NULL, *errs = NULL;
+    gint status = -1;
+    if (g_spawn_command_line_sync(cmd, &out, &errs, &status, NULL) && status == 0) {
+        const char *id = strstr(out, "Build ID: ");
+        char hex[129];
+        if (id && sscanf(id, "Build ID: %128[0-9a-f]", hex) == 1 && strlen(hex) > 2) {
+            debug = g_strdup_printf("/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
+            if (access(debug, R_OK) != 0)
+                g_clear_pointer(&debug, g_free);
+        }
+    }
+    g_free(errs);
+    g_free(out);
+    g_free(cmd);
+    g_free(quoted);
+    return debug;
+}
+
+/* Every function name a frame of p's may rightly carry: the symbols of the guest's copies of
+ * its objects and of the host's debug files for them. */
+static GPtrArray *prog_functions(const struct distro_prog *p)
+{
+    GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+    for (int i = 0; i < DISTRO_OBJECTS && p->objects[i][0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/sysroot%s", guest_file(""), p->objects[i][1]);
+        add_functions(names, path);
+        char *debug = host_debug_file(path);
+        if (debug)
+            add_functions(names, debug);
+        g_free(debug);
+    }
+    return names;
+}
+
+static bool is_module_offset(const struct distro_prog *p, const char *frame)
+{
+    for (int i = 0; i < DISTRO_OBJECTS && p->objects[i][0]; i++) {
+        size_t n = strlen(p->objects[i][0]);
+        if (strncmp(frame, p->objects[i][0], n) == 0 && strncmp(frame + n, "+0x", 3) == 0)
+            return true;
+    }
+    return false;
+}
+
+struct prog_stacks {
+    uint64_t samples;  /* rooted at "COMM (PID)" */
+    uint64_t whole;    /* _start (COMM+0x...), then __libc_start_main*, the outermost frames */
+    uint64_t through;  /* whole, and through the library's entry into its callees */
+    uint64_t by_debug; /* whole, with libc's __libc_start_call_main named (its debug file) */
+    uint64_t misnamed; /* a user frame named by no symbol of its objects */
+    uint64_t unmapped; /* a user frame at an address no object maps */
+    unsigned said;     /* odd frames printed */
+};
+
+/* The user frames of a stack: up to the first the guest's /proc/kallsyms names. */
+static void count_prog_stack(const struct distro_prog *p, gchar **frames, uint64_t count,
+                             GPtrArray *names, GArray *ksyms, struct prog_stacks *x)
+{
+    char start[64];
+    snprintf(start, sizeof start, "%s+0x", p->comm);
+    x->samples += count;
+    bool whole = frames[1] && g_str_has_prefix(frames[1], start) && frames[2] &&
+                 g_str_has_prefix(frames[2], "__libc_start_main");
+    bool entry = false, into = false;
+    for (int i = 1; frames[i]; i++) {
+        const char *f = frames[i];
+        if (is_known(ksyms, f))
+            break;
+        if (i == 1 && strcmp(f, "[truncated]") == 0)
+            continue;
+        /* An address in no mapped file is shown as such (0x...): no name, so no wrong one. */
+        bool unmapped = g_str_has_prefix(f, "0x");
+        if (unmapped || (!is_module_offset(p, f) && !has_name(names, f))) {
+            x->misnamed += unmapped ? 0 : count;
+            x->unmapped += unmapped ? count : 0;
+            char *stack = g_strjoinv(";", frames);
+            if (x->said++ < 3)
+                fprintf(stderr, "%s %s, in %s\n",
+                        unmapped ? "a user pc in no mapped file:"
+                                 : "a user frame no object of the program names so:",
+                        f, stack);
+            g_free(stack);
+        }
+        into |= entry;
+        entry |= strcmp(f, p->entry) == 0;
+    }
+    x->whole += whole ? count : 0;
+    x->through += whole && into ? count : 0;
+    if (whole && frames[3] && strcmp(frames[3], "__libc_start_call_main") == 0)
+        x->by_debug += count;
+}
+
+static struct prog_stacks prog_stacks(const struct distro_prog *p, const char *folded_path, int pid,
+                                      GPtrArray *names, GArray *ksyms)
+{
+    struct prog_stacks x = {0};
+    char root[64];
+    snprintf(root, sizeof root, "%s (%d)", p->comm, pid);
+    struct folded f = read_folded(folded_path);
+    for (guint si = 0; si < f.stacks->len; si++) {
+        gchar **frames = folded_frames(&f, si);
+        if (strcmp(frames[0], root) == 0)
+            count_prog_stack(p, frames, COUNT(&f, si), names, ksyms, &x);
+        g_strfreev(frames);
+    }
+    folded_free(&f);
+    return x;
+}
+
+struct distro_guest {
+    struct guest g;
+    int pids[N_DISTRO];
+    GPtrArray *names[N_DISTRO];
+    GArray *ksyms;
+    bool libc_debug; /* the host has libc's debug file (libc6-dbg) */
+};
+
+/* One qprof run through via ("qmp", "gdb", "plugin"), with or without --sysroot /: for each
+ * program, 90% of its samples whole from the leaf to __libc_start_main, most through its
+ * library's entry, no frame misnamed. */
+static void check_distro_run(const struct distro_guest *d, const char *via, bool sysroot)
+{
+    char folded[320];
+    snprintf(folded, sizeof folded, "%s/distro-%s%s.folded", d->g.dir, via,
+             sysroot ? "-sysroot" : "");
+    bool plugin = strcmp(via, "plugin") == 0;
+    const char *samples = plugin ? DISTRO_PLUGIN_SAMPLES : DISTRO_SAMPLES;
+    const char *args[16] = {"--qmp-socket", vm_qmp_path(d->g.vm), "--samples", samples, "-o",
+                            folded,         "--no-progress"};
+    int n = 7;
+    if (plugin) {
+        args[n++] = "--plugin";
+        args[n++] = vm_plugin_address(d->g.vm);
+    } else if (strcmp(via, "gdb") == 0) {
+        args[n++] = "--gdb";
+        args[n++] = vm_gdb_address(d->g.vm);
+    }
+    if (sysroot) {
+        args[n++] = "--sysroot";
+        args[n++] = "/";
+    }
+    args[n] = NULL;
+    struct run r = run_qprof(d->g.dir, args, 300);
+    CHECK_INT(r.exit_code, 0);
+    for (int k = 0; k < N_DISTRO; k++) {
+        const struct distro_prog *p = &distro_progs[k];
+        struct prog_stacks x = prog_stacks(p, folded, d->pids[k], d->names[k], d->ksyms);
+        const char *how = sysroot ? " --sysroot /" : "";
+        fprintf(stderr,
+                "distro %s on %s via %s%s: %" PRIu64 " samples, whole to __libc_start_main %" PRIu64
+                " (%.1f%%), through %s %" PRIu64 ", libc named by its debug file %" PRIu64
+                ", misnamed %" PRIu64 ", unmapped pcs %" PRIu64 "\n",
+                p->comm, series, via, how, x.samples, x.whole,
+                x.samples ? 100.0 * (double)x.whole / (double)x.samples : 0.0, p->entry, x.through,
+                x.by_debug, x.misnamed, x.unmapped);
+        /* Both programs spin on the one vCPU, about half the samples each: a fifth is a wide
+         * margin. */
+        CHECK_MSG(x.samples * 5 >= strtoull(samples, NULL, 10),
+                  "%s has only %" PRIu64 " of %s samples", p->comm, x.samples, samples);
+        CHECK_MSG(x.whole * 10 >= x.samples * 9,
+                  "via %s%s only %" PRIu64 " of %s's %" PRIu64
+                  " samples reach __libc_start_main:\n%s",
+                  via, how, x.whole, p->comm, x.samples, r.err);
+        CHECK_MSG(x.through * 2 >= x.samples,
+                  "via %s%s only %" PRIu64 " of %s's %" PRIu64 " samples go through %s", via, how,
+                  x.through, p->comm, x.samples, p->entry);
+        /* libc's local __libc_start_call_main, which only its debug file names. */
+        CHECK_MSG(!d->libc_debug || x.by_debug * 10 >= x.whole * 9,
+                  "via %s%s only %" PRIu64 " of %s's %" PRIu64
+                  " whole stacks name libc's frame by its debug file",
+                  via, how, x.by_debug, p->comm, x.whole);
+        CHECK_MSG(x.misnamed == 0,
+                  "via %s%s %" PRIu64 " of %s's samples carry a name none of its objects has", via,
+                  how, x.misnamed, p->comm);
+    }
+    run_free(&r);
+}
+
+/* Debian's xz (liblzma) and openssl (libcrypto) at work, profiled with nothing but the sockets,
+ * then with the host's / as --sysroot (the host is Debian 12 like the guest's files): through
+ * QMP, the gdbstub and the plugin, one boot of QEMU 10 serving all three. */
+static int case_distro(void)
+{
+    struct distro_guest d = {.g = {.plugin = true, .gdbstub = true, .want_kallsyms = true}};
+    int rc = make_guest();
+    if (rc == VM_SKIP)
+        return VM_SKIP;
+    CHECK_INT(rc, 0);
+    if (rc)
+        return harness_result();
+    for (int k = 0; k < N_DISTRO; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/sysroot%s", guest_file(""), distro_progs[k].objects[0][1]);
+        if (access(path, R_OK) != 0) {
+            fprintf(stderr, "SKIP: make-guest.sh put no %s in the guest (none on the host)\n",
+                    path);
+            return VM_SKIP;
+        }
+    }
+    rc = start_guest(1, "xz,openssl", &d.g);
+    if (rc)
+        return rc == VM_SKIP ? VM_SKIP : harness_result();
+    char *log = vm_serial_text(d.g.vm);
+    for (char *c = log; *c; c++) /* the console may end lines with \r\n */
+        if (*c == '\r')
+            *c = '\n';
+    for (int k = 0; k < N_DISTRO; k++) {
+        d.pids[k] = workload_pid(log, distro_progs[k].comm);
+        CHECK_MSG(d.pids[k] > 0, "the guest printed no pid for %s", distro_progs[k].comm);
+        d.names[k] = prog_functions(&distro_progs[k]);
+    }
+    free(log);
+    char libc[512];
+    snprintf(libc, sizeof libc, "%s/sysroot/lib/x86_64-linux-gnu/libc.so.6", guest_file(""));
+    char *libc_debug = host_debug_file(libc);
+    d.libc_debug = libc_debug != NULL;
+    fprintf(stderr, "libc's debug file on the host: %s\n", libc_debug ? libc_debug : "none");
+    g_free(libc_debug);
+    d.ksyms = read_kallsyms(d.g.kallsyms);
+    CHECK_MSG(d.ksyms->len > 10000, "the guest's kallsyms dump has %u text symbols", d.ksyms->len);
+    const char *vias[] = {"qmp", "gdb", "plugin"};
+    for (int sysroot = 0; sysroot < 2; sysroot++)
+        for (size_t i = 0; i < sizeof vias / sizeof vias[0]; i++)
+            check_distro_run(&d, vias[i], sysroot);
+    for (int k = 0; k < N_DISTRO; k++)
+        g_ptr_array_free(d.names[k], TRUE);
+    for (guint i = 0; i < d.ksyms->len; i++)
+        g_free(g_array_index(d.ksyms, struct ksym, i).name);
+    g_array_free(d.ksyms, TRUE);
+    return end_guest(&d.g);
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -1761,6 +2059,8 @@ int main(int argc, char **argv)
         return case_sysroot(true);
     if (strcmp(c, "modules") == 0)
         return case_modules();
+    if (strcmp(c, "distro") == 0)
+        return case_distro();
     if (strcmp(c, "modules-cycle") == 0)
         return case_modules_cycle();
     if (strcmp(c, "arch-dd") == 0)
@@ -1777,8 +2077,8 @@ int main(int argc, char **argv)
         return case_foreign_qmp_refused();
     fprintf(stderr,
             "usage: test_linux "
-            "dd-1cpu|dd-2cpu|dd-gdb|dd-plugin|dd-plugin-2cpu|not-linux|no-btf|reboot|top|"
-            "sysroot|sysroot-plugin|modules|modules-cycle|arch-dd|arch-dd-2cpu|"
+            "dd-1cpu|dd-2cpu|dd-gdb|dd-plugin|dd-plugin-2cpu|not-linux|no-btf|reboot|top|annotate|"
+            "sysroot|sysroot-plugin|modules|modules-cycle|distro|arch-dd|arch-dd-2cpu|"
             "arch-dd-qmp|arch-dd-plugin|arch-modules|arch-qmp-refused [SERIES: 5.10, 6.12, 7.x, "
             "arm64-6.1, riscv64-7.x; 6.1 when "
             "absent]\n");

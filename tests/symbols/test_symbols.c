@@ -1,6 +1,8 @@
 /* Tests of the symbols module against fixture ELFs built by this test's CMakeLists.txt.
  * Usage: test_symbols CASE (hash, elf, stripped, dynsym, demangle, map, kallsyms, store). */
 #define _GNU_SOURCE
+#include <elfutils/libdwelf.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -287,6 +289,12 @@ static void test_dynsym(void)
     REQUIRE(sym_lookup(full, hidden, &info) == 0);
     CHECK_STR(info.name, "lib_hidden");
     CHECK_U64(sym_table_text_hash(full), sym_table_text_hash(stripped));
+    /* A stripped file's exported label of no size names nothing past itself: the local function
+     * after it stays unnamed (file+0xOFFSET), never the label's. */
+    uint64_t tail = addr_of(full, "lib_nosize_tail");
+    REQUIRE(sym_lookup(full, tail, &info) == 0);
+    CHECK_STR(info.name, "lib_nosize_tail");
+    CHECK_INT(sym_lookup(stripped, tail, &info), -ENOENT);
     sym_table_free(stripped);
     sym_table_free(full);
 }
@@ -683,6 +691,104 @@ static void test_mem_image(void)
     check_mapped_fxlib(true);
 }
 
+/* ---- Separate debug files (sym_debug_file_find) ------------------------------------------ */
+
+static size_t build_id_of(const char *path, uint8_t *id, size_t max)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    elf_version(EV_CURRENT);
+    Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    const void *bits;
+    ssize_t n = elf ? dwelf_elf_gnu_build_id(elf, &bits) : -1;
+    REQUIRE(n > 0 && (size_t)n <= max);
+    memcpy(id, bits, (size_t)n);
+    elf_end(elf);
+    close(fd);
+    return (size_t)n;
+}
+
+/* Copies the file from into root + rel, making its folders. */
+static void place(const char *root, const char *rel, const char *from)
+{
+    char *to = g_build_filename(root, rel, NULL), *dir = g_path_get_dirname(to), *bytes = NULL;
+    gsize len = 0;
+    REQUIRE(g_mkdir_with_parents(dir, 0755) == 0);
+    REQUIRE(g_file_get_contents(from, &bytes, &len, NULL));
+    REQUIRE(g_file_set_contents(to, bytes, (gssize)len, NULL));
+    g_free(bytes);
+    g_free(dir);
+    g_free(to);
+}
+
+static char *build_id_rel(const uint8_t *id, size_t len)
+{
+    GString *p = g_string_new(NULL);
+    g_string_printf(p, "usr/lib/debug/.build-id/%02x/", id[0]);
+    for (size_t i = 1; i < len; i++)
+        g_string_append_printf(p, "%02x", id[i]);
+    g_string_append(p, ".debug");
+    return g_string_free(p, FALSE);
+}
+
+/* The stripped library names only its exports (lib_hidden's pc has no name, never a neighbour's);
+ * the debug file found by build-id or by .gnu_debuglink names lib_hidden; a debug file of another
+ * build, wherever it lies, is never taken. */
+static void test_debug_file(void)
+{
+    sym_table *stripped = open_elf(FX("fxdbg.so")), *debug_direct = open_elf(FX("fxdbg.debug"));
+    uint64_t hidden = addr_of(debug_direct, "lib_hidden");
+    struct sym_info info;
+    CHECK_INT(sym_lookup(stripped, hidden, &info), -ENOENT);
+    uint8_t id[64];
+    size_t id_len = build_id_of(FX("fxdbg.so"), id, sizeof id);
+
+    char root[] = "/tmp/qprof-debug-XXXXXX";
+    REQUIRE(mkdtemp(root));
+    CHECK(sym_debug_file_find(root, id, id_len, "/lib/fxdbg.so", FX("fxdbg.so")) == NULL);
+    /* Another build's debug file at this build-id's path: refused. */
+    char *rel = build_id_rel(id, id_len);
+    place(root, rel, FX("fxdbg-other.debug"));
+    CHECK(sym_debug_file_find(root, id, id_len, "/lib/fxdbg.so", NULL) == NULL);
+    /* The right one there: found, and it names lib_hidden. */
+    place(root, rel, FX("fxdbg.debug"));
+    char *found = sym_debug_file_find(root, id, id_len, "/lib/fxdbg.so", NULL);
+    CHECK_MSG(found && g_str_has_suffix(found, rel), "by build-id: %s", found ? found : "none");
+    if (found) {
+        sym_table *t = open_elf(found);
+        CHECK_INT(sym_lookup(t, hidden + 1, &info), 0);
+        CHECK_STR(info.name, "lib_hidden");
+        sym_table_free(t);
+    }
+    g_free(found);
+    char *path = g_build_filename(root, rel, NULL);
+    CHECK_INT(remove(path), 0);
+    g_free(path);
+
+    /* By .gnu_debuglink (no build-id given): the global debug folder, then the object's own
+     * .debug folder; the link's name with another build's content (another CRC) is refused. */
+    CHECK(sym_debug_file_find(root, NULL, 0, "/lib/fxdbg.so", FX("fxdbg.linked.so")) == NULL);
+    place(root, "usr/lib/debug/lib/fxdbg.debug", FX("fxdbg-other.debug"));
+    CHECK(sym_debug_file_find(root, NULL, 0, "/lib/fxdbg.so", FX("fxdbg.linked.so")) == NULL);
+    place(root, "usr/lib/debug/lib/fxdbg.debug", FX("fxdbg.debug"));
+    found = sym_debug_file_find(root, NULL, 0, "/lib/fxdbg.so", FX("fxdbg.linked.so"));
+    CHECK_MSG(found && g_str_has_suffix(found, "/usr/lib/debug/lib/fxdbg.debug"),
+              "by .gnu_debuglink: %s", found ? found : "none");
+    g_free(found);
+    place(root, "lib/.debug/fxdbg.debug", FX("fxdbg.debug"));
+    found = sym_debug_file_find(root, id, id_len, "/lib/fxdbg.so", FX("fxdbg.linked.so"));
+    CHECK_MSG(found && g_str_has_suffix(found, "/lib/.debug/fxdbg.debug"),
+              "by .gnu_debuglink beside the object: %s", found ? found : "none");
+    g_free(found);
+    /* A stripped file without the link finds nothing by it. */
+    CHECK(sym_debug_file_find(root, NULL, 0, "/lib/fxdbg.so", FX("fxdbg.so")) == NULL);
+
+    nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    g_free(rel);
+    sym_table_free(debug_direct);
+    sym_table_free(stripped);
+}
+
 static const struct {
     const char *name;
     void (*run)(void);
@@ -692,7 +798,7 @@ static const struct {
     {"demangle", test_demangle},   {"map", test_map},
     {"kallsyms", test_kallsyms},   {"store", test_store},
     {"lines", test_lines},         {"pages", test_pages},
-    {"mem_image", test_mem_image},
+    {"mem_image", test_mem_image}, {"debug_file", test_debug_file},
 };
 
 int main(int argc, char **argv)
