@@ -93,7 +93,7 @@ prepare() {
     mount_root
     copy_checkout
     say "installing the project's packages in the root (xtask deps)"
-    in_root 'cd /root/qprof && xtask/xtask deps'
+    in_root 'cd /root/qprof && xtask/xtask deps && apt-get clean'
     say "downloading trixie-backports' QEMU into the root's apt cache"
     in_root 'apt-get install -y -qq -d -t trixie-backports qemu-system-x86 qemu-system-arm \
         qemu-system-misc >/dev/null'
