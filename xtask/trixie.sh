@@ -96,7 +96,7 @@ prepare() {
     say "installing the project's packages in the root (xtask deps)"
     in_root 'cd /root/qprof && xtask/xtask deps && apt-get clean'
     say "downloading trixie-backports' QEMU into the root's apt cache"
-    in_root 'apt-get install -y -qq -d -t trixie-backports qemu-system-x86 qemu-system-arm \
+    in_root 'apt-get install -y -qq --no-install-recommends -d -t trixie-backports qemu-system-x86 qemu-system-arm \
         qemu-system-misc >/dev/null'
     say "fetching trixie's QEMU plugin header (xtask/qemu10.sh)"
     in_root 'cd /root/qprof && xtask/qemu10.sh --quiet >/dev/null'
@@ -216,7 +216,7 @@ main() {
     run_suite "QEMU 10.0" "^(e2e_plugin_.*|$each)\$" 'e2e_plugin_(counter_)?exact'
 
     say "installing trixie-backports' QEMU"
-    in_root 'apt-get install -y -qq --no-download -t trixie-backports qemu-system-x86 \
+    in_root 'apt-get install -y -qq --no-install-recommends -t trixie-backports qemu-system-x86 \
         qemu-system-arm qemu-system-misc >/dev/null'
     run_suite "trixie-backports QEMU" "^(e2e_plugin_(spin|sys|one_shot)|$each)\$" '^$'
 
