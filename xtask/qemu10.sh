@@ -156,7 +156,7 @@ system_header() {
     say "downloading QEMU $deb's upstream source tarball (about 40 MB)"
     (cd "$dir/src" && apt_private source --download-only "qemu=$deb" >/dev/null 2>&1) || true
     extract_header "$dir/src" "$dir/qemu-plugin.h" ||
-        die "no plugin header for QEMU $ver: the archive lacks qemu_$ver+ds.orig.tar.* (apt-get source --download-only qemu=$deb), so qprof-plugin.so cannot be built for it"
+        die "no plugin header for QEMU $ver: the archive lacks qemu_$ver+ds.orig.tar.* (apt-get source --download-only qemu=$deb), so qprof-plugin.so (plugin API 4 to 6, QEMU 9.2 to 10.x) cannot be built for it"
     rm -rf "$dir/src"
 }
 
