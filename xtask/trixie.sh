@@ -7,7 +7,10 @@
 #   the demo's designed shares (spin: hot_a 3:1 against hot_b);
 # - the plugin's e2e cases under that QEMU, and one case per target and per architecture;
 # - then trixie-backports' QEMU (11.x), installed the way a user does (apt-get -t
-#   trixie-backports), and the same demos and cases under it.
+#   trixie-backports), and the same demo and cases under it; where no plugin can be built for
+#   that QEMU (11.x today: plugin API 7, and no source tarball in the archive for its header),
+#   xtask's one line about it is printed as a skip, the demo runs over the gdbstub instead and
+#   the plugin's cases skip, saying why.
 # The prepared root (build dependencies, both QEMUs' packages, the plugin header of trixie's
 # QEMU) is cached as a tarball in ~/.cache/qprof-trixie, so that a second run skips debootstrap
 # and apt. Needs root (debootstrap, chroot, mounts); exits 0 with one "trixie: SKIP" line when
