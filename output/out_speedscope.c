@@ -227,8 +227,8 @@ int out_write_speedscope(const out_profile *p, out_names *n, const struct out_wr
     guint active = 0;
     for (guint i = 0; i < w.profiles->len; i++) {
         struct ss_profile *prof = g_ptr_array_index(w.profiles, i);
-        g_qsort_with_data(prof->records->data, prof->records->len, sizeof(guint), by_time,
-                          (gpointer)r);
+        /* g_array_sort_with_data: g_qsort_with_data is deprecated from GLib 2.82 on */
+        g_array_sort_with_data(prof->records, by_time, (gpointer)r);
         for (guint k = 0; k < prof->records->len; k++)
             stack_frames(&w, r[g_array_index(prof->records, guint, k)].stack);
         struct ss_profile *best = g_ptr_array_index(w.profiles, active);

@@ -3,7 +3,7 @@
 #ifndef QPROF_EXACT_H
 #define QPROF_EXACT_H
 
-#include <qemu/qemu-plugin.h>
+#include "qpr_qemu_api.h"
 
 #include "qprof_ring.h"
 

@@ -44,7 +44,7 @@
  * qprof --exact's instruction counts per block live in qprof_exact.c; this file hands it each
  * translated block and the socket's exact-count requests, and resets the plugin when it asks. */
 #define _GNU_SOURCE
-#include <qemu/qemu-plugin.h>
+#include "qpr_qemu_api.h"
 
 #include "qprof_exact.h"
 #include "qprof_ring.h"
@@ -171,8 +171,7 @@ static void read_registers(struct vcpu *v, struct qpr_sample *s)
     for (uint32_t i = 0; i < v->cfg.n_regs; i++) {
         if (!v->reg[i])
             continue;
-        g_byte_array_set_size(v->buf, 0);
-        int n = qemu_plugin_read_register(v->reg[i], v->buf);
+        int n = qpr_read_register(v->reg[i], v->buf);
         if (n <= 0 || n > 8)
             continue;
         uint64_t val = 0;

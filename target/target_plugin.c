@@ -118,9 +118,14 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* QEMU refuses a plugin built for a plugin API it does not take ("plugin requires API version
+ * 4, but this QEMU supports only a minimum version of 7") and exits: all qprof sees is no socket.
+ */
 #define INSTALL_HINT                                                                               \
-    "start QEMU 10.0 or later with -plugin build/qprof-plugin.so,socket=PATH (xtask/qemu10.sh "    \
-    "fetches QEMU 10 and the plugin header; Debian 12's QEMU 7.2 cannot load it)"
+    "start QEMU 9.2 to 10.x (plugin API 4 to 6) with -plugin build/qprof-plugin.so,socket=PATH, "  \
+    "the plugin built against that QEMU's own qemu-plugin.h ('xtask/xtask build' takes the "       \
+    "system QEMU's; if QEMU said 'plugin requires API version N', rebuild it for that QEMU; "      \
+    "Debian 12's 7.2 cannot load it, xtask/qemu10.sh fetches 10.0)"
 
 static int connect_socket(const char *address, struct qp_error *err)
 {
@@ -225,7 +230,7 @@ static int map_rings(struct target_plugin *t, const int fds[2], const struct qpr
     if (!t->arch)
         return qp_error_set(err, -ENOTSUP, "the plugin runs in a QEMU for %s; qprof knows %s",
                             target, prof_arch_known_names());
-    snprintf(t->version, sizeof t->version, "10.0+ (plugin API %u)", hd->api_version);
+    snprintf(t->version, sizeof t->version, "QEMU 9.2+ (plugin API %u)", hd->api_version);
     t->status = hd;
     /* Start from where the plugin set this session's tails: what an earlier qprof left unread
      * is not this run's. */

@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# QEMU 10.0 beside Debian 12's 7.2, for the TCG plugin target: unpacks bookworm-backports'
-# qemu-system-x86, qemu-system-arm (aarch64) and qemu-system-riscv, with the common,
-# data, gui and module packages of the same version (so that QEMU_MODULE_DIR holds only modules
-# of its own build), into a cache outside the repository, and
-# takes include/qemu/qemu-plugin.h from the same version's upstream source tarball. A private apt
-# state: the machine's own sources and packages are not touched. Fast when cached.
+# The QEMU that runs the TCG plugin target, and its plugin header. qprof-plugin.so loads into
+# QEMU 9.2 and later (plugin API 4 to 6; plugin/qpr_qemu_api.h):
+# - the system's qemu-system-x86_64 when it is one of those (Debian 13: 10.0): only its
+#   include/qemu/qemu-plugin.h (include/plugins/ in later QEMUs) is fetched, from the upstream
+#   source tarball of the same version (a deb-src line for the system's suite and its
+#   backports), into ${CACHE}-headers/VERSION/qemu-plugin.h;
+# - otherwise (Debian 12's 7.2) QEMU 10.0 beside it: unpacks bookworm-backports'
+#   qemu-system-x86, qemu-system-arm (aarch64) and qemu-system-riscv, with the common, data, gui
+#   and module packages of the same version (so that QEMU_MODULE_DIR holds only modules of its own
+#   build), into a cache outside the repository, and takes its header the same way.
+# A private apt state: the machine's own sources and packages are not touched. Fast when cached.
 #
 #   xtask/qemu10.sh          fetch if needed, then print the variables below (sh syntax)
 #   xtask/qemu10.sh --quiet  the same, without progress lines
 #
-# Prints QEMU10_PREFIX, QEMU10_BIN, QEMU10_MODULE_DIR, QEMU10_HEADER, QEMU10_VERSION; exits 1 with
-# one line saying why when the archive cannot give them.
+# Prints QEMU10_PREFIX (empty for the system's QEMU), QEMU10_BIN, QEMU10_MODULE_DIR,
+# QEMU10_HEADER, QEMU10_VERSION; exits 1 with one line saying why when the archive cannot give
+# them.
 set -euo pipefail
 
 SUITE=bookworm-backports
@@ -100,15 +106,70 @@ fetch_header() {
         tarball=$(find "$dir" -maxdepth 1 -name 'qemu_*.orig.tar.*' | head -n1)
     fi
     [ -n "$tarball" ] || die "no QEMU source tarball in $SUITE (apt-get source --download-only qemu)"
-    local member
-    member=$(tar -tf "$tarball" | awk '/\/include\/qemu\/qemu-plugin\.h$/ { print }' | head -n1)
-    [ -n "$member" ] || die "$tarball holds no include/qemu/qemu-plugin.h"
     mkdir -p "$CACHE/include/qemu"
-    tar -xOf "$tarball" "$member" >"$CACHE/include/qemu/qemu-plugin.h.new"
-    mv "$CACHE/include/qemu/qemu-plugin.h.new" "$CACHE/include/qemu/qemu-plugin.h"
+    extract_header "$dir" "$CACHE/include/qemu/qemu-plugin.h" || die "$tarball holds no qemu-plugin.h"
+}
+
+# The plugin header from the upstream tarball in DIR into OUT: include/qemu/qemu-plugin.h up to
+# QEMU 10.0, include/plugins/qemu-plugin.h after. 1 when there is none.
+extract_header() {
+    local tarball member
+    tarball=$(find "$1" -maxdepth 1 -name 'qemu_*.orig.tar.*' | head -n1)
+    [ -n "$tarball" ] || return 1
+    member=$(tar -tf "$tarball" | awk '/\/include\/(qemu|plugins)\/qemu-plugin\.h$/ { print }' | head -n1)
+    [ -n "$member" ] || return 1
+    tar -xOf "$tarball" "$member" >"$2.new"
+    mv "$2.new" "$2"
+}
+
+# The system's qemu-system-x86_64 when it can load the plugin (9.2 or later): its upstream
+# version (e.g. 10.0.13), else nothing.
+system_qemu_version() {
+    local v major minor
+    command -v qemu-system-x86_64 >/dev/null || return 0
+    v=$(qemu-system-x86_64 --version 2>/dev/null |
+        sed -n 's/^QEMU emulator version \([0-9]*\.[0-9]*\.[0-9]*\).*/\1/p')
+    [ -n "$v" ] || return 0
+    IFS=. read -r major minor _ <<<"$v"
+    if [ "$major" -gt 9 ] || { [ "$major" -eq 9 ] && [ "$minor" -ge 2 ]; }; then
+        printf '%s\n' "$v"
+    fi
+}
+
+# qemu-plugin.h of the system's QEMU (upstream version $1) from the source package of the
+# installed qemu-system-x86's Debian version, in the system's suite or its backports.
+system_header() {
+    local ver=$1 deb codename a dir=${CACHE}-headers/$1
+    [ -s "$dir/qemu-plugin.h" ] && return 0
+    command -v apt-get >/dev/null || die "apt-get is needed to fetch QEMU $ver's plugin header"
+    deb=$(dpkg-query -W -f='${Version}' qemu-system-x86 2>/dev/null || true)
+    [ -n "$deb" ] || die "QEMU $ver is not Debian's qemu-system-x86: configure with -DQPROF_QEMU_PLUGIN_HEADER=PATH"
+    codename=$(awk -F= '$1 == "VERSION_CODENAME" { print $2 }' /etc/os-release 2>/dev/null)
+    [ -n "$codename" ] || die "no VERSION_CODENAME in /etc/os-release"
+    APT=${CACHE}-headers/apt-$codename
+    mkdir -p "$APT/lists/partial" "$APT/cache/archives/partial" "$dir/src"
+    a=$(archive)
+    printf 'deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] %s %s main\n' \
+        "$a" "$codename" "$a" "$codename-backports" >"$APT/sources.list"
+    say "updating a private apt state for $codename's QEMU sources"
+    apt_private update >/dev/null || die "apt-get update for $codename failed (is the archive reachable?)"
+    say "downloading QEMU $deb's upstream source tarball (about 40 MB)"
+    (cd "$dir/src" && apt_private source --download-only "qemu=$deb" >/dev/null 2>&1) || true
+    extract_header "$dir/src" "$dir/qemu-plugin.h" ||
+        die "no plugin header for QEMU $ver: the archive lacks qemu_$ver+ds.orig.tar.* (apt-get source --download-only qemu=$deb), so qprof-plugin.so (plugin API 4 to 6, QEMU 9.2 to 10.x) cannot be built for it"
+    rm -rf "$dir/src"
 }
 
 main() {
+    local sys
+    sys=$(system_qemu_version)
+    if [ -n "$sys" ]; then
+        system_header "$sys"
+        printf '%s\n' "QEMU10_PREFIX=" "QEMU10_BIN=$(command -v qemu-system-x86_64)" \
+            "QEMU10_MODULE_DIR=/usr/lib/x86_64-linux-gnu/qemu" \
+            "QEMU10_HEADER=${CACHE}-headers/$sys/qemu-plugin.h" "QEMU10_VERSION=$sys"
+        return 0
+    fi
     local bin=$ROOT/usr/bin/qemu-system-x86_64 header=$CACHE/include/qemu/qemu-plugin.h ver
     # a cache from before riscv64 and aarch64 joined lacks their binaries: unpacked again
     if [ ! -x "$bin" ] || [ ! -x "$ROOT/usr/bin/qemu-system-riscv64" ] ||
@@ -127,6 +188,8 @@ main() {
         printf '%s\n' "$ver" >"$CACHE/version"
     fi
     ver=$(cat "$CACHE/version")
+    ver=${ver#*:}
+    ver=${ver%%+*} # upstream: 1:10.0.2+ds-2+deb13u1~bpo12+1 is 10.0.2
     cat <<EOF
 QEMU10_PREFIX=$ROOT
 QEMU10_BIN=$bin
