@@ -409,11 +409,10 @@ static void check_stacks(const struct smp_case *c, const struct guest *g, const 
          * allowed, as a kernel root and rarely (checked with the totals below). Any other
          * truncation is a stack qprof should have finished. */
         if (strstr(s->frames, "[truncated]")) {
-            bool mid_switch =
-                strcmp(s->root, "kernel") == 0 &&
-                (g_str_has_suffix(s->frames, "switch_to") ||
-                 g_str_has_suffix(s->frames, ";switch_to;swtch") ||
-                 g_str_has_suffix(s->frames, ";switch_to;abi_publish"));
+            bool mid_switch = strcmp(s->root, "kernel") == 0 &&
+                              (g_str_has_suffix(s->frames, "switch_to") ||
+                               g_str_has_suffix(s->frames, ";switch_to;swtch") ||
+                               g_str_has_suffix(s->frames, ";switch_to;abi_publish"));
             CHECK_MSG(mid_switch, "truncated stack: cpu%d;%s;%s", s->cpu, s->root, s->frames);
             p->truncated += s->count;
         }
