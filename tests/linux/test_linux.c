@@ -61,6 +61,8 @@
 #define SAMPLES      "150"
 /* The plugin samples without stopping the guest: more samples cost seconds, not minutes. */
 #define PLUGIN_SAMPLES "1000"
+/* Other architectures' module cases: enough for a share of brd that varies by kernel build. */
+#define MODULE_SAMPLES "600"
 
 static double now_s(void)
 {
@@ -1449,9 +1451,14 @@ static int case_foreign_dd(int smp, enum dd_via via)
                                        : "transport: plugin, memory: captured by the plugin, "
                                          "code from the RAM file";
     CHECK_MSG(strstr(r.err, how), "not sampled so: %s", how);
-    /* the kernel stacks as complete as over a stopping transport (walked from the capture) */
+    /* the kernel stacks nearly as complete as over a stopping transport (walked from the
+     * capture). Through the plugin a capture window that crosses an unmapped page fails whole,
+     * and an exception taken inside __clear_user nests: riscv64 7.2 measured 89.3-94.6% over
+     * 150 samples (2026-11-28), so 85% there, about 3.5 standard deviations below the mean. */
     double complete = kernel_fp_completeness(r.err);
-    CHECK_MSG(complete >= 90.0, "kernel stacks complete: %.1f%%", complete);
+    double floor = via == VIA_PLUGIN ? 85.0 : 90.0;
+    CHECK_MSG(complete >= floor, "kernel stacks complete: %.1f%% (at least %.0f%%)", complete,
+              floor);
     check_foreign_dd(f, folded, g.dd_pid, smp > 1 ? g.sh_pid : -1);
     run_free(&r);
     return end_guest(&g);
@@ -1581,9 +1588,12 @@ static void check_foreign_module_stacks(const struct foreign *fo, const char *fo
     }
     fprintf(stderr, "busy samples %" PRIu64 ", through brd's functions %" PRIu64 "\n", busy,
             in_brd);
-    /* Measured (150 samples, one run each): arm64 77, riscv64 40 (its 7.2 block layer takes
-     * more of each read). An eighth is about 4 standard deviations below riscv64's 40. */
-    CHECK_MSG(busy > 0 && in_brd * 8 >= busy,
+    /* How much of dd's time brd takes depends on the kernel and busybox builds: 77 and 40 of
+     * 150 (arm64, riscv64) when this was written, 4 to 45 of 150 with the archive's builds of
+     * 2026-11-28 (busybox's dd then spends most of its time in user mode). At the lowest share
+     * seen (2.7%), MODULE_SAMPLES give about 16 samples through brd: 5 is more than 4 standard
+     * deviations below that, and enough to check naming and order. */
+    CHECK_MSG(busy > 0 && in_brd >= 5,
               "only %" PRIu64 " of %" PRIu64 " busy samples through brd's functions", in_brd, busy);
     CHECK(ordered == in_brd);
     folded_free(&f);
@@ -1615,7 +1625,7 @@ static int case_foreign_modules(void)
                           "--qmp-socket",
                           vm_qmp_path(g.vm),
                           "--samples",
-                          SAMPLES,
+                          MODULE_SAMPLES,
                           "-o",
                           folded,
                           "--no-progress",
