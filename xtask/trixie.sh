@@ -190,6 +190,12 @@ main() {
     fi
     mount_root
     copy_checkout
+    # Packages the project has come to need since the root was cached (xtask deps installs only
+    # what is missing: about a second when nothing is)
+    in_root 'cd /root/qprof && xtask/xtask deps >/root/deps.log 2>&1' || {
+        tail -n 20 "$R/root/deps.log" >&2
+        die "xtask/xtask deps failed in the Debian 13 root"
+    }
     # The last run's build tree, as CI caches one: the copy keeps the files' times, so ninja
     # rebuilds only what changed since (all of it the first time, about 10 minutes on 2 cores).
     if [ -s "$CACHE/build.tar.zst" ]; then
