@@ -374,11 +374,15 @@ int main(int argc, char **argv)
             cpu, g64 ? "64K" : "4K", SAMPLES, s.user, s.kernel, s.other, s.walked, s.user_chains,
             s.kernel_chains, s.kernel_deep);
     CHECK_INT(s.other, 0);
-    for (int c = 0; c < cpus; c++) { /* every CPU at both levels, about half and half */
+    /* Every CPU seen at both levels, and both levels a fair share of all stops; not a share per
+     * CPU: under MTTCG on a loaded host a starved vCPU stays at the level its last stop caught. */
+    for (int c = 0; c < cpus; c++) {
         fprintf(stderr, "CPU %d: %d EL0, %d EL1\n", c, s.user_of[c], s.kernel_of[c]);
-        CHECK(s.user_of[c] > SAMPLES / 10);
-        CHECK(s.kernel_of[c] > SAMPLES / 10);
+        CHECK(s.user_of[c] > 0);
+        CHECK(s.kernel_of[c] > 0);
     }
+    CHECK(s.user > SAMPLES * cpus / 10);
+    CHECK(s.kernel > SAMPLES * cpus / 10);
     CHECK_INT(s.walked, 2 * (s.user + s.kernel));
     CHECK_INT(s.user_chains, s.user);
     /* A stop in el0_sync before it has set x29 has no chain yet; under TCG stops gather at the

@@ -260,11 +260,16 @@ int main(int argc, char **argv)
     fprintf(stderr, "%d samples: %d user, %d supervisor, %d machine; %d pcs walked\n", SAMPLES,
             s.user, s.supervisor, s.machine, s.walked);
     CHECK_INT(s.machine, 0);
-    for (int h = 0; h < harts; h++) { /* every hart in both modes, about half and half */
+    /* Every hart seen in both modes, and both modes a fair share of all stops. Not a share per
+     * hart: under MTTCG on a loaded host a hart starved of CPU stays in whatever mode its last
+     * stop caught (CI saw one hart at 12 user to 188 supervisor while the other was 101:99). */
+    for (int h = 0; h < harts; h++) {
         fprintf(stderr, "hart %d: %d user, %d supervisor\n", h, s.user_of[h], s.supervisor_of[h]);
-        CHECK(s.user_of[h] > SAMPLES / 10);
-        CHECK(s.supervisor_of[h] > SAMPLES / 10);
+        CHECK(s.user_of[h] > 0);
+        CHECK(s.supervisor_of[h] > 0);
     }
+    CHECK(s.user > SAMPLES * harts / 10);
+    CHECK(s.supervisor > SAMPLES * harts / 10);
     CHECK(s.walked >= s.user + s.supervisor - 2);
     arch_qemu_release_target(&q);
     run_qprof(&q, harts, false);
