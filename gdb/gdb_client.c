@@ -1,21 +1,20 @@
 /* GDB remote-protocol connection: handshake, pipelined reads, stop/continue (see gdb.h). */
 #define _GNU_SOURCE
 #include "gdb.h"
+#include "qp_guardian.h"
 #include "qp_sock.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <glib.h>
 #include <inttypes.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,8 +31,7 @@ struct gdb_client {
     /* Acks of replies taken while the guest is stopped, sent in front of the next request
      * (send_raw) instead of one write each. */
     unsigned acks_owed;
-    pid_t guard_pid;   /* the guardian process, 0 without opts.guard */
-    int guard_pipe;    /* its lifeline: EOF without a goodbye means this process died */
+    qp_guardian *guardian; /* NULL without opts.guard */
     /* A reply timed out: it may still come and be taken for the next one. A stop reply ends
      * the stream of late replies (the stub answers in order), so `?` puts it back in step. */
     bool out_of_step;
@@ -416,46 +414,35 @@ static void detach_command(const gdb_client *c, char *cmd, size_t cap)
         snprintf(cmd, cap, "D;%.*s", (int)strcspn(c->threads[0] + 1, "."), c->threads[0] + 1);
 }
 
-static void close_all_but(int a, int b)
-{
-    int lo = a < b ? a : b, hi = a < b ? b : a;
-    if (lo > 0)
-        close_range(0, lo - 1, 0);
-    if (hi > lo + 1)
-        close_range(lo + 1, hi - 1, 0);
-    close_range(hi + 1, ~0u, 0);
-}
+/* The page shared with the guardian: the detach command as the handshake learns it, in two
+ * slots so that qprof dying mid-write leaves the guardian a whole one; and whether the stub has
+ * taken the connection on yet. */
+struct guard_state {
+    char detach[2][48];
+    atomic_int current;    /* the slot to use */
+    atomic_bool not_taken; /* QEMU has not taken the connection on: wait as long as it takes */
+};
 
-/* The guardian's whole life: wait for the owner's goodbye; if the lifeline breaks without one,
- * get the stub back to a known state and detach. "#00" ends a packet the owner left half
- * written (QEMU answers its bad checksum with `-`) and is ignored by an idle stub; a guest that
- * runs is stopped by its first byte; `$` also drops a reply QEMU still waits to have acked. */
-static void guard_main(int sock, int lifeline, const char *detach, bool late)
+/* The rescue: get the stub back to a known state and detach. "#00" ends a packet the owner left
+ * half written (QEMU answers its bad checksum with `-`) and is ignored by an idle stub; a guest
+ * that runs is stopped by its first byte; `$` also drops a reply QEMU still waits to have acked.
+ * Then it waits for the OK (or the close), so that QEMU has read the D before the socket goes.
+ * No acks: a byte QEMU does not wait for stops a running guest again. */
+static void guard_rescue(int sock, void *shared)
 {
-    signal(SIGINT, SIG_IGN);
-    signal(SIGTERM, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
-    signal(SIGPIPE, SIG_IGN);
-    close_all_but(sock, lifeline);
-    char b;
-    ssize_t n;
-    do
-        n = read(lifeline, &b, 1);
-    while (n < 0 && errno == EINTR);
-    if (n == 1)
-        _exit(0);
+    struct guard_state *st = shared;
+    const char *detach = st->detach[atomic_load(&st->current) & 1];
+    bool not_taken = atomic_load(&st->not_taken);
     size_t len;
-    char *frame = gdb_frame(detach, strlen(detach), &len);
+    char *frame = gdb_frame(detach, strnlen(detach, sizeof st->detach[0]), &len);
     GString *rescue = g_string_new("#00#00");
     g_string_append_len(rescue, frame, (gssize)len);
     if (send(sock, rescue->str, rescue->len, MSG_NOSIGNAL) < 0)
-        _exit(1);
-    /* Wait for the OK (or the close), so that QEMU has read the D before the socket goes. No
-     * acks: a byte QEMU does not wait for stops a running guest again. */
+        return;
     char reply[4096];
     GString *seen = g_string_new(NULL);
     int64_t deadline = now_us() + 2000000;
-    while (!strstr(seen->str, "$OK#") && (late || now_us() < deadline)) {
+    while (!strstr(seen->str, "$OK#") && (not_taken || now_us() < deadline)) {
         struct pollfd pfd = {.fd = sock, .events = POLLIN};
         if (poll(&pfd, 1, 100) > 0) {
             ssize_t got = recv(sock, reply, sizeof reply, 0);
@@ -464,51 +451,54 @@ static void guard_main(int sock, int lifeline, const char *detach, bool late)
             g_string_append_len(seen, reply, got);
         }
     }
-    _exit(0);
 }
 
-/* late: the stub has not taken the connection on yet (another debugger holds it). QEMU will
- * once that one leaves, and stop the guest as it does for every new debugger; the guardian
- * waits for that as long as it takes (or until QEMU closes the socket), then detaches. */
-static int guard_start(gdb_client *c, bool late, struct qp_error *err)
+/* Publishes the detach command for what the handshake has learnt so far. */
+static void guard_learn(gdb_client *c)
 {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return qp_error_set(err, -errno, "pipe: %s", strerror(errno));
-    char detach[48];
-    detach_command(c, detach, sizeof detach);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        close(fds[0]);
-        close(fds[1]);
-        return qp_error_set(err, -e, "fork: %s", strerror(e));
-    }
-    if (pid == 0)
-        guard_main(c->fd, fds[0], detach, late);
-    close(fds[0]);
-    if (late) {
-        close(fds[1]); /* no goodbye: the guardian detaches when it can */
-        return 0;
-    }
-    c->guard_pid = pid;
-    c->guard_pipe = fds[1];
+    if (!c->guardian)
+        return;
+    struct guard_state *st = qp_guardian_shared(c->guardian);
+    int next = (atomic_load(&st->current) + 1) & 1;
+    detach_command(c, st->detach[next], sizeof st->detach[next]);
+    atomic_store(&st->current, next);
+}
+
+/* Started as soon as the socket connects, before the handshake: QEMU stops the guest when a
+ * debugger connects, so a qprof killed mid-handshake holds it stopped too. Until qSupported is
+ * answered the detach is "D;1": QEMU reads the pid only with multiprocess on (then it must be
+ * there), and every machine qprof profiles has its CPUs in process 1. */
+static int guard_start(gdb_client *c, struct qp_error *err)
+{
+    struct qp_error why = {0};
+    c->guardian = qp_guardian_start(c->fd, sizeof(struct guard_state), guard_rescue, &why);
+    if (!c->guardian)
+        return qp_error_set(err, why.code, "%s", why.msg);
+    struct guard_state *st = qp_guardian_shared(c->guardian);
+    g_strlcpy(st->detach[0], "D;1", sizeof st->detach[0]);
     return 0;
+}
+
+/* The stub has not taken the connection on yet (another debugger holds it). QEMU will once
+ * that one leaves, and stop the guest as it does for every new debugger; the guardian waits for
+ * that as long as it takes (or until QEMU closes the socket), then detaches. */
+static void guard_release_not_taken(gdb_client *c)
+{
+    if (!c->guardian)
+        return;
+    struct guard_state *st = qp_guardian_shared(c->guardian);
+    atomic_store(&st->not_taken, true);
+    guard_learn(c);
+    qp_guardian_release(c->guardian);
+    c->guardian = NULL;
 }
 
 /* Goodbye only when nothing is left to do (detached, or the stub is gone); otherwise the
  * guardian tries the detach itself on its copy of the socket. */
 static void guard_stop(gdb_client *c, bool goodbye)
 {
-    if (!c->guard_pid)
-        return;
-    ssize_t n = 0;
-    while (goodbye && (n = write(c->guard_pipe, "x", 1)) < 0 && errno == EINTR)
-        ;
-    close(c->guard_pipe);
-    waitpid(c->guard_pid, NULL, 0);
-    c->guard_pid = 0;
+    qp_guardian_stop(c->guardian, goodbye);
+    c->guardian = NULL;
 }
 
 /* ---- Open and close --------------------------------------------------------------------- */
@@ -528,7 +518,9 @@ int gdb_open(const char *address, const struct gdb_open_opts *opts, gdb_client *
     c->thread_state = opts && opts->thread_state;
     /* QEMU stops the guest when a debugger connects; `?` below confirms it. */
     c->stopped = true;
-    rc = handshake(c, err);
+    rc = opts && opts->guard ? guard_start(c, err) : 0;
+    if (rc == 0)
+        rc = handshake(c, err);
     if (rc == -ETIMEDOUT && !c->heard) {
         /* The connection waits in QEMU's queue: it is taken on (and the guest stopped) when
          * the other debugger leaves, so it must not just be dropped. qSupported:multiprocess
@@ -536,8 +528,7 @@ int gdb_open(const char *address, const struct gdb_open_opts *opts, gdb_client *
         g_strlcpy(c->threads[0], "p1.1", sizeof c->threads[0]);
         c->multiprocess = true;
         c->dead = true;
-        if (opts && opts->guard)
-            guard_start(c, true, NULL);
+        guard_release_not_taken(c);
         rc = qp_error_set(err, -EBUSY,
                           "it accepted the connection but said nothing in %.1f s: QEMU's gdbstub "
                           "serves one debugger at a time, so another gdb (or qprof) is probably "
@@ -545,8 +536,8 @@ int gdb_open(const char *address, const struct gdb_open_opts *opts, gdb_client *
                           c->timeout_ms / 1000.0);
     }
     c->stop.unasked = false; /* attaching stops the guest: that stop is this client's */
-    if (rc == 0 && opts && opts->guard)
-        rc = guard_start(c, false, err);
+    if (rc == 0)
+        guard_learn(c);
     if (rc < 0 || (!(opts && opts->keep_stopped) && (rc = gdb_continue(c, err)) < 0)) {
         gdb_free(c);
         return qp_error_prefix(err, "gdbstub at %s", address);

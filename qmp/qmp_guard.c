@@ -1,4 +1,4 @@
-/* The guardian: a process forked at connect time that resumes the guest if qprof dies while it
+/* QMP's guardian (common/qp_guardian.h): resumes the guest if qprof dies while it
  * holds the guest stopped (see qmp_internal.h).
  *
  * QEMU serves one client per QMP socket and keeps a guest paused when that client goes, so
@@ -10,39 +10,28 @@
  * A guest qprof did not stop (one the user paused) is never owed a cont, so it stays paused. */
 #define _GNU_SOURCE
 #include "qmp_internal.h"
+#include "qp_guardian.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #define GUARD_ID       "qprof-guardian"
 #define REPLY_WAIT_US  3000000 /* for QEMU to take the cont in before the socket goes */
 #define REPLY_TAIL_MAX 64      /* bytes of a read kept to find the id split across reads */
 
-struct qmp_guard {
-    pid_t pid;
-    int lifeline;     /* write end: one byte is the goodbye */
-    atomic_int *owed; /* shared with the guardian: 1 while the guest is stopped by qprof */
+/* The page shared with the guardian. */
+struct guard_state {
+    atomic_int owed; /* 1 while the guest is stopped by qprof */
 };
 
-static void close_all_but(int a, int b)
-{
-    int lo = a < b ? a : b, hi = a < b ? b : a;
-    if (lo > 0)
-        close_range(0, (unsigned)lo - 1, 0);
-    if (hi > lo + 1)
-        close_range((unsigned)lo + 1, (unsigned)hi - 1, 0);
-    close_range((unsigned)hi + 1, ~0u, 0);
-}
+struct qmp_guard {
+    qp_guardian *guardian;
+    struct guard_state *state;
+};
 
 static int64_t mono_us(void)
 {
@@ -76,79 +65,42 @@ static void wait_reply(int sock)
     }
 }
 
-/* The guardian's whole life. ESC is a lexical error wherever qprof's last command stopped (in a
- * string or between tokens): QEMU's JSON parser drops the half-written command and starts
- * afresh at the line end (QMP specification, "Forcing the JSON parser into known-good state"),
- * then answers the cont. A cont to a guest that already runs (qprof died between its cont and
- * clearing the flag) does nothing. */
-static _Noreturn void guard_main(int sock, int lifeline, atomic_int *owed)
+/* The rescue. ESC is a lexical error wherever qprof's last command stopped (in a string or
+ * between tokens): QEMU's JSON parser drops the half-written command and starts afresh at the
+ * line end (QMP specification, "Forcing the JSON parser into known-good state"), then answers
+ * the cont. A cont to a guest that already runs (qprof died between its cont and clearing the
+ * flag) does nothing. */
+static void rescue(int sock, void *shared)
 {
-    signal(SIGINT, SIG_IGN);
-    signal(SIGTERM, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
-    signal(SIGPIPE, SIG_IGN);
-    close_all_but(sock, lifeline);
-    char b;
-    ssize_t n;
-    do
-        n = read(lifeline, &b, 1);
-    while (n < 0 && errno == EINTR);
-    if (n == 1 || !atomic_load(owed))
-        _exit(0);
-    static const char rescue[] = "\x1b\r\n{\"execute\":\"cont\",\"id\":\"" GUARD_ID "\"}\r\n";
-    if (send(sock, rescue, sizeof rescue - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof rescue - 1))
+    struct guard_state *st = shared;
+    if (!atomic_load(&st->owed))
+        return;
+    static const char cont[] = "\x1b\r\n{\"execute\":\"cont\",\"id\":\"" GUARD_ID "\"}\r\n";
+    if (send(sock, cont, sizeof cont - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof cont - 1))
         wait_reply(sock);
-    _exit(0);
 }
 
 struct qmp_guard *qmp__guard_start(int sock, struct qp_error *err)
 {
-    atomic_int *owed =
-        mmap(NULL, sizeof *owed, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (owed == MAP_FAILED) {
-        qp_error_set(err, -errno, "guardian: mmap: %s", strerror(errno));
+    qp_guardian *guardian = qp_guardian_start(sock, sizeof(struct guard_state), rescue, err);
+    if (!guardian)
         return NULL;
-    }
-    atomic_init(owed, 0);
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-        qp_error_set(err, -errno, "guardian: pipe: %s", strerror(errno));
-        munmap(owed, sizeof *owed);
-        return NULL;
-    }
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0)
-        guard_main(sock, fds[0], owed);
-    int e = errno;
-    close(fds[0]);
-    if (pid < 0) {
-        close(fds[1]);
-        munmap(owed, sizeof *owed);
-        qp_error_set(err, -e, "guardian: fork: %s", strerror(e));
-        return NULL;
-    }
     struct qmp_guard *g = g_new0(struct qmp_guard, 1);
-    g->pid = pid;
-    g->lifeline = fds[1];
-    g->owed = owed;
+    g->guardian = guardian;
+    g->state = qp_guardian_shared(guardian);
     return g;
 }
 
 void qmp__guard_owe(struct qmp_guard *g, bool owed)
 {
     if (g)
-        atomic_store(g->owed, owed ? 1 : 0);
+        atomic_store(&g->state->owed, owed ? 1 : 0);
 }
 
 void qmp__guard_stop(struct qmp_guard *g, bool goodbye)
 {
     if (!g)
         return;
-    while (goodbye && write(g->lifeline, "x", 1) < 0 && errno == EINTR)
-        ;
-    close(g->lifeline);
-    waitpid(g->pid, NULL, 0);
-    munmap(g->owed, sizeof *g->owed);
+    qp_guardian_stop(g->guardian, goodbye);
     g_free(g);
 }

@@ -25,10 +25,15 @@
 #include <fcntl.h>
 #include <glib.h>
 #include <json-c/json.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -890,6 +895,133 @@ static void case_killed_while_stopped(void)
     vm_stop(g.vm);
 }
 
+/* ---- qprof killed in the middle of the gdbstub handshake ---------------------------------- */
+
+/* Between qprof and QEMU's gdbstub: passes everything qprof sends, and QEMU's first reply (to
+ * qSupported), then holds QEMU's replies until released, so qprof waits mid-handshake for as
+ * long as the test likes while QEMU holds the guest stopped for the new debugger. */
+struct hold_proxy {
+    char path[300];
+    const char *upstream; /* QEMU's gdbstub socket */
+    int listen_fd;
+    atomic_size_t held; /* bytes of QEMU's replies held back so far */
+    atomic_bool release;
+    pthread_t thread;
+};
+
+/* True once buf[0..len) holds one whole packet ($...#xx). */
+static bool has_whole_packet(const char *buf, size_t len)
+{
+    const char *dollar = memchr(buf, '$', len);
+    const char *hash = dollar ? memchr(dollar, '#', len - (size_t)(dollar - buf)) : NULL;
+    return hash && (size_t)(hash - buf) + 3 <= len;
+}
+
+static void *hold_proxy_main(void *arg)
+{
+    struct hold_proxy *p = arg;
+    int client = accept(p->listen_fd, NULL, NULL);
+    int up = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    g_strlcpy(sa.sun_path, p->upstream, sizeof sa.sun_path);
+    if (client < 0 || up < 0 || connect(up, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        HARNESS_FAIL("proxy: cannot join qprof to the gdbstub: %s", strerror(errno));
+        return NULL;
+    }
+    GString *first = g_string_new(NULL), *held = g_string_new(NULL);
+    bool passed_first = false;
+    for (;;) {
+        if (atomic_load(&p->release) && held->len) {
+            if (write(client, held->str, held->len) < 0)
+                break;
+            g_string_truncate(held, 0);
+        }
+        struct pollfd fds[2] = {{.fd = client, .events = POLLIN}, {.fd = up, .events = POLLIN}};
+        if (poll(fds, 2, 50) < 0)
+            break;
+        char buf[4096];
+        if (fds[0].revents) {
+            ssize_t n = read(client, buf, sizeof buf);
+            if (n <= 0 || write(up, buf, (size_t)n) != n)
+                break;
+        }
+        if (fds[1].revents) {
+            ssize_t n = read(up, buf, sizeof buf);
+            if (n <= 0)
+                break;
+            if (passed_first || atomic_load(&p->release)) {
+                g_string_append_len(held, buf, n);
+                atomic_store(&p->held, held->len);
+                continue;
+            }
+            g_string_append_len(first, buf, n);
+            passed_first = has_whole_packet(first->str, first->len);
+            if (write(client, buf, (size_t)n) != n)
+                break;
+        }
+    }
+    g_string_free(first, TRUE);
+    g_string_free(held, TRUE);
+    close(client);
+    close(up);
+    return NULL;
+}
+
+static void hold_proxy_start(struct hold_proxy *p, const char *dir, const char *upstream)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->path, sizeof p->path, "%s/gdb-proxy.sock", dir);
+    p->upstream = upstream;
+    p->listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    g_strlcpy(sa.sun_path, p->path, sizeof sa.sun_path);
+    REQUIRE(p->listen_fd >= 0 && bind(p->listen_fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+            listen(p->listen_fd, 1) == 0);
+    REQUIRE(pthread_create(&p->thread, NULL, hold_proxy_main, p) == 0);
+}
+
+/* QEMU stops the guest when a debugger connects, before a word of the handshake: a qprof killed
+ * there must leave the guest running too. Over the proxy, qprof waits for its second reply of
+ * the handshake while the guest stands stopped; then SIGKILL, and the replies flow again (to
+ * whatever still holds qprof's end of the connection). */
+static void case_killed_in_handshake(void)
+{
+    struct guest g;
+    boot(&g, &(struct boot_opts){.cmdline = "run=spin", .second_qmp = true});
+    qmp_client *c2 = qmp_connect(vm_qmp2_path(g.vm));
+    struct hold_proxy p;
+    const char *upstream = vm_gdb_address(g.vm);
+    REQUIRE(g_str_has_prefix(upstream, "unix:"));
+    hold_proxy_start(&p, vm_dir(g.vm), upstream + strlen("unix:"));
+    char address[320];
+    snprintf(address, sizeof address, "unix:%s", p.path);
+    const char *args[] = {"--gdb",  address,      "--transport", "gdb",       "--kernel",
+                          g.kernel, "--user-dir", g.user_dir,    "--samples", "50",
+                          "-o",     g.output,     NULL};
+    struct qprof q;
+    start_qprof(&q, vm_dir(g.vm), "qprof", args, false);
+    double deadline = now_s() + PROGRESS_DEADLINE_S;
+    while (atomic_load(&p.held) == 0 && !qprof_exited(&q) && now_s() < deadline)
+        usleep(10 * 1000);
+    CHECK_MSG(atomic_load(&p.held) > 0, "qprof never got to its second handshake reply");
+    drain_events(c2);
+    CHECK_MSG(!running_on(c2), "the guest runs while a debugger is mid-handshake");
+    if (!qprof_exited(&q)) {
+        kill(q.pid, SIGKILL);
+        waitpid(q.pid, NULL, 0);
+        q.exited = true;
+    }
+    atomic_store(&p.release, true);
+    double took = seconds_until_running(c2);
+    fprintf(stderr, "qprof killed mid-handshake: the guest ran again after %.3f s\n", took);
+    CHECK_MSG(took >= 0, "guest left stopped by a qprof killed in the gdbstub handshake");
+    pthread_join(p.thread, NULL);
+    close(p.listen_fd);
+    unlink(p.path);
+    qmp_free(c2);
+    vm_stop(g.vm);
+}
+
 /* ---- 7 and 8: output that cannot be written ---------------------------------------------- */
 
 /* The leftovers a temp-file-and-rename writer would put in /dev, removed so that a failing run
@@ -1126,6 +1258,8 @@ int main(int argc, char **argv)
         case_paused_during();
     else if (strcmp(which, "killed_while_stopped") == 0)
         case_killed_while_stopped();
+    else if (strcmp(which, "killed_in_handshake") == 0 && transport == OVER_GDB)
+        case_killed_in_handshake();
     else if (strcmp(which, "prelaunch") == 0)
         case_prelaunch();
     else if (strcmp(which, "dev_full") == 0)
