@@ -4,7 +4,7 @@
  * reader (struct lx_phys), which is how the same code serves QMP's direct and memsave backends
  * and the tests.
  *
- * Formats are re-implemented from their documentation (../shared/LINUX-GUESTS.md): vmcoreinfo
+ * Formats are re-implemented from their documentation (docs/linux-guests.md): vmcoreinfo
  * text, x86_64 4- and 5-level page tables, the 6.0+ kallsyms tables (6.1's two-byte name
  * lengths, base-relative, absolute-percpu and 7.0's place-relative offsets), ORC in the layouts
  * of 4.14 to 6.2, 6.3+ and 7.x.
