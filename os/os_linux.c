@@ -666,7 +666,7 @@ static void read_task_by_regs(struct os_linux *l, const struct prof_vcpu *cpu, i
 
 /* A capturing target's sample: the current task's reads are served only from what the target
  * captured at the sample's instant (capture_plan). A live read instead would name whatever runs
- * now (seen: an interrupt of hotpath-nopie named hotpath, with the live fallback this replaced). */
+ * by the time it reads (an interrupt of one process named after the next one scheduled). */
 struct instant_reader {
     struct os_linux *l;
     const struct prof_vcpu *cpu;
@@ -685,7 +685,8 @@ static int instant_read(void *ctx, uint64_t kva, void *buf, size_t len)
 }
 
 /* Whether cpu's page tables are those of task t's mm (PTI's user and kernel halves of one pair
- * alike). An mm whose pgd cannot be read counts as the vCPU's (as before this check). */
+ * alike). An mm whose pgd cannot be read counts as the vCPU's: nothing says it is not, and the
+ * sample keeps the task the kernel named current. */
 static bool runs_on_own_mm(struct os_linux *l, const struct prof_vcpu *cpu,
                            const struct lx_task_info *t)
 {
