@@ -4,13 +4,12 @@
  *
  * Modelled on drgn's struct drgn_architecture_info: what differs between architectures is data
  * or a function in the table, so that riscv64 or aarch64 is one new file that fills another
- * struct prof_arch and one line in arch.c. What the table does not hold, and where it is: the
- * CFI rules come from libdwfl's backend for elf_machine, the register slots it takes from
- * unwind/'s machine table; QMP's `info registers` text is qmp/'s for x86_64 and the table's
- * own (monitor_parse, by the gdbstub's register names) for the others; the Linux
- * kernel's saved-register frame is the adapter's (os/os_linux.c, linux/). The frame rule is the
- * architecture's convention, for frame-pointer walks outside libdwfl (unwind/ leaves them to
- * libdwfl's backends today).
+ * struct prof_arch and one line in arch.c. The unwinder's view of the machine (register slots,
+ * address width, the frame-pointer prologue and epilogue reader) is the table's `unwind` entry,
+ * which unwind/ takes as given; the CFI rules come from libdwfl's backend for elf_machine.
+ * What the table does not hold yet, and where it is: QMP's `info registers` text is qmp/'s for
+ * x86_64 and the table's own (monitor_parse, by the gdbstub's register names) for the others;
+ * the Linux kernel's saved-register frame is linux/'s (lx_arch_<name>.c).
  *
  * The tables are static and live for the whole process. */
 #ifndef PROF_ARCH_H
@@ -21,6 +20,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+struct unw_machine; /* unwind.h */
 
 /* Where user and kernel code live in a virtual address space of this architecture. */
 struct prof_addr_split {
@@ -158,6 +159,9 @@ struct prof_arch {
                          prof_arch_phys_read_fn read_phys, void *ctx, uint64_t *paddr,
                          uint64_t *page_size);
     struct prof_frame_rule frame;
+    /* What the unwinder needs of the machine (unwind.h): register slots, the widest virtual
+     * address, and the frame-record reader for code without CFI (unw_space_new takes it). */
+    const struct unw_machine *unwind;
     /* QEMU's gdbstub translates `m` addresses with the vCPU's own privilege (riscv64): a vCPU
      * stopped in user mode cannot read kernel memory that way, only from a shared RAM file. */
     bool gdb_reads_by_privilege;
