@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 struct unw_machine; /* unwind.h */
+struct unw_regs;    /* unwind.h */
 
 /* Where user and kernel code live in a virtual address space of this architecture. */
 struct prof_addr_split {
@@ -138,6 +139,18 @@ int prof_arch_monitor_parse_blocks(const struct prof_arch_monitor_blocks *b, con
                                    struct prof_arch_monitor_cpu *out, int max, int *n_cpus,
                                    struct qp_error *err);
 
+/* qprof's own guest ABI (include/qprof/guest_abi.h): the user-register frame an ABI slot points
+ * to, as this architecture's demo kernel saves it at entry. */
+struct prof_arch_abi_frame {
+    uint32_t regs_arch; /* the QPROF_ABI_ARCH_* a slot names for it */
+    bool unset_is_mine; /* a first-revision slot (QPROF_ABI_ARCH_UNSET) holds this frame */
+    uint32_t size;      /* its bytes */
+    uint32_t sp_off;    /* where the user stack pointer is in it */
+    /* Fills u's slots from the frame (size bytes, any alignment; u zeroed before) and returns
+     * the user pc it holds. */
+    uint64_t (*to_regs)(const void *frame, struct unw_regs *u);
+};
+
 struct prof_arch {
     const char *name;             /* "x86_64": as people and ELF tools call it */
     uint16_t elf_machine;         /* EM_X86_64: which ELF files (--sysroot) belong to it */
@@ -162,6 +175,7 @@ struct prof_arch {
     /* What the unwinder needs of the machine (unwind.h): register slots, the widest virtual
      * address, and the frame-record reader for code without CFI (unw_space_new takes it). */
     const struct unw_machine *unwind;
+    struct prof_arch_abi_frame abi_frame;
     /* QEMU's gdbstub translates `m` addresses with the vCPU's own privilege (riscv64): a vCPU
      * stopped in user mode cannot read kernel memory that way, only from a shared RAM file. */
     bool gdb_reads_by_privilege;

@@ -9,6 +9,7 @@
  * level is folded onto the "0 is most privileged" scale of struct prof_vcpu: EL3 0, EL2 1,
  * EL1 2, EL0 3. */
 #include "arch.h"
+#include "qprof/guest_abi.h"
 #include "unwind.h"
 
 #include <capstone/capstone.h>
@@ -627,6 +628,19 @@ static const struct unw_machine unwind_machine = {
     .fp = &fp_rule,
 };
 
+/* The demo ABI's aarch64 frame: x0..x30 then sp are its first 32 words, in their DWARF order
+ * (slots 0..31), and the pc follows in slot 32. */
+static uint64_t abi_frame_regs(const void *frame, struct unw_regs *u)
+{
+    struct qprof_abi_regs_aarch64 f;
+    memcpy(&f, frame, sizeof f);
+    for (int x = 0; x < 31; x++)
+        u->r[x] = f.x[x];
+    u->r[A64_SLOT_SP] = f.sp;
+    u->r[A64_SLOT_PC] = f.pc;
+    return f.pc;
+}
+
 const struct prof_arch prof_arch_aarch64 = {
     .name = "aarch64",
     .elf_machine = EM_AARCH64,
@@ -659,4 +673,8 @@ const struct prof_arch prof_arch_aarch64 = {
     .monitor_parse = monitor_parse,
     .monitor_cpu_state = monitor_cpu_state,
     .unwind = &unwind_machine,
+    .abi_frame = {.regs_arch = QPROF_ABI_ARCH_AARCH64,
+                  .size = sizeof(struct qprof_abi_regs_aarch64),
+                  .sp_off = offsetof(struct qprof_abi_regs_aarch64, sp),
+                  .to_regs = abi_frame_regs},
 };

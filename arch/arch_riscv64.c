@@ -5,6 +5,7 @@
  * pc, so it takes slot 32. Privilege is folded onto the "0 is most privileged" scale of
  * struct prof_vcpu: M-mode 0, S-mode 2, U-mode 3. */
 #include "arch.h"
+#include "qprof/guest_abi.h"
 #include "unwind.h"
 
 #include <elf.h>
@@ -595,6 +596,19 @@ static const struct unw_machine unwind_machine = {
     .fp = &fp_rule,
 };
 
+/* The demo ABI's riscv64 frame: the words after pc are x1..x31 in order, which are their DWARF
+ * numbers; the pc takes slot 32. x0 reads as zero. */
+static uint64_t abi_frame_regs(const void *frame, struct unw_regs *u)
+{
+    struct qprof_abi_regs_riscv64 f;
+    memcpy(&f, frame, sizeof f);
+    const uint64_t *words = &f.pc;
+    for (int x = 1; x < 32; x++)
+        u->r[x] = words[x];
+    u->r[RV_SLOT_PC] = f.pc;
+    return f.pc;
+}
+
 const struct prof_arch prof_arch_riscv64 = {
     .name = "riscv64",
     .elf_machine = EM_RISCV,
@@ -623,4 +637,8 @@ const struct prof_arch prof_arch_riscv64 = {
     .monitor_parse = monitor_parse,
     .monitor_complete = monitor_complete,
     .unwind = &unwind_machine,
+    .abi_frame = {.regs_arch = QPROF_ABI_ARCH_RISCV64,
+                  .size = sizeof(struct qprof_abi_regs_riscv64),
+                  .sp_off = offsetof(struct qprof_abi_regs_riscv64, sp),
+                  .to_regs = abi_frame_regs},
 };

@@ -1,5 +1,6 @@
 /* x86_64: canonical halves, CPL 3, CR3, the 4-level page walk, the gdbstub's register names. */
 #include "arch_x86_64.h"
+#include "qprof/guest_abi.h"
 #include "unwind.h"
 
 #include <capstone/capstone.h>
@@ -7,6 +8,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <stddef.h>
+#include <string.h>
 
 #define PTE_PRESENT 0x1ull
 #define PTE_HUGE    0x80ull
@@ -234,6 +236,20 @@ static const struct unw_machine unwind_machine = {
     .fp = &fp_rule,
 };
 
+/* The demo ABI's x86_64 frame: the general registers by name. */
+static uint64_t abi_frame_regs(const void *frame, struct unw_regs *u)
+{
+    struct qprof_abi_regs f;
+    memcpy(&f, frame, sizeof f);
+    u->r[UNW_RAX] = f.rax, u->r[UNW_RDX] = f.rdx, u->r[UNW_RCX] = f.rcx;
+    u->r[UNW_RBX] = f.rbx, u->r[UNW_RSI] = f.rsi, u->r[UNW_RDI] = f.rdi;
+    u->r[UNW_RBP] = f.rbp, u->r[UNW_RSP] = f.rsp, u->r[UNW_R8] = f.r8;
+    u->r[UNW_R9] = f.r9, u->r[UNW_R10] = f.r10, u->r[UNW_R11] = f.r11;
+    u->r[UNW_R12] = f.r12, u->r[UNW_R13] = f.r13, u->r[UNW_R14] = f.r14;
+    u->r[UNW_R15] = f.r15, u->r[UNW_RIP] = f.rip;
+    return f.rip;
+}
+
 const struct prof_arch prof_arch_x86_64 = {
     .name = "x86_64",
     .elf_machine = EM_X86_64,
@@ -257,4 +273,9 @@ const struct prof_arch prof_arch_x86_64 = {
     .capture_mode_user = 3,
     .cpu_state = cpu_state,
     .unwind = &unwind_machine,
+    .abi_frame = {.regs_arch = QPROF_ABI_ARCH_X86_64,
+                  .unset_is_mine = true, /* the ABI's first revision was x86_64's alone */
+                  .size = sizeof(struct qprof_abi_regs),
+                  .sp_off = offsetof(struct qprof_abi_regs, rsp),
+                  .to_regs = abi_frame_regs},
 };

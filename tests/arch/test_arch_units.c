@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "arch.h"
 #include "harness.h"
+#include "qprof/guest_abi.h"
 #include "unwind.h"
 
 #include <elf.h>
@@ -955,6 +956,50 @@ static void test_fp_riscv64(void)
     CHECK(!a->unwind->fp->call_before(&c, 0x1018, 0x1110));
 }
 
+/* The demo ABI's frame of each table: its size and ABI tag, and that to_regs puts the frame's sp
+ * word in the sp slot and returns the pc it put in the pc slot. */
+static void test_abi_frames(void)
+{
+    static const struct {
+        const struct prof_arch *a;
+        uint32_t regs_arch;
+        size_t size;
+    } want[] = {
+        {&prof_arch_x86_64, QPROF_ABI_ARCH_X86_64, sizeof(struct qprof_abi_regs)},
+        {&prof_arch_riscv64, QPROF_ABI_ARCH_RISCV64, sizeof(struct qprof_abi_regs_riscv64)},
+        {&prof_arch_aarch64, QPROF_ABI_ARCH_AARCH64, sizeof(struct qprof_abi_regs_aarch64)}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const struct prof_arch *a = want[i].a;
+        const struct prof_arch_abi_frame *f = &a->abi_frame;
+        REQUIRE(f->to_regs && f->size <= 64 * 8 && f->sp_off + 8 <= f->size);
+        CHECK_U64(f->regs_arch, want[i].regs_arch);
+        CHECK_U64(f->size, want[i].size);
+        CHECK(f->unset_is_mine == (a == &prof_arch_x86_64));
+        uint64_t words[64];
+        for (size_t w = 0; w < 64; w++)
+            words[w] = 0x1000 + w;
+        struct unw_regs u;
+        memset(&u, 0, sizeof u);
+        uint64_t pc = f->to_regs(words, &u);
+        CHECK_MSG(u.r[a->pc_reg] == pc && pc >= 0x1000 && pc < 0x1000 + f->size / 8, "%s: pc %#llx",
+                  a->name, (unsigned long long)pc);
+        CHECK_MSG(u.r[a->sp_reg] == 0x1000 + f->sp_off / 8, "%s: sp %#llx", a->name,
+                  (unsigned long long)u.r[a->sp_reg]);
+    }
+    /* x86_64's general registers by name, riscv64's by number */
+    struct unw_regs u;
+    memset(&u, 0, sizeof u);
+    struct qprof_abi_regs x = {.rbp = 0xb9, .rip = 0x401000, .rsp = 0x7f00};
+    CHECK_U64(prof_arch_x86_64.abi_frame.to_regs(&x, &u), 0x401000);
+    CHECK_U64(u.r[UNW_RBP], 0xb9);
+    struct qprof_abi_regs_riscv64 rv = {.pc = 0x10000, .ra = 0x10100, .sp = 0x3ff0, .s0 = 0x3ff8};
+    memset(&u, 0, sizeof u);
+    CHECK_U64(prof_arch_riscv64.abi_frame.to_regs(&rv, &u), 0x10000);
+    CHECK_U64(u.r[1], 0x10100);
+    CHECK_U64(u.r[8], 0x3ff8);
+    CHECK_U64(u.r[0], 0);
+}
+
 int main(void)
 {
     ram = calloc(1, RAM_SIZE);
@@ -977,6 +1022,7 @@ int main(void)
     test_fp_x86_64();
     test_fp_aarch64();
     test_fp_riscv64();
+    test_abi_frames();
     free(ram);
     return harness_result();
 }
