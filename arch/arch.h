@@ -193,6 +193,10 @@ struct prof_arch {
      * capture_mode_user, by the gdbstub's register names (x86_64: cs & 3 == 3). */
     const char *capture_mode_reg;
     uint64_t capture_mode_mask, capture_mode_user;
+    /* The register that holds the interrupted user sp at a kernel entry until the entry code
+     * has saved it (aarch64: SP_EL0), for such a backend's kernel-mode samples; NULL where the
+     * CPU saves it itself (x86_64's interrupt frame) or the frame the ABI points to is enough. */
+    const char *capture_user_sp_reg;
     /* Privilege, paging and the address-space root from the registers get reads (gdbstub names).
      * A negative code with a one-line message when a register it needs is missing, or when a
      * value is one it cannot interpret (a RISC-V satp mode it has no walk for). */

@@ -673,6 +673,7 @@ const struct prof_arch prof_arch_aarch64 = {
     .monitor_parse = monitor_parse,
     .monitor_cpu_state = monitor_cpu_state,
     .unwind = &unwind_machine,
+    .capture_user_sp_reg = "SP_EL0",
     .abi_frame = {.regs_arch = QPROF_ABI_ARCH_AARCH64,
                   .size = sizeof(struct qprof_abi_regs_aarch64),
                   .sp_off = offsetof(struct qprof_abi_regs_aarch64, sp),

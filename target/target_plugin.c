@@ -286,8 +286,8 @@ static int config_registers(const struct prof_arch *a, struct qpr_config *c, str
     if (sp < 0 || mode < 0)
         return qp_error_set(err, -ENOTSUP, "%s: more registers than the plugin takes", a->name);
     c->sp_reg = (uint32_t)sp, c->mode_reg = (uint32_t)mode;
-    /* aarch64: an entry from EL0 leaves the user sp in SP_EL0 until the kernel saved it */
-    int usp = a == &prof_arch_aarch64 ? add_reg(c, "SP_EL0") : -1;
+    /* an entry from user mode may leave the user sp in a register until the kernel saved it */
+    int usp = a->capture_user_sp_reg ? add_reg(c, a->capture_user_sp_reg) : -1;
     c->ustack_reg = usp >= 0 ? (uint32_t)usp : QPR_MAX_REGS;
     c->mode_mask = a->capture_mode_mask, c->mode_user = a->capture_mode_user;
     return 0;

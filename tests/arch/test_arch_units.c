@@ -975,6 +975,11 @@ static void test_abi_frames(void)
         CHECK_U64(f->regs_arch, want[i].regs_arch);
         CHECK_U64(f->size, want[i].size);
         CHECK(f->unset_is_mine == (a == &prof_arch_x86_64));
+        /* only aarch64's entry leaves the user sp in a register (SP_EL0) for a while */
+        CHECK_MSG(a == &prof_arch_aarch64
+                      ? a->capture_user_sp_reg && strcmp(a->capture_user_sp_reg, "SP_EL0") == 0
+                      : a->capture_user_sp_reg == NULL,
+                  "%s: capture_user_sp_reg", a->name);
         uint64_t words[64];
         for (size_t w = 0; w < 64; w++)
             words[w] = 0x1000 + w;
