@@ -4,13 +4,12 @@
  *
  * Modelled on drgn's struct drgn_architecture_info: what differs between architectures is data
  * or a function in the table, so that riscv64 or aarch64 is one new file that fills another
- * struct prof_arch and one line in arch.c. What the table does not hold, and where it is: the
- * CFI rules come from libdwfl's backend for elf_machine, the register slots it takes from
- * unwind/'s machine table; QMP's `info registers` text is qmp/'s for x86_64 and the table's
- * own (monitor_parse, by the gdbstub's register names) for the others; the Linux
- * kernel's saved-register frame is the adapter's (os/os_linux.c, linux/). The frame rule is the
- * architecture's convention, for frame-pointer walks outside libdwfl (unwind/ leaves them to
- * libdwfl's backends today).
+ * struct prof_arch and one line in arch.c. The unwinder's view of the machine (register slots,
+ * address width, the frame-pointer prologue and epilogue reader) is the table's `unwind` entry,
+ * which unwind/ takes as given; the CFI rules come from libdwfl's backend for elf_machine.
+ * What the table does not hold yet, and where it is: QMP's `info registers` text is qmp/'s for
+ * x86_64 and the table's own (monitor_parse, by the gdbstub's register names) for the others;
+ * the Linux kernel's saved-register frame is linux/'s (lx_arch_<name>.c).
  *
  * The tables are static and live for the whole process. */
 #ifndef PROF_ARCH_H
@@ -21,6 +20,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+struct unw_machine; /* unwind.h */
+struct unw_regs;    /* unwind.h */
 
 /* Where user and kernel code live in a virtual address space of this architecture. */
 struct prof_addr_split {
@@ -137,6 +139,18 @@ int prof_arch_monitor_parse_blocks(const struct prof_arch_monitor_blocks *b, con
                                    struct prof_arch_monitor_cpu *out, int max, int *n_cpus,
                                    struct qp_error *err);
 
+/* qprof's own guest ABI (include/qprof/guest_abi.h): the user-register frame an ABI slot points
+ * to, as this architecture's demo kernel saves it at entry. */
+struct prof_arch_abi_frame {
+    uint32_t regs_arch; /* the QPROF_ABI_ARCH_* a slot names for it */
+    bool unset_is_mine; /* a first-revision slot (QPROF_ABI_ARCH_UNSET) holds this frame */
+    uint32_t size;      /* its bytes */
+    uint32_t sp_off;    /* where the user stack pointer is in it */
+    /* Fills u's slots from the frame (size bytes, any alignment; u zeroed before) and returns
+     * the user pc it holds. */
+    uint64_t (*to_regs)(const void *frame, struct unw_regs *u);
+};
+
 struct prof_arch {
     const char *name;             /* "x86_64": as people and ELF tools call it */
     uint16_t elf_machine;         /* EM_X86_64: which ELF files (--sysroot) belong to it */
@@ -158,6 +172,10 @@ struct prof_arch {
                          prof_arch_phys_read_fn read_phys, void *ctx, uint64_t *paddr,
                          uint64_t *page_size);
     struct prof_frame_rule frame;
+    /* What the unwinder needs of the machine (unwind.h): register slots, the widest virtual
+     * address, and the frame-record reader for code without CFI (unw_space_new takes it). */
+    const struct unw_machine *unwind;
+    struct prof_arch_abi_frame abi_frame;
     /* QEMU's gdbstub translates `m` addresses with the vCPU's own privilege (riscv64): a vCPU
      * stopped in user mode cannot read kernel memory that way, only from a shared RAM file. */
     bool gdb_reads_by_privilege;
@@ -175,6 +193,10 @@ struct prof_arch {
      * capture_mode_user, by the gdbstub's register names (x86_64: cs & 3 == 3). */
     const char *capture_mode_reg;
     uint64_t capture_mode_mask, capture_mode_user;
+    /* The register that holds the interrupted user sp at a kernel entry until the entry code
+     * has saved it (aarch64: SP_EL0), for such a backend's kernel-mode samples; NULL where the
+     * CPU saves it itself (x86_64's interrupt frame) or the frame the ABI points to is enough. */
+    const char *capture_user_sp_reg;
     /* Privilege, paging and the address-space root from the registers get reads (gdbstub names).
      * A negative code with a one-line message when a register it needs is missing, or when a
      * value is one it cannot interpret (a RISC-V satp mode it has no walk for). */

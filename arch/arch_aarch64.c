@@ -9,7 +9,10 @@
  * level is folded onto the "0 is most privileged" scale of struct prof_vcpu: EL3 0, EL2 1,
  * EL1 2, EL0 3. */
 #include "arch.h"
+#include "qprof/guest_abi.h"
 #include "unwind.h"
+
+#include <capstone/capstone.h>
 
 #include <ctype.h>
 #include <elf.h>
@@ -433,6 +436,211 @@ static int monitor_cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_c
     return 0;
 }
 
+/* ---- aarch64: stp x29, x30, [sp, #-N]!; mov x29, sp --------------------------------------- */
+
+static bool a64_is(const cs_arm64 *x, int i, arm64_reg reg)
+{
+    return x->op_count > i && x->operands[i].type == ARM64_OP_REG && x->operands[i].reg == reg;
+}
+
+static bool a64_special(arm64_reg r)
+{
+    return r == ARM64_REG_SP || r == ARM64_REG_WSP || r == ARM64_REG_X29 || r == ARM64_REG_W29 ||
+           r == ARM64_REG_X30 || r == ARM64_REG_W30;
+}
+
+/* Whether the instruction may write sp, x29 or x30: a destination register (the first operand,
+ * both of a load pair), a base register written back, or a call's link. Stores count too (their
+ * first operand is a source): erring this way only ends more walks. */
+static bool a64_writes_special(csh h, const cs_insn *insn)
+{
+    const cs_arm64 *x = &insn->detail->arm64;
+    if (cs_insn_group(h, insn, CS_GRP_CALL))
+        return true;
+    for (int i = 0; i < x->op_count && i < 2; i++) {
+        const cs_arm64_op *op = &x->operands[i];
+        bool dest = i == 0 || insn->id == ARM64_INS_LDP || insn->id == ARM64_INS_LDNP;
+        if (op->type == ARM64_OP_REG && dest && a64_special(op->reg))
+            return true;
+    }
+    for (int i = 0; i < x->op_count; i++)
+        if (x->operands[i].type == ARM64_OP_MEM && x->writeback &&
+            a64_special(x->operands[i].mem.base))
+            return true;
+    return false;
+}
+
+static int64_t a64_mem_disp(const cs_arm64 *x)
+{
+    for (int i = 0; i < x->op_count; i++)
+        if (x->operands[i].type == ARM64_OP_MEM)
+            return x->operands[i].mem.disp;
+    return 0;
+}
+
+static bool a64_jumps_out(const cs_insn *insn, const struct unw_code *f)
+{
+    const cs_arm64 *x = &insn->detail->arm64;
+    if (x->op_count != 1 || x->operands[0].type != ARM64_OP_IMM)
+        return true;
+    return (uint64_t)x->operands[0].imm - f->start >= f->len;
+}
+
+static enum unw_fp_state a64_state_at(csh h, const struct unw_code *f, uint64_t pc, uint64_t *push)
+{
+    enum unw_fp_state st = UNW_FP_AT_ENTRY;
+    const uint8_t *code = f->code;
+    size_t len = f->len;
+    uint64_t addr = f->start;
+    cs_insn *insn = cs_malloc(h);
+    if (insn == NULL)
+        return UNW_FP_UNKNOWN;
+    while (st != UNW_FP_UNKNOWN && addr < pc) {
+        if (!cs_disasm_iter(h, &code, &len, &addr, insn)) {
+            st = UNW_FP_UNKNOWN;
+            break;
+        }
+        const cs_arm64 *x = &insn->detail->arm64;
+        bool special = a64_writes_special(h, insn);
+        bool jump = cs_insn_group(h, insn, CS_GRP_JUMP) || insn->id == ARM64_INS_RET;
+        switch (st) {
+        case UNW_FP_AT_ENTRY:
+            /* the record pushed at sp - N, sp moved there: the caller's x29 and x30 at [sp] */
+            if (insn->id == ARM64_INS_STP && a64_is(x, 0, ARM64_REG_X29) &&
+                a64_is(x, 1, ARM64_REG_X30) && x->writeback && x->op_count == 3 &&
+                x->operands[2].type == ARM64_OP_MEM && x->operands[2].mem.base == ARM64_REG_SP &&
+                a64_mem_disp(x) < 0) {
+                st = UNW_FP_PUSHED;
+                *push = (uint64_t)-a64_mem_disp(x);
+            } else if (special || jump) {
+                st = UNW_FP_UNKNOWN;
+            }
+            break;
+        case UNW_FP_PUSHED:
+            if (insn->id == ARM64_INS_MOV && a64_is(x, 0, ARM64_REG_X29) &&
+                a64_is(x, 1, ARM64_REG_SP))
+                st = UNW_FP_FRAMED;
+            else if (special || jump)
+                st = UNW_FP_UNKNOWN;
+            break;
+        case UNW_FP_FRAMED:
+            /* ldp x29, x30, [sp], #N: x29, x30 and sp are the caller's again */
+            if (insn->id == ARM64_INS_LDP && a64_is(x, 0, ARM64_REG_X29) &&
+                a64_is(x, 1, ARM64_REG_X30) && x->writeback && x->op_count >= 3 &&
+                x->operands[2].type == ARM64_OP_MEM && x->operands[2].mem.base == ARM64_REG_SP &&
+                a64_mem_disp(x) == 0)
+                st = UNW_FP_POPPED;
+            else if (special && !cs_insn_group(h, insn, CS_GRP_CALL) &&
+                     !(x->op_count > 0 && x->operands[0].type == ARM64_OP_REG &&
+                       (x->operands[0].reg == ARM64_REG_SP)))
+                st = UNW_FP_UNKNOWN; /* x29 or x30 rewritten in the body */
+            break;
+        case UNW_FP_POPPED:
+            if (insn->id == ARM64_INS_RET ||
+                (insn->id == ARM64_INS_B && x->cc == ARM64_CC_INVALID && a64_jumps_out(insn, f)))
+                st = UNW_FP_FRAMED;
+            else if (special || jump)
+                st = UNW_FP_UNKNOWN;
+            break;
+        default:
+            break;
+        }
+    }
+    if (addr != pc)
+        st = UNW_FP_UNKNOWN;
+    cs_free(insn, 1);
+    return st;
+}
+
+/* A leaf that never writes sp, x29 or x30: its return address stays in x30. */
+static bool a64_is_plain_leaf(csh h, const struct unw_code *f)
+{
+    const uint8_t *code = f->code;
+    size_t len = f->len;
+    uint64_t addr = f->start;
+    cs_insn *insn = cs_malloc(h);
+    bool plain = insn != NULL;
+    while (plain && len > 0)
+        plain = cs_disasm_iter(h, &code, &len, &addr, insn) && !a64_writes_special(h, insn);
+    cs_free(insn, 1);
+    return plain;
+}
+
+static enum unw_fp_state aarch64_fp_state(const struct unw_code *f, uint64_t pc, uint64_t *push)
+{
+    csh h;
+    *push = 16;
+    if (cs_open(CS_ARCH_ARM64, CS_MODE_LITTLE_ENDIAN, &h) != CS_ERR_OK)
+        return UNW_FP_UNKNOWN;
+    cs_option(h, CS_OPT_DETAIL, CS_OPT_ON);
+    enum unw_fp_state st = a64_state_at(h, f, pc, push);
+    if (st == UNW_FP_UNKNOWN && a64_is_plain_leaf(h, f))
+        st = UNW_FP_AT_ENTRY;
+    cs_close(&h);
+    return st;
+}
+
+/* The instruction before ra is bl callee, or blr. */
+static bool aarch64_call_before(const struct unw_code *caller, uint64_t ra, uint64_t callee)
+{
+    if (ra - caller->start < 4)
+        return false;
+    csh h;
+    if (cs_open(CS_ARCH_ARM64, CS_MODE_LITTLE_ENDIAN, &h) != CS_ERR_OK)
+        return false;
+    cs_option(h, CS_OPT_DETAIL, CS_OPT_ON);
+    cs_insn *insn = cs_malloc(h);
+    const uint8_t *code = caller->code + (ra - 4 - caller->start);
+    size_t len = 4;
+    uint64_t addr = ra - 4;
+    bool found = insn && cs_disasm_iter(h, &code, &len, &addr, insn) &&
+                 (insn->id == ARM64_INS_BLR ||
+                  (insn->id == ARM64_INS_BL && insn->detail->arm64.op_count == 1 &&
+                   insn->detail->arm64.operands[0].type == ARM64_OP_IMM &&
+                   (uint64_t)insn->detail->arm64.operands[0].imm == callee));
+    cs_free(insn, 1);
+    cs_close(&h);
+    return found;
+}
+
+static const struct unw_fp_rule fp_rule = {.state_at = aarch64_fp_state,
+                                           .call_before = aarch64_call_before,
+                                           .fp_reg = 29,
+                                           .ra_reg = 30,
+                                           .saved_fp = 0,
+                                           .saved_ra = 8};
+
+/* x0..x30 and sp (31), the pc in slot 32 (libdwfl's aarch64 backend takes it apart; x30 is the
+ * link register). 52-bit virtual addresses at most (VMSAv8-64 with FEAT_LVA/LPA2): a 48-bit
+ * guest's pcs sign-extend from bit 51 too. */
+static const struct unw_machine unwind_machine = {
+    .elf_machine = EM_AARCH64,
+    .name = "aarch64",
+    .nregs = 32,
+    .pc_slot = A64_SLOT_PC,
+    .sp_slot = A64_SLOT_SP,
+    .va_bits = 52,
+    .link_register = true,
+    /* libdwfl's aarch64 backend takes [x29], [x29+8] as the caller wherever there is no CFI */
+    .fp_guess_untrusted = true,
+    .trap_pc_column = true,
+    .trap_sp_column = true,
+    .fp = &fp_rule,
+};
+
+/* The demo ABI's aarch64 frame: x0..x30 then sp are its first 32 words, in their DWARF order
+ * (slots 0..31), and the pc follows in slot 32. */
+static uint64_t abi_frame_regs(const void *frame, struct unw_regs *u)
+{
+    struct qprof_abi_regs_aarch64 f;
+    memcpy(&f, frame, sizeof f);
+    for (int x = 0; x < 31; x++)
+        u->r[x] = f.x[x];
+    u->r[A64_SLOT_SP] = f.sp;
+    u->r[A64_SLOT_PC] = f.pc;
+    return f.pc;
+}
+
 const struct prof_arch prof_arch_aarch64 = {
     .name = "aarch64",
     .elf_machine = EM_AARCH64,
@@ -464,4 +672,10 @@ const struct prof_arch prof_arch_aarch64 = {
     .cpu_state = cpu_state,
     .monitor_parse = monitor_parse,
     .monitor_cpu_state = monitor_cpu_state,
+    .unwind = &unwind_machine,
+    .capture_user_sp_reg = "SP_EL0",
+    .abi_frame = {.regs_arch = QPROF_ABI_ARCH_AARCH64,
+                  .size = sizeof(struct qprof_abi_regs_aarch64),
+                  .sp_off = offsetof(struct qprof_abi_regs_aarch64, sp),
+                  .to_regs = abi_frame_regs},
 };

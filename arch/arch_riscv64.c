@@ -5,6 +5,7 @@
  * pc, so it takes slot 32. Privilege is folded onto the "0 is most privileged" scale of
  * struct prof_vcpu: M-mode 0, S-mode 2, U-mode 3. */
 #include "arch.h"
+#include "qprof/guest_abi.h"
 #include "unwind.h"
 
 #include <elf.h>
@@ -322,6 +323,292 @@ static int monitor_complete(struct prof_arch_monitor_cpu *cpu, prof_arch_phys_re
     return 0;
 }
 
+/* ---- riscv64: addi sp, sp, -N; sd ra, N-8(sp); sd s0, N-16(sp); addi s0, sp, N --------------
+ * capstone 4 has no RISC-V: the few instructions that matter are decoded here, RV64GC's 32-bit
+ * and compressed forms; every other instruction only says which register it writes. A leaf
+ * saves only s0, at N-8, and keeps its return address in ra. */
+
+enum { RV_RA = 1, RV_SP = 2, RV_S0 = 8 };
+
+struct rv_insn {
+    unsigned len;
+    int rd;     /* the integer register written, -1 none */
+    bool addi;  /* addi rd, rs1, imm (c.addi, c.addi16sp, c.addi4spn, c.mv as imm 0) */
+    bool store; /* sd rs2, imm(rs1) */
+    bool load;  /* ld rd, imm(rs1) */
+    bool jump;  /* any jump or branch */
+    bool ret;   /* jalr x0, 0(ra) */
+    bool call;  /* jal/jalr writing ra */
+    bool jal;   /* jal ra, imm (target pc + imm) */
+    bool auipc; /* auipc rd, imm (imm already shifted) */
+    int rs1, rs2;
+    int64_t imm;
+};
+
+static int64_t sext(uint64_t v, unsigned bits)
+{
+    uint64_t m = UINT64_C(1) << (bits - 1);
+    return (int64_t)((v ^ m) - m);
+}
+
+static void rv_decode32(uint32_t x, struct rv_insn *d)
+{
+    unsigned op = x & 0x7f, f3 = (x >> 12) & 7, rd = (x >> 7) & 31;
+    d->rs1 = (int)((x >> 15) & 31);
+    d->rs2 = (int)((x >> 20) & 31);
+    switch (op) {
+    case 0x23: /* STORE */
+        d->store = f3 == 3;
+        d->imm = sext(((x >> 25) << 5) | ((x >> 7) & 31), 12);
+        return;
+    case 0x63: /* BRANCH */
+        d->jump = true;
+        return;
+    case 0x27: /* STORE-FP */
+    case 0x07: /* LOAD-FP: writes an f register */
+    case 0x0f: /* FENCE */
+        return;
+    case 0x6f: /* JAL */
+        d->rd = (int)rd;
+        d->jump = true;
+        d->call = d->jal = rd == RV_RA;
+        d->imm = sext(((x >> 31) << 20) | (((x >> 12) & 0xff) << 12) | (((x >> 20) & 1) << 11) |
+                          (((x >> 21) & 0x3ff) << 1),
+                      21);
+        return;
+    case 0x67: /* JALR */
+        d->rd = (int)rd;
+        d->jump = true;
+        d->call = rd == RV_RA;
+        d->imm = sext(x >> 20, 12);
+        d->ret = rd == 0 && d->rs1 == RV_RA && d->imm == 0;
+        return;
+    case 0x17: /* AUIPC */
+        d->rd = (int)rd;
+        d->auipc = true;
+        d->imm = sext(x & 0xfffff000u, 32);
+        return;
+    default:
+        break;
+    }
+    d->rd = (int)rd; /* every other major opcode writes rd, or is taken to */
+    d->imm = sext(x >> 20, 12);
+    d->addi = op == 0x13 && f3 == 0;
+    d->load = op == 0x03 && f3 == 3;
+}
+
+static void rv_decode16(uint16_t x, struct rv_insn *d)
+{
+    unsigned q = x & 3, f3 = (x >> 13) & 7, r = (x >> 7) & 31, rs2 = (x >> 2) & 31;
+    int rdp = 8 + (int)((x >> 2) & 7), rs1p = 8 + (int)((x >> 7) & 7);
+    if (q == 0) {
+        if (f3 == 0) { /* c.addi4spn rd', sp, imm */
+            d->rd = rdp;
+            d->addi = true;
+            d->rs1 = RV_SP;
+            d->imm = ((x >> 7) & 0x30) | ((x >> 1) & 0x3c0) | ((x >> 4) & 0x4) | ((x >> 2) & 0x8);
+        } else if (f3 <= 3) { /* c.fld, c.lw, c.ld */
+            d->rd = f3 == 1 ? -1 : rdp;
+        }
+        (void)rs1p;
+        return;
+    }
+    if (q == 1) {
+        switch (f3) {
+        case 0: /* c.addi */
+        case 1: /* c.addiw */
+        case 2: /* c.li */
+            d->rd = (int)r;
+            d->addi = f3 == 0;
+            d->rs1 = (int)r;
+            d->imm = sext(((x >> 7) & 0x20) | ((x >> 2) & 0x1f), 6);
+            return;
+        case 3:
+            d->rd = (int)r;
+            if (r == RV_SP) { /* c.addi16sp */
+                d->addi = true;
+                d->rs1 = RV_SP;
+                d->imm = sext(((x >> 3) & 0x200) | ((x >> 2) & 0x10) | ((x << 1) & 0x40) |
+                                  ((x << 4) & 0x180) | ((x << 3) & 0x20),
+                              10);
+            }
+            return;
+        case 4: /* arithmetic on rd' */
+            d->rd = rs1p;
+            return;
+        default: /* c.j, c.beqz, c.bnez */
+            d->jump = true;
+            return;
+        }
+    }
+    if (q == 2) {
+        switch (f3) {
+        case 0: /* c.slli */
+        case 2: /* c.lwsp */
+            d->rd = (int)r;
+            return;
+        case 3: /* c.ldsp */
+            d->rd = (int)r;
+            d->load = true;
+            d->rs1 = RV_SP;
+            d->imm = ((x >> 7) & 0x20) | ((x >> 2) & 0x18) | ((x << 4) & 0x1c0);
+            return;
+        case 4:
+            if (rs2 != 0) { /* c.mv, c.add */
+                d->rd = (int)r;
+                d->addi = ((x >> 12) & 1) == 0; /* c.mv rd, rs2: addi rd, rs2, 0 */
+                d->rs1 = (int)rs2;
+                d->imm = 0;
+            } else if (((x >> 12) & 1) == 0) { /* c.jr */
+                d->jump = true;
+                d->ret = r == RV_RA;
+            } else if (r != 0) { /* c.jalr */
+                d->jump = d->call = true;
+                d->rd = RV_RA;
+            }
+            return;
+        case 7: /* c.sdsp */
+            d->store = true;
+            d->rs1 = RV_SP;
+            d->rs2 = (int)rs2;
+            d->imm = ((x >> 7) & 0x38) | ((x >> 1) & 0x1c0);
+            return;
+        default: /* c.fldsp, c.fsdsp, c.swsp */
+            return;
+        }
+    }
+}
+
+static bool rv_decode(const struct unw_code *f, uint64_t addr, struct rv_insn *d)
+{
+    uint64_t off = addr - f->start;
+    *d = (struct rv_insn){.rd = -1, .rs1 = -1, .rs2 = -1};
+    if (off + 2 > f->len)
+        return false;
+    uint16_t lo = (uint16_t)(f->code[off] | f->code[off + 1] << 8);
+    if ((lo & 3) != 3) {
+        d->len = 2;
+        rv_decode16(lo, d);
+        return lo != 0; /* all zero: not an instruction */
+    }
+    if (off + 4 > f->len)
+        return false;
+    d->len = 4;
+    rv_decode32(lo | (uint32_t)(f->code[off + 2] | f->code[off + 3] << 8) << 16, d);
+    return true;
+}
+
+static enum unw_fp_state riscv64_fp_state(const struct unw_code *f, uint64_t pc, uint64_t *push)
+{
+    enum unw_fp_state st = UNW_FP_AT_ENTRY;
+    int64_t alloc = 0;
+    bool ra_saved = false, ra_in_reg = true;
+    int64_t s0_off = -1;
+    uint64_t addr = f->start;
+    *push = 0;
+    while (st != UNW_FP_UNKNOWN && addr < pc) {
+        struct rv_insn d;
+        if (!rv_decode(f, addr, &d))
+            return UNW_FP_UNKNOWN;
+        addr += d.len;
+        bool w_sp = d.rd == RV_SP, w_s0 = d.rd == RV_S0, w_ra = d.rd == RV_RA;
+        switch (st) {
+        case UNW_FP_AT_ENTRY:
+            if (d.addi && w_sp && d.rs1 == RV_SP && alloc == 0 && d.imm < 0)
+                alloc = -d.imm;
+            else if (d.store && d.rs1 == RV_SP && d.rs2 == RV_RA && d.imm == alloc - 8)
+                ra_saved = true;
+            else if (d.store && d.rs1 == RV_SP && d.rs2 == RV_S0)
+                s0_off = d.imm;
+            else if (d.addi && w_s0 && d.rs1 == RV_SP && alloc > 0 && d.imm == alloc)
+                st = ra_saved && s0_off == alloc - 16   ? UNW_FP_FRAMED
+                     : !ra_saved && s0_off == alloc - 8 ? UNW_FP_FRAMED_LEAF
+                                                        : UNW_FP_UNKNOWN;
+            else if (w_sp || w_s0 || w_ra || d.jump)
+                st = UNW_FP_UNKNOWN;
+            break;
+        case UNW_FP_FRAMED:
+        case UNW_FP_FRAMED_LEAF:
+            if (d.load && w_s0 && d.rs1 == RV_SP)
+                st = st == UNW_FP_FRAMED_LEAF || ra_in_reg ? UNW_FP_POPPED : UNW_FP_UNKNOWN;
+            else if (d.load && w_ra && d.rs1 == RV_SP && st == UNW_FP_FRAMED)
+                ra_in_reg = true;
+            else if (w_s0 || (w_ra && st == UNW_FP_FRAMED_LEAF))
+                st = UNW_FP_UNKNOWN;
+            else if (w_ra)
+                ra_in_reg = false; /* a call, or auipc ra for one: ra is in the record */
+            break;
+        case UNW_FP_POPPED:
+            if (d.ret) {
+                st = UNW_FP_FRAMED;
+                ra_in_reg = false;
+            } else if (w_s0 || w_ra || d.jump) {
+                st = UNW_FP_UNKNOWN;
+            }
+            break;
+        default:
+            break;
+        }
+        /* after a ret, the code is reached from the body: a leaf's stays a leaf's */
+        if (st == UNW_FP_FRAMED && !ra_saved)
+            st = UNW_FP_FRAMED_LEAF;
+    }
+    if (addr != pc)
+        return UNW_FP_UNKNOWN;
+    return st;
+}
+
+/* The instructions before ra are auipc ra, hi; jalr ra, lo(ra) calling callee, jal ra, callee,
+ * or a jalr/c.jalr with a register target. */
+static bool riscv64_call_before(const struct unw_code *caller, uint64_t ra, uint64_t callee)
+{
+    struct rv_insn d, a;
+    if (ra - caller->start >= 4 && rv_decode(caller, ra - 4, &d) && d.len == 4 && d.call) {
+        if (d.jal)
+            return ra - 4 + (uint64_t)d.imm == callee;
+        if (ra - caller->start >= 8 && rv_decode(caller, ra - 8, &a) && a.len == 4 && a.auipc &&
+            a.rd == d.rs1)
+            return ra - 8 + (uint64_t)a.imm + (uint64_t)d.imm == callee;
+        return true; /* jalr through a register loaded otherwise */
+    }
+    return ra - caller->start >= 2 && rv_decode(caller, ra - 2, &d) && d.len == 2 && d.call;
+}
+
+static const struct unw_fp_rule fp_rule = {.state_at = riscv64_fp_state,
+                                           .call_before = riscv64_call_before,
+                                           .fp_reg = RV_S0,
+                                           .ra_reg = RV_RA,
+                                           .saved_fp = -16,
+                                           .saved_ra = -8,
+                                           .leaf_saved_fp = -8};
+
+/* x0..x31, the pc in slot 32 (RISC-V's DWARF has no number for it; libdwfl takes it apart from
+ * the registers). Sv57 at most: Sv39's and Sv48's pcs sign-extend from bit 56 too. */
+static const struct unw_machine unwind_machine = {
+    .elf_machine = EM_RISCV,
+    .name = "riscv64",
+    .nregs = 32,
+    .pc_slot = RV_SLOT_PC,
+    .sp_slot = RV_SLOT_SP,
+    .va_bits = 57,
+    .link_register = true,
+    .trap_pc_column = true,
+    .fp = &fp_rule,
+};
+
+/* The demo ABI's riscv64 frame: the words after pc are x1..x31 in order, which are their DWARF
+ * numbers; the pc takes slot 32. x0 reads as zero. */
+static uint64_t abi_frame_regs(const void *frame, struct unw_regs *u)
+{
+    struct qprof_abi_regs_riscv64 f;
+    memcpy(&f, frame, sizeof f);
+    const uint64_t *words = &f.pc;
+    for (int x = 1; x < 32; x++)
+        u->r[x] = words[x];
+    u->r[RV_SLOT_PC] = f.pc;
+    return f.pc;
+}
+
 const struct prof_arch prof_arch_riscv64 = {
     .name = "riscv64",
     .elf_machine = EM_RISCV,
@@ -349,4 +636,9 @@ const struct prof_arch prof_arch_riscv64 = {
     .cpu_state = cpu_state,
     .monitor_parse = monitor_parse,
     .monitor_complete = monitor_complete,
+    .unwind = &unwind_machine,
+    .abi_frame = {.regs_arch = QPROF_ABI_ARCH_RISCV64,
+                  .size = sizeof(struct qprof_abi_regs_riscv64),
+                  .sp_off = offsetof(struct qprof_abi_regs_riscv64, sp),
+                  .to_regs = abi_frame_regs},
 };

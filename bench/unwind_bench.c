@@ -11,6 +11,7 @@
 
 #include "capture.h"
 #include "symbols.h"
+#include "arch.h"
 #include "unwind.h"
 
 #define DEPTH 16
@@ -77,7 +78,7 @@ static int setup(struct bench *b, const char *fixture, struct capture *c)
     b->c = c;
     b->mem = (struct unw_memory){
         .snapshot_addr = c->stack_addr, .snapshot = c->stack, .snapshot_len = c->stack_len};
-    rc = unw_space_new("user", 0x1000, 0x800000000000ull, &b->space, &err);
+    rc = unw_space_new(prof_arch_x86_64.unwind, "user", 0x1000, 0x800000000000ull, &b->space, &err);
     if (rc == 0)
         rc = unw_space_add_elf(b->space, fixture, 0, &err);
     if (rc == 0)

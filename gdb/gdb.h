@@ -213,19 +213,6 @@ int gdb_read_registers_all(gdb_client *c, struct gdb_regset *out, int max, int *
  * target has none by that name, -ENODATA when the stub marked it unavailable. */
 int gdb_reg_get(const gdb_client *c, const struct gdb_regset *r, const char *name, uint64_t *val);
 
-/* The x86_64 view of a regset, by names from the XML. has_* say which optional ones exist. */
-struct gdb_x86_regs {
-    uint64_t rax, rbx, rcx, rdx, rsi, rdi, rbp, rsp;
-    uint64_t r8, r9, r10, r11, r12, r13, r14, r15;
-    uint64_t rip, eflags;
-    uint32_t cs, ss, ds, es, fs, gs;
-    uint64_t fs_base, gs_base, k_gs_base, cr0, cr3, cr4, efer;
-    bool has_fs_base, has_gs_base, has_k_gs_base, has_cr0, has_cr3, has_cr4, has_efer;
-};
-/* -ENOENT when a general register (rax..r15, rip, eflags, cs) is missing. */
-int gdb_x86_regs_from(const gdb_client *c, const struct gdb_regset *r, struct gdb_x86_regs *out,
-                      struct qp_error *err);
-
 struct gdb_mem_req {
     uint64_t vaddr;
     size_t len;

@@ -4,7 +4,7 @@
  * reader (struct lx_phys), which is how the same code serves QMP's direct and memsave backends
  * and the tests.
  *
- * Formats are re-implemented from their documentation (../shared/LINUX-GUESTS.md): vmcoreinfo
+ * Formats are re-implemented from their documentation (docs/linux-guests.md): vmcoreinfo
  * text, x86_64 4- and 5-level page tables, the 6.0+ kallsyms tables (6.1's two-byte name
  * lengths, base-relative, absolute-percpu and 7.0's place-relative offsets), ORC in the layouts
  * of 4.14 to 6.2, 6.3+ and 7.x.
@@ -198,6 +198,18 @@ void lx_unwind_from(lx_kernel *k, const struct lx_pt_regs *live, lx_stack_read_f
 
 /* Whether k's kernel stacks are unwound by frame pointers (lx_unwind_fp) rather than ORC. */
 bool lx_kernel_unwinds_by_fp(const lx_kernel *k);
+
+/* For a kernel unwound by ORC: the live registers in DWARF numbering (regs, LX_GREGS of them)
+ * as lx_unwind's struct lx_pt_regs, and the user registers it found back into DWARF numbering
+ * (regs zeroed first). -ENOTSUP for a kernel unwound by frame pointers. */
+int lx_kernel_regs_to_pt(const lx_kernel *k, const uint64_t *regs, struct lx_pt_regs *p);
+int lx_kernel_regs_from_pt(const lx_kernel *k, const struct lx_pt_regs *p, uint64_t *regs);
+
+/* Whether k's current task is a per-CPU word that a capturing target must copy at the sample
+ * (x86_64), rather than a register it has anyway (arm64's SP_EL0, riscv64's tp); then
+ * *iret_off is where struct pt_regs holds the frame an exception pushed (ip, cs, flags, sp, ss),
+ * which runs to its end. */
+bool lx_kernel_current_in_percpu(const lx_kernel *k, uint32_t *iret_off);
 
 /* The task whose kernel stack is walked: its stack [stack_lo, stack_hi) (THREAD_SIZE), the size
  * of struct pt_regs (BTF), at the top of that stack; kthread: no user registers there. */

@@ -4,6 +4,7 @@
 #include "lx_module.h"
 
 #include <errno.h>
+#include <stddef.h>
 
 #define PTE_PRESENT UINT64_C(0x1)
 #define PTE_HUGE    UINT64_C(0x80)
@@ -68,6 +69,38 @@ static int module_area(const lx_kernel *k, uint64_t *start, uint64_t *end)
     return 0;
 }
 
+/* x86_64's DWARF register numbers (the System V psABI's), the slots of an LX_GREGS array. */
+enum { RAX, RDX, RCX, RBX, RSI, RDI, RBP, RSP, R8, R9, R10, R11, R12, R13, R14, R15, RIP };
+
+static void regs_to_pt(const uint64_t *r, struct lx_pt_regs *p)
+{
+    *p = (struct lx_pt_regs){.r15 = r[R15],
+                             .r14 = r[R14],
+                             .r13 = r[R13],
+                             .r12 = r[R12],
+                             .bp = r[RBP],
+                             .bx = r[RBX],
+                             .r11 = r[R11],
+                             .r10 = r[R10],
+                             .r9 = r[R9],
+                             .r8 = r[R8],
+                             .ax = r[RAX],
+                             .cx = r[RCX],
+                             .dx = r[RDX],
+                             .si = r[RSI],
+                             .di = r[RDI],
+                             .ip = r[RIP],
+                             .sp = r[RSP]};
+}
+
+static void regs_from_pt(const struct lx_pt_regs *p, uint64_t *r)
+{
+    r[R15] = p->r15, r[R14] = p->r14, r[R13] = p->r13, r[R12] = p->r12;
+    r[RBP] = p->bp, r[RBX] = p->bx, r[R11] = p->r11, r[R10] = p->r10;
+    r[R9] = p->r9, r[R8] = p->r8, r[RAX] = p->ax, r[RCX] = p->cx;
+    r[RDX] = p->dx, r[RSI] = p->si, r[RDI] = p->di, r[RIP] = p->ip, r[RSP] = p->sp;
+}
+
 const struct lx_arch lx_arch_x86_64 = {
     .name = "x86_64",
     .fits = fits,
@@ -76,4 +109,9 @@ const struct lx_arch lx_arch_x86_64 = {
     .image_paddr = image_paddr,
     .fp = NULL,
     .module_area = module_area,
+    .regs_to_pt = regs_to_pt,
+    .regs_from_pt = regs_from_pt,
+    /* current_task, or pcpu_hot.current_task, found from the GS base */
+    .current_in_percpu = true,
+    .pt_regs_iret = offsetof(struct lx_pt_regs, ip),
 };

@@ -48,6 +48,15 @@ struct lx_arch {
      * AUIPC+ADDI), up to max of them into out: how a data symbol kallsyms lacks is found from
      * the code that uses it. NULL: kallsyms names the data (x86_64's KALLSYMS_ALL). */
     size_t (*pc_rel_addrs)(const uint8_t *code, size_t len, uint64_t pc, uint64_t *out, size_t max);
+    /* An ORC kernel's struct lx_pt_regs from and to registers in DWARF numbering (LX_GREGS
+     * slots): NULL for a kernel walked by frame pointers. */
+    void (*regs_to_pt)(const uint64_t *regs, struct lx_pt_regs *p);
+    void (*regs_from_pt)(const struct lx_pt_regs *p, uint64_t *regs);
+    /* The current task is a per-CPU word (x86_64), not a register the capture has (arm64's
+     * SP_EL0, riscv64's tp); then pt_regs_iret is where struct pt_regs holds the frame an
+     * exception pushed (ip, cs, flags, sp, ss), to its end. */
+    bool current_in_percpu;
+    uint32_t pt_regs_iret;
 };
 size_t lx__arm64_pc_rel_addrs(const uint8_t *code, size_t len, uint64_t pc, uint64_t *out,
                               size_t max);

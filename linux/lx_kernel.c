@@ -133,6 +133,29 @@ bool lx_kernel_unwinds_by_fp(const lx_kernel *k)
     return k->arch->fp != NULL;
 }
 
+int lx_kernel_regs_to_pt(const lx_kernel *k, const uint64_t *regs, struct lx_pt_regs *p)
+{
+    if (!k->arch->regs_to_pt)
+        return -ENOTSUP;
+    k->arch->regs_to_pt(regs, p);
+    return 0;
+}
+
+int lx_kernel_regs_from_pt(const lx_kernel *k, const struct lx_pt_regs *p, uint64_t *regs)
+{
+    if (!k->arch->regs_from_pt)
+        return -ENOTSUP;
+    memset(regs, 0, LX_GREGS * sizeof *regs);
+    k->arch->regs_from_pt(p, regs);
+    return 0;
+}
+
+bool lx_kernel_current_in_percpu(const lx_kernel *k, uint32_t *iret_off)
+{
+    *iret_off = k->arch->pt_regs_iret;
+    return k->arch->current_in_percpu;
+}
+
 const struct lx_arch *lx__arch_of(const struct lx_vmcoreinfo *vi)
 {
     static const struct lx_arch *const all[] = {&lx_arch_x86_64, &lx_arch_arm64, &lx_arch_riscv64};

@@ -27,7 +27,6 @@
 #define THREAD_SIZE       (16u << 10)
 #define VMCI_HEAD         512 /* OSRELEASE and the first SYMBOL() lines, which KASLR changes */
 #define PAGE_SIZE         4096u
-#define PT_REGS_IP        128 /* the iret frame (ip, cs, flags, sp, ss) from here to the end */
 #define MAX_STALE         8
 #define OWNERS            256
 #define OWNERS_WALK_EVERY 50   /* stops between two walks of the process list */
@@ -666,7 +665,7 @@ static void read_task_by_regs(struct os_linux *l, const struct prof_vcpu *cpu, i
 
 /* A capturing target's sample: the current task's reads are served only from what the target
  * captured at the sample's instant (capture_plan). A live read instead would name whatever runs
- * now (seen: an interrupt of hotpath-nopie named hotpath, with the live fallback this replaced). */
+ * by the time it reads (an interrupt of one process named after the next one scheduled). */
 struct instant_reader {
     struct os_linux *l;
     const struct prof_vcpu *cpu;
@@ -685,7 +684,8 @@ static int instant_read(void *ctx, uint64_t kva, void *buf, size_t len)
 }
 
 /* Whether cpu's page tables are those of task t's mm (PTI's user and kernel halves of one pair
- * alike). An mm whose pgd cannot be read counts as the vCPU's (as before this check). */
+ * alike). An mm whose pgd cannot be read counts as the vCPU's: nothing says it is not, and the
+ * sample keeps the task the kernel named current. */
 static bool runs_on_own_mm(struct os_linux *l, const struct prof_vcpu *cpu,
                            const struct lx_task_info *t)
 {
@@ -950,37 +950,7 @@ static int lx_user_regs(void *impl, const struct prof_vcpu *cpu, const struct pr
     return -ENOENT; /* the ORC walk hands them over (kernel_unwind) */
 }
 
-static void to_pt_regs(const struct unw_regs *u, struct lx_pt_regs *p)
-{
-    *p = (struct lx_pt_regs){.r15 = u->r[UNW_R15],
-                             .r14 = u->r[UNW_R14],
-                             .r13 = u->r[UNW_R13],
-                             .r12 = u->r[UNW_R12],
-                             .bp = u->r[UNW_RBP],
-                             .bx = u->r[UNW_RBX],
-                             .r11 = u->r[UNW_R11],
-                             .r10 = u->r[UNW_R10],
-                             .r9 = u->r[UNW_R9],
-                             .r8 = u->r[UNW_R8],
-                             .ax = u->r[UNW_RAX],
-                             .cx = u->r[UNW_RCX],
-                             .dx = u->r[UNW_RDX],
-                             .si = u->r[UNW_RSI],
-                             .di = u->r[UNW_RDI],
-                             .ip = u->r[UNW_RIP],
-                             .sp = u->r[UNW_RSP]};
-}
-
-static void from_pt_regs(const struct lx_pt_regs *p, struct unw_regs *u)
-{
-    memset(u, 0, sizeof *u);
-    u->r[UNW_R15] = p->r15, u->r[UNW_R14] = p->r14, u->r[UNW_R13] = p->r13;
-    u->r[UNW_R12] = p->r12, u->r[UNW_RBP] = p->bp, u->r[UNW_RBX] = p->bx;
-    u->r[UNW_R11] = p->r11, u->r[UNW_R10] = p->r10, u->r[UNW_R9] = p->r9;
-    u->r[UNW_R8] = p->r8, u->r[UNW_RAX] = p->ax, u->r[UNW_RCX] = p->cx;
-    u->r[UNW_RDX] = p->dx, u->r[UNW_RSI] = p->si, u->r[UNW_RDI] = p->di;
-    u->r[UNW_RIP] = p->ip, u->r[UNW_RSP] = p->sp;
-}
+_Static_assert(LX_GREGS <= UNW_NREGS, "linux/'s registers fit struct unw_regs");
 
 static enum unw_stop stop_of(enum lx_unwind_end e)
 {
@@ -1069,7 +1039,8 @@ static int lx_kernel_unwind(void *impl, const struct prof_vcpu *cpu, const struc
     struct lx_pt_regs live;
     struct lx_frame frames[PROF_KSTACK_MAX];
     struct lx_unwind_result res;
-    to_pt_regs(&cpu->regs, &live);
+    if (lx_kernel_regs_to_pt(l->kernel, cpu->regs.r, &live))
+        return -ENOTSUP;
     struct stack_reader sr = {mem, cpu};
     if (mem && mem->captured && mem->read)
         lx_unwind_from(l->kernel, &live, stack_read, &sr, frames, PROF_KSTACK_MAX, &res);
@@ -1086,10 +1057,13 @@ static int lx_kernel_unwind(void *impl, const struct prof_vcpu *cpu, const struc
         l->modules_stale = true;
     out->have_user_regs = res.have_user_regs;
     if (res.have_user_regs) {
-        from_pt_regs(&res.user_regs, &out->user_regs);
+        memset(&out->user_regs, 0, sizeof out->user_regs);
+        lx_kernel_regs_from_pt(l->kernel, &res.user_regs, out->user_regs.r);
         if (res.user_regs_partial) { /* an iret frame only: the rest are still live */
+            const struct prof_arch *a = l->cfg.arch;
             struct unw_regs live_u = cpu->regs;
-            live_u.r[UNW_RIP] = res.user_regs.ip, live_u.r[UNW_RSP] = res.user_regs.sp;
+            live_u.r[a->pc_reg] = out->user_regs.r[a->pc_reg];
+            live_u.r[a->sp_reg] = out->user_regs.r[a->sp_reg];
             out->user_regs = live_u;
         }
     }
@@ -1108,9 +1082,9 @@ static int lx_kernel_unwind(void *impl, const struct prof_vcpu *cpu, const struc
 static uint64_t lx_capture_plan(void *impl, struct prof_capture_plan *out)
 {
     struct os_linux *l = impl;
-    /* x86_64's: the per-CPU words are found from the GS base (arm64 and riscv64 keep the current
-     * task in a register, which the capture has: SP_EL0, tp) */
-    if (!l->kernel || !l->have_offsets || l->cfg.arch != &prof_arch_x86_64)
+    /* a kernel that keeps the current task in a register needs none: the capture has it */
+    uint32_t iret_off;
+    if (!l->kernel || !l->have_offsets || !lx_kernel_current_in_percpu(l->kernel, &iret_off))
         return l->plan_gen * 2; /* none (a change from a plan sent before) */
     uint32_t lo, hi;
     lx_task_span(&l->off, &lo, &hi);
@@ -1136,7 +1110,7 @@ static uint64_t lx_capture_plan(void *impl, struct prof_capture_plan *out)
                                              .len = top};
     /* the pt_regs at the stack's top: the user stack of a system call or interrupt */
     out->user_frame_window = 4;
-    out->user_frame_off = top - l->off.pt_regs_size + PT_REGS_IP;
+    out->user_frame_off = top - l->off.pt_regs_size + iret_off;
     /* rq->curr: which task a sample in the middle of a context switch belongs to */
     if (l->off.has_rq_curr)
         out->w[out->n++] = (struct prof_capture_window){

@@ -1,6 +1,7 @@
 /* Reading the guest's struct qprof_abi: the header checks and the per-vCPU slots, from the bytes
  * copied out of guest memory. Nothing here trusts the guest: sizes, counts and the slot stride
  * it declares are checked against what was copied before anything is indexed. */
+#include "arch.h"
 #include "os.h"
 
 #include <elf.h>
@@ -61,49 +62,13 @@ int prof_abi_slot(const void *bytes, size_t len, const struct qprof_abi *hdr, un
 
 size_t prof_abi_frame_size(uint32_t regs_arch, uint16_t elf_machine)
 {
-    if (elf_machine == EM_X86_64 &&
-        (regs_arch == QPROF_ABI_ARCH_UNSET || regs_arch == QPROF_ABI_ARCH_X86_64))
-        return sizeof(struct qprof_abi_regs);
-    if (elf_machine == EM_RISCV && regs_arch == QPROF_ABI_ARCH_RISCV64)
-        return sizeof(struct qprof_abi_regs_riscv64);
-    if (elf_machine == EM_AARCH64 && regs_arch == QPROF_ABI_ARCH_AARCH64)
-        return sizeof(struct qprof_abi_regs_aarch64);
-    return 0;
-}
-
-static uint64_t x86_64_frame(const struct qprof_abi_regs *f, struct unw_regs *u)
-{
-    u->r[UNW_RAX] = f->rax, u->r[UNW_RDX] = f->rdx, u->r[UNW_RCX] = f->rcx;
-    u->r[UNW_RBX] = f->rbx, u->r[UNW_RSI] = f->rsi, u->r[UNW_RDI] = f->rdi;
-    u->r[UNW_RBP] = f->rbp, u->r[UNW_RSP] = f->rsp, u->r[UNW_R8] = f->r8;
-    u->r[UNW_R9] = f->r9, u->r[UNW_R10] = f->r10, u->r[UNW_R11] = f->r11;
-    u->r[UNW_R12] = f->r12, u->r[UNW_R13] = f->r13, u->r[UNW_R14] = f->r14;
-    u->r[UNW_R15] = f->r15, u->r[UNW_RIP] = f->rip;
-    return f->rip;
-}
-
-/* The frame's words after pc are x1..x31 in order, which are their DWARF numbers; the pc takes
- * slot 32 (arch_riscv64.c). x0 reads as zero. */
-#define RISCV64_PC_SLOT 32
-static uint64_t riscv64_frame(const struct qprof_abi_regs_riscv64 *f, struct unw_regs *u)
-{
-    const uint64_t *words = &f->pc;
-    for (int x = 1; x < 32; x++)
-        u->r[x] = words[x];
-    u->r[RISCV64_PC_SLOT] = f->pc;
-    return f->pc;
-}
-
-/* x0..x30 then sp are the frame's first 32 words, in their DWARF order (slots 0..31), and the
- * pc follows in slot 32 (arch_aarch64.c). */
-#define AARCH64_PC_SLOT 32
-static uint64_t aarch64_frame(const struct qprof_abi_regs_aarch64 *f, struct unw_regs *u)
-{
-    for (int x = 0; x < 31; x++)
-        u->r[x] = f->x[x];
-    u->r[31] = f->sp;
-    u->r[AARCH64_PC_SLOT] = f->pc;
-    return f->pc;
+    const struct prof_arch *a = prof_arch_for_elf(elf_machine);
+    if (!a || !a->abi_frame.to_regs)
+        return 0;
+    const struct prof_arch_abi_frame *f = &a->abi_frame;
+    return regs_arch == f->regs_arch || (regs_arch == QPROF_ABI_ARCH_UNSET && f->unset_is_mine)
+               ? f->size
+               : 0;
 }
 
 int prof_abi_frame_regs(const void *frame, size_t len, uint32_t regs_arch, uint16_t elf_machine,
@@ -113,19 +78,6 @@ int prof_abi_frame_regs(const void *frame, size_t len, uint32_t regs_arch, uint1
     if (size == 0 || len != size)
         return -EPROTO;
     memset(u, 0, sizeof *u);
-    uint64_t pc;
-    if (elf_machine == EM_RISCV) {
-        struct qprof_abi_regs_riscv64 f;
-        memcpy(&f, frame, sizeof f);
-        pc = riscv64_frame(&f, u);
-    } else if (elf_machine == EM_AARCH64) {
-        struct qprof_abi_regs_aarch64 f;
-        memcpy(&f, frame, sizeof f);
-        pc = aarch64_frame(&f, u);
-    } else {
-        struct qprof_abi_regs f;
-        memcpy(&f, frame, sizeof f);
-        pc = x86_64_frame(&f, u);
-    }
+    uint64_t pc = prof_arch_for_elf(elf_machine)->abi_frame.to_regs(frame, u);
     return pc < user_end ? 0 : -EFAULT;
 }

@@ -37,6 +37,7 @@ struct block_key {
     uint32_t n_insns, n_bytes;
 };
 
+/* --exact's counters and the blocks they count, for the whole QEMU process. */
 static struct {
     GMutex lock;                          /* the fields below up to want_gen */
     struct qemu_plugin_scoreboard *score; /* NULL: not counting; replaced only by a reset */
@@ -48,7 +49,7 @@ static struct {
     bool want_on;                 /* what the connected qprof asked for */
     _Atomic uint64_t want_gen;    /* bumped by every change of want_on or a new START */
     _Atomic uint64_t applied_gen; /* the want_gen the last reset put in place */
-} X;
+} exact;
 
 static uint64_t mono_ns(void)
 {
@@ -70,49 +71,49 @@ static gboolean key_equal(gconstpointer a, gconstpointer b)
 
 void exact_init(void)
 {
-    g_mutex_init(&X.lock);
+    g_mutex_init(&exact.lock);
 }
 
 /* Under the lock, in the reset's exclusive section: no block refers to the old table. */
 static void table_free(void)
 {
-    if (X.score)
-        qemu_plugin_scoreboard_free(X.score);
-    if (X.slots)
-        g_hash_table_destroy(X.slots);
-    g_free(X.keys);
-    X.score = NULL;
-    X.slots = NULL;
-    X.keys = NULL;
-    X.used = 0;
-    X.full = 0;
-    X.since_ns = 0;
+    if (exact.score)
+        qemu_plugin_scoreboard_free(exact.score);
+    if (exact.slots)
+        g_hash_table_destroy(exact.slots);
+    g_free(exact.keys);
+    exact.score = NULL;
+    exact.slots = NULL;
+    exact.keys = NULL;
+    exact.used = 0;
+    exact.full = 0;
+    exact.since_ns = 0;
 }
 
 static void table_new(void)
 {
-    X.score = qemu_plugin_scoreboard_new(EXACT_SLOTS * sizeof(uint64_t));
-    X.slots = g_hash_table_new(key_hash, key_equal); /* keys point into X.keys */
-    X.keys = g_new0(struct block_key, EXACT_SLOTS);
-    X.used = 1; /* the overflow slot */
-    X.since_ns = mono_ns();
+    exact.score = qemu_plugin_scoreboard_new(EXACT_SLOTS * sizeof(uint64_t));
+    exact.slots = g_hash_table_new(key_hash, key_equal); /* keys point into exact.keys */
+    exact.keys = g_new0(struct block_key, EXACT_SLOTS);
+    exact.used = 1; /* the overflow slot */
+    exact.since_ns = mono_ns();
 }
 
 void exact_on_reset(void)
 {
-    g_mutex_lock(&X.lock);
-    uint64_t gen = atomic_load(&X.want_gen);
+    g_mutex_lock(&exact.lock);
+    uint64_t gen = atomic_load(&exact.want_gen);
     table_free();
-    if (X.want_on)
+    if (exact.want_on)
         table_new();
-    atomic_store(&X.applied_gen, gen);
-    g_mutex_unlock(&X.lock);
+    atomic_store(&exact.applied_gen, gen);
+    g_mutex_unlock(&exact.lock);
 }
 
 bool exact_reset_wanted(void)
 {
-    return atomic_load_explicit(&X.want_gen, memory_order_relaxed) !=
-           atomic_load_explicit(&X.applied_gen, memory_order_relaxed);
+    return atomic_load_explicit(&exact.want_gen, memory_order_relaxed) !=
+           atomic_load_explicit(&exact.applied_gen, memory_order_relaxed);
 }
 
 /* The block's identity: where it was translated, how long, and what code. */
@@ -133,20 +134,20 @@ static struct block_key block_key_of(struct qemu_plugin_tb *tb)
 
 void exact_on_tb_trans(struct qemu_plugin_tb *tb)
 {
-    if (!X.score) /* changes only in a reset, while no vCPU translates */
+    if (!exact.score) /* changes only in a reset, while no vCPU translates */
         return;
     struct block_key k = block_key_of(tb);
-    g_mutex_lock(&X.lock);
-    uint32_t slot = GPOINTER_TO_UINT(g_hash_table_lookup(X.slots, &k));
-    if (!slot && X.used < EXACT_SLOTS) {
-        slot = X.used++;
-        X.keys[slot] = k;
-        g_hash_table_insert(X.slots, &X.keys[slot], GUINT_TO_POINTER(slot));
+    g_mutex_lock(&exact.lock);
+    uint32_t slot = GPOINTER_TO_UINT(g_hash_table_lookup(exact.slots, &k));
+    if (!slot && exact.used < EXACT_SLOTS) {
+        slot = exact.used++;
+        exact.keys[slot] = k;
+        g_hash_table_insert(exact.slots, &exact.keys[slot], GUINT_TO_POINTER(slot));
     } else if (!slot) {
-        X.full++;
+        exact.full++;
     }
-    qemu_plugin_u64 counter = {X.score, (size_t)slot * sizeof(uint64_t)};
-    g_mutex_unlock(&X.lock);
+    qemu_plugin_u64 counter = {exact.score, (size_t)slot * sizeof(uint64_t)};
+    g_mutex_unlock(&exact.lock);
     qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64, counter,
                                                       k.n_insns);
 }
@@ -159,17 +160,17 @@ bool exact_is_request(const void *msg)
 
 void exact_disconnected(void)
 {
-    g_mutex_lock(&X.lock);
-    if (X.want_on) {
-        X.want_on = false;
-        atomic_fetch_add(&X.want_gen, 1);
+    g_mutex_lock(&exact.lock);
+    if (exact.want_on) {
+        exact.want_on = false;
+        atomic_fetch_add(&exact.want_gen, 1);
     }
-    g_mutex_unlock(&X.lock);
+    g_mutex_unlock(&exact.lock);
 }
 
 static uint64_t slot_sum(uint32_t slot)
 {
-    qemu_plugin_u64 counter = {X.score, (size_t)slot * sizeof(uint64_t)};
+    qemu_plugin_u64 counter = {exact.score, (size_t)slot * sizeof(uint64_t)};
     uint64_t sum = 0;
     for (int i = 0, n = qemu_plugin_num_vcpus(); i < n; i++)
         sum += qemu_plugin_u64_get(counter, (unsigned)i);
@@ -195,17 +196,18 @@ static int send_all(int fd, const void *data, size_t len)
 static struct qpr_exact_reply reply_locked(bool with_blocks, struct qpr_exact_block **blocks)
 {
     struct qpr_exact_reply r = {.magic = QPR_EXACT_MAGIC, .version = QPR_VERSION};
-    r.counting = X.want_on && X.score && atomic_load(&X.applied_gen) == atomic_load(&X.want_gen);
-    r.since_ns = X.score ? X.since_ns : 0;
-    r.table_full_blocks = X.full;
+    r.counting = exact.want_on && exact.score &&
+                 atomic_load(&exact.applied_gen) == atomic_load(&exact.want_gen);
+    r.since_ns = exact.score ? exact.since_ns : 0;
+    r.table_full_blocks = exact.full;
     *blocks = NULL;
-    if (!with_blocks || !X.score)
+    if (!with_blocks || !exact.score)
         return r;
     r.overflow_insns = slot_sum(OVERFLOW_SLOT);
-    *blocks = g_new(struct qpr_exact_block, X.used);
-    for (uint32_t slot = 1; slot < X.used; slot++) {
+    *blocks = g_new(struct qpr_exact_block, exact.used);
+    for (uint32_t slot = 1; slot < exact.used; slot++) {
         uint64_t insns = slot_sum(slot);
-        const struct block_key *k = &X.keys[slot];
+        const struct block_key *k = &exact.keys[slot];
         if (insns)
             (*blocks)[r.n_blocks++] = (struct qpr_exact_block){.vaddr = k->vaddr,
                                                                .code_hash = k->code_hash,
@@ -221,14 +223,14 @@ int exact_serve(int fd, const void *msg)
     const struct qpr_exact_request *req = msg;
     if (req->version != QPR_VERSION || (req->op != QPR_EXACT_START && req->op != QPR_EXACT_DUMP))
         return -1;
-    g_mutex_lock(&X.lock);
+    g_mutex_lock(&exact.lock);
     if (req->op == QPR_EXACT_START) {
-        X.want_on = true;
-        atomic_fetch_add(&X.want_gen, 1);
+        exact.want_on = true;
+        atomic_fetch_add(&exact.want_gen, 1);
     }
     struct qpr_exact_block *blocks;
     struct qpr_exact_reply r = reply_locked(req->op == QPR_EXACT_DUMP, &blocks);
-    g_mutex_unlock(&X.lock);
+    g_mutex_unlock(&exact.lock);
     int rc = send_all(fd, &r, sizeof r);
     if (rc == 0 && r.n_blocks)
         rc = send_all(fd, blocks, r.n_blocks * sizeof *blocks);

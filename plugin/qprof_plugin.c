@@ -96,9 +96,10 @@ struct vcpu {
     _Atomic uint64_t idle_since_ns; /* the timer thread reads it */
     /* the timer trigger: deadlines the timer thread flagged since this vCPU's last sample */
     _Atomic uint32_t flagged;
-    uint32_t trigger_seen; /* P.trigger at this vCPU's last callback */
+    uint32_t trigger_seen; /* plugin.trigger at this vCPU's last callback */
 };
 
+/* The plugin's whole state: one instance per QEMU process, as QEMU loads a plugin once. */
 static struct {
     qemu_plugin_id_t id;
     struct qemu_plugin_scoreboard *counters;
@@ -135,10 +136,10 @@ static struct {
     pthread_t timer_thread;
     pthread_mutex_t timer_lock;
     pthread_cond_t timer_cond;
-} P = {.listen_fd = -1,
-       .allow_uid = -1,
-       .timer_lock = PTHREAD_MUTEX_INITIALIZER,
-       .timer_cond = PTHREAD_COND_INITIALIZER};
+} plugin = {.listen_fd = -1,
+            .allow_uid = -1,
+            .timer_lock = PTHREAD_MUTEX_INITIALIZER,
+            .timer_cond = PTHREAD_COND_INITIALIZER};
 
 static uint64_t now_ns(void)
 {
@@ -162,7 +163,7 @@ static uint64_t jittered(struct vcpu *v, uint64_t x)
 
 static void rearm(unsigned idx, uint64_t distance)
 {
-    qemu_plugin_u64_set(P.counter, idx, FIRE - distance);
+    qemu_plugin_u64_set(plugin.counter, idx, FIRE - distance);
 }
 
 static void read_registers(struct vcpu *v, struct qpr_sample *s)
@@ -244,7 +245,7 @@ static uint32_t read_window_cb(void *ctx, uint64_t addr, uint32_t len, uint8_t *
 
 static void take_sample(unsigned idx, struct vcpu *v, uint64_t t0, uint32_t periods)
 {
-    if (!qps_reserve(P.shm, idx))
+    if (!qps_reserve(plugin.shm, idx))
         return;
     struct qpr_sample *s = v->scratch;
     s->kind = QPR_KIND_SAMPLE;
@@ -267,19 +268,19 @@ static void take_sample(unsigned idx, struct vcpu *v, uint64_t t0, uint32_t peri
     qpr_capture_windows(s, v->cfg.win, read_window_cb, v); /* first: the user stack may be there */
     if ((s->regs_valid >> v->cfg.mode_reg & 1) && !qpr_user_mode(s, &v->cfg))
         chase_user_stack(v, idx, s);
-    qps_publish(P.shm, idx, s, t0); /* which sets the slot's cost_ns, the copy included */
+    qps_publish(plugin.shm, idx, s, t0); /* which sets the slot's cost_ns, the copy included */
 }
 
 /* A new configuration: copy it, start the deadline afresh. False when disarmed. */
 static bool refresh_config(struct vcpu *v, uint64_t now)
 {
-    uint64_t gen = atomic_load_explicit(&P.gen, memory_order_acquire);
+    uint64_t gen = atomic_load_explicit(&plugin.gen, memory_order_acquire);
     if (gen == v->gen)
         return gen != 0;
     v->gen = gen;
     if (!gen)
         return false;
-    v->cfg = P.cfg[gen & 1];
+    v->cfg = plugin.cfg[gen & 1];
     map_registers(v);
     v->insns = 0;
     v->distance = FIRST_DISTANCE;
@@ -312,12 +313,12 @@ static void apply_pending_reset(void);
 static void on_counter(unsigned int idx, void *userdata)
 {
     (void)userdata;
-    if (idx >= P.n_vcpus || !P.vcpus[idx].ready)
+    if (idx >= plugin.n_vcpus || !plugin.vcpus[idx].ready)
         return;
-    struct vcpu *v = &P.vcpus[idx];
+    struct vcpu *v = &plugin.vcpus[idx];
     uint64_t now = now_ns();
     apply_pending_reset(); /* a change of trigger, or --exact started or ended */
-    uint32_t trigger = atomic_load_explicit(&P.trigger, memory_order_relaxed);
+    uint32_t trigger = atomic_load_explicit(&plugin.trigger, memory_order_relaxed);
     if (v->trigger_seen != trigger) { /* the blocks changed under this vCPU: start afresh */
         v->trigger_seen = trigger;
         v->gen = 0;
@@ -362,8 +363,8 @@ static void on_counter(unsigned int idx, void *userdata)
 static void on_idle(qemu_plugin_id_t id, unsigned int idx)
 {
     (void)id;
-    if (idx < P.n_vcpus && P.vcpus[idx].ready)
-        atomic_store_explicit(&P.vcpus[idx].idle_since_ns, now_ns(), memory_order_relaxed);
+    if (idx < plugin.n_vcpus && plugin.vcpus[idx].ready)
+        atomic_store_explicit(&plugin.vcpus[idx].idle_since_ns, now_ns(), memory_order_relaxed);
 }
 
 /* Waking: the idle span as one record (the counter trigger; with the timer, idle ticks stand in).
@@ -371,15 +372,16 @@ static void on_idle(qemu_plugin_id_t id, unsigned int idx)
 static void on_resume(qemu_plugin_id_t id, unsigned int idx)
 {
     (void)id;
-    if (idx >= P.n_vcpus || !P.vcpus[idx].ready)
+    if (idx >= plugin.n_vcpus || !plugin.vcpus[idx].ready)
         return;
-    struct vcpu *v = &P.vcpus[idx];
+    struct vcpu *v = &plugin.vcpus[idx];
     uint64_t now = now_ns();
     uint64_t since = atomic_exchange_explicit(&v->idle_since_ns, 0, memory_order_relaxed);
-    if (!since || atomic_load_explicit(&P.trigger, memory_order_relaxed) != QPR_TRIGGER_COUNTER ||
+    if (!since ||
+        atomic_load_explicit(&plugin.trigger, memory_order_relaxed) != QPR_TRIGGER_COUNTER ||
         v->trigger_seen != QPR_TRIGGER_COUNTER || !refresh_config(v, now))
         return; /* the timer: idle ticks instead */
-    if (qps_reserve(P.shm, idx)) {
+    if (qps_reserve(plugin.shm, idx)) {
         struct qpr_sample *s = v->scratch;
         memset(s, 0, offsetof(struct qpr_sample, stack)); /* no windows */
         s->kind = QPR_KIND_IDLE;
@@ -387,7 +389,7 @@ static void on_resume(qemu_plugin_id_t id, unsigned int idx)
         s->time_ns = now;
         s->idle_ns = now - since;
         s->insns = v->insns;
-        qps_publish(P.shm, idx, s, 0);
+        qps_publish(plugin.shm, idx, s, 0);
     }
     /* the waiting time was handed over whole: the next running sample is an interval away */
     v->deadline_ns = now + jittered(v, v->cfg.interval_ns);
@@ -398,20 +400,20 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     (void)id;
     uint64_t n = qemu_plugin_tb_n_insns(tb);
-    if (atomic_load_explicit(&P.trigger, memory_order_relaxed) == QPR_TRIGGER_COUNTER)
-        qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64, P.counter,
-                                                          n);
+    if (atomic_load_explicit(&plugin.trigger, memory_order_relaxed) == QPR_TRIGGER_COUNTER)
+        qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64,
+                                                          plugin.counter, n);
     qemu_plugin_register_vcpu_tb_exec_cond_cb(tb, on_counter, QEMU_PLUGIN_CB_R_REGS,
-                                              QEMU_PLUGIN_COND_GE, P.counter, FIRE, NULL);
+                                              QEMU_PLUGIN_COND_GE, plugin.counter, FIRE, NULL);
     exact_on_tb_trans(tb);
 }
 
 static void on_vcpu_init(qemu_plugin_id_t id, unsigned int idx)
 {
     (void)id;
-    if (idx >= P.n_vcpus)
+    if (idx >= plugin.n_vcpus)
         return;
-    struct vcpu *v = &P.vcpus[idx];
+    struct vcpu *v = &plugin.vcpus[idx];
     v->all_regs = qemu_plugin_get_registers(); /* kept: QEMU interns the names */
     v->buf = g_byte_array_sized_new(QPR_STACK_MAX);
     v->scratch = g_new0(struct qpr_sample, 1);
@@ -427,17 +429,17 @@ static void on_vcpu_init(qemu_plugin_id_t id, unsigned int idx)
  * one tick: that it waited through the others is not known). */
 static void timer_tick(uint64_t periods)
 {
-    for (uint32_t i = 0; i < P.n_vcpus; i++) {
-        struct vcpu *v = &P.vcpus[i];
+    for (uint32_t i = 0; i < plugin.n_vcpus; i++) {
+        struct vcpu *v = &plugin.vcpus[i];
         if (!v->ready)
             continue;
         /* idle and running are both sampled here, at the timer's own pace, so that a late timer
          * thread does not tilt the busy share */
         if (atomic_load_explicit(&v->idle_since_ns, memory_order_relaxed)) {
-            qps_idle_tick(P.shm, i);
+            qps_idle_tick(plugin.shm, i);
         } else {
             atomic_fetch_add_explicit(&v->flagged, (uint32_t)periods, memory_order_relaxed);
-            qemu_plugin_u64_set(P.counter, i, FIRE);
+            qemu_plugin_u64_set(plugin.counter, i, FIRE);
         }
     }
 }
@@ -461,34 +463,34 @@ static void measure_wake_cost(void)
     }
     uint64_t per_wake = (thread_cpu_ns() - cpu0) / CALIBRATION_WAKES;
     uint32_t cost = per_wake ? (uint32_t)MIN(per_wake, UINT32_MAX) : 1;
-    atomic_store(&P.wake_cost_ns, cost);
-    atomic_store(&qps_header(P.shm)->wake_cost_ns, cost);
+    atomic_store(&plugin.wake_cost_ns, cost);
+    atomic_store(&qps_header(plugin.shm)->wake_cost_ns, cost);
 }
 
 static void wake_timer(void)
 {
-    pthread_mutex_lock(&P.timer_lock);
-    pthread_cond_broadcast(&P.timer_cond);
-    pthread_mutex_unlock(&P.timer_lock);
+    pthread_mutex_lock(&plugin.timer_lock);
+    pthread_cond_broadcast(&plugin.timer_cond);
+    pthread_mutex_unlock(&plugin.timer_lock);
 }
 
 /* The interval to time now, 0 when there is nothing to time. */
 static uint64_t timed_interval(void)
 {
-    uint64_t gen = atomic_load_explicit(&P.gen, memory_order_acquire);
-    if (!gen || atomic_load_explicit(&P.trigger, memory_order_relaxed) != QPR_TRIGGER_TIMER)
+    uint64_t gen = atomic_load_explicit(&plugin.gen, memory_order_acquire);
+    if (!gen || atomic_load_explicit(&plugin.trigger, memory_order_relaxed) != QPR_TRIGGER_TIMER)
         return 0;
-    return P.cfg[gen & 1].interval_ns;
+    return plugin.cfg[gen & 1].interval_ns;
 }
 
 /* Blocks until there is something to time; its interval. */
 static uint64_t wait_for_work(void)
 {
     uint64_t interval;
-    pthread_mutex_lock(&P.timer_lock);
+    pthread_mutex_lock(&plugin.timer_lock);
     while (!(interval = timed_interval()))
-        pthread_cond_wait(&P.timer_cond, &P.timer_lock);
-    pthread_mutex_unlock(&P.timer_lock);
+        pthread_cond_wait(&plugin.timer_cond, &plugin.timer_lock);
+    pthread_mutex_unlock(&plugin.timer_lock);
     return interval;
 }
 
@@ -505,8 +507,8 @@ static void *timer_main(void *arg)
             interval = wait_for_work();
             now = now_ns();
         }
-        if (gen != atomic_load(&P.gen)) { /* a new configuration times from now */
-            gen = atomic_load(&P.gen);
+        if (gen != atomic_load(&plugin.gen)) { /* a new configuration times from now */
+            gen = atomic_load(&plugin.gen);
             deadline = 0;
         }
         if (!deadline) {
@@ -532,8 +534,8 @@ static void *timer_main(void *arg)
  * configuration) instead of waiting for its deadline or 2^24 instructions. */
 static void kick_vcpus(void)
 {
-    for (uint32_t i = 0; i < P.n_vcpus; i++)
-        qemu_plugin_u64_set(P.counter, i, FIRE);
+    for (uint32_t i = 0; i < plugin.n_vcpus; i++)
+        qemu_plugin_u64_set(plugin.counter, i, FIRE);
 }
 
 static void register_running_callbacks(qemu_plugin_id_t id);
@@ -542,12 +544,12 @@ static void register_running_callbacks(qemu_plugin_id_t id);
 static void after_reset(qemu_plugin_id_t id)
 {
     exact_on_reset();
-    uint32_t want = atomic_load(&P.want_trigger);
-    atomic_store(&P.trigger, want);
-    struct qpr_header *h = qps_header(P.shm);
+    uint32_t want = atomic_load(&plugin.want_trigger);
+    atomic_store(&plugin.trigger, want);
+    struct qpr_header *h = qps_header(plugin.shm);
     atomic_store(&h->trigger, want);
-    atomic_store(&h->trigger_reason, atomic_load(&P.want_reason));
-    atomic_store(&P.resetting, false);
+    atomic_store(&h->trigger_reason, atomic_load(&plugin.want_reason));
+    atomic_store(&plugin.resetting, false);
     register_running_callbacks(id);
     kick_vcpus(); /* each vCPU takes in the change at its first block */
     wake_timer();
@@ -556,13 +558,13 @@ static void after_reset(qemu_plugin_id_t id)
 /* From a vCPU callback (a reset needs a vCPU thread to flush from). */
 static void apply_pending_reset(void)
 {
-    bool trigger_changed = atomic_load_explicit(&P.want_trigger, memory_order_relaxed) !=
-                           atomic_load_explicit(&P.trigger, memory_order_relaxed);
+    bool trigger_changed = atomic_load_explicit(&plugin.want_trigger, memory_order_relaxed) !=
+                           atomic_load_explicit(&plugin.trigger, memory_order_relaxed);
     if (!trigger_changed && !exact_reset_wanted())
         return;
-    if (atomic_exchange(&P.resetting, true))
+    if (atomic_exchange(&plugin.resetting, true))
         return; /* asked for already */
-    qemu_plugin_reset(P.id, after_reset);
+    qemu_plugin_reset(plugin.id, after_reset);
 }
 
 /* Which trigger a configuration gets, and why. */
@@ -576,30 +578,30 @@ static uint32_t choose_trigger(const struct qpr_config *c, uint32_t *reason)
         *reason = QPR_REASON_ASKED;
         return c->trigger;
     }
-    if (P.loaded_trigger != QPR_TRIGGER_AUTO) {
+    if (plugin.loaded_trigger != QPR_TRIGGER_AUTO) {
         *reason = QPR_REASON_LOADED;
-        return P.loaded_trigger;
+        return plugin.loaded_trigger;
     }
-    uint32_t wake_ns = atomic_load(&P.wake_cost_ns);
+    uint32_t wake_ns = atomic_load(&plugin.wake_cost_ns);
     if (!wake_ns) {
         *reason = QPR_REASON_UNMEASURED;
         return QPR_TRIGGER_TIMER;
     }
     *reason = QPR_REASON_RULE;
     double timer_share = (double)wake_ns / (double)c->interval_ns; /* of one host core */
-    double limit = qpr_auto_timer_limit(P.n_vcpus);
+    double limit = qpr_auto_timer_limit(plugin.n_vcpus);
     return timer_share > limit ? QPR_TRIGGER_COUNTER : QPR_TRIGGER_TIMER;
 }
 
 static void want_trigger(uint32_t trigger, uint32_t reason)
 {
-    atomic_store(&P.want_reason, reason);
-    atomic_store(&P.want_trigger, trigger);
-    if (trigger != atomic_load(&P.trigger)) {
+    atomic_store(&plugin.want_reason, reason);
+    atomic_store(&plugin.want_trigger, trigger);
+    if (trigger != atomic_load(&plugin.trigger)) {
         kick_vcpus();
         return;
     }
-    struct qpr_header *h = qps_header(P.shm); /* in place already: no reset to say so */
+    struct qpr_header *h = qps_header(plugin.shm); /* in place already: no reset to say so */
     atomic_store(&h->trigger, trigger);
     atomic_store(&h->trigger_reason, reason);
 }
@@ -612,8 +614,8 @@ static int send_hello(int fd, uint32_t status, int tails_fd)
     struct qpr_hello h = {.magic = QPR_MAGIC,
                           .version = QPR_VERSION,
                           .status = status,
-                          .n_vcpus = P.n_vcpus,
-                          .map_size = qps_map_size(P.shm)};
+                          .n_vcpus = plugin.n_vcpus,
+                          .map_size = qps_map_size(plugin.shm)};
     snprintf(h.qemu_version, sizeof h.qemu_version, "plugin API %d", QEMU_PLUGIN_VERSION);
     h.flags = QPR_HELLO_EXACT;
     struct iovec iov = {.iov_base = &h, .iov_len = sizeof h};
@@ -623,7 +625,7 @@ static int send_hello(int fd, uint32_t status, int tails_fd)
     } ctl;
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
     if (status == QPR_OK) {
-        int fds[2] = {qps_ring_fd(P.shm), tails_fd};
+        int fds[2] = {qps_ring_fd(plugin.shm), tails_fd};
         memset(&ctl, 0, sizeof ctl);
         msg.msg_control = ctl.buf;
         msg.msg_controllen = sizeof ctl.buf;
@@ -641,14 +643,14 @@ static int send_hello(int fd, uint32_t status, int tails_fd)
  * listener (this client, and the next ones queued behind it) waits. */
 static void pace_reset(void)
 {
-    uint64_t now = now_ns(), due = P.last_reset_ns + QPR_RESET_GAP_NS;
-    if (P.last_reset_ns && now < due) {
+    uint64_t now = now_ns(), due = plugin.last_reset_ns + QPR_RESET_GAP_NS;
+    if (plugin.last_reset_ns && now < due) {
         struct timespec ts = {(time_t)(due / 1000000000u), (long)(due % 1000000000u)};
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
             ;
         now = now_ns();
     }
-    P.last_reset_ns = now;
+    plugin.last_reset_ns = now;
 }
 
 /* The rates of a configuration, raised to the floors (qprof_ring.h) and told to qprof in the
@@ -665,15 +667,15 @@ static void apply_rate_floors(struct qpr_config *c)
         c->period_insns = QPR_MIN_PERIOD_INSNS;
     if (c->period_insns > QPR_MAX_PERIOD_INSNS)
         c->period_insns = QPR_MAX_PERIOD_INSNS;
-    struct qpr_header *h = qps_header(P.shm);
+    struct qpr_header *h = qps_header(plugin.shm);
     atomic_store(&h->interval_ns, c->interval_ns);
     atomic_store(&h->period_insns, c->interval_ns ? 0 : c->period_insns);
 }
 
 static void publish_config(const struct qpr_config *c)
 {
-    uint64_t gen = ++P.last_gen;
-    struct qpr_config *dst = &P.cfg[gen & 1];
+    uint64_t gen = ++plugin.last_gen;
+    struct qpr_config *dst = &plugin.cfg[gen & 1];
     *dst = *c;
     if (dst->stack_bytes > QPR_STACK_MAX)
         dst->stack_bytes = QPR_STACK_MAX;
@@ -684,7 +686,7 @@ static void publish_config(const struct qpr_config *c)
     if (dst->ustack_win > QPR_WINDOWS)
         dst->ustack_win = 0;
     /* registers: another architecture's, or indexes past the names, read none */
-    if (dst->arch != P.arch || dst->n_regs > QPR_MAX_REGS || dst->sp_reg >= dst->n_regs ||
+    if (dst->arch != plugin.arch || dst->n_regs > QPR_MAX_REGS || dst->sp_reg >= dst->n_regs ||
         dst->mode_reg >= dst->n_regs)
         dst->n_regs = dst->sp_reg = dst->mode_reg = 0;
     if (dst->ustack_reg >= dst->n_regs)
@@ -696,7 +698,7 @@ static void publish_config(const struct qpr_config *c)
         struct qpr_window *w = &dst->win[i];
         if (w->len > QPR_WIN_BYTES - win_total || (w->base == QPR_WIN_POINTER && w->from >= i) ||
             w->base > QPR_WIN_POINTER ||
-            (w->base == QPR_WIN_KERNEL_GS && P.arch != QPR_ARCH_X86_64))
+            (w->base == QPR_WIN_KERNEL_GS && plugin.arch != QPR_ARCH_X86_64))
             w->len = 0;
         if (!w->len) {
             memset(&dst->win[i], 0, sizeof dst->win[0] * (QPR_WINDOWS - i));
@@ -706,9 +708,9 @@ static void publish_config(const struct qpr_config *c)
     }
     apply_rate_floors(dst);
     uint32_t reason, trigger = choose_trigger(dst, &reason);
-    if (trigger != atomic_load(&P.trigger))
+    if (trigger != atomic_load(&plugin.trigger))
         pace_reset();
-    atomic_store_explicit(&P.gen, gen, memory_order_release);
+    atomic_store_explicit(&plugin.gen, gen, memory_order_release);
     want_trigger(trigger, reason);
     wake_timer();
 }
@@ -718,9 +720,9 @@ static void publish_config(const struct qpr_config *c)
 static void disarm(void)
 {
     uint32_t trigger =
-        P.loaded_trigger == QPR_TRIGGER_COUNTER ? QPR_TRIGGER_COUNTER : QPR_TRIGGER_TIMER;
-    atomic_store_explicit(&P.gen, 0, memory_order_release);
-    if (trigger != atomic_load(&P.trigger) || exact_reset_wanted())
+        plugin.loaded_trigger == QPR_TRIGGER_COUNTER ? QPR_TRIGGER_COUNTER : QPR_TRIGGER_TIMER;
+    atomic_store_explicit(&plugin.gen, 0, memory_order_release);
+    if (trigger != atomic_load(&plugin.trigger) || exact_reset_wanted())
         pace_reset(); /* a client that connects and leaves in a loop flushes no faster */
     want_trigger(trigger, QPR_REASON_NONE);
     wake_timer();
@@ -733,8 +735,8 @@ static bool peer_allowed(int fd)
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred)
         return false;
-    return P.any_user || cred.uid == geteuid() ||
-           (P.allow_uid >= 0 && (int64_t)cred.uid == P.allow_uid);
+    return plugin.any_user || cred.uid == geteuid() ||
+           (plugin.allow_uid >= 0 && (int64_t)cred.uid == plugin.allow_uid);
 }
 
 /* Deadlines on fd: a read that has started waits at most QPR_CLIENT_DEADLINE_MS for the rest
@@ -751,7 +753,7 @@ static void set_deadlines(int fd)
 /* A second client while one is served: told it is busy, or not allowed. */
 static void turn_away(void)
 {
-    int other = accept4(P.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    int other = accept4(plugin.listen_fd, NULL, NULL, SOCK_CLOEXEC);
     if (other < 0)
         return;
     set_deadlines(other);
@@ -784,7 +786,7 @@ static bool serve_message(int fd)
 /* Serves one qprof until it closes the socket or sends something malformed. */
 static void serve(int fd)
 {
-    int tails_fd = qps_session_open(P.shm);
+    int tails_fd = qps_session_open(plugin.shm);
     if (tails_fd < 0)
         return;
     int rc = send_hello(fd, QPR_OK, tails_fd);
@@ -792,7 +794,8 @@ static void serve(int fd)
     if (rc != 0)
         return;
     for (;;) {
-        struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = P.listen_fd, .events = POLLIN}};
+        struct pollfd p[2] = {{.fd = fd, .events = POLLIN},
+                              {.fd = plugin.listen_fd, .events = POLLIN}};
         if (poll(p, 2, -1) < 0) {
             if (errno == EINTR)
                 continue;
@@ -811,7 +814,7 @@ static void *listener_main(void *arg)
 {
     (void)arg;
     for (;;) {
-        int fd = accept4(P.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        int fd = accept4(plugin.listen_fd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
@@ -824,7 +827,7 @@ static void *listener_main(void *arg)
             send_hello(fd, QPR_DENIED, -1);
         exact_disconnected();
         disarm();
-        qps_session_close(P.shm); /* after disarm: the vCPUs' next samples go nowhere */
+        qps_session_close(plugin.shm); /* after disarm: the vCPUs' next samples go nowhere */
         close(fd);
     }
 }
@@ -848,25 +851,25 @@ static int open_socket(const char *path)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
-    mode_t mode = P.any_user || P.allow_uid >= 0 ? 0666 : 0600;
+    mode_t mode = plugin.any_user || plugin.allow_uid >= 0 ? 0666 : 0600;
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || chmod(path, mode) != 0 ||
         lstat(path, &st) != 0 || listen(fd, 4) != 0) {
         int e = -errno;
         close(fd);
         return e;
     }
-    P.socket_dev = st.st_dev;
-    P.socket_ino = st.st_ino;
+    plugin.socket_dev = st.st_dev;
+    plugin.socket_ino = st.st_ino;
     return fd;
 }
 
 static int open_shared(const char *target)
 {
     int rc = 0;
-    P.shm = qps_shared_new(P.n_vcpus, target, &rc);
-    if (!P.shm)
+    plugin.shm = qps_shared_new(plugin.n_vcpus, target, &rc);
+    if (!plugin.shm)
         return rc;
-    qps_header(P.shm)->api_version = QEMU_PLUGIN_VERSION;
+    qps_header(plugin.shm)->api_version = QEMU_PLUGIN_VERSION;
     return 0;
 }
 
@@ -875,9 +878,9 @@ static void on_exit_cb(qemu_plugin_id_t id, void *userdata)
     (void)id, (void)userdata;
     disarm();
     struct stat st; /* only the socket this plugin made: another QEMU may have taken the path */
-    if (P.socket_path && lstat(P.socket_path, &st) == 0 && st.st_dev == P.socket_dev &&
-        st.st_ino == P.socket_ino)
-        unlink(P.socket_path);
+    if (plugin.socket_path && lstat(plugin.socket_path, &st) == 0 &&
+        st.st_dev == plugin.socket_dev && st.st_ino == plugin.socket_ino)
+        unlink(plugin.socket_path);
 }
 
 /* Every callback but vCPU init: at install, and again after each reset. */
@@ -907,7 +910,7 @@ static int fail(const char *fmt, ...)
 static int parse_user_option(const char *arg)
 {
     if (strcmp(arg, "any-user=on") == 0) {
-        P.any_user = true;
+        plugin.any_user = true;
         return 0;
     }
     if (!g_str_has_prefix(arg, "allow-uid="))
@@ -917,7 +920,7 @@ static int parse_user_option(const char *arg)
     unsigned long long uid = strtoull(arg + strlen("allow-uid="), &end, 10);
     if (errno || !end || *end || end == arg + strlen("allow-uid=") || uid >= UINT32_MAX)
         return -1;
-    P.allow_uid = (int64_t)uid;
+    plugin.allow_uid = (int64_t)uid;
     return 0;
 }
 
@@ -925,62 +928,62 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
                                            char **argv)
 {
     const char *socket_path = NULL;
-    P.loaded_trigger = QPR_TRIGGER_AUTO;
+    plugin.loaded_trigger = QPR_TRIGGER_AUTO;
     for (int i = 0; i < argc; i++) {
         if (g_str_has_prefix(argv[i], "socket="))
             socket_path = argv[i] + strlen("socket=");
         else if (strcmp(argv[i], "trigger=auto") == 0)
-            P.loaded_trigger = QPR_TRIGGER_AUTO;
+            plugin.loaded_trigger = QPR_TRIGGER_AUTO;
         else if (strcmp(argv[i], "trigger=timer") == 0)
-            P.loaded_trigger = QPR_TRIGGER_TIMER;
+            plugin.loaded_trigger = QPR_TRIGGER_TIMER;
         else if (strcmp(argv[i], "trigger=counter") == 0)
-            P.loaded_trigger = QPR_TRIGGER_COUNTER;
+            plugin.loaded_trigger = QPR_TRIGGER_COUNTER;
         else if (parse_user_option(argv[i]) != 0)
             return fail("unknown argument %s (expected socket=PATH, trigger=auto|timer|counter, "
                         "allow-uid=N, any-user=on)",
                         argv[i]);
     }
     /* the blocks carry the timer's compare until a qprof asks for more */
-    P.trigger = P.want_trigger =
-        P.loaded_trigger == QPR_TRIGGER_COUNTER ? QPR_TRIGGER_COUNTER : QPR_TRIGGER_TIMER;
+    plugin.trigger = plugin.want_trigger =
+        plugin.loaded_trigger == QPR_TRIGGER_COUNTER ? QPR_TRIGGER_COUNTER : QPR_TRIGGER_TIMER;
     if (!socket_path || !*socket_path)
         return fail("needs socket=PATH (-plugin qprof-plugin.so,socket=PATH)");
     if (!info->system_emulation)
         return fail("%s: only system emulation is supported", info->target_name);
     if (strcmp(info->target_name, "x86_64") == 0)
-        P.arch = QPR_ARCH_X86_64;
+        plugin.arch = QPR_ARCH_X86_64;
     else if (strcmp(info->target_name, "riscv64") == 0)
-        P.arch = QPR_ARCH_RISCV64;
+        plugin.arch = QPR_ARCH_RISCV64;
     else if (strcmp(info->target_name, "aarch64") == 0)
-        P.arch = QPR_ARCH_AARCH64;
+        plugin.arch = QPR_ARCH_AARCH64;
     else
         return fail("%s: qprof samples x86_64, riscv64 and aarch64 guests", info->target_name);
-    P.id = id;
-    P.n_vcpus = (uint32_t)info->system.max_vcpus;
-    if (P.n_vcpus > QPR_MAX_VCPUS)
-        P.n_vcpus = QPR_MAX_VCPUS;
-    P.vcpus = g_new0(struct vcpu, P.n_vcpus);
-    P.socket_path = g_strdup(socket_path);
+    plugin.id = id;
+    plugin.n_vcpus = (uint32_t)info->system.max_vcpus;
+    if (plugin.n_vcpus > QPR_MAX_VCPUS)
+        plugin.n_vcpus = QPR_MAX_VCPUS;
+    plugin.vcpus = g_new0(struct vcpu, plugin.n_vcpus);
+    plugin.socket_path = g_strdup(socket_path);
     int rc = open_shared(info->target_name);
     if (rc)
         return fail("shared memory: %s", strerror(-rc));
-    P.listen_fd = open_socket(socket_path);
-    if (P.listen_fd == -EEXIST)
+    plugin.listen_fd = open_socket(socket_path);
+    if (plugin.listen_fd == -EEXIST)
         return fail("socket=%s: something that is not a socket is there; not replaced (remove it, "
                     "or name another path)",
                     socket_path);
-    if (P.listen_fd < 0)
-        return fail("socket %s: %s", socket_path, strerror(-P.listen_fd));
-    P.counters = qemu_plugin_scoreboard_new(sizeof(uint64_t));
-    P.counter = qemu_plugin_scoreboard_u64(P.counters);
-    qps_header(P.shm)->trigger = P.trigger;
+    if (plugin.listen_fd < 0)
+        return fail("socket %s: %s", socket_path, strerror(-plugin.listen_fd));
+    plugin.counters = qemu_plugin_scoreboard_new(sizeof(uint64_t));
+    plugin.counter = qemu_plugin_scoreboard_u64(plugin.counters);
+    qps_header(plugin.shm)->trigger = plugin.trigger;
     exact_init();
-    if (pthread_create(&P.listener, NULL, listener_main, NULL) != 0)
+    if (pthread_create(&plugin.listener, NULL, listener_main, NULL) != 0)
         return fail("listener thread: %s", strerror(errno));
-    pthread_detach(P.listener);
-    if (pthread_create(&P.timer_thread, NULL, timer_main, NULL) != 0)
+    pthread_detach(plugin.listener);
+    if (pthread_create(&plugin.timer_thread, NULL, timer_main, NULL) != 0)
         return fail("timer thread: %s", strerror(errno));
-    pthread_detach(P.timer_thread);
+    pthread_detach(plugin.timer_thread);
     qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     register_running_callbacks(id);
     return 0;

@@ -4,7 +4,7 @@
  * per thread. Every function returning int returns 0 on success or a negative errno-style code
  * and fills the optional `err` (see common/qp_error.h).
  *
- * Costs (see ../shared/QMP-COSTS.md): QEMU reads requests one byte at a time, so requests are
+ * Costs (docs/qmp-costs.md): QEMU reads requests one byte at a time, so requests are
  * sent as compact JSON with short ids; round trips dominate, so a sample is a fixed number of
  * them however deep the stack is.
  */

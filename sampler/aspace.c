@@ -202,7 +202,7 @@ static struct user_binary *binary_for(prof_aspaces *a, const sym_table *t, uint6
     g_strlcpy(m.path, sym_table_path(t), sizeof m.path);
     b->module = prof_modules_add(a->modules, &m, t, (int64_t)bias);
     struct qp_error err = {0};
-    if (unw_space_new(b->name, 0, a->cfg.user_end, &b->space, &err) == 0 &&
+    if (unw_space_new(a->cfg.machine, b->name, 0, a->cfg.user_end, &b->space, &err) == 0 &&
         unw_space_add_elf(b->space, sym_table_path(t), (int64_t)bias, &err) != 0 && a->cfg.verbose)
         fprintf(stderr, "qprof: no unwind tables for %s: %s\n", b->name, err.msg);
     g_hash_table_insert(a->binaries, g_memdup2(&key, sizeof key), b);

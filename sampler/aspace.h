@@ -24,9 +24,10 @@ typedef struct prof_aspaces prof_aspaces;
 struct prof_aspace; /* one address space */
 
 struct prof_aspaces_config {
-    const sym_store *store; /* borrowed: --user-dir's binaries and their page index */
-    uint64_t user_end;      /* the user half's end (unwind spaces) */
-    bool verbose;           /* say what each address space and page matched */
+    const sym_store *store;            /* borrowed: --user-dir's binaries and their page index */
+    uint64_t user_end;                 /* the user half's end (unwind spaces) */
+    const struct unw_machine *machine; /* borrowed: the guest's, for its unwind spaces */
+    bool verbose;                      /* say what each address space and page matched */
 };
 
 /* store, modules and counters are borrowed and must outlive the table. */

@@ -156,8 +156,8 @@ static void auto_os_for_kernel(prof_session *s)
 
 static int load_symbols(prof_session *s, struct qp_error *err)
 {
-    int rc = unw_space_new_for(s->arch->elf_machine, "kernel", s->split.kernel_start, UINT64_MAX,
-                               &s->kernel_space, err);
+    int rc = unw_space_new(s->arch->unwind, "kernel", s->split.kernel_start, UINT64_MAX,
+                           &s->kernel_space, err);
     if (rc)
         return rc;
     if (s->opts.kernel && (rc = load_kernel(s, err)))
@@ -328,8 +328,10 @@ int prof_session_open(const struct prof_options *o, prof_session **out, struct q
                                           .kernel_syms = s->kernel_syms};
     s->stacks = prof_stack_builder_new(&stack_cfg, s->modules, &s->counters);
     if (s->opts.os == PROF_OS_NONE) {
-        struct prof_aspaces_config as_cfg = {
-            .store = s->store, .user_end = s->split.user_end, .verbose = o->verbose};
+        struct prof_aspaces_config as_cfg = {.store = s->store,
+                                             .user_end = s->split.user_end,
+                                             .machine = s->arch->unwind,
+                                             .verbose = o->verbose};
         s->aspaces = prof_aspaces_new(&as_cfg, s->modules, &s->counters);
     }
     add_kernel_module(s);
@@ -559,7 +561,7 @@ static void binary_load_unwind(prof_session *s, struct user_binary *b, const str
 {
     struct qp_error err = {0};
     const struct image_key *k = &img->key;
-    if (unw_space_new_for(s->arch->elf_machine, b->name, 0, s->split.user_end, &b->space, &err))
+    if (unw_space_new(s->arch->unwind, b->name, 0, s->split.user_end, &b->space, &err))
         goto fail;
     if (b->syms) {
         if (unw_space_add_elf(b->space, sym_table_path(b->syms), b->bias, &err) == 0)

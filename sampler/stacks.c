@@ -99,8 +99,8 @@ static int walk(prof_stack_builder *sb, unw_space *space, const struct unw_regs 
 static unw_space *fallback_user_space(prof_stack_builder *sb)
 {
     if (!sb->fallback_space)
-        unw_space_new_for(sb->cfg.arch->elf_machine, "user", 0, sb->cfg.arch->split.user_end,
-                          &sb->fallback_space, NULL);
+        unw_space_new(sb->cfg.arch->unwind, "user", 0, sb->cfg.arch->split.user_end,
+                      &sb->fallback_space, NULL);
     return sb->fallback_space;
 }
 

@@ -370,8 +370,8 @@ static void user_space_build(prof_sysroot *sr, struct user_space *u)
 {
     struct qp_error err = {0};
     u->built = true;
-    if (unw_space_new_for(sr->cfg.arch->elf_machine, "user", 0, sr->cfg.arch->split.user_end,
-                          &u->space, &err)) {
+    if (unw_space_new(sr->cfg.arch->unwind, "user", 0, sr->cfg.arch->split.user_end, &u->space,
+                      &err)) {
         fprintf(stderr, "qprof: --sysroot: %s\n", err.msg);
         return;
     }

@@ -77,8 +77,8 @@ static uint64_t now_ns(void)
 }
 
 /* The architecture from target.xml's <architecture> ("riscv:rv64"). A stub that names none is
- * x86_64 when it has x86_64's registers (as before there were others), and refused otherwise:
- * sampling a guest whose registers qprof cannot name would fail every sample. */
+ * x86_64 when it has x86_64's registers (QEMU's x86 description may leave the element out), and
+ * refused otherwise: sampling a guest whose registers qprof cannot name would fail every sample. */
 static int choose_arch(struct target_gdb *t, struct qp_error *err)
 {
     const struct gdb_tdesc *d = gdb_target(t->gdb);
@@ -147,7 +147,7 @@ static bool stopped_before(struct target_gdb *t, int64_t interrupt_us)
     int64_t started_us = MAX(t->last_continue_us, qmp_last_resume_us(t->qmp));
     int64_t stop_us = 0;
     if (qmp_wait_stop_after(t->qmp, started_us, 50, &stop_us, NULL) != 0)
-        return false; /* no event in time: take the stop as this sample's, as before */
+        return false; /* no event in time: take the stop as this sample's */
     return stop_us < interrupt_us;
 }
 

@@ -286,21 +286,11 @@ static int config_registers(const struct prof_arch *a, struct qpr_config *c, str
     if (sp < 0 || mode < 0)
         return qp_error_set(err, -ENOTSUP, "%s: more registers than the plugin takes", a->name);
     c->sp_reg = (uint32_t)sp, c->mode_reg = (uint32_t)mode;
-    /* aarch64: an entry from EL0 leaves the user sp in SP_EL0 until the kernel saved it */
-    int usp = a == &prof_arch_aarch64 ? add_reg(c, "SP_EL0") : -1;
+    /* an entry from user mode may leave the user sp in a register until the kernel saved it */
+    int usp = a->capture_user_sp_reg ? add_reg(c, a->capture_user_sp_reg) : -1;
     c->ustack_reg = usp >= 0 ? (uint32_t)usp : QPR_MAX_REGS;
     c->mode_mask = a->capture_mode_mask, c->mode_user = a->capture_mode_user;
     return 0;
-}
-
-/* The offset of the user stack pointer in the demo ABI's saved frame, per architecture. */
-static uint32_t abi_frame_sp(const struct prof_arch *a)
-{
-    if (a == &prof_arch_riscv64)
-        return offsetof(struct qprof_abi_regs_riscv64, sp);
-    if (a == &prof_arch_aarch64)
-        return offsetof(struct qprof_abi_regs_aarch64, sp);
-    return offsetof(struct qprof_abi_regs, rsp);
 }
 
 /* What to capture: the registers, the stack, the demo ABI's table and the user stack its slot
@@ -322,14 +312,12 @@ static int send_config(struct target_plugin *t, const struct prof_target_open_op
         c.extra_len = sizeof(struct qprof_abi);
         c.chase_off = offsetof(struct qprof_abi, cpu) + offsetof(struct qprof_abi_cpu, user_regs);
         c.chase_stride = sizeof(struct qprof_abi_cpu);
-        c.chase_add = abi_frame_sp(t->arch);
+        c.chase_add = t->arch->abi_frame.sp_off;
         c.ustack_bytes = QPR_STACK_MAX;
         c.kstack_top_off =
             offsetof(struct qprof_abi, cpu) + offsetof(struct qprof_abi_cpu, kstack_hi);
-        if (t->arch == &prof_arch_riscv64)
-            c.top_frame_size = sizeof(struct qprof_abi_regs_riscv64);
-        else if (t->arch == &prof_arch_aarch64)
-            c.top_frame_size = sizeof(struct qprof_abi_regs_aarch64);
+        /* the plugin reads it where no CPU-pushed interrupt frame says (not on x86_64) */
+        c.top_frame_size = t->arch->abi_frame.size;
     }
     c.user_end = t->arch->split.user_end;
     _Static_assert(sizeof(struct qprof_abi) <= QPR_EXTRA_MAX, "the ABI fits the extra window");

@@ -60,57 +60,6 @@ struct unw_source {
     size_t image_len;
 };
 
-struct unw_func;
-
-/* Where a function is in setting up or tearing down its frame record at a pc, as its code says
- * (unw_fp.c): at entry (and in a leaf that never moves sp) the return address is at [sp] and the
- * frame pointer is the caller's; pushed: the caller's frame pointer at [sp], the return address
- * above it; framed: the record the frame pointer points at; popped: the record is gone, the
- * return address at [sp] again. */
-enum unw_fp_state {
-    UNW_FP_UNKNOWN = 0,
-    UNW_FP_AT_ENTRY,
-    UNW_FP_PUSHED,
-    UNW_FP_FRAMED,
-    UNW_FP_FRAMED_LEAF, /* riscv64: a leaf's record holds only the caller's s0 */
-    UNW_FP_POPPED
-};
-
-/* A machine's frame-record rule (arch/'s struct prof_frame_rule, with the code reader that says
- * where in its record a function is). */
-struct unw_fp_arch {
-    /* Where f is in its record at pc; for UNW_FP_PUSHED, *push: how far the push moved sp. */
-    enum unw_fp_state (*state_at)(const struct unw_func *f, uint64_t pc, uint64_t *push);
-    /* Whether the instruction before return address ra calls callee (or has no fixed target). */
-    bool (*call_before)(unw_space *s, uint64_t ra, uint64_t callee);
-    unsigned fp_reg;
-    int ra_reg; /* the link register's slot; -1: calls push the return address */
-    int saved_fp, saved_ra;
-    int leaf_saved_fp; /* UNW_FP_FRAMED_LEAF: the caller's frame pointer at fp + this */
-};
-extern const struct unw_fp_arch unw_fp_x86_64, unw_fp_aarch64, unw_fp_riscv64;
-
-/* What the walk needs to know of an ELF machine's registers. */
-struct unw_machine {
-    uint16_t elf_machine;
-    const char *name;
-    unsigned nregs; /* slots 0..nregs-1 go to libdwfl as DWARF registers 0..nregs-1 */
-    unsigned pc_slot, sp_slot;
-    /* Calls leave the return address in a register (riscv's ra): a function that has not
-     * stored anything yet (a leaf without a frame, say) shares its caller's sp, so the step out
-     * of an interrupted frame (the innermost, or one under a trap entry) may keep sp the same. */
-    bool link_register;
-    /* libdwfl's backend guesses callers by frame pointers where there is no CFI, in a way that
-     * invents frames (aarch64's: see on_frame): such frames end the walk instead. */
-    bool fp_guess_untrusted;
-    /* Seeds DWARF column UNW_TRAP_PC_COLUMN with unw_regs.trap_pc when the regs have one. */
-    bool trap_pc_column;
-    /* Seeds DWARF column UNW_TRAP_SP_COLUMN with unw_regs.trap_sp when the regs have one. */
-    bool trap_sp_column;
-    /* The frame-pointer walk for pcs without CFI (unw_fp.c); NULL leaves them to libdwfl. */
-    const struct unw_fp_arch *fp;
-};
-
 struct unw_space {
     const struct unw_machine *machine;
     char *name;
@@ -136,12 +85,19 @@ int unw_build_eh_frame_image(uint64_t text_addr, uint64_t text_size, uint64_t eh
 
 /* unw_walk.c */
 extern const Dwfl_Thread_Callbacks unw_thread_callbacks;
+
+/* unw_cfi.c */
 bool unw_pc_has_cfi(unw_space *s, uint64_t pc);
-bool unw_pc_is_canonical(uint64_t pc);
 /* Whether the CFI covering pc marks a signal frame (a trampoline: its pc is exact). */
 bool unw_pc_is_signal_frame(unw_space *s, uint64_t pc);
-/* Reads the guest word at addr through the walk's memory (bounds, cache, fetch cap). */
+/* Whether pc is an address the machine can have at all (its va_bits sign-extended). */
+bool unw_pc_is_canonical(const struct unw_machine *m, uint64_t pc);
+
+/* unw_mem.c: reads the guest word at addr through the walk's memory (bounds, cache, fetch
+ * cap). */
 bool unw_read_word(unw_space *s, uint64_t addr, uint64_t *out);
+/* Whether [addr, addr + len) is inside mem's stack bounds (all of memory when it has none). */
+bool unw_mem_in_bounds(const struct unw_memory *mem, uint64_t addr, size_t len);
 
 /* unw_fp.c: continues the walk in progress from the registers of its last frame (already in
  * the result), by frame records, and sets the result's stop. */

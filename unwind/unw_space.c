@@ -84,62 +84,10 @@ static int attach(unw_space *s, struct qp_error *err)
     return 0;
 }
 
-/* x86_64: rax..r15 and rip (16); riscv64: x0..x31, the pc in slot 32 (RISC-V's DWARF has no
- * number for it; libdwfl takes it apart from the registers); aarch64: x0..x30 and sp (31), the
- * pc in slot 32 (libdwfl's aarch64 backend takes it apart too; x30 is the link register). */
-static const struct unw_machine machines[] = {
-    {.elf_machine = EM_X86_64,
-     .name = "x86_64",
-     .nregs = UNW_X86_64_NREGS,
-     .pc_slot = UNW_RIP,
-     .sp_slot = UNW_RSP,
-     .fp = &unw_fp_x86_64},
-    {.elf_machine = EM_RISCV,
-     .name = "riscv64",
-     .nregs = 32,
-     .pc_slot = 32,
-     .sp_slot = 2,
-     .link_register = true,
-     .trap_pc_column = true,
-     .fp = &unw_fp_riscv64},
-    {.elf_machine = EM_AARCH64,
-     .name = "aarch64",
-     .nregs = 32,
-     .pc_slot = 32,
-     .sp_slot = 31,
-     .link_register = true,
-     .fp_guess_untrusted = true,
-     .trap_pc_column = true,
-     .trap_sp_column = true,
-     .fp = &unw_fp_aarch64},
-};
-
-static const struct unw_machine *machine_for(uint16_t elf_machine)
+int unw_space_new(const struct unw_machine *m, const char *name, uint64_t lo, uint64_t hi,
+                  unw_space **out, struct qp_error *err)
 {
-    for (size_t i = 0; i < sizeof machines / sizeof machines[0]; i++)
-        if (machines[i].elf_machine == elf_machine)
-            return &machines[i];
-    return NULL;
-}
-
-bool unw_supports_machine(uint16_t elf_machine)
-{
-    return machine_for(elf_machine) != NULL;
-}
-
-int unw_space_new(const char *name, uint64_t lo, uint64_t hi, unw_space **out, struct qp_error *err)
-{
-    return unw_space_new_for(EM_X86_64, name, lo, hi, out, err);
-}
-
-int unw_space_new_for(uint16_t elf_machine, const char *name, uint64_t lo, uint64_t hi,
-                      unw_space **out, struct qp_error *err)
-{
-    const struct unw_machine *m = machine_for(elf_machine);
-    if (!m)
-        return qp_error_set(err, -ENOTSUP, "unwinding code of ELF machine %u is not supported",
-                            elf_machine);
-    if (name == NULL || out == NULL || lo >= hi)
+    if (m == NULL || name == NULL || out == NULL || lo >= hi)
         return qp_error_set(err, -EINVAL, "unw_space_new: bad arguments (lo 0x%llx, hi 0x%llx)",
                             (unsigned long long)lo, (unsigned long long)hi);
     elf_version(EV_CURRENT);

@@ -8,107 +8,12 @@
 
 /* ---- Memory ------------------------------------------------------------------------------ */
 
-static bool in_bounds(const struct unw_memory *mem, uint64_t addr, size_t len)
-{
-    if (mem->stack_lo == 0 && mem->stack_hi == 0)
-        return true;
-    return addr >= mem->stack_lo && addr <= mem->stack_hi && len <= mem->stack_hi - addr;
-}
-
-/* Copies what [addr, addr + len) has in common with [base, base + have) into dst. */
-static size_t copy_overlap(uint64_t addr, void *dst, size_t len, uint64_t base, const void *src,
-                           size_t have)
-{
-    if (src == NULL || addr < base || addr - base >= have)
-        return 0;
-    size_t off = addr - base, n = have - off < len ? have - off : len;
-    memcpy(dst, (const uint8_t *)src + off, n);
-    return n;
-}
-
-static size_t from_cache(struct unw_walk *w, uint64_t addr, void *dst, size_t len)
-{
-    const struct unw_memory *mem = w->mem;
-    size_t n = copy_overlap(addr, dst, len, mem->snapshot_addr, mem->snapshot, mem->snapshot_len);
-    for (unsigned i = 0; n == 0 && i < w->n_chunks; i++)
-        n = copy_overlap(addr, dst, len, w->chunks[i].addr, w->chunks[i].bytes, w->chunks[i].len);
-    return n;
-}
-
-/* Reads [start, end) into the next chunk slot through the caller's read function. */
-static bool fetch_range(struct unw_walk *w, uint64_t start, uint64_t end, uint64_t addr)
-{
-    const struct unw_memory *mem = w->mem;
-    if (w->res->memory_fetches >= UNW_MAX_FETCHES) {
-        w->mem_fail = UNW_MEM_CAPPED;
-        return false;
-    }
-    struct unw_chunk *c = &w->chunks[w->next_victim];
-    size_t got = 0;
-    w->res->memory_fetches++;
-    if (mem->read(mem->ctx, start, c->bytes, end - start, &got) < 0 || got == 0 ||
-        got > end - start || start + got <= addr) {
-        w->mem_fail = UNW_MEM_FETCH_FAILED;
-        return false;
-    }
-    c->addr = start;
-    c->len = got;
-    w->next_victim = (w->next_victim + 1) % UNW_NCHUNKS;
-    if (w->n_chunks < UNW_NCHUNKS)
-        w->n_chunks++;
-    return true;
-}
-
-/* Reads the aligned chunk holding addr, clipped to the stack bounds so that we never ask for
- * memory the caller ruled out. When the chunk's start is unmapped (addr near the bottom of a
- * mapping), retries from addr itself: a read fails as a whole when its first byte does. */
-static bool fetch_chunk(struct unw_walk *w, uint64_t addr)
-{
-    const struct unw_memory *mem = w->mem;
-    if (mem->read == NULL) {
-        w->mem_fail = UNW_MEM_FETCH_FAILED;
-        return false;
-    }
-    uint64_t start = addr & ~(uint64_t)(UNW_CHUNK_SIZE - 1);
-    uint64_t end = start + UNW_CHUNK_SIZE;
-    if (mem->stack_lo || mem->stack_hi) {
-        start = start < mem->stack_lo ? mem->stack_lo : start;
-        end = end > mem->stack_hi || end < start ? mem->stack_hi : end;
-    }
-    if (fetch_range(w, start, end, addr))
-        return true;
-    uint64_t word = addr & ~(uint64_t)7;
-    word = word < start ? addr : word;
-    return word > start && w->mem_fail == UNW_MEM_FETCH_FAILED && fetch_range(w, word, end, addr);
-}
-
-/* The unwinder can ask for any address (a garbage frame pointer, say): refuse politely. */
 static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
 {
-    unw_space *s = arg;
-    struct unw_walk *w = &s->walk;
-    uint8_t word[sizeof *result];
-    if (w->mem == NULL || addr + sizeof word < addr || !in_bounds(w->mem, addr, sizeof word)) {
-        w->mem_fail = w->mem_fail ? w->mem_fail : UNW_MEM_OUT_OF_BOUNDS;
+    uint64_t v;
+    if (!unw_read_word(arg, addr, &v))
         return false;
-    }
-    size_t done = 0;
-    while (done < sizeof word) {
-        size_t n = from_cache(w, addr + done, word + done, sizeof word - done);
-        if (n == 0 && !fetch_chunk(w, addr + done))
-            return false;
-        done += n;
-    }
-    memcpy(result, word, sizeof word);
-    return true;
-}
-
-bool unw_read_word(unw_space *s, uint64_t addr, uint64_t *out)
-{
-    Dwarf_Word v;
-    if (!memory_read(s->dwfl, addr, &v, s))
-        return false;
-    *out = v;
+    *result = v;
     return true;
 }
 
@@ -161,71 +66,7 @@ const Dwfl_Thread_Callbacks unw_thread_callbacks = {
     .set_initial_registers = set_initial_registers,
 };
 
-/* ---- CFI coverage ------------------------------------------------------------------------ */
-
-static bool cfi_covers(Dwarf_CFI *cfi, Dwarf_Addr addr)
-{
-    Dwarf_Frame *frame = NULL;
-    if (cfi == NULL || dwarf_cfi_addrframe(cfi, addr, &frame) != 0)
-        return false;
-    free(frame);
-    return true;
-}
-
-static bool lookup_cfi(unw_space *s, uint64_t pc)
-{
-    Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
-    if (mod == NULL)
-        return false;
-    Dwarf_Addr bias;
-    Dwarf_CFI *cfi = dwfl_module_eh_cfi(mod, &bias);
-    if (cfi_covers(cfi, pc - bias))
-        return true;
-    cfi = dwfl_module_dwarf_cfi(mod, &bias);
-    return cfi_covers(cfi, pc - bias);
-}
-
-bool unw_pc_is_signal_frame(unw_space *s, uint64_t pc)
-{
-    Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
-    Dwarf_Addr bias;
-    Dwarf_CFI *cfis[2] = {NULL, NULL};
-    if (mod == NULL)
-        return false;
-    cfis[0] = dwfl_module_eh_cfi(mod, &bias);
-    Dwarf_Addr bias2;
-    cfis[1] = dwfl_module_dwarf_cfi(mod, &bias2);
-    Dwarf_Addr biases[2] = {bias, bias2};
-    for (int k = 0; k < 2; k++) {
-        Dwarf_Frame *frame = NULL;
-        if (cfis[k] == NULL || dwarf_cfi_addrframe(cfis[k], pc - biases[k], &frame) != 0)
-            continue;
-        bool signal = false;
-        dwarf_frame_info(frame, NULL, NULL, &signal);
-        free(frame);
-        return signal;
-    }
-    return false;
-}
-
-bool unw_pc_has_cfi(unw_space *s, uint64_t pc)
-{
-    struct unw_cfi_cache_entry *e = &s->cfi_cache[(pc ^ (pc >> 9)) % UNW_CFI_CACHE_SIZE];
-    if (e->pc != pc + 1) {
-        e->pc = pc + 1;
-        e->has_cfi = lookup_cfi(s, pc);
-    }
-    return e->has_cfi;
-}
-
 /* ---- Frames ------------------------------------------------------------------------------ */
-
-bool unw_pc_is_canonical(uint64_t pc)
-{
-    /* 48-bit virtual addresses: bits 63..47 are copies of bit 47. */
-    uint64_t top = pc >> 47;
-    return top == 0 || top == 0x1ffff;
-}
 
 static int stop_walk(struct unw_walk *w, enum unw_stop why)
 {
@@ -319,7 +160,7 @@ static int on_frame(Dwfl_Frame *frame, void *arg)
         w->resumed_first_seen = true;
         activation = w->fp_activation;
     }
-    if (pc == 0 || !unw_pc_is_canonical(pc))
+    if (pc == 0 || !unw_pc_is_canonical(s->machine, pc))
         return stop_walk(w, UNW_STOP_BAD_PC);
     if (pc < s->lo || pc >= s->hi) {
         res->next_pc = pc;
@@ -330,7 +171,7 @@ static int on_frame(Dwfl_Frame *frame, void *arg)
         return stop_walk(w, UNW_STOP_DEPTH);
     Dwarf_Word sp;
     bool sp_known = dwfl_frame_reg(frame, s->machine->sp_slot, &sp) == 0;
-    if (i > 0 && sp_known && !in_bounds(w->mem, sp, 0))
+    if (i > 0 && sp_known && !unw_mem_in_bounds(w->mem, sp, 0))
         return stop_walk(w, UNW_STOP_MEMORY);
     if (i > 0 && sp_known && !frame_is_growing(s, pc, sp, activation))
         return stop_walk(w, UNW_STOP_NOT_GROWING);

@@ -118,18 +118,73 @@ struct unw_result {
 
 typedef struct unw_space unw_space;
 
-/* Whether unw_unwind can walk stacks of this ELF machine: x86_64, riscv64, aarch64 (libdwfl's
- * backends; struct unw_regs's slots as unwind.h lists them). */
-bool unw_supports_machine(uint16_t elf_machine);
+/* ---- What the walk needs of a machine: filled by each architecture's table in arch/ ------- */
 
-/* A space covers code at pc in [lo, hi): e.g. the kernel half 0xffff800000000000..2^64-1 or the
- * user half 0..0x0000800000000000. A return address outside ends the walk with
- * UNW_STOP_LEFT_SPACE. */
-int unw_space_new(const char *name, uint64_t lo, uint64_t hi, unw_space **out,
-                  struct qp_error *err);
-/* The same for code of another ELF machine (unw_supports_machine); unw_space_new is x86_64's. */
-int unw_space_new_for(uint16_t elf_machine, const char *name, uint64_t lo, uint64_t hi,
-                      unw_space **out, struct qp_error *err);
+/* The code of one function: its first address and its bytes, [start, start + len). */
+struct unw_code {
+    uint64_t start;
+    const uint8_t *code;
+    size_t len;
+};
+
+/* Where a function is in setting up or tearing down its frame record at a pc, as its code says:
+ * at entry (and in a leaf that never moves sp) the return address is where the call left it
+ * (the link register, or [sp]) and the frame pointer is the caller's; pushed: the caller's frame
+ * pointer at [sp], the return address above it; framed: the record the frame pointer points at;
+ * popped: the record is gone, the return address where the call left it again. */
+enum unw_fp_state {
+    UNW_FP_UNKNOWN = 0,
+    UNW_FP_AT_ENTRY,
+    UNW_FP_PUSHED,
+    UNW_FP_FRAMED,
+    UNW_FP_FRAMED_LEAF, /* a leaf's record holds only the caller's frame pointer (riscv64) */
+    UNW_FP_POPPED
+};
+
+/* A machine's frame-record convention and the code reader that says where in its record a
+ * function is, for the frame-pointer walk over code without CFI. */
+struct unw_fp_rule {
+    /* Where f is in its record at pc (an instruction boundary in f, or UNW_FP_UNKNOWN); for
+     * UNW_FP_PUSHED, *push: how far the push moved sp. */
+    enum unw_fp_state (*state_at)(const struct unw_code *f, uint64_t pc, uint64_t *push);
+    /* Whether the instruction that ends at return address ra, in caller's code, is a call to
+     * callee (or one with no fixed target): a return address at [sp] is only one if it is. */
+    bool (*call_before)(const struct unw_code *caller, uint64_t ra, uint64_t callee);
+    unsigned fp_reg;        /* the frame pointer's slot in struct unw_regs */
+    int ra_reg;             /* the link register's slot; -1: calls push the return address */
+    int saved_fp, saved_ra; /* UNW_FP_FRAMED: the caller's fp and the return address at fp + */
+    int leaf_saved_fp;      /* UNW_FP_FRAMED_LEAF: the caller's frame pointer at fp + this */
+};
+
+/* What the walk needs to know of an ELF machine's registers and addresses. */
+struct unw_machine {
+    uint16_t elf_machine; /* libdwfl's backend for it does the CFI */
+    const char *name;
+    unsigned nregs; /* slots 0..nregs-1 go to libdwfl as DWARF registers 0..nregs-1 */
+    unsigned pc_slot, sp_slot;
+    /* The widest virtual address: a pc is one only when bits 63 down to va_bits - 1 are all
+     * equal (sign-extended), the test that ends a walk at a garbage return address. */
+    unsigned va_bits;
+    /* Calls leave the return address in a register: a function that has not stored anything
+     * yet (a leaf without a frame, say) shares its caller's sp, so the step out of an
+     * interrupted frame (the innermost, or one under a trap entry) may keep sp the same. */
+    bool link_register;
+    /* libdwfl's backend guesses callers by frame pointers where there is no CFI, in a way that
+     * invents frames: such frames end the walk instead. */
+    bool fp_guess_untrusted;
+    /* Seeds DWARF column UNW_TRAP_PC_COLUMN with unw_regs.trap_pc when the regs have one. */
+    bool trap_pc_column;
+    /* Seeds DWARF column UNW_TRAP_SP_COLUMN with unw_regs.trap_sp when the regs have one. */
+    bool trap_sp_column;
+    /* The frame-pointer walk for pcs without CFI; NULL leaves them to libdwfl. */
+    const struct unw_fp_rule *fp;
+};
+
+/* A space for code of machine m (borrowed: static, as the arch tables are) covers code at pc in
+ * [lo, hi): e.g. the kernel half 0xffff800000000000..2^64-1 or the user half
+ * 0..0x0000800000000000. A return address outside ends the walk with UNW_STOP_LEFT_SPACE. */
+int unw_space_new(const struct unw_machine *m, const char *name, uint64_t lo, uint64_t hi,
+                  unw_space **out, struct qp_error *err);
 void unw_space_free(unw_space *s); /* NULL is a no-op */
 
 /* Adds a host ELF's CFI (.eh_frame, and .debug_frame when present). bias is added to the

@@ -4,10 +4,13 @@
  * kernel ELF's e_machine with the one-line errors for one qprof does not know or a mismatch.
  * aarch64 the same way: 4K, 16K and 64K walks of both halves (blocks, pages, reserved
  * encodings, tags, disabled halves), tables that point at themselves, reserved granules, and
- * PSTATE.EL/SCTLR_EL1/TCR_EL1 decoding. */
+ * PSTATE.EL/SCTLR_EL1/TCR_EL1 decoding. Each table's unwind entry: its slots and address width
+ * against the rest of the table, and its frame-record reader on a prologue and epilogue. */
 #define _GNU_SOURCE
 #include "arch.h"
 #include "harness.h"
+#include "qprof/guest_abi.h"
+#include "unwind.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -822,6 +825,186 @@ static void test_a64_monitor_garbage(void)
     g_free(text), g_free(liar), g_free(mute);
 }
 
+/* ---- The unwinder's view of each machine (prof_arch.unwind) ------------------------------ */
+
+/* Whether addr is bits 63 down to va_bits - 1 all equal: unwind/'s test of a return address. */
+static bool fits_va(uint64_t addr, unsigned va_bits)
+{
+    uint64_t top = addr >> (va_bits - 1);
+    return top == 0 || top == UINT64_MAX >> (va_bits - 1);
+}
+
+/* The unwind entry agrees with the rest of its table: the same ELF machine, pc and sp slots and
+ * frame record; both address halves' edges are addresses of its width, and one bit past it is
+ * not. */
+static void test_unwind_machines(void)
+{
+    static const struct {
+        const struct prof_arch *a;
+        unsigned va_bits, nregs;
+        bool link_register;
+    } want[] = {{&prof_arch_x86_64, 48, UNW_X86_64_NREGS, false},
+                {&prof_arch_riscv64, 57, 32, true},
+                {&prof_arch_aarch64, 52, 32, true}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const struct prof_arch *a = want[i].a;
+        const struct unw_machine *m = a->unwind;
+        REQUIRE(m && m->fp && m->fp->state_at && m->fp->call_before);
+        CHECK_MSG(strcmp(m->name, a->name) == 0, "%s: unwind name %s", a->name, m->name);
+        CHECK_U64(m->elf_machine, a->elf_machine);
+        CHECK_U64(m->pc_slot, (unsigned)a->pc_reg);
+        CHECK_U64(m->sp_slot, (unsigned)a->sp_reg);
+        CHECK_U64(m->nregs, want[i].nregs);
+        CHECK(m->link_register == want[i].link_register);
+        CHECK_U64(m->fp->fp_reg, (unsigned)a->frame.fp_reg);
+        CHECK_U64((uint64_t)m->fp->saved_fp, (uint64_t)a->frame.saved_fp);
+        CHECK_U64((uint64_t)m->fp->saved_ra, (uint64_t)a->frame.saved_ra);
+        CHECK_U64(m->va_bits, want[i].va_bits);
+        CHECK_MSG(fits_va(a->split.user_end - 1, m->va_bits), "%s: user end", a->name);
+        CHECK_MSG(fits_va(a->split.kernel_start, m->va_bits), "%s: kernel start", a->name);
+        CHECK_MSG(!fits_va(UINT64_C(1) << m->va_bits, m->va_bits), "%s: one bit wider", a->name);
+        CHECK_MSG(!fits_va(UINT64_C(1) << (m->va_bits - 1), m->va_bits), "%s: the sign bit alone",
+                  a->name);
+    }
+}
+
+/* Where a function is in its frame record at pc, by its arch's reader. */
+static enum unw_fp_state fp_state(const struct prof_arch *a, const void *code, size_t len,
+                                  uint64_t pc, uint64_t *push)
+{
+    struct unw_code f = {.start = 0x1000, .code = code, .len = len};
+    *push = 0;
+    return a->unwind->fp->state_at(&f, 0x1000 + pc, push);
+}
+
+/* x86_64: push %rbp; mov %rsp,%rbp; call; pop %rbp; ret, and a call before a return address. */
+static void test_fp_x86_64(void)
+{
+    static const uint8_t fn[] = {0x55,                         /* 0: push %rbp */
+                                 0x48, 0x89, 0xe5,             /* 1: mov %rsp,%rbp */
+                                 0xe8, 0x00, 0x00, 0x00, 0x00, /* 4: call 9 */
+                                 0x5d,                         /* 9: pop %rbp */
+                                 0xc3};                        /* 10: ret */
+    const struct prof_arch *a = &prof_arch_x86_64;
+    uint64_t push;
+    CHECK_U64(fp_state(a, fn, sizeof fn, 0, &push), UNW_FP_AT_ENTRY);
+    CHECK_U64(fp_state(a, fn, sizeof fn, 1, &push), UNW_FP_PUSHED);
+    CHECK_U64(push, 16);
+    CHECK_U64(fp_state(a, fn, sizeof fn, 2, &push), UNW_FP_UNKNOWN); /* inside an instruction */
+    CHECK_U64(fp_state(a, fn, sizeof fn, 4, &push), UNW_FP_FRAMED);
+    CHECK_U64(fp_state(a, fn, sizeof fn, 9, &push), UNW_FP_FRAMED);
+    CHECK_U64(fp_state(a, fn, sizeof fn, 10, &push), UNW_FP_POPPED);
+    /* 0x1000: nop; 0x1001: call 0x2000; the return address 0x1006 */
+    static const uint8_t caller[] = {0x90, 0xe8, 0xfa, 0x0f, 0x00, 0x00, 0xc3};
+    struct unw_code c = {.start = 0x1000, .code = caller, .len = sizeof caller};
+    CHECK(a->unwind->fp->call_before(&c, 0x1006, 0x2000));
+    CHECK(!a->unwind->fp->call_before(&c, 0x1006, 0x2004));
+    CHECK(!a->unwind->fp->call_before(&c, 0x1007, 0x2000));
+}
+
+static void put32(uint8_t *p, const uint32_t *insns, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        memcpy(p + 4 * i, &insns[i], 4); /* little-endian host, as the guests */
+}
+
+/* aarch64: stp x29, x30, [sp, #-32]!; mov x29, sp; bl; ldp x29, x30, [sp], #32; ret. */
+static void test_fp_aarch64(void)
+{
+    static const uint32_t insns[] = {0xa9be7bfd, 0x910003fd, 0x94000040, 0xa8c27bfd, 0xd65f03c0};
+    uint8_t fn[sizeof insns];
+    put32(fn, insns, 5);
+    const struct prof_arch *a = &prof_arch_aarch64;
+    uint64_t push;
+    CHECK_U64(fp_state(a, fn, sizeof fn, 0, &push), UNW_FP_AT_ENTRY);
+    CHECK_U64(fp_state(a, fn, sizeof fn, 4, &push), UNW_FP_PUSHED);
+    CHECK_U64(push, 32);
+    CHECK_U64(fp_state(a, fn, sizeof fn, 8, &push), UNW_FP_FRAMED);
+    CHECK_U64(fp_state(a, fn, sizeof fn, 12, &push), UNW_FP_FRAMED);
+    CHECK_U64(fp_state(a, fn, sizeof fn, 16, &push), UNW_FP_POPPED);
+    CHECK_U64(fp_state(a, fn, sizeof fn, 6, &push), UNW_FP_UNKNOWN);
+    /* 0x1000: nop; 0x1004: bl 0x1104; the return address 0x1008 */
+    static const uint32_t call[] = {0xd503201f, 0x94000040};
+    uint8_t caller[sizeof call];
+    put32(caller, call, 2);
+    struct unw_code c = {.start = 0x1000, .code = caller, .len = sizeof caller};
+    CHECK(a->unwind->fp->call_before(&c, 0x1008, 0x1104));
+    CHECK(!a->unwind->fp->call_before(&c, 0x1008, 0x1100));
+    CHECK(!a->unwind->fp->call_before(&c, 0x1004, 0x1104)); /* after the nop */
+}
+
+/* riscv64: addi sp,sp,-16; sd ra,8(sp); sd s0,0(sp); addi s0,sp,16; jal ra,+0x100;
+ * ld ra,8(sp); ld s0,0(sp); addi sp,sp,16; ret. */
+static void test_fp_riscv64(void)
+{
+    static const uint32_t insns[] = {0xff010113, 0x00113423, 0x00813023, 0x01010413, 0x100000ef,
+                                     0x00813083, 0x00013403, 0x01010113, 0x00008067};
+    uint8_t fn[sizeof insns];
+    put32(fn, insns, 9);
+    const struct prof_arch *a = &prof_arch_riscv64;
+    uint64_t push;
+    CHECK_U64(fp_state(a, fn, sizeof fn, 0, &push), UNW_FP_AT_ENTRY);
+    CHECK_U64(fp_state(a, fn, sizeof fn, 0x10, &push), UNW_FP_FRAMED);
+    CHECK_U64(fp_state(a, fn, sizeof fn, 0x14, &push), UNW_FP_FRAMED);
+    CHECK_U64(fp_state(a, fn, sizeof fn, 0x1c, &push), UNW_FP_POPPED);
+    CHECK_U64(fp_state(a, fn, sizeof fn, 0x20, &push), UNW_FP_POPPED);
+    CHECK_U64(fp_state(a, fn, sizeof fn, 0x12, &push), UNW_FP_UNKNOWN);
+    /* the jal at 0x1010 calls 0x1110; its return address is 0x1014 */
+    struct unw_code c = {.start = 0x1000, .code = fn, .len = sizeof fn};
+    CHECK(a->unwind->fp->call_before(&c, 0x1014, 0x1110));
+    CHECK(!a->unwind->fp->call_before(&c, 0x1014, 0x1114));
+    CHECK(!a->unwind->fp->call_before(&c, 0x1018, 0x1110));
+}
+
+/* The demo ABI's frame of each table: its size and ABI tag, and that to_regs puts the frame's sp
+ * word in the sp slot and returns the pc it put in the pc slot. */
+static void test_abi_frames(void)
+{
+    static const struct {
+        const struct prof_arch *a;
+        uint32_t regs_arch;
+        size_t size;
+    } want[] = {
+        {&prof_arch_x86_64, QPROF_ABI_ARCH_X86_64, sizeof(struct qprof_abi_regs)},
+        {&prof_arch_riscv64, QPROF_ABI_ARCH_RISCV64, sizeof(struct qprof_abi_regs_riscv64)},
+        {&prof_arch_aarch64, QPROF_ABI_ARCH_AARCH64, sizeof(struct qprof_abi_regs_aarch64)}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const struct prof_arch *a = want[i].a;
+        const struct prof_arch_abi_frame *f = &a->abi_frame;
+        REQUIRE(f->to_regs && f->size <= 64 * 8 && f->sp_off + 8 <= f->size);
+        CHECK_U64(f->regs_arch, want[i].regs_arch);
+        CHECK_U64(f->size, want[i].size);
+        CHECK(f->unset_is_mine == (a == &prof_arch_x86_64));
+        /* only aarch64's entry leaves the user sp in a register (SP_EL0) for a while */
+        CHECK_MSG(a == &prof_arch_aarch64
+                      ? a->capture_user_sp_reg && strcmp(a->capture_user_sp_reg, "SP_EL0") == 0
+                      : a->capture_user_sp_reg == NULL,
+                  "%s: capture_user_sp_reg", a->name);
+        uint64_t words[64];
+        for (size_t w = 0; w < 64; w++)
+            words[w] = 0x1000 + w;
+        struct unw_regs u;
+        memset(&u, 0, sizeof u);
+        uint64_t pc = f->to_regs(words, &u);
+        CHECK_MSG(u.r[a->pc_reg] == pc && pc >= 0x1000 && pc < 0x1000 + f->size / 8, "%s: pc %#llx",
+                  a->name, (unsigned long long)pc);
+        CHECK_MSG(u.r[a->sp_reg] == 0x1000 + f->sp_off / 8, "%s: sp %#llx", a->name,
+                  (unsigned long long)u.r[a->sp_reg]);
+    }
+    /* x86_64's general registers by name, riscv64's by number */
+    struct unw_regs u;
+    memset(&u, 0, sizeof u);
+    struct qprof_abi_regs x = {.rbp = 0xb9, .rip = 0x401000, .rsp = 0x7f00};
+    CHECK_U64(prof_arch_x86_64.abi_frame.to_regs(&x, &u), 0x401000);
+    CHECK_U64(u.r[UNW_RBP], 0xb9);
+    struct qprof_abi_regs_riscv64 rv = {.pc = 0x10000, .ra = 0x10100, .sp = 0x3ff0, .s0 = 0x3ff8};
+    memset(&u, 0, sizeof u);
+    CHECK_U64(prof_arch_riscv64.abi_frame.to_regs(&rv, &u), 0x10000);
+    CHECK_U64(u.r[1], 0x10100);
+    CHECK_U64(u.r[8], 0x3ff8);
+    CHECK_U64(u.r[0], 0);
+}
+
 int main(void)
 {
     ram = calloc(1, RAM_SIZE);
@@ -840,6 +1023,11 @@ int main(void)
     test_a64_cpu_state();
     test_a64_monitor_transcripts();
     test_a64_monitor_garbage();
+    test_unwind_machines();
+    test_fp_x86_64();
+    test_fp_aarch64();
+    test_fp_riscv64();
+    test_abi_frames();
     free(ram);
     return harness_result();
 }

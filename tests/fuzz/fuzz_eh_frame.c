@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "arch.h"
 #include "unwind.h"
 
 #define HEADER_LEN  24
@@ -67,7 +68,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = size - HEADER_LEN;
 
     unw_space *s = NULL;
-    FUZZ_ASSERT(unw_space_new("user", 0x1000, 0x800000000000ull, &s, NULL) == 0);
+    FUZZ_ASSERT(
+        unw_space_new(prof_arch_x86_64.unwind, "user", 0x1000, 0x800000000000ull, &s, NULL) == 0);
     struct qp_error err = {0};
     int checked = unw_cfi_check_eh_frame(eh_frame, len, NULL);
     int rc = unw_space_add_eh_frame(s, "fuzz", text, text_size, eh_frame_addr, eh_frame, len, &err);

@@ -20,6 +20,7 @@
 
 #include "fuzz.h"
 #include "symbols.h"
+#include "arch.h"
 #include "unwind.h"
 
 #define SPACE_LO   0x1000ull
@@ -61,7 +62,7 @@ static const struct fixture *fixture(void)
         return &fx;
     struct qp_error err = {0};
     sym_table *t = NULL;
-    if (unw_space_new("user", SPACE_LO, SPACE_HI, &fx.space, &err) < 0 ||
+    if (unw_space_new(prof_arch_x86_64.unwind, "user", SPACE_LO, SPACE_HI, &fx.space, &err) < 0 ||
         unw_space_add_elf(fx.space, FUZZ_FIXTURE, 0, &err) < 0 ||
         sym_table_open_elf(FUZZ_FIXTURE, &t, &err) < 0) {
         fprintf(stderr, "fuzz_unwind_stack: %s\n", err.msg);

@@ -5,6 +5,7 @@
  * sent again, thread states. */
 #define _GNU_SOURCE
 #include "gdb.h"
+#include "x86_regs.h"
 #include "harness.h"
 #include "qp_sock.h"
 

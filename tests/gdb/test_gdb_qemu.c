@@ -2,6 +2,7 @@
  * a UNIX chardev in a private directory (no port to race for). */
 #define _GNU_SOURCE
 #include "gdb.h"
+#include "x86_regs.h"
 #include "harness.h"
 #include "vm.h"
 

@@ -324,6 +324,36 @@ static void test_kallsyms_by_shape(const struct lx_phys *p)
 }
 
 /* The same walk in each layout: the entries tell which. */
+/* x86_64's entries of linux/'s arch table: DWARF registers (rax 0, rdx 1, rcx 2, rbx 3, rsi 4,
+ * rdi 5, rbp 6, rsp 7, r8..r15 8..15, rip 16) to and from struct pt_regs, and the current task
+ * as a per-CPU word with the iret frame at pt_regs' ip. */
+static void check_x86_64_regs(const lx_kernel *k)
+{
+    uint64_t regs[LX_GREGS], back[LX_GREGS];
+    for (int i = 0; i < LX_GREGS; i++)
+        regs[i] = i <= 16 ? 0x100 + (uint64_t)i : 0;
+    struct lx_pt_regs pt;
+    CHECK_INT(lx_kernel_regs_to_pt(k, regs, &pt), 0);
+    CHECK_U64(pt.ax, 0x100);
+    CHECK_U64(pt.dx, 0x101);
+    CHECK_U64(pt.cx, 0x102);
+    CHECK_U64(pt.bx, 0x103);
+    CHECK_U64(pt.si, 0x104);
+    CHECK_U64(pt.di, 0x105);
+    CHECK_U64(pt.bp, 0x106);
+    CHECK_U64(pt.sp, 0x107);
+    CHECK_U64(pt.r8, 0x108);
+    CHECK_U64(pt.r15, 0x10f);
+    CHECK_U64(pt.ip, 0x110);
+    memset(back, 0xff, sizeof back);
+    CHECK_INT(lx_kernel_regs_from_pt(k, &pt, back), 0);
+    for (int i = 0; i < LX_GREGS; i++)
+        CHECK_MSG(back[i] == regs[i], "DWARF register %d: %#llx", i, (unsigned long long)back[i]);
+    uint32_t iret = 0;
+    CHECK(lx_kernel_current_in_percpu(k, &iret));
+    CHECK_U64(iret, 128); /* ip, cs, flags, sp, ss: the last 40 of pt_regs' 168 bytes */
+}
+
 static void test_orc(const struct lx_phys *p, enum lx_orc_layout layout, const char *release)
 {
     orc_layout = layout;
@@ -334,6 +364,7 @@ static void test_orc(const struct lx_phys *p, enum lx_orc_layout layout, const c
     CHECK_INT(lx_kernel_load_orc(k, &err), 0);
     CHECK_INT(lx_kernel_orc_entries(k), 4);
     CHECK_INT(k->orc_layout, layout);
+    check_x86_64_regs(k);
     /* func_b (rbp frame) called from func_a (no frame) called from the entry's pt_regs. */
     uint64_t sp = KBASE + STACK;
     uint64_t bp = sp + 8;
@@ -1178,6 +1209,13 @@ static void test_arm64_frames(const struct lx_phys *p)
     CHECK_INT(lx_kernel_load_kallsyms(k, &err), 0);
     CHECK(lx_kernel_unwinds_by_fp(k));
     CHECK_MSG(strcmp(lx_kernel_arch_name(k), "arm64") == 0, "arch %s", lx_kernel_arch_name(k));
+    /* no ORC, so no pt_regs conversion; current is SP_EL0, which the capture has */
+    uint64_t none[LX_GREGS] = {0};
+    struct lx_pt_regs none_pt;
+    uint32_t iret;
+    CHECK_INT(lx_kernel_regs_to_pt(k, none, &none_pt), -ENOTSUP);
+    CHECK_INT(lx_kernel_regs_from_pt(k, &none_pt, none), -ENOTSUP);
+    CHECK(!lx_kernel_current_in_percpu(k, &iret));
     CHECK_U64(lx_kernel_image_paddr(k, KBASE + TEXT), TEXT);
 
     uint64_t text = KBASE + TEXT, top = STACK + 0x4000, pt = top - A64_PT_REGS;

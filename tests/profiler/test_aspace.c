@@ -2,6 +2,7 @@
  * both linked at 0x401000, loaded in turn under one address-space root, as a kernel that frees
  * a process's page table and gives it to the next process would. No QEMU. */
 #include "harness.h"
+#include "arch.h"
 #include "aspace.h"
 
 #include <fcntl.h>
@@ -66,7 +67,8 @@ static void test_root_reuse(void)
     out_profile *profile = out_profile_new();
     prof_modules *modules = prof_modules_new(profile);
     struct prof_counters counters = {0};
-    struct prof_aspaces_config cfg = {.store = store, .user_end = UINT64_C(0x800000000000)};
+    struct prof_aspaces_config cfg = {
+        .store = store, .user_end = UINT64_C(0x800000000000), .machine = prof_arch_x86_64.unwind};
     prof_aspaces *a = prof_aspaces_new(&cfg, modules, &counters);
 
     /* spin runs under the root: its page is copied and names the address space. */
@@ -128,7 +130,8 @@ static void test_unreadable_page_not_checked(void)
     out_profile *profile = out_profile_new();
     prof_modules *modules = prof_modules_new(profile);
     struct prof_counters counters = {0};
-    struct prof_aspaces_config cfg = {.user_end = UINT64_C(0x800000000000)};
+    struct prof_aspaces_config cfg = {.user_end = UINT64_C(0x800000000000),
+                                      .machine = prof_arch_x86_64.unwind};
     prof_aspaces *a = prof_aspaces_new(&cfg, modules, &counters);
     struct prof_aspace *as = prof_aspace_for(a, 0x5000);
     prof_aspace_add_page(a, as, 0x401000, NULL);

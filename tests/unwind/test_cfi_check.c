@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "arch.h"
 #include "unwind.h"
 
 #define TEXT_ADDR     0x401000ull
@@ -124,7 +125,8 @@ static int check(const struct ehb *e, struct qp_error *err)
 static unw_space *space_with(const struct ehb *e, int *rc, struct qp_error *err)
 {
     unw_space *s = NULL;
-    REQUIRE(unw_space_new("user", 0x1000, 0x800000000000ull, &s, err) == 0);
+    REQUIRE(unw_space_new(prof_arch_x86_64.unwind, "user", 0x1000, 0x800000000000ull, &s, err) ==
+            0);
     *rc = unw_space_add_eh_frame(s, "hostile", TEXT_ADDR, TEXT_SIZE, EH_FRAME_ADDR, e->bytes,
                                  e->len, err);
     return s;

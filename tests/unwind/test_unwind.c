@@ -13,6 +13,7 @@
 
 #include "capture.h"
 #include "harness.h"
+#include "arch.h"
 #include "unwind.h"
 
 #define USER_LO    0x1000ull
@@ -109,7 +110,7 @@ static unw_space *space_for(const char *elf, uint64_t lo, uint64_t hi)
 {
     unw_space *s = NULL;
     struct qp_error err = {0};
-    int rc = unw_space_new("user", lo, hi, &s, &err);
+    int rc = unw_space_new(prof_arch_x86_64.unwind, "user", lo, hi, &s, &err);
     if (rc == 0)
         rc = unw_space_add_elf(s, elf, 0, &err);
     CHECK_MSG(rc == 0, "space for %s: %s", elf, err.msg);
@@ -351,7 +352,7 @@ static void test_eh_frame_from_memory(const char *fixture, const struct capture 
     REQUIRE(eh.bytes != NULL);
     unw_space *s = NULL;
     struct qp_error err = {0};
-    REQUIRE(unw_space_new("user", USER_LO, USER_HI, &s, &err) == 0);
+    REQUIRE(unw_space_new(prof_arch_x86_64.unwind, "user", USER_LO, USER_HI, &s, &err) == 0);
     int rc = unw_space_add_eh_frame(s, "fixture-from-memory", text.addr, text.size, eh.addr,
                                     eh.bytes, eh.size, &err);
     CHECK_MSG(rc == 0, "add_eh_frame: %s", err.msg);
@@ -400,7 +401,7 @@ static void test_dump_cfi(const char *fixture, const char *nocfi_fixture, Dwfl *
     /* A relocated copy: the same rules at the slid pc. */
     const int64_t slide = 0x10000000;
     unw_space *slid = NULL;
-    REQUIRE(unw_space_new("slid", USER_LO, USER_HI, &slid, NULL) == 0);
+    REQUIRE(unw_space_new(prof_arch_x86_64.unwind, "slid", USER_LO, USER_HI, &slid, NULL) == 0);
     CHECK_INT(unw_space_add_elf(slid, fixture, slide, NULL), 0);
     text = dump_to_string(slid, f1 + slide, &rc);
     CHECK_INT(rc, 0);
@@ -449,7 +450,8 @@ static void test_broken_fp_chain(const char *nocfi_fixture, const struct capture
 static void test_garbage(const char *fixture, const struct capture *c, Dwfl *syms)
 {
     unw_space *spaces[2] = {space_for(fixture, USER_LO, USER_HI), NULL};
-    REQUIRE(unw_space_new("empty", USER_LO, USER_HI, &spaces[1], NULL) == 0);
+    REQUIRE(unw_space_new(prof_arch_x86_64.unwind, "empty", USER_LO, USER_HI, &spaces[1], NULL) ==
+            0);
     uint64_t text_lo = symbol_addr(syms, "main"), text_hi = symbol_addr(syms, "raise") + 0x10000;
     unsigned seed = 12345, bounded_reads = 0;
     uint8_t *stack = malloc(4096);
@@ -496,8 +498,9 @@ static void test_misc(void)
     unw_space_free(NULL);
     unw_space *s = NULL;
     struct qp_error err = {0};
-    CHECK(unw_space_new("bad", 10, 5, &s, &err) == -EINVAL && s == NULL);
-    REQUIRE(unw_space_new("k", 0xffff800000000000ull, UINT64_MAX, &s, &err) == 0);
+    CHECK(unw_space_new(prof_arch_x86_64.unwind, "bad", 10, 5, &s, &err) == -EINVAL && s == NULL);
+    REQUIRE(unw_space_new(prof_arch_x86_64.unwind, "k", 0xffff800000000000ull, UINT64_MAX, &s,
+                          &err) == 0);
     CHECK(unw_space_add_elf(s, "/nonexistent/vmlinux", 0, &err) < 0);
     CHECK(strstr(err.msg, "/nonexistent/vmlinux") != NULL);
     unw_space_free(s);
