@@ -294,7 +294,7 @@ static void check_spin_stacks(const struct folded *f, GHashTable *spin_roots)
 
 /* The band a measured share may stray from its designed value p over n samples: 4.4 standard
  * deviations of a binomial share, and never tighter than `floor` (which covers TCG's own
- * small biases, README "TCG and the moment of a sample"). */
+ * small biases, docs/accuracy.md, "TCG and the moment of a sample"). */
 static double share_tolerance(double p, uint64_t n, double floor)
 {
     double t = 4.4 * sqrt(p * (1 - p) / (double)(n ? n : 1));
@@ -312,8 +312,8 @@ static void check_spin_ratio(const struct folded *f)
     /* Designed 0.75 (3:1 iterations of one loop body). It holds only because spin makes no
      * system call between batches (it reads the guest's clock page): under TCG a stop that
      * QEMU is still processing when the vCPU enters the kernel lands on the entry stub instead
-     * (README, "TCG and the moment of a sample"), and spin's old per-batch system calls took
-     * 10-18% of hot_a's samples that way. */
+     * (docs/accuracy.md, "TCG and the moment of a sample"), and spin's old per-batch system calls
+     * took 10-18% of hot_a's samples that way. */
     double share = (double)a / (double)(a + b);
     double tol = share_tolerance(0.75, a + b, 0.03);
     CHECK_MSG(fabs(share - 0.75) < tol, "hot_a share %.3f over %lu samples, designed 0.75 +- %.3f",
