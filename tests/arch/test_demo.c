@@ -32,8 +32,8 @@
 #define QMP_HAS_HALTED false
 /* A stop at a vector stub's first instruction (el0_irq_vector...), where the interrupted pc is
  * only in ELR_EL1, which QMP does not give: the stack ends there, marked. QEMU's stops land on
- * kernel entries often (README, "TCG and the moment of a sample"): 5-10% of the samples with
- * one CPU at 1 ms, up to half with four under MTTCG at 10 ms. */
+ * kernel entries often (docs/accuracy.md, "TCG and the moment of a sample"): 5-10% of the samples
+ * with one CPU at 1 ms, up to half with four under MTTCG at 10 ms. */
 #define QMP_BLIND_STOP ";[truncated];el"
 #define QMP_BLIND_LEAF "_vector "
 #else

@@ -2038,59 +2038,56 @@ static int case_distro(void)
     return end_guest(&d.g);
 }
 
+/* Every case, named once: CMake makes the ctest cases from the CASE lines (qp_add_cases in
+ * tests/CMakeLists.txt), so the table below is the one list of this binary's cases. Each line:
+ * the argument, what it runs, and the ctest cases that run it (NAME,SERIES for a run on that
+ * kernel series, timeout:N for a longer TIMEOUT). With list, the arguments are printed instead.
+ * -1: no such case. */
+static int run_case(const char *c, bool list)
+{
+#define CASE(argument, call, ctest_cases)                                                          \
+    if (list)                                                                                      \
+        fprintf(stderr, " %s", argument);                                                          \
+    else if (strcmp(c, argument) == 0)                                                             \
+        return call;
+    // clang-format off
+    CASE("dd-1cpu",           case_dd(1, VIA_QMP),              "linux_dd-1cpu linux_5.10_dd_1cpu,5.10 linux_6.12_dd_1cpu,6.12 linux_7.x_dd_1cpu,7.x")
+    CASE("dd-2cpu",           case_dd(2, VIA_QMP),              "linux_dd-2cpu linux_5.10_dd_2cpu,5.10 linux_6.12_dd_2cpu,6.12 linux_7.x_dd_2cpu,7.x")
+    CASE("dd-gdb",            case_dd(1, VIA_GDB),              "linux_dd-gdb")
+    CASE("dd-plugin",         case_dd(1, VIA_PLUGIN),           "linux_plugin_dd")
+    CASE("dd-plugin-2cpu",    case_dd(2, VIA_PLUGIN),           "linux_plugin_dd_2cpu")
+    CASE("not-linux",         case_not_linux(),                 "linux_not-linux")
+    CASE("no-btf",            case_no_btf(),                    "linux_no-btf")
+    CASE("reboot",            case_reboot(),                    "linux_reboot")
+    CASE("top",               case_top(),                       "linux_top")
+    CASE("annotate",          case_annotate(),                  "linux_annotate")
+    CASE("sysroot",           case_sysroot(false),              "linux_sysroot linux_5.10_sysroot,5.10 linux_6.12_sysroot,6.12 linux_7.x_sysroot,7.x")
+    CASE("sysroot-plugin",    case_sysroot(true),               "linux_plugin_sysroot")
+    CASE("modules",           case_modules(),                   "linux_modules linux_5.10_modules,5.10 linux_6.12_modules,6.12 linux_7.x_modules,7.x")
+    CASE("modules-cycle",     case_modules_cycle(),             "linux_modules-cycle")
+    CASE("distro",            case_distro(),                    "linux_distro,6.1,timeout:600 linux_6.12_distro,6.12,timeout:600")
+    CASE("arch-dd",           case_foreign_dd(1, VIA_GDB),      "linux_arm64_dd,arm64-6.1 linux_riscv64_dd,riscv64-7.x")
+    CASE("arch-dd-2cpu",      case_foreign_dd(2, VIA_GDB),      "linux_arm64_dd_2cpu,arm64-6.1 linux_riscv64_dd_2cpu,riscv64-7.x")
+    CASE("arch-dd-qmp",       case_foreign_dd(1, VIA_QMP),      "linux_riscv64_dd_qmp,riscv64-7.x")
+    CASE("arch-dd-plugin",    case_foreign_dd(1, VIA_PLUGIN),   "linux_arm64_dd_plugin,arm64-6.1 linux_riscv64_dd_plugin,riscv64-7.x")
+    CASE("arch-modules",      case_foreign_modules(),           "linux_arm64_modules,arm64-6.1 linux_riscv64_modules,riscv64-7.x")
+    CASE("arch-qmp-refused",  case_foreign_qmp_refused(),       "linux_arm64_qmp_refused,arm64-6.1")
+    // clang-format on
+#undef CASE
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
     if (argc > 2)
         series = argv[2];
-    if (strcmp(c, "dd-1cpu") == 0)
-        return case_dd(1, VIA_QMP);
-    if (strcmp(c, "annotate") == 0)
-        return case_annotate();
-    if (strcmp(c, "dd-2cpu") == 0)
-        return case_dd(2, VIA_QMP);
-    if (strcmp(c, "dd-gdb") == 0)
-        return case_dd(1, VIA_GDB);
-    if (strcmp(c, "dd-plugin") == 0)
-        return case_dd(1, VIA_PLUGIN);
-    if (strcmp(c, "dd-plugin-2cpu") == 0)
-        return case_dd(2, VIA_PLUGIN);
-    if (strcmp(c, "not-linux") == 0)
-        return case_not_linux();
-    if (strcmp(c, "top") == 0)
-        return case_top();
-    if (strcmp(c, "no-btf") == 0)
-        return case_no_btf();
-    if (strcmp(c, "reboot") == 0)
-        return case_reboot();
-    if (strcmp(c, "sysroot") == 0)
-        return case_sysroot(false);
-    if (strcmp(c, "sysroot-plugin") == 0)
-        return case_sysroot(true);
-    if (strcmp(c, "modules") == 0)
-        return case_modules();
-    if (strcmp(c, "distro") == 0)
-        return case_distro();
-    if (strcmp(c, "modules-cycle") == 0)
-        return case_modules_cycle();
-    if (strcmp(c, "arch-dd") == 0)
-        return case_foreign_dd(1, VIA_GDB);
-    if (strcmp(c, "arch-dd-2cpu") == 0)
-        return case_foreign_dd(2, VIA_GDB);
-    if (strcmp(c, "arch-dd-plugin") == 0)
-        return case_foreign_dd(1, VIA_PLUGIN);
-    if (strcmp(c, "arch-dd-qmp") == 0)
-        return case_foreign_dd(1, VIA_QMP);
-    if (strcmp(c, "arch-modules") == 0)
-        return case_foreign_modules();
-    if (strcmp(c, "arch-qmp-refused") == 0)
-        return case_foreign_qmp_refused();
-    fprintf(stderr,
-            "usage: test_linux "
-            "dd-1cpu|dd-2cpu|dd-gdb|dd-plugin|dd-plugin-2cpu|not-linux|no-btf|reboot|top|annotate|"
-            "sysroot|sysroot-plugin|modules|modules-cycle|distro|arch-dd|arch-dd-2cpu|"
-            "arch-dd-qmp|arch-dd-plugin|arch-modules|arch-qmp-refused [SERIES: 5.10, 6.12, 7.x, "
-            "arm64-6.1, riscv64-7.x; 6.1 when "
-            "absent]\n");
+    int rc = run_case(c, false);
+    if (rc >= 0)
+        return rc;
+    fprintf(stderr, "usage: test_linux CASE [SERIES: 5.10, 6.12, 7.x, arm64-6.1, riscv64-7.x; 6.1 "
+                    "when absent]\ncases:");
+    run_case(c, true);
+    fprintf(stderr, "\n");
     return 2;
 }

@@ -294,7 +294,7 @@ static void check_spin_stacks(const struct folded *f, GHashTable *spin_roots)
 
 /* The band a measured share may stray from its designed value p over n samples: 4.4 standard
  * deviations of a binomial share, and never tighter than `floor` (which covers TCG's own
- * small biases, README "TCG and the moment of a sample"). */
+ * small biases, docs/accuracy.md, "TCG and the moment of a sample"). */
 static double share_tolerance(double p, uint64_t n, double floor)
 {
     double t = 4.4 * sqrt(p * (1 - p) / (double)(n ? n : 1));
@@ -312,8 +312,8 @@ static void check_spin_ratio(const struct folded *f)
     /* Designed 0.75 (3:1 iterations of one loop body). It holds only because spin makes no
      * system call between batches (it reads the guest's clock page): under TCG a stop that
      * QEMU is still processing when the vCPU enters the kernel lands on the entry stub instead
-     * (README, "TCG and the moment of a sample"), and spin's old per-batch system calls took
-     * 10-18% of hot_a's samples that way. */
+     * (docs/accuracy.md, "TCG and the moment of a sample"), and spin's old per-batch system calls
+     * took 10-18% of hot_a's samples that way. */
     double share = (double)a / (double)(a + b);
     double tol = share_tolerance(0.75, a + b, 0.03);
     CHECK_MSG(fabs(share - 0.75) < tol, "hot_a share %.3f over %lu samples, designed 0.75 +- %.3f",
@@ -2381,106 +2381,93 @@ static void case_annotate(bool exact)
     g_free(dir);
 }
 
-/* The plugin's own cases; false for a case shared with the other targets. */
-static bool plugin_case(const char *which)
+/* The prefixes of an argument choose the target and the plugin's trigger: plugin-[counter-|timer-]
+ * and gdb-; the case itself is looked up by the whole argument in run_case's table. */
+static void choose_target(const char *which)
 {
-    if (strcmp(which, "restart") == 0)
-        case_plugin_restart();
-    else if (strcmp(which, "busy") == 0)
-        case_plugin_busy();
-    else if (strcmp(which, "missing") == 0)
-        case_plugin_missing();
-    else if (strcmp(which, "full-ring") == 0)
-        case_plugin_full_ring();
-    else if (strcmp(which, "spin-20k") == 0)
-        case_plugin_spin_20k();
-    else if (strcmp(which, "exact") == 0)
-        case_plugin_exact();
-    else if (strcmp(which, "period") == 0)
-        case_plugin_period();
-    else if (strcmp(which, "sys-10k") == 0)
-        case_plugin_sys_10k();
-    else if (strcmp(which, "trigger-switch") == 0)
-        case_plugin_trigger_switch();
-    else if (strcmp(which, "annotate-exact") == 0)
-        case_annotate(true);
-    else
-        return false;
-    return true;
+    if (g_str_has_prefix(which, "plugin-")) {
+        transport = OVER_PLUGIN;
+        which += 7;
+        if (g_str_has_prefix(which, "counter-"))
+            plugin_args = "trigger=counter";
+        else if (g_str_has_prefix(which, "timer-"))
+            qprof_trigger = "timer";
+    } else if (g_str_has_prefix(which, "gdb-")) {
+        transport = OVER_GDB;
+    }
+}
+
+/* Every case, named once: CMake makes the ctest cases from the CASE lines (qp_add_cases in
+ * tests/CMakeLists.txt), so the table below is the one list of this binary's cases. Each line:
+ * the argument, what it runs, and the ctest cases that run it (NAME,VAR=VALUE for one run with
+ * that environment: QPROF_QEMU=10 boots QEMU 10, QPROF_ACCEL=kvm hardware KVM). */
+static int run_case(const char *which)
+{
+#define CASE(argument, call, ctest_cases)                                                          \
+    if (strcmp(which, argument) == 0) {                                                            \
+        call;                                                                                      \
+        return harness_result();                                                                   \
+    }
+    // clang-format off
+    CASE("spin",                   case_spin(false),               "e2e_spin e2e_qemu10_spin,QPROF_QEMU=10 e2e_kvm_spin,QPROF_ACCEL=kvm")
+    CASE("spin-nofp",              case_spin(true),                "e2e_spin-nofp")
+    CASE("sys",                    case_sys(false),                "e2e_sys e2e_qemu10_sys,QPROF_QEMU=10 e2e_kvm_sys,QPROF_ACCEL=kvm")
+    CASE("sys-nofp",               case_sys(true),                 "e2e_sys-nofp")
+    CASE("sys-dframe",             case_variant("sys-dframe"),     "e2e_sys-dframe")
+    CASE("sys-fponly",             case_variant("sys-fponly"),     "e2e_sys-fponly")
+    CASE("modes",                  case_modes(),                   "e2e_modes e2e_qemu10_modes,QPROF_QEMU=10")
+    CASE("one-shot",               case_one_shot(),                "e2e_one-shot e2e_qemu10_one_shot,QPROF_QEMU=10 e2e_kvm_one-shot,QPROF_ACCEL=kvm")
+    CASE("sigint",                 case_sigint(),                  "e2e_sigint e2e_kvm_sigint,QPROF_ACCEL=kvm")
+    CASE("qemu-exit",              case_qemu_exit(),               "e2e_qemu-exit e2e_kvm_qemu-exit,QPROF_ACCEL=kvm")
+    CASE("usage",                  case_usage(),                   "e2e_usage")
+    CASE("formats",                case_formats(),                 "e2e_formats")
+    CASE("record-sigkill",         case_record_sigkill(),          "e2e_record-sigkill")
+    CASE("os-none",                case_os_none(false),            "e2e_os-none")
+    CASE("os-none-nofp",           case_os_none(true),             "e2e_os-none-nofp")
+    CASE("os-none-pie",            case_os_none_pie(),             "e2e_os-none-pie")
+    CASE("os-auto-none",           case_os_auto_none(),            "e2e_os-auto-none")
+    CASE("current",                case_current(),                 "e2e_current")
+    CASE("os-none-recycle",        case_os_none_recycle(),         "e2e_os-none-recycle")
+    CASE("diff",                   case_diff(),                    "e2e_diff")
+    CASE("annotate",               case_annotate(false),           "e2e_annotate")
+    CASE("gdb-spin",               case_spin(false),               "e2e_gdb_spin e2e_qemu10_gdb_spin,QPROF_QEMU=10")
+    CASE("gdb-sys",                case_sys(false),                "e2e_gdb_sys e2e_qemu10_gdb_sys,QPROF_QEMU=10")
+    CASE("gdb-one-shot",           case_one_shot(),                "e2e_gdb_one_shot e2e_qemu10_gdb_one_shot,QPROF_QEMU=10")
+    CASE("gdb-sigint",             case_sigint(),                  "e2e_gdb_sigint")
+    CASE("gdb-qemu-exit",          case_qemu_exit(),               "e2e_gdb_qemu_exit")
+    CASE("gdb-busy",               case_gdb_busy(),                "e2e_gdb_busy")
+    CASE("gdb-sigkill",            case_gdb_sigkill(),             "e2e_gdb_sigkill")
+    CASE("gdb-auto",               case_gdb_auto(),                "e2e_gdb_auto")
+    CASE("gdb-os-none",            case_os_none(false),            "e2e_gdb_os_none")
+    CASE("plugin-spin",            case_spin(false),               "e2e_plugin_spin")
+    CASE("plugin-spin-nofp",       case_spin(true),                "e2e_plugin_spin_nofp")
+    CASE("plugin-sys",             case_sys(false),                "e2e_plugin_sys")
+    CASE("plugin-one-shot",        case_one_shot(),                "e2e_plugin_one_shot")
+    CASE("plugin-sigint",          case_sigint(),                  "e2e_plugin_sigint")
+    CASE("plugin-qemu-exit",       case_qemu_exit(),               "e2e_plugin_qemu_exit")
+    CASE("plugin-restart",         case_plugin_restart(),          "e2e_plugin_restart")
+    CASE("plugin-busy",            case_plugin_busy(),             "e2e_plugin_busy")
+    CASE("plugin-missing",         case_plugin_missing(),          "e2e_plugin_missing")
+    CASE("plugin-full-ring",       case_plugin_full_ring(),        "e2e_plugin_full_ring")
+    CASE("plugin-spin-20k",        case_plugin_spin_20k(),         "e2e_plugin_spin_20k")
+    CASE("plugin-sys-10k",         case_plugin_sys_10k(),          "e2e_plugin_sys_10k")
+    CASE("plugin-counter-spin",    case_spin(false),               "e2e_plugin_counter_spin")
+    CASE("plugin-counter-sys",     case_sys(false),                "e2e_plugin_counter_sys")
+    CASE("plugin-period",          case_plugin_period(),           "e2e_plugin_period")
+    CASE("plugin-timer-sys-10k",   case_plugin_sys_10k(),          "e2e_plugin_timer_sys_10k")
+    CASE("plugin-exact",           case_plugin_exact(),            "e2e_plugin_exact")
+    CASE("plugin-counter-exact",   case_plugin_exact(),            "e2e_plugin_counter_exact")
+    CASE("plugin-trigger-switch",  case_plugin_trigger_switch(),   "e2e_plugin_trigger_switch")
+    CASE("plugin-annotate-exact",  case_annotate(true),            "e2e_plugin_annotate_exact")
+    // clang-format on
+#undef CASE
+    fprintf(stderr, "unknown case '%s'\n", which);
+    return 2;
 }
 
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "";
-    if (g_str_has_prefix(which, "plugin-")) {
-        transport = OVER_PLUGIN;
-        which += 7;
-        if (g_str_has_prefix(which, "counter-")) {
-            plugin_args = "trigger=counter";
-            which += 8;
-        } else if (g_str_has_prefix(which, "timer-")) {
-            qprof_trigger = "timer";
-            which += 6;
-        }
-        if (plugin_case(which))
-            return harness_result();
-    }
-    if (g_str_has_prefix(which, "gdb-")) {
-        transport = OVER_GDB;
-        which += 4;
-        if (strcmp(which, "busy") == 0)
-            case_gdb_busy();
-        else if (strcmp(which, "sigkill") == 0)
-            case_gdb_sigkill();
-        else if (strcmp(which, "auto") == 0)
-            case_gdb_auto();
-        if (strcmp(which, "busy") == 0 || strcmp(which, "sigkill") == 0 ||
-            strcmp(which, "auto") == 0)
-            return harness_result();
-    }
-    if (strcmp(which, "spin") == 0)
-        case_spin(false);
-    else if (strcmp(which, "spin-nofp") == 0)
-        case_spin(true);
-    else if (strcmp(which, "sys") == 0)
-        case_sys(false);
-    else if (strcmp(which, "sys-nofp") == 0)
-        case_sys(true);
-    else if (strcmp(which, "sys-dframe") == 0 || strcmp(which, "sys-fponly") == 0)
-        case_variant(which);
-    else if (strcmp(which, "modes") == 0)
-        case_modes();
-    else if (strcmp(which, "one-shot") == 0)
-        case_one_shot();
-    else if (strcmp(which, "sigint") == 0)
-        case_sigint();
-    else if (strcmp(which, "qemu-exit") == 0)
-        case_qemu_exit();
-    else if (strcmp(which, "usage") == 0)
-        case_usage();
-    else if (strcmp(which, "formats") == 0)
-        case_formats();
-    else if (strcmp(which, "record-sigkill") == 0)
-        case_record_sigkill();
-    else if (strcmp(which, "os-none") == 0)
-        case_os_none(false);
-    else if (strcmp(which, "os-none-nofp") == 0)
-        case_os_none(true);
-    else if (strcmp(which, "current") == 0)
-        case_current();
-    else if (strcmp(which, "os-none-pie") == 0)
-        case_os_none_pie();
-    else if (strcmp(which, "os-auto-none") == 0)
-        case_os_auto_none();
-    else if (strcmp(which, "os-none-recycle") == 0)
-        case_os_none_recycle();
-    else if (strcmp(which, "diff") == 0)
-        case_diff();
-    else if (strcmp(which, "annotate") == 0)
-        case_annotate(false);
-    else {
-        fprintf(stderr, "unknown case '%s'\n", which);
-        return 2;
-    }
-    return harness_result();
+    choose_target(which);
+    return run_case(which);
 }

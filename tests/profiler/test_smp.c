@@ -326,7 +326,7 @@ static void check_abi_slots(test_vm *vm, int smp, int rounds)
 
 /* The band a measured share may stray from its designed value p over n samples: 4.4 standard
  * deviations of a binomial share, never tighter than `floor` (TCG's own small biases; see
- * test_e2e.c and README "TCG and the moment of a sample"). */
+ * test_e2e.c and docs/accuracy.md, "TCG and the moment of a sample"). */
 static double share_tolerance(double p, uint64_t n, double floor)
 {
     double t = 4.4 * sqrt(p * (1 - p) / (double)(n ? n : 1));

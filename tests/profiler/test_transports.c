@@ -1,4 +1,4 @@
-/* Every address form README and `qprof --help` show, end to end against real QEMU: QMP on a
+/* Every address form docs/connecting.md and --help show, end to end against real QEMU: QMP on a
  * UNIX socket and over TCP (`tcp:HOST:PORT`, `tcp::PORT`), the gdbstub on a UNIX socket, over
  * TCP with QEMU's `-gdb tcp::PORT`, and with `-s`. Each run must give the demo guest's designed
  * shares, and a TCP run's paused time must stay near its UNIX-socket twin's: over TCP both
@@ -183,7 +183,7 @@ static void case_tcp_matrix(void)
     check_shares("--qmp-socket tcp:HOST:PORT", &r);
     check_paused_near("--qmp-socket tcp:HOST:PORT", &r, &qmp_unix);
     free_result(&r);
-    /* the gdbstub run names QMP too (for the shared RAM file), as README shows */
+    /* the gdbstub run names QMP too (for the shared RAM file), as docs/connecting.md shows */
     struct run_result gdb_unix = run_qprof(
         vm, "gdb-unix",
         (const char *[]){"--gdb", vm_gdb_address(vm), "--qmp-socket", vm_qmp_path(vm), NULL},
