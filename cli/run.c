@@ -1,6 +1,6 @@
 /* The qprof run: sampling loop with jittered intervals, signals, progress, output, summary. */
 #define _GNU_SOURCE /* ppoll */
-#include "cli.h"
+#include "cli_internal.h"
 #include "qp_file.h"
 
 #include <errno.h>
@@ -100,6 +100,7 @@ _Static_assert(sizeof failure_codes / sizeof failure_codes[0] == N_FAILURE_KINDS
 struct run_state {
     const struct prof_options *o;
     prof_session *session;
+    const prof_target *target; /* the session's, opened by setup.c beside it */
     prof_agg *agg; /* the folded view of the profile, for the summary (made at the end) */
     double last_sample;
     out_recorder *recorder; /* with a record file: written as sampling goes */
@@ -155,8 +156,7 @@ static void warn_if_slow(struct run_state *r, double now)
     double elapsed = now - r->first_done;
     double target = 1000.0 / r->o->interval_ms;
     if (r->warned_slow || r->samples < 20 || elapsed < 0.5 || r->paused_intervals ||
-        prof_target_captures(
-            prof_session_target(r->session))) /* paced by the guest's own vCPU time */
+        prof_target_captures(r->target)) /* paced by the guest's own vCPU time */
         return;
     double achieved = (r->samples - 1) / elapsed;
     if (achieved < 0.8 * target) {
@@ -198,7 +198,7 @@ static int compare_doubles(const void *a, const void *b)
  * cause, a user must not wait for the summary to learn that the guest is crawling. */
 static void check_first_samples_cost(struct run_state *r)
 {
-    if (prof_target_captures(prof_session_target(r->session)))
+    if (prof_target_captures(r->target))
         return; /* nothing waits on a transport */
     if (r->warned_cost || r->samples != 6)
         return;
@@ -206,7 +206,7 @@ static void check_first_samples_cost(struct run_state *r)
     double sorted[5];
     memcpy(sorted, r->first_paused_ms, sizeof sorted);
     qsort(sorted, 5, sizeof sorted[0], compare_doubles);
-    const prof_target *t = prof_session_target(r->session);
+    const prof_target *t = r->target;
     double trips = (double)r->round_trips / (double)r->samples;
     double usual = prof_target_usual_round_trip_ms(t);
     if (!prof_paused_far_above_usual(sorted[2], trips, usual))
@@ -230,7 +230,7 @@ static double running_share(const struct run_state *r, double now)
 static void check_frozen(struct run_state *r, double now)
 {
     if (r->warned_frozen || r->samples < 20 || now - r->start < 0.5 ||
-        prof_target_captures(prof_session_target(r->session)))
+        prof_target_captures(r->target))
         return;
     double share = running_share(r, now);
     if (share >= PROF_FROZEN_SHARE)
@@ -247,9 +247,9 @@ static void check_frozen(struct run_state *r, double now)
  * it happens (the summary gives the total). */
 static void check_lost(struct run_state *r)
 {
-    if (r->warned_lost || !prof_target_captures(prof_session_target(r->session)))
+    if (r->warned_lost || !prof_target_captures(r->target))
         return;
-    uint64_t lost = prof_target_lost(prof_session_target(r->session));
+    uint64_t lost = prof_target_lost(r->target);
     if (!lost)
         return;
     r->warned_lost = true;
@@ -291,7 +291,7 @@ static void note_paused_by_other(struct run_state *r, bool paused)
     }
     r->paused_by_other = paused;
     /* a capturing target counts a pause's intervals from QEMU's stamps, not from these calls */
-    const prof_target *t = prof_session_target(r->session);
+    const prof_target *t = r->target;
     if (prof_target_captures(t))
         r->paused_intervals = prof_target_paused_intervals(t);
     else if (paused)
@@ -304,7 +304,7 @@ static void take_sample(struct run_state *r)
     bool taken = false;
     double now = now_s();
     /* A captured sample stands for one interval of its vCPU's time, wherever it was drained. */
-    bool captured = prof_target_captures(prof_session_target(r->session));
+    bool captured = prof_target_captures(r->target);
     double weight = r->samples && !captured ? now - r->last_sample : r->o->interval_ms / 1000.0;
     if (prof_session_sample(r->session, (uint64_t)((now - r->start) * 1e9),
                             (uint64_t)(weight * 1e9), &taken, &err) != 0) {
@@ -366,7 +366,7 @@ static void sampling_loop(struct run_state *r)
         check_first_samples_cost(r);
         check_frozen(r, now);
         check_lost(r);
-        if (prof_target_captures(prof_session_target(r->session))) {
+        if (prof_target_captures(r->target)) {
             sleep_until(now); /* only to take a pending stop signal: the target paces itself */
             continue;
         }
@@ -503,7 +503,7 @@ static void print_per_cpu(const struct prof_counters *c, FILE *f)
 /* A capturing target: what capturing cost the vCPUs' threads, and what it could not take. */
 static void print_capture_costs(const struct run_state *r, double elapsed, FILE *f)
 {
-    const prof_target *t = prof_session_target(r->session);
+    const prof_target *t = r->target;
     fprintf(f,
             "captured inside QEMU, the guest never stopped: capture cost on the vCPU thread p50 "
             "%.1f us, p99 %.1f us, max %.1f us; samples lost to a full ring: %" PRIu64
@@ -532,9 +532,8 @@ static void print_pause_costs(const struct run_state *r, double elapsed, FILE *f
             "sample (transport: %s, memory: %s)\n",
             prof_hist_percentile(&r->paused, 50) / 1e6, prof_hist_percentile(&r->paused, 99) / 1e6,
             r->paused.max_ns / 1e6, (double)r->round_trips / r->samples,
-            prof_target_round_trip_name(prof_session_target(r->session)),
-            prof_target_transport(prof_session_target(r->session)),
-            prof_target_describe(prof_session_target(r->session)));
+            prof_target_round_trip_name(r->target), prof_target_transport(r->target),
+            prof_target_describe(r->target));
     double share = prof_guest_running_share(r->paused_total_ns, elapsed);
     fprintf(f, "guest running: %.1f%% of the sampling time (paused the rest for samples)%s\n",
             100 * share,
@@ -547,7 +546,7 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
     fprintf(f, "\nqprof: %" PRIu64 " samples in %.2f s (%.1f samples/s), %" PRIu64 " failed\n",
             r->samples, elapsed, elapsed > 0 ? r->samples / elapsed : 0.0, r->failed);
     print_failures(r, f);
-    if (r->samples && prof_target_captures(prof_session_target(r->session)))
+    if (r->samples && prof_target_captures(r->target))
         print_capture_costs(r, elapsed, f);
     else if (r->samples)
         print_pause_costs(r, elapsed, f);
@@ -802,9 +801,9 @@ static int check_outputs(const struct prof_options *o)
 
 /* A machine with more vCPUs than one stop can hold is sampled on its first ones: say so once,
  * before the run, rather than leave the rest silently out of the profile. */
-static void warn_vcpu_limit(prof_session *s)
+static void warn_vcpu_limit(const prof_target *t)
 {
-    int n = prof_target_vcpu_count(prof_session_target(s));
+    int n = prof_target_vcpu_count(t);
     if (n > PROF_MAX_VCPUS)
         fprintf(stderr,
                 "qprof: the guest has %d vCPUs; qprof samples the first %d (--cpus chooses "
@@ -817,9 +816,14 @@ prof_session *prof_run_session(prof_run *r)
     return r->session;
 }
 
+const prof_target *prof_run_target(const prof_run *r)
+{
+    return r->target;
+}
+
 void prof_run_get_status(const prof_run *r, struct prof_run_status *out)
 {
-    const prof_target *t = prof_session_target(r->session);
+    const prof_target *t = r->target;
     *out = (struct prof_run_status){.elapsed_s = now_s() - r->start,
                                     .samples = r->samples,
                                     .failed = r->failed,
@@ -840,29 +844,30 @@ int prof_run_main(const struct prof_options *o, const struct prof_run_hooks *hoo
 {
     install_signal_handlers();
     srandom((unsigned)(time(NULL) ^ getpid()));
-    prof_session *s = NULL;
+    struct prof_setup setup = {0};
     struct qp_error err = {0};
     if (!o->one_shot && check_outputs(o) != 0)
         return PROF_EXIT_RUNTIME;
-    if (prof_session_open(o, &s, &err) != 0) {
+    if (prof_setup_open(o, &setup, &err) != 0) {
         fprintf(stderr, "qprof: %s\n", err.msg);
         return PROF_EXIT_RUNTIME;
     }
-    warn_vcpu_limit(s);
+    warn_vcpu_limit(setup.target);
     if (o->one_shot) {
-        int rc = one_shot(s);
-        prof_session_free(s);
+        int rc = one_shot(setup.session);
+        prof_setup_close(&setup);
         return rc;
     }
     struct run_state r = {.o = o,
-                          .session = s,
+                          .session = setup.session,
+                          .target = setup.target,
                           .agg = prof_agg_new(),
                           .warnings = g_string_new(NULL),
                           .hooks = hooks};
     if (o->record && open_recorder(&r) != 0) {
         g_string_free(r.warnings, TRUE);
         prof_agg_free(r.agg);
-        prof_session_free(s);
+        prof_setup_close(&setup);
         return PROF_EXIT_RUNTIME;
     }
     r.start = now_s();
@@ -884,6 +889,6 @@ int prof_run_main(const struct prof_options *o, const struct prof_run_hooks *hoo
         rc = PROF_EXIT_RUNTIME;
     g_string_free(r.warnings, TRUE);
     prof_agg_free(r.agg);
-    prof_session_free(s);
+    prof_setup_close(&setup);
     return rc;
 }
