@@ -2,6 +2,7 @@
 #define _GNU_SOURCE /* ppoll */
 #include "cli_internal.h"
 #include "qp_file.h"
+#include "qp_log.h"
 
 #include <errno.h>
 #include <glib.h>
@@ -846,6 +847,8 @@ int prof_run_main(const struct prof_options *o, const struct prof_run_hooks *hoo
     srandom((unsigned)(time(NULL) ^ getpid()));
     struct prof_setup setup = {0};
     struct qp_error err = {0};
+    /* Every info message below the session is one --verbose asked for. */
+    qp_log_set_threshold(o->verbose ? QP_LOG_DEBUG : QP_LOG_WARN);
     if (!o->one_shot && check_outputs(o) != 0)
         return PROF_EXIT_RUNTIME;
     if (prof_setup_open(o, &setup, &err) != 0) {

@@ -3,6 +3,7 @@
  * kernel ELF says under auto) and the session over them. The session takes them as they are
  * (prof_session_new), so that a test can hand it a fake target instead. */
 #include "cli_internal.h"
+#include "qp_log.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -107,8 +108,8 @@ static void resolve_auto_os(const struct prof_options *o, struct prof_setup *s,
     if (!s->abi_addr && kernel_syms && sym_find_by_name(kernel_syms, "linux_banner", &addr) != 0) {
         s->os_choice = PROF_OS_NONE;
         if (o->verbose)
-            fprintf(stderr, "qprof: the kernel ELF has no qprof_abi and is not Linux: processes "
-                            "are told by address space and binaries by content (--os none)\n");
+            qp_log(QP_LOG_INFO, "the kernel ELF has no qprof_abi and is not Linux: processes "
+                                "are told by address space and binaries by content (--os none)");
         return;
     }
     s->os_choice = s->abi_addr ? PROF_OS_QPROF_ABI : PROF_OS_LINUX;
@@ -136,8 +137,7 @@ static int open_os(const struct prof_options *o, struct prof_setup *s, struct qp
                                  .chosen = o->os == PROF_OS_LINUX,
                                  .verbose = o->verbose,
                                  .current = s->current};
-    int rc = prof_os_open(ops, &cfg, &s->os);
-    return rc ? qp_error_set(err, rc, "opening the %s OS adapter", ops->name) : 0;
+    return prof_os_open(ops, &cfg, &s->os, err);
 }
 
 static int open_session(const struct prof_options *o, struct prof_setup *s, sym_table *kernel_syms,
@@ -168,13 +168,13 @@ static void warn_reads_by_privilege(const struct prof_setup *s)
         !prof_target_reads_cost_round_trips(s->target))
         return;
     bool qmp = strcmp(prof_target_transport(s->target), "QMP") == 0;
-    fprintf(stderr,
-            "qprof: %s memory through %s: a vCPU stopped in user mode cannot read the "
-            "kernel's qprof_abi unless the guest maps it readable there (the demo guest "
-            "does), else its samples name no process; %s with the guest's RAM in a shared "
-            "file (memory-backend-file,share=on)\n",
-            s->arch->name, qmp ? "QMP (QEMU translates)" : "gdbstub `m` packets",
-            qmp ? "use --gdb and --qmp-socket" : "add --qmp-socket");
+    qp_log(QP_LOG_WARN,
+           "%s memory through %s: a vCPU stopped in user mode cannot read the "
+           "kernel's qprof_abi unless the guest maps it readable there (the demo guest "
+           "does), else its samples name no process; %s with the guest's RAM in a shared "
+           "file (memory-backend-file,share=on)",
+           s->arch->name, qmp ? "QMP (QEMU translates)" : "gdbstub `m` packets",
+           qmp ? "use --gdb and --qmp-socket" : "add --qmp-socket");
 }
 
 int prof_setup_open(const struct prof_options *o, struct prof_setup *out, struct qp_error *err)
@@ -199,10 +199,9 @@ int prof_setup_open(const struct prof_options *o, struct prof_setup *out, struct
         goto fail;
     warn_reads_by_privilege(&s);
     if (o->verbose) {
-        fprintf(stderr,
-                "qprof: connected to QEMU %s, memory backend %s, qprof_abi at 0x%" PRIx64 "\n",
-                prof_target_version(s.target), prof_target_describe(s.target), s.abi_addr);
-        fprintf(stderr, "qprof: OS adapter: %s\n", prof_os_name(s.os));
+        qp_log(QP_LOG_INFO, "connected to QEMU %s, memory backend %s, qprof_abi at 0x%" PRIx64,
+               prof_target_version(s.target), prof_target_describe(s.target), s.abi_addr);
+        qp_log(QP_LOG_WARN, "OS adapter: %s", prof_os_name(s.os));
     }
     *out = s;
     return 0;

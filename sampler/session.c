@@ -17,6 +17,7 @@
 #include "modules.h"
 #include "stacks.h"
 #include "sysroot.h"
+#include "qp_log.h"
 
 #include <errno.h>
 #include <glib.h>
@@ -138,15 +139,15 @@ static int load_symbols(prof_session *s, const struct prof_session_config *cfg,
         if (rc < 0)
             return qp_error_prefix(err, "--user-dir %s", cfg->user_dirs[i]);
         if (s->opts.verbose)
-            fprintf(stderr, "qprof: %d ELF files indexed under %s\n", rc, cfg->user_dirs[i]);
+            qp_log(QP_LOG_INFO, "%d ELF files indexed under %s", rc, cfg->user_dirs[i]);
     }
     if (s->opts.by_content && cfg->n_user_dirs) {
         /* Binaries by content (aspace.c): the index is built here, before any sample. */
         gint64 t0 = g_get_monotonic_time();
         sym_store_index_pages(s->store);
         if (s->opts.verbose)
-            fprintf(stderr, "qprof: %zu distinct pages of user code indexed in %.3f s\n",
-                    sym_store_page_count(s->store), (double)(g_get_monotonic_time() - t0) / 1e6);
+            qp_log(QP_LOG_INFO, "%zu distinct pages of user code indexed in %.3f s",
+                   sym_store_page_count(s->store), (double)(g_get_monotonic_time() - t0) / 1e6);
     }
     return 0;
 }
@@ -266,8 +267,8 @@ static struct proc_image *image_for(prof_session *s, const struct prof_task *t)
         img->copy = g_try_malloc(id->text_size + id->eh_frame_size);
     img->state = img->copy ? IMAGE_COPYING : IMAGE_DONE;
     if (!img->copy && s->opts.verbose)
-        fprintf(stderr, "qprof: pid %u (%s): .text of %" PRIu64 " bytes not identified\n", t->pid,
-                img->name, id->text_size);
+        qp_log(QP_LOG_INFO, "pid %u (%s): .text of %" PRIu64 " bytes not identified", t->pid,
+               img->name, id->text_size);
     g_hash_table_insert(s->images, &img->key, img);
     return img;
 }
@@ -389,8 +390,8 @@ static void image_copy_some(prof_session *s, const struct prof_vcpu *cpu, struct
         img->copied += got;
         if (rc < 0 || got < allowed) {
             if (s->opts.verbose)
-                fprintf(stderr, "qprof: pid %" PRIu64 " (%s): .text or .eh_frame unreadable\n",
-                        k->pid, img->name);
+                qp_log(QP_LOG_INFO, "pid %" PRIu64 " (%s): .text or .eh_frame unreadable", k->pid,
+                       img->name);
             g_free(img->copy);
             img->copy = NULL;
             img->state = IMAGE_DONE;
@@ -423,7 +424,7 @@ static void binary_load_unwind(prof_session *s, struct user_binary *b, const str
         return;
 fail:
     if (s->opts.verbose)
-        fprintf(stderr, "qprof: no unwind tables for %s: %s\n", b->name, err.msg);
+        qp_log(QP_LOG_INFO, "no unwind tables for %s: %s", b->name, err.msg);
 }
 
 /* Hashes a copied .text and finds (or makes) its binary. */
@@ -448,9 +449,9 @@ static void image_identify(prof_session *s, struct proc_image *img)
         b->module = prof_modules_add(s->modules, &m, b->syms, bias);
         b->bias = bias;
         if (s->opts.verbose)
-            fprintf(stderr, "qprof: pid %" PRIu64 " (%s): .text hash %016" PRIx64 " %s%s\n", k->pid,
-                    img->name, hash, b->syms ? "is " : "matches no file under --user-dir",
-                    b->syms ? sym_table_path(b->syms) : "");
+            qp_log(QP_LOG_INFO, "pid %" PRIu64 " (%s): .text hash %016" PRIx64 " %s%s", k->pid,
+                   img->name, hash, b->syms ? "is " : "matches no file under --user-dir",
+                   b->syms ? sym_table_path(b->syms) : "");
         binary_load_unwind(s, b, img);
         g_hash_table_insert(s->binaries, &b->hash, b);
     }
@@ -501,7 +502,7 @@ static void reject_abi(prof_session *s, const char *why)
     s->counters.abi_rejected++;
     g_strlcpy(s->counters.abi_reject_reason, why, sizeof s->counters.abi_reject_reason);
     if (s->opts.verbose)
-        fprintf(stderr, "qprof: qprof_abi rejected: %s\n", why);
+        qp_log(QP_LOG_INFO, "qprof_abi rejected: %s", why);
 }
 
 /* The adapter found the kernel in the guest: its symbols name kernel frames unless --kernel
@@ -525,8 +526,8 @@ static void use_found_kernel(prof_session *s, const struct prof_os_refresh *r)
                stext + (uint64_t)r->kernel_slide == r->kernel_stext && r->kernel_slide) {
         sym_table_set_slide(s->kernel_syms, r->kernel_slide);
         if (s->opts.verbose)
-            fprintf(stderr, "qprof: --kernel %s: KASLR slide 0x%" PRIx64 " applied\n",
-                    s->opts.kernel, (uint64_t)r->kernel_slide);
+            qp_log(QP_LOG_INFO, "--kernel %s: KASLR slide 0x%" PRIx64 " applied", s->opts.kernel,
+                   (uint64_t)r->kernel_slide);
     }
 }
 
@@ -615,10 +616,10 @@ static void grow_kernel_window(prof_session *s, const struct cpu_capture *c,
     s->kstack_extra += SYM_PAGE_SIZE;
     s->counters.kstack_window_grown++;
     if (s->opts.verbose)
-        fprintf(stderr,
-                "qprof: a kernel stack reached past the copied window: copying %zu bytes past "
-                "the end of sp's page from now on\n",
-                s->kstack_extra);
+        qp_log(QP_LOG_INFO,
+               "a kernel stack reached past the copied window: copying %zu bytes past "
+               "the end of sp's page from now on",
+               s->kstack_extra);
 }
 
 /* --os none: copies the code page at user pc when its address space has not seen it yet. */
@@ -831,10 +832,10 @@ static void send_capture_plan(prof_session *s)
     s->capture_gen = gen;
     struct qp_error err = {0};
     if (prof_target_set_capture(s->target, &plan, &err) != 0)
-        fprintf(stderr, "qprof: %s: the OS adapter's reads stay live reads\n", err.msg);
+        qp_log(QP_LOG_WARN, "%s: the OS adapter's reads stay live reads", err.msg);
     else if (s->opts.verbose)
-        fprintf(stderr, "qprof: the %s adapter's %d windows are captured at each sample from now\n",
-                prof_os_name(s->os), plan.n);
+        qp_log(QP_LOG_INFO, "the %s adapter's %d windows are captured at each sample from now",
+               prof_os_name(s->os), plan.n);
 }
 
 /* Stops the guest, copies what unwinding needs, resumes; then identifies what was copied. */

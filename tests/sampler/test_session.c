@@ -171,8 +171,9 @@ struct fake_os {
 
 static struct fake_os fos;
 
-static int fos_open(const struct prof_os_config *cfg, void **impl)
+static int fos_open(const struct prof_os_config *cfg, void **impl, struct qp_error *err)
 {
+    (void)err; /* nothing here can fail */
     (void)cfg;
     *impl = &fos;
     return 0;
@@ -263,8 +264,8 @@ static void fixture_open(struct fixture *f, const char *user_dir)
     *f = (struct fixture){0};
     REQUIRE(prof_target_open(&fake_target_ops, &(struct prof_target_open_opts){0}, &f->target,
                              &err) == 0);
-    REQUIRE(prof_os_open(&fake_os_ops, &(struct prof_os_config){.arch = &prof_arch_x86_64},
-                         &f->os) == 0);
+    REQUIRE(prof_os_open(&fake_os_ops, &(struct prof_os_config){.arch = &prof_arch_x86_64}, &f->os,
+                         &err) == 0);
     struct prof_session_config cfg = {.user_dirs = dirs,
                                       .n_user_dirs = user_dir ? 1 : 0,
                                       .max_depth = 128,
