@@ -395,7 +395,7 @@ static void print_failures(const struct run_state *r, FILE *f)
     fputc('\n', f);
 }
 
-static void print_truncations(const struct prof_counters *c, FILE *f)
+static void print_truncations(const struct prof_stack_counters *c, FILE *f)
 {
     uint64_t total = 0;
     for (int i = 0; i < UNW_STOP_COUNT; i++)
@@ -415,7 +415,7 @@ static void print_truncations(const struct prof_counters *c, FILE *f)
 
 /* Kernel stacks the OS adapter unwound (Linux: ORC): how many reached where a kernel stack
  * starts (the entry from user mode, or a kernel thread's or the boot stack's first frame). */
-static void print_kernel_completeness(const struct prof_counters *c, FILE *f)
+static void print_kernel_completeness(const struct prof_stack_counters *c, FILE *f)
 {
     if (!c->kernel_stacks)
         return;
@@ -428,7 +428,8 @@ static void print_kernel_completeness(const struct prof_counters *c, FILE *f)
             c->kernel_stacks, 100.0 * c->kernel_stacks_complete / c->kernel_stacks);
 }
 
-static void print_sysroot_use(const struct prof_counters *c, FILE *f)
+static void print_sysroot_use(const struct prof_stack_counters *c,
+                              const struct prof_sysroot_counters *sr, FILE *f)
 {
     if (c->sysroot_stacks)
         fprintf(f,
@@ -440,20 +441,21 @@ static void print_sysroot_use(const struct prof_counters *c, FILE *f)
                 "user stacks by the guest's own .eh_frame: %" PRIu64
                 ", complete (reach the outermost frame): %.1f%%\n",
                 c->memory_stacks, 100.0 * c->memory_stacks_complete / c->memory_stacks);
-    if (c->sysroot_files_unused)
+    if (sr->sysroot_files_unused)
         fprintf(f,
                 "guest files not used from --sysroot (missing there, or another build): %" PRIu64
                 "\n",
-                c->sysroot_files_unused);
+                sr->sysroot_files_unused);
 }
 
 /* Under TCG a share of these well above the entry code's real cost means the stops were taken
  * late and the code that runs just after system calls or faults is under-sampled. */
-static void print_kernel_entries(const struct prof_counters *c, FILE *f)
+static void print_kernel_entries(const struct prof_stack_counters *c, uint64_t vcpu_samples,
+                                 FILE *f)
 {
     if (!c->at_kernel_entry)
         return;
-    double share = c->vcpu_samples ? 100.0 * c->at_kernel_entry / c->vcpu_samples : 0;
+    double share = vcpu_samples ? 100.0 * c->at_kernel_entry / vcpu_samples : 0;
     fprintf(f, "on the first instruction of a kernel entry from user space: %" PRIu64 " (%.1f%%)\n",
             c->at_kernel_entry, share);
     if (share >= 1.0)
@@ -470,7 +472,7 @@ static double pct(uint64_t part, uint64_t whole)
 
 /* One line per sampled vCPU when there are several: how busy each was and with what, the way
  * perf's --sort cpu shows an imbalance. */
-static void print_per_cpu(const struct prof_counters *c, FILE *f)
+static void print_per_cpu(const struct prof_capture_counters *c, FILE *f)
 {
     int sampled = 0;
     for (int i = 0; i < c->cpus_seen; i++) {
@@ -543,7 +545,8 @@ static void print_pause_costs(const struct run_state *r, double elapsed, FILE *f
 
 static void print_summary(const struct run_state *r, double elapsed, FILE *f)
 {
-    const struct prof_counters *c = prof_session_counters(r->session);
+    const struct prof_capture_counters *c = prof_session_capture_counters(r->session);
+    const struct prof_stack_counters *st = prof_session_stack_counters(r->session);
     fprintf(f, "\nqprof: %" PRIu64 " samples in %.2f s (%.1f samples/s), %" PRIu64 " failed\n",
             r->samples, elapsed, elapsed > 0 ? r->samples / elapsed : 0.0, r->failed);
     print_failures(r, f);
@@ -557,11 +560,11 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
         fprintf(f, "dropped by --%s: %" PRIu64 "\n",
                 r->o->mode_filter == PROF_KERNEL_ONLY ? "kernel-only" : "user-only",
                 c->dropped_by_filter);
-    if (c->no_process_info)
+    if (st->no_process_info)
         fprintf(f,
                 "stacks without process information (no qprof_abi, no slot for the vCPU, or "
                 "mid-update): %" PRIu64 "\n",
-                c->no_process_info);
+                st->no_process_info);
     if (r->paused_intervals)
         fprintf(f, "guest paused by another client: %" PRIu64 " sampling intervals skipped\n",
                 r->paused_intervals);
@@ -591,16 +594,17 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
                 "kernel stack window (--os none) grew %" PRIu64 " time(s): a kernel stack reached "
                 "past it\n",
                 c->kstack_window_grown);
-    if (c->aspace_roots_reused)
+    uint64_t roots_reused = prof_session_aspace_counters(r->session)->aspace_roots_reused;
+    if (roots_reused)
         fprintf(f,
                 "address-space roots given to a new process (--os none, their code changed): "
                 "%" PRIu64 "\n",
-                c->aspace_roots_reused);
+                roots_reused);
     print_per_cpu(c, f);
-    print_truncations(c, f);
-    print_kernel_completeness(c, f);
-    print_sysroot_use(c, f);
-    print_kernel_entries(c, f);
+    print_truncations(st, f);
+    print_kernel_completeness(st, f);
+    print_sysroot_use(st, prof_session_sysroot_counters(r->session), f);
+    print_kernel_entries(st, c->vcpu_samples, f);
     prof_agg_print_report(r->agg, f, r->o->top);
 }
 

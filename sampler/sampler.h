@@ -106,40 +106,57 @@ struct prof_cpu_counts {
     uint64_t other_procs;                           /* samples of processes past those */
 };
 
-/* Why samples did not make it, and what stacks looked like. */
-struct prof_counters {
+/* The run's figures, one struct per stage, each written by its stage only and read through the
+ * session's accessors (prof_session_*_counters). */
+
+/* The capture (session.c): what was sampled, and why samples did not make it. */
+struct prof_capture_counters {
     struct prof_cpu_counts cpu[PROF_MAX_VCPUS]; /* by the target's vCPU index */
     int cpus_seen;                              /* highest index counted + 1 */
     uint64_t vcpu_samples;
     uint64_t dropped_by_filter;
     uint64_t idle;
-    uint64_t truncated[UNW_STOP_COUNT];
-    uint64_t no_process_info; /* the OS adapter knew nothing (no ABI, or a torn slot) */
-    uint64_t at_kernel_entry; /* on the first instruction of an entry from user space */
     uint64_t resets;          /* the OS adapter saw a new boot (boot_id, vmcoreinfo) */
     uint64_t machine_resets;  /* the target saw the machine reset (QMP RESET events) */
     uint64_t reset_straddles; /* samples dropped: the machine reset while they were read */
     uint64_t abi_rejected;    /* a published qprof_abi failed its checks */
     char abi_reject_reason[160];
-    uint64_t budget_hits;                           /* samples whose paused-time budget ran out */
+    uint64_t budget_hits; /* samples whose paused-time budget ran out */
+    /* --os none: times a kernel walk ran off the kernel stack window and it grew by a page */
+    uint64_t kstack_window_grown;
+};
+
+/* The stacks (stacks.c): what they looked like. */
+struct prof_stack_counters {
+    uint64_t truncated[UNW_STOP_COUNT];
+    uint64_t no_process_info; /* the OS adapter knew nothing (no ABI, or a torn slot) */
+    uint64_t at_kernel_entry; /* on the first instruction of an entry from user space */
     uint64_t kernel_stacks, kernel_stacks_complete; /* unwound by the OS adapter (ORC) */
     uint64_t kernel_stacks_by_fp;                   /* of those, by frame pointers (arm64 Linux) */
-    /* --sysroot: user stacks unwound with the sysroot's files, those that reached the outermost
-     * frame, and guest files whose sysroot copy was missing or another build (each once). */
-    uint64_t sysroot_stacks, sysroot_stacks_complete, sysroot_files_unused;
+    /* --sysroot: user stacks unwound with the sysroot's files, and those that reached the
+     * outermost frame. */
+    uint64_t sysroot_stacks, sysroot_stacks_complete;
     /* User stacks unwound by the .eh_frame of the guest's own mapped files alone (no --sysroot
      * file in the process), and those that reached the outermost frame. */
     uint64_t memory_stacks, memory_stacks_complete;
-    /* --os none: user code pages (one per address space and page) no --user-dir file has */
+};
+
+/* --sysroot (sysroot.c): guest files whose sysroot copy was missing or another build (each
+ * once). */
+struct prof_sysroot_counters {
+    uint64_t sysroot_files_unused;
+};
+
+/* --os none's address spaces (aspace.c). */
+struct prof_aspace_counters {
+    /* user code pages (one per address space and page) no --user-dir file has */
     uint64_t content_pages_unmatched;
-    /* --os none: times a kernel walk ran off the kernel stack window and it grew by a page */
-    uint64_t kstack_window_grown;
-    /* --os none: address-space roots found given to another process (their code changed) */
+    /* address-space roots found given to another process (their code changed) */
     uint64_t aspace_roots_reused;
 };
 
 /* Counts one vCPU's sample in its vCPU's balance (mode, and the first processes seen). */
-void prof_counters_add_sample(struct prof_counters *c, const struct out_sample *o);
+void prof_counters_add_sample(struct prof_capture_counters *c, const struct out_sample *o);
 
 /* ---- Sampling session -------------------------------------------------------------------- */
 
@@ -187,11 +204,15 @@ const char *prof_session_qemu_version(const prof_session *s);
 /* The session's samples and modules (borrowed, valid until prof_session_free). */
 out_profile *prof_session_profile(prof_session *s);
 
-/* The figures so far (borrowed, valid until prof_session_free). */
 /* --os none: appends "address_space=LABEL root=0xROOT" for each address space that was a process
  * (nothing otherwise), for the record's notes. */
 void prof_session_describe_aspaces(const prof_session *s, GString *out);
-const struct prof_counters *prof_session_counters(const prof_session *s);
+/* The figures so far, by stage (borrowed, valid until prof_session_free; the aspace ones are
+ * zero without --os none). */
+const struct prof_capture_counters *prof_session_capture_counters(const prof_session *s);
+const struct prof_stack_counters *prof_session_stack_counters(const prof_session *s);
+const struct prof_sysroot_counters *prof_session_sysroot_counters(const prof_session *s);
+const struct prof_aspace_counters *prof_session_aspace_counters(const prof_session *s);
 /* What the last sample cost (borrowed, overwritten by the next sample). */
 const struct prof_target_stats *prof_session_last_stats(const prof_session *s);
 

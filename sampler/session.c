@@ -85,7 +85,7 @@ struct prof_session {
     struct prof_stack stack; /* scratch, reused by every sample */
     struct prof_target_stats last_stats;
     uint64_t target_resets; /* prof_target_resets at the last stop */
-    struct prof_counters counters;
+    struct prof_capture_counters counters;
 };
 
 /* ---- Symbols and binaries ---------------------------------------------------------------- */
@@ -192,7 +192,7 @@ int prof_session_new(prof_target *target, prof_os *os, const struct prof_arch *a
     s->modules = prof_modules_new(s->profile);
     struct prof_sysroot_config sysroot_cfg = {
         .dir = cfg->sysroot, .arch = arch, .from_memory = true, .verbose = cfg->verbose};
-    s->sysroot = prof_sysroot_new(&sysroot_cfg, s->modules, &s->counters);
+    s->sysroot = prof_sysroot_new(&sysroot_cfg, s->modules);
     int rc = load_symbols(s, cfg, err);
     if (rc) {
         prof_session_free(s);
@@ -203,11 +203,11 @@ int prof_session_new(prof_target *target, prof_os *os, const struct prof_arch *a
                                           .arch = arch,
                                           .kernel_space = s->kernel_space,
                                           .kernel_syms = s->kernel_syms};
-    s->stacks = prof_stack_builder_new(&stack_cfg, s->modules, &s->counters);
+    s->stacks = prof_stack_builder_new(&stack_cfg, s->modules);
     if (cfg->by_content) {
         struct prof_aspaces_config as_cfg = {
             .store = s->store, .user_end = s->split.user_end, .verbose = cfg->verbose};
-        s->aspaces = prof_aspaces_new(&as_cfg, s->modules, &s->counters);
+        s->aspaces = prof_aspaces_new(&as_cfg, s->modules);
     }
     add_kernel_module(s);
     *out = s;
@@ -903,9 +903,25 @@ void prof_session_describe_aspaces(const prof_session *s, GString *out)
         prof_aspaces_describe(s->aspaces, out);
 }
 
-const struct prof_counters *prof_session_counters(const prof_session *s)
+const struct prof_capture_counters *prof_session_capture_counters(const prof_session *s)
 {
     return &s->counters;
+}
+
+const struct prof_stack_counters *prof_session_stack_counters(const prof_session *s)
+{
+    return prof_stack_builder_counters(s->stacks);
+}
+
+const struct prof_sysroot_counters *prof_session_sysroot_counters(const prof_session *s)
+{
+    return prof_sysroot_counters(s->sysroot);
+}
+
+const struct prof_aspace_counters *prof_session_aspace_counters(const prof_session *s)
+{
+    static const struct prof_aspace_counters none;
+    return s->aspaces ? prof_aspaces_counters(s->aspaces) : &none;
 }
 
 const struct prof_target_stats *prof_session_last_stats(const prof_session *s)

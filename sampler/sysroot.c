@@ -27,13 +27,13 @@
 
 struct prof_sysroot {
     struct prof_sysroot_config cfg;
-    prof_modules *modules;          /* borrowed */
-    struct prof_counters *counters; /* borrowed */
-    GHashTable *files;              /* guest path -> struct sysroot_file (owned) */
-    GHashTable *spaces;             /* struct user_space_key -> struct user_space (owned) */
-    GHashTable *modules_by_file;    /* "host path@bias" -> module index */
-    GHashTable *debug_tables;       /* build-id (hex) -> sym_table of its debug file, or NULL */
-    prof_memimgs *memimgs;          /* the guest's own copies of its files (from_memory) */
+    prof_modules *modules; /* borrowed */
+    struct prof_sysroot_counters counters;
+    GHashTable *files;           /* guest path -> struct sysroot_file (owned) */
+    GHashTable *spaces;          /* struct user_space_key -> struct user_space (owned) */
+    GHashTable *modules_by_file; /* "host path@bias" -> module index */
+    GHashTable *debug_tables;    /* build-id (hex) -> sym_table of its debug file, or NULL */
+    prof_memimgs *memimgs;       /* the guest's own copies of its files (from_memory) */
 };
 
 /* One guest path looked up under the sysroot, once. */
@@ -89,13 +89,11 @@ static gboolean user_space_key_equal(gconstpointer a, gconstpointer b)
     return memcmp(a, b, sizeof(struct user_space_key)) == 0;
 }
 
-prof_sysroot *prof_sysroot_new(const struct prof_sysroot_config *cfg, prof_modules *modules,
-                               struct prof_counters *counters)
+prof_sysroot *prof_sysroot_new(const struct prof_sysroot_config *cfg, prof_modules *modules)
 {
     prof_sysroot *sr = g_new0(prof_sysroot, 1);
     sr->cfg = *cfg;
     sr->modules = modules;
-    sr->counters = counters;
     sr->files = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, sysroot_file_free);
     sr->spaces =
         g_hash_table_new_full(user_space_key_hash, user_space_key_equal, NULL, user_space_free);
@@ -105,6 +103,11 @@ prof_sysroot *prof_sysroot_new(const struct prof_sysroot_config *cfg, prof_modul
     if (cfg->from_memory)
         sr->memimgs = prof_memimgs_new(cfg->arch->elf_machine, cfg->verbose);
     return sr;
+}
+
+const struct prof_sysroot_counters *prof_sysroot_counters(const prof_sysroot *sr)
+{
+    return &sr->counters;
 }
 
 void prof_sysroot_free(prof_sysroot *sr)
@@ -232,7 +235,7 @@ static struct sysroot_file *sysroot_file(prof_sysroot *sr, const char *guest_pat
     if (f || g_hash_table_size(sr->files) >= MAX_SYSROOT_FILES)
         return f;
     f = sysroot_file_open(sr, guest_path);
-    sr->counters->sysroot_files_unused += !f->usable;
+    sr->counters.sysroot_files_unused += !f->usable;
     if (!f->usable && sr->cfg.verbose)
         fprintf(stderr, "qprof: --sysroot: %s: %s (its frames end the user stack)\n", f->host_path,
                 f->why_not);
@@ -268,7 +271,7 @@ static bool same_build(prof_sysroot *sr, struct sysroot_file *f, const struct pr
                     "used\n",
                     m->path, f->host_path);
         f->said_differs = true;
-        sr->counters->sysroot_files_unused++;
+        sr->counters.sysroot_files_unused++;
     }
     return false;
 }

@@ -363,11 +363,11 @@ static void test_foreign_pause(void)
     CHECK(!sample(&f));
     CHECK_INT((int)guest.stops, 1);
     CHECK_INT((int)out_profile_sample_count(prof_session_profile(f.session)), 0);
-    CHECK_U64(prof_session_counters(f.session)->vcpu_samples, 0);
+    CHECK_U64(prof_session_capture_counters(f.session)->vcpu_samples, 0);
     guest.was_paused = false;
     CHECK(sample(&f));
     CHECK_INT((int)out_profile_sample_count(prof_session_profile(f.session)), 1);
-    CHECK_U64(prof_session_counters(f.session)->vcpu_samples, 1);
+    CHECK_U64(prof_session_capture_counters(f.session)->vcpu_samples, 1);
     fixture_close(&f);
 }
 
@@ -428,7 +428,7 @@ static void test_budget(void)
     guest_runs(BIG_TEXT, big_text, BIG_SIZE, "big");
     fixture_open(&f, NULL);
     CHECK(sample(&f));
-    CHECK_U64(prof_session_counters(f.session)->budget_hits, 1);
+    CHECK_U64(prof_session_capture_counters(f.session)->budget_hits, 1);
     CHECK(guest.text_bytes_read < BIG_SIZE);
     CHECK(module_named(&f, "big") == NULL); /* not whole yet */
     CHECK(sample(&f));
@@ -439,9 +439,9 @@ static void test_budget(void)
         CHECK_U64(m->text_hash, sym_text_hash(big_text, BIG_SIZE));
     CHECK_MSG(guest.max_bytes_a_stop <= PROF_BUDGET_BYTES, "a stop read %zu bytes",
               guest.max_bytes_a_stop);
-    CHECK_U64(prof_session_counters(f.session)->budget_hits, 1); /* the rest fitted */
+    CHECK_U64(prof_session_capture_counters(f.session)->budget_hits, 1); /* the rest fitted */
     CHECK(sample(&f));
-    CHECK_U64(prof_session_counters(f.session)->budget_hits, 1);
+    CHECK_U64(prof_session_capture_counters(f.session)->budget_hits, 1);
     fixture_close(&f);
 }
 
@@ -458,7 +458,7 @@ static void test_resets(void)
 
     guest.resets++;
     CHECK(sample(&f));
-    const struct prof_counters *c = prof_session_counters(f.session);
+    const struct prof_capture_counters *c = prof_session_capture_counters(f.session);
     CHECK_U64(c->machine_resets, 1);
     CHECK_INT((int)fos.machine_resets, 1);
     CHECK_U64(guest.text_bytes_read, 2 * fx_text_size);
