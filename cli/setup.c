@@ -201,7 +201,7 @@ int prof_setup_open(const struct prof_options *o, struct prof_setup *out, struct
     if (o->verbose) {
         qp_log(QP_LOG_INFO, "connected to QEMU %s, memory backend %s, qprof_abi at 0x%" PRIx64,
                prof_target_version(s.target), prof_target_describe(s.target), s.abi_addr);
-        qp_log(QP_LOG_WARN, "OS adapter: %s", prof_os_name(s.os));
+        qp_log(QP_LOG_INFO, "OS adapter: %s", prof_os_name(s.os));
     }
     *out = s;
     return 0;
