@@ -1,5 +1,6 @@
 /* Address spaces as processes and binaries by content (see aspace.h). */
 #include "aspace.h"
+#include "qp_log.h"
 
 #include <glib.h>
 #include <inttypes.h>
@@ -162,7 +163,7 @@ struct prof_aspace *prof_aspace_for(prof_aspaces *a, uint64_t root)
     set_label(as, "user");
     g_hash_table_insert(a->spaces, &as->root, as);
     if (a->cfg.verbose)
-        fprintf(stderr, "qprof: address space %d: root 0x%" PRIx64 "\n", as->number, root);
+        qp_log(QP_LOG_INFO, "address space %d: root 0x%" PRIx64, as->number, root);
     return as;
 }
 
@@ -207,7 +208,7 @@ static struct user_binary *binary_for(prof_aspaces *a, const sym_table *t, uint6
     struct qp_error err = {0};
     if (unw_space_new(b->name, 0, a->cfg.user_end, &b->space, &err) == 0 &&
         unw_space_add_elf(b->space, sym_table_path(t), (int64_t)bias, &err) != 0 && a->cfg.verbose)
-        fprintf(stderr, "qprof: no unwind tables for %s: %s\n", b->name, err.msg);
+        qp_log(QP_LOG_INFO, "no unwind tables for %s: %s", b->name, err.msg);
     g_hash_table_insert(a->binaries, g_memdup2(&key, sizeof key), b);
     return b;
 }
@@ -219,19 +220,19 @@ static void note_match(prof_aspaces *a, struct prof_aspace *as, uint64_t page,
         as->bin = r->bin;
         set_label(as, r->bin->name);
         if (a->cfg.verbose)
-            fprintf(stderr,
-                    "qprof: address space %d (root 0x%" PRIx64 "): page 0x%" PRIx64
-                    " is %s+0x%" PRIx64 " (%s)\n",
-                    as->number, as->root, page, r->bin->name, m->vaddr, sym_table_path(m->table));
+            qp_log(QP_LOG_INFO,
+                   "address space %d (root 0x%" PRIx64 "): page 0x%" PRIx64 " is %s+0x%" PRIx64
+                   " (%s)",
+                   as->number, as->root, page, r->bin->name, m->vaddr, sym_table_path(m->table));
     } else if (r->n > 1 && !as->bin) {
         as->probe = page + SYM_PAGE_SIZE; /* the next page of the same code decides */
     } else if (r->n == 0) {
         a->counters.content_pages_unmatched++;
         if (a->cfg.verbose)
-            fprintf(stderr,
-                    "qprof: address space %d (root 0x%" PRIx64 "): page 0x%" PRIx64
-                    " matches no file under --user-dir\n",
-                    as->number, as->root, page);
+            qp_log(QP_LOG_INFO,
+                   "address space %d (root 0x%" PRIx64 "): page 0x%" PRIx64
+                   " matches no file under --user-dir",
+                   as->number, as->root, page);
     }
 }
 
@@ -285,10 +286,10 @@ struct prof_aspace *prof_aspace_verify(prof_aspaces *a, struct prof_aspace *as, 
     g_ptr_array_add(a->retired, as);
     describe_space(as, a->earlier);
     if (a->cfg.verbose)
-        fprintf(stderr,
-                "qprof: address space %d (root 0x%" PRIx64 "): the code at 0x%" PRIx64
-                " changed: the root belongs to another process now\n",
-                as->number, as->root, addr);
+        qp_log(QP_LOG_INFO,
+               "address space %d (root 0x%" PRIx64 "): the code at 0x%" PRIx64
+               " changed: the root belongs to another process now",
+               as->number, as->root, addr);
     return prof_aspace_for(a, as->root);
 }
 

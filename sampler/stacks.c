@@ -4,6 +4,7 @@
 #include "stacks.h"
 
 #include "sysroot.h"
+#include "qp_log.h"
 
 #include <errno.h>
 #include <glib.h>
@@ -84,7 +85,7 @@ static int walk_full(prof_stack_builder *sb, unw_space *space, const struct unw_
     if (unw_unwind(space, regs, &mem, sb->cfg.max_depth, &res, &err) != 0) {
         *stop = UNW_STOP_ERROR;
         if (sb->cfg.verbose)
-            fprintf(stderr, "qprof: unwinding failed: %s\n", err.msg);
+            qp_log(QP_LOG_INFO, "unwinding failed: %s", err.msg);
         return 0;
     }
     *stop = res.stop;
