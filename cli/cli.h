@@ -1,5 +1,6 @@
 /* cli: the qprof command line on top of the sampling core. main.c, options.c (every option,
- * --help), run.c (the run: the sampling loop with jittered intervals, signals, progress,
+ * --help), setup.c (the target, OS adapter and session chosen from the options; cli_internal.h),
+ * run.c (the run: the sampling loop with jittered intervals, signals, progress,
  * outputs, the summary), and one file per subcommand: report.c (`qprof report`), diff.c
  * (`qprof diff`) and annotate.c (`qprof annotate`), which share load.c (cli_internal.h), and
  * top.c (`qprof top`, riding on run.c's loop through prof_run_hooks; top_view.c and top_text.c
@@ -15,6 +16,54 @@
 
 #include <stdint.h>
 #include <stdio.h>
+
+#define PROF_MAX_USER_DIRS 8
+#define PROF_MAX_OUTPUTS   8
+
+/* Every option with its default (prof_options_init). */
+struct prof_options {
+    const char *qmp_socket;                  /* --qmp-socket, "./qmp-socket" */
+    bool qmp_socket_given;                   /* --qmp-socket was on the command line */
+    const char *gdb_address;                 /* --gdb: the gdbstub target instead of QMP */
+    enum prof_transport transport;           /* --transport, PROF_TRANSPORT_AUTO */
+    const char *plugin_address;              /* --plugin: qprof-plugin.so's socket (QEMU 10) */
+    uint64_t period_insns;                   /* --period-insns: plugin samples by instructions */
+    enum prof_plugin_trigger plugin_trigger; /* --plugin-trigger, AUTO */
+    bool plugin_trigger_given;
+    const char *output;                    /* the first -o, NULL: summary only; "-": stdout */
+    const char *outputs[PROF_MAX_OUTPUTS]; /* every -o: format by extension or --format */
+    int n_outputs;
+    const char *format;   /* --format: overrides the extensions; NULL */
+    bool per_cpu;         /* --per-cpu: stacks rooted at cpuN */
+    const char *record;   /* `qprof record`, or an -o naming a .data/.qprof file: the record
+                             file, streamed to disk while sampling */
+    double interval_ms;   /* --interval, 10 */
+    double duration_s;    /* --duration, 5; 0 = until Ctrl-C (or --samples) */
+    uint64_t max_samples; /* --samples, 0 = no limit; without --duration no time limit */
+    bool one_shot;        /* --one-shot */
+    bool show_addresses;  /* --show-addresses */
+    bool verbose;         /* --verbose */
+    enum prof_mode_filter mode_filter;         /* --kernel-only / --user-only */
+    const char *kernel;                        /* --kernel ELF|System.map */
+    int64_t kernel_slide;                      /* --kernel-slide */
+    const char *user_dirs[PROF_MAX_USER_DIRS]; /* --user-dir, repeatable */
+    int n_user_dirs;
+    int max_depth;              /* --max-depth, 128 */
+    uint64_t cpu_mask;          /* --cpus, all */
+    uint64_t abi_addr;          /* --abi-addr, 0: the kernel ELF's qprof_abi symbol */
+    const char *memory_backend; /* --memory auto|direct|memsave|hmp */
+    enum prof_os_choice os;     /* --os, PROF_OS_AUTO */
+    const char *vmcoreinfo;     /* --vmcoreinfo FILE (Linux guests), NULL: scan guest RAM */
+    const char *current;        /* --current EXPR (--os none), NULL: none */
+    const char *current_pid;    /* --current-pid FIELD, NULL: "pid" */
+    const char *current_name;   /* --current-name FIELD, NULL: "name", else "comm" */
+    const char *percpu_offsets; /* --percpu-offsets TABLE, NULL: "__per_cpu_offset" */
+    const char *sysroot; /* --sysroot DIR: the guest's root filesystem, NULL: user leaf only */
+    int top;             /* --top, 10 */
+    bool progress;       /* live progress line (on a terminal unless --no-progress;
+                            --progress forces it, e.g. into a log file) */
+    bool exact;          /* --exact: count every instruction per function (--plugin) */
+};
 
 /* Fills o with every option's default. */
 void prof_options_init(struct prof_options *o);
@@ -91,6 +140,8 @@ struct prof_run_status {
 void prof_run_get_status(const prof_run *r, struct prof_run_status *out);
 /* The run's session (borrowed for the run's lifetime, i.e. within the hooks' calls). */
 prof_session *prof_run_session(prof_run *r);
+/* The target the run samples through (borrowed, as the session). */
+const prof_target *prof_run_target(const prof_run *r);
 
 /* A view that rides on the run. The guest is never stopped while a hook runs. */
 struct prof_run_hooks {

@@ -1,7 +1,7 @@
-/* What the offline subcommands (report.c, diff.c, annotate.c) share, in load.c: the options
- * that choose samples (--pid, --comm, --kernel-only, --user-only, --cpus, --time) and symbol
- * files (--kernel, --user-dir), the filter they make, and the symbolizer over a record's
- * modules. Private to cli/.
+/* Private to cli/. What the offline subcommands (report.c, diff.c, annotate.c) share, in load.c:
+ * the options that choose samples (--pid, --comm, --kernel-only, --user-only, --cpus, --time)
+ * and symbol files (--kernel, --user-dir), the filter they make, and the symbolizer over a
+ * record's modules. And setup.c: the target, OS adapter and session a run samples through.
  *
  * Functions returning int return 0 on success or a negative errno-style code and fill the
  * optional err (common/qp_error.h).
@@ -112,5 +112,27 @@ const sym_table *prof_syms_table(const prof_syms *s, uint32_t module);
 /* An out_symbolize_fn over the tables (ctx: the prof_syms). */
 int prof_syms_symbolize(void *ctx, const struct out_module *m, uint64_t pc, bool exact,
                         struct out_symbol *sym);
+
+/* ---- setup.c: what a run samples through, chosen and opened from the options ------------- */
+
+/* What prof_setup_open chose and opened; the caller's (prof_setup_close). The options are left
+ * as they were: what auto resolved to is here. */
+struct prof_setup {
+    prof_target *target;
+    const struct prof_arch *arch;  /* the target's (a --kernel ELF of another was refused) */
+    prof_os_current *current;      /* --current, resolved against the kernel's DWARF; NULL */
+    enum prof_os_choice os_choice; /* --os resolved: never PROF_OS_AUTO */
+    uint64_t abi_addr;             /* where the demo guest's qprof_abi is read; 0: nowhere */
+    prof_os *os;
+    prof_session *session;
+};
+
+/* Connects to QEMU as the options say, checks --kernel's architecture against the target's,
+ * loads the kernel's symbols, chooses and opens the OS adapter and the session. On failure
+ * everything opened is closed again and err says why (one line). */
+int prof_setup_open(const struct prof_options *o, struct prof_setup *out, struct qp_error *err);
+/* Frees the session, the adapter and the target, in that order (the target resumes a guest it
+ * stopped); a zeroed setup is a no-op. */
+void prof_setup_close(struct prof_setup *s);
 
 #endif

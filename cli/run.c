@@ -1,7 +1,8 @@
 /* The qprof run: sampling loop with jittered intervals, signals, progress, output, summary. */
 #define _GNU_SOURCE /* ppoll */
-#include "cli.h"
+#include "cli_internal.h"
 #include "qp_file.h"
+#include "qp_log.h"
 
 #include <errno.h>
 #include <glib.h>
@@ -100,6 +101,7 @@ _Static_assert(sizeof failure_codes / sizeof failure_codes[0] == N_FAILURE_KINDS
 struct run_state {
     const struct prof_options *o;
     prof_session *session;
+    const prof_target *target; /* the session's, opened by setup.c beside it */
     prof_agg *agg; /* the folded view of the profile, for the summary (made at the end) */
     double last_sample;
     out_recorder *recorder; /* with a record file: written as sampling goes */
@@ -155,8 +157,7 @@ static void warn_if_slow(struct run_state *r, double now)
     double elapsed = now - r->first_done;
     double target = 1000.0 / r->o->interval_ms;
     if (r->warned_slow || r->samples < 20 || elapsed < 0.5 || r->paused_intervals ||
-        prof_target_captures(
-            prof_session_target(r->session))) /* paced by the guest's own vCPU time */
+        prof_target_captures(r->target)) /* paced by the guest's own vCPU time */
         return;
     double achieved = (r->samples - 1) / elapsed;
     if (achieved < 0.8 * target) {
@@ -198,7 +199,7 @@ static int compare_doubles(const void *a, const void *b)
  * cause, a user must not wait for the summary to learn that the guest is crawling. */
 static void check_first_samples_cost(struct run_state *r)
 {
-    if (prof_target_captures(prof_session_target(r->session)))
+    if (prof_target_captures(r->target))
         return; /* nothing waits on a transport */
     if (r->warned_cost || r->samples != 6)
         return;
@@ -206,7 +207,7 @@ static void check_first_samples_cost(struct run_state *r)
     double sorted[5];
     memcpy(sorted, r->first_paused_ms, sizeof sorted);
     qsort(sorted, 5, sizeof sorted[0], compare_doubles);
-    const prof_target *t = prof_session_target(r->session);
+    const prof_target *t = r->target;
     double trips = (double)r->round_trips / (double)r->samples;
     double usual = prof_target_usual_round_trip_ms(t);
     if (!prof_paused_far_above_usual(sorted[2], trips, usual))
@@ -230,7 +231,7 @@ static double running_share(const struct run_state *r, double now)
 static void check_frozen(struct run_state *r, double now)
 {
     if (r->warned_frozen || r->samples < 20 || now - r->start < 0.5 ||
-        prof_target_captures(prof_session_target(r->session)))
+        prof_target_captures(r->target))
         return;
     double share = running_share(r, now);
     if (share >= PROF_FROZEN_SHARE)
@@ -247,9 +248,9 @@ static void check_frozen(struct run_state *r, double now)
  * it happens (the summary gives the total). */
 static void check_lost(struct run_state *r)
 {
-    if (r->warned_lost || !prof_target_captures(prof_session_target(r->session)))
+    if (r->warned_lost || !prof_target_captures(r->target))
         return;
-    uint64_t lost = prof_target_lost(prof_session_target(r->session));
+    uint64_t lost = prof_target_lost(r->target);
     if (!lost)
         return;
     r->warned_lost = true;
@@ -291,7 +292,7 @@ static void note_paused_by_other(struct run_state *r, bool paused)
     }
     r->paused_by_other = paused;
     /* a capturing target counts a pause's intervals from QEMU's stamps, not from these calls */
-    const prof_target *t = prof_session_target(r->session);
+    const prof_target *t = r->target;
     if (prof_target_captures(t))
         r->paused_intervals = prof_target_paused_intervals(t);
     else if (paused)
@@ -304,7 +305,7 @@ static void take_sample(struct run_state *r)
     bool taken = false;
     double now = now_s();
     /* A captured sample stands for one interval of its vCPU's time, wherever it was drained. */
-    bool captured = prof_target_captures(prof_session_target(r->session));
+    bool captured = prof_target_captures(r->target);
     double weight = r->samples && !captured ? now - r->last_sample : r->o->interval_ms / 1000.0;
     if (prof_session_sample(r->session, (uint64_t)((now - r->start) * 1e9),
                             (uint64_t)(weight * 1e9), &taken, &err) != 0) {
@@ -366,7 +367,7 @@ static void sampling_loop(struct run_state *r)
         check_first_samples_cost(r);
         check_frozen(r, now);
         check_lost(r);
-        if (prof_target_captures(prof_session_target(r->session))) {
+        if (prof_target_captures(r->target)) {
             sleep_until(now); /* only to take a pending stop signal: the target paces itself */
             continue;
         }
@@ -394,7 +395,7 @@ static void print_failures(const struct run_state *r, FILE *f)
     fputc('\n', f);
 }
 
-static void print_truncations(const struct prof_counters *c, FILE *f)
+static void print_truncations(const struct prof_stack_counters *c, FILE *f)
 {
     uint64_t total = 0;
     for (int i = 0; i < UNW_STOP_COUNT; i++)
@@ -414,7 +415,7 @@ static void print_truncations(const struct prof_counters *c, FILE *f)
 
 /* Kernel stacks the OS adapter unwound (Linux: ORC): how many reached where a kernel stack
  * starts (the entry from user mode, or a kernel thread's or the boot stack's first frame). */
-static void print_kernel_completeness(const struct prof_counters *c, FILE *f)
+static void print_kernel_completeness(const struct prof_stack_counters *c, FILE *f)
 {
     if (!c->kernel_stacks)
         return;
@@ -427,7 +428,8 @@ static void print_kernel_completeness(const struct prof_counters *c, FILE *f)
             c->kernel_stacks, 100.0 * c->kernel_stacks_complete / c->kernel_stacks);
 }
 
-static void print_sysroot_use(const struct prof_counters *c, FILE *f)
+static void print_sysroot_use(const struct prof_stack_counters *c,
+                              const struct prof_sysroot_counters *sr, FILE *f)
 {
     if (c->sysroot_stacks)
         fprintf(f,
@@ -439,20 +441,21 @@ static void print_sysroot_use(const struct prof_counters *c, FILE *f)
                 "user stacks by the guest's own .eh_frame: %" PRIu64
                 ", complete (reach the outermost frame): %.1f%%\n",
                 c->memory_stacks, 100.0 * c->memory_stacks_complete / c->memory_stacks);
-    if (c->sysroot_files_unused)
+    if (sr->sysroot_files_unused)
         fprintf(f,
                 "guest files not used from --sysroot (missing there, or another build): %" PRIu64
                 "\n",
-                c->sysroot_files_unused);
+                sr->sysroot_files_unused);
 }
 
 /* Under TCG a share of these well above the entry code's real cost means the stops were taken
  * late and the code that runs just after system calls or faults is under-sampled. */
-static void print_kernel_entries(const struct prof_counters *c, FILE *f)
+static void print_kernel_entries(const struct prof_stack_counters *c, uint64_t vcpu_samples,
+                                 FILE *f)
 {
     if (!c->at_kernel_entry)
         return;
-    double share = c->vcpu_samples ? 100.0 * c->at_kernel_entry / c->vcpu_samples : 0;
+    double share = vcpu_samples ? 100.0 * c->at_kernel_entry / vcpu_samples : 0;
     fprintf(f, "on the first instruction of a kernel entry from user space: %" PRIu64 " (%.1f%%)\n",
             c->at_kernel_entry, share);
     if (share >= 1.0)
@@ -469,7 +472,7 @@ static double pct(uint64_t part, uint64_t whole)
 
 /* One line per sampled vCPU when there are several: how busy each was and with what, the way
  * perf's --sort cpu shows an imbalance. */
-static void print_per_cpu(const struct prof_counters *c, FILE *f)
+static void print_per_cpu(const struct prof_capture_counters *c, FILE *f)
 {
     int sampled = 0;
     for (int i = 0; i < c->cpus_seen; i++) {
@@ -503,7 +506,7 @@ static void print_per_cpu(const struct prof_counters *c, FILE *f)
 /* A capturing target: what capturing cost the vCPUs' threads, and what it could not take. */
 static void print_capture_costs(const struct run_state *r, double elapsed, FILE *f)
 {
-    const prof_target *t = prof_session_target(r->session);
+    const prof_target *t = r->target;
     fprintf(f,
             "captured inside QEMU, the guest never stopped: capture cost on the vCPU thread p50 "
             "%.1f us, p99 %.1f us, max %.1f us; samples lost to a full ring: %" PRIu64
@@ -532,9 +535,8 @@ static void print_pause_costs(const struct run_state *r, double elapsed, FILE *f
             "sample (transport: %s, memory: %s)\n",
             prof_hist_percentile(&r->paused, 50) / 1e6, prof_hist_percentile(&r->paused, 99) / 1e6,
             r->paused.max_ns / 1e6, (double)r->round_trips / r->samples,
-            prof_target_round_trip_name(prof_session_target(r->session)),
-            prof_target_transport(prof_session_target(r->session)),
-            prof_target_describe(prof_session_target(r->session)));
+            prof_target_round_trip_name(r->target), prof_target_transport(r->target),
+            prof_target_describe(r->target));
     double share = prof_guest_running_share(r->paused_total_ns, elapsed);
     fprintf(f, "guest running: %.1f%% of the sampling time (paused the rest for samples)%s\n",
             100 * share,
@@ -543,11 +545,12 @@ static void print_pause_costs(const struct run_state *r, double elapsed, FILE *f
 
 static void print_summary(const struct run_state *r, double elapsed, FILE *f)
 {
-    const struct prof_counters *c = prof_session_counters(r->session);
+    const struct prof_capture_counters *c = prof_session_capture_counters(r->session);
+    const struct prof_stack_counters *st = prof_session_stack_counters(r->session);
     fprintf(f, "\nqprof: %" PRIu64 " samples in %.2f s (%.1f samples/s), %" PRIu64 " failed\n",
             r->samples, elapsed, elapsed > 0 ? r->samples / elapsed : 0.0, r->failed);
     print_failures(r, f);
-    if (r->samples && prof_target_captures(prof_session_target(r->session)))
+    if (r->samples && prof_target_captures(r->target))
         print_capture_costs(r, elapsed, f);
     else if (r->samples)
         print_pause_costs(r, elapsed, f);
@@ -557,11 +560,11 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
         fprintf(f, "dropped by --%s: %" PRIu64 "\n",
                 r->o->mode_filter == PROF_KERNEL_ONLY ? "kernel-only" : "user-only",
                 c->dropped_by_filter);
-    if (c->no_process_info)
+    if (st->no_process_info)
         fprintf(f,
                 "stacks without process information (no qprof_abi, no slot for the vCPU, or "
                 "mid-update): %" PRIu64 "\n",
-                c->no_process_info);
+                st->no_process_info);
     if (r->paused_intervals)
         fprintf(f, "guest paused by another client: %" PRIu64 " sampling intervals skipped\n",
                 r->paused_intervals);
@@ -591,16 +594,17 @@ static void print_summary(const struct run_state *r, double elapsed, FILE *f)
                 "kernel stack window (--os none) grew %" PRIu64 " time(s): a kernel stack reached "
                 "past it\n",
                 c->kstack_window_grown);
-    if (c->aspace_roots_reused)
+    uint64_t roots_reused = prof_session_aspace_counters(r->session)->aspace_roots_reused;
+    if (roots_reused)
         fprintf(f,
                 "address-space roots given to a new process (--os none, their code changed): "
                 "%" PRIu64 "\n",
-                c->aspace_roots_reused);
+                roots_reused);
     print_per_cpu(c, f);
-    print_truncations(c, f);
-    print_kernel_completeness(c, f);
-    print_sysroot_use(c, f);
-    print_kernel_entries(c, f);
+    print_truncations(st, f);
+    print_kernel_completeness(st, f);
+    print_sysroot_use(st, prof_session_sysroot_counters(r->session), f);
+    print_kernel_entries(st, c->vcpu_samples, f);
     prof_agg_print_report(r->agg, f, r->o->top);
 }
 
@@ -802,9 +806,9 @@ static int check_outputs(const struct prof_options *o)
 
 /* A machine with more vCPUs than one stop can hold is sampled on its first ones: say so once,
  * before the run, rather than leave the rest silently out of the profile. */
-static void warn_vcpu_limit(prof_session *s)
+static void warn_vcpu_limit(const prof_target *t)
 {
-    int n = prof_target_vcpu_count(prof_session_target(s));
+    int n = prof_target_vcpu_count(t);
     if (n > PROF_MAX_VCPUS)
         fprintf(stderr,
                 "qprof: the guest has %d vCPUs; qprof samples the first %d (--cpus chooses "
@@ -817,9 +821,14 @@ prof_session *prof_run_session(prof_run *r)
     return r->session;
 }
 
+const prof_target *prof_run_target(const prof_run *r)
+{
+    return r->target;
+}
+
 void prof_run_get_status(const prof_run *r, struct prof_run_status *out)
 {
-    const prof_target *t = prof_session_target(r->session);
+    const prof_target *t = r->target;
     *out = (struct prof_run_status){.elapsed_s = now_s() - r->start,
                                     .samples = r->samples,
                                     .failed = r->failed,
@@ -840,29 +849,32 @@ int prof_run_main(const struct prof_options *o, const struct prof_run_hooks *hoo
 {
     install_signal_handlers();
     srandom((unsigned)(time(NULL) ^ getpid()));
-    prof_session *s = NULL;
+    struct prof_setup setup = {0};
     struct qp_error err = {0};
+    /* Every info message below the session is one --verbose asked for. */
+    qp_log_set_threshold(o->verbose ? QP_LOG_DEBUG : QP_LOG_WARN);
     if (!o->one_shot && check_outputs(o) != 0)
         return PROF_EXIT_RUNTIME;
-    if (prof_session_open(o, &s, &err) != 0) {
+    if (prof_setup_open(o, &setup, &err) != 0) {
         fprintf(stderr, "qprof: %s\n", err.msg);
         return PROF_EXIT_RUNTIME;
     }
-    warn_vcpu_limit(s);
+    warn_vcpu_limit(setup.target);
     if (o->one_shot) {
-        int rc = one_shot(s);
-        prof_session_free(s);
+        int rc = one_shot(setup.session);
+        prof_setup_close(&setup);
         return rc;
     }
     struct run_state r = {.o = o,
-                          .session = s,
+                          .session = setup.session,
+                          .target = setup.target,
                           .agg = prof_agg_new(),
                           .warnings = g_string_new(NULL),
                           .hooks = hooks};
     if (o->record && open_recorder(&r) != 0) {
         g_string_free(r.warnings, TRUE);
         prof_agg_free(r.agg);
-        prof_session_free(s);
+        prof_setup_close(&setup);
         return PROF_EXIT_RUNTIME;
     }
     r.start = now_s();
@@ -884,6 +896,6 @@ int prof_run_main(const struct prof_options *o, const struct prof_run_hooks *hoo
         rc = PROF_EXIT_RUNTIME;
     g_string_free(r.warnings, TRUE);
     prof_agg_free(r.agg);
-    prof_session_free(s);
+    prof_setup_close(&setup);
     return rc;
 }

@@ -87,8 +87,8 @@ static void fill_screen(struct top_state *s, const struct prof_run_status *st,
                         struct top_screen *sc)
 {
     prof_session *session = prof_run_session(s->run);
-    const prof_target *t = prof_session_target(session);
-    const struct prof_counters *c = prof_session_counters(session);
+    const prof_target *t = prof_run_target(s->run);
+    const struct prof_capture_counters *c = prof_session_capture_counters(session);
     *sc = (struct top_screen){.o = s->o,
                               .status = st,
                               .transport = prof_target_transport(t),

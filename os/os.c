@@ -9,12 +9,13 @@ struct prof_os {
     void *impl;
 };
 
-int prof_os_open(const struct prof_os_ops *ops, const struct prof_os_config *cfg, prof_os **out)
+int prof_os_open(const struct prof_os_ops *ops, const struct prof_os_config *cfg, prof_os **out,
+                 struct qp_error *err)
 {
     void *impl = NULL;
-    int rc = ops->open(cfg, &impl);
+    int rc = ops->open(cfg, &impl, err);
     if (rc)
-        return rc;
+        return qp_error_prefix(err, "opening the %s OS adapter", ops->name);
     prof_os *os = g_new0(prof_os, 1);
     os->ops = ops;
     os->impl = impl;

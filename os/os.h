@@ -146,7 +146,8 @@ struct prof_os_config {
 
 struct prof_os_ops {
     const char *name;
-    int (*open)(const struct prof_os_config *cfg, void **impl);
+    /* Fills *impl, or fails with a negative code and says why in err. */
+    int (*open)(const struct prof_os_config *cfg, void **impl, struct qp_error *err);
     void (*free)(void *impl);
     void (*refresh)(void *impl, const struct prof_vcpu *cpus, int n_cpus,
                     const struct prof_os_mem *mem, struct prof_os_refresh *out);
@@ -204,8 +205,10 @@ enum prof_os_choice { PROF_OS_AUTO = 0, PROF_OS_QPROF_ABI, PROF_OS_NONE, PROF_OS
 
 typedef struct prof_os prof_os;
 
-/* Opens an adapter (ops borrowed, static). *out is the caller's (prof_os_free). */
-int prof_os_open(const struct prof_os_ops *ops, const struct prof_os_config *cfg, prof_os **out);
+/* Opens an adapter (ops borrowed, static). *out is the caller's (prof_os_free). A failure is
+ * the adapter's reason in err, prefixed "opening the NAME OS adapter". */
+int prof_os_open(const struct prof_os_ops *ops, const struct prof_os_config *cfg, prof_os **out,
+                 struct qp_error *err);
 void prof_os_free(prof_os *os); /* NULL is a no-op */
 const char *prof_os_name(const prof_os *os);
 

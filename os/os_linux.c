@@ -11,6 +11,7 @@
 #include "lx_module.h"
 #include "lx_task.h"
 #include "os.h"
+#include "qp_log.h"
 
 #include <errno.h>
 #include <glib.h>
@@ -160,8 +161,9 @@ static void mm_vmas_free(gpointer p)
     g_free(m);
 }
 
-static int lx_open(const struct prof_os_config *cfg, void **impl)
+static int lx_open(const struct prof_os_config *cfg, void **impl, struct qp_error *err)
 {
+    (void)err; /* nothing here can fail */
     struct os_linux *l = g_new0(struct os_linux, 1);
     l->cfg = *cfg;
     l->phys = (struct lx_phys){.read = phys_read, .ctx = l};
@@ -178,26 +180,26 @@ static void lx_free(void *impl)
     if (!l)
         return;
     if (l->cfg.verbose && l->module_checks)
-        fprintf(stderr,
-                "qprof: Linux module list checked %" PRIu64 " times while the guest ran (%.2f ms "
-                "each on average), read in full %" PRIu64 " times (%.1f ms in all)\n",
-                l->module_checks, l->module_check_ns / 1e6 / (double)l->module_checks,
-                l->module_reads, l->module_read_ns / 1e6);
+        qp_log(QP_LOG_INFO,
+               "Linux module list checked %" PRIu64 " times while the guest ran (%.2f ms "
+               "each on average), read in full %" PRIu64 " times (%.1f ms in all)",
+               l->module_checks, l->module_check_ns / 1e6 / (double)l->module_checks,
+               l->module_reads, l->module_read_ns / 1e6);
     if (l->cfg.verbose && l->switching_samples)
-        fprintf(stderr,
-                "qprof: Linux: %" PRIu64 " samples in the middle of a context switch named by the "
-                "run queue's incoming task\n",
-                l->switching_samples);
+        qp_log(QP_LOG_INFO,
+               "Linux: %" PRIu64 " samples in the middle of a context switch named by the "
+               "run queue's incoming task",
+               l->switching_samples);
     if (l->cfg.verbose && l->foreign_mm_samples)
-        fprintf(stderr,
-                "qprof: Linux: %" PRIu64 " samples in a context switch, on the next task's page "
-                "tables: their task's user memory was not read\n",
-                l->foreign_mm_samples);
+        qp_log(QP_LOG_INFO,
+               "Linux: %" PRIu64 " samples in a context switch, on the next task's page "
+               "tables: their task's user memory was not read",
+               l->foreign_mm_samples);
     if (l->cfg.verbose && (l->task_reads_instant || l->task_unnamed))
-        fprintf(stderr,
-                "qprof: Linux current tasks: %" PRIu64 " reads from the sample's capture, %" PRIu64
-                " samples not named (their capture lacked the task)\n",
-                l->task_reads_instant, l->task_unnamed);
+        qp_log(QP_LOG_INFO,
+               "Linux current tasks: %" PRIu64 " reads from the sample's capture, %" PRIu64
+               " samples not named (their capture lacked the task)",
+               l->task_reads_instant, l->task_unnamed);
     lx_kernel_free(l->kernel);
     lx_kernel_free(l->candidate);
     lx_modules_free(l->mods);
@@ -216,7 +218,7 @@ static void lx_free(void *impl)
 static void say_why(struct os_linux *l, const struct qp_error *why)
 {
     if (!l->said && (l->cfg.chosen || l->cfg.verbose))
-        fprintf(stderr, "qprof: --os linux: %s; samples are split by address only\n", why->msg);
+        qp_log(QP_LOG_WARN, "--os linux: %s; samples are split by address only", why->msg);
     l->said = true;
 }
 
@@ -229,13 +231,13 @@ static void say_no_scan(struct os_linux *l)
     if (l->said || l->refreshes < 10)
         return;
     if (!l->said)
-        fprintf(stderr,
-                "qprof: no qprof_abi and no --kernel: if the guest runs Linux, qprof finds its "
-                "kernel by scanning guest RAM, by itself only where it reads a shared RAM file "
-                "(QEMU -object memory-backend-file,...,share=on -machine memory-backend=...; on "
-                "aarch64 with --gdb beside --qmp-socket), and with --os linux through QMP's "
-                "reads (seconds; not on aarch64). Until then samples are split by address "
-                "only\n");
+        qp_log(QP_LOG_WARN,
+               "no qprof_abi and no --kernel: if the guest runs Linux, qprof finds its "
+               "kernel by scanning guest RAM, by itself only where it reads a shared RAM file "
+               "(QEMU -object memory-backend-file,...,share=on -machine memory-backend=...; on "
+               "aarch64 with --gdb beside --qmp-socket), and with --os linux through QMP's "
+               "reads (seconds; not on aarch64). Until then samples are split by address "
+               "only");
     l->said = true;
 }
 
@@ -267,7 +269,7 @@ static int find_vmcoreinfo(struct os_linux *l, struct lx_vmcoreinfo *vi, struct 
     uint64_t where;
     int rc = lx_vmcoreinfo_find_fresh(&l->phys, lr, n, is_stale, l, vi, &where, err);
     if (rc == 0 && l->cfg.verbose)
-        fprintf(stderr, "qprof: Linux vmcoreinfo at guest-physical 0x%" PRIx64 "\n", where);
+        qp_log(QP_LOG_INFO, "Linux vmcoreinfo at guest-physical 0x%" PRIx64, where);
     if (rc == 0 && l->phys.read(l->phys.ctx, where, l->vmci_head, VMCI_HEAD) == 0)
         l->vmci_paddr = where;
     return rc;
@@ -290,7 +292,7 @@ static void build_symbols(struct os_linux *l)
         g_array_append_val(l->named_mods, *lx_modules_at(l->mods, i));
     struct qp_error err = {0};
     if (sym_table_from_entries("vmlinux", e, n, &l->syms, &err) && l->cfg.verbose)
-        fprintf(stderr, "qprof: kernel symbols: %s\n", err.msg);
+        qp_log(QP_LOG_INFO, "kernel symbols: %s", err.msg);
     g_free(e);
 }
 
@@ -322,11 +324,11 @@ static void load_module_offsets(struct os_linux *l, const lx_btf *btf)
      * at each check of the list. */
     l->modules_head = 0;
     if (rc == 0 && find_modules_list(l) != 0 && l->cfg.verbose)
-        fprintf(stderr, "qprof: Linux modules: kallsyms has no `modules` and no loaded module "
-                        "shows the list yet\n");
+        qp_log(QP_LOG_INFO, "Linux modules: kallsyms has no `modules` and no loaded module "
+                            "shows the list yet");
     l->have_mod_offsets = rc == 0;
     if (rc)
-        fprintf(stderr, "qprof: Linux modules: %s; frames in modules stay addresses\n", err.msg);
+        qp_log(QP_LOG_WARN, "Linux modules: %s; frames in modules stay addresses", err.msg);
 }
 
 /* Reads every live module's symbols and ORC tables (the guest running), and hands the ORC to
@@ -344,18 +346,18 @@ static bool read_modules(struct os_linux *l)
     l->module_read_ns += now_ns() - t0;
     if (rc) {
         if (l->cfg.verbose)
-            fprintf(stderr, "qprof: Linux modules: %s\n", err.msg);
+            qp_log(QP_LOG_INFO, "Linux modules: %s", err.msg);
         return false;
     }
     if (lx_modules_warning(m))
-        fprintf(stderr, "qprof: Linux %s; its frames stay addresses\n", lx_modules_warning(m));
+        qp_log(QP_LOG_WARN, "Linux %s; its frames stay addresses", lx_modules_warning(m));
     size_t n_syms;
     lx_modules_symbols(m, &n_syms);
     if (l->cfg.verbose)
-        fprintf(stderr,
-                "qprof: Linux modules: %zu text ranges, %zu symbols, %zu ORC entries, read in %.1f "
-                "ms\n",
-                lx_modules_count(m), n_syms, lx_modules_orc_entries(m), (now_ns() - t0) / 1e6);
+        qp_log(QP_LOG_INFO,
+               "Linux modules: %zu text ranges, %zu symbols, %zu ORC entries, read in %.1f "
+               "ms",
+               lx_modules_count(m), n_syms, lx_modules_orc_entries(m), (now_ns() - t0) / 1e6);
     lx_kernel_use_modules(l->kernel, m);
     lx_modules_free(l->mods);
     l->mods = m;
@@ -410,7 +412,7 @@ static void check_modules(struct os_linux *l, const struct prof_os_mem *mem,
     if (same || !read_modules(l) || named_already(l, l->mods))
         return;
     if (l->cfg.verbose)
-        fprintf(stderr, "qprof: Linux modules changed: new kernel symbols\n");
+        qp_log(QP_LOG_INFO, "Linux modules changed: new kernel symbols");
     if (l->syms)
         g_ptr_array_add(l->old_syms, l->syms);
     l->syms = NULL;
@@ -444,15 +446,14 @@ static void load_task_offsets(struct os_linux *l)
                  lx_kernel_symbol_addr(l->kernel, "__stop_BTF", &stop) == 0;
     if ((!named && lx_kernel_find_btf(l->kernel, &start, &stop)) || stop <= start ||
         stop - start > (64u << 20)) {
-        fprintf(stderr, "qprof: Linux kernel without BTF (__start_BTF): no process names\n");
+        qp_log(QP_LOG_WARN, "Linux kernel without BTF (__start_BTF): no process names");
         return;
     }
     l->have_percpu = lx_kernel_symbol_addr(l->kernel, "__per_cpu_offset", &l->per_cpu_offset) == 0;
     if (l->cfg.verbose)
-        fprintf(stderr,
-                "qprof: Linux BTF: %" PRIu64 " bytes at 0x%" PRIx64 " (guest-physical 0x%" PRIx64
-                ")\n",
-                stop - start, start, lx_kernel_image_paddr(l->kernel, start));
+        qp_log(QP_LOG_INFO,
+               "Linux BTF: %" PRIu64 " bytes at 0x%" PRIx64 " (guest-physical 0x%" PRIx64 ")",
+               stop - start, start, lx_kernel_image_paddr(l->kernel, start));
     uint8_t *blob = g_malloc(stop - start);
     int rc = lx_kernel_read(l->kernel, start, blob, stop - start);
     if (rc == 0)
@@ -462,7 +463,7 @@ static void load_task_offsets(struct os_linux *l)
     bool signal_bit;
     if (rc == 0 && lx_btf_orc_signal_bit(btf, &signal_bit) == 0 &&
         lx_kernel_check_orc_bits(l->kernel, signal_bit, &err))
-        fprintf(stderr, "qprof: %s\n", err.msg);
+        qp_log(QP_LOG_WARN, "%s", err.msg);
     if (rc == 0)
         rc = lx_btf_offsets(btf, &l->off, &err);
     /* The per-CPU variables are one way to the current task; without them (a kallsyms of text
@@ -470,21 +471,22 @@ static void load_task_offsets(struct os_linux *l)
      * user mode (owners). */
     if (rc == 0 && lx_offsets_from_kernel(l->kernel, &l->off, &err) != 0) {
         if (l->cfg.verbose)
-            fprintf(stderr, "qprof: Linux: %s: current tasks from vCPU registers only\n", err.msg);
+            qp_log(QP_LOG_INFO, "Linux: %s: current tasks from vCPU registers only", err.msg);
         l->have_percpu = false;
     }
     l->have_offsets = rc == 0;
     if (rc == 0 && l->off.has_page_cache)
         load_vmemmap_base(l);
     if (rc == 0 && !l->off.mm_map_count && l->cfg.verbose)
-        fprintf(stderr, "qprof: BTF has no mm_struct.map_count: a process's VMAs are read again "
-                        "only when a user pc is in none of them\n");
+        qp_log(QP_LOG_INFO, "BTF has no mm_struct.map_count: a process's VMAs are read again "
+                            "only when a user pc is in none of them");
     if (rc == 0 && !l->off.has_rq_curr && l->cfg.verbose)
-        fprintf(stderr, "qprof: Linux: no run queue (runqueues, rq.curr) in BTF or kallsyms: a "
-                        "sample in the middle of a context switch is named by the outgoing task\n");
+        qp_log(QP_LOG_INFO,
+               "Linux: no run queue (runqueues, rq.curr) in BTF or kallsyms: a "
+               "sample in the middle of a context switch is named by the outgoing task");
     if (rc)
-        fprintf(stderr, "qprof: Linux BTF unusable (%s): no process names\n",
-                err.msg[0] ? err.msg : "unreadable");
+        qp_log(QP_LOG_WARN, "Linux BTF unusable (%s): no process names",
+               err.msg[0] ? err.msg : "unreadable");
     lx_btf_free(btf);
     g_free(blob);
 }
@@ -512,7 +514,7 @@ static bool find_kernel(struct os_linux *l)
         return false;
     }
     if (!lx_kernel_unwinds_by_fp(l->kernel) && lx_kernel_load_orc(l->kernel, &err))
-        fprintf(stderr, "qprof: %s; kernel stacks are unwound by CFI only\n", err.msg);
+        qp_log(QP_LOG_WARN, "%s; kernel stacks are unwound by CFI only", err.msg);
     load_task_offsets(l);
     if (l->have_mod_offsets && l->modules_head) {
         read_modules(l);
@@ -524,11 +526,11 @@ static bool find_kernel(struct os_linux *l)
     l->candidate = l->kernel;
     l->kernel = NULL;
     if (l->cfg.verbose)
-        fprintf(stderr,
-                "qprof: Linux %s (%s), KASLR offset 0x%" PRIx64 ", %zu ORC entries; found in %.1f "
-                "ms\n",
-                vi.osrelease, lx_kernel_arch_name(l->candidate), vi.kernel_offset,
-                lx_kernel_orc_entries(l->candidate), (now_ns() - t0) / 1e6);
+        qp_log(QP_LOG_INFO,
+               "Linux %s (%s), KASLR offset 0x%" PRIx64 ", %zu ORC entries; found in %.1f "
+               "ms",
+               vi.osrelease, lx_kernel_arch_name(l->candidate), vi.kernel_offset,
+               lx_kernel_orc_entries(l->candidate), (now_ns() - t0) / 1e6);
     return true;
 }
 
@@ -657,8 +659,7 @@ static void read_task_by_regs(struct os_linux *l, const struct prof_vcpu *cpu, i
         l->known_task = task;
         remember_owner(l, &l->tasks[i]);
     } else if (l->cfg.verbose && !l->said_task_error) {
-        fprintf(stderr, "qprof: Linux: vCPU %d's current task: %s (said once)\n", cpu->index,
-                err.msg);
+        qp_log(QP_LOG_INFO, "Linux: vCPU %d's current task: %s (said once)", cpu->index, err.msg);
         l->said_task_error = true;
     }
 }
@@ -733,8 +734,7 @@ static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
     } else if (captured) {
         l->task_unnamed++; /* before the target had the plan: not this instant's to read */
     } else if (l->cfg.verbose && !l->said_task_error) {
-        fprintf(stderr, "qprof: Linux: vCPU %d's current task: %s (said once)\n", cpu->index,
-                err.msg);
+        qp_log(QP_LOG_INFO, "Linux: vCPU %d's current task: %s (said once)", cpu->index, err.msg);
         l->said_task_error = true;
     }
 }
@@ -744,7 +744,7 @@ static void read_task(struct os_linux *l, const struct prof_vcpu *cpu, int i)
 static void forget_kernel(struct os_linux *l)
 {
     if (l->cfg.verbose && l->kernel)
-        fprintf(stderr, "qprof: the Linux guest rebooted: looking for its kernel again\n");
+        qp_log(QP_LOG_INFO, "the Linux guest rebooted: looking for its kernel again");
     if (l->candidate) {
         l->kernel = l->candidate; /* dropped the same way, as a boot that ended */
         l->candidate = NULL;
@@ -839,19 +839,19 @@ static void check_candidate(struct os_linux *l, const struct prof_vcpu *cpus, in
         l->candidate = NULL;
         l->plan_gen++;
         if (l->cfg.verbose)
-            fprintf(stderr, "qprof: vCPU %d maps that kernel's _stext: it is the running one\n",
-                    cpu->index);
+            qp_log(QP_LOG_INFO, "vCPU %d maps that kernel's _stext: it is the running one",
+                   cpu->index);
         out->kernel_found = true;
         out->kernel_stext = l->found.kernel_stext;
         out->kernel_slide = l->found.kernel_slide;
         return;
     }
     if (l->cfg.verbose || l->cfg.vmcoreinfo_path)
-        fprintf(stderr,
-                "qprof: the Linux vmcoreinfo %s does not describe the running kernel "
-                "(vCPU %d does not map its _stext)%s\n",
-                l->cfg.vmcoreinfo_path ? l->cfg.vmcoreinfo_path : "found in RAM", cpu->index,
-                l->cfg.vmcoreinfo_path ? "" : ": an earlier boot's; looking further");
+        qp_log(QP_LOG_WARN,
+               "the Linux vmcoreinfo %s does not describe the running kernel "
+               "(vCPU %d does not map its _stext)%s",
+               l->cfg.vmcoreinfo_path ? l->cfg.vmcoreinfo_path : "found in RAM", cpu->index,
+               l->cfg.vmcoreinfo_path ? "" : ": an earlier boot's; looking further");
     forget_kernel(l); /* the candidate goes, its vmcoreinfo page is passed over from now */
     if (l->cfg.vmcoreinfo_path)
         l->failed = true;
@@ -1161,7 +1161,7 @@ static struct mm_vmas *walk_vmas(struct os_linux *l, const struct lx_reader *r, 
     m->walked_at = l->stops;
     if (lx_vma_for_each(&l->off, r, mm, append_vma, m->vmas, &err) != 0) {
         if (l->cfg.verbose)
-            fprintf(stderr, "qprof: VMAs of mm 0x%" PRIx64 ": %s\n", mm, err.msg);
+            qp_log(QP_LOG_INFO, "VMAs of mm 0x%" PRIx64 ": %s", mm, err.msg);
         mm_vmas_free(m);
         return NULL;
     }
@@ -1335,8 +1335,8 @@ static void read_build_id(struct os_linux *l, const struct mm_vmas *m, uint64_t 
         return;
     f->build_id_done = true;
     if (l->cfg.verbose)
-        fprintf(stderr, "qprof: no build-id for %s: %s\n", f->path,
-                head ? err.msg : "its start (file offset 0) is not mapped");
+        qp_log(QP_LOG_INFO, "no build-id for %s: %s", f->path,
+               head ? err.msg : "its start (file offset 0) is not mapped");
 }
 
 /* Fills f's path and build-id as far as this stop allows; true when both are settled. */
@@ -1355,7 +1355,7 @@ static bool file_settle(struct os_linux *l, const struct mm_vmas *m, uint64_t fi
             f->path[0] = '\0';
             f->build_id_done = true;
             if (l->cfg.verbose)
-                fprintf(stderr, "qprof: path of a mapped file: %s\n", err.msg);
+                qp_log(QP_LOG_INFO, "path of a mapped file: %s", err.msg);
         }
     }
     if (!f->build_id_done)

@@ -20,8 +20,9 @@ struct os_abi {
     bool late;
 };
 
-static int abi_open(const struct prof_os_config *cfg, void **impl)
+static int abi_open(const struct prof_os_config *cfg, void **impl, struct qp_error *err)
 {
+    (void)err; /* nothing here can fail */
     struct os_abi *a = g_new0(struct os_abi, 1);
     a->cfg = *cfg;
     a->bytes = g_malloc0(PROF_ABI_MAX_BYTES);

@@ -1,5 +1,6 @@
 /* Address spaces as processes and binaries by content (see aspace.h). */
 #include "aspace.h"
+#include "qp_log.h"
 
 #include <glib.h>
 #include <inttypes.h>
@@ -41,11 +42,11 @@ struct bin_key {
 
 struct prof_aspaces {
     struct prof_aspaces_config cfg;
-    prof_modules *modules;          /* borrowed */
-    struct prof_counters *counters; /* borrowed */
-    GHashTable *spaces;             /* root -> struct prof_aspace (owned) */
-    GPtrArray *retired;             /* address spaces whose root was reused (owned, until reset) */
-    GHashTable *binaries;           /* struct bin_key -> struct user_binary (owned) */
+    prof_modules *modules; /* borrowed */
+    struct prof_aspace_counters counters;
+    GHashTable *spaces;   /* root -> struct prof_aspace (owned) */
+    GPtrArray *retired;   /* address spaces whose root was reused (owned, until reset) */
+    GHashTable *binaries; /* struct bin_key -> struct user_binary (owned) */
     int next_number;
     GString *earlier; /* prof_aspaces_describe's lines for the boots before the last reset */
 };
@@ -83,19 +84,22 @@ static gboolean bin_key_equal(gconstpointer a, gconstpointer b)
     return x->table == y->table && x->bias == y->bias;
 }
 
-prof_aspaces *prof_aspaces_new(const struct prof_aspaces_config *cfg, prof_modules *modules,
-                               struct prof_counters *counters)
+prof_aspaces *prof_aspaces_new(const struct prof_aspaces_config *cfg, prof_modules *modules)
 {
     prof_aspaces *a = g_new0(prof_aspaces, 1);
     a->cfg = *cfg;
     a->modules = modules;
-    a->counters = counters;
     a->spaces = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, aspace_free);
     a->retired = g_ptr_array_new_with_free_func(aspace_free);
     a->binaries = g_hash_table_new_full(bin_key_hash, bin_key_equal, g_free, binary_free);
     a->next_number = 1;
     a->earlier = g_string_new(NULL);
     return a;
+}
+
+const struct prof_aspace_counters *prof_aspaces_counters(const prof_aspaces *a)
+{
+    return &a->counters;
 }
 
 void prof_aspaces_free(prof_aspaces *a)
@@ -159,7 +163,7 @@ struct prof_aspace *prof_aspace_for(prof_aspaces *a, uint64_t root)
     set_label(as, "user");
     g_hash_table_insert(a->spaces, &as->root, as);
     if (a->cfg.verbose)
-        fprintf(stderr, "qprof: address space %d: root 0x%" PRIx64 "\n", as->number, root);
+        qp_log(QP_LOG_INFO, "address space %d: root 0x%" PRIx64, as->number, root);
     return as;
 }
 
@@ -204,7 +208,7 @@ static struct user_binary *binary_for(prof_aspaces *a, const sym_table *t, uint6
     struct qp_error err = {0};
     if (unw_space_new(a->cfg.machine, b->name, 0, a->cfg.user_end, &b->space, &err) == 0 &&
         unw_space_add_elf(b->space, sym_table_path(t), (int64_t)bias, &err) != 0 && a->cfg.verbose)
-        fprintf(stderr, "qprof: no unwind tables for %s: %s\n", b->name, err.msg);
+        qp_log(QP_LOG_INFO, "no unwind tables for %s: %s", b->name, err.msg);
     g_hash_table_insert(a->binaries, g_memdup2(&key, sizeof key), b);
     return b;
 }
@@ -216,19 +220,19 @@ static void note_match(prof_aspaces *a, struct prof_aspace *as, uint64_t page,
         as->bin = r->bin;
         set_label(as, r->bin->name);
         if (a->cfg.verbose)
-            fprintf(stderr,
-                    "qprof: address space %d (root 0x%" PRIx64 "): page 0x%" PRIx64
-                    " is %s+0x%" PRIx64 " (%s)\n",
-                    as->number, as->root, page, r->bin->name, m->vaddr, sym_table_path(m->table));
+            qp_log(QP_LOG_INFO,
+                   "address space %d (root 0x%" PRIx64 "): page 0x%" PRIx64 " is %s+0x%" PRIx64
+                   " (%s)",
+                   as->number, as->root, page, r->bin->name, m->vaddr, sym_table_path(m->table));
     } else if (r->n > 1 && !as->bin) {
         as->probe = page + SYM_PAGE_SIZE; /* the next page of the same code decides */
     } else if (r->n == 0) {
-        a->counters->content_pages_unmatched++;
+        a->counters.content_pages_unmatched++;
         if (a->cfg.verbose)
-            fprintf(stderr,
-                    "qprof: address space %d (root 0x%" PRIx64 "): page 0x%" PRIx64
-                    " matches no file under --user-dir\n",
-                    as->number, as->root, page);
+            qp_log(QP_LOG_INFO,
+                   "address space %d (root 0x%" PRIx64 "): page 0x%" PRIx64
+                   " matches no file under --user-dir",
+                   as->number, as->root, page);
     }
 }
 
@@ -277,15 +281,15 @@ struct prof_aspace *prof_aspace_verify(prof_aspaces *a, struct prof_aspace *as, 
     /* Another process's code where this one's was: its root was freed and given again. The old
      * address space keeps its label for the samples it had (and for the record); the root
      * starts over as a new one. */
-    a->counters->aspace_roots_reused++;
+    a->counters.aspace_roots_reused++;
     g_hash_table_steal(a->spaces, &as->root);
     g_ptr_array_add(a->retired, as);
     describe_space(as, a->earlier);
     if (a->cfg.verbose)
-        fprintf(stderr,
-                "qprof: address space %d (root 0x%" PRIx64 "): the code at 0x%" PRIx64
-                " changed: the root belongs to another process now\n",
-                as->number, as->root, addr);
+        qp_log(QP_LOG_INFO,
+               "address space %d (root 0x%" PRIx64 "): the code at 0x%" PRIx64
+               " changed: the root belongs to another process now",
+               as->number, as->root, addr);
     return prof_aspace_for(a, as->root);
 }
 

@@ -30,10 +30,11 @@ struct prof_aspaces_config {
     bool verbose;                      /* say what each address space and page matched */
 };
 
-/* store, modules and counters are borrowed and must outlive the table. */
-prof_aspaces *prof_aspaces_new(const struct prof_aspaces_config *cfg, prof_modules *modules,
-                               struct prof_counters *counters);
+/* store and modules are borrowed and must outlive the table. */
+prof_aspaces *prof_aspaces_new(const struct prof_aspaces_config *cfg, prof_modules *modules);
 void prof_aspaces_free(prof_aspaces *a); /* NULL is a no-op */
+/* Its figures so far (borrowed, valid while a). */
+const struct prof_aspace_counters *prof_aspaces_counters(const prof_aspaces *a);
 /* The guest rebooted: roots mean nothing any more (numbers keep counting, labels stay unique). */
 void prof_aspaces_reset(prof_aspaces *a);
 

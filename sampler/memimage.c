@@ -1,6 +1,7 @@
 /* User stacks with no --sysroot: the guest's mapped files, copied out of its memory
  * (memimage.h). */
 #include "memimage.h"
+#include "qp_log.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -249,7 +250,7 @@ static void say(const prof_memimgs *t, const struct prof_memimg *img, const char
                 const char *why)
 {
     if (t->verbose)
-        fprintf(stderr, "qprof: %s from the guest's memory: %s: %s\n", img->key, what, why);
+        qp_log(QP_LOG_INFO, "%s from the guest's memory: %s: %s", img->key, what, why);
 }
 
 /* Headers: where .eh_frame and .dynsym are, kept at link-time addresses so that another

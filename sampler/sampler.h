@@ -20,57 +20,8 @@
 #include "os.h"
 #include "target.h"
 
-/* ---- Command line ------------------------------------------------------------------------ */
-
-#define PROF_MAX_USER_DIRS 8
-#define PROF_MAX_OUTPUTS   8
-
+/* --kernel-only / --user-only: which samples the session keeps. */
 enum prof_mode_filter { PROF_ALL_MODES = 0, PROF_KERNEL_ONLY, PROF_USER_ONLY };
-
-/* Every option with its default (prof_options_init). */
-struct prof_options {
-    const char *qmp_socket;                  /* --qmp-socket, "./qmp-socket" */
-    bool qmp_socket_given;                   /* --qmp-socket was on the command line */
-    const char *gdb_address;                 /* --gdb: the gdbstub target instead of QMP */
-    enum prof_transport transport;           /* --transport, PROF_TRANSPORT_AUTO */
-    const char *plugin_address;              /* --plugin: qprof-plugin.so's socket (QEMU 10) */
-    uint64_t period_insns;                   /* --period-insns: plugin samples by instructions */
-    enum prof_plugin_trigger plugin_trigger; /* --plugin-trigger, AUTO */
-    bool plugin_trigger_given;
-    const char *output;                    /* the first -o, NULL: summary only; "-": stdout */
-    const char *outputs[PROF_MAX_OUTPUTS]; /* every -o: format by extension or --format */
-    int n_outputs;
-    const char *format;   /* --format: overrides the extensions; NULL */
-    bool per_cpu;         /* --per-cpu: stacks rooted at cpuN */
-    const char *record;   /* `qprof record`, or an -o naming a .data/.qprof file: the record
-                             file, streamed to disk while sampling */
-    double interval_ms;   /* --interval, 10 */
-    double duration_s;    /* --duration, 5; 0 = until Ctrl-C (or --samples) */
-    uint64_t max_samples; /* --samples, 0 = no limit; without --duration no time limit */
-    bool one_shot;        /* --one-shot */
-    bool show_addresses;  /* --show-addresses */
-    bool verbose;         /* --verbose */
-    enum prof_mode_filter mode_filter;         /* --kernel-only / --user-only */
-    const char *kernel;                        /* --kernel ELF|System.map */
-    int64_t kernel_slide;                      /* --kernel-slide */
-    const char *user_dirs[PROF_MAX_USER_DIRS]; /* --user-dir, repeatable */
-    int n_user_dirs;
-    int max_depth;              /* --max-depth, 128 */
-    uint64_t cpu_mask;          /* --cpus, all */
-    uint64_t abi_addr;          /* --abi-addr, 0: the kernel ELF's qprof_abi symbol */
-    const char *memory_backend; /* --memory auto|direct|memsave|hmp */
-    enum prof_os_choice os;     /* --os, PROF_OS_AUTO */
-    const char *vmcoreinfo;     /* --vmcoreinfo FILE (Linux guests), NULL: scan guest RAM */
-    const char *current;        /* --current EXPR (--os none), NULL: none */
-    const char *current_pid;    /* --current-pid FIELD, NULL: "pid" */
-    const char *current_name;   /* --current-name FIELD, NULL: "name", else "comm" */
-    const char *percpu_offsets; /* --percpu-offsets TABLE, NULL: "__per_cpu_offset" */
-    const char *sysroot; /* --sysroot DIR: the guest's root filesystem, NULL: user leaf only */
-    int top;             /* --top, 10 */
-    bool progress;       /* live progress line (on a terminal unless --no-progress;
-                            --progress forces it, e.g. into a log file) */
-    bool exact;          /* --exact: count every instruction per function (--plugin) */
-};
 
 /* ---- Frame names ------------------------------------------------------------------------- */
 
@@ -155,48 +106,91 @@ struct prof_cpu_counts {
     uint64_t other_procs;                           /* samples of processes past those */
 };
 
-/* Why samples did not make it, and what stacks looked like. */
-struct prof_counters {
+/* The run's figures, one struct per stage, each written by its stage only and read through the
+ * session's accessors (prof_session_*_counters). */
+
+/* The capture (session.c): what was sampled, and why samples did not make it. */
+struct prof_capture_counters {
     struct prof_cpu_counts cpu[PROF_MAX_VCPUS]; /* by the target's vCPU index */
     int cpus_seen;                              /* highest index counted + 1 */
     uint64_t vcpu_samples;
     uint64_t dropped_by_filter;
     uint64_t idle;
-    uint64_t truncated[UNW_STOP_COUNT];
-    uint64_t no_process_info; /* the OS adapter knew nothing (no ABI, or a torn slot) */
-    uint64_t at_kernel_entry; /* on the first instruction of an entry from user space */
     uint64_t resets;          /* the OS adapter saw a new boot (boot_id, vmcoreinfo) */
     uint64_t machine_resets;  /* the target saw the machine reset (QMP RESET events) */
     uint64_t reset_straddles; /* samples dropped: the machine reset while they were read */
     uint64_t abi_rejected;    /* a published qprof_abi failed its checks */
     char abi_reject_reason[160];
-    uint64_t budget_hits;                           /* samples whose paused-time budget ran out */
+    uint64_t budget_hits; /* samples whose paused-time budget ran out */
+    /* --os none: times a kernel walk ran off the kernel stack window and it grew by a page */
+    uint64_t kstack_window_grown;
+};
+
+/* The stacks (stacks.c): what they looked like. */
+struct prof_stack_counters {
+    uint64_t truncated[UNW_STOP_COUNT];
+    uint64_t no_process_info; /* the OS adapter knew nothing (no ABI, or a torn slot) */
+    uint64_t at_kernel_entry; /* on the first instruction of an entry from user space */
     uint64_t kernel_stacks, kernel_stacks_complete; /* unwound by the OS adapter (ORC) */
     uint64_t kernel_stacks_by_fp;                   /* of those, by frame pointers (arm64 Linux) */
-    /* --sysroot: user stacks unwound with the sysroot's files, those that reached the outermost
-     * frame, and guest files whose sysroot copy was missing or another build (each once). */
-    uint64_t sysroot_stacks, sysroot_stacks_complete, sysroot_files_unused;
+    /* --sysroot: user stacks unwound with the sysroot's files, and those that reached the
+     * outermost frame. */
+    uint64_t sysroot_stacks, sysroot_stacks_complete;
     /* User stacks unwound by the .eh_frame of the guest's own mapped files alone (no --sysroot
      * file in the process), and those that reached the outermost frame. */
     uint64_t memory_stacks, memory_stacks_complete;
-    /* --os none: user code pages (one per address space and page) no --user-dir file has */
+};
+
+/* --sysroot (sysroot.c): guest files whose sysroot copy was missing or another build (each
+ * once). */
+struct prof_sysroot_counters {
+    uint64_t sysroot_files_unused;
+};
+
+/* --os none's address spaces (aspace.c). */
+struct prof_aspace_counters {
+    /* user code pages (one per address space and page) no --user-dir file has */
     uint64_t content_pages_unmatched;
-    /* --os none: times a kernel walk ran off the kernel stack window and it grew by a page */
-    uint64_t kstack_window_grown;
-    /* --os none: address-space roots found given to another process (their code changed) */
+    /* address-space roots found given to another process (their code changed) */
     uint64_t aspace_roots_reused;
 };
 
 /* Counts one vCPU's sample in its vCPU's balance (mode, and the first processes seen). */
-void prof_counters_add_sample(struct prof_counters *c, const struct out_sample *o);
+void prof_counters_add_sample(struct prof_capture_counters *c, const struct out_sample *o);
 
 /* ---- Sampling session -------------------------------------------------------------------- */
 
 typedef struct prof_session prof_session;
 
-/* Connects to QEMU and loads symbols as the options say. */
-int prof_session_open(const struct prof_options *o, prof_session **out, struct qp_error *err);
-void prof_session_free(prof_session *s); /* NULL is a no-op; never leaves the guest paused */
+/* What a session needs beside its target, OS adapter and architecture: what to load and what
+ * to keep. The caller (cli/setup.c) has chosen and opened the rest. */
+struct prof_session_config {
+    const char *kernel;           /* --kernel ELF or System.map (copied), NULL: none */
+    sym_table *kernel_syms;       /* its symbols, slid by kernel_slide: consumed (the session frees
+                                     them, also when prof_session_new fails); NULL without --kernel */
+    bool kernel_is_elf;           /* kernel is an ELF: its unwind tables are loaded too */
+    int64_t kernel_slide;         /* --kernel-slide; 0: the session applies a slide the OS finds */
+    const char *const *user_dirs; /* --user-dir, n_user_dirs of them (read by new only) */
+    int n_user_dirs;
+    bool by_content;     /* --os none: address spaces stand for processes, binaries are known
+                            by the content of their code pages */
+    const char *sysroot; /* --sysroot DIR (read by new only), NULL: none */
+    int max_depth;       /* frames per stack */
+    uint64_t cpu_mask;   /* the vCPUs sampled, by QEMU's numbers */
+    enum prof_mode_filter mode_filter;
+    bool keep_kernel_code; /* copy the code of kernel functions a record names (no vmlinux) */
+    bool show_addresses;   /* --one-shot prints pcs beside names */
+    bool verbose;
+};
+
+/* A session over an opened target and OS adapter and the target's architecture, all three
+ * borrowed: the caller frees them after the session (the target last, which resumes a guest it
+ * stopped). Loads the symbols and unwind tables cfg names; on failure *out is untouched and
+ * cfg->kernel_syms freed. */
+int prof_session_new(prof_target *target, prof_os *os, const struct prof_arch *arch,
+                     const struct prof_session_config *cfg, prof_session **out,
+                     struct qp_error *err);
+void prof_session_free(prof_session *s); /* NULL is a no-op */
 
 /* Takes one sample of every selected vCPU into the session's profile (one out_sample per vCPU,
  * stamped time_ns and weight_ns). *taken is false when the guest was paused by someone else:
@@ -210,13 +204,15 @@ const char *prof_session_qemu_version(const prof_session *s);
 /* The session's samples and modules (borrowed, valid until prof_session_free). */
 out_profile *prof_session_profile(prof_session *s);
 
-/* The session's target (borrowed, valid until prof_session_free). */
-const prof_target *prof_session_target(const prof_session *s);
-/* The figures so far (borrowed, valid until prof_session_free). */
 /* --os none: appends "address_space=LABEL root=0xROOT" for each address space that was a process
  * (nothing otherwise), for the record's notes. */
 void prof_session_describe_aspaces(const prof_session *s, GString *out);
-const struct prof_counters *prof_session_counters(const prof_session *s);
+/* The figures so far, by stage (borrowed, valid until prof_session_free; the aspace ones are
+ * zero without --os none). */
+const struct prof_capture_counters *prof_session_capture_counters(const prof_session *s);
+const struct prof_stack_counters *prof_session_stack_counters(const prof_session *s);
+const struct prof_sysroot_counters *prof_session_sysroot_counters(const prof_session *s);
+const struct prof_aspace_counters *prof_session_aspace_counters(const prof_session *s);
 /* What the last sample cost (borrowed, overwritten by the next sample). */
 const struct prof_target_stats *prof_session_last_stats(const prof_session *s);
 

@@ -1,7 +1,7 @@
-/* One profiling session: a target (target/), an OS adapter (os/), the kernel's and the user
- * binaries' symbols and unwind tables, and the per-sample capture; it owns every stage's state
- * and hands stack building (stacks.c), --sysroot (sysroot.c) and the module table (modules.c)
- * what they need.
+/* One profiling session: over a target (target/) and an OS adapter (os/) that its caller chose
+ * and opened (cli/setup.c), the kernel's and the user binaries' symbols and unwind tables, and
+ * the per-sample capture; it owns every stage's state and hands stack building (stacks.c),
+ * --sysroot (sysroot.c) and the module table (modules.c) what they need.
  *
  * A sample has two halves. While the guest is stopped (capture_cb) we copy only what the
  * unwinder will need: what the OS adapter reads (the demo guest's ABI struct), each vCPU's stack
@@ -17,6 +17,7 @@
 #include "modules.h"
 #include "stacks.h"
 #include "sysroot.h"
+#include "qp_log.h"
 
 #include <errno.h>
 #include <glib.h>
@@ -56,10 +57,10 @@ struct pause_budget {
 /* The session owns every stage's state; the stages get what they need passed down (modules.h,
  * stacks.h, sysroot.h) and none calls back up. */
 struct prof_session {
-    struct prof_options opts;
-    prof_target *target;
-    const struct prof_arch *arch; /* the target's: registers, privilege, address halves */
-    struct prof_addr_split split; /* arch->split: which addresses are user, which kernel */
+    struct prof_session_config opts; /* kernel owned; user_dirs and sysroot NULL */
+    prof_target *target;             /* borrowed, as os and arch (prof_session_new) */
+    const struct prof_arch *arch;    /* the target's: registers, privilege, address halves */
+    struct prof_addr_split split;    /* arch->split: which addresses are user, which kernel */
     prof_os *os;
     sym_table *kernel_syms;             /* NULL without --kernel */
     const sym_table *found_kernel_syms; /* the OS adapter's (borrowed), when no --kernel */
@@ -69,7 +70,6 @@ struct prof_session {
     sym_store *store;
     GHashTable *binaries; /* .text hash -> struct user_binary (owned) */
     GHashTable *images;   /* struct image_key -> struct proc_image (owned, key inside) */
-    uint64_t abi_addr;
     struct pause_budget budget;
     int n_cpus;
     struct cpu_capture cap[PROF_MAX_VCPUS];
@@ -79,14 +79,13 @@ struct prof_session {
     uint64_t capture_gen;       /* the OS adapter's capture plan the target has */
     prof_sysroot *sysroot;      /* --sysroot's files and address spaces */
     prof_aspaces *aspaces;      /* --os none: address spaces as processes, NULL otherwise */
-    prof_os_current *current;   /* --current, resolved; NULL without */
     /* --os none, which knows no kernel stack bounds: how far past the end of sp's page the
      * kernel stack window reaches (see kernel_window_len). */
     size_t kstack_extra;
     struct prof_stack stack; /* scratch, reused by every sample */
     struct prof_target_stats last_stats;
     uint64_t target_resets; /* prof_target_resets at the last stop */
-    struct prof_counters counters;
+    struct prof_capture_counters counters;
 };
 
 /* ---- Symbols and binaries ---------------------------------------------------------------- */
@@ -118,66 +117,37 @@ static void image_free(gpointer p)
     g_free(img);
 }
 
+/* The kernel's unwind tables, when --kernel is an ELF (its symbols came loaded). */
 static int load_kernel(prof_session *s, struct qp_error *err)
 {
-    const char *path = s->opts.kernel;
-    int rc = sym_table_open_elf(path, &s->kernel_syms, err);
-    bool is_elf = rc == 0;
-    if (rc == -ENOEXEC || rc == -EINVAL || rc == -EPROTO) /* not an ELF: try a symbol map */
-        rc = sym_table_open_map(path, &s->kernel_syms, err);
-    if (rc)
-        return qp_error_prefix(err, "loading kernel symbols from %s", path);
-    sym_table_set_slide(s->kernel_syms, s->opts.kernel_slide);
-    if (!is_elf)
+    if (!s->opts.kernel_is_elf || !s->opts.kernel)
         return 0;
-    rc = unw_space_add_elf(s->kernel_space, path, s->opts.kernel_slide, err);
-    if (rc)
-        return qp_error_prefix(err, "loading kernel unwind tables from %s", path);
-    uint64_t abi = 0;
-    if (!s->abi_addr && s->opts.os != PROF_OS_NONE &&
-        sym_find_by_name(s->kernel_syms, QPROF_ABI_SYMBOL, &abi) == 0)
-        s->abi_addr = abi;
-    return 0;
+    int rc = unw_space_add_elf(s->kernel_space, s->opts.kernel, s->opts.kernel_slide, err);
+    return rc ? qp_error_prefix(err, "loading kernel unwind tables from %s", s->opts.kernel) : 0;
 }
 
-/* --os auto with a kernel ELF that publishes no qprof_abi and is no Linux (no linux_banner):
- * a kernel that tells nothing, for which address spaces stand for processes (--os none). */
-static void auto_os_for_kernel(prof_session *s)
-{
-    uint64_t addr;
-    if (s->opts.os != PROF_OS_AUTO || s->abi_addr || !s->kernel_syms ||
-        sym_find_by_name(s->kernel_syms, "linux_banner", &addr) == 0)
-        return;
-    s->opts.os = PROF_OS_NONE;
-    if (s->opts.verbose)
-        fprintf(stderr, "qprof: the kernel ELF has no qprof_abi and is not Linux: processes are "
-                        "told by address space and binaries by content (--os none)\n");
-}
-
-static int load_symbols(prof_session *s, struct qp_error *err)
+static int load_symbols(prof_session *s, const struct prof_session_config *cfg,
+                        struct qp_error *err)
 {
     int rc = unw_space_new(s->arch->unwind, "kernel", s->split.kernel_start, UINT64_MAX,
                            &s->kernel_space, err);
-    if (rc)
+    if (rc || (rc = load_kernel(s, err)))
         return rc;
-    if (s->opts.kernel && (rc = load_kernel(s, err)))
-        return rc;
-    auto_os_for_kernel(s); /* before the page index, which only --os none needs */
     s->store = sym_store_new();
-    for (int i = 0; i < s->opts.n_user_dirs; i++) {
-        rc = sym_store_add_dir(s->store, s->opts.user_dirs[i], err);
+    for (int i = 0; i < cfg->n_user_dirs; i++) {
+        rc = sym_store_add_dir(s->store, cfg->user_dirs[i], err);
         if (rc < 0)
-            return qp_error_prefix(err, "--user-dir %s", s->opts.user_dirs[i]);
+            return qp_error_prefix(err, "--user-dir %s", cfg->user_dirs[i]);
         if (s->opts.verbose)
-            fprintf(stderr, "qprof: %d ELF files indexed under %s\n", rc, s->opts.user_dirs[i]);
+            qp_log(QP_LOG_INFO, "%d ELF files indexed under %s", rc, cfg->user_dirs[i]);
     }
-    if (s->opts.os == PROF_OS_NONE && s->opts.n_user_dirs) {
+    if (s->opts.by_content && cfg->n_user_dirs) {
         /* Binaries by content (aspace.c): the index is built here, before any sample. */
         gint64 t0 = g_get_monotonic_time();
         sym_store_index_pages(s->store);
         if (s->opts.verbose)
-            fprintf(stderr, "qprof: %zu distinct pages of user code indexed in %.3f s\n",
-                    sym_store_page_count(s->store), (double)(g_get_monotonic_time() - t0) / 1e6);
+            qp_log(QP_LOG_INFO, "%zu distinct pages of user code indexed in %.3f s",
+                   sym_store_page_count(s->store), (double)(g_get_monotonic_time() - t0) / 1e6);
     }
     return 0;
 }
@@ -202,174 +172,55 @@ static void add_kernel_module(prof_session *s)
     prof_modules_set_kernel(s->modules, prof_modules_add(s->modules, &m, s->kernel_syms, 0));
 }
 
-/* Chosen once: the demo ABI when the guest can be asked for it (the kernel ELF has the symbol,
- * or --abi-addr), else Linux (which answers as "none" until it finds a Linux kernel in guest
- * RAM); --os overrides. */
-static const struct prof_os_ops *os_ops(const prof_session *s)
-{
-    switch (s->opts.os) {
-    case PROF_OS_QPROF_ABI:
-        return &prof_os_qprof_abi_ops;
-    case PROF_OS_NONE:
-        return &prof_os_none_ops;
-    case PROF_OS_LINUX:
-        return &prof_os_linux_ops;
-    default:
-        return s->abi_addr ? &prof_os_qprof_abi_ops : &prof_os_linux_ops;
-    }
-}
-
-/* --current: resolved against the kernel's DWARF before anything is sampled, so that a
- * missing variable or field is the run's one-line error. */
-static int open_current(prof_session *s, struct qp_error *err)
-{
-    const struct prof_options *o = &s->opts;
-    if (!o->current)
-        return 0;
-    if (o->os != PROF_OS_NONE && o->os != PROF_OS_AUTO)
-        return qp_error_set(err, -EINVAL,
-                            "--current reads a kernel that publishes nothing: it "
-                            "goes with --os none only");
-    s->opts.os = PROF_OS_NONE;
-    s->abi_addr = 0;
-    struct prof_current_names names = {
-        .pid_field = o->current_pid,
-        .name_field = o->current_name,
-        .percpu_offsets = o->percpu_offsets,
-    };
-    return prof_os_current_open(o->kernel, o->current, &names, &s->current, err);
-}
-
-static int open_os(prof_session *s, struct qp_error *err)
-{
-    const struct prof_os_ops *ops = os_ops(s);
-    struct prof_os_config cfg = {.abi_addr = s->abi_addr,
-                                 .split = s->split,
-                                 .arch = s->arch,
-                                 .vmcoreinfo_path = s->opts.vmcoreinfo,
-                                 .chosen = s->opts.os == PROF_OS_LINUX,
-                                 .verbose = s->opts.verbose,
-                                 .current = s->current};
-    int rc = prof_os_open(ops, &cfg, &s->os);
-    return rc ? qp_error_set(err, rc, "opening the %s OS adapter", ops->name) : 0;
-}
-
-/* The architecture is the target's (the gdbstub's target.xml says it); a --kernel ELF of
- * another is a one-line error before anything is read. */
-static int choose_arch(prof_session *s, struct qp_error *err)
-{
-    const struct prof_arch *kernel_arch = NULL;
-    int rc = s->opts.kernel ? prof_arch_of_elf_file(s->opts.kernel, &kernel_arch, err) : 0;
-    if (rc)
-        return rc;
-    s->arch = prof_target_arch(s->target);
-    s->split = s->arch->split;
-    return prof_arch_check_match(kernel_arch, s->opts.kernel, s->arch,
-                                 prof_target_transport(s->target), err);
-}
-
-/* The plugin captures the demo ABI's table at each sample, so it must know where the table is
- * when it is connected, before the kernel's symbols are loaded for the rest. */
-static void plugin_abi_addr(prof_session *s)
-{
-    if (!s->opts.plugin_address || s->abi_addr || s->opts.os == PROF_OS_NONE || !s->opts.kernel)
-        return;
-    sym_table *t = NULL;
-    if (sym_table_open_elf(s->opts.kernel, &t, NULL) == 0) {
-        uint64_t abi = 0;
-        sym_table_set_slide(t, s->opts.kernel_slide);
-        if (sym_find_by_name(t, QPROF_ABI_SYMBOL, &abi) == 0)
-            s->abi_addr = abi;
-    }
-    sym_table_free(t); /* a kernel that cannot be read is load_kernel's error to give */
-}
-
-static int open_target(prof_session *s, struct qp_error *err)
-{
-    const struct prof_options *o = &s->opts;
-    struct prof_transport_choice tc = {.transport = o->transport,
-                                       .qmp_socket = o->qmp_socket,
-                                       .qmp_socket_given = o->qmp_socket_given,
-                                       .gdb_address = o->gdb_address,
-                                       .memory_backend = o->memory_backend,
-                                       .timeout_s = 5,
-                                       .plugin_address = o->plugin_address,
-                                       .interval_ns = (uint64_t)(o->interval_ms * 1e6),
-                                       .period_insns = o->period_insns,
-                                       .plugin_trigger = o->plugin_trigger,
-                                       .abi_addr = s->abi_addr,
-                                       .exact = o->exact};
-    return prof_target_open_transport(&tc, &s->target, err);
-}
-
-int prof_session_open(const struct prof_options *o, prof_session **out, struct qp_error *err)
+int prof_session_new(prof_target *target, prof_os *os, const struct prof_arch *arch,
+                     const struct prof_session_config *cfg, prof_session **out,
+                     struct qp_error *err)
 {
     prof_session *s = g_new0(prof_session, 1);
-    s->opts = *o;
-    s->abi_addr = o->os == PROF_OS_NONE ? 0 : o->abi_addr; /* --os none: never read the ABI */
-    int rc = open_current(s, err);
-    if (!rc)
-        plugin_abi_addr(s);
-    if (rc || (rc = open_target(s, err)) || (rc = choose_arch(s, err)))
-        goto fail;
+    s->target = target;
+    s->os = os;
+    s->arch = arch;
+    s->split = arch->split;
+    s->opts = *cfg;
+    s->opts.kernel = g_strdup(cfg->kernel);
+    s->opts.user_dirs = NULL; /* read here only */
+    s->opts.sysroot = NULL;
+    s->kernel_syms = cfg->kernel_syms;
     s->binaries = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, binary_free);
     s->images = g_hash_table_new_full(image_key_hash, image_key_equal, NULL, image_free);
     s->profile = out_profile_new();
     s->modules = prof_modules_new(s->profile);
     struct prof_sysroot_config sysroot_cfg = {
-        .dir = o->sysroot, .arch = s->arch, .from_memory = true, .verbose = o->verbose};
-    s->sysroot = prof_sysroot_new(&sysroot_cfg, s->modules, &s->counters);
-    if ((rc = load_symbols(s, err)))
-        goto fail;
-    struct prof_stack_config stack_cfg = {.max_depth = o->max_depth,
-                                          .verbose = o->verbose,
-                                          .arch = s->arch,
+        .dir = cfg->sysroot, .arch = arch, .from_memory = true, .verbose = cfg->verbose};
+    s->sysroot = prof_sysroot_new(&sysroot_cfg, s->modules);
+    int rc = load_symbols(s, cfg, err);
+    if (rc) {
+        prof_session_free(s);
+        return rc;
+    }
+    struct prof_stack_config stack_cfg = {.max_depth = cfg->max_depth,
+                                          .verbose = cfg->verbose,
+                                          .arch = arch,
                                           .kernel_space = s->kernel_space,
                                           .kernel_syms = s->kernel_syms};
-    s->stacks = prof_stack_builder_new(&stack_cfg, s->modules, &s->counters);
-    if (s->opts.os == PROF_OS_NONE) {
+    s->stacks = prof_stack_builder_new(&stack_cfg, s->modules);
+    if (cfg->by_content) {
         struct prof_aspaces_config as_cfg = {.store = s->store,
                                              .user_end = s->split.user_end,
                                              .machine = s->arch->unwind,
-                                             .verbose = o->verbose};
-        s->aspaces = prof_aspaces_new(&as_cfg, s->modules, &s->counters);
+                                             .verbose = cfg->verbose};
+        s->aspaces = prof_aspaces_new(&as_cfg, s->modules);
     }
     add_kernel_module(s);
-    if ((rc = open_os(s, err)))
-        goto fail;
-    if (s->arch->gdb_reads_by_privilege && s->abi_addr &&
-        prof_target_reads_cost_round_trips(s->target)) {
-        /* QEMU translates these reads with the vCPU's own privilege; over QMP on aarch64 there
-         * is no other way (no TTBRs to walk from), over the gdbstub the RAM file is one */
-        bool qmp = strcmp(prof_target_transport(s->target), "QMP") == 0;
-        fprintf(stderr,
-                "qprof: %s memory through %s: a vCPU stopped in user mode cannot read the "
-                "kernel's qprof_abi unless the guest maps it readable there (the demo guest "
-                "does), else its samples name no process; %s with the guest's RAM in a shared "
-                "file (memory-backend-file,share=on)\n",
-                s->arch->name, qmp ? "QMP (QEMU translates)" : "gdbstub `m` packets",
-                qmp ? "use --gdb and --qmp-socket" : "add --qmp-socket");
-    }
-    if (o->verbose)
-        fprintf(stderr,
-                "qprof: connected to QEMU %s, memory backend %s, qprof_abi at 0x%" PRIx64 "\n",
-                prof_target_version(s->target), prof_target_describe(s->target), s->abi_addr);
-    if (o->verbose)
-        fprintf(stderr, "qprof: OS adapter: %s\n", prof_os_name(s->os));
     *out = s;
     return 0;
-fail:
-    prof_session_free(s);
-    return rc;
 }
 
 void prof_session_free(prof_session *s)
 {
     if (!s)
         return;
-    prof_target_free(s->target);
-    prof_os_free(s->os);
-    prof_os_current_free(s->current);
+    g_free((char *)s->opts.kernel);
     sym_table_free(s->kernel_syms);
     prof_stack_builder_free(s->stacks);
     prof_sysroot_free(s->sysroot);
@@ -418,8 +269,8 @@ static struct proc_image *image_for(prof_session *s, const struct prof_task *t)
         img->copy = g_try_malloc(id->text_size + id->eh_frame_size);
     img->state = img->copy ? IMAGE_COPYING : IMAGE_DONE;
     if (!img->copy && s->opts.verbose)
-        fprintf(stderr, "qprof: pid %u (%s): .text of %" PRIu64 " bytes not identified\n", t->pid,
-                img->name, id->text_size);
+        qp_log(QP_LOG_INFO, "pid %u (%s): .text of %" PRIu64 " bytes not identified", t->pid,
+               img->name, id->text_size);
     g_hash_table_insert(s->images, &img->key, img);
     return img;
 }
@@ -541,8 +392,8 @@ static void image_copy_some(prof_session *s, const struct prof_vcpu *cpu, struct
         img->copied += got;
         if (rc < 0 || got < allowed) {
             if (s->opts.verbose)
-                fprintf(stderr, "qprof: pid %" PRIu64 " (%s): .text or .eh_frame unreadable\n",
-                        k->pid, img->name);
+                qp_log(QP_LOG_INFO, "pid %" PRIu64 " (%s): .text or .eh_frame unreadable", k->pid,
+                       img->name);
             g_free(img->copy);
             img->copy = NULL;
             img->state = IMAGE_DONE;
@@ -575,7 +426,7 @@ static void binary_load_unwind(prof_session *s, struct user_binary *b, const str
         return;
 fail:
     if (s->opts.verbose)
-        fprintf(stderr, "qprof: no unwind tables for %s: %s\n", b->name, err.msg);
+        qp_log(QP_LOG_INFO, "no unwind tables for %s: %s", b->name, err.msg);
 }
 
 /* Hashes a copied .text and finds (or makes) its binary. */
@@ -600,9 +451,9 @@ static void image_identify(prof_session *s, struct proc_image *img)
         b->module = prof_modules_add(s->modules, &m, b->syms, bias);
         b->bias = bias;
         if (s->opts.verbose)
-            fprintf(stderr, "qprof: pid %" PRIu64 " (%s): .text hash %016" PRIx64 " %s%s\n", k->pid,
-                    img->name, hash, b->syms ? "is " : "matches no file under --user-dir",
-                    b->syms ? sym_table_path(b->syms) : "");
+            qp_log(QP_LOG_INFO, "pid %" PRIu64 " (%s): .text hash %016" PRIx64 " %s%s", k->pid,
+                   img->name, hash, b->syms ? "is " : "matches no file under --user-dir",
+                   b->syms ? sym_table_path(b->syms) : "");
         binary_load_unwind(s, b, img);
         g_hash_table_insert(s->binaries, &b->hash, b);
     }
@@ -653,7 +504,7 @@ static void reject_abi(prof_session *s, const char *why)
     s->counters.abi_rejected++;
     g_strlcpy(s->counters.abi_reject_reason, why, sizeof s->counters.abi_reject_reason);
     if (s->opts.verbose)
-        fprintf(stderr, "qprof: qprof_abi rejected: %s\n", why);
+        qp_log(QP_LOG_INFO, "qprof_abi rejected: %s", why);
 }
 
 /* The adapter found the kernel in the guest: its symbols name kernel frames unless --kernel
@@ -677,8 +528,8 @@ static void use_found_kernel(prof_session *s, const struct prof_os_refresh *r)
                stext + (uint64_t)r->kernel_slide == r->kernel_stext && r->kernel_slide) {
         sym_table_set_slide(s->kernel_syms, r->kernel_slide);
         if (s->opts.verbose)
-            fprintf(stderr, "qprof: --kernel %s: KASLR slide 0x%" PRIx64 " applied\n",
-                    s->opts.kernel, (uint64_t)r->kernel_slide);
+            qp_log(QP_LOG_INFO, "--kernel %s: KASLR slide 0x%" PRIx64 " applied", s->opts.kernel,
+                   (uint64_t)r->kernel_slide);
     }
 }
 
@@ -767,10 +618,10 @@ static void grow_kernel_window(prof_session *s, const struct cpu_capture *c,
     s->kstack_extra += SYM_PAGE_SIZE;
     s->counters.kstack_window_grown++;
     if (s->opts.verbose)
-        fprintf(stderr,
-                "qprof: a kernel stack reached past the copied window: copying %zu bytes past "
-                "the end of sp's page from now on\n",
-                s->kstack_extra);
+        qp_log(QP_LOG_INFO,
+               "a kernel stack reached past the copied window: copying %zu bytes past "
+               "the end of sp's page from now on",
+               s->kstack_extra);
 }
 
 /* --os none: copies the code page at user pc when its address space has not seen it yet. */
@@ -883,7 +734,7 @@ static void capture_stacks(prof_session *s, struct cpu_capture *c)
 static void keep_kernel_code(prof_session *s, const struct cpu_capture *c)
 {
     struct sym_info info;
-    if (!s->opts.record || s->kernel_syms || !s->found_kernel_syms || c->vcpu.user ||
+    if (!s->opts.keep_kernel_code || s->kernel_syms || !s->found_kernel_syms || c->vcpu.user ||
         sym_lookup(s->found_kernel_syms, c->vcpu.pc, &info) != 0)
         return;
     uint32_t kernel = prof_modules_kernel(s->modules);
@@ -983,10 +834,10 @@ static void send_capture_plan(prof_session *s)
     s->capture_gen = gen;
     struct qp_error err = {0};
     if (prof_target_set_capture(s->target, &plan, &err) != 0)
-        fprintf(stderr, "qprof: %s: the OS adapter's reads stay live reads\n", err.msg);
+        qp_log(QP_LOG_WARN, "%s: the OS adapter's reads stay live reads", err.msg);
     else if (s->opts.verbose)
-        fprintf(stderr, "qprof: the %s adapter's %d windows are captured at each sample from now\n",
-                prof_os_name(s->os), plan.n);
+        qp_log(QP_LOG_INFO, "the %s adapter's %d windows are captured at each sample from now",
+               prof_os_name(s->os), plan.n);
 }
 
 /* Stops the guest, copies what unwinding needs, resumes; then identifies what was copied. */
@@ -1048,20 +899,31 @@ out_names *prof_session_names(prof_session *s)
     return out_names_new(s->profile, prof_modules_symbolize, s->modules);
 }
 
-const prof_target *prof_session_target(const prof_session *s)
-{
-    return s->target;
-}
-
 void prof_session_describe_aspaces(const prof_session *s, GString *out)
 {
     if (s->aspaces)
         prof_aspaces_describe(s->aspaces, out);
 }
 
-const struct prof_counters *prof_session_counters(const prof_session *s)
+const struct prof_capture_counters *prof_session_capture_counters(const prof_session *s)
 {
     return &s->counters;
+}
+
+const struct prof_stack_counters *prof_session_stack_counters(const prof_session *s)
+{
+    return prof_stack_builder_counters(s->stacks);
+}
+
+const struct prof_sysroot_counters *prof_session_sysroot_counters(const prof_session *s)
+{
+    return prof_sysroot_counters(s->sysroot);
+}
+
+const struct prof_aspace_counters *prof_session_aspace_counters(const prof_session *s)
+{
+    static const struct prof_aspace_counters none;
+    return s->aspaces ? prof_aspaces_counters(s->aspaces) : &none;
 }
 
 const struct prof_target_stats *prof_session_last_stats(const prof_session *s)

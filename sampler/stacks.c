@@ -4,6 +4,7 @@
 #include "stacks.h"
 
 #include "sysroot.h"
+#include "qp_log.h"
 
 #include <errno.h>
 #include <glib.h>
@@ -12,23 +13,27 @@
 
 struct prof_stack_builder {
     struct prof_stack_config cfg;
-    prof_modules *modules;          /* borrowed */
-    struct prof_counters *counters; /* borrowed */
-    struct unw_frame *frames;       /* cfg.max_depth scratch entries */
-    uint32_t *frame_modules;        /* cfg.max_depth scratch entries: a user walk's modules */
-    unw_space *fallback_space;      /* user code without tables: frame pointers only */
+    prof_modules *modules; /* borrowed */
+    struct prof_stack_counters counters;
+    struct unw_frame *frames;  /* cfg.max_depth scratch entries */
+    uint32_t *frame_modules;   /* cfg.max_depth scratch entries: a user walk's modules */
+    unw_space *fallback_space; /* user code without tables: frame pointers only */
 };
 
 prof_stack_builder *prof_stack_builder_new(const struct prof_stack_config *cfg,
-                                           prof_modules *modules, struct prof_counters *counters)
+                                           prof_modules *modules)
 {
     prof_stack_builder *sb = g_new0(prof_stack_builder, 1);
     sb->cfg = *cfg;
     sb->modules = modules;
-    sb->counters = counters;
     sb->frames = g_new(struct unw_frame, cfg->max_depth > 0 ? cfg->max_depth : 1);
     sb->frame_modules = g_new(uint32_t, cfg->max_depth > 0 ? cfg->max_depth : 1);
     return sb;
+}
+
+const struct prof_stack_counters *prof_stack_builder_counters(const prof_stack_builder *sb)
+{
+    return &sb->counters;
 }
 
 void prof_stack_builder_free(prof_stack_builder *sb)
@@ -80,7 +85,7 @@ static int walk_full(prof_stack_builder *sb, unw_space *space, const struct unw_
     if (unw_unwind(space, regs, &mem, sb->cfg.max_depth, &res, &err) != 0) {
         *stop = UNW_STOP_ERROR;
         if (sb->cfg.verbose)
-            fprintf(stderr, "qprof: unwinding failed: %s\n", err.msg);
+            qp_log(QP_LOG_INFO, "unwinding failed: %s", err.msg);
         return 0;
     }
     *stop = res.stop;
@@ -118,7 +123,7 @@ static void append_walk(prof_stack_builder *sb, struct prof_stack *st, int n, en
                         bool kernel, uint32_t module)
 {
     if (unw_stop_is_truncation(stop))
-        sb->counters->truncated[stop]++;
+        sb->counters.truncated[stop]++;
     for (int i = n - 1; i >= 0; i--)
         *push_frame(st) = (struct out_frame){.pc = sb->frames[i].pc,
                                              .module = module,
@@ -192,14 +197,14 @@ static void sysroot_user_part(prof_stack_builder *sb, struct cpu_capture *c,
     st->sample.user_stop = stop;
     const struct user_space *u = c->uspace;
     if (u->n_verified > u->n_from_memory) {
-        sb->counters->sysroot_stacks++;
-        sb->counters->sysroot_stacks_complete += !unw_stop_is_truncation(stop);
+        sb->counters.sysroot_stacks++;
+        sb->counters.sysroot_stacks_complete += !unw_stop_is_truncation(stop);
     } else if (u->n_from_memory) {
-        sb->counters->memory_stacks++;
-        sb->counters->memory_stacks_complete += !unw_stop_is_truncation(stop);
+        sb->counters.memory_stacks++;
+        sb->counters.memory_stacks_complete += !unw_stop_is_truncation(stop);
     }
     if (unw_stop_is_truncation(stop))
-        sb->counters->truncated[stop]++;
+        sb->counters.truncated[stop]++;
     for (int i = n - 1; i >= 0; i--)
         *push_frame(st) = (struct out_frame){.pc = sb->frames[i].pc,
                                              .module = sb->frame_modules[i],
@@ -219,7 +224,7 @@ static void user_part(prof_stack_builder *sb, struct cpu_capture *c, const struc
         /* No tables for this code, and guessing by frame pointers would invent callers. The
          * leaf is named by its mapping when the OS told us it ("busybox+0x1a2b3"). */
         st->sample.user_stop = UNW_STOP_NO_CFI;
-        sb->counters->truncated[UNW_STOP_NO_CFI]++;
+        sb->counters.truncated[UNW_STOP_NO_CFI]++;
         *push_frame(st) = (struct out_frame){.pc = regs->r[sb->cfg.arch->pc_reg],
                                              .module = c->leaf_module,
                                              .exact = true,
@@ -287,10 +292,10 @@ static void kernel_part(prof_stack_builder *sb, struct cpu_capture *c, struct pr
         const struct prof_kstack *k = &c->kst;
         st->sample.kernel_stop = k->stop;
         if (unw_stop_is_truncation(k->stop))
-            sb->counters->truncated[k->stop]++;
-        sb->counters->kernel_stacks++;
-        sb->counters->kernel_stacks_complete += !unw_stop_is_truncation(k->stop);
-        sb->counters->kernel_stacks_by_fp += k->by_frame_pointers;
+            sb->counters.truncated[k->stop]++;
+        sb->counters.kernel_stacks++;
+        sb->counters.kernel_stacks_complete += !unw_stop_is_truncation(k->stop);
+        sb->counters.kernel_stacks_by_fp += k->by_frame_pointers;
         for (int i = k->n - 1; i >= 0; i--)
             *push_frame(st) = (struct out_frame){.pc = k->pc[i],
                                                  .module = prof_modules_kernel(sb->modules),
@@ -311,10 +316,10 @@ static void kernel_part(prof_stack_builder *sb, struct cpu_capture *c, struct pr
     if (stop == UNW_STOP_LEFT_SPACE && !c->have_trap && !c->have_entry_regs &&
         res.next_pc < sb->cfg.arch->split.user_end) {
         st->sample.user_stop = UNW_STOP_MEMORY;
-        sb->counters->truncated[UNW_STOP_MEMORY]++;
+        sb->counters.truncated[UNW_STOP_MEMORY]++;
     }
     if (at_kernel_entry(sb, n, stop))
-        sb->counters->at_kernel_entry++;
+        sb->counters.at_kernel_entry++;
 }
 
 void prof_build_stack(prof_stack_builder *sb, struct cpu_capture *c, int i, struct prof_stack *st)
@@ -343,7 +348,7 @@ void prof_build_stack(prof_stack_builder *sb, struct cpu_capture *c, int i, stru
     }
     set_process(c, &st->sample);
     if (!c->task.known)
-        sb->counters->no_process_info++;
+        sb->counters.no_process_info++;
     if (c->vcpu.user) {
         user_part(sb, c, &c->vcpu.regs, st);
     } else {

@@ -3,7 +3,7 @@
  * Consumes what capture copied of one vCPU (capture.h) and returns its stack as unsymbolized
  * frames (struct out_sample: pcs and module indexes, no names). It unwinds from the copied
  * windows only, adds modules through the session's prof_modules, counts into the session's
- * prof_counters, and calls nothing back in the session or in capture. */
+ * its own counters, and calls nothing back in the session or in capture. */
 #ifndef PROF_STACKS_H
 #define PROF_STACKS_H
 
@@ -41,10 +41,12 @@ struct prof_stack_config {
 
 typedef struct prof_stack_builder prof_stack_builder;
 
-/* modules and counters are borrowed and must outlive the builder. */
+/* modules is borrowed and must outlive the builder. */
 prof_stack_builder *prof_stack_builder_new(const struct prof_stack_config *cfg,
-                                           prof_modules *modules, struct prof_counters *counters);
+                                           prof_modules *modules);
 void prof_stack_builder_free(prof_stack_builder *sb); /* NULL is a no-op */
+/* What the stacks built so far looked like (borrowed, valid while sb). */
+const struct prof_stack_counters *prof_stack_builder_counters(const prof_stack_builder *sb);
 
 /* For a process in the kernel that has not published its user register frame yet (a sample in
  * an entry stub): walks c's copied kernel stack and, if it steps into user space, sets

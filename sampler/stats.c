@@ -85,7 +85,7 @@ static void count_proc(struct prof_cpu_counts *n, const struct out_sample *o)
     n->other_procs++;
 }
 
-void prof_counters_add_sample(struct prof_counters *c, const struct out_sample *o)
+void prof_counters_add_sample(struct prof_capture_counters *c, const struct out_sample *o)
 {
     if (o->cpu >= PROF_MAX_VCPUS)
         return;

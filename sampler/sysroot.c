@@ -10,6 +10,7 @@
  * A mapping no sysroot file serves (no --sysroot, or none of the guest's build there) is
  * unwound and named from the guest's own mapped copy of the file instead (memimage.h). */
 #include "sysroot.h"
+#include "qp_log.h"
 
 #include <elfutils/libdwelf.h>
 #include <errno.h>
@@ -27,13 +28,13 @@
 
 struct prof_sysroot {
     struct prof_sysroot_config cfg;
-    prof_modules *modules;          /* borrowed */
-    struct prof_counters *counters; /* borrowed */
-    GHashTable *files;              /* guest path -> struct sysroot_file (owned) */
-    GHashTable *spaces;             /* struct user_space_key -> struct user_space (owned) */
-    GHashTable *modules_by_file;    /* "host path@bias" -> module index */
-    GHashTable *debug_tables;       /* build-id (hex) -> sym_table of its debug file, or NULL */
-    prof_memimgs *memimgs;          /* the guest's own copies of its files (from_memory) */
+    prof_modules *modules; /* borrowed */
+    struct prof_sysroot_counters counters;
+    GHashTable *files;           /* guest path -> struct sysroot_file (owned) */
+    GHashTable *spaces;          /* struct user_space_key -> struct user_space (owned) */
+    GHashTable *modules_by_file; /* "host path@bias" -> module index */
+    GHashTable *debug_tables;    /* build-id (hex) -> sym_table of its debug file, or NULL */
+    prof_memimgs *memimgs;       /* the guest's own copies of its files (from_memory) */
 };
 
 /* One guest path looked up under the sysroot, once. */
@@ -89,13 +90,11 @@ static gboolean user_space_key_equal(gconstpointer a, gconstpointer b)
     return memcmp(a, b, sizeof(struct user_space_key)) == 0;
 }
 
-prof_sysroot *prof_sysroot_new(const struct prof_sysroot_config *cfg, prof_modules *modules,
-                               struct prof_counters *counters)
+prof_sysroot *prof_sysroot_new(const struct prof_sysroot_config *cfg, prof_modules *modules)
 {
     prof_sysroot *sr = g_new0(prof_sysroot, 1);
     sr->cfg = *cfg;
     sr->modules = modules;
-    sr->counters = counters;
     sr->files = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, sysroot_file_free);
     sr->spaces =
         g_hash_table_new_full(user_space_key_hash, user_space_key_equal, NULL, user_space_free);
@@ -105,6 +104,11 @@ prof_sysroot *prof_sysroot_new(const struct prof_sysroot_config *cfg, prof_modul
     if (cfg->from_memory)
         sr->memimgs = prof_memimgs_new(cfg->arch->elf_machine, cfg->verbose);
     return sr;
+}
+
+const struct prof_sysroot_counters *prof_sysroot_counters(const prof_sysroot *sr)
+{
+    return &sr->counters;
 }
 
 void prof_sysroot_free(prof_sysroot *sr)
@@ -232,10 +236,10 @@ static struct sysroot_file *sysroot_file(prof_sysroot *sr, const char *guest_pat
     if (f || g_hash_table_size(sr->files) >= MAX_SYSROOT_FILES)
         return f;
     f = sysroot_file_open(sr, guest_path);
-    sr->counters->sysroot_files_unused += !f->usable;
+    sr->counters.sysroot_files_unused += !f->usable;
     if (!f->usable && sr->cfg.verbose)
-        fprintf(stderr, "qprof: --sysroot: %s: %s (its frames end the user stack)\n", f->host_path,
-                f->why_not);
+        qp_log(QP_LOG_INFO, "--sysroot: %s: %s (its frames end the user stack)", f->host_path,
+               f->why_not);
     g_hash_table_insert(sr->files, g_strdup(guest_path), f);
     return f;
 }
@@ -259,16 +263,15 @@ static bool same_build(prof_sysroot *sr, struct sysroot_file *f, const struct pr
         hex(m->build_id, m->build_id_len, want);
         hex(f->build_id, f->build_id_len, have);
         if (m->build_id_len)
-            fprintf(stderr,
-                    "qprof: --sysroot: %s has build-id %s, the guest's %s has %s: not used\n",
-                    f->host_path, have, m->path, want);
+            qp_log(QP_LOG_WARN, "--sysroot: %s has build-id %s, the guest's %s has %s: not used",
+                   f->host_path, have, m->path, want);
         else
-            fprintf(stderr,
-                    "qprof: --sysroot: the guest's build-id of %s could not be read: %s not "
-                    "used\n",
-                    m->path, f->host_path);
+            qp_log(QP_LOG_WARN,
+                   "--sysroot: the guest's build-id of %s could not be read: %s not "
+                   "used",
+                   m->path, f->host_path);
         f->said_differs = true;
-        sr->counters->sysroot_files_unused++;
+        sr->counters.sysroot_files_unused++;
     }
     return false;
 }
@@ -312,11 +315,11 @@ static const sym_table *debug_symbols(prof_sysroot *sr, const uint8_t *build_id,
     if (debug && sym_table_open_elf(debug, &t, &err) == 0 && sym_table_count(t) == 0)
         g_clear_pointer(&t, sym_table_free); /* stripped too: the object's own names serve */
     if (sr->cfg.verbose && debug)
-        fprintf(stderr, "qprof: %s: names from its debug file %s%s%s\n", guest_path, debug,
-                t ? "" : ": unusable: ",
-                t            ? ""
-                : err.msg[0] ? err.msg
-                             : "no symbols");
+        qp_log(QP_LOG_INFO, "%s: names from its debug file %s%s%s", guest_path, debug,
+               t ? "" : ": unusable: ",
+               t            ? ""
+               : err.msg[0] ? err.msg
+                            : "no symbols");
     g_free(debug);
     g_hash_table_insert(sr->debug_tables, key, t);
     return t;
@@ -337,7 +340,7 @@ static uint32_t sysroot_module(prof_sysroot *sr, struct sysroot_file *f, const c
         struct qp_error err = {0};
         f->syms_tried = true;
         if (sym_table_open_elf(f->host_path, &f->syms, &err) && sr->cfg.verbose)
-            fprintf(stderr, "qprof: --sysroot: symbols of %s: %s\n", f->host_path, err.msg);
+            qp_log(QP_LOG_INFO, "--sysroot: symbols of %s: %s", f->host_path, err.msg);
     }
     const sym_table *debug =
         debug_symbols(sr, f->build_id, f->build_id_len, guest_path, f->host_path);
@@ -362,7 +365,7 @@ static bool add_mapping(prof_sysroot *sr, struct user_space *u, int k, struct sy
     if (unw_space_add_elf(u->space, f->host_path, bias, &err) == 0)
         return true;
     if (sr->cfg.verbose)
-        fprintf(stderr, "qprof: --sysroot: %s\n", err.msg);
+        qp_log(QP_LOG_INFO, "--sysroot: %s", err.msg);
     return false;
 }
 
@@ -372,7 +375,7 @@ static void user_space_build(prof_sysroot *sr, struct user_space *u)
     u->built = true;
     if (unw_space_new(sr->cfg.arch->unwind, "user", 0, sr->cfg.arch->split.user_end, &u->space,
                       &err)) {
-        fprintf(stderr, "qprof: --sysroot: %s\n", err.msg);
+        qp_log(QP_LOG_WARN, "--sysroot: %s", err.msg);
         return;
     }
     for (int k = 0; k < u->n && sr->cfg.dir; k++) {
@@ -387,8 +390,8 @@ static void user_space_build(prof_sysroot *sr, struct user_space *u)
         u->verified[k] = u->named[k] = true;
         u->n_verified++;
         if (sr->cfg.verbose)
-            fprintf(stderr, "qprof: --sysroot: %s at 0x%" PRIx64 " (bias 0x%" PRIx64 ")\n",
-                    f->host_path, m->start, (uint64_t)bias);
+            qp_log(QP_LOG_INFO, "--sysroot: %s at 0x%" PRIx64 " (bias 0x%" PRIx64 ")", f->host_path,
+                   m->start, (uint64_t)bias);
     }
 }
 
@@ -447,15 +450,15 @@ static void use_memory_image(prof_sysroot *sr, struct user_space *u, int k)
     u->named[k] = true;
     if (!u->space || prof_memimg_add_unwind(img, u->space, m, &err) != 0) {
         if (sr->cfg.verbose && err.msg[0])
-            fprintf(stderr, "qprof: %s: %s\n", m->path, err.msg);
+            qp_log(QP_LOG_INFO, "%s: %s", m->path, err.msg);
         return;
     }
     u->verified[k] = true;
     u->n_verified++;
     u->n_from_memory++;
     if (sr->cfg.verbose)
-        fprintf(stderr, "qprof: %s at 0x%" PRIx64 ": unwound by the guest's own .eh_frame\n",
-                m->path, m->start);
+        qp_log(QP_LOG_INFO, "%s at 0x%" PRIx64 ": unwound by the guest's own .eh_frame", m->path,
+               m->start);
 }
 
 void prof_sysroot_build(prof_sysroot *sr, struct user_space *u)

@@ -56,10 +56,11 @@ struct prof_sysroot_config {
     bool verbose;
 };
 
-/* modules and counters are borrowed and must outlive the sysroot. */
-prof_sysroot *prof_sysroot_new(const struct prof_sysroot_config *cfg, prof_modules *modules,
-                               struct prof_counters *counters);
+/* modules is borrowed and must outlive the sysroot. */
+prof_sysroot *prof_sysroot_new(const struct prof_sysroot_config *cfg, prof_modules *modules);
 void prof_sysroot_free(prof_sysroot *sr); /* NULL is a no-op */
+/* Its figures so far (borrowed, valid while sr). */
+const struct prof_sysroot_counters *prof_sysroot_counters(const prof_sysroot *sr);
 
 /* Before a stop's captures: bounds the cache of address spaces (no capture points into it). */
 void prof_sysroot_begin_stop(prof_sysroot *sr);

@@ -108,8 +108,9 @@ static int cache_read(void *impl, uint64_t file_id, uint64_t offset, void *buf, 
     return 0;
 }
 
-static int fake_open(const struct prof_os_config *cfg, void **impl)
+static int fake_open(const struct prof_os_config *cfg, void **impl, struct qp_error *err)
 {
+    (void)err; /* nothing here can fail */
     (void)cfg;
     *impl = NULL;
     return 0;
@@ -158,7 +159,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                       .rng = fuzz_le(data, size, 24, 8)};
     prof_os *os = NULL;
     struct prof_os_config cfg = {0};
-    if (prof_os_open(&fake_os_ops, &cfg, &os) != 0)
+    if (prof_os_open(&fake_os_ops, &cfg, &os, NULL) != 0)
         return 0;
     prof_memimgs *t = prof_memimgs_new(EM_X86_64, false);
     struct prof_exec_mapping m = {.path = "/usr/lib/libfuzz.so",

@@ -66,10 +66,9 @@ static void test_root_reuse(void)
     sym_store_index_pages(store);
     out_profile *profile = out_profile_new();
     prof_modules *modules = prof_modules_new(profile);
-    struct prof_counters counters = {0};
     struct prof_aspaces_config cfg = {
         .store = store, .user_end = UINT64_C(0x800000000000), .machine = prof_arch_x86_64.unwind};
-    prof_aspaces *a = prof_aspaces_new(&cfg, modules, &counters);
+    prof_aspaces *a = prof_aspaces_new(&cfg, modules);
 
     /* spin runs under the root: its page is copied and names the address space. */
     struct prof_aspace *first = prof_aspace_for(a, root);
@@ -85,18 +84,18 @@ static void test_root_reuse(void)
     uint64_t addr = until_check(first, pc, &len);
     CHECK(addr <= pc && pc < addr + len && addr >= code && addr + len <= code + SYM_PAGE_SIZE);
     CHECK(prof_aspace_verify(a, first, addr, spin + (addr - code), len) == first);
-    CHECK_U64(counters.aspace_roots_reused, 0);
+    CHECK_U64(prof_aspaces_counters(a)->aspace_roots_reused, 0);
 
     /* The root now maps sys's code at the same address. A check in code both binaries share
      * cannot tell (the bytes are the same): the address space stays spin's for now. */
     addr = until_check(first, shared_pc, &len);
     CHECK(prof_aspace_verify(a, first, addr, sys + (addr - code), len) == first);
-    CHECK_U64(counters.aspace_roots_reused, 0);
+    CHECK_U64(prof_aspaces_counters(a)->aspace_roots_reused, 0);
     /* The next check in code of sys's own tells: a new address space, named anew. */
     addr = until_check(first, pc, &len);
     struct prof_aspace *second = prof_aspace_verify(a, first, addr, sys + (addr - code), len);
     CHECK(second != first);
-    CHECK_U64(counters.aspace_roots_reused, 1);
+    CHECK_U64(prof_aspaces_counters(a)->aspace_roots_reused, 1);
     CHECK(prof_aspace_for(a, root) == second);
     CHECK(prof_aspace_page_to_copy(second, pc, &page));
     prof_aspace_saw_user(second);
@@ -115,7 +114,7 @@ static void test_root_reuse(void)
     /* A check against bytes the wrong length or outside the copied pages changes nothing. */
     CHECK(prof_aspace_verify(a, second, code + SYM_PAGE_SIZE, spin, 64) == second);
     CHECK(prof_aspace_verify(a, second, code + SYM_PAGE_SIZE - 32, spin, 64) == second);
-    CHECK_U64(counters.aspace_roots_reused, 1);
+    CHECK_U64(prof_aspaces_counters(a)->aspace_roots_reused, 1);
 
     g_string_free(notes, TRUE);
     prof_aspaces_free(a);
@@ -129,10 +128,9 @@ static void test_unreadable_page_not_checked(void)
 {
     out_profile *profile = out_profile_new();
     prof_modules *modules = prof_modules_new(profile);
-    struct prof_counters counters = {0};
     struct prof_aspaces_config cfg = {.user_end = UINT64_C(0x800000000000),
                                       .machine = prof_arch_x86_64.unwind};
-    prof_aspaces *a = prof_aspaces_new(&cfg, modules, &counters);
+    prof_aspaces *a = prof_aspaces_new(&cfg, modules);
     struct prof_aspace *as = prof_aspace_for(a, 0x5000);
     prof_aspace_add_page(a, as, 0x401000, NULL);
     uint64_t addr;

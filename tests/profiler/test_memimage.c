@@ -126,8 +126,9 @@ static int cache_read(void *impl, uint64_t file_id, uint64_t offset, void *buf, 
     return 0;
 }
 
-static int fake_open(const struct prof_os_config *cfg, void **impl)
+static int fake_open(const struct prof_os_config *cfg, void **impl, struct qp_error *err)
 {
+    (void)err; /* nothing here can fail */
     (void)cfg;
     *impl = NULL;
     return 0;
@@ -185,7 +186,7 @@ static prof_os *fake_os(void)
 {
     prof_os *os = NULL;
     struct prof_os_config cfg = {0};
-    REQUIRE(prof_os_open(&fake_os_ops, &cfg, &os) == 0);
+    REQUIRE(prof_os_open(&fake_os_ops, &cfg, &os, NULL) == 0);
     return os;
 }
 

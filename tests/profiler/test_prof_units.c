@@ -508,7 +508,7 @@ static void test_os_none(void)
     struct prof_vcpu cpus[3] = {{.user = true, .privilege = 3, .paging64 = true},
                                 {.privilege = 0, .paging64 = true},
                                 {.halted = true, .paging64 = true}};
-    CHECK_INT(prof_os_open(&prof_os_none_ops, &cfg, &os), 0);
+    CHECK_INT(prof_os_open(&prof_os_none_ops, &cfg, &os, NULL), 0);
     CHECK_STR(prof_os_name(os), "none");
     prof_os_refresh(os, cpus, 3, &mem, &r);
     CHECK(!r.published && !r.rejected && !r.reset);
@@ -576,7 +576,7 @@ static prof_os *abi_over_fake(struct fake_guest *g, prof_target **target)
     struct prof_os_config cfg = {.abi_addr = g->base,
                                  .split = *prof_target_split(*target),
                                  .arch = prof_target_arch(*target)};
-    CHECK_INT(prof_os_open(&prof_os_qprof_abi_ops, &cfg, &os), 0);
+    CHECK_INT(prof_os_open(&prof_os_qprof_abi_ops, &cfg, &os, NULL), 0);
     return os;
 }
 

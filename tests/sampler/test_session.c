@@ -1,0 +1,498 @@
+/* The session (sampler/session.c) over a fake target and a fake OS adapter: no QEMU, no guest.
+ * The target serves a few regions of guest memory and stops one x86_64 vCPU in user mode; the
+ * adapter names its process and the .text of its binary. Each case checks one piece of the
+ * session's logic: someone else's pause, the per-sample budget, identifying a binary by its
+ * .text and loading it as a module, and forgetting processes on a reset or a reboot. */
+#include "harness.h"
+#include "sampler.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <glib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- The fake guest: memory regions, one vCPU --------------------------------------------- */
+
+#define STACK_TOP  UINT64_C(0x7ffffff000)
+#define STACK_SIZE (16u << 10)
+#define BIG_TEXT   UINT64_C(0x10000000)
+#define BIG_SIZE   ((size_t)3 << 20) /* more than one sample's budget (PROF_BUDGET_BYTES) */
+
+struct region {
+    uint64_t addr;
+    const uint8_t *bytes;
+    size_t len;
+};
+
+struct fake_guest {
+    struct region regions[4];
+    int n_regions;
+    uint64_t pc;              /* where the vCPU stopped, in user mode */
+    bool running;             /* false: someone else has the guest paused */
+    bool was_paused;          /* the next stop finds it paused by someone else */
+    uint64_t resets;          /* machine resets the target saw */
+    bool reset_while_stopped; /* the next stop sees a reset between its requests */
+    unsigned stops;           /* sample calls */
+    uint64_t round_trips;
+    size_t text_bytes_read;  /* bytes read of the image's .text, all samples */
+    size_t bytes_this_stop;  /* bytes read during the current stop */
+    size_t max_bytes_a_stop; /* the most any stop read */
+    uint64_t text_addr;
+    size_t text_size;
+};
+
+static struct fake_guest guest;
+
+static const struct region *region_at(uint64_t addr)
+{
+    for (int i = 0; i < guest.n_regions; i++)
+        if (addr >= guest.regions[i].addr && addr - guest.regions[i].addr < guest.regions[i].len)
+            return &guest.regions[i];
+    return NULL;
+}
+
+static int fake_open(const struct prof_target_open_opts *o, void **impl, struct qp_error *err)
+{
+    (void)o, (void)err;
+    *impl = &guest;
+    return 0;
+}
+
+static int fake_sample(void *impl, prof_target *t, prof_target_stopped_fn fn, void *ctx,
+                       struct prof_target_stats *stats, struct qp_error *err)
+{
+    (void)impl;
+    guest.stops++;
+    if (guest.was_paused) {
+        stats->was_paused = true;
+        return 0;
+    }
+    struct prof_vcpu cpu = {.index = 0, .user = true, .privilege = 3, .paging64 = true};
+    cpu.pc = guest.pc;
+    cpu.sp = STACK_TOP - STACK_SIZE;
+    cpu.regs.r[prof_arch_x86_64.pc_reg] = cpu.pc;
+    cpu.regs.r[prof_arch_x86_64.sp_reg] = cpu.sp;
+    guest.bytes_this_stop = 0;
+    int rc = fn(t, &cpu, 1, ctx, err);
+    if (guest.bytes_this_stop > guest.max_bytes_a_stop)
+        guest.max_bytes_a_stop = guest.bytes_this_stop;
+    if (guest.reset_while_stopped) {
+        guest.reset_while_stopped = false;
+        guest.resets++;
+    }
+    stats->paused_ns = 1000;
+    stats->round_trips = 1;
+    return rc;
+}
+
+static int fake_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req *reqs, size_t n,
+                     struct qp_error *err)
+{
+    (void)impl, (void)cpu, (void)err;
+    for (size_t i = 0; i < n; i++) {
+        struct prof_mem_req *r = &reqs[i];
+        const struct region *g = region_at(r->vaddr);
+        guest.round_trips++;
+        r->got = 0;
+        r->rc = -EFAULT;
+        if (!g)
+            continue;
+        size_t off = r->vaddr - g->addr, avail = g->len - off;
+        r->got = r->len < avail ? r->len : avail;
+        memcpy(r->buf, g->bytes + off, r->got);
+        r->rc = 0;
+        guest.bytes_this_stop += r->got;
+        if (r->vaddr >= guest.text_addr && r->vaddr < guest.text_addr + guest.text_size)
+            guest.text_bytes_read += r->got;
+    }
+    return 0;
+}
+
+static bool fake_running(void *impl)
+{
+    (void)impl;
+    return guest.running;
+}
+
+static uint64_t fake_round_trips(const void *impl)
+{
+    (void)impl;
+    return guest.round_trips;
+}
+
+static uint64_t fake_resets(const void *impl)
+{
+    (void)impl;
+    return guest.resets;
+}
+
+static bool fake_reads_cost_round_trips(const void *impl)
+{
+    (void)impl;
+    return false; /* the byte budget alone, as QMP's direct backend */
+}
+
+static const char *fake_text(const void *impl)
+{
+    (void)impl;
+    return "fake";
+}
+
+static void fake_free(void *impl)
+{
+    (void)impl;
+}
+
+static const struct prof_target_ops fake_target_ops = {
+    .name = "fake",
+    .arch = &prof_arch_x86_64,
+    .open = fake_open,
+    .sample = fake_sample,
+    .read = fake_read,
+    .running = fake_running,
+    .round_trips = fake_round_trips,
+    .resets = fake_resets,
+    .reads_cost_round_trips = fake_reads_cost_round_trips,
+    .version = fake_text,
+    .describe = fake_text,
+    .free = fake_free,
+};
+
+/* ---- The fake OS adapter: one process running the image at text_addr ---------------------- */
+
+struct fake_os {
+    bool reboot;             /* the next refresh reports a new boot */
+    unsigned machine_resets; /* machine_reset calls */
+    uint32_t pid;
+    const char *comm;
+};
+
+static struct fake_os fos;
+
+static int fos_open(const struct prof_os_config *cfg, void **impl, struct qp_error *err)
+{
+    (void)err; /* nothing here can fail */
+    (void)cfg;
+    *impl = &fos;
+    return 0;
+}
+
+static void fos_free(void *impl)
+{
+    (void)impl;
+}
+
+static void fos_refresh(void *impl, const struct prof_vcpu *cpus, int n_cpus,
+                        const struct prof_os_mem *mem, struct prof_os_refresh *out)
+{
+    (void)impl, (void)cpus, (void)n_cpus, (void)mem;
+    *out = (struct prof_os_refresh){.published = true, .reset = fos.reboot};
+    fos.reboot = false;
+}
+
+static void fos_task(void *impl, const struct prof_vcpu *cpu, int i, struct prof_task *out)
+{
+    (void)impl, (void)cpu, (void)i;
+    *out = (struct prof_task){
+        .known = true,
+        .state = PROF_TASK_USER,
+        .pid = fos.pid,
+        .has_image = true,
+        .image = {.text_addr = guest.text_addr, .text_size = guest.text_size, .generation = 1}};
+    g_strlcpy(out->comm, fos.comm, sizeof out->comm);
+}
+
+static size_t fos_kernel_stack_len(void *impl, const struct prof_vcpu *cpu,
+                                   const struct prof_task *t, size_t max)
+{
+    (void)impl, (void)cpu, (void)t;
+    return max;
+}
+
+static int fos_user_regs(void *impl, const struct prof_vcpu *cpu, const struct prof_task *t,
+                         const struct prof_os_mem *mem, struct unw_regs *out)
+{
+    (void)impl, (void)cpu, (void)t, (void)mem, (void)out;
+    return -ENOENT;
+}
+
+static void fos_machine_reset(void *impl)
+{
+    (void)impl;
+    fos.machine_resets++;
+}
+
+static const struct prof_os_ops fake_os_ops = {
+    .name = "fake",
+    .open = fos_open,
+    .free = fos_free,
+    .refresh = fos_refresh,
+    .task = fos_task,
+    .kernel_stack_len = fos_kernel_stack_len,
+    .user_regs = fos_user_regs,
+    .machine_reset = fos_machine_reset,
+};
+
+/* ---- Setting up a session over them ------------------------------------------------------ */
+
+static uint8_t stack_bytes[STACK_SIZE];
+static uint8_t *big_text;
+
+struct fixture {
+    prof_target *target;
+    prof_os *os;
+    prof_session *session;
+};
+
+/* The guest runs the image [text, text + len) at text_addr, stopped at its first byte + 16. */
+static void guest_runs(uint64_t text_addr, const uint8_t *text, size_t len, const char *comm)
+{
+    guest = (struct fake_guest){.running = true, .text_addr = text_addr, .text_size = len};
+    guest.regions[guest.n_regions++] = (struct region){text_addr, text, len};
+    guest.regions[guest.n_regions++] =
+        (struct region){STACK_TOP - STACK_SIZE, stack_bytes, STACK_SIZE};
+    guest.pc = text_addr + 16;
+    fos = (struct fake_os){.pid = 42, .comm = comm};
+}
+
+static void fixture_open(struct fixture *f, const char *user_dir)
+{
+    struct qp_error err = {0};
+    const char *dirs[1] = {user_dir};
+    *f = (struct fixture){0};
+    REQUIRE(prof_target_open(&fake_target_ops, &(struct prof_target_open_opts){0}, &f->target,
+                             &err) == 0);
+    REQUIRE(prof_os_open(&fake_os_ops, &(struct prof_os_config){.arch = &prof_arch_x86_64}, &f->os,
+                         &err) == 0);
+    struct prof_session_config cfg = {.user_dirs = dirs,
+                                      .n_user_dirs = user_dir ? 1 : 0,
+                                      .max_depth = 128,
+                                      .cpu_mask = ~UINT64_C(0)};
+    int rc = prof_session_new(f->target, f->os, &prof_arch_x86_64, &cfg, &f->session, &err);
+    CHECK_MSG(rc == 0, "prof_session_new: %s", err.msg);
+    REQUIRE(rc == 0);
+}
+
+static void fixture_close(struct fixture *f)
+{
+    prof_session_free(f->session);
+    prof_os_free(f->os);
+    prof_target_free(f->target);
+}
+
+static bool sample(struct fixture *f)
+{
+    struct qp_error err = {0};
+    bool taken = false;
+    int rc = prof_session_sample(f->session, 0, 1000, &taken, &err);
+    CHECK_MSG(rc == 0, "prof_session_sample: %s", err.msg);
+    return taken;
+}
+
+/* The module of the newest sample's leaf frame, NULL when it has none. */
+static const struct out_module *leaf_module(struct fixture *f)
+{
+    out_profile *p = prof_session_profile(f->session);
+    size_t n = out_profile_sample_count(p);
+    if (!n)
+        return NULL;
+    const struct out_stack *st = out_profile_stack(p, out_profile_samples(p)[n - 1].stack);
+    if (!st->n_frames)
+        return NULL;
+    const struct out_frame *leaf = &st->frames[st->n_frames - 1];
+    return leaf->module == OUT_NO_MODULE ? NULL : out_profile_module(p, leaf->module);
+}
+
+/* A module of that name, NULL when none. */
+static const struct out_module *module_named(struct fixture *f, const char *name)
+{
+    out_profile *p = prof_session_profile(f->session);
+    for (size_t i = 0; i < out_profile_module_count(p); i++)
+        if (strcmp(out_profile_module(p, (uint32_t)i)->name, name) == 0)
+            return out_profile_module(p, (uint32_t)i);
+    return NULL;
+}
+
+/* ---- The user binary the guest runs: fx_user.elf's .text, at its link address --------------- */
+
+static uint8_t *fx_text;
+static uint64_t fx_text_addr;
+static size_t fx_text_size;
+
+static void load_fx_text(void)
+{
+    elf_version(EV_CURRENT);
+    int fd = open(FX_USER, O_RDONLY);
+    REQUIRE(fd >= 0);
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    REQUIRE(e);
+    size_t shstrndx;
+    REQUIRE(elf_getshdrstrndx(e, &shstrndx) == 0);
+    for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn));) {
+        GElf_Shdr sh;
+        gelf_getshdr(scn, &sh);
+        if (strcmp(elf_strptr(e, shstrndx, sh.sh_name), ".text") != 0)
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        REQUIRE(d && d->d_size == sh.sh_size);
+        fx_text = g_memdup2(d->d_buf, d->d_size);
+        fx_text_addr = sh.sh_addr;
+        fx_text_size = sh.sh_size;
+    }
+    elf_end(e);
+    close(fd);
+    REQUIRE(fx_text && fx_text_size > 16);
+}
+
+/* ---- The cases --------------------------------------------------------------------------- */
+
+/* Someone else paused the guest: nothing is stopped, nothing sampled, the guest left as it is;
+ * and a stop that finds it paused (between the check and the stop) samples nothing either. */
+static void test_foreign_pause(void)
+{
+    struct fixture f;
+    guest_runs(fx_text_addr, fx_text, fx_text_size, "fx");
+    fixture_open(&f, NULL);
+    guest.running = false;
+    CHECK(!sample(&f));
+    CHECK_INT((int)guest.stops, 0);
+    guest.running = true;
+    guest.was_paused = true;
+    CHECK(!sample(&f));
+    CHECK_INT((int)guest.stops, 1);
+    CHECK_INT((int)out_profile_sample_count(prof_session_profile(f.session)), 0);
+    CHECK_U64(prof_session_capture_counters(f.session)->vcpu_samples, 0);
+    guest.was_paused = false;
+    CHECK(sample(&f));
+    CHECK_INT((int)out_profile_sample_count(prof_session_profile(f.session)), 1);
+    CHECK_U64(prof_session_capture_counters(f.session)->vcpu_samples, 1);
+    fixture_close(&f);
+}
+
+/* --user-dir has the binary the guest runs: its .text, copied out of the guest and hashed,
+ * names the file, which becomes the module of the process's frames. */
+static void test_identify_and_load(void)
+{
+    struct fixture f;
+    guest_runs(fx_text_addr, fx_text, fx_text_size, "fx");
+    fixture_open(&f, FX_USER_DIR);
+    CHECK(sample(&f));
+    const struct out_module *m = leaf_module(&f);
+    CHECK(m != NULL);
+    if (m) {
+        CHECK_STR(m->name, "fx_user.elf");
+        CHECK(strstr(m->path, "fx_user.elf") != NULL);
+        CHECK_U64(m->text_hash, sym_text_hash(fx_text, fx_text_size));
+        CHECK(!m->kernel);
+    }
+    CHECK_U64(guest.text_bytes_read, fx_text_size);
+    /* The same process again: known, its .text not read again. */
+    CHECK(sample(&f));
+    CHECK_U64(guest.text_bytes_read, fx_text_size);
+    CHECK(leaf_module(&f) == m);
+    fixture_close(&f);
+}
+
+/* A .text that matches no file is still a module, named by the process, without a path. */
+static void test_identify_unknown(void)
+{
+    struct fixture f;
+    static uint8_t other[4096];
+    memset(other, 0x90, sizeof other);
+    guest_runs(UINT64_C(0x500000), other, sizeof other, "stranger");
+    fixture_open(&f, FX_USER_DIR);
+    CHECK(sample(&f));
+    const struct out_module *m = leaf_module(&f);
+    CHECK(m != NULL);
+    if (m) {
+        CHECK_STR(m->name, "stranger");
+        CHECK_STR(m->path, "");
+        CHECK_U64(m->text_hash, sym_text_hash(other, sizeof other));
+    }
+    fixture_close(&f);
+}
+
+/* A .text larger than one sample's budget is copied over several samples, each within the
+ * budget, and identified once the copy is whole; the samples that ran out count as budget
+ * hits. */
+static void test_budget(void)
+{
+    struct fixture f;
+    if (!big_text) {
+        big_text = g_malloc(BIG_SIZE);
+        for (size_t i = 0; i < BIG_SIZE; i++)
+            big_text[i] = (uint8_t)(i * 7 + (i >> 12));
+    }
+    guest_runs(BIG_TEXT, big_text, BIG_SIZE, "big");
+    fixture_open(&f, NULL);
+    CHECK(sample(&f));
+    CHECK_U64(prof_session_capture_counters(f.session)->budget_hits, 1);
+    CHECK(guest.text_bytes_read < BIG_SIZE);
+    CHECK(module_named(&f, "big") == NULL); /* not whole yet */
+    CHECK(sample(&f));
+    CHECK_U64(guest.text_bytes_read, BIG_SIZE);
+    const struct out_module *m = module_named(&f, "big");
+    CHECK(m != NULL);
+    if (m)
+        CHECK_U64(m->text_hash, sym_text_hash(big_text, BIG_SIZE));
+    CHECK_MSG(guest.max_bytes_a_stop <= PROF_BUDGET_BYTES, "a stop read %zu bytes",
+              guest.max_bytes_a_stop);
+    CHECK_U64(prof_session_capture_counters(f.session)->budget_hits, 1); /* the rest fitted */
+    CHECK(sample(&f));
+    CHECK_U64(prof_session_capture_counters(f.session)->budget_hits, 1);
+    fixture_close(&f);
+}
+
+/* The machine reset (the target saw it) or the guest rebooted (the adapter saw a new boot):
+ * what processes ran before is forgotten, so the image is copied again; the adapter hears of a
+ * machine reset before it reads anything. A reset during a stop's requests drops that sample. */
+static void test_resets(void)
+{
+    struct fixture f;
+    guest_runs(fx_text_addr, fx_text, fx_text_size, "fx");
+    fixture_open(&f, FX_USER_DIR);
+    CHECK(sample(&f));
+    CHECK_U64(guest.text_bytes_read, fx_text_size);
+
+    guest.resets++;
+    CHECK(sample(&f));
+    const struct prof_capture_counters *c = prof_session_capture_counters(f.session);
+    CHECK_U64(c->machine_resets, 1);
+    CHECK_INT((int)fos.machine_resets, 1);
+    CHECK_U64(guest.text_bytes_read, 2 * fx_text_size);
+
+    fos.reboot = true;
+    CHECK(sample(&f));
+    CHECK_U64(c->resets, 1);
+    CHECK_U64(c->machine_resets, 1);
+    CHECK_U64(guest.text_bytes_read, 3 * fx_text_size);
+
+    size_t before = out_profile_sample_count(prof_session_profile(f.session));
+    guest.reset_while_stopped = true;
+    CHECK(!sample(&f));
+    CHECK_U64(c->reset_straddles, 1);
+    CHECK_INT((int)out_profile_sample_count(prof_session_profile(f.session)), (int)before);
+    /* The next stop starts afresh: the reset is taken as such, and the sample counts. */
+    CHECK(sample(&f));
+    CHECK_U64(c->machine_resets, 2);
+    CHECK_INT((int)fos.machine_resets, 2);
+    /* The binary stays known by its hash across boots: one module for it. */
+    const struct out_module *m = leaf_module(&f);
+    CHECK(m && strcmp(m->name, "fx_user.elf") == 0);
+    fixture_close(&f);
+}
+
+int main(void)
+{
+    load_fx_text();
+    test_foreign_pause();
+    test_identify_and_load();
+    test_identify_unknown();
+    test_budget();
+    test_resets();
+    g_free(fx_text);
+    g_free(big_text);
+    return harness_result();
+}
