@@ -462,7 +462,7 @@ static void print_kernel_entries(const struct prof_stack_counters *c, uint64_t v
         fprintf(f,
                 "  under TCG most of these are stops QEMU took when the vCPU entered the kernel,\n"
                 "  not where it was: code right after system calls is under-sampled\n"
-                "  (README: \"TCG and the moment of a sample\")\n");
+                "  (docs/accuracy.md: \"TCG and the moment of a sample\")\n");
 }
 
 static double pct(uint64_t part, uint64_t whole)

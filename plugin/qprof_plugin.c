@@ -9,7 +9,7 @@
  *   interval and sets every running vCPU's entry to the threshold; every block only compares it
  *   (a load and a branch). The plugin loaded costs the guest almost nothing, and sampling costs
  *   the timer thread's wake-ups plus the captures. (A POSIX timer per vCPU signalling the vCPU's
- *   own thread measured about twice the cost: README.)
+ *   own thread measured about twice the cost: docs/plugin.md.)
  * - counter (--period-insns, and --interval by instruction counts): every block adds its
  *   instruction count to the entry inline; the callback checks the clock against the vCPU's
  *   jittered deadline or takes a sample every ~N instructions, and re-arms the counter. The
