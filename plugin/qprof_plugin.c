@@ -360,18 +360,16 @@ static void on_counter(unsigned int idx, void *userdata)
 }
 
 /* hlt: the vCPU thread sleeps. Its idle time goes to qprof as one record when it wakes. */
-static void on_idle(qemu_plugin_id_t id, unsigned int idx)
+static void on_idle(QPR_VCPU_CB_PARAMS(idx))
 {
-    (void)id;
     if (idx < plugin.n_vcpus && plugin.vcpus[idx].ready)
         atomic_store_explicit(&plugin.vcpus[idx].idle_since_ns, now_ns(), memory_order_relaxed);
 }
 
 /* Waking: the idle span as one record (the counter trigger; with the timer, idle ticks stand in).
  */
-static void on_resume(qemu_plugin_id_t id, unsigned int idx)
+static void on_resume(QPR_VCPU_CB_PARAMS(idx))
 {
-    (void)id;
     if (idx >= plugin.n_vcpus || !plugin.vcpus[idx].ready)
         return;
     struct vcpu *v = &plugin.vcpus[idx];
@@ -396,9 +394,8 @@ static void on_resume(qemu_plugin_id_t id, unsigned int idx)
     v->last_check_ns = now;
 }
 
-static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+static void on_tb_trans(QPR_TB_TRANS_CB_PARAMS(tb))
 {
-    (void)id;
     uint64_t n = qemu_plugin_tb_n_insns(tb);
     if (atomic_load_explicit(&plugin.trigger, memory_order_relaxed) == QPR_TRIGGER_COUNTER)
         qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64,
@@ -408,9 +405,8 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     exact_on_tb_trans(tb);
 }
 
-static void on_vcpu_init(qemu_plugin_id_t id, unsigned int idx)
+static void on_vcpu_init(QPR_VCPU_CB_PARAMS(idx))
 {
-    (void)id;
     if (idx >= plugin.n_vcpus)
         return;
     struct vcpu *v = &plugin.vcpus[idx];
@@ -541,7 +537,7 @@ static void kick_vcpus(void)
 static void register_running_callbacks(qemu_plugin_id_t id);
 
 /* In QEMU's exclusive section after the code cache was flushed: no vCPU runs, no block is left. */
-static void after_reset(qemu_plugin_id_t id)
+static void after_reset(QPR_DONE_CB_PARAMS)
 {
     exact_on_reset();
     uint32_t want = atomic_load(&plugin.want_trigger);
@@ -550,7 +546,7 @@ static void after_reset(qemu_plugin_id_t id)
     atomic_store(&h->trigger, want);
     atomic_store(&h->trigger_reason, atomic_load(&plugin.want_reason));
     atomic_store(&plugin.resetting, false);
-    register_running_callbacks(id);
+    register_running_callbacks(plugin.id);
     kick_vcpus(); /* each vCPU takes in the change at its first block */
     wake_timer();
 }
@@ -564,7 +560,7 @@ static void apply_pending_reset(void)
         return;
     if (atomic_exchange(&plugin.resetting, true))
         return; /* asked for already */
-    qemu_plugin_reset(plugin.id, after_reset);
+    qpr_reset(plugin.id, after_reset);
 }
 
 /* Which trigger a configuration gets, and why. */
@@ -873,9 +869,8 @@ static int open_shared(const char *target)
     return 0;
 }
 
-static void on_exit_cb(qemu_plugin_id_t id, void *userdata)
+static void on_exit_cb(QPR_EXIT_CB_PARAMS)
 {
-    (void)id, (void)userdata;
     disarm();
     struct stat st; /* only the socket this plugin made: another QEMU may have taken the path */
     if (plugin.socket_path && lstat(plugin.socket_path, &st) == 0 &&
@@ -886,10 +881,10 @@ static void on_exit_cb(qemu_plugin_id_t id, void *userdata)
 /* Every callback but vCPU init: at install, and again after each reset. */
 static void register_running_callbacks(qemu_plugin_id_t id)
 {
-    qemu_plugin_register_vcpu_idle_cb(id, on_idle);
-    qemu_plugin_register_vcpu_resume_cb(id, on_resume);
-    qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb_trans);
-    qemu_plugin_register_atexit_cb(id, on_exit_cb, NULL);
+    qpr_register_vcpu_idle_cb(id, on_idle);
+    qpr_register_vcpu_resume_cb(id, on_resume);
+    qpr_register_vcpu_tb_trans_cb(id, on_tb_trans);
+    qpr_register_atexit_cb(id, on_exit_cb);
 }
 
 /* Says on stderr why the plugin cannot load; QEMU then refuses -plugin. */
@@ -984,7 +979,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     if (pthread_create(&plugin.timer_thread, NULL, timer_main, NULL) != 0)
         return fail("timer thread: %s", strerror(errno));
     pthread_detach(plugin.timer_thread);
-    qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
+    qpr_register_vcpu_init_cb(id, on_vcpu_init);
     register_running_callbacks(id);
     return 0;
 }

@@ -122,7 +122,7 @@ static uint64_t now_ns(void)
  * 4, but this QEMU supports only a minimum version of 7") and exits: all qprof sees is no socket.
  */
 #define INSTALL_HINT                                                                               \
-    "start QEMU 9.2 to 10.x (plugin API 4 to 6) with -plugin build/qprof-plugin.so,socket=PATH, "  \
+    "start QEMU 9.2 to 11.x (plugin API 4 to 7) with -plugin build/qprof-plugin.so,socket=PATH, "  \
     "the plugin built against that QEMU's own qemu-plugin.h ('xtask/xtask build' takes the "       \
     "system QEMU's; if QEMU said 'plugin requires API version N', rebuild it for that QEMU; "      \
     "Debian 12's 7.2 cannot load it, xtask/qemu10.sh fetches 10.0)"

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The QEMU that runs the TCG plugin target, and its plugin header. qprof-plugin.so loads into
-# QEMU 9.2 and later (plugin API 4 to 6; plugin/qpr_qemu_api.h):
+# QEMU 9.2 and later (plugin API 4 to 7; plugin/qpr_qemu_api.h):
 # - the system's qemu-system-x86_64 when it is one of those (Debian 13: 10.0): only its
 #   include/qemu/qemu-plugin.h (include/plugins/ in later QEMUs) is fetched, from the upstream
 #   source tarball of the same version (a deb-src line for the system's suite and its
-#   backports), into ${CACHE}-headers/VERSION/qemu-plugin.h;
+#   backports), into ${CACHE}-headers/VERSION/qemu-plugin.h; where the archive lacks that tarball
+#   and the QEMU is 11.1 to 11.x (trixie-backports' 11.1.3), QEMU10_HEADER is empty and the build
+#   uses qprof's own API 7 declarations (plugin/qpr_qemu_api7.h), tried again only once
+#   ${CACHE}-headers/VERSION/no-source is removed;
 # - otherwise (Debian 12's 7.2) QEMU 10.0 beside it: unpacks bookworm-backports'
 #   qemu-system-x86, qemu-system-arm (aarch64) and qemu-system-riscv, with the common, data, gui
 #   and module packages of the same version (so that QEMU_MODULE_DIR holds only modules of its own
@@ -141,6 +144,7 @@ system_qemu_version() {
 system_header() {
     local ver=$1 deb codename a dir=${CACHE}-headers/$1
     [ -s "$dir/qemu-plugin.h" ] && return 0
+    own_api7 "$ver" && [ -e "$dir/no-source" ] && return 1
     command -v apt-get >/dev/null || die "apt-get is needed to fetch QEMU $ver's plugin header"
     deb=$(dpkg-query -W -f='${Version}' qemu-system-x86 2>/dev/null || true)
     [ -n "$deb" ] || die "QEMU $ver is not Debian's qemu-system-x86: configure with -DQPROF_QEMU_PLUGIN_HEADER=PATH"
@@ -155,19 +159,35 @@ system_header() {
     apt_private update >/dev/null || die "apt-get update for $codename failed (is the archive reachable?)"
     say "downloading QEMU $deb's upstream source tarball (about 40 MB)"
     (cd "$dir/src" && apt_private source --download-only "qemu=$deb" >/dev/null 2>&1) || true
-    extract_header "$dir/src" "$dir/qemu-plugin.h" ||
-        die "no plugin header for QEMU $ver: the archive lacks qemu_$ver+ds.orig.tar.* (apt-get source --download-only qemu=$deb), so qprof-plugin.so (plugin API 4 to 6, QEMU 9.2 to 10.x) cannot be built for it"
+    if ! extract_header "$dir/src" "$dir/qemu-plugin.h"; then
+        rm -rf "$dir/src"
+        if own_api7 "$ver"; then
+            say "the archive lacks qemu_$ver+ds.orig.tar.*: the plugin takes qprof's own API 7 declarations"
+            : >"$dir/no-source"
+            return 1
+        fi
+        die "no plugin header for QEMU $ver: the archive lacks qemu_$ver+ds.orig.tar.* (apt-get source --download-only qemu=$deb), so qprof-plugin.so (plugin API 4 to 7, QEMU 9.2 to 11.x) cannot be built for it"
+    fi
     rm -rf "$dir/src"
+}
+
+# Whether QEMU $1 (upstream version) runs plugin API 7 (11.1 to 11.x), which qprof declares
+# itself where no header can be had.
+own_api7() {
+    local major minor
+    IFS=. read -r major minor _ <<<"$1"
+    [ "$major" -eq 11 ] && [ "$minor" -ge 1 ]
 }
 
 main() {
     local sys
     sys=$(system_qemu_version)
     if [ -n "$sys" ]; then
-        system_header "$sys"
+        local header=${CACHE}-headers/$sys/qemu-plugin.h
+        system_header "$sys" || header="" # 11.1 to 11.x: qprof's own API 7 declarations
         printf '%s\n' "QEMU10_PREFIX=" "QEMU10_BIN=$(command -v qemu-system-x86_64)" \
             "QEMU10_MODULE_DIR=/usr/lib/x86_64-linux-gnu/qemu" \
-            "QEMU10_HEADER=${CACHE}-headers/$sys/qemu-plugin.h" "QEMU10_VERSION=$sys"
+            "QEMU10_HEADER=$header" "QEMU10_VERSION=$sys"
         return 0
     fi
     local bin=$ROOT/usr/bin/qemu-system-x86_64 header=$CACHE/include/qemu/qemu-plugin.h ver

@@ -1,6 +1,9 @@
 /* sys: half of its CPU time in user code (user_work -> user_mix), half inside the SYS_WORK
  * system call (kernel sys_work -> kwork_checksum -> kwork_mix): both sides run ITER iterations
- * of the same loop body per call. Stack: _start -> main -> user_work -> user_mix, and
+ * of the same loop body per call, but for user_mix's shift. That shift keeps user_mix's bytes
+ * apart from spin's hot_a, which the compiler may place at the same address in spin (gcc 14
+ * does): --exact tells user code apart by address and bytes, and would give identical code at
+ * one address to both programs ("spin|sys"). Stack: _start -> main -> user_work -> user_mix, and
  * _start -> main -> kernel_work -> sys_call | int 0x80 | isr_dispatch -> syscall_dispatch ->
  * sys_work -> kwork_checksum -> kwork_mix. */
 #include "ulib.h"
@@ -11,7 +14,7 @@ NOINLINE uint64_t user_mix(uint64_t x, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++) {
         x = x * 6364136223846793005ull + i;
-        x ^= x >> 29;
+        x ^= x >> 31;
         __asm__ volatile("" : "+r"(x));
     }
     return x;

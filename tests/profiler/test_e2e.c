@@ -1219,7 +1219,7 @@ static void case_plugin_missing(void)
         CHECK_MSG(r.exit_code == 1, "exited %d", r.exit_code);
         CHECK_MSG(count_lines(r.err) == 1, "not one line: %s", r.err);
         /* which QEMUs, which plugin API, and the rebuild a QEMU refusing the plugin needs */
-        CHECK_MSG(strstr(r.err, "QEMU 9.2 to 10.x (plugin API 4 to 6)") &&
+        CHECK_MSG(strstr(r.err, "QEMU 9.2 to 11.x (plugin API 4 to 7)") &&
                       strstr(r.err, "-plugin") && strstr(r.err, "rebuild it for that QEMU"),
                   "the line does not say what to install or rebuild: %s", r.err);
         run_free(&r);
