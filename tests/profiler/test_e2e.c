@@ -367,20 +367,34 @@ static void case_spin(bool nofp)
     vm_stop(g.vm);
 }
 
-/* A sample stopped in an entry stub (isrN) entered from user code: the frame before the stub
- * is a function of the sys program, not of the kernel. */
-static bool pred_stub_below_user(const char *stack, const void *arg)
+/* The caller of a stack's leaf frame is a function of the sys program, not of the kernel. */
+static bool leaf_called_from_user(const char *stack, const char *leaf, const struct guest_names *n)
 {
-    const struct guest_names *n = arg;
-    const char *leaf = strrchr(stack, ';');
-    if (!leaf || !g_str_has_prefix(leaf, ";isr") || !g_ascii_isdigit(leaf[4]))
-        return false;
     char *prev = g_strndup(stack, (size_t)(leaf - stack));
     const char *semi = strrchr(prev, ';');
     const char *caller = semi ? semi + 1 : prev;
     bool user = guest_is_function_of(n->sys, caller) && !guest_is_function_of(n->kernel, caller);
     g_free(prev);
     return user;
+}
+
+/* A sample stopped in an entry stub (isrN) entered from user code: the frame before the stub
+ * is a function of the sys program, not of the kernel. */
+static bool pred_stub_below_user(const char *stack, const void *arg)
+{
+    const char *leaf = strrchr(stack, ';');
+    if (!leaf || !g_str_has_prefix(leaf, ";isr") || !g_ascii_isdigit(leaf[4]))
+        return false;
+    return leaf_called_from_user(stack, leaf, arg);
+}
+
+/* A sample in the common entry code every stub jumps to, entered from user code. */
+static bool pred_common_entry_below_user(const char *stack, const void *arg)
+{
+    const char *leaf = strrchr(stack, ';');
+    if (!leaf || strcmp(leaf, ";isr_common") != 0)
+        return false;
+    return leaf_called_from_user(stack, leaf, arg);
 }
 
 /* Test 3: a system call's stack reads user frames, the entry, then the kernel work. */
@@ -422,14 +436,19 @@ static void case_sys(bool nofp)
     struct guest_names n;
     REQUIRE(guest_names_load(g.kernel, g.user_dir, &n) == 0);
     uint64_t in_stub = count_matching(&f, pred_stub_below_user, &n);
-    fprintf(stderr, "at a kernel entry: %lu in the summary, %lu stacks end in a stub\n",
-            (unsigned long)at_kernel_entry, (unsigned long)in_stub);
+    uint64_t in_common = count_matching(&f, pred_common_entry_below_user, &n);
+    fprintf(stderr,
+            "at a kernel entry: %lu in the summary, %lu stacks end in a stub, %lu in isr_common\n",
+            (unsigned long)at_kernel_entry, (unsigned long)in_stub, (unsigned long)in_common);
     /* The plugin samples at the start of a block the vCPU is about to run, not where QEMU
-     * stopped to take an interrupt: it shows no pile-up on entry stubs, and may catch none. */
+     * stopped to take an interrupt: it shows no pile-up on entry stubs, and may catch none. A
+     * sample can also land on isr_common's first instruction (its own block, after the stub's
+     * jump), more often on a loaded host: the stacks in isr_common bound those from above. */
     CHECK_MSG((in_stub > 0 || transport == OVER_PLUGIN) && at_kernel_entry >= in_stub &&
-                  at_kernel_entry <= in_stub + 2 + in_stub / 20,
-              "summary says %lu samples at a kernel entry, %lu stacks end in a stub",
-              (unsigned long)at_kernel_entry, (unsigned long)in_stub);
+                  at_kernel_entry <= in_stub + in_common + 2 + in_stub / 20,
+              "summary says %lu samples at a kernel entry, %lu stacks end in a stub, %lu in "
+              "isr_common",
+              (unsigned long)at_kernel_entry, (unsigned long)in_stub, (unsigned long)in_common);
     uint64_t user_work = count_matching(&f, pred_has_frame, "user_mix");
     fprintf(stderr, "kwork_mix %lu, user_mix %lu samples\n", (unsigned long)kernel_work,
             (unsigned long)user_work);
