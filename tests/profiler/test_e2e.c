@@ -1104,9 +1104,15 @@ static void case_gdb_auto(void)
     CHECK_MSG(strstr(err, "gdbstub round trips per sample (transport: gdbstub, memory: direct)"),
               "both given: not the gdbstub with the RAM file: %s", err);
     g_free(err);
+    /* the gdbstub alone: auto reads out of the QEMU process (this host's), `m` packets when
+     * asked not to */
     err = run_with(&g, (const char *[]){"--gdb", gdb, NULL});
+    CHECK_MSG(strstr(err, "(transport: gdbstub, memory: process memory)"),
+              "--gdb alone: not process memory: %s", err);
+    g_free(err);
+    err = run_with(&g, (const char *[]){"--gdb", gdb, "--memory", "memsave", NULL});
     CHECK_MSG(strstr(err, "(transport: gdbstub, memory: gdbstub m packets)"),
-              "--gdb alone: not `m` packets: %s", err);
+              "--gdb alone, --memory memsave: not `m` packets: %s", err);
     g_free(err);
     char *nowhere = g_strdup_printf("unix:%s/no-such-socket", vm_dir(g.vm));
     err = run_with(&g, (const char *[]){"--gdb", nowhere, "--qmp-socket", qmp, NULL});
