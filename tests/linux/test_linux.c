@@ -75,6 +75,9 @@ static double now_s(void)
 /* The kernel series under test: "6.1" (the machine's own, the default) or the SERIES argument
  * (5.10, 6.12, 7.x), whose guest make-guest.sh builds in a folder of its own. */
 static const char *series = "6.1";
+/* dd-procmem, dd-gdb-procmem: QEMU without the shared RAM file; qprof reads guest memory (the
+ * kernel search, kallsyms, ORC, BTF, the samples' stacks) out of the QEMU process */
+static bool no_ram_file;
 
 /* A file of the guest's folder; the returned string lives until the 8th call after. */
 static const char *guest_file(const char *name)
@@ -257,7 +260,7 @@ static int boot(int smp, const char *run, struct guest *g)
     struct vm_opts o = {.kernel = guest_file("/vmlinuz"),
                         .smp = smp,
                         .mem_mb = 512,
-                        .shared_ram = true,
+                        .shared_ram = !no_ram_file,
                         .gdbstub = g->gdbstub,
                         .plugin = g->plugin,
                         .allow_reset = g->reboots,
@@ -573,8 +576,14 @@ static int case_dd(int smp, enum dd_via via)
     fprintf(stderr, "%s", r.err);
     CHECK_MSG(strstr(r.err, "kernel stacks by ORC"), "no ORC summary line");
     if (via == VIA_GDB)
-        CHECK_MSG(strstr(r.err, "transport: gdbstub, memory: direct"),
-                  "not sampled through the gdbstub with the RAM file:\n%s", r.err);
+        CHECK_MSG(strstr(r.err, no_ram_file ? "transport: gdbstub, memory: process memory)"
+                                            : "transport: gdbstub, memory: direct"),
+                  "not sampled through the gdbstub with %s:\n%s",
+                  no_ram_file ? "process memory" : "the RAM file", r.err);
+    if (via == VIA_QMP && no_ram_file)
+        CHECK_MSG(strstr(r.err, "transport: QMP, memory: process memory)") &&
+                      !strstr(r.err, "qprof: process memory:"),
+                  "not sampled through QMP with process memory:\n%s", r.err);
     uint64_t unnamed = via == VIA_PLUGIN ? check_named_at_instant(r.err) : 0;
     check_dd_stacks(folded, &g, unnamed);
     check_user_leaves(folded, &g);
@@ -2045,6 +2054,11 @@ int main(int argc, char **argv)
         series = argv[2];
     if (strcmp(c, "dd-1cpu") == 0)
         return case_dd(1, VIA_QMP);
+    no_ram_file = strcmp(c, "dd-procmem") == 0 || strcmp(c, "dd-gdb-procmem") == 0;
+    if (strcmp(c, "dd-procmem") == 0)
+        return case_dd(1, VIA_QMP);
+    if (strcmp(c, "dd-gdb-procmem") == 0)
+        return case_dd(1, VIA_GDB);
     if (strcmp(c, "annotate") == 0)
         return case_annotate();
     if (strcmp(c, "dd-2cpu") == 0)
