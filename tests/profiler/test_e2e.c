@@ -221,8 +221,10 @@ static struct folded profile_full(struct guest *g, unsigned samples, const char 
     struct qprof_run r = run_qprof(vm_dir(g->vm), args, run_deadline_s(samples));
     CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
     fprintf(stderr, "%s", r.err);
+    /* the plugin captures the samples and reads only code through the process */
+    const char *procmem = transport == OVER_PLUGIN ? "code from process memory)" : PROCMEM_SUMMARY;
     if (no_ram_file)
-        CHECK_MSG(strstr(r.err, PROCMEM_SUMMARY) && !strstr(r.err, "qprof: process memory:"),
+        CHECK_MSG(strstr(r.err, procmem) && !strstr(r.err, "qprof: process memory:"),
                   "the summary does not name process memory: %s", r.err);
     if (transport == OVER_PLUGIN && r.exit_code == 0)
         check_trigger_line(r.err, interval_ms, extra);
