@@ -6,6 +6,9 @@
 #include "mem_process.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
 #include <glib.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -255,6 +258,65 @@ static void test_peer(void)
     waitpid(pid, NULL, 0);
 }
 
+/* Drops CAP_SYS_PTRACE from this process's effective and permitted sets (raw capset: no
+ * libcap in the build). */
+static int drop_ptrace(void)
+{
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) != 0)
+        return -1;
+    d[0].effective &= ~(1u << CAP_SYS_PTRACE);
+    d[0].permitted &= ~(1u << CAP_SYS_PTRACE);
+    return (int)syscall(SYS_capset, &h, d);
+}
+
+/* Another user's process, and qprof without CAP_SYS_PTRACE: refused in one line that says so,
+ * before the kernel's bare EPERM (root only: a child becomes nobody, another drops the
+ * capability). */
+static void test_another_user(void)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "note: another user's process is checked only as root\n");
+        return;
+    }
+    int hold[2], ready[2];
+    REQUIRE(pipe(hold) == 0 && pipe(ready) == 0);
+    pid_t other = fork();
+    if (other == 0) {
+        close(hold[1]);
+        close(ready[0]);
+        char c;
+        if (setgid(65534) != 0 || setuid(65534) != 0 || write(ready[1], "u", 1) != 1)
+            _exit(1);
+        (void)!read(hold[0], &c, 1);
+        _exit(0);
+    }
+    close(hold[0]);
+    close(ready[1]);
+    char c;
+    REQUIRE(read(ready[0], &c, 1) == 1); /* it is nobody's from here on */
+    close(ready[0]);
+    pid_t checker = fork();
+    if (checker == 0) {
+        struct qp_error err = {0};
+        if (drop_ptrace() != 0)
+            _exit(2);
+        int rc = target_pmem_may_read(other, &err);
+        _exit(rc == -EPERM && strstr(err.msg, "is another user's") &&
+                      strstr(err.msg, "CAP_SYS_PTRACE")
+                  ? 0
+                  : 3);
+    }
+    int status = 0;
+    waitpid(checker, &status, 0);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "another user's process was not refused in one line naming why (child status %d)",
+              status);
+    close(hold[1]);
+    waitpid(other, NULL, 0);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -262,5 +324,6 @@ int main(void)
     test_mtree_riscv64();
     test_search_and_remap();
     test_peer();
+    test_another_user();
     return harness_result();
 }
