@@ -327,9 +327,12 @@ unprofiled() { # LABEL SECONDS
 QPROF_TARGET=(--qmp-socket "$SOCK")
 over_qmp() { QPROF_TARGET=(--qmp-socket "$SOCK"); }
 over_qmp_tcp() { QPROF_TARGET=(--qmp-socket "tcp:127.0.0.1:$QMP_PORT"); }
-over_gdb() { # direct|m
+over_gdb() { # direct|m|process
     QPROF_TARGET=(--gdb "unix:$GDB")
     [ "$1" = direct ] && QPROF_TARGET+=(--qmp-socket "$SOCK")
+    GDB_MEMORY=auto
+    [ "$1" = m ] && GDB_MEMORY=memsave # QMP's word for "not the RAM file": `m` packets here
+    [ "$1" = process ] && GDB_MEMORY=process
     return 0
 }
 over_gdb_tcp() { QPROF_TARGET=(--gdb "tcp:127.0.0.1:$GDB_PORT" --qmp-socket "$SOCK"); }
@@ -456,7 +459,10 @@ us_to_ms() { awk -v v="$1" 'BEGIN { if (v == "") print "-"; else printf "%.2f ms
 
 # ---- Section demo: the demo guest at -smp 1 --------------------------------------------------
 
-BACKENDS=(direct memsave hmp)
+# process: guest RAM read out of the QEMU process (process_vm_readv), found and proved by content
+# without using the RAM file (qprof searches QEMU's mappings; the file's is one of them), so that
+# it is measured beside the RAM file's row on the same guest in the same run.
+BACKENDS=(direct process memsave hmp)
 CLOSED=$(secs 5) AT100=$(secs 10) AT1000=$(secs 10) RSS_RUN=$(secs 60) GAP=$(secs 8)
 
 # QMP over TCP, right after its UNIX-socket twin (direct-closed, direct-100).
@@ -551,17 +557,17 @@ section_demo() {
         step "unprofiled ${GAP} s"
         unprofiled "unprofiled-after-$b" "$GAP"
     done
-    for m in direct m; do
+    for m in direct process m; do
         over_gdb "$m"
         step "qprof over the gdbstub, memory $m: closed loop, 100 Hz, 1000 Hz"
-        run_qprof "gdb-$m-closed" auto 0.1 "$CLOSED"
-        run_qprof "gdb-$m-100" auto 10 "$AT100"
+        run_qprof "gdb-$m-closed" "$GDB_MEMORY" 0.1 "$CLOSED"
+        run_qprof "gdb-$m-100" "$GDB_MEMORY" 10 "$AT100"
         if [ "$m" = direct ]; then
             gdb_tcp_twin
             tcp_interleaved
             over_gdb direct
         fi
-        run_qprof "gdb-$m-1000" auto 1 "$AT1000"
+        run_qprof "gdb-$m-1000" "$GDB_MEMORY" 1 "$AT1000"
         step "unprofiled ${GAP} s"
         unprofiled "unprofiled-after-gdb-$m" "$GAP"
     done
@@ -1022,6 +1028,8 @@ report_sampling() {
     for b in "${BACKENDS[@]}"; do qprof_row "$b"; done
     # shellcheck disable=SC2016 # the backquotes are markdown
     qprof_row_as gdb-direct 'qprof over the gdbstub, memory from the RAM file (`--gdb` + `--qmp-socket`)'
+    # shellcheck disable=SC2016
+    qprof_row_as gdb-process 'qprof over the gdbstub alone, process memory (`--memory process`)'
     # shellcheck disable=SC2016
     qprof_row_as gdb-m 'qprof over the gdbstub alone, memory in pipelined `m` packets'
     echo

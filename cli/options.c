@@ -110,9 +110,12 @@ void prof_print_help(FILE *out)
         "                                   a paused guest shows as idle)\n"
         "  --transport auto|qmp|gdb         which to sample through [auto: the gdbstub when\n"
         "                                   --gdb is given and it answers, else QMP]\n"
-        "  --memory auto|direct|memsave|hmp how to read guest memory [auto: direct if RAM is\n"
-        "                                   a shared file, else memsave over QMP, `m` packets\n"
-        "                                   over the gdbstub; aarch64 over QMP: memsave]\n"
+        "  --memory auto|direct|process|memsave|hmp\n"
+        "                                   how to read guest memory [auto: direct if RAM is\n"
+        "                                   a shared file, else process (out of the QEMU\n"
+        "                                   process on this host, proved by content), else\n"
+        "                                   memsave over QMP, `m` packets over the gdbstub;\n"
+        "                                   aarch64 over QMP: memsave]\n"
         "Sampling:\n"
         "  --interval MS          mean time between samples, jittered +-50% to avoid locking\n"
         "                         onto the guest's timer; at least 0.1 (the plugin raises\n"
@@ -418,7 +421,7 @@ static int usage_error(void)
 
 static bool valid_backend(const char *name)
 {
-    static const char *const names[] = {"auto", "direct", "memsave", "hmp"};
+    static const char *const names[] = {"auto", "direct", "process", "memsave", "hmp"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(name, names[i]) == 0)
             return true;
@@ -614,7 +617,8 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
     }
     case OPT_MEMORY:
         if (!valid_backend(arg)) {
-            fprintf(stderr, "qprof: --memory: '%s' is not one of auto, direct, memsave, hmp\n",
+            fprintf(stderr,
+                    "qprof: --memory: '%s' is not one of auto, direct, process, memsave, hmp\n",
                     arg);
             return -1;
         }

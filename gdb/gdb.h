@@ -239,4 +239,12 @@ int gdb_mem_read_then_reg(gdb_client *c, int thread, struct gdb_mem_req *reqs, s
 uint64_t gdb_replies(const gdb_client *c);
 uint64_t gdb_round_trips(const gdb_client *c);
 
+/* Runs a monitor command (`qRcmd`, what gdb's `monitor CMD` sends: QEMU runs it in its HMP) and
+ * returns what it printed (caller g_free()s). While stopped only. -ENOTSUP when the stub does
+ * not take monitor commands. */
+int gdb_monitor(gdb_client *c, const char *cmd, char **text, struct qp_error *err);
+
+/* The connection's socket (borrowed: for asking who is at its other end, never for I/O). */
+int gdb_socket_fd(const gdb_client *c);
+
 #endif

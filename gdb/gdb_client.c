@@ -43,6 +43,7 @@ struct gdb_client {
     int want_regnum[GDB_MAX_EXTRA_REGS]; /* gdb_want_registers: asked with `p` after each `g` */
     int n_want;
     uint64_t replies, round_trips;
+    GString *console; /* gdb_monitor: the O packets' text while a command runs, else NULL */
 };
 
 static int64_t now_us(void)
@@ -212,6 +213,9 @@ static int next_reply(gdb_client *c, bool want_stop, char **out, size_t *len, st
                 return rc;
             }
             if (p[0] == 'O' && g_ascii_isxdigit(p[1]) && !want_stop) {
+                for (size_t i = 1; c->console && i + 1 < n; i += 2)
+                    g_string_append_c(c->console, (char)(g_ascii_xdigit_value(p[i]) << 4 |
+                                                         g_ascii_xdigit_value(p[i + 1])));
                 free(p);
                 continue;
             }
@@ -615,6 +619,32 @@ uint64_t gdb_replies(const gdb_client *c)
 uint64_t gdb_round_trips(const gdb_client *c)
 {
     return c->round_trips;
+}
+
+int gdb_monitor(gdb_client *c, const char *cmd, char **text, struct qp_error *err)
+{
+    GString *req = g_string_new("qRcmd,");
+    for (const char *p = cmd; *p; p++)
+        g_string_append_printf(req, "%02x", (unsigned char)*p);
+    c->console = g_string_new(NULL);
+    char *reply = NULL;
+    int rc = gdb_command(c, req->str, &reply, NULL, err);
+    if (rc == 0 && strcmp(reply, "OK") != 0)
+        rc = qp_error_set(err, -ENOTSUP, "monitor %s: the gdbstub answered '%.32s'", cmd, reply);
+    free(reply);
+    g_string_free(req, TRUE);
+    gchar *out = g_string_free(c->console, FALSE);
+    c->console = NULL;
+    if (rc == 0)
+        *text = out;
+    else
+        g_free(out);
+    return rc;
+}
+
+int gdb_socket_fd(const gdb_client *c)
+{
+    return c->fd;
 }
 
 /* ---- Stop and go ------------------------------------------------------------------------ */

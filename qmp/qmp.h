@@ -146,6 +146,9 @@ int qmp_read_registers(qmp_client *c, struct qmp_regs *out, int max, int *n_cpus
 /* Requests answered by QEMU since the connection opened (round trips, for statistics). */
 uint64_t qmp_round_trips(const qmp_client *c);
 
+/* The connection's socket (borrowed: for asking who is at its other end, never for I/O). */
+int qmp_socket_fd(const qmp_client *c);
+
 /* ---- Guest memory ----------------------------------------------------------------------- */
 
 /* The backend actually in use (never QMP_MEM_AUTO once the client is open). */

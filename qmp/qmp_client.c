@@ -372,6 +372,11 @@ uint64_t qmp_round_trips(const qmp_client *c)
     return c->round_trips;
 }
 
+int qmp_socket_fd(const qmp_client *c)
+{
+    return c->fd;
+}
+
 const char *qmp_qemu_version(const qmp_client *c)
 {
     return c->version;

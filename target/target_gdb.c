@@ -6,6 +6,7 @@
  * registers: one more packet per vCPU, no more round trips. */
 #include "target.h"
 #include "arch_x86_64.h"
+#include "mem_process.h"
 #include "target_qmp_ram.h"
 #include "target_vcpu.h"
 
@@ -14,6 +15,7 @@
 
 #include <errno.h>
 #include <glib.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -36,6 +38,10 @@ struct target_gdb {
      * (target_qmp_read_walked). Without the RAM file, `m` packets (QEMU translates; on riscv64
      * with the vCPU's own privilege, so a hart in U mode cannot read kernel memory that way). */
     bool direct_virtual;
+    /* Else guest RAM read out of the QEMU process (mem_process.h), NULL when not in use; with
+     * QMP, proved again after each reset it reports (pmem_resets: the count last proved at). */
+    target_pmem *pmem;
+    uint64_t pmem_resets;
     bool state_changed; /* this sample's reads saw another CR3 than its registers */
     /* Someone else paused the guest (QMP's events say so, or the stub sent a stop nobody here
      * asked for): no sample and no continue until it runs again. */
@@ -56,6 +62,8 @@ static int open_ram(struct target_gdb *t, const struct prof_target_open_opts *o,
 {
     const char *want = o->memory_backend ? o->memory_backend : "auto";
     bool direct = strcmp(want, "direct") == 0;
+    if (strcmp(want, "process") == 0)
+        want = "memsave"; /* QMP then only tells pauses and serves the proof */
     bool try_direct = direct || strcmp(want, "auto") == 0;
     if (!o->qmp_address)
         return direct ? qp_error_set(err, -EINVAL,
@@ -96,6 +104,34 @@ static int choose_arch(struct target_gdb *t, struct qp_error *err)
     return 0;
 }
 
+static bool wants_process(const char *want)
+{
+    return !want || strcmp(want, "auto") == 0 || strcmp(want, "process") == 0;
+}
+
+/* Process memory (mem_process.h), when the RAM file is not mapped: forced by --memory process,
+ * else auto's choice before `m` packets, with one line saying why where it cannot be had. With
+ * QMP the proof reads through pmemsave; without, through the stub in physical mode while the
+ * attach holds the guest stopped. */
+static int open_process_memory(struct target_gdb *t, const char *want, struct qp_error *err)
+{
+    bool forced = want && strcmp(want, "process") == 0;
+    if (t->direct || !wants_process(want))
+        return 0;
+    struct qp_error perr = {0};
+    int rc = t->qmp ? target_pmem_open_qmp(t->qmp, gdb_socket_fd(t->gdb), &t->pmem, &perr)
+                    : target_pmem_open_gdb(t->gdb, &t->pmem, &perr);
+    if (rc == 0) {
+        t->pmem_resets = t->qmp ? qmp_resets(t->qmp) : 0;
+        return 0;
+    }
+    if (forced)
+        return qp_error_set(err, rc, "--memory process: %s", perr.msg);
+    fprintf(stderr, "qprof: process memory: %s; reading through gdbstub m packets instead\n",
+            perr.msg);
+    return 0;
+}
+
 static int tg_open(const struct prof_target_open_opts *o, void **impl, struct qp_error *err)
 {
     struct target_gdb *t = g_new0(struct target_gdb, 1);
@@ -106,14 +142,21 @@ static int tg_open(const struct prof_target_open_opts *o, void **impl, struct qp
      * tell a guest paused before (by a monitor, or -S) from one that ran, and such a guest must
      * stay paused, also after a -S start. */
     t->foreign_pause = t->qmp && !qmp_guest_running(t->qmp);
-    go.keep_stopped = t->foreign_pause;
+    /* the proof over the stub alone reads while the attach's stop lasts */
+    bool hold = !t->direct && !t->qmp && wants_process(o->memory_backend);
+    go.keep_stopped = t->foreign_pause || hold;
     if (!rc)
         rc = gdb_open(o->address, &go, &t->gdb, err);
     if (!rc)
         rc = choose_arch(t, err);
+    if (!rc)
+        rc = open_process_memory(t, o->memory_backend, err);
+    if (!rc && hold && !t->foreign_pause)
+        rc = gdb_continue(t->gdb, err);
     if (rc) {
         gdb_free(t->gdb);
         qmp_free(t->qmp);
+        target_pmem_free(t->pmem);
         g_free(t);
         return rc;
     }
@@ -215,7 +258,7 @@ static int vcpu_from_regs(const struct target_gdb *t, const struct gdb_regset *s
     v->target_cpu = cpu;
     cpu->thread = set->thread;
     cpu->as_root = v->as_root;
-    if (t->direct_virtual && t->arch == &prof_arch_x86_64)
+    if ((t->direct_virtual || t->pmem) && t->arch == &prof_arch_x86_64)
         mmu_from_regs(t->gdb, set, set->thread, v->paging64, &cpu->mmu);
     return 0;
 }
@@ -237,10 +280,29 @@ static int tg_stopped(struct target_gdb *t, prof_target *handle, prof_target_sto
     return fn(handle, t->vcpus, n, ctx, err);
 }
 
+/* A reset QMP reported may come with guest RAM mapped anew: the mapping is proved again before
+ * the next read through it; where it no longer proves, `m` packets serve from then on. */
+static void reverify_after_reset(struct target_gdb *t)
+{
+    if (!t->pmem || !t->qmp || qmp_resets(t->qmp) == t->pmem_resets)
+        return;
+    struct qp_error perr = {0};
+    t->pmem_resets = qmp_resets(t->qmp);
+    if (target_pmem_reverify_qmp(t->pmem, t->qmp, &perr) == 0)
+        return;
+    fprintf(stderr,
+            "qprof: process memory, after a reset: %s; reading through gdbstub m packets from "
+            "now on\n",
+            perr.msg);
+    target_pmem_free(t->pmem);
+    t->pmem = NULL;
+}
+
 static int tg_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn, void *ctx,
                      struct prof_target_stats *stats, struct qp_error *err)
 {
     struct target_gdb *t = impl;
+    reverify_after_reset(t);
     uint64_t trips0 = gdb_round_trips(t->gdb);
     uint64_t t0 = now_ns();
     t->state_changed = false;
@@ -327,11 +389,32 @@ static int read_direct(struct target_gdb *t, const struct gdb_cpu *gc, struct pr
     return rc;
 }
 
+/* Through the QEMU process, with the arch table's walk from the stop's root. x86_64 in 32-bit
+ * paging or with LA57 (which the walk does not serve) reads nothing rather than wrong bytes. */
+static int read_process(struct target_gdb *t, const struct prof_vcpu *cpu,
+                        struct prof_mem_req *reqs, size_t n)
+{
+    const struct gdb_cpu *gc = cpu->target_cpu;
+    bool x86 = t->arch == &prof_arch_x86_64;
+    bool unwalkable = x86 && ((!gc->mmu.long_mode && (gc->mmu.cr0 & X86_CR0_PG)) || cpu->la57);
+    for (size_t i = 0; i < n; i++) {
+        if (unwalkable) {
+            reqs[i].got = 0;
+            reqs[i].rc = reqs[i].len ? -EFAULT : 0;
+            continue;
+        }
+        target_pmem_read_walked(t->pmem, t->arch, gc->as_root, cpu, &reqs[i]);
+    }
+    return 0;
+}
+
 static int tg_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req *reqs, size_t n,
                    struct qp_error *err)
 {
     struct target_gdb *t = impl;
     const struct gdb_cpu *gc = cpu->target_cpu;
+    if (t->pmem)
+        return read_process(t, cpu, reqs, n);
     if (t->direct_virtual && t->arch == &prof_arch_x86_64)
         return read_direct(t, gc, reqs, n, err);
     if (t->direct_virtual) {
@@ -403,6 +486,11 @@ static int tg_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
 static int tg_read_phys(void *impl, uint64_t paddr, void *buf, size_t len, struct qp_error *err)
 {
     struct target_gdb *t = impl;
+    if (t->pmem)
+        return target_pmem_phys(t->pmem, paddr, buf, len)
+                   ? qp_error_set(err, -EFAULT, "guest-physical 0x%llx is not RAM (%s)",
+                                  (unsigned long long)paddr, TARGET_PMEM_NAME)
+                   : 0;
     if (!t->direct)
         return qp_error_set(err, -ENOTSUP,
                             "guest-physical memory through the gdbstub needs --qmp-socket too "
@@ -415,6 +503,8 @@ static int tg_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n
 {
     struct target_gdb *t = impl;
     *n = 0;
+    if (t->pmem)
+        return target_pmem_ram_ranges(t->pmem, out, max, n);
     if (!t->direct)
         return qp_error_set(err, -ENOTSUP,
                             "listing guest RAM through the gdbstub needs --qmp-socket too "
@@ -446,7 +536,7 @@ static uint64_t tg_resets(const void *impl)
 static bool tg_reads_cost_round_trips(const void *impl)
 {
     const struct target_gdb *t = impl;
-    return !t->direct_virtual;
+    return !t->direct_virtual && !t->pmem;
 }
 
 static const char *tg_version(const void *impl)
@@ -459,7 +549,7 @@ static const char *tg_version(const void *impl)
 static const char *tg_describe(const void *impl)
 {
     const struct target_gdb *t = impl;
-    return t->direct_virtual ? "direct" : "gdbstub m packets";
+    return t->direct_virtual ? "direct" : t->pmem ? TARGET_PMEM_NAME : "gdbstub m packets";
 }
 
 static const struct prof_arch *tg_arch(const void *impl)
@@ -475,6 +565,7 @@ static void tg_free(void *impl)
         return;
     gdb_free(t->gdb); /* stops if running, detaches: QEMU resumes the guest */
     qmp_free(t->qmp);
+    target_pmem_free(t->pmem);
     g_free(t);
 }
 

@@ -26,6 +26,7 @@
 #include "target.h"
 #include "arch.h"
 #include "arch_x86_64.h"
+#include "mem_process.h"
 #include "target_qmp_ram.h"
 #include "target_vcpu.h"
 
@@ -94,6 +95,9 @@ struct target_plugin {
      * waits). With `direct`, its backend also maps the RAM file. */
     qmp_client *qmp;
     bool direct;
+    /* Without the RAM file, code read out of the QEMU process (mem_process.h), which the
+     * plugin's socket's peer is; NULL when not in use. */
+    target_pmem *pmem;
     struct pause_span pauses[MAX_PAUSES]; /* the latest ended pauses, oldest overwritten */
     unsigned n_pauses;
     int64_t paused_since_us; /* QEMU's STOP stamp of the pause going on; 0: running */
@@ -372,6 +376,9 @@ static int open_qmp(struct target_plugin *t, const char *address, double timeout
                                     err);
     if (rc)
         return rc;
+    struct qp_error perr = {0};
+    if (!t->direct && target_pmem_open_qmp(t->qmp, t->fd, &t->pmem, &perr) != 0)
+        fprintf(stderr, "qprof: process memory: %s; user code is not read\n", perr.msg);
     struct timespec mono, real;
     clock_gettime(CLOCK_MONOTONIC, &mono);
     clock_gettime(CLOCK_REALTIME, &real);
@@ -537,6 +544,7 @@ static void tp_free(void *impl)
     struct target_plugin *t = impl;
     if (!t)
         return;
+    target_pmem_free(t->pmem);
     if (t->map)
         munmap((void *)t->map, t->map_size);
     if (t->tails)
@@ -838,7 +846,11 @@ static int tp_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
             continue;
         /* A stack outside the windows is not this instant's any more (the guest ran on): the
          * RAM file serves only what does not change under a running process, its code. */
-        if (t->direct && !q->instant && t->arch != &prof_arch_x86_64) {
+        if (t->pmem && !q->instant) {
+            bool x86 = t->arch == &prof_arch_x86_64;
+            if (!x86 || cpu->paging64 || !(pc->mmu.cr0 & X86_CR0_PG)) /* not 32-bit paging */
+                target_pmem_read_walked(t->pmem, t->arch, cpu->as_root, cpu, q);
+        } else if (t->direct && !q->instant && t->arch != &prof_arch_x86_64) {
             target_qmp_read_walked(t->qmp, t->arch, cpu->as_root, cpu, q);
         } else if (t->direct && !q->instant) {
             struct qmp_mem_req r = {.vaddr = q->vaddr, .len = q->len, .buf = q->buf};
@@ -869,6 +881,11 @@ static int tp_vcpu_count(const void *impl)
 static int tp_read_phys(void *impl, uint64_t paddr, void *buf, size_t len, struct qp_error *err)
 {
     struct target_plugin *t = impl;
+    if (t->pmem)
+        return target_pmem_phys(t->pmem, paddr, buf, len)
+                   ? qp_error_set(err, -EFAULT, "guest-physical 0x%llx is not RAM (%s)",
+                                  (unsigned long long)paddr, TARGET_PMEM_NAME)
+                   : 0;
     if (!t->direct)
         return qp_error_set(err, -ENOTSUP,
                             "the plugin target reads guest-physical memory only with "
@@ -880,6 +897,8 @@ static int tp_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n
                          struct qp_error *err)
 {
     struct target_plugin *t = impl;
+    if (t->pmem)
+        return target_pmem_ram_ranges(t->pmem, out, max, n);
     if (!t->direct)
         return qp_error_set(err, -ENOTSUP, "the plugin target lists RAM only with --qmp-socket");
     return target_qmp_ram_ranges(t->qmp, out, max, n, err);
@@ -904,9 +923,10 @@ static const char *tp_version(const void *impl)
 
 static const char *tp_describe(const void *impl)
 {
-    return ((const struct target_plugin *)impl)->direct
-               ? "captured by the plugin, code from the RAM file"
-               : "captured by the plugin";
+    const struct target_plugin *t = impl;
+    return t->direct ? "captured by the plugin, code from the RAM file"
+           : t->pmem ? "captured by the plugin, code from " TARGET_PMEM_NAME
+                     : "captured by the plugin";
 }
 
 /* Which trigger sampled, and why: from what the plugin put in the shared header. */

@@ -8,6 +8,7 @@
  * own translation by the vCPU: memsave or HMP reads. */
 #include "target.h"
 #include "arch_x86_64.h"
+#include "mem_process.h"
 #include "target_qmp_ram.h"
 #include "target_vcpu.h"
 
@@ -16,6 +17,7 @@
 #include <errno.h>
 #include <json-c/json.h>
 #include <glib.h>
+#include <stdio.h>
 #include <string.h>
 
 struct target_qmp {
@@ -32,6 +34,10 @@ struct target_qmp {
     uint32_t apic_of[PROF_MAX_VCPUS];
     bool apic_known[PROF_MAX_VCPUS];
     int n_vcpus; /* -1: QEMU did not say */
+    /* Guest RAM read out of the QEMU process (mem_process.h), NULL when not in use; proved
+     * again after each reset QMP reports (pmem_resets: the count it was last proved at). */
+    target_pmem *pmem;
+    uint64_t pmem_resets;
     prof_target *handle;
     prof_target_stopped_fn fn;
     void *fn_ctx;
@@ -151,6 +157,8 @@ static int check_translated_memory(struct target_qmp *t, enum qmp_mem_backend as
  * round trips per table entry. So the RAM file is required there. */
 static int check_memory(struct target_qmp *t, enum qmp_mem_backend asked, struct qp_error *err)
 {
+    if (t->pmem)
+        return 0;
     if (t->arch != &prof_arch_x86_64 && qemu_translates(t))
         return check_translated_memory(t, asked, err);
     if (t->arch == &prof_arch_x86_64 || qmp_mem_backend_in_use(t->qmp) == QMP_MEM_DIRECT)
@@ -181,17 +189,51 @@ int target_qmp_open_beside(const char *address, double timeout_s, enum target_qm
     return 0;
 }
 
+/* Process memory (mem_process.h): forced by --memory process, and auto's choice after the RAM
+ * file, before memsave. Where auto cannot have it, one line says why and memsave serves. QMP
+ * stays the proof's other side (pmemsave) and the way back when a later proof fails. Not on
+ * aarch64: QMP gives no translation registers to walk from. */
+static int open_process_memory(struct target_qmp *t, const char *want, struct qp_error *err)
+{
+    bool forced = want && strcmp(want, "process") == 0;
+    bool chosen = (!want || strcmp(want, "auto") == 0) &&
+                  qmp_mem_backend_in_use(t->qmp) != QMP_MEM_DIRECT && !qemu_translates(t);
+    if (forced && qemu_translates(t))
+        return qp_error_set(err, -ENOTSUP,
+                            "--memory process: %s over QMP gives no %s to walk from; use the "
+                            "gdbstub (--gdb)",
+                            t->arch->name, t->arch->gdb_root_reg);
+    if (!forced && !chosen)
+        return 0;
+    struct qp_error perr = {0};
+    int rc = target_pmem_open_qmp(t->qmp, qmp_socket_fd(t->qmp), &t->pmem, &perr);
+    if (rc == 0) {
+        t->pmem_resets = qmp_resets(t->qmp);
+        return 0;
+    }
+    if (forced)
+        return qp_error_set(err, rc, "--memory process: %s", perr.msg);
+    fprintf(stderr, "qprof: process memory: %s; reading through %s instead\n", perr.msg,
+            qmp_mem_backend_name(qmp_mem_backend_in_use(t->qmp)));
+    return 0;
+}
+
 static int tq_open(const struct prof_target_open_opts *o, void **impl, struct qp_error *err)
 {
     struct target_qmp *t = g_new0(struct target_qmp, 1);
+    bool process = o->memory_backend && strcmp(o->memory_backend, "process") == 0;
     struct qmp_open_opts qo = {.timeout_s = o->timeout_s ? o->timeout_s : 5,
-                               .backend = backend_by_name(o->memory_backend),
+                               .backend =
+                                   process ? QMP_MEM_MEMSAVE : backend_by_name(o->memory_backend),
                                .guard = true};
     int rc = qmp_open(o->address, &qo, &t->qmp, err);
-    if (!rc && (rc = choose_arch(t, err)) == 0)
+    if (!rc && (rc = choose_arch(t, err)) == 0 &&
+        (rc = open_process_memory(t, o->memory_backend, err)) == 0)
         rc = check_memory(t, qo.backend, err);
     if (rc && t->qmp)
         qmp_free(t->qmp);
+    if (rc)
+        target_pmem_free(t->pmem);
     if (rc) {
         g_free(t);
         return rc;
@@ -260,7 +302,10 @@ static int tq_stopped_text(qmp_client *q, const char *text, void *ctx, struct qp
     for (int i = 0; !rc && i < n; i++) {
         struct prof_arch_monitor_cpu *m = &t->mcpus[i];
         struct prof_vcpu *v = &t->vcpus[i];
-        if (a->monitor_complete && (rc = a->monitor_complete(m, target_qmp_phys_word, q, err)))
+        /* what the text lacks comes from page tables: through the process when it serves */
+        if (a->monitor_complete &&
+            (rc = t->pmem ? a->monitor_complete(m, target_pmem_phys_word, t->pmem, err)
+                          : a->monitor_complete(m, target_qmp_phys_word, q, err)))
             break;
         if ((rc = target_vcpu_from_monitor(a, prof_arch_monitor_reg, m, v, err)))
             break;
@@ -271,11 +316,29 @@ static int tq_stopped_text(qmp_client *q, const char *text, void *ctx, struct qp
     return rc ? rc : t->fn(t->handle, t->vcpus, n, t->fn_ctx, err);
 }
 
+/* A reset may have QEMU map guest RAM anew (a hot-plug, a migration's remap): before reading
+ * through the process again, the mapping is proved again; where it no longer proves, memsave
+ * serves from then on, and one line says so. The guest runs meanwhile, as at open. */
+static void reverify_after_reset(struct target_qmp *t)
+{
+    if (!t->pmem || qmp_resets(t->qmp) == t->pmem_resets)
+        return;
+    struct qp_error perr = {0};
+    t->pmem_resets = qmp_resets(t->qmp);
+    if (target_pmem_reverify_qmp(t->pmem, t->qmp, &perr) == 0)
+        return;
+    fprintf(stderr, "qprof: process memory, after a reset: %s; reading through %s from now on\n",
+            perr.msg, qmp_mem_backend_name(qmp_mem_backend_in_use(t->qmp)));
+    target_pmem_free(t->pmem);
+    t->pmem = NULL;
+}
+
 static int tq_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn, void *ctx,
                      struct prof_target_stats *stats, struct qp_error *err)
 {
     struct target_qmp *t = impl;
     struct qmp_sample_stats qs = {0};
+    reverify_after_reset(t);
     t->handle = handle;
     t->fn = fn;
     t->fn_ctx = ctx;
@@ -286,10 +349,30 @@ static int tq_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
     return rc;
 }
 
+/* Through the QEMU process, with the arch table's walk from the stop's root. x86_64 in 32-bit
+ * paging or with LA57 (which the walk does not serve) reads nothing rather than wrong bytes. */
+static int read_process(struct target_qmp *t, const struct prof_vcpu *cpu,
+                        struct prof_mem_req *reqs, size_t n)
+{
+    const struct qmp_regs *q = t->mcpus ? NULL : cpu->target_cpu;
+    bool unwalkable = q && ((!q->long_mode && (q->cr0 & X86_CR0_PG)) || cpu->la57);
+    for (size_t i = 0; i < n; i++) {
+        if (unwalkable) {
+            reqs[i].got = 0;
+            reqs[i].rc = reqs[i].len ? -EFAULT : 0;
+            continue;
+        }
+        target_pmem_read_walked(t->pmem, t->arch, cpu->as_root, cpu, &reqs[i]);
+    }
+    return 0;
+}
+
 static int tq_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req *reqs, size_t n,
                    struct qp_error *err)
 {
     struct target_qmp *t = impl;
+    if (t->pmem)
+        return read_process(t, cpu, reqs, n);
     if (t->mcpus && !qemu_translates(t)) {
         for (size_t i = 0; i < n; i++)
             target_qmp_read_walked(t->qmp, t->arch, cpu->as_root, cpu, &reqs[i]);
@@ -319,6 +402,11 @@ static int tq_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
 static int tq_read_phys(void *impl, uint64_t paddr, void *buf, size_t len, struct qp_error *err)
 {
     struct target_qmp *t = impl;
+    if (t->pmem)
+        return target_pmem_phys(t->pmem, paddr, buf, len)
+                   ? qp_error_set(err, -EFAULT, "guest-physical 0x%llx is not RAM (%s)",
+                                  (unsigned long long)paddr, TARGET_PMEM_NAME)
+                   : 0;
     return qmp_phys_read(t->qmp, paddr, buf, len, err);
 }
 
@@ -326,6 +414,8 @@ static int tq_ram_ranges(void *impl, struct prof_ram_range *out, int max, int *n
                          struct qp_error *err)
 {
     struct target_qmp *t = impl;
+    if (t->pmem)
+        return target_pmem_ram_ranges(t->pmem, out, max, n);
     /* Without the RAM file qmp/ infers the ranges from a PC's layout, which is no aarch64
      * machine's (virt puts devices where a PC has RAM): none rather than reads of device
      * registers. */
@@ -366,7 +456,7 @@ static uint64_t tq_resets(const void *impl)
 static bool tq_reads_cost_round_trips(const void *impl)
 {
     const struct target_qmp *t = impl;
-    return qmp_mem_backend_in_use(t->qmp) != QMP_MEM_DIRECT;
+    return !t->pmem && qmp_mem_backend_in_use(t->qmp) != QMP_MEM_DIRECT;
 }
 
 static const char *tq_version(const void *impl)
@@ -379,6 +469,8 @@ static const char *tq_describe(const void *impl)
 {
     const struct target_qmp *t = impl;
     enum qmp_mem_backend b = qmp_mem_backend_in_use(t->qmp);
+    if (t->pmem)
+        return TARGET_PMEM_NAME;
     if (qemu_translates(t))
         return b == QMP_MEM_HMP ? "hmp, translated by QEMU at each vCPU's exception level"
                                 : "memsave, translated by QEMU at each vCPU's exception level";
@@ -397,6 +489,7 @@ static void tq_free(void *impl)
     if (!t)
         return;
     qmp_free(t->qmp);
+    target_pmem_free(t->pmem);
     g_free(t->mcpus);
     g_free(t);
 }

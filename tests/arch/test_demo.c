@@ -108,6 +108,9 @@ struct vm {
 /* Which transport a case samples through: the gdbstub (with QMP for the RAM file), QMP, or the
  * plugin (with QMP for the RAM file). */
 static bool over_qmp, over_plugin;
+/* procmem_CASE: QEMU without the shared RAM file; qprof reads guest memory out of the QEMU
+ * process (its summary must say so) */
+static bool no_ram_file;
 
 static bool serial_has(const struct vm *vm, const char *text)
 {
@@ -137,11 +140,11 @@ static void vm_boot(struct vm *vm, const char *qemu, const char *run, int harts)
     char *smp = g_strdup_printf("%d", harts);
     char *append = g_strdup_printf("run=%s", run);
     const char *args[] = {"-machine",
-                          "virt,memory-backend=mem",
+                          no_ram_file ? "virt" : "virt,memory-backend=mem",
                           "-m",
                           "128M",
-                          "-object",
-                          mem,
+                          no_ram_file ? "-name" : "-object",
+                          no_ram_file ? "qprof-demo" : mem,
                           DEMO_MACHINE,
                           "-kernel",
                           demo_kernel,
@@ -224,7 +227,8 @@ static struct stacks profile(struct vm *vm, int samples, const char *interval_ms
     g_file_get_contents(err, &log, NULL, NULL);
     fprintf(stderr, "%s", log ? log : "");
     CHECK_MSG(status == 0 && !timed_out, "qprof exited %d", status);
-    const char *memory = over_qmp      ? QMP_MEMORY
+    const char *memory = no_ram_file   ? "memory: process memory)"
+                         : over_qmp    ? QMP_MEMORY
                          : over_plugin ? "memory: captured by the plugin, code from the RAM file"
                                        : "memory: direct";
     CHECK_MSG(log && strstr(log, memory), "not %s: %s", memory, log ? log : "");
@@ -238,24 +242,34 @@ static struct stacks profile(struct vm *vm, int samples, const char *interval_ms
     return s;
 }
 
-/* The gdbstub alone (no RAM file): samples still come, and qprof says once, up front, why those
- * of a hart in U mode name no process. */
+/* The gdbstub alone with `m` packets (--memory memsave: auto would read out of the QEMU
+ * process): samples still come, and qprof says once, up front, why those of a hart in U mode
+ * name no process. procmem_: auto reads through the process, which serves the kernel's
+ * qprof_abi whatever mode the hart is in, so there is no such note. */
 static void check_gdb_alone(struct vm *vm)
 {
     char *gdb = g_strdup_printf("unix:%s", vm->gdb);
     char *out = g_strdup_printf("%s/alone.out", vm->dir),
          *err = g_strdup_printf("%s/alone.err", vm->dir);
-    const char *args[] = {"--gdb",     gdb,  "--kernel",      demo_kernel, "--user-dir", demo_user,
-                          "--samples", "50", "--no-progress", "-o",        "-",          NULL};
+    const char *args[] = {"--gdb",         gdb,       "--kernel",  demo_kernel,
+                          "--user-dir",    demo_user, "--samples", "50",
+                          "--no-progress", "-o",      "-",         no_ram_file ? NULL : "--memory",
+                          "memsave",       NULL};
     char *bin = g_strdup_printf("%s/qprof", QPROF_BUILD_DIR);
     bool timed_out = false;
     int status = child_wait(child_start(bin, args, vm->dir, out, err, NULL), 300, &timed_out);
     char *log = NULL;
     g_file_get_contents(err, &log, NULL, NULL);
     CHECK_MSG(status == 0, "qprof --gdb alone exited %d: %s", status, log ? log : "");
-    CHECK_MSG(log && strstr(log, "cannot read the kernel's qprof_abi") &&
-                  strstr(log, "--qmp-socket"),
-              "no note on --gdb alone: %s", log ? log : "");
+    if (no_ram_file)
+        CHECK_MSG(log && strstr(log, "memory: process memory)") &&
+                      !strstr(log, "cannot read the kernel's qprof_abi"),
+                  "--gdb alone: not process memory, or a note it needs none for: %s",
+                  log ? log : "");
+    else
+        CHECK_MSG(log && strstr(log, "cannot read the kernel's qprof_abi") &&
+                      strstr(log, "--qmp-socket"),
+                  "no note on --gdb alone: %s", log ? log : "");
     g_free(log), g_free(gdb), g_free(out), g_free(err), g_free(bin);
 }
 
@@ -606,6 +620,9 @@ int main(int argc, char **argv)
         g_free(qemu);
         return 77;
     }
+    no_ram_file = g_str_has_prefix(which, "procmem_");
+    if (no_ram_file)
+        which += strlen("procmem_");
     over_qmp = g_str_has_prefix(which, "qmp_");
     if (over_qmp)
         which += 4;

@@ -75,6 +75,9 @@ static double now_s(void)
 /* The kernel series under test: "6.1" (the machine's own, the default) or the SERIES argument
  * (5.10, 6.12, 7.x), whose guest make-guest.sh builds in a folder of its own. */
 static const char *series = "6.1";
+/* dd-procmem, dd-gdb-procmem: QEMU without the shared RAM file; qprof reads guest memory (the
+ * kernel search, kallsyms, ORC, BTF, the samples' stacks) out of the QEMU process */
+static bool no_ram_file;
 
 /* A file of the guest's folder; the returned string lives until the 8th call after. */
 static const char *guest_file(const char *name)
@@ -257,7 +260,7 @@ static int boot(int smp, const char *run, struct guest *g)
     struct vm_opts o = {.kernel = guest_file("/vmlinuz"),
                         .smp = smp,
                         .mem_mb = 512,
-                        .shared_ram = true,
+                        .shared_ram = !no_ram_file,
                         .gdbstub = g->gdbstub,
                         .plugin = g->plugin,
                         .allow_reset = g->reboots,
@@ -573,8 +576,14 @@ static int case_dd(int smp, enum dd_via via)
     fprintf(stderr, "%s", r.err);
     CHECK_MSG(strstr(r.err, "kernel stacks by ORC"), "no ORC summary line");
     if (via == VIA_GDB)
-        CHECK_MSG(strstr(r.err, "transport: gdbstub, memory: direct"),
-                  "not sampled through the gdbstub with the RAM file:\n%s", r.err);
+        CHECK_MSG(strstr(r.err, no_ram_file ? "transport: gdbstub, memory: process memory)"
+                                            : "transport: gdbstub, memory: direct"),
+                  "not sampled through the gdbstub with %s:\n%s",
+                  no_ram_file ? "process memory" : "the RAM file", r.err);
+    if (via == VIA_QMP && no_ram_file)
+        CHECK_MSG(strstr(r.err, "transport: QMP, memory: process memory)") &&
+                      !strstr(r.err, "qprof: process memory:"),
+                  "not sampled through QMP with process memory:\n%s", r.err);
     uint64_t unnamed = via == VIA_PLUGIN ? check_named_at_instant(r.err) : 0;
     check_dd_stacks(folded, &g, unnamed);
     check_user_leaves(folded, &g);
@@ -2038,6 +2047,13 @@ static int case_distro(void)
     return end_guest(&d.g);
 }
 
+/* dd with QEMU started without the shared RAM file: guest memory out of the QEMU process. */
+static int no_ram_file_dd(enum dd_via via)
+{
+    no_ram_file = true;
+    return case_dd(1, via);
+}
+
 /* Every case, named once: CMake makes the ctest cases from the CASE lines (qp_add_cases in
  * tests/CMakeLists.txt), so the table below is the one list of this binary's cases. Each line:
  * the argument, what it runs, and the ctest cases that run it (NAME,SERIES for a run on that
@@ -2054,6 +2070,8 @@ static int run_case(const char *c, bool list)
     CASE("dd-1cpu",           case_dd(1, VIA_QMP),              "linux_dd-1cpu linux_5.10_dd_1cpu,5.10 linux_6.12_dd_1cpu,6.12 linux_7.x_dd_1cpu,7.x")
     CASE("dd-2cpu",           case_dd(2, VIA_QMP),              "linux_dd-2cpu linux_5.10_dd_2cpu,5.10 linux_6.12_dd_2cpu,6.12 linux_7.x_dd_2cpu,7.x")
     CASE("dd-gdb",            case_dd(1, VIA_GDB),              "linux_dd-gdb")
+    CASE("dd-procmem",        no_ram_file_dd(VIA_QMP),          "linux_dd-procmem")
+    CASE("dd-gdb-procmem",    no_ram_file_dd(VIA_GDB),          "linux_dd-gdb-procmem")
     CASE("dd-plugin",         case_dd(1, VIA_PLUGIN),           "linux_plugin_dd")
     CASE("dd-plugin-2cpu",    case_dd(2, VIA_PLUGIN),           "linux_plugin_dd_2cpu")
     CASE("not-linux",         case_not_linux(),                 "linux_not-linux")

@@ -16,7 +16,9 @@
 #include <glib.h>
 #include <json-c/json.h>
 #include <math.h>
+#include <linux/capability.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -136,6 +138,11 @@ struct guest {
  * CFI at all (guest/CMakeLists.txt). */
 static const char *variant_kernel, *variant_user_dir;
 
+/* procmem-CASE: QEMU started the usual way, without the shared RAM file, so that qprof reads
+ * guest memory out of the QEMU process; every run's summary must name that backend. */
+static bool no_ram_file;
+#define PROCMEM_SUMMARY "memory: process memory)"
+
 static int boot_with(struct guest *g, const char *run, bool nofp, const char *const *extra_args)
 {
     g->kernel = nofp ? QPROF_GUEST_KERNEL_NOFP : QPROF_GUEST_KERNEL;
@@ -147,7 +154,7 @@ static int boot_with(struct guest *g, const char *run, bool nofp, const char *co
     char cmdline[128];
     snprintf(cmdline, sizeof cmdline, "run=%s", run);
     struct vm_opts opts = {.kernel = g->kernel,
-                           .shared_ram = true,
+                           .shared_ram = !no_ram_file,
                            .cmdline = cmdline,
                            .extra_args = extra_args,
                            .gdbstub = transport == OVER_GDB,
@@ -214,6 +221,11 @@ static struct folded profile_full(struct guest *g, unsigned samples, const char 
     struct qprof_run r = run_qprof(vm_dir(g->vm), args, run_deadline_s(samples));
     CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
     fprintf(stderr, "%s", r.err);
+    /* the plugin captures the samples and reads only code through the process */
+    const char *procmem = transport == OVER_PLUGIN ? "code from process memory)" : PROCMEM_SUMMARY;
+    if (no_ram_file)
+        CHECK_MSG(strstr(r.err, procmem) && !strstr(r.err, "qprof: process memory:"),
+                  "the summary does not name process memory: %s", r.err);
     if (transport == OVER_PLUGIN && r.exit_code == 0)
         check_trigger_line(r.err, interval_ms, extra);
     struct folded f = read_folded(output);
@@ -1113,9 +1125,15 @@ static void case_gdb_auto(void)
     CHECK_MSG(strstr(err, "gdbstub round trips per sample (transport: gdbstub, memory: direct)"),
               "both given: not the gdbstub with the RAM file: %s", err);
     g_free(err);
+    /* the gdbstub alone: auto reads out of the QEMU process (this host's), `m` packets when
+     * asked not to */
     err = run_with(&g, (const char *[]){"--gdb", gdb, NULL});
+    CHECK_MSG(strstr(err, "(transport: gdbstub, memory: process memory)"),
+              "--gdb alone: not process memory: %s", err);
+    g_free(err);
+    err = run_with(&g, (const char *[]){"--gdb", gdb, "--memory", "memsave", NULL});
     CHECK_MSG(strstr(err, "(transport: gdbstub, memory: gdbstub m packets)"),
-              "--gdb alone: not `m` packets: %s", err);
+              "--gdb alone, --memory memsave: not `m` packets: %s", err);
     g_free(err);
     char *nowhere = g_strdup_printf("unix:%s/no-such-socket", vm_dir(g.vm));
     err = run_with(&g, (const char *[]){"--gdb", nowhere, "--qmp-socket", qmp, NULL});
@@ -2400,8 +2418,51 @@ static void case_annotate(bool exact)
     g_free(dir);
 }
 
-/* The prefixes of an argument choose the target and the plugin's trigger: plugin-[counter-|timer-]
- * and gdb-; the case itself is looked up by the whole argument in run_case's table. */
+/* Drops CAP_SYS_PTRACE from the bounding set before qprof is run: a root qprof then holds all
+ * of root's capabilities but that one, and may not read a root QEMU's memory. */
+static int drop_ptrace_cap(void)
+{
+    return prctl(PR_CAPBSET_DROP, CAP_SYS_PTRACE, 0, 0, 0) == 0 ? 0 : 125;
+}
+
+/* Refusals against a real QEMU without the RAM file: --memory process fails in one line that
+ * says why; auto says it in one line and reads through memsave, and the summary says memsave. */
+static void case_procmem_no_ptrace(void)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "SKIP: dropping CAP_SYS_PTRACE from qprof's bounding set needs root\n");
+        exit(VM_SKIP);
+    }
+    struct guest g;
+    boot(&g, "spin", false);
+    char out[512], err_path[512], output[512];
+    snprintf(out, sizeof out, "%s/qprof.out", vm_dir(g.vm));
+    snprintf(err_path, sizeof err_path, "%s/qprof.err", vm_dir(g.vm));
+    snprintf(output, sizeof output, "%s/out.folded", vm_dir(g.vm));
+    const char *forced[] = {GUEST_ARGS(&g), "--memory", "process",       "--samples", "20",
+                            "-o",           output,     "--no-progress", NULL};
+    const char *auto_args[] = {GUEST_ARGS(&g), "--samples",     "20", "-o",
+                               output,         "--no-progress", NULL};
+    pid_t pid = child_start(QPROF_BIN, forced, vm_dir(g.vm), out, err_path, drop_ptrace_cap);
+    struct qprof_run r = wait_qprof(vm_dir(g.vm), pid, 60);
+    CHECK_MSG(r.exit_code == 1, "--memory process without CAP_SYS_PTRACE exited %d: %s",
+              r.exit_code, r.err);
+    CHECK_MSG(strstr(r.err, "--memory process") && strstr(r.err, "CAP_SYS_PTRACE") &&
+                  count_lines(r.err) == 1,
+              "want one line naming CAP_SYS_PTRACE: %s", r.err);
+    run_free(&r);
+    pid = child_start(QPROF_BIN, auto_args, vm_dir(g.vm), out, err_path, drop_ptrace_cap);
+    r = wait_qprof(vm_dir(g.vm), pid, run_deadline_s(20));
+    CHECK_MSG(r.exit_code == 0, "auto without CAP_SYS_PTRACE exited %d: %s", r.exit_code, r.err);
+    CHECK_MSG(count_substr(r.err, "qprof: process memory: ") == 1 &&
+                  strstr(r.err, "CAP_SYS_PTRACE") && strstr(r.err, "memory: memsave)"),
+              "want one line saying why, then memsave: %s", r.err);
+    run_free(&r);
+    vm_stop(g.vm);
+}
+
+/* The prefixes of an argument choose the target, the plugin's trigger and the memory: plugin-
+ * [counter-|timer-], gdb-, and procmem- after them; the case itself is looked up by the whole argument in run_case's table. */
 static void choose_target(const char *which)
 {
     if (g_str_has_prefix(which, "plugin-")) {
@@ -2414,6 +2475,8 @@ static void choose_target(const char *which)
     } else if (g_str_has_prefix(which, "gdb-")) {
         transport = OVER_GDB;
     }
+    /* procmem-: QEMU started without the shared RAM file (guest memory out of its process) */
+    no_ram_file = strstr(which, "procmem-") != NULL;
 }
 
 /* Every case, named once: CMake makes the ctest cases from the CASE lines (qp_add_cases in
@@ -2478,6 +2541,12 @@ static int run_case(const char *which)
     CASE("plugin-counter-exact",   case_plugin_exact(),            "e2e_plugin_counter_exact")
     CASE("plugin-trigger-switch",  case_plugin_trigger_switch(),   "e2e_plugin_trigger_switch")
     CASE("plugin-annotate-exact",  case_annotate(true),            "e2e_plugin_annotate_exact")
+    CASE("procmem-spin",           case_spin(false),               "e2e_procmem_spin")
+    CASE("procmem-sys",            case_sys(false),                "e2e_procmem_sys")
+    CASE("procmem-no-ptrace",      case_procmem_no_ptrace(),       "e2e_procmem_no_ptrace")
+    CASE("gdb-procmem-spin",       case_spin(false),               "e2e_gdb_procmem_spin")
+    CASE("gdb-procmem-sys",        case_sys(false),                "e2e_gdb_procmem_sys")
+    CASE("plugin-procmem-spin",    case_spin(false),               "e2e_plugin_procmem_spin")
     // clang-format on
 #undef CASE
     fprintf(stderr, "unknown case '%s'\n", which);

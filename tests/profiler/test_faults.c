@@ -287,6 +287,9 @@ static void check_no_tmp_left(const char *output)
 /* OVER_PLUGIN: qprof-plugin.so in QEMU 10 captures, QMP beside it tells who paused. */
 enum transport { OVER_QMP, OVER_GDB, OVER_GDB_QMP, OVER_PLUGIN };
 static enum transport transport = OVER_QMP;
+/* procmem_CASE: QEMU without the shared RAM file; qprof reads guest memory out of the QEMU
+ * process, proved again after the reset */
+static bool no_ram_file;
 
 struct guest {
     test_vm *vm;
@@ -305,7 +308,7 @@ static void boot(struct guest *g, const struct boot_opts *b)
     g->kernel = QPROF_GUEST_KERNEL;
     g->user_dir = QPROF_GUEST_USER_DIR;
     struct vm_opts opts = {.kernel = g->kernel,
-                           .shared_ram = true,
+                           .shared_ram = !no_ram_file,
                            .cmdline = b->cmdline,
                            .smp = b->smp,
                            .second_qmp = b->second_qmp,
@@ -499,6 +502,9 @@ static struct folded profile_across_reset(struct guest *g, const char *cmdline, 
     CHECK_MSG(vm_count_serial(g->vm, "qprof-guest: boot") == 2,
               "the guest did not boot again during the run");
     CHECK_MSG(strstr(*err, "guest reset"), "no 'guest reset' in the summary");
+    if (no_ram_file)
+        CHECK_MSG(strstr(*err, "memory: process memory)") && !strstr(*err, "process memory, after"),
+                  "not process memory all through the reset: %s", *err);
     return f;
 }
 
@@ -1239,6 +1245,10 @@ int main(int argc, char **argv)
     } else if (g_str_has_prefix(which, "plugin_")) {
         transport = OVER_PLUGIN;
         which += 7;
+    }
+    if (g_str_has_prefix(which, "procmem_")) {
+        no_ram_file = true;
+        which += 8;
     }
     if (strcmp(which, "sigkill_qemu") == 0)
         case_sigkill_qemu();

@@ -65,18 +65,22 @@ static struct run_result run_qprof(test_vm *vm, const char *name, const char *co
     int k = 0;
     for (; target[k]; k++)
         args[k] = target[k];
-    const char *rest[] = {"--kernel",   QPROF_GUEST_KERNEL, "--user-dir", QPROF_GUEST_USER_DIR,
-                          "--samples",  count,              "--interval", interval_ms,
-                          "--no-progress", "-o",            folded,       extra_output ? "-o" : NULL,
-                          extra_output, NULL};
+    const char *rest[] = {"--kernel",      QPROF_GUEST_KERNEL,
+                          "--user-dir",    QPROF_GUEST_USER_DIR,
+                          "--samples",     count,
+                          "--interval",    interval_ms,
+                          "--no-progress", "-o",
+                          folded,          extra_output ? "-o" : NULL,
+                          extra_output,    NULL};
     for (int i = 0; rest[i]; i++)
         args[k++] = rest[i];
     bool late = false;
-    int code = child_wait(child_start(QPROF_BIN, args, vm_dir(vm), out, err, NULL),
-                          120 + n * 0.5, &late);
+    int code =
+        child_wait(child_start(QPROF_BIN, args, vm_dir(vm), out, err, NULL), 120 + n * 0.5, &late);
     struct run_result r = {.err = slurp(err)};
     fprintf(stderr, "--- %s:\n%s", name, r.err);
-    CHECK_MSG(!late && code == 0, "%s: qprof exited %d%s", name, code, late ? " (killed late)" : "");
+    CHECK_MSG(!late && code == 0, "%s: qprof exited %d%s", name, code,
+              late ? " (killed late)" : "");
     struct folded f = folded_read(folded);
     uint64_t a = count_frame(&f, ";hot_a"), b = count_frame(&f, ";hot_b");
     r.hot = a + b;
@@ -147,8 +151,8 @@ static bool port_free(int port)
 static test_vm *boot(const char *const *extra, bool gdb_unix)
 {
     test_vm *vm = NULL;
-    struct vm_opts o = {.shared_ram = true, .cmdline = "run=spin", .extra_args = extra,
-                        .gdbstub = gdb_unix};
+    struct vm_opts o = {
+        .shared_ram = true, .cmdline = "run=spin", .extra_args = extra, .gdbstub = gdb_unix};
     int rc = vm_start(&o, &vm);
     if (rc == VM_SKIP)
         exit(VM_SKIP);
@@ -170,15 +174,14 @@ static void case_tcp_matrix(void)
     char qmp_tcp[64], qmp_listen[96];
     snprintf(qmp_listen, sizeof qmp_listen, "tcp:127.0.0.1:%d,server=on,wait=off", qmp_port);
     test_vm *vm = boot((const char *[]){"-qmp", qmp_listen, NULL}, true);
-    struct run_result qmp_unix = run_qprof(
-        vm, "qmp-path", (const char *[]){"--qmp-socket", vm_qmp_path(vm), NULL}, SAMPLES, "2",
-        NULL);
+    struct run_result qmp_unix =
+        run_qprof(vm, "qmp-path", (const char *[]){"--qmp-socket", vm_qmp_path(vm), NULL}, SAMPLES,
+                  "2", NULL);
     check_transport("--qmp-socket PATH", &qmp_unix, "QMP");
     check_shares("--qmp-socket PATH", &qmp_unix);
     snprintf(qmp_tcp, sizeof qmp_tcp, "tcp:127.0.0.1:%d", qmp_port);
-    struct run_result r = run_qprof(vm, "qmp-tcp",
-                                    (const char *[]){"--qmp-socket", qmp_tcp, NULL}, SAMPLES, "2",
-                                    NULL);
+    struct run_result r = run_qprof(vm, "qmp-tcp", (const char *[]){"--qmp-socket", qmp_tcp, NULL},
+                                    SAMPLES, "2", NULL);
     check_transport("--qmp-socket tcp:HOST:PORT", &r, "QMP");
     check_shares("--qmp-socket tcp:HOST:PORT", &r);
     check_paused_near("--qmp-socket tcp:HOST:PORT", &r, &qmp_unix);
@@ -214,6 +217,16 @@ static void case_tcp_matrix(void)
     check_shares("--gdb tcp::PORT", &r);
     check_paused_near("--gdb tcp::PORT", &r, &gdb_unix);
     free_result(&r);
+    /* the gdbstub alone over TCP, --memory process: QEMU found as the owner of the other end of
+     * the connection (/proc/net/tcp, /proc/PID/fd), its RAM proved in physical mode */
+    r = run_qprof(vm, "gdb-tcp-process",
+                  (const char *[]){"--gdb", gdb_tcp, "--memory", "process", NULL}, SAMPLES, "2",
+                  NULL);
+    check_transport("--gdb tcp:HOST:PORT --memory process", &r, "gdbstub");
+    check_shares("--gdb tcp:HOST:PORT --memory process", &r);
+    CHECK_MSG(r.err && strstr(r.err, "memory: process memory)"),
+              "--gdb tcp:HOST:PORT --memory process: not process memory: %s", r.err);
+    free_result(&r);
     vm_stop(vm);
 
     /* Boot 3: -s, QEMU's shorthand for -gdb tcp::1234, with the address gdb users type. */
@@ -221,10 +234,10 @@ static void case_tcp_matrix(void)
         fprintf(stderr, "note: port 1234 is in use here: the -s form is not checked this time\n");
     } else {
         vm = boot((const char *[]){"-s", NULL}, false);
-        r = run_qprof(vm, "gdb-s",
-                      (const char *[]){"--gdb", "tcp:localhost:1234", "--qmp-socket",
-                                       vm_qmp_path(vm), NULL},
-                      SAMPLES, "2", NULL);
+        r = run_qprof(
+            vm, "gdb-s",
+            (const char *[]){"--gdb", "tcp:localhost:1234", "--qmp-socket", vm_qmp_path(vm), NULL},
+            SAMPLES, "2", NULL);
         check_transport("-s, --gdb tcp:localhost:1234", &r, "gdbstub");
         check_shares("-s, --gdb tcp:localhost:1234", &r);
         check_paused_near("-s, --gdb tcp:localhost:1234", &r, &gdb_unix);
@@ -314,9 +327,8 @@ static void case_slow_link(void)
     snprintf(out, sizeof out, "%s/report.out", vm_dir(vm));
     snprintf(err, sizeof err, "%s/report.err", vm_dir(vm));
     bool late = false;
-    int code = child_wait(child_start(QPROF_BIN,
-                                      (const char *[]){"report", "-i", record, NULL}, vm_dir(vm),
-                                      out, err, NULL),
+    int code = child_wait(child_start(QPROF_BIN, (const char *[]){"report", "-i", record, NULL},
+                                      vm_dir(vm), out, err, NULL),
                           120, &late);
     char *report = slurp(out);
     CHECK_MSG(code == 0, "qprof report exited %d", code);
