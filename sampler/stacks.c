@@ -272,8 +272,9 @@ bool prof_recover_unsaved_entry(prof_stack_builder *sb, struct cpu_capture *c)
     return prof_recover_user_regs(sb, c);
 }
 
-/* How a stop that QEMU took late shows (docs/accuracy.md, "TCG and the moment of a sample"): a kernel
- * walk of one frame, on the first instruction of a kernel function, entered from user space. */
+/* How a stop that QEMU took late shows (docs/accuracy.md, "TCG and the moment of a sample"): a
+ * kernel walk of one frame, on the first instruction of a kernel function, entered from user space.
+ */
 static bool at_kernel_entry(const prof_stack_builder *sb, int n, enum unw_stop stop)
 {
     struct sym_info info;

@@ -7,8 +7,8 @@
 /* The tick counter has a page to itself, mapped read-only into every process at USER_CLOCK_VA,
  * so user code reads the time without a system call (like the data page of Linux's vDSO).
  * It matters to the profiler's ratio tests: under TCG, QEMU can take a pending stop late, at
- * the next system call the vCPU makes (docs/accuracy.md, "TCG and the moment of a sample"), so a hot loop
- * that asked the kernel for the time between batches would see its samples shift. */
+ * the next system call the vCPU makes (docs/accuracy.md, "TCG and the moment of a sample"), so a
+ * hot loop that asked the kernel for the time between batches would see its samples shift. */
 union clock_page clock_page __attribute__((aligned(4096)));
 
 void serial_init(void)

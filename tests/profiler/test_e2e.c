@@ -2462,7 +2462,8 @@ static void case_procmem_no_ptrace(void)
 }
 
 /* The prefixes of an argument choose the target, the plugin's trigger and the memory: plugin-
- * [counter-|timer-], gdb-, and procmem- after them; the case itself is looked up by the whole argument in run_case's table. */
+ * [counter-|timer-], gdb-, and procmem- after them; the case itself is looked up by the whole
+ * argument in run_case's table. */
 static void choose_target(const char *which)
 {
     if (g_str_has_prefix(which, "plugin-")) {
