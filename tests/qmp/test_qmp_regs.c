@@ -181,8 +181,8 @@ static void test_all_transcripts(void)
     int files = 0;
     REQUIRE(d);
     for (const char *name; (name = g_dir_read_name(d));) {
-        if (!g_str_has_suffix(name, ".txt"))
-            continue;
+        if (!g_str_has_suffix(name, ".txt") || !strstr(name, "info_registers"))
+            continue; /* other commands' transcripts (info mtree -f) are other tests' */
         char *rel = g_strdup_printf("qemu-transcripts/%s", name);
         struct qmp_regs r[QMP_MAX_CPUS];
         if (g_str_has_prefix(name, "riscv64_") || g_str_has_prefix(name, "aarch64_")) {
