@@ -7,7 +7,8 @@
 #   the demo's designed shares (spin: hot_a 3:1 against hot_b);
 # - the plugin's e2e cases under that QEMU, and one case per target and per architecture;
 # - then trixie-backports' QEMU (11.1), installed the way a user does (apt-get -t
-#   trixie-backports), and the same demo and plugin cases under it: plugin API 7, built against qprof's
+#   trixie-backports), and the same demos and plugin cases under it, with one case per stopping
+#   target (QMP, gdbstub): plugin API 7, built against qprof's
 #   own declarations of it (plugin/qpr_qemu_api7.h), the archive having no source tarball for
 #   its header. Where no plugin can be built for a QEMU, xtask's one line about it is printed as
 #   a skip, the demo runs over the gdbstub instead and the plugin's cases skip, saying why.
@@ -224,9 +225,14 @@ main() {
     say "installing trixie-backports' QEMU"
     in_root 'apt-get install -y -qq --no-install-recommends -t trixie-backports qemu-system-x86 \
         qemu-system-arm qemu-system-misc >/dev/null'
-    # the plugin's cases again, for every architecture; the QMP and gdbstub cases ran under 10.0
-    # (here they would add about 75 s to the step)
-    run_suite "trixie-backports QEMU" '^(e2e_plugin_.*|e2e_(riscv64|aarch64)_plugin_spin)$' '^$'
+    in_root 'cd /root/qprof && xtask/xtask demo >/root/demo.log 2>&1' || {
+        tail -n 20 "$R/root/demo.log" >&2
+        die "xtask/xtask demo failed under trixie-backports' QEMU"
+    }
+    check_shares "trixie-backports QEMU demo"
+    # the plugin's cases again, for every architecture, and one case per stopping target
+    run_suite "trixie-backports QEMU" \
+        '^(e2e_plugin_.*|e2e_(riscv64|aarch64)_plugin_spin|e2e_spin|e2e_gdb_spin)$' '^$'
     say "trixie-backports QEMU: $((SECONDS - t)) s"
 
     [ ${#FAILED[@]} -eq 0 ] || die "Debian 13: failed after $((SECONDS - started)) s: ${FAILED[*]}"
