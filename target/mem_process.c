@@ -480,8 +480,9 @@ static void add_chunk(target_pmem *pm, uint64_t paddr, size_t len)
 }
 
 /* Where a kernel usually lies (1, 2 and 16 MiB; riscv64 and aarch64 put RAM at 2 and 1 GiB),
- * then each range's start and middle: pages that hold something, so that the proof compares
- * bytes and not zeros. */
+ * then each range's start, 512 KiB in (where aarch64 loads a kernel: the Image format's text
+ * offset, and an ELF linked for it), 2 MiB in and its middle: pages that hold something, so
+ * that the proof compares bytes and not zeros. */
 static void choose_chunks(target_pmem *pm)
 {
     static const uint64_t usual[] = {1u << 20, 2u << 20, 16u << 20};
@@ -490,6 +491,7 @@ static void choose_chunks(target_pmem *pm)
     for (int i = 0; i < pm->n_ranges; i++) {
         const struct target_pmem_range *r = &pm->ranges[i];
         add_chunk(pm, r->start, PROOF_CHUNK_LEN);
+        add_chunk(pm, r->start + (512u << 10), PROOF_CHUNK_LEN);
         add_chunk(pm, r->start + (r->end - r->start) / 2, PROOF_CHUNK_LEN);
         add_chunk(pm, r->start + (2u << 20), PROOF_CHUNK_LEN);
     }

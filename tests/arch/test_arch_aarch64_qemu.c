@@ -298,22 +298,23 @@ static void run_qprof(const struct arch_qemu *q, const char *elf, int cpus)
 {
     arch_qemu_expect_refusals(q, "riscv64", EM_RISCV, NULL);
     /* The image's link address is physical; it runs at KERNEL_OFFSET above it. */
-    /* Memory through `m` packets (QEMU translates), then with --qmp-socket through qprof's own
-     * walk of both TTBRs on the shared RAM file */
-    for (int direct = 0; direct <= 1; direct++) {
-        const char *right[] = {"--gdb",          q->gdb,
-                               "--os",           "none",
-                               "--kernel",       elf,
-                               "--kernel-slide", "-0x8000000000",
-                               "--samples",      "100",
-                               "--no-progress",  "-o",
-                               q->folded,        direct ? "--qmp-socket" : NULL,
-                               q->qmp,           NULL};
+    /* Memory through `m` packets (QEMU translates: --memory memsave), out of the QEMU process
+     * (the gdbstub alone: auto's choice on this host), then with --qmp-socket from the shared
+     * RAM file; the last two through qprof's own walk of both TTBRs. */
+    static const char *const memory[] = {"memsave", "auto", "auto"};
+    static const char *const summary[] = {"memory: gdbstub m packets", "memory: process memory",
+                                          "memory: direct"};
+    for (int way = 0; way < 3; way++) {
+        const char *right[] = {
+            "--gdb",         q->gdb, "--os",           "none",
+            "--kernel",      elf,    "--kernel-slide", "-0x8000000000",
+            "--samples",     "100",  "--memory",       memory[way],
+            "--no-progress", "-o",   q->folded,        way == 2 ? "--qmp-socket" : NULL,
+            q->qmp,          NULL};
         char *errors = NULL;
         int status = arch_qemu_run_qprof(q, right, &errors);
         CHECK_MSG(status == 0, "qprof: %s", errors);
-        CHECK_MSG(strstr(errors, direct ? "memory: direct" : "memory: gdbstub m packets"), "%s",
-                  errors);
+        CHECK_MSG(strstr(errors, summary[way]), "want '%s': %s", summary[way], errors);
         g_free(errors);
         char *stacks = arch_qemu_slurp(q->folded);
         arch_qemu_check_folded(stacks, cpus, 100, "el0_sync", true, NULL);
