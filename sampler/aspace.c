@@ -29,6 +29,7 @@ struct prof_aspace {
     bool user_seen;
     GHashTable *pages;       /* page vaddr -> struct page_result (owned) */
     struct user_binary *bin; /* the first binary a page matched alone */
+    prof_space *space;       /* in the model: its pages and its binary's .text */
     uint64_t probe;          /* a page to copy next because the pc's page was shared; 0: none */
     int until_check;         /* user pcs in copied pages before the next content check */
     char label[OUT_COMM_LEN];
@@ -161,6 +162,7 @@ struct prof_aspace *prof_aspace_for(prof_aspaces *a, uint64_t root)
     as->pages = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, page_result_free);
     as->until_check = PROBE_EVERY;
     set_label(as, "user");
+    as->space = prof_model_space(a->cfg.model, PROF_SPACE_ROOT, (uint64_t)as->number, 0);
     g_hash_table_insert(a->spaces, &as->root, as);
     if (a->cfg.verbose)
         qp_log(QP_LOG_INFO, "address space %d: root 0x%" PRIx64, as->number, root);
@@ -213,6 +215,32 @@ static struct user_binary *binary_for(prof_aspaces *a, const sym_table *t, uint6
     return b;
 }
 
+/* What runs at the model's mappings for a binary (NULL: a page no file, or several, has). */
+static struct prof_map binary_map(uint64_t start, uint64_t end, enum prof_map_rank rank,
+                                  const struct user_binary *b)
+{
+    struct prof_map m = {.start = start, .end = end, .rank = rank, .known = b != NULL};
+    m.bin = (struct prof_binary){.how = PROF_IDENT_CODE_PAGE,
+                                 .module = b ? b->module : OUT_NO_MODULE,
+                                 .unwind = b ? b->space : NULL};
+    return m;
+}
+
+/* The model learns the page, and the address space's binary when the page named it: a page
+ * not copied yet (out of budget) is that binary's when its .text holds it. */
+static void fill_model(struct prof_aspace *as, uint64_t page, const struct page_result *r,
+                       bool named_space)
+{
+    struct prof_map m = binary_map(page, page + SYM_PAGE_SIZE, PROF_RANK_PAGE, r->bin);
+    prof_space_add(as->space, &m);
+    if (named_space) {
+        const struct user_binary *b = as->bin;
+        m = binary_map(b->text_addr, b->text_addr + sym_table_text_size(b->syms), PROF_RANK_TEXT,
+                       b);
+        prof_space_add(as->space, &m);
+    }
+}
+
 static void note_match(prof_aspaces *a, struct prof_aspace *as, uint64_t page,
                        const struct page_result *r, const struct sym_page_match *m)
 {
@@ -255,7 +283,9 @@ void prof_aspace_add_page(prof_aspaces *a, struct prof_aspace *as, uint64_t page
     uint64_t *key = g_new(uint64_t, 1);
     *key = page;
     g_hash_table_insert(as->pages, key, r);
+    bool had_bin = as->bin != NULL;
     note_match(a, as, page, r, m);
+    fill_model(as, page, r, !had_bin && as->bin);
 }
 
 bool prof_aspace_check_due(struct prof_aspace *as, uint64_t pc, uint64_t *addr, size_t *len)
@@ -303,15 +333,9 @@ bool prof_aspace_is_process(const struct prof_aspace *as)
     return as->user_seen;
 }
 
-struct user_binary *prof_aspace_binary_at(const struct prof_aspace *as, uint64_t pc)
+const prof_space *prof_aspace_space(const struct prof_aspace *as)
 {
-    uint64_t page = page_of(pc);
-    const struct page_result *r = g_hash_table_lookup(as->pages, &page);
-    if (r)
-        return r->bin; /* NULL: the page is no binary's (or several's, undecided) */
-    /* A page not copied yet (out of budget): the space's binary when its .text holds pc. */
-    const struct user_binary *b = as->bin;
-    return b && pc - b->text_addr < sym_table_text_size(b->syms) ? as->bin : NULL;
+    return as->space;
 }
 
 const char *prof_aspace_label(const struct prof_aspace *as)

@@ -13,6 +13,7 @@
 #define PROF_ASPACE_H
 
 #include "capture.h"
+#include "model.h"
 #include "modules.h"
 #include "sampler.h"
 #include "symbols.h"
@@ -28,9 +29,10 @@ struct prof_aspaces_config {
     uint64_t user_end;                 /* the user half's end (unwind spaces) */
     const struct unw_machine *machine; /* borrowed: the guest's, for its unwind spaces */
     bool verbose;                      /* say what each address space and page matched */
+    prof_model *model;                 /* borrowed: filled with each address space's pages */
 };
 
-/* store and modules are borrowed and must outlive the table. */
+/* store, modules and model are borrowed and must outlive the table. */
 prof_aspaces *prof_aspaces_new(const struct prof_aspaces_config *cfg, prof_modules *modules);
 void prof_aspaces_free(prof_aspaces *a); /* NULL is a no-op */
 /* Its figures so far (borrowed, valid while a). */
@@ -61,10 +63,11 @@ struct prof_aspace *prof_aspace_verify(prof_aspaces *a, struct prof_aspace *as, 
 void prof_aspace_saw_user(struct prof_aspace *as);
 /* A process: user code was seen running in it. */
 bool prof_aspace_is_process(const struct prof_aspace *as);
-/* The binary for user pc in as: its page's; for a page not copied yet, the one the address
- * space matched when its .text holds pc; NULL when none (the page is no binary's, or pc lies
- * in another address space: a kernel switching address spaces still runs on the old stack). */
-struct user_binary *prof_aspace_binary_at(const struct prof_aspace *as, uint64_t pc);
+/* as in the model (model.h), whose mappings say the binary at a user pc: a copied page's, for
+ * a page not copied yet the one the address space matched when its .text holds pc, else none
+ * (the page is no binary's, or pc lies in another address space: a kernel switching address
+ * spaces still runs on the old stack). Borrowed until reset. */
+const prof_space *prof_aspace_space(const struct prof_aspace *as);
 /* Appends a line "address_space=LABEL root=0xROOT" for every address space that was a process
  * in this run, earlier boots' too (for the record's notes). */
 void prof_aspaces_describe(const prof_aspaces *a, GString *out);

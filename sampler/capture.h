@@ -5,6 +5,7 @@
 #ifndef PROF_CAPTURE_H
 #define PROF_CAPTURE_H
 
+#include "model.h"
 #include "os.h"
 #include "target.h"
 #include "unwind.h"
@@ -16,7 +17,8 @@
 #define KSTACK_WINDOW (16u << 10)
 #define USTACK_WINDOW (16u << 10)
 
-/* One user binary, identified by its .text hash; shared by every process that runs it. */
+/* One user binary, identified by its .text hash or its code pages (aspace.c); shared by every
+ * process that runs it. Its filler enters it into the model (model.h). */
 struct user_binary {
     uint64_t hash;
     const sym_table *syms; /* borrowed from the store; NULL when no file matched */
@@ -42,8 +44,10 @@ struct cpu_capture {
     struct unw_regs trap; /* user registers saved at kernel entry */
     bool have_entry_regs; /* user registers recovered through the entry stub's CFI */
     struct unw_regs entry_regs;
-    struct proc_image *img;    /* the task's process image, NULL when none */
-    struct user_binary *bin;   /* set after the guest resumed, from img */
+    struct proc_image *img; /* the task's process image, NULL when none */
+    /* Set after the guest resumed: the model's address space that names this task's user pcs
+     * (model.h), the one thing stack building asks about user code; NULL when none. */
+    const prof_space *space;
     uint32_t leaf_module;      /* a leaf-only user pc's mapping (OUT_NO_MODULE: unknown) */
     struct user_space *uspace; /* --sysroot: the task's address space, NULL when none */
     bool have_kstack;          /* the OS adapter unwound the kernel stack while stopped */

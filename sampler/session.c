@@ -79,6 +79,7 @@ struct prof_session {
     uint64_t capture_gen;       /* the OS adapter's capture plan the target has */
     prof_sysroot *sysroot;      /* --sysroot's files and address spaces */
     prof_aspaces *aspaces;      /* --os none: address spaces as processes, NULL otherwise */
+    prof_model *model;          /* what runs where: every identification fills it (model.h) */
     /* --os none, which knows no kernel stack bounds: how far past the end of sp's page the
      * kernel stack window reaches (see kernel_window_len). */
     size_t kstack_extra;
@@ -190,8 +191,12 @@ int prof_session_new(prof_target *target, prof_os *os, const struct prof_arch *a
     s->images = g_hash_table_new_full(image_key_hash, image_key_equal, NULL, image_free);
     s->profile = out_profile_new();
     s->modules = prof_modules_new(s->profile);
-    struct prof_sysroot_config sysroot_cfg = {
-        .dir = cfg->sysroot, .arch = arch, .from_memory = true, .verbose = cfg->verbose};
+    s->model = prof_model_new();
+    struct prof_sysroot_config sysroot_cfg = {.dir = cfg->sysroot,
+                                              .arch = arch,
+                                              .from_memory = true,
+                                              .verbose = cfg->verbose,
+                                              .model = s->model};
     s->sysroot = prof_sysroot_new(&sysroot_cfg, s->modules);
     int rc = load_symbols(s, cfg, err);
     if (rc) {
@@ -208,7 +213,8 @@ int prof_session_new(prof_target *target, prof_os *os, const struct prof_arch *a
         struct prof_aspaces_config as_cfg = {.store = s->store,
                                              .user_end = s->split.user_end,
                                              .machine = s->arch->unwind,
-                                             .verbose = cfg->verbose};
+                                             .verbose = cfg->verbose,
+                                             .model = s->model};
         s->aspaces = prof_aspaces_new(&as_cfg, s->modules);
     }
     add_kernel_module(s);
@@ -225,6 +231,7 @@ void prof_session_free(prof_session *s)
     prof_stack_builder_free(s->stacks);
     prof_sysroot_free(s->sysroot);
     prof_aspaces_free(s->aspaces);
+    prof_model_free(s->model);
     unw_space_free(s->kernel_space);
     prof_stack_free(&s->stack);
     sym_store_free(s->store);
@@ -257,8 +264,10 @@ static struct proc_image *image_for(prof_session *s, const struct prof_task *t)
     struct proc_image *img = g_hash_table_lookup(s->images, &key);
     if (img)
         return img;
-    if (g_hash_table_size(s->images) >= MAX_IMAGES)
+    if (g_hash_table_size(s->images) >= MAX_IMAGES) {
         g_hash_table_remove_all(s->images);
+        prof_model_forget(s->model, PROF_SPACE_PROCESS);
+    }
     img = g_new0(struct proc_image, 1);
     img->key = key;
     img->load_base = id->load_base ? id->load_base : id->text_addr;
@@ -463,6 +472,20 @@ static void image_identify(prof_session *s, struct proc_image *img)
     img->copy = NULL;
 }
 
+/* The process's address space in the model once its image's .text hash named a binary: the OS
+ * published one exec image, the whole space runs it. */
+static const prof_space *image_space(prof_session *s, const struct proc_image *img)
+{
+    const struct user_binary *b = img->bin;
+    prof_space *as =
+        prof_model_space(s->model, PROF_SPACE_PROCESS, img->key.pid, img->key.generation);
+    struct prof_map m = {.start = 0, .end = UINT64_MAX, .rank = PROF_RANK_SPACE, .known = true};
+    m.bin = (struct prof_binary){.how = PROF_IDENT_HASH, .module = b->module, .unwind = b->space};
+    prof_space_clear(as);
+    prof_space_add(as, &m);
+    return as;
+}
+
 /* --os none: the copied code page names its binary; the address space names the process. */
 static void identify_aspace(prof_session *s, struct cpu_capture *c)
 {
@@ -475,25 +498,32 @@ static void identify_aspace(prof_session *s, struct cpu_capture *c)
     const struct unw_regs *user = c->vcpu.user         ? &c->vcpu.regs
                                   : c->have_entry_regs ? &c->entry_regs
                                                        : NULL;
-    if (user)
-        c->bin = prof_aspace_binary_at(c->as, user->r[s->arch->pc_reg]);
+    if (!user)
+        return;
+    c->space = prof_aspace_space(c->as);
+    const struct prof_map *m = prof_space_find(c->space, user->r[s->arch->pc_reg]);
     /* The entry's user pc is no code of this address space: the kernel stack belongs to another
      * (a switch in progress), so its user frames would be read from the wrong memory. */
-    if (!c->vcpu.user && !c->bin)
+    if (!c->vcpu.user && !(m && m->known))
         c->have_entry_regs = false;
 }
 
-/* After the guest resumed: identify what was copied, and give each vCPU its binary. */
+/* After the guest resumed: identify what was copied, fill the model, and give each vCPU its
+ * address space there. Where several strategies know the task, --sysroot's mappings win, then
+ * the code pages, then the image's hash. */
 static void identify_captured(prof_session *s)
 {
     for (int i = 0; i < s->n_cpus; i++) {
         struct cpu_capture *c = &s->cap[i];
         if (c->img && c->img->state == IMAGE_COPIED)
             image_identify(s, c->img);
-        c->bin = c->img && c->img->state == IMAGE_DONE ? c->img->bin : NULL;
-        prof_sysroot_build(s->sysroot, c->uspace);
+        c->space =
+            c->img && c->img->state == IMAGE_DONE && c->img->bin ? image_space(s, c->img) : NULL;
+        const prof_space *vmas = prof_sysroot_build(s->sysroot, c->uspace);
         if (c->as)
             identify_aspace(s, c);
+        if (vmas && !c->task.user_leaf_only)
+            c->space = vmas;
     }
 }
 
@@ -542,8 +572,10 @@ static void forget_boot(prof_session *s)
     for (int i = 0; i < PROF_MAX_VCPUS; i++) {
         s->cap[i].uspace = NULL;
         s->cap[i].as = NULL;
+        s->cap[i].space = NULL;
     }
     prof_sysroot_reset(s->sysroot);
+    prof_model_reset(s->model); /* one reset for every way of identifying user code */
 }
 
 /* Asks the OS adapter what it can tell about this stop, and acts on what it saw. */
@@ -782,7 +814,7 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
         c->selected = index < 64 && ((s->opts.cpu_mask >> index) & 1);
         c->have_trap = c->have_entry_regs = false;
         c->img = NULL;
-        c->bin = NULL;
+        c->space = NULL;
         c->uspace = NULL;
         c->as = NULL;
         c->as_label = NULL;

@@ -3,7 +3,7 @@
  * folding. Runs after the guest has resumed. */
 #include "stacks.h"
 
-#include "sysroot.h"
+#include "model.h"
 #include "qp_log.h"
 
 #include <errno.h>
@@ -144,65 +144,117 @@ static void set_process(const struct cpu_capture *c, struct out_sample *o)
     o->mode = c->vcpu.user ? OUT_MODE_USER : OUT_MODE_KERNEL;
 }
 
-/* The module of a user pc in an exec mapping no verified file covers: "file+0xFILE_OFFSET". */
-static uint32_t unverified_module(prof_stack_builder *sb, const struct prof_exec_mapping *m)
+/* The module of a user pc in a mapping nothing verified: "file+0xFILE_OFFSET", made when a
+ * stack first needs it. */
+static uint32_t unverified_module(prof_stack_builder *sb, const struct prof_map *m)
 {
-    struct prof_mapping pm = {.base = m->start - m->pgoff * 4096, .start = m->start, .end = m->end};
-    const char *base = strrchr(m->path, '/');
-    g_strlcpy(pm.name, base ? base + 1 : m->path, sizeof pm.name);
-    return prof_modules_for_mapping(sb->modules, &pm);
+    return prof_modules_for_mapping(sb->modules, &m->vma);
 }
 
-/* Keeps the frames of a --sysroot walk that are known right: each pc in a file whose build-id
- * matched (or whose own mapped .eh_frame the unwinder has) gets that file's module; the first pc
- * outside them is kept, named by its mapping (or the mapped file's .dynsym), and
- * ends the walk marked (what lies beyond it came from no CFI we trust); a frame the unwinder
- * found by frame pointers is dropped and ends it. Returns the frames kept. */
-static int keep_verified(prof_stack_builder *sb, struct cpu_capture *c, int n, enum unw_stop *stop)
+/* The module of frame i at pc in a strict space, and whether the walk may go on past it. */
+static bool frame_module(prof_stack_builder *sb, const struct cpu_capture *c, int i, uint64_t pc,
+                         uint32_t *module)
 {
-    const struct user_space *u = c->uspace;
+    const struct prof_map *m = prof_space_find(c->space, pc);
+    if (m && m->trusted) {
+        *module = m->bin.module;
+        return true;
+    }
+    *module = m && m->named ? m->bin.module
+              : m           ? unverified_module(sb, m)
+              : i == 0      ? c->leaf_module
+                            : OUT_NO_MODULE;
+    return false;
+}
+
+/* A strict space (the OS's mappings, each file verified or not) keeps the frames of a walk that
+ * are known right: each pc in a trusted mapping gets its binary's module; the first pc outside
+ * them is kept, named by its mapping (or the mapped file's .dynsym), and ends the walk marked
+ * (what lies beyond it came from no CFI we trust); a frame the unwinder found by frame pointers
+ * is dropped and ends it. Returns the frames kept. */
+static int keep_trusted(prof_stack_builder *sb, const struct cpu_capture *c, int n,
+                        enum unw_stop *stop)
+{
     for (int i = 0; i < n; i++) {
         const struct unw_frame *f = &sb->frames[i];
         if (i > 0 && f->method == UNW_BY_FP) {
             *stop = UNW_STOP_NO_CFI;
             return i;
         }
-        int k = prof_user_space_find(u, f->activation ? f->pc : f->pc - 1);
-        if (k >= 0 && u->verified[k]) {
-            sb->frame_modules[i] = u->module[k];
-            continue;
+        if (!frame_module(sb, c, i, f->activation ? f->pc : f->pc - 1, &sb->frame_modules[i])) {
+            *stop = UNW_STOP_NO_CFI;
+            return i + 1;
         }
-        sb->frame_modules[i] = k >= 0 && u->named[k] ? u->module[k]
-                               : k >= 0              ? unverified_module(sb, &u->maps[k])
-                               : i == 0              ? c->leaf_module
-                                                     : OUT_NO_MODULE;
-        *stop = UNW_STOP_NO_CFI;
-        return i + 1;
     }
     return n;
 }
 
-/* A user stack unwound with the sysroot's files (c->uspace). */
-static void sysroot_user_part(prof_stack_builder *sb, struct cpu_capture *c,
-                              const struct unw_regs *regs, struct prof_stack *st)
+/* Any other space: the whole walk is in the leaf's binary, as its tables say. */
+static void keep_leaf_binary(prof_stack_builder *sb, const struct prof_map *leaf, int n)
 {
-    struct window w = {c->ustack_addr, c->ustack, c->ustack_len};
-    enum unw_stop stop = UNW_STOP_ERROR;
-    int n = c->uspace->space ? walk(sb, c->uspace->space, regs, &w, &stop) : 0;
-    if (n == 0) { /* not even the leaf: show it as the leaf-only mode does */
-        sb->frames[0] = (struct unw_frame){.pc = regs->r[sb->cfg.arch->pc_reg], .activation = true};
-        n = 1;
-    }
-    n = keep_verified(sb, c, n, &stop);
-    st->sample.user_stop = stop;
-    const struct user_space *u = c->uspace;
-    if (u->n_verified > u->n_from_memory) {
+    uint32_t module = leaf && leaf->known ? leaf->bin.module : OUT_NO_MODULE;
+    for (int i = 0; i < n; i++)
+        sb->frame_modules[i] = module;
+}
+
+/* Which user stacks had which files' tables (stacks by --sysroot's, by the guest's copies). */
+static void count_user_stack(prof_stack_builder *sb, const prof_space *as, enum unw_stop stop)
+{
+    bool complete = !unw_stop_is_truncation(stop);
+    if (!prof_space_strict(as))
+        return;
+    if (prof_space_count(as, PROF_IDENT_BUILD_ID)) {
         sb->counters.sysroot_stacks++;
-        sb->counters.sysroot_stacks_complete += !unw_stop_is_truncation(stop);
-    } else if (u->n_from_memory) {
+        sb->counters.sysroot_stacks_complete += complete;
+    } else if (prof_space_count(as, PROF_IDENT_GUEST_COPY)) {
         sb->counters.memory_stacks++;
-        sb->counters.memory_stacks_complete += !unw_stop_is_truncation(stop);
+        sb->counters.memory_stacks_complete += complete;
     }
+}
+
+/* The tables to walk with: the space's own when it has them (a strict space has no others),
+ * else the leaf binary's, else frame pointers alone. */
+static unw_space *user_unwind(prof_stack_builder *sb, const prof_space *as,
+                              const struct prof_map *leaf)
+{
+    if (prof_space_unwind(as) || prof_space_strict(as))
+        return prof_space_unwind(as);
+    return leaf && leaf->known && leaf->bin.unwind ? leaf->bin.unwind : fallback_user_space(sb);
+}
+
+/* The user stack at regs, as the model says of c->space: one path for every way user code
+ * was identified. */
+static void user_part(prof_stack_builder *sb, struct cpu_capture *c, const struct unw_regs *regs,
+                      struct prof_stack *st)
+{
+    const prof_space *as = c->space;
+    uint64_t pc = regs->r[sb->cfg.arch->pc_reg];
+    const struct prof_map *leaf = prof_space_find(as, pc);
+    enum unw_stop stop = UNW_STOP_ERROR;
+    int n = 0;
+    if (c->task.user_leaf_only && !(leaf && leaf->known)) {
+        /* No tables for this code, and guessing by frame pointers would invent callers. The
+         * leaf is named by its mapping when the OS told us it ("busybox+0x1a2b3"). */
+        stop = UNW_STOP_NO_CFI;
+        sb->frames[0] = (struct unw_frame){.pc = pc, .activation = true};
+        sb->frame_modules[0] = c->leaf_module;
+        n = 1;
+    } else {
+        struct window w = {c->ustack_addr, c->ustack, c->ustack_len};
+        unw_space *space = user_unwind(sb, as, leaf);
+        n = space ? walk(sb, space, regs, &w, &stop) : 0;
+        if (n == 0 && prof_space_strict(as)) {
+            /* not even the leaf: show it as the leaf-only mode does */
+            sb->frames[0] = (struct unw_frame){.pc = pc, .activation = true};
+            n = 1;
+        }
+        if (prof_space_strict(as))
+            n = keep_trusted(sb, c, n, &stop);
+        else
+            keep_leaf_binary(sb, leaf, n);
+        count_user_stack(sb, as, stop);
+    }
+    st->sample.user_stop = stop;
     if (unw_stop_is_truncation(stop))
         sb->counters.truncated[stop]++;
     for (int i = n - 1; i >= 0; i--)
@@ -210,34 +262,6 @@ static void sysroot_user_part(prof_stack_builder *sb, struct cpu_capture *c,
                                              .module = sb->frame_modules[i],
                                              .exact = sb->frames[i].activation || !sb->frames[i].pc,
                                              .kernel = false};
-    st->sample.n_user = st->sample.n_frames;
-}
-
-static void user_part(prof_stack_builder *sb, struct cpu_capture *c, const struct unw_regs *regs,
-                      struct prof_stack *st)
-{
-    if (c->uspace && !c->task.user_leaf_only) {
-        sysroot_user_part(sb, c, regs, st);
-        return;
-    }
-    if (c->task.user_leaf_only && !c->bin) {
-        /* No tables for this code, and guessing by frame pointers would invent callers. The
-         * leaf is named by its mapping when the OS told us it ("busybox+0x1a2b3"). */
-        st->sample.user_stop = UNW_STOP_NO_CFI;
-        sb->counters.truncated[UNW_STOP_NO_CFI]++;
-        *push_frame(st) = (struct out_frame){.pc = regs->r[sb->cfg.arch->pc_reg],
-                                             .module = c->leaf_module,
-                                             .exact = true,
-                                             .kernel = false};
-        st->sample.n_user = st->sample.n_frames;
-        return;
-    }
-    struct window w = {c->ustack_addr, c->ustack, c->ustack_len};
-    unw_space *space = c->bin && c->bin->space ? c->bin->space : fallback_user_space(sb);
-    enum unw_stop stop = UNW_STOP_ERROR;
-    int n = space ? walk(sb, space, regs, &w, &stop) : 0;
-    st->sample.user_stop = stop;
-    append_walk(sb, st, n, stop, false, c->bin ? c->bin->module : OUT_NO_MODULE);
     st->sample.n_user = st->sample.n_frames;
 }
 

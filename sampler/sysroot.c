@@ -125,13 +125,16 @@ void prof_sysroot_free(prof_sysroot *sr)
 
 void prof_sysroot_begin_stop(prof_sysroot *sr)
 {
-    if (g_hash_table_size(sr->spaces) >= MAX_USER_SPACES)
+    if (g_hash_table_size(sr->spaces) >= MAX_USER_SPACES) {
         g_hash_table_remove_all(sr->spaces);
+        prof_model_forget(sr->cfg.model, PROF_SPACE_VMAS); /* they borrow the spaces' tables */
+    }
 }
 
 void prof_sysroot_reset(prof_sysroot *sr)
 {
     g_hash_table_remove_all(sr->spaces);
+    prof_model_forget(sr->cfg.model, PROF_SPACE_VMAS);
     if (sr->memimgs)
         prof_memimgs_reset(sr->memimgs);
 }
@@ -461,13 +464,49 @@ static void use_memory_image(prof_sysroot *sr, struct user_space *u, int k)
                m->start);
 }
 
-void prof_sysroot_build(prof_sysroot *sr, struct user_space *u)
+/* Mapping k of u as the model has it: a trusted mapping's CFI is in u's tables. */
+static struct prof_map vma_map(const struct user_space *u, int k)
+{
+    const struct prof_exec_mapping *e = &u->maps[k];
+    struct prof_map m = {.start = e->start,
+                         .end = e->end,
+                         .rank = PROF_RANK_VMA,
+                         .known = u->named[k],
+                         .trusted = u->verified[k],
+                         .named = u->named[k]};
+    m.bin = (struct prof_binary){.how = !u->named[k]     ? PROF_IDENT_NONE
+                                        : u->img_used[k] ? PROF_IDENT_GUEST_COPY
+                                                         : PROF_IDENT_BUILD_ID,
+                                 .module = u->named[k] ? u->module[k] : OUT_NO_MODULE};
+    m.vma.base = e->start - e->pgoff * 4096;
+    m.vma.start = e->start;
+    m.vma.end = e->end;
+    const char *base = strrchr(e->path, '/');
+    g_strlcpy(m.vma.name, base ? base + 1 : e->path, sizeof m.vma.name);
+    return m;
+}
+
+/* u in the model, as it stands now (its files are verified over several samples). */
+static const prof_space *fill_model(prof_sysroot *sr, const struct user_space *u)
+{
+    prof_space *as = prof_model_space(sr->cfg.model, PROF_SPACE_VMAS, u->key.id, u->key.generation);
+    prof_space_clear(as);
+    for (int k = 0; k < u->n; k++) {
+        struct prof_map m = vma_map(u, k);
+        prof_space_add(as, &m);
+    }
+    prof_space_set_unwind(as, u->space, true);
+    return as;
+}
+
+const prof_space *prof_sysroot_build(prof_sysroot *sr, struct user_space *u)
 {
     if (!u)
-        return;
+        return NULL;
     if (!u->built)
         user_space_build(sr, u);
     for (int k = 0; k < u->n; k++)
         if (!u->verified[k] && !u->img_used[k] && u->img[k] && prof_memimg_done(u->img[k]))
             use_memory_image(sr, u, k);
+    return fill_model(sr, u);
 }

@@ -13,6 +13,7 @@
 
 #include "arch.h"
 #include "memimage.h"
+#include "model.h"
 #include "modules.h"
 #include "os.h"
 #include "sampler.h"
@@ -54,6 +55,7 @@ struct prof_sysroot_config {
      * the .eh_frame of the guest's mapped file and name by its .dynsym (memimage.h). */
     bool from_memory;
     bool verbose;
+    prof_model *model; /* borrowed: filled with each address space's mappings */
 };
 
 /* modules is borrowed and must outlive the sysroot. */
@@ -78,8 +80,10 @@ struct user_space *prof_sysroot_capture(prof_sysroot *sr, prof_os *os, int i,
 void prof_sysroot_copy_images(prof_sysroot *sr, struct user_space *u, prof_os *os,
                               const struct prof_vcpu *cpu, const struct prof_os_mem *mem);
 /* After the guest resumed: matches u's mappings against the sysroot and loads the unwinder
- * (once), and hands it the guest's own copies finished since. NULL is a no-op. */
-void prof_sysroot_build(prof_sysroot *sr, struct user_space *u);
+ * (once), and hands it the guest's own copies finished since. Returns u as the model has it
+ * now (a strict space: one mapping per exec mapping, the unwinder's tables for all; borrowed
+ * until the next begin_stop or reset); NULL u is a no-op that returns NULL. */
+const prof_space *prof_sysroot_build(prof_sysroot *sr, struct user_space *u);
 /* The index of the exec mapping of u holding pc, or -1. */
 int prof_user_space_find(const struct user_space *u, uint64_t pc);
 

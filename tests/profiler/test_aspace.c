@@ -66,8 +66,11 @@ static void test_root_reuse(void)
     sym_store_index_pages(store);
     out_profile *profile = out_profile_new();
     prof_modules *modules = prof_modules_new(profile);
-    struct prof_aspaces_config cfg = {
-        .store = store, .user_end = UINT64_C(0x800000000000), .machine = prof_arch_x86_64.unwind};
+    prof_model *model = prof_model_new();
+    struct prof_aspaces_config cfg = {.store = store,
+                                      .user_end = UINT64_C(0x800000000000),
+                                      .machine = prof_arch_x86_64.unwind,
+                                      .model = model};
     prof_aspaces *a = prof_aspaces_new(&cfg, modules);
 
     /* spin runs under the root: its page is copied and names the address space. */
@@ -102,8 +105,9 @@ static void test_root_reuse(void)
     prof_aspace_add_page(a, second, page, sys);
     CHECK_STR(prof_aspace_label(second), "sys [as 2]");
     CHECK_STR(prof_aspace_label(first), "spin [as 1]"); /* retired, still readable */
-    struct user_binary *b = prof_aspace_binary_at(second, pc);
-    CHECK(b && strcmp(b->name, "sys") == 0);
+    const struct prof_map *m = prof_space_find(prof_aspace_space(second), pc);
+    CHECK(m && m->known && m->bin.how == PROF_IDENT_CODE_PAGE);
+    CHECK_STR(out_profile_module(profile, m->bin.module)->name, "sys");
 
     /* Both are in the record's notes, with the one root. */
     GString *notes = g_string_new(NULL);
@@ -118,6 +122,7 @@ static void test_root_reuse(void)
 
     g_string_free(notes, TRUE);
     prof_aspaces_free(a);
+    prof_model_free(model);
     prof_modules_free(modules);
     out_profile_free(profile);
     sym_store_free(store);
@@ -128,8 +133,9 @@ static void test_unreadable_page_not_checked(void)
 {
     out_profile *profile = out_profile_new();
     prof_modules *modules = prof_modules_new(profile);
-    struct prof_aspaces_config cfg = {.user_end = UINT64_C(0x800000000000),
-                                      .machine = prof_arch_x86_64.unwind};
+    prof_model *model = prof_model_new();
+    struct prof_aspaces_config cfg = {
+        .user_end = UINT64_C(0x800000000000), .machine = prof_arch_x86_64.unwind, .model = model};
     prof_aspaces *a = prof_aspaces_new(&cfg, modules);
     struct prof_aspace *as = prof_aspace_for(a, 0x5000);
     prof_aspace_add_page(a, as, 0x401000, NULL);
@@ -138,6 +144,7 @@ static void test_unreadable_page_not_checked(void)
     for (int i = 0; i < 100; i++)
         CHECK(!prof_aspace_check_due(as, 0x401010, &addr, &len));
     prof_aspaces_free(a);
+    prof_model_free(model);
     prof_modules_free(modules);
     out_profile_free(profile);
 }
