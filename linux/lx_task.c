@@ -16,6 +16,7 @@
  *    set, else by the node's metadata byte `end` (always, for arange_64 nodes);
  *  - a dense node holds 31 slots, one index each, starting at the node's minimum. */
 #include "lx_task.h"
+#include "symbols.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -709,91 +710,11 @@ int lx_vma_for_each(const struct lx_offsets *o, const struct lx_reader *r, uint6
 
 /* ---- the build-id of a mapped ELF ---- */
 
-#define ELF_MAX_PHNUM  64
-#define ELF_MAX_NOTES  4096 /* bytes of one PT_NOTE segment read */
-#define NT_GNU_BUILDID 3
-
-static uint32_t align_up(uint32_t v, uint32_t a)
-{
-    return (v + a - 1) & ~(a - 1);
-}
-
-/* Finds the GNU build-id note in one PT_NOTE segment's bytes. */
-static int note_build_id(const uint8_t *notes, size_t len, uint32_t align,
-                         uint8_t id[LX_BUILD_ID_MAX], size_t *id_len)
-{
-    size_t at = 0;
-    while (at + 12 <= len) {
-        uint32_t namesz = load_u32(notes + at), descsz = load_u32(notes + at + 4);
-        uint32_t type = load_u32(notes + at + 8);
-        if (namesz > len || descsz > len)
-            return -EINVAL;
-        size_t name_at = at + 12, desc_at = name_at + align_up(namesz, align);
-        size_t next = desc_at + align_up(descsz, align);
-        if (next > len || desc_at + descsz > len)
-            return -EINVAL;
-        if (type == NT_GNU_BUILDID && namesz == 4 && memcmp(notes + name_at, "GNU", 4) == 0) {
-            if (descsz == 0 || descsz > LX_BUILD_ID_MAX)
-                return -EINVAL;
-            memcpy(id, notes + desc_at, descsz);
-            *id_len = descsz;
-            return 0;
-        }
-        at = next;
-    }
-    return -ENOENT;
-}
-
-static int read_phdrs(const struct lx_reader *r, uint64_t base, uint64_t map_len, uint8_t *phdrs,
-                      unsigned *phnum, struct qp_error *err)
-{
-    uint8_t eh[64];
-    int rc = lx_read(r, base, eh, sizeof eh, "ELF header", err);
-    if (rc)
-        return rc;
-    if (memcmp(eh, "\177ELF", 4) != 0 || eh[4] != 2 /* ELFCLASS64 */ || eh[5] != 1 /* LSB */)
-        return qp_error_set(err, -ENOEXEC, "no 64-bit ELF header at 0x%" PRIx64, base);
-    uint64_t phoff = load_u64(eh + 32);
-    uint16_t phentsize, n;
-    memcpy(&phentsize, eh + 54, 2);
-    memcpy(&n, eh + 56, 2);
-    if (phentsize != 56 || n == 0 || n > ELF_MAX_PHNUM || phoff > map_len ||
-        phoff + (uint64_t)n * 56 > map_len)
-        return qp_error_set(err, -EINVAL,
-                            "ELF at 0x%" PRIx64 ": %u program headers of %u bytes at 0x%" PRIx64
-                            " do not fit its %" PRIu64 "-byte mapping",
-                            base, n, phentsize, phoff, map_len);
-    *phnum = n;
-    return lx_read(r, base + phoff, phdrs, (size_t)n * 56, "ELF program headers", err);
-}
-
+/* symbols/ holds the one reader of ELF headers in guest memory; a VMA's file is read with it. */
 int lx_elf_build_id(const struct lx_reader *r, uint64_t base, uint64_t map_len,
                     uint8_t id[LX_BUILD_ID_MAX], size_t *len, struct qp_error *err)
 {
-    uint8_t phdrs[ELF_MAX_PHNUM * 56];
-    unsigned phnum = 0;
-    int rc = read_phdrs(r, base, map_len, phdrs, &phnum, err);
-    if (rc)
-        return rc;
-    uint8_t *notes = malloc(ELF_MAX_NOTES);
-    if (!notes)
-        return qp_error_set(err, -ENOMEM, "no memory for ELF notes");
-    rc = -ENOENT;
-    for (unsigned i = 0; i < phnum && rc != 0; i++) {
-        const uint8_t *ph = phdrs + i * 56;
-        uint64_t off = load_u64(ph + 8), size = load_u64(ph + 32), align = load_u64(ph + 48);
-        if (load_u32(ph) != 4 /* PT_NOTE */ || size < 12 || size > ELF_MAX_NOTES || off > map_len ||
-            off + size > map_len)
-            continue;
-        struct qp_error ignored = {0};
-        if (lx_read(r, base + off, notes, size, "ELF notes", &ignored) == 0)
-            rc = note_build_id(notes, size, align == 8 ? 8 : 4, id, len);
-    }
-    free(notes);
-    if (rc)
-        return qp_error_set(err, rc == -ENOENT ? -ENOENT : -EINVAL,
-                            "ELF at 0x%" PRIx64 ": no readable GNU build-id note", base);
-    return 0;
+    return sym_mem_build_id(r->read, r->ctx, base, map_len, id, LX_BUILD_ID_MAX, len, err);
 }
 
 /* ---- The page cache (lxuser) --------------------------------------------------------------- */

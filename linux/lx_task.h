@@ -149,8 +149,9 @@ struct lx_vma {
 int lx_file_path(const struct lx_offsets *o, const struct lx_reader *r, uint64_t file, char *out,
                  size_t size, struct qp_error *err);
 
-/* Added by sysroot: the GNU build-id of an ELF mapped at base (a mapping of file offset 0,
- * map_len bytes): ELF header, program headers, each PT_NOTE inside the mapping, the
+/* For --sysroot: the GNU build-id of an ELF mapped at base (a mapping of file offset 0,
+ * map_len bytes), read by symbols/' one reader of ELF images in guest memory
+ * (sym_mem_build_id): ELF header, program headers, each PT_NOTE inside the mapping, the
  * NT_GNU_BUILD_ID note. r reads user addresses here (the mapping's address space). Every size
  * and offset is checked against map_len and small fixed bounds; anything else (not ELF, no
  * note, an unreadable page) is an error with *len untouched. At most LX_BUILD_ID_MAX bytes. */

@@ -14,6 +14,7 @@
 
 #define PAGE_MASK       UINT64_C(0xfff)
 #define MAX_PHNUM       64
+#define MAX_PHOFF       0x10000 /* where program headers may start in a mapped image */
 #define MAX_LOADS       16
 #define MAX_DYN_ENTRIES 512
 #define MAX_GNU_BUCKETS (1u << 18)
@@ -114,19 +115,47 @@ static uint64_t load_room(const struct image_loads *L, uint64_t addr, uint64_t *
     return 0;
 }
 
-static int check_ehdr(const uint8_t *eh, uint16_t machine, struct qp_error *err)
+/* Reads the ELF header at base and checks what every reader of a mapped ELF needs: a 64-bit
+ * little-endian ELF whose program headers have the size parsed here, at most MAX_PHNUM of them.
+ * -ENOEXEC: no such ELF header. */
+static int read_ehdr(const struct mem_src *S, uint64_t base, uint8_t eh[sizeof(Elf64_Ehdr)],
+                     struct qp_error *err)
 {
-    if (memcmp(eh, ELFMAG, SELFMAG) != 0)
-        return qp_error_set(err, -EINVAL, "no ELF header");
-    if (eh[EI_CLASS] != ELFCLASS64 || eh[EI_DATA] != ELFDATA2LSB)
-        return qp_error_set(err, -EINVAL, "not a 64-bit little-endian ELF");
+    int rc = mem_read(S, base, eh, sizeof(Elf64_Ehdr), "ELF header", err);
+    if (rc)
+        return rc;
+    if (memcmp(eh, ELFMAG, SELFMAG) != 0 || eh[EI_CLASS] != ELFCLASS64 ||
+        eh[EI_DATA] != ELFDATA2LSB)
+        return qp_error_set(err, -ENOEXEC, "no 64-bit little-endian ELF header at 0x%" PRIx64,
+                            base);
+    uint16_t phentsize = le16(eh + 54), phnum = le16(eh + 56);
+    if (phentsize != sizeof(Elf64_Phdr) || phnum == 0 || phnum > MAX_PHNUM)
+        return qp_error_set(err, -EINVAL, "%u program headers of %u bytes", phnum, phentsize);
+    return 0;
+}
+
+/* Reads the program headers eh names into ph (MAX_PHNUM entries), when they lie in the first
+ * map_len bytes of the mapping at base. */
+static int read_phdrs(const struct mem_src *S, uint64_t base, uint64_t map_len, const uint8_t *eh,
+                      uint8_t *ph, unsigned *phnum, struct qp_error *err)
+{
+    uint64_t phoff = le64(eh + 32);
+    unsigned n = le16(eh + 56);
+    if (phoff > map_len || phoff + (uint64_t)n * sizeof(Elf64_Phdr) > map_len)
+        return qp_error_set(err, -EINVAL,
+                            "ELF at 0x%" PRIx64 ": %u program headers at 0x%" PRIx64
+                            " do not fit its %" PRIu64 "-byte mapping",
+                            base, n, phoff, map_len);
+    *phnum = n;
+    return mem_read(S, base + phoff, ph, n * sizeof(Elf64_Phdr), "program headers", err);
+}
+
+static int check_type(const uint8_t *eh, uint16_t machine, struct qp_error *err)
+{
     uint16_t type = le16(eh + 16), mach = le16(eh + 18);
     if ((type != ET_EXEC && type != ET_DYN) || mach != machine)
         return qp_error_set(err, -EINVAL, "ELF type %u machine %u: not an executable of machine %u",
                             type, mach, machine);
-    uint16_t phentsize = le16(eh + 54), phnum = le16(eh + 56);
-    if (phentsize != sizeof(Elf64_Phdr) || phnum == 0 || phnum > MAX_PHNUM)
-        return qp_error_set(err, -EINVAL, "%u program headers of %u bytes", phnum, phentsize);
     return 0;
 }
 
@@ -395,14 +424,15 @@ int sym_mem_image_read(sym_mem_read_fn read, sym_mem_read_fn read_file, void *ct
     uint8_t eh[sizeof(Elf64_Ehdr)], ph[MAX_PHNUM * sizeof(Elf64_Phdr)];
     struct mem_src src = {.read = read, .ctx = ctx}, *S = &src;
     *out = (struct sym_mem_image){0};
-    int rc = mem_read(S, base, eh, sizeof eh, "ELF header", err);
-    if (rc || (rc = check_ehdr(eh, machine, err)))
+    unsigned phnum = 0;
+    int rc = read_ehdr(S, base, eh, err);
+    if (rc == -ENOEXEC)
+        rc = -EINVAL; /* garbage, as this function says it */
+    if (rc || (rc = check_type(eh, machine, err)))
         return rc;
-    uint64_t phoff = le64(eh + 32);
-    unsigned phnum = le16(eh + 56);
-    if (phoff > 0x10000)
-        return qp_error_set(err, -EINVAL, "program headers at offset 0x%" PRIx64, phoff);
-    if ((rc = mem_read(S, base + phoff, ph, phnum * sizeof(Elf64_Phdr), "program headers", err)))
+    if (le64(eh + 32) > MAX_PHOFF)
+        return qp_error_set(err, -EINVAL, "program headers at offset 0x%" PRIx64, le64(eh + 32));
+    if ((rc = read_phdrs(S, base, UINT64_MAX, eh, ph, &phnum, err)))
         return rc;
     struct image_loads L;
     if ((rc = collect_loads(ph, phnum, base, &L, &out->bias, err)))
@@ -428,6 +458,79 @@ int sym_mem_image_read(sym_mem_read_fn read, sym_mem_read_fn read_file, void *ct
         rc = one;
     }
     return rc;
+}
+
+/* ---- The GNU build-id of a mapped ELF ------------------------------------------------------- */
+
+#define MAX_NOTES    4096 /* bytes of one PT_NOTE segment read */
+#define NT_GNU_BUILD 3
+
+static uint32_t align_up(uint32_t v, uint32_t a)
+{
+    return (v + a - 1) & ~(a - 1);
+}
+
+/* Finds the GNU build-id note in one PT_NOTE segment's bytes. */
+static int note_build_id(const uint8_t *notes, size_t len, uint32_t align, uint8_t *id,
+                         size_t id_max, size_t *id_len)
+{
+    size_t at = 0;
+    while (at + 12 <= len) {
+        uint32_t namesz = le32(notes + at), descsz = le32(notes + at + 4);
+        uint32_t type = le32(notes + at + 8);
+        if (namesz > len || descsz > len)
+            return -EINVAL;
+        size_t name_at = at + 12, desc_at = name_at + align_up(namesz, align);
+        size_t next = desc_at + align_up(descsz, align);
+        if (next > len || desc_at + descsz > len)
+            return -EINVAL;
+        if (type == NT_GNU_BUILD && namesz == 4 && memcmp(notes + name_at, "GNU", 4) == 0) {
+            if (descsz == 0 || descsz > id_max)
+                return -EINVAL;
+            memcpy(id, notes + desc_at, descsz);
+            *id_len = descsz;
+            return 0;
+        }
+        at = next;
+    }
+    return -ENOENT;
+}
+
+/* The first PT_NOTE segment of ph inside the mapping whose notes hold a build-id. */
+static int notes_build_id(const struct mem_src *S, uint64_t base, uint64_t map_len,
+                          const uint8_t *ph, unsigned phnum, uint8_t *id, size_t id_max,
+                          size_t *len)
+{
+    uint8_t *notes = g_malloc(MAX_NOTES);
+    int rc = -ENOENT;
+    for (unsigned i = 0; i < phnum && rc != 0; i++) {
+        const uint8_t *p = ph + i * sizeof(Elf64_Phdr);
+        uint64_t off = le64(p + 8), size = le64(p + 32), align = le64(p + 48);
+        if (le32(p) != PT_NOTE || size < 12 || size > MAX_NOTES || off > map_len ||
+            off + size > map_len)
+            continue;
+        struct qp_error ignored = {0};
+        if (mem_read(S, base + off, notes, size, "ELF notes", &ignored) == 0)
+            rc = note_build_id(notes, size, align == 8 ? 8 : 4, id, id_max, len);
+    }
+    g_free(notes);
+    return rc;
+}
+
+int sym_mem_build_id(sym_mem_read_fn read, void *ctx, uint64_t base, uint64_t map_len, uint8_t *id,
+                     size_t id_max, size_t *len, struct qp_error *err)
+{
+    uint8_t eh[sizeof(Elf64_Ehdr)], ph[MAX_PHNUM * sizeof(Elf64_Phdr)];
+    struct mem_src src = {.read = read, .ctx = ctx};
+    unsigned phnum = 0;
+    int rc = read_ehdr(&src, base, eh, err);
+    if (rc || (rc = read_phdrs(&src, base, map_len, eh, ph, &phnum, err)))
+        return rc;
+    rc = notes_build_id(&src, base, map_len, ph, phnum, id, id_max, len);
+    if (rc)
+        return qp_error_set(err, rc == -ENOENT ? -ENOENT : -EINVAL,
+                            "ELF at 0x%" PRIx64 ": no readable GNU build-id note", base);
+    return 0;
 }
 
 size_t sym_eh_frame_whole_len(const void *bytes, size_t len, bool *terminated)

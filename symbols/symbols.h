@@ -198,6 +198,15 @@ struct sym_mem_image {
 int sym_mem_image_read(sym_mem_read_fn read, sym_mem_read_fn read_file, void *ctx, uint64_t base,
                        uint16_t machine, struct sym_mem_image *out, struct qp_error *err);
 
+/* The GNU build-id of the ELF mapped at base (file offset 0), map_len bytes of whose mapping
+ * may be read through read: its headers as sym_mem_image_read reads them (any type and
+ * machine), then its PT_NOTE segments inside the mapping. The one reader of ELF headers in
+ * guest memory, for Linux's VMAs (linux/lx_task.c) as for the process images above. At most
+ * id_max bytes into id, *len set; -ENOEXEC (no 64-bit little-endian ELF), -ENOENT (no build-id
+ * note), -EINVAL (garbage), a reader's error, with err; *len untouched on error. */
+int sym_mem_build_id(sym_mem_read_fn read, void *ctx, uint64_t base, uint64_t map_len, uint8_t *id,
+                     size_t id_max, size_t *len, struct qp_error *err);
+
 /* The length of the whole .eh_frame entries (CIEs and FDEs) at the start of bytes, through the
  * zero terminator when one is met (*terminated true): what is left of a table when a page after
  * it could not be read. */
