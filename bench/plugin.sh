@@ -7,31 +7,32 @@
 # The last lines: `bench: plugin 10 kHz slowdown X%, gdbstub 1 kHz slowdown Y%` and the lines
 # after it, which xtask bench (bench/run.sh, section plugin) repeats.
 #
+# What it measures first is what the user's guest loses: its work per guest second (the guest's
+# own `rate pid=1 iters=N ticks=100` lines, one per guest second) with qprof sampling, against
+# the plugin loaded and nobody sampling. QEMU's CPU time per unit of work (the cost to the host),
+# the vCPU thread's, and the work per wall second go beside it.
+#
 # How: this host's load comes and goes by tens of percent within minutes (a VM's neighbours), so
 # a cost is taken as the ratio of two rates measured seconds apart, and the verdict from the
-# median of ROUNDS (5) such ratios, with their spread:
-# - Sampling costs, in one boot: the guest (`run=spin`, one vCPU, TCG) with the plugin loaded,
-#   and, in turn, SECONDS (4) with no qprof and SECONDS with one sampling configuration (qprof
-#   runs half a second longer on each side, so that its start and its trigger's reset fall
-#   outside the stretch). Each configuration's rate is compared with the mean of the idle
-#   stretches before and after it.
+# median of ROUNDS (5) such ratios, with their spread; and two ways, which must agree:
+# - In one boot: the guest (`run=spin`, one vCPU, TCG) with the plugin loaded, and, in turn,
+#   SECONDS (4) with no qprof and SECONDS with one sampling configuration (qprof runs half a
+#   second longer on each side, so that its start and its trigger's reset fall outside the
+#   stretch). Each configuration's rate is compared with the mean of the idle stretches before
+#   and after it.
+# - Across boots (the A/B rows, 10 kHz with each trigger): a boot sampled throughout, as a user
+#   runs qprof, against the same round's boot with the plugin loaded and idle. The last lines
+#   say whether the two agree (either median within the other's spread).
 # - The plugin's flat cost (its compare in every block while nobody samples), across boots: QEMU
 #   10 alone against QEMU 10 with the plugin loaded, in turn, ROUNDS times; and the counter
-#   trigger's flat cost the same way (loaded with trigger=counter), which auto's rule assumes.
+#   trigger's flat cost the same way (loaded with trigger=counter), which auto's rule weighs.
 # - The gdbstub in a boot of its own (QEMU 10 with a gdbstub, no plugin), idle and sampling in
-#   turn the same way.
-# A configuration's slowdown against QEMU 10 without the plugin is 1 - (1 - flat) (1 - its
-# sampling cost).
+#   turn the same way. Its pauses stop the guest's clock, so its figure is the work per wall
+#   second.
 #
-# The rates come from the guest's own `rate pid=1 iters=N ticks=100` lines, one per guest second
-# (its duty cycle: work 0.85 s, sleep the rest), stamped as they arrive with the host clock and
-# with the CPU time QEMU's threads (all of them, the plugin's timer included) and its vCPU
-# thread had used; a guest second counts for a stretch when it lies wholly inside it. Rates:
-# iterations per wall second, per second of QEMU's CPU time (what the headline uses: on a loaded
-# host the wall rate also measures the other load), and per second of the vCPU thread's (what
-# the guest sees where the host has a core to spare for QEMU's other threads). The gdbstub keeps
-# the guest paused, which costs QEMU no CPU: its CPU-time figure multiplies its rate by the share
-# of time the guest ran, 1 - (samples per second) x (median pause), from qprof's summary.
+# Each guest second is stamped as it arrives with the host clock and with the CPU time QEMU's
+# threads (all of them, the plugin's timer among them) and its vCPU thread had used; a guest
+# second counts for a stretch when it lies wholly inside it.
 #
 # Placement, as the demo and arch sections have it: on a host of two or more CPUs QEMU's vCPU
 # thread runs on CPU 1, everything else (QEMU's other threads, the plugin's timer among them,
@@ -50,11 +51,20 @@ fi
 export QEMU_MODULE_DIR=$QEMU10_MODULE_DIR
 PLUGIN=$BUILD/qprof-plugin.so
 [ -f "$PLUGIN" ] || { echo "bench: no $PLUGIN (configure after xtask/qemu10.sh)" >&2; exit 1; }
-VCPU_CPU=0
-if [ "$(nproc)" -ge 2 ]; then
-    VCPU_CPU=1
-    taskset -p -c 0 $$ >/dev/null # QEMU and qprof inherit it; the vCPU thread moves to CPU 1
-fi
+# BENCH_PLUGIN_PLACEMENT: pinned (the default, as above), one-core (everything on CPU 0, the
+# vCPU too: no host CPU to spare) or free (the host's scheduler places every thread).
+VCPU_CPU=''
+case ${BENCH_PLUGIN_PLACEMENT:-pinned} in
+    pinned)
+        VCPU_CPU=0
+        if [ "$(nproc)" -ge 2 ]; then
+            VCPU_CPU=1
+            taskset -p -c 0 $$ >/dev/null # QEMU and qprof inherit it; the vCPU thread moves to CPU 1
+        fi ;;
+    one-core) VCPU_CPU=0; taskset -p -c 0 $$ >/dev/null ;;
+    free) ;;
+    *) echo "bench: BENCH_PLUGIN_PLACEMENT is pinned, one-core or free" >&2; exit 2 ;;
+esac
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qprof-plugin-bench.XXXXXX")
 QEMU_PID='' STAMPER='' TAIL=''
 trap 'stop; [ -n "${BENCH_KEEP:-}" ] || rm -rf "$WORK"' EXIT
@@ -87,7 +97,7 @@ boot() { # boot PLUGIN_ARGS|0 WITH_GDB
     local t comm
     for t in /proc/"$QEMU_PID"/task/*; do
         read -r comm <"$t/comm" 2>/dev/null || continue
-        [[ $comm != *"/TCG" ]] || taskset -p -c "$VCPU_CPU" "${t##*/}" >/dev/null
+        [[ $comm != *"/TCG" || -z $VCPU_CPU ]] || taskset -p -c "$VCPU_CPU" "${t##*/}" >/dev/null
     done
     mkfifo "$WORK/lines"
     tail -n0 -F "$WORK/serial" 2>/dev/null >"$WORK/lines" &
@@ -113,20 +123,21 @@ stop() {
     QEMU_PID='' STAMPER='' TAIL=''
 }
 
-# wall|cpu|vcpu rates over the guest seconds wholly inside [T0, T1] (host clock)
+# wall|cpu|vcpu|guest rates over the guest seconds wholly inside [T0, T1] (host clock); guest:
+# iterations per guest second (one `rate` line each), what the guest's own clock sees
 rates() {
     awk -v t0="$1" -v t1="$2" 'NR > 1 && pt >= t0 && $1 <= t1 {
-            it += $2; w += $1 - pt; c += $3 - pc; v += $4 - pv }
+            it += $2; w += $1 - pt; c += $3 - pc; v += $4 - pv; n++ }
         { pt = $1; pc = $3; pv = $4 }
-        END { if (it == 0 || w == 0 || c == 0 || v == 0) print "-|-|-"
-              else printf "%.2f|%.2f|%.2f", it / w, it / (c / 1e9), it / (v / 1e9) }' "$WORK/stamped"
+        END { if (it == 0 || w == 0 || c == 0 || v == 0) print "-|-|-|-"
+              else printf "%.2f|%.2f|%.2f|%.2f", it / w, it / (c / 1e9), it / (v / 1e9), it / n }' "$WORK/stamped"
 }
 
 # A stretch with nothing sampling: LABEL ROUND
 idle_stretch() {
     local t0=$EPOCHREALTIME
     sleep "$SECS"
-    printf '%s|%s|%s||\n' "$1" "$2" "$(rates "$t0" "$EPOCHREALTIME")"
+    printf '%s|%s|%s|\n' "$1" "$2" "$(rates "$t0" "$EPOCHREALTIME")"
 }
 
 # A stretch with qprof sampling: LABEL ROUND SECONDS QPROF-ARGS... (qprof from half a second
@@ -147,7 +158,7 @@ sampled_stretch() {
     summary=$(grep -E "samples in|capture cost|guest paused per sample|plugin trigger|exact instructions \(" \
         "$WORK/qprof.err" | tr '\n' ' ' || true)
     [ -n "$summary" ] || summary="qprof failed: $(tail -n1 "$WORK/qprof.err")"
-    printf '%s|%s|%s|%s|\n' "$label" "$round" "$(rates "$t0" "$t1")" "$summary"
+    printf '%s|%s|%s|%s\n' "$label" "$round" "$(rates "$t0" "$t1")" "$summary"
 }
 
 # A boot of its own per row, nothing sampling: LABEL ROUND PLUGIN_ARGS|0
@@ -155,7 +166,18 @@ boot_row() {
     boot "$3" 0
     local t0=$EPOCHREALTIME
     sleep "$(awk -v s="$SECS" 'BEGIN { print s + 2 }')" # SECS may be fractional (BENCH_SCALE)
-    printf '%s|%s|%s||\n' "$1" "$2" "$(rates "$t0" "$EPOCHREALTIME")"
+    printf '%s|%s|%s|\n' "$1" "$2" "$(rates "$t0" "$EPOCHREALTIME")"
+    stop
+}
+
+# A boot of its own with qprof sampling from before the measured stretch to after it, as a user
+# runs it: LABEL ROUND QPROF-ARGS... Compared with the same round's boot with the plugin loaded
+# and nobody sampling: the alternating-boot A/B that checks the in-boot stretches.
+sampled_boot_row() {
+    local label=$1 round=$2
+    shift 2
+    boot "" 0
+    sampled_stretch "$label" "$round" "$SECS" "$@"
     stop
 }
 
@@ -164,6 +186,12 @@ for ((round = 1; round <= ROUNDS; round++)); do
     # flat costs, across boots
     boot_row "QEMU 10, no plugin" "$round" 0
     boot_row "plugin loaded, no qprof" "$round" ""
+    # shellcheck disable=SC2086 # the configuration's options, split on purpose
+    for cfg in "A/B: plugin 10 kHz|--interval 0.1" \
+        "A/B: plugin 10 kHz, timer|--interval 0.1 --plugin-trigger timer" \
+        "A/B: plugin 10 kHz, counter|--interval 0.1 --plugin-trigger counter"; do
+        sampled_boot_row "${cfg%%|*}" "$round" --plugin "$P" ${cfg#*|}
+    done
     boot_row "plugin loaded with trigger=counter, no qprof" "$round" ",trigger=counter"
     # sampling costs, in one boot, idle between
     boot "" 0
@@ -188,26 +216,31 @@ for ((round = 1; round <= ROUNDS; round++)); do
     stop
 done >"$WORK/all"
 
-# Per row and round: the rate ratio to its reference (the idle stretches either side, the same
-# round's QEMU 10 without the plugin for the flat rows), then per row the median over rounds and
-# the spread. Columns of "all": label|round|wall|cpu|vcpu|summary.
+# Per row and round: the rate ratio to its reference (the idle stretches either side; the same
+# round's QEMU 10 without the plugin for the flat rows; the same round's boot with the plugin
+# loaded and idle for the A/B rows), then per row the median over rounds and the spread.
+# Columns of "all": label|round|wall|cpu|vcpu|guest|summary; of "ratios" the same.
 awk -F'|' '
     function ratio(x, y) { return (x == "-" || y == "-" || y == 0) ? "" : x / y }
-    { label[NR] = $1; rnd[NR] = $2; w[NR] = $3; c[NR] = $4; v[NR] = $5; sum[NR] = $6 }
+    { label[NR] = $1; rnd[NR] = $2; w[NR] = $3; c[NR] = $4; v[NR] = $5; g[NR] = $6; sum[NR] = $7 }
     $1 == "QEMU 10, no plugin" { base[$2] = NR }
+    $1 == "plugin loaded, no qprof" { loaded[$2] = NR }
     END {
         for (i = 1; i <= NR; i++) {
             l = label[i]
             if (l == "idle" || l == "gdb idle" || l == "QEMU 10, no plugin") continue
-            if (l ~ /^plugin loaded/) { ref_w = w[base[rnd[i]]]; ref_c = c[base[rnd[i]]]; ref_v = v[base[rnd[i]]] }
+            if (l ~ /^plugin loaded/) r = base[rnd[i]]
+            else if (l ~ /^A\/B: /) r = loaded[rnd[i]]
+            else r = 0
+            if (r) { ref_w = w[r]; ref_c = c[r]; ref_v = v[r]; ref_g = g[r] }
             else {
                 # the idle stretches either side in the same boot
                 ref_w = (w[i - 1] + w[i + 1]) / 2; ref_c = (c[i - 1] + c[i + 1]) / 2
-                ref_v = (v[i - 1] + v[i + 1]) / 2
-                if (w[i - 1] == "-" || w[i + 1] == "-") ref_w = ref_c = ref_v = "-"
+                ref_v = (v[i - 1] + v[i + 1]) / 2; ref_g = (g[i - 1] + g[i + 1]) / 2
+                if (w[i - 1] == "-" || w[i + 1] == "-") ref_w = ref_c = ref_v = ref_g = "-"
             }
-            printf "%s|%s|%s|%s|%s|%s\n", l, rnd[i], ratio(w[i], ref_w), ratio(c[i], ref_c),
-                ratio(v[i], ref_v), sum[i]
+            printf "%s|%s|%s|%s|%s|%s|%s\n", l, rnd[i], ratio(w[i], ref_w), ratio(c[i], ref_c),
+                ratio(v[i], ref_v), ratio(g[i], ref_g), sum[i]
         }
     }' "$WORK/all" >"$WORK/ratios"
 
@@ -219,9 +252,7 @@ stat() {
               m = n % 2 ? x[(n - 1) / 2] : (x[n / 2 - 1] + x[n / 2]) / 2
               printf "%.1f|%.1f|%.1f", 100 * (1 - m), 100 * (1 - x[n - 1]), 100 * (1 - x[0]) }' "$WORK/ratios"
 }
-# 1 - (1 - a%)(1 - b%) in percent
-combine() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-") print "-"; else printf "%.1f", 100 * (1 - (1 - a / 100) * (1 - b / 100)) }'; }
-last_summary() { awk -F'|' -v l="$1" '$1 == l { s = $6 } END { print s }' "$WORK/ratios"; }
+last_summary() { awk -F'|' -v l="$1" '$1 == l { s = $7 } END { print s }' "$WORK/ratios"; }
 # a figure out of the last round's summary of LABEL: "capture" p50/p99, "rate", "lost", "trigger"
 fig() {
     local s
@@ -235,47 +266,63 @@ fig() {
     esac
 }
 
-IFS='|' read -r FLAT _ _ <<<"$(stat "plugin loaded, no qprof" 4)"
-IFS='|' read -r CFLAT CFLAT_LO CFLAT_HI <<<"$(stat "plugin loaded with trigger=counter, no qprof" 4)"
-echo "Each figure: the median over $ROUNDS rounds of $SECS s stretches (lowest-highest in brackets)."
+IFS='|' read -r FLAT _ _ <<<"$(stat "plugin loaded, no qprof" 6)"
+IFS='|' read -r CFLAT CFLAT_LO CFLAT_HI <<<"$(stat "plugin loaded with trigger=counter, no qprof" 6)"
+echo "Each figure: the median over $ROUNDS rounds of $SECS s stretches (lowest-highest in brackets);"
+echo "placement ${BENCH_PLUGIN_PLACEMENT:-pinned} (the header of \`bench/plugin.sh\` says what each is)."
+echo "Slowdowns of the guest's work per guest second (its own \`rate\` lines: what the user's"
+echo "workload feels) against the plugin loaded and nobody sampling; beside it QEMU's CPU time per"
+echo "unit of work (the cost to the host), the vCPU thread's, and per wall second."
 echo
-echo "| run | slowdown, QEMU's CPU | slowdown, wall | slowdown, vCPU thread | samples/s | capture p50 / p99 | lost | trigger |"
-echo "|---|---|---|---|---|---|---|---|"
-for l in "plugin loaded, no qprof" "plugin loaded with trigger=counter, no qprof"; do
+echo "| run | guest's work per guest second | QEMU's CPU per work | vCPU thread | wall | samples/s | capture p50 / p99 | lost | trigger |"
+echo "|---|---|---|---|---|---|---|---|---|"
+row() { # LABEL [NOTE]
+    local l=$1 g glo ghi c clo chi v vlo vhi w wlo whi
+    IFS='|' read -r g glo ghi <<<"$(stat "$l" 6)"
     IFS='|' read -r c clo chi <<<"$(stat "$l" 4)"
-    IFS='|' read -r w wlo whi <<<"$(stat "$l" 3)"
     IFS='|' read -r v vlo vhi <<<"$(stat "$l" 5)"
-    echo "| $l | $c% ($clo-$chi) | $w% ($wlo-$whi) | $v% ($vlo-$vhi) | | | | |"
-done
+    IFS='|' read -r w wlo whi <<<"$(stat "$l" 3)"
+    echo "| $l${2:-} | **$g%** ($glo-$ghi) | $c% ($clo-$chi) | $v% ($vlo-$vhi) | $w% ($wlo-$whi) | $(fig "$l" rate) | $(fig "$l" capture) | $(fig "$l" lost) | $(fig "$l" trigger) |"
+}
+row "plugin loaded, no qprof" " (against QEMU 10 alone)"
+row "plugin loaded with trigger=counter, no qprof" " (against QEMU 10 alone)"
 for l in "plugin 1 kHz" "plugin 10 kHz" "plugin 10 kHz, timer" "plugin 10 kHz, counter" \
-    "plugin 1 kHz --exact"; do
-    IFS='|' read -r c clo chi <<<"$(stat "$l" 4)"
-    IFS='|' read -r w wlo whi <<<"$(stat "$l" 3)"
-    IFS='|' read -r v vlo vhi <<<"$(stat "$l" 5)"
-    echo "| $l | $(combine "$FLAT" "$c")% (sampling $c%: $clo-$chi) | $(combine "$FLAT" "$w")% ($w%: $wlo-$whi) | $(combine "$FLAT" "$v")% ($v%: $vlo-$vhi) | $(fig "$l" rate) | $(fig "$l" capture) | $(fig "$l" lost) | $(fig "$l" trigger) |"
+    "plugin 1 kHz --exact" "A/B: plugin 10 kHz" "A/B: plugin 10 kHz, timer" \
+    "A/B: plugin 10 kHz, counter"; do
+    row "$l"
 done
 IFS='|' read -r GW GWLO GWHI <<<"$(stat "gdbstub 1 kHz" 3)"
-IFS='|' read -r GC _ _ <<<"$(stat "gdbstub 1 kHz" 4)"
 GRATE=$(fig "gdbstub 1 kHz" rate)
 GPAUSE=$(fig "gdbstub 1 kHz" pause)
-GDB_CPU=$(awk -v c="$GC" -v r="$GRATE" -v p="$GPAUSE" 'BEGIN {
-    if (c == "-" || r == "" || p == "") { print "-"; exit }
-    share = 1 - r * p / 1000; if (share < 0) share = 0
-    printf "%.1f", 100 * (1 - (1 - c / 100) * share) }')
-echo "| gdbstub 1 kHz (no plugin) | $GDB_CPU% (estimated) | $GW% ($GWLO-$GWHI) | | $GRATE | paused p50 $GPAUSE ms | | |"
+echo "| gdbstub 1 kHz (no plugin; per wall second, as its pauses stop the guest's clock) | | | | **$GW%** ($GWLO-$GWHI) | $GRATE | paused p50 $GPAUSE ms | | |"
 echo
-echo "The plugin rows' slowdowns are 1 - (1 - the loaded plugin's flat cost, $FLAT%) x (1 - the"
-echo "sampling's cost against idle stretches of the same boot, in brackets with its spread)."
-echo "The counter trigger's flat cost, $CFLAT% of QEMU's CPU here ($CFLAT_LO-$CFLAT_HI), is what auto's"
-echo "rule weighs the timer's wake-ups against (plugin/qprof_ring.h, QPR_AUTO_TIMER_SHARE)."
+echo "The rows without A/B take each configuration's stretch against the idle stretches either"
+echo "side in one boot; the A/B rows a boot sampled throughout, as a user runs qprof, against the"
+echo "same round's boot with the plugin loaded and idle. The counter trigger's flat cost, $CFLAT% of"
+echo "the guest's work here ($CFLAT_LO-$CFLAT_HI), is what auto's rule weighs the timer's wake-ups"
+echo "against where the host has no CPU to spare (plugin/qprof_ring.h, qpr_auto_trigger)."
 echo
-P10=$(combine "$FLAT" "$(stat "plugin 10 kHz" 4 | cut -d'|' -f1)")
-echo "bench: plugin 10 kHz slowdown ${P10}%, gdbstub 1 kHz slowdown ${GDB_CPU}%"
-echo "bench: plugin 10 kHz by trigger (QEMU's CPU): auto ($(fig "plugin 10 kHz" trigger)) ${P10}%, timer $(combine "$FLAT" "$(stat "plugin 10 kHz, timer" 4 | cut -d'|' -f1)")%, counter $(combine "$FLAT" "$(stat "plugin 10 kHz, counter" 4 | cut -d'|' -f1)")%; wall: plugin 10 kHz $(combine "$FLAT" "$(stat "plugin 10 kHz" 3 | cut -d'|' -f1)")%, gdbstub 1 kHz ${GW}%"
-echo "bench: --exact slowdown $(combine "$FLAT" "$(stat "plugin 1 kHz --exact" 4 | cut -d'|' -f1)")% (plugin 1 kHz without it $(combine "$FLAT" "$(stat "plugin 1 kHz" 4 | cut -d'|' -f1)")%; QEMU's CPU per iteration)"
-echo "bench: plugin loaded and idle ${FLAT}%, with trigger=counter ${CFLAT}%; capture at 10 kHz p50 / p99 $(fig "plugin 10 kHz" capture), lost $(fig "plugin 10 kHz" lost)"
+# in-boot and A/B agree when either median lies within the other's spread
+agree() {
+    local m lo hi am alo ahi
+    IFS='|' read -r m lo hi <<<"$(stat "$1" 6)"
+    IFS='|' read -r am alo ahi <<<"$(stat "A/B: $1" 6)"
+    awk -v m="$m" -v lo="$lo" -v hi="$hi" -v am="$am" -v alo="$alo" -v ahi="$ahi" -v l="$1" 'BEGIN {
+        if (m == "-" || am == "-") { printf "%s: no figure\n", l; exit }
+        ok = (am >= lo && am <= hi) || (m >= alo && m <= ahi)
+        printf "%s: in-boot %s%% (%s-%s), across boots %s%% (%s-%s): %s\n", l, m, lo, hi, am, alo, ahi,
+            ok ? "agree" : "DISAGREE" }'
+}
+P10=$(stat "plugin 10 kHz" 6 | cut -d'|' -f1)
+echo "bench: plugin 10 kHz slowdown ${P10}%, gdbstub 1 kHz slowdown ${GW}%"
+echo "bench: plugin 10 kHz by trigger (guest's work per guest second): auto ($(fig "plugin 10 kHz" trigger)) ${P10}%, timer $(stat "plugin 10 kHz, timer" 6 | cut -d'|' -f1)%, counter $(stat "plugin 10 kHz, counter" 6 | cut -d'|' -f1)%; QEMU's CPU per work: auto $(stat "plugin 10 kHz" 4 | cut -d'|' -f1)%, timer $(stat "plugin 10 kHz, timer" 4 | cut -d'|' -f1)%, counter $(stat "plugin 10 kHz, counter" 4 | cut -d'|' -f1)%"
+for l in "plugin 10 kHz" "plugin 10 kHz, timer" "plugin 10 kHz, counter"; do
+    echo "bench: A/B $(agree "$l")"
+done
+echo "bench: --exact slowdown $(stat "plugin 1 kHz --exact" 6 | cut -d'|' -f1)% (plugin 1 kHz without it $(stat "plugin 1 kHz" 6 | cut -d'|' -f1)%; the guest's work per guest second)"
+echo "bench: plugin loaded and idle ${FLAT}%, with trigger=counter ${CFLAT}% (against QEMU 10 alone); capture at 10 kHz p50 / p99 $(fig "plugin 10 kHz" capture), lost $(fig "plugin 10 kHz" lost)"
 # a run that measured nothing says so and fails, rather than print dashes as its figures
-if [ "$P10" = - ] || [ "$GDB_CPU" = - ]; then
+if [ "$P10" = - ] || [ "$GW" = - ]; then
     echo "bench: plugin: no figures (the rows above; qprof's last words: $(tail -n 1 "$WORK/qprof.err" 2>/dev/null))" >&2
     exit 1
 fi

@@ -15,9 +15,9 @@
  *   jittered deadline or takes a sample every ~N instructions, and re-arms the counter. The
  *   re-arm distance adapts to the instruction rate, so the clock is read about eight times per
  *   interval. The inline add on every block is what this costs, sampling or not (bench/plugin.sh).
- * Each qprof's configuration says which (or auto: the timer, unless its wake-ups at that
- * interval, at the cost measured when QEMU loaded the plugin, would take too much of a host
- * core: qprof_ring.h, QPR_AUTO_TIMER_SHARE);
+ * Each qprof's configuration says which (or auto: the timer, unless there is no host CPU to spare
+ * beside the vCPU threads and its wake-ups, at the cost measured when QEMU loaded the plugin,
+ * would take more of the guest's CPUs than the counter does: qprof_ring.h, qpr_auto_trigger);
  * trigger=auto|timer|counter of -plugin is the default for a qprof that leaves it to the plugin.
  * The blocks' code is chosen when they are translated, so a change of trigger resets the plugin
  * (QEMU's code cache flushed, the callbacks registered again) from the next vCPU callback, which
@@ -55,6 +55,7 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -97,6 +98,7 @@ struct vcpu {
     /* the timer trigger: deadlines the timer thread flagged since this vCPU's last sample */
     _Atomic uint32_t flagged;
     uint32_t trigger_seen; /* plugin.trigger at this vCPU's last callback */
+    _Atomic pid_t tid;     /* the vCPU's host thread, from its first callback (0: none yet) */
 };
 
 /* The plugin's whole state: one instance per QEMU process, as QEMU loads a plugin once. */
@@ -134,6 +136,7 @@ static struct {
     /* The timer thread waits on timer_cond while there is nothing to time (no qprof, sampling
      * by instructions, or the counter trigger in place). */
     pthread_t timer_thread;
+    _Atomic pid_t timer_tid;
     pthread_mutex_t timer_lock;
     pthread_cond_t timer_cond;
 } plugin = {.listen_fd = -1,
@@ -316,6 +319,8 @@ static void on_counter(unsigned int idx, void *userdata)
     if (idx >= plugin.n_vcpus || !plugin.vcpus[idx].ready)
         return;
     struct vcpu *v = &plugin.vcpus[idx];
+    if (!atomic_load_explicit(&v->tid, memory_order_relaxed))
+        atomic_store_explicit(&v->tid, gettid(), memory_order_relaxed);
     uint64_t now = now_ns();
     apply_pending_reset(); /* a change of trigger, or --exact started or ended */
     uint32_t trigger = atomic_load_explicit(&plugin.trigger, memory_order_relaxed);
@@ -494,6 +499,7 @@ static void *timer_main(void *arg)
 {
     (void)arg;
     struct vcpu rng = {.rng = 0x2545f4914f6cdd1du ^ now_ns()}; /* only for jittered() */
+    atomic_store(&plugin.timer_tid, gettid());
     measure_wake_cost();
     uint64_t deadline = 0, gen = 0;
     for (;;) {
@@ -563,6 +569,40 @@ static void apply_pending_reset(void)
     qpr_reset(plugin.id, after_reset);
 }
 
+/* Adds the CPUs thread tid may run on to set; false when it cannot be read (tid 0 reads the
+ * calling thread's, as sched_getaffinity does). */
+static bool add_affinity(pid_t tid, cpu_set_t *set)
+{
+    cpu_set_t one;
+    if (sched_getaffinity(tid, sizeof one, &one) != 0)
+        return false;
+    CPU_OR(set, set, &one);
+    return true;
+}
+
+/* What auto's rule weighs, read now, since CPUs can be given and taken while QEMU runs (taskset,
+ * cgroups): the host CPUs the vCPU threads and the timer thread may use together, and how many
+ * vCPU threads there are. A vCPU not seen running yet counts as a thread of its own that may use
+ * what QEMU's main thread may. 0 CPUs: not known. */
+static void count_host_cpus(uint32_t *host_cpus, uint32_t *threads)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    bool known = add_affinity(atomic_load(&plugin.timer_tid), &set);
+    *threads = 0;
+    for (uint32_t i = 0; i < plugin.n_vcpus && known; i++) {
+        pid_t tid = atomic_load_explicit(&plugin.vcpus[i].tid, memory_order_relaxed);
+        bool seen = false;
+        for (uint32_t j = 0; j < i && tid; j++)
+            seen |= atomic_load_explicit(&plugin.vcpus[j].tid, memory_order_relaxed) == tid;
+        if (seen)
+            continue; /* without MTTCG one thread runs every vCPU */
+        *threads += 1;
+        known = add_affinity(tid ? tid : getpid(), &set);
+    }
+    *host_cpus = known ? (uint32_t)CPU_COUNT(&set) : 0;
+}
+
 /* Which trigger a configuration gets, and why. */
 static uint32_t choose_trigger(const struct qpr_config *c, uint32_t *reason)
 {
@@ -584,9 +624,12 @@ static uint32_t choose_trigger(const struct qpr_config *c, uint32_t *reason)
         return QPR_TRIGGER_TIMER;
     }
     *reason = QPR_REASON_RULE;
-    double timer_share = (double)wake_ns / (double)c->interval_ns; /* of one host core */
-    double limit = qpr_auto_timer_limit(plugin.n_vcpus);
-    return timer_share > limit ? QPR_TRIGGER_COUNTER : QPR_TRIGGER_TIMER;
+    uint32_t host_cpus, threads;
+    count_host_cpus(&host_cpus, &threads);
+    struct qpr_header *h = qps_header(plugin.shm);
+    atomic_store(&h->host_cpus, (uint16_t)MIN(host_cpus, UINT16_MAX));
+    atomic_store(&h->vcpu_threads, (uint16_t)MIN(threads, UINT16_MAX));
+    return qpr_auto_trigger(wake_ns, c->interval_ns, threads, host_cpus);
 }
 
 static void want_trigger(uint32_t trigger, uint32_t reason)

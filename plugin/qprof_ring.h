@@ -156,31 +156,54 @@ struct qpr_header {
     /* CPU time one wake-up of the plugin's timer thread costs on this host, measured when QEMU
      * loaded it (ns; 0: not measured yet). */
     _Atomic uint32_t wake_cost_ns;
-    uint32_t pad;
+    /* At the latest choice of trigger: the host CPUs the vCPU threads and the timer thread may
+     * run on, together, and the vCPU threads (fewer than n_vcpus without MTTCG); 0: not known.
+     * Auto's rule weighs one against the other (qpr_auto_trigger). */
+    _Atomic uint16_t host_cpus, vcpu_threads;
     /* The latest configuration's rates as the plugin applies them (QPR_MIN_* raise them). */
     _Atomic uint64_t interval_ns, period_insns;
 };
 
-/* Auto's rule for sampling by time: the timer until its wake-ups would take more than
- * QPR_AUTO_TIMER_SHARE of a host core per vCPU (at most QPR_AUTO_TIMER_MAX), then the counter.
- * Measured on the demo guest's spin loop (short blocks, the counter's worst case) on a nested
- * 2-core VM whose timer wake-up costs 11-19 us (bench/plugin.sh, medians of 5, five runs): the
- * counter costs 12-14% of QEMU's CPU sampling or not, and little more at 10 kHz (12-17%); the
- * timer 2% idle, 4-10% at 1 kHz, but 14-31% at 10 kHz, since each sample costs the host about
- * twice the bare wake-up (the flag meets the vCPU mid-chain, the callback's own work). At 1 kHz
- * the timer stayed below the counter's flat cost in every run, at 10 kHz the counter won four
- * and tied one: they cross where the wake-ups take about 8% of a core (~7 kHz here, ~30 kHz on
- * bare metal's 2-3 us). More vCPUs
- * favour the timer (one wake-up serves them all, the counter taxes each); past half a core the
- * timer thread itself falls behind on a busy host. */
-#define QPR_AUTO_TIMER_SHARE 0.08
-#define QPR_AUTO_TIMER_MAX   0.5
+/* Auto's rule for sampling by time, by what the guest loses (bench/plugin.sh measures it as the
+ * guest's work per guest second). The timer's cost to the guest is its wake-ups' host CPU where
+ * that CPU is taken from the vCPU threads; the counter's is the add in every block, a flat share
+ * of the guest's work wherever it runs.
+ * - A host CPU to spare beside the vCPU threads (the timer thread and the vCPU threads may use
+ *   more CPUs together than there are vCPUs): the wake-ups land on it and the guest loses only
+ *   the captures, about 3% at 10 kHz against the counter's 17-24% (a nested 2-core VM, pinned or
+ *   not). The timer.
+ * - None (everything on one core, or more vCPUs than cores): each wake-up takes its cost, measured
+ *   when QEMU loaded the plugin, from the CPUs the vCPUs share. The timer while that share stays
+ *   under the counter's flat cost, QPR_COUNTER_GUEST_COST; the counter beyond. On one shared core
+ *   at 10 kHz the timer cost the guest 29% and the counter 34% (wake-ups of 11-19 us: the timer's
+ *   share 11-19%, under the counter's 17-24%), so the timer wins there too, and the counter only
+ *   where wake-ups are dearer.
+ * host_cpus 0 means unknown: the timer, as a host with a spare CPU would get. */
+#define QPR_COUNTER_GUEST_COST 0.17
 
-/* The share of one host core auto lets the timer's wake-ups take with n_vcpus vCPUs. */
-static inline double qpr_auto_timer_limit(uint32_t n_vcpus)
+/* The share of the guest's CPUs the timer's wake-ups take when they run in the guest's time. */
+static inline double qpr_timer_guest_share(uint32_t wake_ns, uint64_t interval_ns,
+                                           uint32_t host_cpus)
 {
-    double share = QPR_AUTO_TIMER_SHARE * n_vcpus;
-    return share < QPR_AUTO_TIMER_MAX ? share : QPR_AUTO_TIMER_MAX;
+    if (!interval_ns || !host_cpus)
+        return 0;
+    return (double)wake_ns / (double)interval_ns / host_cpus;
+}
+
+static inline bool qpr_auto_spare_cpu(uint32_t vcpu_threads, uint32_t host_cpus)
+{
+    return !host_cpus || host_cpus > vcpu_threads;
+}
+
+/* QPR_TRIGGER_TIMER or QPR_TRIGGER_COUNTER (enum qpr_trigger, below) by the rule above. */
+static inline uint32_t qpr_auto_trigger(uint32_t wake_ns, uint64_t interval_ns,
+                                        uint32_t vcpu_threads, uint32_t host_cpus)
+{
+    if (qpr_auto_spare_cpu(vcpu_threads, host_cpus))
+        return 1; /* QPR_TRIGGER_TIMER */
+    return qpr_timer_guest_share(wake_ns, interval_ns, host_cpus) > QPR_COUNTER_GUEST_COST
+               ? 2  /* QPR_TRIGGER_COUNTER */
+               : 1; /* QPR_TRIGGER_TIMER */
 }
 
 /* How a vCPU is told to take a sample (qpr_config.trigger, qpr_header.trigger). Both end in a
@@ -194,8 +217,8 @@ static inline double qpr_auto_timer_limit(uint32_t n_vcpus)
  *   sampling or not, and no host wake-ups: cheaper at high rates where wake-ups are dear (a VM
  *   host), and the only way to sample by instruction counts (--period-insns).
  * - AUTO (asked, never in effect): by instructions COUNTER; by time TIMER, unless its wake-ups,
- *   at the cost measured on this host, would take too much of a core at the interval asked for
- *   (QPR_AUTO_TIMER_SHARE). */
+ *   at the cost measured on this host, would take more of the guest's CPUs than the counter
+ *   does, which happens only without a host CPU to spare (qpr_auto_trigger). */
 enum qpr_trigger {
     QPR_TRIGGER_AUTO = 0,
     QPR_TRIGGER_TIMER = 1,

@@ -110,9 +110,9 @@ struct prof_target_open_opts {
 /* How qprof-plugin.so tells a vCPU to take a sample (--plugin-trigger): a host timer thread that
  * flags the vCPUs (every block compares a word), or a per-vCPU instruction counter whose
  * callback keeps time (every block also adds to it); AUTO: the plugin's default, which unless
- * QEMU loaded it with trigger=timer|counter is the timer until its wake-ups at the interval
- * asked for would cost that host too much (qprof_ring.h, QPR_AUTO_TIMER_SHARE), and the counter
- * for --period-insns. */
+ * QEMU loaded it with trigger=timer|counter is the timer, unless the host has no CPU to spare
+ * beside the vCPU threads and the timer's wake-ups would take more of the guest's CPUs than the
+ * counter costs it (qprof_ring.h, qpr_auto_trigger), and the counter for --period-insns. */
 enum prof_plugin_trigger {
     PROF_PLUGIN_TRIGGER_AUTO = 0,
     PROF_PLUGIN_TRIGGER_TIMER,

@@ -112,7 +112,7 @@ struct target_plugin {
     struct plugin_cpu cpu;
     struct prof_vcpu vcpu;
     char version[48];
-    char trigger_line[200];
+    char trigger_line[256];
 };
 
 static uint64_t now_ns(void)
@@ -929,6 +929,32 @@ static const char *tp_describe(const void *impl)
                      : "captured by the plugin";
 }
 
+/* Auto's reason, with what its rule weighed (qprof_ring.h, qpr_auto_trigger). */
+static void auto_line(struct target_plugin *t, const char *name, uint32_t wake_ns,
+                      double interval_ns)
+{
+    const struct qpr_header *h = t->status;
+    unsigned cpus = atomic_load(&h->host_cpus), threads = atomic_load(&h->vcpu_threads);
+    const char *s = threads == 1 ? "" : "s";
+    if (!cpus) {
+        snprintf(t->trigger_line, sizeof t->trigger_line,
+                 "%s (auto: the host CPUs QEMU may use are not known)", name);
+    } else if (qpr_auto_spare_cpu(threads, cpus)) {
+        snprintf(t->trigger_line, sizeof t->trigger_line,
+                 "%s (auto: %u host CPUs for %u vCPU thread%s: the timer's wake-ups run beside "
+                 "the guest, not in its time)",
+                 name, cpus, threads, s);
+    } else {
+        double share = qpr_timer_guest_share(wake_ns, (uint64_t)interval_ns, cpus);
+        snprintf(t->trigger_line, sizeof t->trigger_line,
+                 "%s (auto: %u host CPU%s for %u vCPU thread%s, none to spare: a timer wake-up "
+                 "costs %.1f us here, %.1f%% of the guest's CPUs at this interval, %s the "
+                 "counter's %.0f%%)",
+                 name, cpus, cpus == 1 ? "" : "s", threads, s, wake_ns / 1e3, 100 * share,
+                 share > QPR_COUNTER_GUEST_COST ? "over" : "within", 100 * QPR_COUNTER_GUEST_COST);
+    }
+}
+
 /* Which trigger sampled, and why: from what the plugin put in the shared header. */
 static const char *tp_trigger(void *impl)
 {
@@ -950,12 +976,7 @@ static const char *tp_trigger(void *impl)
         snprintf(t->trigger_line, sizeof t->trigger_line, "%s (--period-insns)", name);
         break;
     case QPR_REASON_RULE:
-        snprintf(t->trigger_line, sizeof t->trigger_line,
-                 "%s (auto: a timer wake-up costs %.1f us of host CPU here, %.1f%% of a core at "
-                 "this interval, %s the %.0f%% auto allows the timer with %u vCPU%s)",
-                 name, wake_ns / 1e3, 100 * wake_ns / interval_ns,
-                 trigger == QPR_TRIGGER_COUNTER ? "over" : "within",
-                 100 * qpr_auto_timer_limit(t->n_vcpus), t->n_vcpus, t->n_vcpus == 1 ? "" : "s");
+        auto_line(t, name, wake_ns, interval_ns);
         break;
     case QPR_REASON_UNMEASURED:
         snprintf(t->trigger_line, sizeof t->trigger_line,

@@ -16,6 +16,7 @@
 #include <glib.h>
 #include <json-c/json.h>
 #include <math.h>
+#include <sched.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -1175,10 +1176,45 @@ static void check_line_prefix(const char *line, const char *want)
               (int)strcspn(line, "\n"), line, want);
 }
 
+/* Auto's line must follow its rule from the figures it gives: the timer with a host CPU to spare
+ * beside the vCPU threads; else the counter when the timer's wake-ups, at the cost the plugin
+ * measured on this host, take more of the guest's CPUs than the counter's flat cost. */
+static void check_auto_line(const char *line, const char *interval_ms)
+{
+    char which[16] = "";
+    unsigned cpus = 0, threads = 0;
+    if (strstr(line, "(auto: the host CPUs QEMU may use are not known)")) {
+        check_line_prefix(line, "timer (auto: the host CPUs");
+        return;
+    }
+    const char *f = strstr(line, " for ");
+    CHECK_MSG(sscanf(line, "%15s (auto: %u host CPU", which, &cpus) == 2 && f &&
+                  sscanf(f, " for %u vCPU thread", &threads) == 1 && cpus && threads,
+              "not auto's line: %.*s", (int)strcspn(line, "\n"), line);
+    if (!cpus || !threads)
+        return;
+    if (qpr_auto_spare_cpu(threads, cpus)) {
+        CHECK_MSG(strcmp(which, "timer") == 0, "auto chose %s with %u CPUs for %u vCPU threads",
+                  which, cpus, threads);
+        return;
+    }
+    double wake_us = 0;
+    const char *c = strstr(line, "a timer wake-up costs ");
+    CHECK_MSG(c && sscanf(c, "a timer wake-up costs %lf us", &wake_us) == 1,
+              "no wake-up cost in auto's line: %.*s", (int)strcspn(line, "\n"), line);
+    double share =
+        qpr_timer_guest_share((uint32_t)(wake_us * 1e3), (uint64_t)(atof(interval_ms) * 1e6), cpus);
+    fprintf(stderr, "auto: wake-ups %.1f%% of the guest's CPUs against %.0f%%: %s\n", 100 * share,
+            100 * QPR_COUNTER_GUEST_COST, which);
+    if (fabs(share - QPR_COUNTER_GUEST_COST) > 0.0006) /* the line rounds the cost to 0.1 us */
+        CHECK_MSG(strcmp(which, share > QPR_COUNTER_GUEST_COST ? "counter" : "timer") == 0,
+                  "auto chose %s at %.1f%% of the guest's CPUs against %.0f%%", which, 100 * share,
+                  100 * QPR_COUNTER_GUEST_COST);
+}
+
 /* The summary's "plugin trigger:" line names the trigger that sampled and why: what qprof asked
  * for, what QEMU loaded the plugin with, --period-insns's counter, or auto's choice, which must
- * follow its rule (the counter when the timer's wake-ups, at the cost the plugin measured on
- * this host, would take more than qpr_auto_timer_limit's share of a host core). */
+ * follow its rule (check_auto_line). */
 static void check_trigger_line(const char *err, const char *interval_ms, const char *extra)
 {
     const char *line = strstr(err, "plugin trigger: ");
@@ -1197,21 +1233,7 @@ static void check_trigger_line(const char *err, const char *interval_ms, const c
     } else if (strstr(line, "(auto, before")) {
         check_line_prefix(line, "timer (auto, before");
     } else {
-        char which[16] = "";
-        double wake_us = 0;
-        unsigned vcpus = 0;
-        const char *n = strstr(line, "auto allows the timer with ");
-        CHECK_MSG(sscanf(line, "%15s (auto: a timer wake-up costs %lf us", which, &wake_us) == 2 &&
-                      n && sscanf(n, "auto allows the timer with %u vCPU", &vcpus) == 1,
-                  "not auto's line: %.*s", (int)strcspn(line, "\n"), line);
-        double share = wake_us * 1e3 / (atof(interval_ms) * 1e6);
-        double bar = qpr_auto_timer_limit(vcpus);
-        fprintf(stderr, "auto: wake-ups %.1f%% of a core against %.0f%%: %s\n", 100 * share,
-                100 * bar, which);
-        if (fabs(share - bar) > 0.0006) /* the line rounds the cost to 0.1 us */
-            CHECK_MSG(strcmp(which, share > bar ? "counter" : "timer") == 0,
-                      "auto chose %s at %.1f%% of a core against %.0f%%", which, 100 * share,
-                      100 * bar);
+        check_auto_line(line, interval_ms);
     }
 }
 
@@ -1328,6 +1350,55 @@ static void case_plugin_spin_20k(void)
         folded_dump(&f);
     g_hash_table_destroy(roots);
     folded_free(&f);
+    vm_stop(g.vm);
+}
+
+/* Every thread of QEMU on one host CPU, the vCPU's among them: no CPU to spare, so auto weighs
+ * the timer's wake-ups against the counter's flat cost (check_auto_line) and says so; and the
+ * profile at 10 kHz is as right as with a core to spare. */
+static void case_plugin_one_core(void)
+{
+    cpu_set_t mine, one;
+    REQUIRE(sched_getaffinity(0, sizeof mine, &mine) == 0);
+    int cpu = 0;
+    while (!CPU_ISSET(cpu, &mine))
+        cpu++;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    struct guest g;
+    boot(&g, "spin,spin", false);
+    char *task_dir = g_strdup_printf("/proc/%d/task", (int)vm_pid(g.vm));
+    GDir *d = g_dir_open(task_dir, 0, NULL);
+    REQUIRE(d);
+    int pinned = 0;
+    for (const char *t; (t = g_dir_read_name(d));)
+        pinned += sched_setaffinity(atoi(t), sizeof one, &one) == 0;
+    g_dir_close(d);
+    g_free(task_dir);
+    fprintf(stderr, "QEMU's %d threads on CPU %d\n", pinned, cpu);
+    char output[512];
+    snprintf(output, sizeof output, "%s/out.folded", vm_dir(g.vm));
+    const char *args[] = {GUEST_ARGS(&g), "--samples", "3000",          "--interval", "0.1",
+                          "-o",           output,      "--no-progress", NULL};
+    struct qprof_run r = run_qprof(vm_dir(g.vm), args, run_deadline_s(3000));
+    CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
+    CHECK_MSG(strstr(r.err, "(auto: 1 host CPU for 1 vCPU thread, none to spare"),
+              "auto did not see QEMU on one CPU: %s", r.err);
+    check_trigger_line(r.err, "0.1", NULL);
+    struct folded f = read_folded(output);
+    GHashTable *roots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    check_spin_stacks(&f, roots);
+    uint64_t a = count_matching(&f, pred_has_frame, "hot_a");
+    uint64_t b = count_matching(&f, pred_has_frame, "hot_b");
+    double n = (double)(a + b ? a + b : 1), share = (double)a / n;
+    double tolerance = 4 * sqrt(0.75 * 0.25 / n) + 0.01; /* 4 sigma of the count, plus design */
+    fprintf(stderr, "hot_a %lu, hot_b %lu: share %.4f (+- %.4f)\n", (unsigned long)a,
+            (unsigned long)b, share, tolerance);
+    CHECK(a + b >= f.total / 2);
+    CHECK_MSG(fabs(share - 0.75) <= tolerance, "hot_a share %.4f over %.0f samples", share, n);
+    g_hash_table_destroy(roots);
+    folded_free(&f);
+    run_free(&r);
     vm_stop(g.vm);
 }
 
@@ -2533,6 +2604,7 @@ static int run_case(const char *which)
     CASE("plugin-missing",         case_plugin_missing(),          "e2e_plugin_missing")
     CASE("plugin-full-ring",       case_plugin_full_ring(),        "e2e_plugin_full_ring")
     CASE("plugin-spin-20k",        case_plugin_spin_20k(),         "e2e_plugin_spin_20k")
+    CASE("plugin-one-core",        case_plugin_one_core(),         "e2e_plugin_one_core")
     CASE("plugin-sys-10k",         case_plugin_sys_10k(),          "e2e_plugin_sys_10k")
     CASE("plugin-counter-spin",    case_spin(false),               "e2e_plugin_counter_spin")
     CASE("plugin-counter-sys",     case_sys(false),                "e2e_plugin_counter_sys")
