@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "qmp_internal.h"
 #include "qp_guardian.h"
+#include "qp_sock.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -39,8 +40,8 @@ static void wait_reply(int sock)
 {
     char buf[4096 + REPLY_TAIL_MAX];
     size_t kept = 0;
-    int64_t deadline = qmp__now_us() + REPLY_WAIT_US;
-    while (qmp__now_us() < deadline) {
+    int64_t deadline = qp_sock_now_us() + REPLY_WAIT_US;
+    while (qp_sock_now_us() < deadline) {
         struct pollfd pfd = {.fd = sock, .events = POLLIN};
         if (poll(&pfd, 1, 100) <= 0)
             continue;
