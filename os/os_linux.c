@@ -1,9 +1,12 @@
 /* The adapter for a stock Linux guest: nothing installed in it, nothing asked of the user. The
  * linux/ module finds the kernel in guest RAM (vmcoreinfo, then kallsyms and ORC through the
- * kernel's own page table); this file turns that into what the sampler asks of an OS adapter:
+ * kernel's own page table); os_linux*.c turn that into what the sampler asks of an OS adapter:
  * kernel symbols, kernel stacks unwound by ORC while the guest is stopped, the user registers
  * where the stack entered the kernel, the current task of each vCPU (BTF offsets, task_struct:
  * lx_task.h) and the mapping (VMA) a user pc lies in, from a per-mm cache of the maple tree.
+ *
+ * This file holds the ops table and what each stop and each spell of running does; the jobs it
+ * hands out are one file each (os_linux_internal.h lists them).
  *
  * Until the kernel is found the adapter answers as os_none.c does: a guest that is not Linux
  * gets one line (when --os linux named it) and the address-split mode. */
