@@ -1,7 +1,8 @@
 /* cli: the qprof command line on top of the sampling core. main.c, options.c (every option,
  * --help), setup.c (the target, OS adapter and session chosen from the options; cli_internal.h),
- * run.c (the run: the sampling loop with jittered intervals, signals, progress,
- * outputs, the summary), and one file per subcommand: report.c (`qprof report`), diff.c
+ * run.c (the run: the sampling loop with jittered intervals, signals, progress, outputs; its
+ * health checks in run_health.c, the summary in run_summary.c, sharing run_internal.h), and one
+ * file per subcommand: report.c (`qprof report`), diff.c
  * (`qprof diff`) and annotate.c (`qprof annotate`), which share load.c (cli_internal.h), and
  * top.c (`qprof top`, riding on run.c's loop through prof_run_hooks; top_view.c and top_text.c
  * are its numbers and its lines).

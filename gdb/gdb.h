@@ -62,6 +62,10 @@ uint64_t gdb_parser_bad_checksums(const gdb_parser *p);
 
 /* Builds `$payload#xx` for payload (escaping `$#}*`) into a fresh string (caller frees). */
 char *gdb_frame(const char *payload, size_t len, size_t *out_len);
+/* Decodes the hex pairs at hex into out, at most max bytes, stopping at the first pair that is
+ * not two hex digits (a NUL included): the bytes decoded. For payloads that carry bytes as hex
+ * (m and p replies, O console output, qThreadExtraInfo). */
+size_t gdb_hex_decode(const char *hex, size_t max, uint8_t *out);
 
 /* ---- Target description ----------------------------------------------------------------- */
 

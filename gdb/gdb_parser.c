@@ -237,3 +237,15 @@ char *gdb_frame(const char *payload, size_t len, size_t *out_len)
     g_string_free(s, TRUE);
     return out;
 }
+
+size_t gdb_hex_decode(const char *hex, size_t max, uint8_t *out)
+{
+    size_t k = 0;
+    for (; k < max; k++) {
+        int hi = hexval(hex[2 * k]), lo = hi < 0 ? -1 : hexval(hex[2 * k + 1]);
+        if (hi < 0 || lo < 0)
+            break;
+        out[k] = (uint8_t)(hi << 4 | lo);
+    }
+    return k;
+}

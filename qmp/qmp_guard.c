@@ -11,13 +11,13 @@
 #define _GNU_SOURCE
 #include "qmp_internal.h"
 #include "qp_guardian.h"
+#include "qp_sock.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #define GUARD_ID       "qprof-guardian"
 #define REPLY_WAIT_US  3000000 /* for QEMU to take the cont in before the socket goes */
@@ -33,13 +33,6 @@ struct qmp_guard {
     struct guard_state *state;
 };
 
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Reads replies until the one to the guardian's cont (or the close, or the deadline), so that
  * QEMU has read the cont before the guardian's copy of the socket closes. Replies to what qprof
  * left in flight go by unread. */
@@ -47,8 +40,8 @@ static void wait_reply(int sock)
 {
     char buf[4096 + REPLY_TAIL_MAX];
     size_t kept = 0;
-    int64_t deadline = mono_us() + REPLY_WAIT_US;
-    while (mono_us() < deadline) {
+    int64_t deadline = qp_sock_now_us() + REPLY_WAIT_US;
+    while (qp_sock_now_us() < deadline) {
         struct pollfd pfd = {.fd = sock, .events = POLLIN};
         if (poll(&pfd, 1, 100) <= 0)
             continue;

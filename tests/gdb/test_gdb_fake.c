@@ -196,6 +196,11 @@ static bool answer(struct fake *f, int fd, const char *p)
             say(fd, "T05thread:p01.02;");
             atomic_store(&f->stop_sent, true);
         }
+    } else if (g_str_has_prefix(p, "qRcmd,")) {
+        /* QEMU's monitor output comes as hex in O packets, in pieces, before the OK. */
+        say(fd, "O68656c6c6f20"); /* "hello " */
+        say(fd, "O776f726c640a"); /* "world\n" */
+        say(fd, "OK");
     } else if (g_str_has_prefix(p, "D")) {
         say(fd, "OK");
         return false;
@@ -539,6 +544,22 @@ static void test_hostile_wire(void)
     fake_stop(f);
 }
 
+/* gdb_monitor: the O packets' hex decoded and joined, the command hex-encoded. */
+static void test_monitor(void)
+{
+    struct fake *f = fake_start(SC_NORMAL);
+    gdb_client *c = open_fake(f);
+    struct qp_error err = {0};
+    char *text = NULL;
+    CHECK_MSG(gdb_monitor(c, "info mtree", &text, &err) == 0, "%s", err.msg);
+    CHECK_STR(text ? text : "(null)", "hello world\n");
+    g_free(text);
+    gdb_free(c);
+    fake_join(f);
+    CHECK_MSG(strstr(f->log->str, "qRcmd,696e666f206d74726565 ") != NULL, "log: %s", f->log->str);
+    fake_stop(f);
+}
+
 int main(void)
 {
     test_session();
@@ -547,5 +568,6 @@ int main(void)
     test_plain_thread_ids();
     test_late_answer();
     test_hostile_wire();
+    test_monitor();
     return harness_result();
 }

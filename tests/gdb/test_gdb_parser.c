@@ -216,6 +216,25 @@ static void test_tdesc_many(void)
     free(d);
 }
 
+/* gdb_hex_decode: pairs up to max, stopping at the first pair that is not hex (a NUL, an odd
+ * tail, `xx`), upper and lower case alike. */
+static void test_hex_decode(void)
+{
+    uint8_t out[8];
+    memset(out, 0xee, sizeof out);
+    CHECK_INT(gdb_hex_decode("48694aFf", 8, out), 4);
+    CHECK_INT(out[0], 0x48);
+    CHECK_INT(out[1], 0x69);
+    CHECK_INT(out[2], 0x4a);
+    CHECK_INT(out[3], 0xff);
+    CHECK_INT(out[4], 0xee);                          /* nothing past the end */
+    CHECK_INT(gdb_hex_decode("48694aff", 2, out), 2); /* at most max */
+    CHECK_INT(gdb_hex_decode("4869g0", 8, out), 2);   /* a bad pair ends it */
+    CHECK_INT(gdb_hex_decode("48xx69", 8, out), 1);
+    CHECK_INT(gdb_hex_decode("486", 8, out), 1); /* half a pair is no byte */
+    CHECK_INT(gdb_hex_decode("", 8, out), 0);
+}
+
 int main(void)
 {
     test_every_split();
@@ -224,5 +243,6 @@ int main(void)
     test_oversize();
     test_tdesc();
     test_tdesc_many();
+    test_hex_decode();
     return harness_result();
 }
