@@ -3,6 +3,7 @@
  * folding. Runs after the guest has resumed. */
 #include "stacks.h"
 
+#include "aspace.h"
 #include "sysroot.h"
 #include "qp_log.h"
 
@@ -213,6 +214,27 @@ static void sysroot_user_part(prof_stack_builder *sb, struct cpu_capture *c,
     st->sample.n_user = st->sample.n_frames;
 }
 
+/* --os none: a caller the frame-pointer chain gave whose pc is no code of a binary this
+ * address space runs is no frame at all (a teaching OS's first user frame saves whatever ra and
+ * s0 exec left, and the chain runs on through them into made-up addresses such as
+ * 0x100000000000): the walk ends before it, marked. Returns the frames kept. */
+static int keep_code_frames(prof_stack_builder *sb, const struct cpu_capture *c, int n,
+                            enum unw_stop *stop)
+{
+    const struct user_binary *b = c->bin;
+    uint64_t text_size = b->syms ? sym_table_text_size(b->syms) : 0;
+    for (int i = 1; i < n; i++) {
+        const struct unw_frame *f = &sb->frames[i];
+        uint64_t pc = f->activation ? f->pc : f->pc - 1;
+        if (f->method == UNW_BY_FP && pc - b->text_addr >= text_size &&
+            !prof_aspace_binary_at(c->as, pc)) {
+            *stop = UNW_STOP_NO_CFI;
+            return i;
+        }
+    }
+    return n;
+}
+
 static void user_part(prof_stack_builder *sb, struct cpu_capture *c, const struct unw_regs *regs,
                       struct prof_stack *st)
 {
@@ -236,6 +258,8 @@ static void user_part(prof_stack_builder *sb, struct cpu_capture *c, const struc
     unw_space *space = c->bin && c->bin->space ? c->bin->space : fallback_user_space(sb);
     enum unw_stop stop = UNW_STOP_ERROR;
     int n = space ? walk(sb, space, regs, &w, &stop) : 0;
+    if (c->as && c->bin)
+        n = keep_code_frames(sb, c, n, &stop);
     st->sample.user_stop = stop;
     append_walk(sb, st, n, stop, false, c->bin ? c->bin->module : OUT_NO_MODULE);
     st->sample.n_user = st->sample.n_frames;
@@ -314,8 +338,11 @@ static void kernel_part(prof_stack_builder *sb, struct cpu_capture *c, struct pr
      * missing, which the stack says. */
     st->sample.kernel_stop = stop;
     append_walk(sb, st, n, stop, true, prof_modules_kernel(sb->modules));
-    if (stop == UNW_STOP_LEFT_SPACE && !c->have_trap && !c->have_entry_regs &&
-        res.next_pc < sb->cfg.arch->split.user_end) {
+    /* A process's kernel-mode sample in the kernel's own table (capture_aspace): it came from
+     * user code, whose registers nothing here leads to, however this walk ended. */
+    bool user_unknown = c->as_lent && !c->have_trap && !c->have_entry_regs;
+    if (user_unknown || (stop == UNW_STOP_LEFT_SPACE && !c->have_trap && !c->have_entry_regs &&
+                         res.next_pc < sb->cfg.arch->split.user_end)) {
         st->sample.user_stop = UNW_STOP_MEMORY;
         sb->counters.truncated[UNW_STOP_MEMORY]++;
     }
