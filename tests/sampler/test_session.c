@@ -30,6 +30,7 @@ struct fake_guest {
     struct region regions[4];
     int n_regions;
     uint64_t pc;              /* where the vCPU stopped, in user mode */
+    bool kernel_mode;         /* ... or in kernel mode (privilege 0) */
     bool running;             /* false: someone else has the guest paused */
     bool was_paused;          /* the next stop finds it paused by someone else */
     uint64_t resets;          /* machine resets the target saw */
@@ -69,7 +70,10 @@ static int fake_sample(void *impl, prof_target *t, prof_target_stopped_fn fn, vo
         stats->was_paused = true;
         return 0;
     }
-    struct prof_vcpu cpu = {.index = 0, .user = true, .privilege = 3, .paging64 = true};
+    struct prof_vcpu cpu = {.index = 0,
+                            .user = !guest.kernel_mode,
+                            .privilege = guest.kernel_mode ? 0 : 3,
+                            .paging64 = true};
     cpu.pc = guest.pc;
     cpu.sp = STACK_TOP - STACK_SIZE;
     cpu.regs.r[prof_arch_x86_64.pc_reg] = cpu.pc;
@@ -257,7 +261,9 @@ static void guest_runs(uint64_t text_addr, const uint8_t *text, size_t len, cons
     fos = (struct fake_os){.pid = 42, .comm = comm};
 }
 
-static void fixture_open(struct fixture *f, const char *user_dir)
+/* kernel: a --kernel ELF and its symbols (consumed), or NULL. */
+static void fixture_open_kernel(struct fixture *f, const char *user_dir, const char *kernel,
+                                sym_table *kernel_syms)
 {
     struct qp_error err = {0};
     const char *dirs[1] = {user_dir};
@@ -269,10 +275,18 @@ static void fixture_open(struct fixture *f, const char *user_dir)
     struct prof_session_config cfg = {.user_dirs = dirs,
                                       .n_user_dirs = user_dir ? 1 : 0,
                                       .max_depth = 128,
-                                      .cpu_mask = ~UINT64_C(0)};
+                                      .cpu_mask = ~UINT64_C(0),
+                                      .kernel = kernel,
+                                      .kernel_syms = kernel_syms,
+                                      .kernel_is_elf = kernel != NULL};
     int rc = prof_session_new(f->target, f->os, &prof_arch_x86_64, &cfg, &f->session, &err);
     CHECK_MSG(rc == 0, "prof_session_new: %s", err.msg);
     REQUIRE(rc == 0);
+}
+
+static void fixture_open(struct fixture *f, const char *user_dir)
+{
+    fixture_open_kernel(f, user_dir, NULL, NULL);
 }
 
 static void fixture_close(struct fixture *f)
@@ -484,6 +498,46 @@ static void test_resets(void)
     fixture_close(&f);
 }
 
+/* A kernel linked in the low half (fx_lowkernel.elf at 1 MiB, as a teaching OS runs at its
+ * physical load address), sampled in kernel mode in kleaf, called from kmid, called from kentry
+ * (the outermost frame): privilege says kernel, and the kernel's unwind space is where the ELF's
+ * program headers put it, so the whole stack unwinds by its CFI. With the space on the kernel
+ * half alone, the leaf "left the space" and the stack had no frame. */
+static void test_low_half_kernel(void)
+{
+    struct qp_error err = {0};
+    sym_table *ksyms = NULL;
+    REQUIRE(sym_table_open_elf(FX_LOWKERNEL, &ksyms, &err) == 0);
+    uint64_t kentry = 0, kmid = 0, kleaf = 0;
+    REQUIRE(sym_find_by_name(ksyms, "kentry", &kentry) == 0);
+    REQUIRE(sym_find_by_name(ksyms, "kmid", &kmid) == 0);
+    REQUIRE(sym_find_by_name(ksyms, "kleaf", &kleaf) == 0);
+    CHECK(kentry < UINT64_C(0x200000)); /* the low half indeed */
+    struct fixture f;
+    guest_runs(fx_text_addr, fx_text, fx_text_size, "fx");
+    guest.kernel_mode = true;
+    guest.pc = kleaf;
+    const uint64_t returns[2] = {kmid + 5, kentry + 5}; /* past each 5-byte call */
+    memcpy(stack_bytes, returns, sizeof returns);
+    fixture_open_kernel(&f, NULL, FX_LOWKERNEL, ksyms);
+    CHECK(sample(&f));
+    out_profile *p = prof_session_profile(f.session);
+    REQUIRE(out_profile_sample_count(p) == 1);
+    const struct out_stack *st = out_profile_stack(p, out_profile_samples(p)[0].stack);
+    CHECK_INT(st->mode, OUT_MODE_KERNEL);
+    CHECK_INT(st->n_frames - st->n_user, 3);
+    CHECK_INT(st->kernel_stop, UNW_STOP_OUTERMOST);
+    if (st->n_frames == 3) {
+        CHECK_U64(st->frames[0].pc, kentry + 5); /* outermost first */
+        CHECK_U64(st->frames[1].pc, kmid + 5);
+        CHECK_U64(st->frames[2].pc, kleaf);
+        CHECK(st->frames[0].kernel && st->frames[2].kernel);
+    }
+    fixture_close(&f);
+    memset(stack_bytes, 0, sizeof returns);
+    guest.kernel_mode = false;
+}
+
 int main(void)
 {
     load_fx_text();
@@ -492,6 +546,7 @@ int main(void)
     test_identify_unknown();
     test_budget();
     test_resets();
+    test_low_half_kernel();
     g_free(fx_text);
     g_free(big_text);
     return harness_result();
