@@ -31,6 +31,9 @@ struct fake_guest {
     int n_regions;
     uint64_t pc;              /* where the vCPU stopped, in user mode */
     bool kernel_mode;         /* ... or in kernel mode (privilege 0) */
+    bool halted;              /* idle */
+    uint64_t sp;              /* its sp; 0: the stack region's base */
+    uint64_t as_root;         /* its address-space root */
     bool running;             /* false: someone else has the guest paused */
     bool was_paused;          /* the next stop finds it paused by someone else */
     uint64_t resets;          /* machine resets the target saw */
@@ -73,9 +76,11 @@ static int fake_sample(void *impl, prof_target *t, prof_target_stopped_fn fn, vo
     struct prof_vcpu cpu = {.index = 0,
                             .user = !guest.kernel_mode,
                             .privilege = guest.kernel_mode ? 0 : 3,
-                            .paging64 = true};
+                            .paging64 = true,
+                            .halted = guest.halted,
+                            .as_root = guest.as_root};
     cpu.pc = guest.pc;
-    cpu.sp = STACK_TOP - STACK_SIZE;
+    cpu.sp = guest.sp ? guest.sp : STACK_TOP - STACK_SIZE;
     cpu.regs.r[prof_arch_x86_64.pc_reg] = cpu.pc;
     cpu.regs.r[prof_arch_x86_64.sp_reg] = cpu.sp;
     guest.bytes_this_stop = 0;
@@ -168,6 +173,7 @@ static const struct prof_target_ops fake_target_ops = {
 
 struct fake_os {
     bool reboot;             /* the next refresh reports a new boot */
+    bool unknown;            /* tells nothing (as --os none) */
     unsigned machine_resets; /* machine_reset calls */
     uint32_t pid;
     const char *comm;
@@ -199,6 +205,10 @@ static void fos_refresh(void *impl, const struct prof_vcpu *cpus, int n_cpus,
 static void fos_task(void *impl, const struct prof_vcpu *cpu, int i, struct prof_task *out)
 {
     (void)impl, (void)cpu, (void)i;
+    if (fos.unknown) {
+        *out = (struct prof_task){.known = false};
+        return;
+    }
     *out = (struct prof_task){
         .known = true,
         .state = PROF_TASK_USER,
@@ -263,7 +273,7 @@ static void guest_runs(uint64_t text_addr, const uint8_t *text, size_t len, cons
 
 /* kernel: a --kernel ELF and its symbols (consumed), or NULL. */
 static void fixture_open_kernel(struct fixture *f, const char *user_dir, const char *kernel,
-                                sym_table *kernel_syms)
+                                sym_table *kernel_syms, bool by_content)
 {
     struct qp_error err = {0};
     const char *dirs[1] = {user_dir};
@@ -278,7 +288,8 @@ static void fixture_open_kernel(struct fixture *f, const char *user_dir, const c
                                       .cpu_mask = ~UINT64_C(0),
                                       .kernel = kernel,
                                       .kernel_syms = kernel_syms,
-                                      .kernel_is_elf = kernel != NULL};
+                                      .kernel_is_elf = kernel != NULL,
+                                      .by_content = by_content};
     int rc = prof_session_new(f->target, f->os, &prof_arch_x86_64, &cfg, &f->session, &err);
     CHECK_MSG(rc == 0, "prof_session_new: %s", err.msg);
     REQUIRE(rc == 0);
@@ -286,7 +297,7 @@ static void fixture_open_kernel(struct fixture *f, const char *user_dir, const c
 
 static void fixture_open(struct fixture *f, const char *user_dir)
 {
-    fixture_open_kernel(f, user_dir, NULL, NULL);
+    fixture_open_kernel(f, user_dir, NULL, NULL, false);
 }
 
 static void fixture_close(struct fixture *f)
@@ -519,7 +530,7 @@ static void test_low_half_kernel(void)
     guest.pc = kleaf;
     const uint64_t returns[2] = {kmid + 5, kentry + 5}; /* past each 5-byte call */
     memcpy(stack_bytes, returns, sizeof returns);
-    fixture_open_kernel(&f, NULL, FX_LOWKERNEL, ksyms);
+    fixture_open_kernel(&f, NULL, FX_LOWKERNEL, ksyms, false);
     CHECK(sample(&f));
     out_profile *p = prof_session_profile(f.session);
     REQUIRE(out_profile_sample_count(p) == 1);
@@ -538,6 +549,67 @@ static void test_low_half_kernel(void)
     guest.kernel_mode = false;
 }
 
+/* The newest sample's stack. */
+static const struct out_stack *newest(struct fixture *f)
+{
+    out_profile *p = prof_session_profile(f->session);
+    size_t n = out_profile_sample_count(p);
+    REQUIRE(n > 0);
+    return out_profile_stack(p, out_profile_samples(p)[n - 1].stack);
+}
+
+/* --os none with a kernel in the low half on a table of its own: a kernel-mode sample in the
+ * kernel's table goes to the process whose table the vCPU last ran user code in, its user side
+ * marked unknown; not on a stack inside the kernel image (a per-CPU boot stack: scheduler,
+ * idle loop), and not after the vCPU was seen idle. */
+static void test_kernel_table_process(void)
+{
+    struct qp_error err = {0};
+    sym_table *ksyms = NULL;
+    REQUIRE(sym_table_open_elf(FX_LOWKERNEL, &ksyms, &err) == 0);
+    uint64_t kentry = 0, kmid = 0, kleaf = 0;
+    REQUIRE(sym_find_by_name(ksyms, "kentry", &kentry) == 0);
+    REQUIRE(sym_find_by_name(ksyms, "kmid", &kmid) == 0);
+    REQUIRE(sym_find_by_name(ksyms, "kleaf", &kleaf) == 0);
+    struct fixture f;
+    guest_runs(fx_text_addr, fx_text, fx_text_size, "fx");
+    fos.unknown = true;
+    guest.as_root = 0x111000; /* the process's table */
+    fixture_open_kernel(&f, FX_USER_DIR, FX_LOWKERNEL, ksyms, true);
+    CHECK(sample(&f));
+    char process[OUT_COMM_LEN];
+    g_strlcpy(process, newest(&f)->comm, sizeof process);
+    CHECK_MSG(strstr(process, "[as 1]") != NULL, "user sample's process: '%s'", process);
+
+    guest.kernel_mode = true; /* a trap: the kernel's own table, its stack mapped high */
+    guest.as_root = 0x222000;
+    guest.pc = kleaf;
+    const uint64_t returns[2] = {kmid + 5, kentry + 5};
+    memcpy(stack_bytes, returns, sizeof returns);
+    CHECK(sample(&f));
+    const struct out_stack *st = newest(&f);
+    CHECK_STR(st->comm, process);
+    CHECK_INT(st->mode, OUT_MODE_KERNEL);
+    CHECK_INT(st->n_frames, 3);
+    CHECK_INT(st->n_user, 0);
+    CHECK_INT(st->user_stop, UNW_STOP_MEMORY); /* the user side: not known, marked */
+
+    guest.sp = kentry; /* a stack inside the kernel image: no process's */
+    CHECK(sample(&f));
+    CHECK_STR(newest(&f)->comm, "");
+    guest.sp = 0;
+
+    guest.halted = true; /* idle: what runs next on it was not seen */
+    CHECK(sample(&f));
+    guest.halted = false;
+    CHECK(sample(&f));
+    CHECK_STR(newest(&f)->comm, "");
+    fixture_close(&f);
+    memset(stack_bytes, 0, sizeof returns);
+    guest.kernel_mode = false;
+    fos.unknown = false;
+}
+
 int main(void)
 {
     load_fx_text();
@@ -547,6 +619,7 @@ int main(void)
     test_budget();
     test_resets();
     test_low_half_kernel();
+    test_kernel_table_process();
     g_free(fx_text);
     g_free(big_text);
     return harness_result();
