@@ -34,6 +34,7 @@ struct fake_guest {
     bool halted;              /* idle */
     uint64_t sp;              /* its sp; 0: the stack region's base */
     uint64_t as_root;         /* its address-space root */
+    uint64_t fp;              /* its frame pointer (rbp) */
     bool running;             /* false: someone else has the guest paused */
     bool was_paused;          /* the next stop finds it paused by someone else */
     uint64_t resets;          /* machine resets the target saw */
@@ -83,6 +84,7 @@ static int fake_sample(void *impl, prof_target *t, prof_target_stopped_fn fn, vo
     cpu.sp = guest.sp ? guest.sp : STACK_TOP - STACK_SIZE;
     cpu.regs.r[prof_arch_x86_64.pc_reg] = cpu.pc;
     cpu.regs.r[prof_arch_x86_64.sp_reg] = cpu.sp;
+    cpu.regs.r[UNW_RBP] = guest.fp;
     guest.bytes_this_stop = 0;
     int rc = fn(t, &cpu, 1, ctx, err);
     if (guest.bytes_this_stop > guest.max_bytes_a_stop)
@@ -610,6 +612,78 @@ static void test_kernel_table_process(void)
     fos.unknown = false;
 }
 
+/* The page of fx_userfp.elf's code as a loader leaves it: the executable segment's file bytes,
+ * zeros after them; *vaddr is its address. */
+static uint8_t *userfp_page(uint64_t *vaddr)
+{
+    static uint8_t page[4096];
+    int fd = open(FX_USERFP, O_RDONLY);
+    REQUIRE(fd >= 0);
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    size_t n = 0;
+    REQUIRE(e && elf_getphdrnum(e, &n) == 0);
+    for (size_t i = 0; i < n; i++) {
+        GElf_Phdr ph;
+        if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X))
+            continue;
+        REQUIRE(ph.p_vaddr % sizeof page == 0 && ph.p_filesz <= sizeof page);
+        REQUIRE(pread(fd, page, ph.p_filesz, (off_t)ph.p_offset) == (ssize_t)ph.p_filesz);
+        *vaddr = ph.p_vaddr;
+    }
+    elf_end(e);
+    close(fd);
+    return page;
+}
+
+/* --os none, a program with frame pointers and no unwind tables (fx_userfp.elf): its first
+ * frame saved whatever rbp and return address the loader left, and the chain through them led
+ * to a made-up caller (a teaching OS showed 0x100000000000 under every user stack). A caller
+ * the frame-pointer chain gives whose pc is no code of the address space's binaries ends the
+ * walk, marked, instead of becoming a frame. */
+static void test_made_up_caller(void)
+{
+    struct qp_error err = {0};
+    sym_table *t = NULL;
+    REQUIRE(sym_table_open_elf(FX_USERFP, &t, &err) == 0);
+    uint64_t spin = 0, start = 0, page_addr = 0;
+    REQUIRE(sym_find_by_name(t, "spin", &spin) == 0);
+    REQUIRE(sym_find_by_name(t, "_start", &start) == 0);
+    sym_table_free(t);
+    const uint8_t *page = userfp_page(&page_addr);
+    uint64_t ret = 0; /* past _start's call to spin */
+    for (uint64_t a = start; a < page_addr + 4096 - 5 && !ret; a++)
+        if (page[a - page_addr] == 0xe8)
+            ret = a + 5;
+    REQUIRE(ret);
+    struct fixture f;
+    guest_runs(page_addr, page, 4096, "fp");
+    fos.unknown = true;
+    guest.as_root = 0x333000;
+    guest.pc = spin + 4; /* in its loop, its frame record made: rbp == sp */
+    const uint64_t base = STACK_TOP - STACK_SIZE, made_up = UINT64_C(0x100000000000);
+    const uint64_t words[6] = {base + 16, ret, base + 32, made_up, 0, 0};
+    memcpy(stack_bytes, words, sizeof words);
+    guest.fp = base;
+    fixture_open_kernel(&f, FX_USERFP_DIR, NULL, NULL, true);
+    CHECK(sample(&f));
+    CHECK(sample(&f)); /* the first copied the page; this one knows the binary */
+    const struct out_stack *st = newest(&f);
+    CHECK_INT(st->mode, OUT_MODE_USER);
+    CHECK_MSG(strstr(st->comm, "fx_userf") != NULL, "process '%s'", st->comm);
+    CHECK_INT(st->n_frames, 2);
+    for (int i = 0; i < st->n_frames; i++)
+        CHECK(st->frames[i].pc != made_up);
+    if (st->n_frames == 2) {
+        CHECK_U64(st->frames[0].pc, ret);
+        CHECK_U64(st->frames[1].pc, spin + 4);
+    }
+    CHECK_INT(st->user_stop, UNW_STOP_NO_CFI);
+    fixture_close(&f);
+    memset(stack_bytes, 0, sizeof words);
+    guest.fp = 0;
+    fos.unknown = false;
+}
+
 int main(void)
 {
     load_fx_text();
@@ -620,6 +694,7 @@ int main(void)
     test_resets();
     test_low_half_kernel();
     test_kernel_table_process();
+    test_made_up_caller();
     g_free(fx_text);
     g_free(big_text);
     return harness_result();
