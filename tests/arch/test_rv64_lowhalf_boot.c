@@ -15,6 +15,7 @@
 #include <glib.h>
 #include <signal.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 
 #define KERNEL QPROF_DEMO_DIR "/kernel-lowhalf.elf"
@@ -64,15 +65,23 @@ static bool serial_has(const char *serial, const char *text)
     return has;
 }
 
-/* Polls the serial log for text, up to deadline_s (generous: the host is shared and TCG slow). */
-static bool wait_serial(const char *serial, const char *text, double deadline_s)
+static double now_s(void)
 {
-    for (int i = 0; i < deadline_s * 20; i++) {
-        if (serial_has(serial, text))
-            return true;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Polls the serial log for text until the monotonic time `until` (one deadline for all the
+ * lines of a boot, generous: the host is shared and TCG slow). */
+static bool wait_serial(const char *serial, const char *text, double until)
+{
+    while (!serial_has(serial, text)) {
+        if (now_s() > until)
+            return false;
         usleep(50000);
     }
-    return serial_has(serial, text);
+    return true;
 }
 
 /* Boots the guest on harts CPUs with run=, waits for each needle, then checks the log. */
@@ -93,9 +102,10 @@ static void boot(const char *qemu, int harts, const char *run, const char *const
         "-nodefaults", NULL};
     pid_t pid = child_start(qemu, args, dir, out, out, child_die_with_parent);
     REQUIRE(pid > 0);
-    CHECK_MSG(wait_serial(serial, "\nready", 60), "smp%d: no 'ready'", harts);
+    double until = now_s() + 120;
+    CHECK_MSG(wait_serial(serial, "\nready", until), "smp%d: no 'ready'", harts);
     for (const char *const *n = needles; *n; n++)
-        CHECK_MSG(wait_serial(serial, *n, 60), "smp%d: no '%s'", harts, *n);
+        CHECK_MSG(wait_serial(serial, *n, until), "smp%d: no '%s'", harts, *n);
     char *log = NULL;
     g_file_get_contents(serial, &log, NULL, NULL);
     CHECK_MSG(log && !strstr(log, "panic") && !strstr(log, "fault pid="),
