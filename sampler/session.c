@@ -86,7 +86,8 @@ struct prof_session {
      * all its segments load at (its own boot stacks among them): see capture_aspace. */
     bool kernel_outside_half;
     uint64_t kernel_image_lo, kernel_image_hi;
-    struct prof_stack stack; /* scratch, reused by every sample */
+    uint64_t kernel_code_lo, kernel_code_hi; /* the kernel's unwind space */
+    struct prof_stack stack;                 /* scratch, reused by every sample */
     struct prof_target_stats last_stats;
     uint64_t target_resets; /* prof_target_resets at the last stop */
     struct prof_capture_counters counters;
@@ -143,6 +144,7 @@ static int kernel_space_new(prof_session *s, struct qp_error *err)
     }
     prof_arch_kernel_space(s->arch, elf_lo, elf_hi, &lo, &hi);
     s->kernel_outside_half = lo != s->split.kernel_start;
+    s->kernel_code_lo = lo, s->kernel_code_hi = hi;
     if (s->kernel_outside_half &&
         sym_elf_load_span(s->opts.kernel, &s->kernel_image_lo, &s->kernel_image_hi, NULL) == 0) {
         s->kernel_image_lo += (uint64_t)s->opts.kernel_slide;
@@ -809,8 +811,32 @@ static void keep_kernel_code(prof_session *s, const struct cpu_capture *c)
 
 /* Stacks first: they are what this sample is for. A new binary's copy, and the guest's own
  * copies of its mapped files (no --sysroot), take what is left. */
+static int phys_word(void *ctx, uint64_t paddr, uint64_t *val)
+{
+    prof_session *s = ctx;
+    return prof_target_read_phys(s->target, paddr, val, sizeof *val, NULL);
+}
+
+/* A kernel run at its physical load address maps some of its own pages a second time, high: a
+ * trampoline page in every table, where the trap entry and exit run on the process's table.
+ * A kernel-mode pc there that the vCPU's table maps onto the kernel's code is that code: the
+ * walk and the names take the pc at its link address (the physical one). */
+static void alias_kernel_pc(prof_session *s, struct cpu_capture *c)
+{
+    struct prof_vcpu *v = &c->vcpu;
+    uint64_t pa, page;
+    if (!s->kernel_outside_half || v->user || !v->as_root ||
+        (v->pc >= s->kernel_code_lo && v->pc < s->kernel_code_hi) ||
+        prof_arch_page_walk(s->arch, v->as_root, &v->mmu, v->pc, phys_word, s, &pa, &page) != 0 ||
+        pa < s->kernel_code_lo || pa >= s->kernel_code_hi)
+        return;
+    v->pc = pa;
+    v->regs.r[s->arch->pc_reg] = pa;
+}
+
 static void capture_cpu(prof_session *s, struct cpu_capture *c)
 {
+    alias_kernel_pc(s, c);
     capture_stacks(s, c);
     keep_kernel_code(s, c);
     struct prof_os_mem mem = os_mem(s);
