@@ -665,7 +665,11 @@ static void lowhalf_line(GHashTable *kernel, const char *line, struct lowhalf_fi
         f->spin += n;
         f->spin_main += has_frame(line, "main") ? n : 0;
     }
-    if ((in_kernel || !named_any) && !g_str_has_prefix(stack, "idle") &&
+    /* The M-mode timer (timervec) is no S-mode kernel code: the gdbstub's priv says M there
+     * (counted as firmware); QMP's text names no mode, and the pc, identity-mapped in the
+     * kernel's table, reads as S-mode code with nothing under it. */
+    bool m_mode = strcmp(frames[len - 1], "timervec") == 0;
+    if ((in_kernel || !named_any) && !m_mode && !g_str_has_prefix(stack, "idle") &&
         !g_str_has_prefix(stack, "[firmware")) {
         f->kernel += n;
         f->leaf_named += g_hash_table_contains(kernel, frames[len - 1]) ? n : 0;
