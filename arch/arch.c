@@ -198,3 +198,14 @@ int prof_arch_check_match(const struct prof_arch *kernel, const char *kernel_pat
                         "--kernel %s is an ELF for %s, but the guest behind the %s is %s",
                         kernel_path, kernel->name, transport, guest->name);
 }
+
+void prof_arch_kernel_space(const struct prof_arch *a, uint64_t elf_lo, uint64_t elf_hi,
+                            uint64_t *lo, uint64_t *hi)
+{
+    *lo = a->split.kernel_start;
+    *hi = UINT64_MAX;
+    if (elf_lo < elf_hi && elf_lo < a->split.kernel_start) {
+        *lo = elf_lo;
+        *hi = elf_hi;
+    }
+}

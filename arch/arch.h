@@ -235,6 +235,15 @@ int prof_arch_page_walk(const struct prof_arch *a, uint64_t root, const struct p
                         uint64_t vaddr, prof_arch_phys_read_fn read_phys, void *ctx,
                         uint64_t *paddr, uint64_t *page_size);
 
+/* The addresses whose pcs the kernel's unwind space takes as kernel code, for a kernel ELF
+ * whose executable segments span [elf_lo, elf_hi) once slid (both 0: no ELF, a System.map or
+ * none). A kernel in the canonical kernel half gets the whole half (its modules and anything
+ * it maps there run beside it); one linked anywhere else (a hobby kernel run at its physical
+ * load address, 0x80000000 on riscv64's virt) gets what its program headers say, so that its
+ * pcs are unwound and a return into user code still leaves the space. */
+void prof_arch_kernel_space(const struct prof_arch *a, uint64_t elf_lo, uint64_t elf_hi,
+                            uint64_t *lo, uint64_t *hi);
+
 /* The table whose name is name (QMP's query-target "arch": "riscv64"), NULL when unknown. */
 const struct prof_arch *prof_arch_by_name(const char *name);
 

@@ -83,7 +83,12 @@ struct prof_session {
     /* --os none, which knows no kernel stack bounds: how far past the end of sp's page the
      * kernel stack window reaches (see kernel_window_len). */
     size_t kstack_extra;
-    struct prof_stack stack; /* scratch, reused by every sample */
+    /* --kernel's ELF runs outside the kernel half (prof_arch_kernel_space), and the addresses
+     * all its segments load at (its own boot stacks among them): see capture_aspace. */
+    bool kernel_outside_half;
+    uint64_t kernel_image_lo, kernel_image_hi;
+    uint64_t kernel_code_lo, kernel_code_hi; /* the kernel's unwind space */
+    struct prof_stack stack;                 /* scratch, reused by every sample */
     struct prof_target_stats last_stats;
     uint64_t target_resets; /* prof_target_resets at the last stop */
     struct prof_capture_counters counters;
@@ -127,11 +132,36 @@ static int load_kernel(prof_session *s, struct qp_error *err)
     return rc ? qp_error_prefix(err, "loading kernel unwind tables from %s", s->opts.kernel) : 0;
 }
 
+/* Where the kernel's pcs are: the kernel half, or where --kernel's ELF says it runs when that
+ * is elsewhere (prof_arch_kernel_space). Privilege, not this range, says a vCPU is in the
+ * kernel; the range only tells a kernel frame from the user frame it returns to. */
+static int kernel_space_new(prof_session *s, struct qp_error *err)
+{
+    uint64_t elf_lo = 0, elf_hi = 0, lo, hi;
+    if (s->opts.kernel_is_elf && s->opts.kernel &&
+        sym_elf_exec_span(s->opts.kernel, &elf_lo, &elf_hi, NULL) == 0) {
+        elf_lo += (uint64_t)s->opts.kernel_slide;
+        elf_hi += (uint64_t)s->opts.kernel_slide;
+    }
+    prof_arch_kernel_space(s->arch, elf_lo, elf_hi, &lo, &hi);
+    s->kernel_outside_half = lo != s->split.kernel_start;
+    s->kernel_code_lo = lo, s->kernel_code_hi = hi;
+    if (s->kernel_outside_half &&
+        sym_elf_load_span(s->opts.kernel, &s->kernel_image_lo, &s->kernel_image_hi, NULL) == 0) {
+        s->kernel_image_lo += (uint64_t)s->opts.kernel_slide;
+        s->kernel_image_hi += (uint64_t)s->opts.kernel_slide;
+    }
+    if (s->opts.verbose && s->kernel_outside_half)
+        qp_log(QP_LOG_INFO,
+               "--kernel %s runs outside the kernel half: kernel pcs are 0x%" PRIx64 "..0x%" PRIx64,
+               s->opts.kernel, lo, hi);
+    return unw_space_new(s->arch->unwind, "kernel", lo, hi, &s->kernel_space, err);
+}
+
 static int load_symbols(prof_session *s, const struct prof_session_config *cfg,
                         struct qp_error *err)
 {
-    int rc = unw_space_new(s->arch->unwind, "kernel", s->split.kernel_start, UINT64_MAX,
-                           &s->kernel_space, err);
+    int rc = kernel_space_new(s, err);
     if (rc || (rc = load_kernel(s, err)))
         return rc;
     s->store = sym_store_new();
@@ -573,6 +603,7 @@ static void forget_boot(prof_session *s)
         s->cap[i].uspace = NULL;
         s->cap[i].as = NULL;
         s->cap[i].space = NULL;
+        s->cap[i].last_user_as = NULL;
     }
     prof_sysroot_reset(s->sysroot);
     prof_model_reset(s->model); /* one reset for every way of identifying user code */
@@ -684,17 +715,39 @@ static void check_root_reuse(prof_session *s, struct cpu_capture *c, uint64_t pc
         c->as = prof_aspace_verify(s->aspaces, c->as, addr, bytes, len);
 }
 
-/* --os none: the vCPU's address space stands for its process once user code ran in it. */
+/* A kernel-mode vCPU in no process's table that runs for the process it last ran user code
+ * for: a kernel outside the kernel half (the shape of a teaching OS, which switches to a table
+ * of its own on every trap) on a stack that is not one of its image's own. Those (xv6's stack0,
+ * the demo's boot stacks) are per-CPU stacks its scheduler and idle loop run on, for no
+ * process. */
+static bool runs_for_last_process(const prof_session *s, const struct cpu_capture *c)
+{
+    const struct prof_vcpu *v = &c->vcpu;
+    return s->kernel_outside_half && c->last_user_as && !v->user &&
+           !prof_aspace_is_process(c->as) &&
+           (v->sp < s->kernel_image_lo || v->sp >= s->kernel_image_hi);
+}
+
+/* --os none: the vCPU's address space stands for its process once user code ran in it; in the
+ * kernel's own table, the process runs_for_last_process says. Its user registers are not known
+ * from here (no entry frame on this stack leads to them): the stack says so. */
 static void capture_aspace(prof_session *s, struct cpu_capture *c)
 {
     const struct prof_vcpu *v = &c->vcpu;
     c->as = prof_aspace_for(s->aspaces, v->as_root);
+    if (runs_for_last_process(s, c)) {
+        c->as = c->last_user_as;
+        c->as_lent = true;
+        return;
+    }
     if (!v->user && !c->have_entry_regs)
         return;
     uint64_t pc = v->user ? v->regs.r[s->arch->pc_reg] : c->entry_regs.r[s->arch->pc_reg];
     check_root_reuse(s, c, pc);
-    if (v->user)
+    if (v->user) {
         prof_aspace_saw_user(c->as);
+        c->last_user_as = c->as;
+    }
     copy_user_page(s, c, pc);
 }
 
@@ -790,8 +843,32 @@ static void keep_kernel_code(prof_session *s, const struct cpu_capture *c)
 
 /* Stacks first: they are what this sample is for. A new binary's copy, and the guest's own
  * copies of its mapped files (no --sysroot), take what is left. */
+static int phys_word(void *ctx, uint64_t paddr, uint64_t *val)
+{
+    prof_session *s = ctx;
+    return prof_target_read_phys(s->target, paddr, val, sizeof *val, NULL);
+}
+
+/* A kernel run at its physical load address maps some of its own pages a second time, high: a
+ * trampoline page in every table, where the trap entry and exit run on the process's table.
+ * A kernel-mode pc there that the vCPU's table maps onto the kernel's code is that code: the
+ * walk and the names take the pc at its link address (the physical one). */
+static void alias_kernel_pc(prof_session *s, struct cpu_capture *c)
+{
+    struct prof_vcpu *v = &c->vcpu;
+    uint64_t pa, page;
+    if (!s->kernel_outside_half || v->user || !v->as_root ||
+        (v->pc >= s->kernel_code_lo && v->pc < s->kernel_code_hi) ||
+        prof_arch_page_walk(s->arch, v->as_root, &v->mmu, v->pc, phys_word, s, &pa, &page) != 0 ||
+        pa < s->kernel_code_lo || pa >= s->kernel_code_hi)
+        return;
+    v->pc = pa;
+    v->regs.r[s->arch->pc_reg] = pa;
+}
+
 static void capture_cpu(prof_session *s, struct cpu_capture *c)
 {
+    alias_kernel_pc(s, c);
     capture_stacks(s, c);
     keep_kernel_code(s, c);
     struct prof_os_mem mem = os_mem(s);
@@ -817,6 +894,7 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
         c->space = NULL;
         c->uspace = NULL;
         c->as = NULL;
+        c->as_lent = false;
         c->as_label = NULL;
         c->page_state = PAGE_NONE;
         c->leaf_module = OUT_NO_MODULE;
@@ -843,6 +921,8 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
             capture_cpu(s, c);
             if (s->aspaces && c->vcpu.as_root) /* 0: the target cannot tell the root */
                 capture_aspace(s, c);
+        } else {
+            c->last_user_as = NULL; /* idle: whatever runs next on it was not seen */
         }
     }
     for (int i = 0; i < s->n_cpus; i++)

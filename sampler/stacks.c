@@ -189,12 +189,27 @@ static int keep_trusted(prof_stack_builder *sb, const struct cpu_capture *c, int
     return n;
 }
 
-/* Any other space: the whole walk is in the leaf's binary, as its tables say. */
-static void keep_leaf_binary(prof_stack_builder *sb, const struct prof_map *leaf, int n)
+/* Any other space: the whole walk is in the leaf's binary, as its tables say. A caller the
+ * frame-pointer chain gave at a pc no known mapping of the space covers is no frame at all (a
+ * teaching OS's first user frame saves whatever ra and s0 exec left, and the chain runs on
+ * through them into made-up addresses such as 0x100000000000): the walk ends before it,
+ * marked. Returns the frames kept. */
+static int keep_leaf_binary(prof_stack_builder *sb, const prof_space *as,
+                            const struct prof_map *leaf, int n, enum unw_stop *stop)
 {
     uint32_t module = leaf && leaf->known ? leaf->bin.module : OUT_NO_MODULE;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        const struct unw_frame *f = &sb->frames[i];
+        if (i > 0 && leaf && leaf->known && f->method == UNW_BY_FP) {
+            const struct prof_map *m = prof_space_find(as, f->activation ? f->pc : f->pc - 1);
+            if (!m || !m->known) {
+                *stop = UNW_STOP_NO_CFI;
+                return i;
+            }
+        }
         sb->frame_modules[i] = module;
+    }
+    return n;
 }
 
 /* Which user stacks had which files' tables (stacks by --sysroot's, by the guest's copies). */
@@ -251,7 +266,7 @@ static void user_part(prof_stack_builder *sb, struct cpu_capture *c, const struc
         if (prof_space_strict(as))
             n = keep_trusted(sb, c, n, &stop);
         else
-            keep_leaf_binary(sb, leaf, n);
+            n = keep_leaf_binary(sb, as, leaf, n, &stop);
         count_user_stack(sb, as, stop);
     }
     st->sample.user_stop = stop;
@@ -338,8 +353,11 @@ static void kernel_part(prof_stack_builder *sb, struct cpu_capture *c, struct pr
      * missing, which the stack says. */
     st->sample.kernel_stop = stop;
     append_walk(sb, st, n, stop, true, prof_modules_kernel(sb->modules));
-    if (stop == UNW_STOP_LEFT_SPACE && !c->have_trap && !c->have_entry_regs &&
-        res.next_pc < sb->cfg.arch->split.user_end) {
+    /* A process's kernel-mode sample in the kernel's own table (capture_aspace): it came from
+     * user code, whose registers nothing here leads to, however this walk ended. */
+    bool user_unknown = c->as_lent && !c->have_trap && !c->have_entry_regs;
+    if (user_unknown || (stop == UNW_STOP_LEFT_SPACE && !c->have_trap && !c->have_entry_regs &&
+                         res.next_pc < sb->cfg.arch->split.user_end)) {
         st->sample.user_stop = UNW_STOP_MEMORY;
         sb->counters.truncated[UNW_STOP_MEMORY]++;
     }

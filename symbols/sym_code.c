@@ -1,6 +1,7 @@
 /* The code bytes of a binary at their link addresses, for telling which binary's code a guest
  * ran from the code itself (qprof --exact: a block's address and the hash of its bytes). */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
@@ -81,4 +82,52 @@ const uint8_t *sym_code_at(const sym_code *c, uint64_t vaddr, size_t len)
             return s->bytes + (vaddr - s->vaddr);
     }
     return NULL;
+}
+
+static void widen_span(const GElf_Phdr *ph, uint64_t *lo, uint64_t *hi)
+{
+    if (ph->p_vaddr < *lo)
+        *lo = ph->p_vaddr;
+    if (ph->p_vaddr + ph->p_memsz > *hi)
+        *hi = ph->p_vaddr + ph->p_memsz;
+}
+
+static int elf_span(const char *path, bool exec_only, uint64_t *lo, uint64_t *hi,
+                    struct qp_error *err)
+{
+    int fd = qp_file_open_read(path, QP_FILE_MAX_ELF, NULL, err);
+    if (fd < 0)
+        return fd;
+    elf_version(EV_CURRENT);
+    Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    size_t nph = 0;
+    int rc = -EINVAL;
+    *lo = UINT64_MAX, *hi = 0;
+    if (elf && elf_kind(elf) == ELF_K_ELF && elf_getphdrnum(elf, &nph) == 0) {
+        for (size_t i = 0; i < nph; i++) {
+            GElf_Phdr ph;
+            if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD &&
+                (!exec_only || (ph.p_flags & PF_X)) && ph.p_memsz)
+                widen_span(&ph, lo, hi);
+        }
+        rc = *lo < *hi ? 0 : -ENOENT;
+    }
+    if (elf)
+        elf_end(elf);
+    close(fd);
+    if (rc == -EINVAL)
+        return qp_error_set(err, rc, "%s is no readable ELF file", path);
+    if (rc)
+        return qp_error_set(err, rc, "%s has no %ssegment", path, exec_only ? "executable " : "");
+    return 0;
+}
+
+int sym_elf_exec_span(const char *path, uint64_t *lo, uint64_t *hi, struct qp_error *err)
+{
+    return elf_span(path, true, lo, hi, err);
+}
+
+int sym_elf_load_span(const char *path, uint64_t *lo, uint64_t *hi, struct qp_error *err)
+{
+    return elf_span(path, false, lo, hi, err);
 }

@@ -118,6 +118,15 @@ size_t sym_store_count(const sym_store *s);
 /* Calls fn for every binary in the store (in no particular order). */
 void sym_store_foreach(const sym_store *s, void (*fn)(const sym_table *t, void *ctx), void *ctx);
 
+/* The span [*lo, *hi) that the executable PT_LOAD segments of the ELF file at path cover at
+ * their link addresses: where its code runs when it is not relocated (a kernel's unwind space).
+ * 0, -ENOENT with a message when the file has no executable segment, or negative when it is no
+ * readable ELF file. */
+int sym_elf_exec_span(const char *path, uint64_t *lo, uint64_t *hi, struct qp_error *err);
+/* The same over all its PT_LOAD segments, data and .bss included (where a kernel's own boot
+ * stacks are). */
+int sym_elf_load_span(const char *path, uint64_t *lo, uint64_t *hi, struct qp_error *err);
+
 /* ---- Code bytes of one binary -------------------------------------------------------------- */
 
 /* The file bytes of a binary's executable PT_LOAD segments at their link addresses, read once

@@ -3,7 +3,16 @@
 #ifndef GUEST_LAYOUT_H
 #define GUEST_LAYOUT_H
 
-#if defined(__riscv)
+#if defined(__riscv) && defined(GUEST_LOWHALF)
+/* riscv64, the low-half layout (kernel/riscv64-lowhalf/, guest/README.md): the kernel runs at
+ * its physical address on a page table of its own; a process's table maps its program (linked
+ * at 0), its stack, the clock page, its trapframe and the trampoline, nothing of the kernel. */
+#define KERNEL_PHYS     0x80000000          /* kernel image at RAM's start, mapped one-to-one */
+#define MAXVA           0x4000000000        /* Sv39: one past the highest user address */
+#define TRAMPOLINE      (MAXVA - 4096)      /* uservec/userret, in the kernel's and every table */
+#define TRAPFRAME       (TRAMPOLINE - 4096) /* the process's struct trapframe (its table only) */
+#define USER_STACK_TOP  0x3fffff0000        /* initial user sp (16-aligned), below a gap */
+#elif defined(__riscv)
 /* riscv64 (kernel/riscv64/): RAM starts at 0x80000000 on QEMU's virt machine; Sv39 gives user
  * code the addresses below 0x4000000000. */
 #define KERNEL_VMA      0xffffffff80000000 /* VA of physical address KERNEL_PHYS (1 GiB map) */

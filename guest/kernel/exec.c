@@ -1,7 +1,9 @@
 /* The ELF loader for the demo's static user programs (both kernels build this file); what
  * differs per architecture is the e_machine accepted, where a static PIE goes, and how a page
  * is mapped (proc_map_user_page, kcommon.h). */
-#if defined(__riscv)
+#if defined(GUEST_LOWHALF)
+#include "riscv64-lowhalf/lowhalf.h"
+#elif defined(__riscv)
 #include "riscv64/rv.h"
 #elif defined(__aarch64__)
 #include "aarch64/a64.h"

@@ -1,6 +1,8 @@
 /* The device tree QEMU's virt machine passes (riscv64 and aarch64 kernels build this file):
  * /chosen/bootargs and the number of /cpus/cpu@N nodes. */
-#if defined(__riscv)
+#if defined(GUEST_LOWHALF)
+#include "riscv64-lowhalf/lowhalf.h"
+#elif defined(__riscv)
 #include "riscv64/rv.h"
 #elif defined(__aarch64__)
 #include "aarch64/a64.h"

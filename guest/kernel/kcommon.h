@@ -9,6 +9,10 @@
 #define GUEST_KCOMMON_H
 
 /* ---- abi.c: the qprof ABI slots ---- */
+#ifdef GUEST_NO_QPROF_ABI
+/* A kernel that publishes nothing for qprof (riscv64-lowhalf): the shared code's calls go. */
+#define abi_publish(slot, p, idle) ((void)(p))
+#else
 /* Every CPU writes only its own slot, so the seqlock needs no atomics. */
 static inline void abi_write_begin(struct qprof_abi_cpu *slot)
 {
@@ -40,6 +44,7 @@ enum abi_fault {
     ABI_FAULT_COUNT,  /* cpu_count 0xffffffff */
 };
 void abi_set_fault(enum abi_fault fault);
+#endif
 
 /* ---- exec.c: the ELF loader ---- */
 #define ELF_PF_X 1u

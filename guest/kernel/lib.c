@@ -2,7 +2,9 @@
  * x86_64, the virt machine's UART on riscv64: both kernels build this file). */
 #include <stdarg.h>
 
-#if defined(__riscv)
+#if defined(GUEST_LOWHALF)
+#include "riscv64-lowhalf/lowhalf.h"
+#elif defined(__riscv)
 #include "riscv64/rv.h"
 #elif defined(__aarch64__)
 #include "aarch64/a64.h"

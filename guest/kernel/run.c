@@ -1,6 +1,8 @@
 /* The command line's options and the run= list (both kernels build this file): each kernel
  * supplies its embedded programs (programs[], programs_count) and the list to run. */
-#if defined(__riscv)
+#if defined(GUEST_LOWHALF)
+#include "riscv64-lowhalf/lowhalf.h"
+#elif defined(__riscv)
 #include "riscv64/rv.h"
 #elif defined(__aarch64__)
 #include "aarch64/a64.h"

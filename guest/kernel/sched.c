@@ -2,7 +2,9 @@
  * What differs per architecture sits behind the hooks kcommon.h lists: a new address space,
  * mapping a user page, a new process's first register frame, the switch of kernel stack and
  * page tables, the wait for an interrupt, and what the global tick does besides waking. */
-#if defined(__riscv)
+#if defined(GUEST_LOWHALF)
+#include "riscv64-lowhalf/lowhalf.h"
+#elif defined(__riscv)
 #include "riscv64/rv.h"
 #elif defined(__aarch64__)
 #include "aarch64/a64.h"
@@ -28,7 +30,7 @@ int proc_spawn(const char *name, const uint8_t *elf, size_t elf_size, int pin)
         return -1;
     memset(p, 0, sizeof *p);
     size_t n = strlen(name);
-    memcpy(p->name, name, n < QPROF_ABI_NAME_LEN - 1 ? n : QPROF_ABI_NAME_LEN - 1);
+    memcpy(p->name, name, n < sizeof p->name - 1 ? n : sizeof p->name - 1);
     proc_space_new(p);
     uint64_t entry = elf_load(p, elf, elf_size);
     if (!entry)

@@ -1,7 +1,9 @@
 /* System calls (x86_64 int $0x80, riscv64 ecall; both kernels build this file). SYS_WORK does
  * measurable work in named kernel functions so that sampled stacks cross from user to kernel:
  * sys_work -> kwork_checksum -> kwork_mix. */
-#if defined(__riscv)
+#if defined(GUEST_LOWHALF)
+#include "riscv64-lowhalf/lowhalf.h"
+#elif defined(__riscv)
 #include "riscv64/rv.h"
 #elif defined(__aarch64__)
 #include "aarch64/a64.h"
@@ -38,6 +40,12 @@ NOINLINE uint64_t sys_work(uint64_t n)
     return r;
 }
 
+/* A kernel on the process's page tables reads user memory directly; one with a table of its own
+ * (riscv64-lowhalf) defines user_read(dst, src, n), which walks the process's table. */
+#ifndef user_read
+#define user_read(dst, src, n) (memcpy((dst), (const void *)(src), (n)), 0)
+#endif
+
 /* User memory is reachable directly (the process's page tables are loaded); only the range is
  * checked, a bad but in-range pointer faults and kills the process. The bytes are copied first
  * (into this CPU's buffer; system calls run with interrupts off, so nothing else uses it): a
@@ -48,7 +56,8 @@ static NOINLINE uint64_t sys_write(uint64_t buf, uint64_t len)
     if (buf >= USER_ADDR_END || len > 4096 || buf + len >= USER_ADDR_END)
         return (uint64_t)-1;
     char *dst = copy[cpu_id()];
-    memcpy(dst, (const char *)buf, len);
+    if (user_read(dst, buf, len) < 0)
+        return (uint64_t)-1;
     kputs_n(dst, len);
     return len;
 }

@@ -1005,6 +1005,38 @@ static void test_abi_frames(void)
     CHECK_U64(u.r[0], 0);
 }
 
+/* The kernel's unwind space: the canonical kernel half for a kernel linked there (Linux, the
+ * demo kernels) or for none; what its program headers say for one linked in the low half at
+ * its physical load address (a teaching OS: riscv64 virt 0x80000000, x86_64 1 MiB, aarch64
+ * virt 0x40080000), where the half would leave every kernel pc outside the space. */
+static void test_kernel_space(void)
+{
+    static const struct {
+        const struct prof_arch *arch;
+        uint64_t low_lo, low_hi, high_lo, high_hi;
+    } k[] = {
+        {&prof_arch_riscv64, 0x80000000, 0x80008000, UINT64_C(0xffffffff80000000),
+         UINT64_C(0xffffffff80400000)},
+        {&prof_arch_x86_64, 0x100000, 0x180000, UINT64_C(0xffffffff81000000),
+         UINT64_C(0xffffffff82000000)},
+        {&prof_arch_aarch64, 0x40080000, 0x40100000, UINT64_C(0xffff800008000000),
+         UINT64_C(0xffff800009000000)},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        const struct prof_arch *a = k[i].arch;
+        uint64_t lo, hi;
+        prof_arch_kernel_space(a, k[i].low_lo, k[i].low_hi, &lo, &hi);
+        CHECK_U64(lo, k[i].low_lo);
+        CHECK_U64(hi, k[i].low_hi);
+        prof_arch_kernel_space(a, k[i].high_lo, k[i].high_hi, &lo, &hi);
+        CHECK_U64(lo, a->split.kernel_start);
+        CHECK_U64(hi, UINT64_MAX);
+        prof_arch_kernel_space(a, 0, 0, &lo, &hi); /* no ELF: the half */
+        CHECK_U64(lo, a->split.kernel_start);
+        CHECK_U64(hi, UINT64_MAX);
+    }
+}
+
 int main(void)
 {
     ram = calloc(1, RAM_SIZE);
@@ -1028,6 +1060,7 @@ int main(void)
     test_fp_aarch64();
     test_fp_riscv64();
     test_abi_frames();
+    test_kernel_space();
     free(ram);
     return harness_result();
 }

@@ -30,6 +30,11 @@ struct fake_guest {
     struct region regions[4];
     int n_regions;
     uint64_t pc;              /* where the vCPU stopped, in user mode */
+    bool kernel_mode;         /* ... or in kernel mode (privilege 0) */
+    bool halted;              /* idle */
+    uint64_t sp;              /* its sp; 0: the stack region's base */
+    uint64_t as_root;         /* its address-space root */
+    uint64_t fp;              /* its frame pointer (rbp) */
     bool running;             /* false: someone else has the guest paused */
     bool was_paused;          /* the next stop finds it paused by someone else */
     uint64_t resets;          /* machine resets the target saw */
@@ -69,11 +74,17 @@ static int fake_sample(void *impl, prof_target *t, prof_target_stopped_fn fn, vo
         stats->was_paused = true;
         return 0;
     }
-    struct prof_vcpu cpu = {.index = 0, .user = true, .privilege = 3, .paging64 = true};
+    struct prof_vcpu cpu = {.index = 0,
+                            .user = !guest.kernel_mode,
+                            .privilege = guest.kernel_mode ? 0 : 3,
+                            .paging64 = true,
+                            .halted = guest.halted,
+                            .as_root = guest.as_root};
     cpu.pc = guest.pc;
-    cpu.sp = STACK_TOP - STACK_SIZE;
+    cpu.sp = guest.sp ? guest.sp : STACK_TOP - STACK_SIZE;
     cpu.regs.r[prof_arch_x86_64.pc_reg] = cpu.pc;
     cpu.regs.r[prof_arch_x86_64.sp_reg] = cpu.sp;
+    cpu.regs.r[UNW_RBP] = guest.fp;
     guest.bytes_this_stop = 0;
     int rc = fn(t, &cpu, 1, ctx, err);
     if (guest.bytes_this_stop > guest.max_bytes_a_stop)
@@ -164,6 +175,7 @@ static const struct prof_target_ops fake_target_ops = {
 
 struct fake_os {
     bool reboot;             /* the next refresh reports a new boot */
+    bool unknown;            /* tells nothing (as --os none) */
     unsigned machine_resets; /* machine_reset calls */
     uint32_t pid;
     const char *comm;
@@ -195,6 +207,10 @@ static void fos_refresh(void *impl, const struct prof_vcpu *cpus, int n_cpus,
 static void fos_task(void *impl, const struct prof_vcpu *cpu, int i, struct prof_task *out)
 {
     (void)impl, (void)cpu, (void)i;
+    if (fos.unknown) {
+        *out = (struct prof_task){.known = false};
+        return;
+    }
     *out = (struct prof_task){
         .known = true,
         .state = PROF_TASK_USER,
@@ -257,7 +273,9 @@ static void guest_runs(uint64_t text_addr, const uint8_t *text, size_t len, cons
     fos = (struct fake_os){.pid = 42, .comm = comm};
 }
 
-static void fixture_open(struct fixture *f, const char *user_dir)
+/* kernel: a --kernel ELF and its symbols (consumed), or NULL. */
+static void fixture_open_kernel(struct fixture *f, const char *user_dir, const char *kernel,
+                                sym_table *kernel_syms, bool by_content)
 {
     struct qp_error err = {0};
     const char *dirs[1] = {user_dir};
@@ -269,10 +287,19 @@ static void fixture_open(struct fixture *f, const char *user_dir)
     struct prof_session_config cfg = {.user_dirs = dirs,
                                       .n_user_dirs = user_dir ? 1 : 0,
                                       .max_depth = 128,
-                                      .cpu_mask = ~UINT64_C(0)};
+                                      .cpu_mask = ~UINT64_C(0),
+                                      .kernel = kernel,
+                                      .kernel_syms = kernel_syms,
+                                      .kernel_is_elf = kernel != NULL,
+                                      .by_content = by_content};
     int rc = prof_session_new(f->target, f->os, &prof_arch_x86_64, &cfg, &f->session, &err);
     CHECK_MSG(rc == 0, "prof_session_new: %s", err.msg);
     REQUIRE(rc == 0);
+}
+
+static void fixture_open(struct fixture *f, const char *user_dir)
+{
+    fixture_open_kernel(f, user_dir, NULL, NULL, false);
 }
 
 static void fixture_close(struct fixture *f)
@@ -484,6 +511,179 @@ static void test_resets(void)
     fixture_close(&f);
 }
 
+/* A kernel linked in the low half (fx_lowkernel.elf at 1 MiB, as a teaching OS runs at its
+ * physical load address), sampled in kernel mode in kleaf, called from kmid, called from kentry
+ * (the outermost frame): privilege says kernel, and the kernel's unwind space is where the ELF's
+ * program headers put it, so the whole stack unwinds by its CFI. With the space on the kernel
+ * half alone, the leaf "left the space" and the stack had no frame. */
+static void test_low_half_kernel(void)
+{
+    struct qp_error err = {0};
+    sym_table *ksyms = NULL;
+    REQUIRE(sym_table_open_elf(FX_LOWKERNEL, &ksyms, &err) == 0);
+    uint64_t kentry = 0, kmid = 0, kleaf = 0;
+    REQUIRE(sym_find_by_name(ksyms, "kentry", &kentry) == 0);
+    REQUIRE(sym_find_by_name(ksyms, "kmid", &kmid) == 0);
+    REQUIRE(sym_find_by_name(ksyms, "kleaf", &kleaf) == 0);
+    CHECK(kentry < UINT64_C(0x200000)); /* the low half indeed */
+    struct fixture f;
+    guest_runs(fx_text_addr, fx_text, fx_text_size, "fx");
+    guest.kernel_mode = true;
+    guest.pc = kleaf;
+    const uint64_t returns[2] = {kmid + 5, kentry + 5}; /* past each 5-byte call */
+    memcpy(stack_bytes, returns, sizeof returns);
+    fixture_open_kernel(&f, NULL, FX_LOWKERNEL, ksyms, false);
+    CHECK(sample(&f));
+    out_profile *p = prof_session_profile(f.session);
+    REQUIRE(out_profile_sample_count(p) == 1);
+    const struct out_stack *st = out_profile_stack(p, out_profile_samples(p)[0].stack);
+    CHECK_INT(st->mode, OUT_MODE_KERNEL);
+    CHECK_INT(st->n_frames - st->n_user, 3);
+    CHECK_INT(st->kernel_stop, UNW_STOP_OUTERMOST);
+    if (st->n_frames == 3) {
+        CHECK_U64(st->frames[0].pc, kentry + 5); /* outermost first */
+        CHECK_U64(st->frames[1].pc, kmid + 5);
+        CHECK_U64(st->frames[2].pc, kleaf);
+        CHECK(st->frames[0].kernel && st->frames[2].kernel);
+    }
+    fixture_close(&f);
+    memset(stack_bytes, 0, sizeof returns);
+    guest.kernel_mode = false;
+}
+
+/* The newest sample's stack. */
+static const struct out_stack *newest(struct fixture *f)
+{
+    out_profile *p = prof_session_profile(f->session);
+    size_t n = out_profile_sample_count(p);
+    REQUIRE(n > 0);
+    return out_profile_stack(p, out_profile_samples(p)[n - 1].stack);
+}
+
+/* --os none with a kernel in the low half on a table of its own: a kernel-mode sample in the
+ * kernel's table goes to the process whose table the vCPU last ran user code in, its user side
+ * marked unknown; not on a stack inside the kernel image (a per-CPU boot stack: scheduler,
+ * idle loop), and not after the vCPU was seen idle. */
+static void test_kernel_table_process(void)
+{
+    struct qp_error err = {0};
+    sym_table *ksyms = NULL;
+    REQUIRE(sym_table_open_elf(FX_LOWKERNEL, &ksyms, &err) == 0);
+    uint64_t kentry = 0, kmid = 0, kleaf = 0;
+    REQUIRE(sym_find_by_name(ksyms, "kentry", &kentry) == 0);
+    REQUIRE(sym_find_by_name(ksyms, "kmid", &kmid) == 0);
+    REQUIRE(sym_find_by_name(ksyms, "kleaf", &kleaf) == 0);
+    struct fixture f;
+    guest_runs(fx_text_addr, fx_text, fx_text_size, "fx");
+    fos.unknown = true;
+    guest.as_root = 0x111000; /* the process's table */
+    fixture_open_kernel(&f, FX_USER_DIR, FX_LOWKERNEL, ksyms, true);
+    CHECK(sample(&f));
+    char process[OUT_COMM_LEN];
+    g_strlcpy(process, newest(&f)->comm, sizeof process);
+    CHECK_MSG(strstr(process, "[as 1]") != NULL, "user sample's process: '%s'", process);
+
+    guest.kernel_mode = true; /* a trap: the kernel's own table, its stack mapped high */
+    guest.as_root = 0x222000;
+    guest.pc = kleaf;
+    const uint64_t returns[2] = {kmid + 5, kentry + 5};
+    memcpy(stack_bytes, returns, sizeof returns);
+    CHECK(sample(&f));
+    const struct out_stack *st = newest(&f);
+    CHECK_STR(st->comm, process);
+    CHECK_INT(st->mode, OUT_MODE_KERNEL);
+    CHECK_INT(st->n_frames, 3);
+    CHECK_INT(st->n_user, 0);
+    CHECK_INT(st->user_stop, UNW_STOP_MEMORY); /* the user side: not known, marked */
+
+    guest.sp = kentry; /* a stack inside the kernel image: no process's */
+    CHECK(sample(&f));
+    CHECK_STR(newest(&f)->comm, "");
+    guest.sp = 0;
+
+    guest.halted = true; /* idle: what runs next on it was not seen */
+    CHECK(sample(&f));
+    guest.halted = false;
+    CHECK(sample(&f));
+    CHECK_STR(newest(&f)->comm, "");
+    fixture_close(&f);
+    memset(stack_bytes, 0, sizeof returns);
+    guest.kernel_mode = false;
+    fos.unknown = false;
+}
+
+/* The page of fx_userfp.elf's code as a loader leaves it: the executable segment's file bytes,
+ * zeros after them; *vaddr is its address. */
+static uint8_t *userfp_page(uint64_t *vaddr)
+{
+    static uint8_t page[4096];
+    int fd = open(FX_USERFP, O_RDONLY);
+    REQUIRE(fd >= 0);
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    size_t n = 0;
+    REQUIRE(e && elf_getphdrnum(e, &n) == 0);
+    for (size_t i = 0; i < n; i++) {
+        GElf_Phdr ph;
+        if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X))
+            continue;
+        REQUIRE(ph.p_vaddr % sizeof page == 0 && ph.p_filesz <= sizeof page);
+        REQUIRE(pread(fd, page, ph.p_filesz, (off_t)ph.p_offset) == (ssize_t)ph.p_filesz);
+        *vaddr = ph.p_vaddr;
+    }
+    elf_end(e);
+    close(fd);
+    return page;
+}
+
+/* --os none, a program with frame pointers and no unwind tables (fx_userfp.elf): its first
+ * frame saved whatever rbp and return address the loader left, and the chain through them led
+ * to a made-up caller (a teaching OS showed 0x100000000000 under every user stack). A caller
+ * the frame-pointer chain gives whose pc is no code of the address space's binaries ends the
+ * walk, marked, instead of becoming a frame. */
+static void test_made_up_caller(void)
+{
+    struct qp_error err = {0};
+    sym_table *t = NULL;
+    REQUIRE(sym_table_open_elf(FX_USERFP, &t, &err) == 0);
+    uint64_t spin = 0, start = 0, page_addr = 0;
+    REQUIRE(sym_find_by_name(t, "spin", &spin) == 0);
+    REQUIRE(sym_find_by_name(t, "_start", &start) == 0);
+    sym_table_free(t);
+    const uint8_t *page = userfp_page(&page_addr);
+    uint64_t ret = 0; /* past _start's call to spin */
+    for (uint64_t a = start; a < page_addr + 4096 - 5 && !ret; a++)
+        if (page[a - page_addr] == 0xe8)
+            ret = a + 5;
+    REQUIRE(ret);
+    struct fixture f;
+    guest_runs(page_addr, page, 4096, "fp");
+    fos.unknown = true;
+    guest.as_root = 0x333000;
+    guest.pc = spin + 4; /* in its loop, its frame record made: rbp == sp */
+    const uint64_t base = STACK_TOP - STACK_SIZE, made_up = UINT64_C(0x100000000000);
+    const uint64_t words[6] = {base + 16, ret, base + 32, made_up, 0, 0};
+    memcpy(stack_bytes, words, sizeof words);
+    guest.fp = base;
+    fixture_open_kernel(&f, FX_USERFP_DIR, NULL, NULL, true);
+    CHECK(sample(&f));
+    CHECK(sample(&f)); /* the first copied the page; this one knows the binary */
+    const struct out_stack *st = newest(&f);
+    CHECK_INT(st->mode, OUT_MODE_USER);
+    CHECK_MSG(strstr(st->comm, "fx_userf") != NULL, "process '%s'", st->comm);
+    CHECK_INT(st->n_frames, 2);
+    for (int i = 0; i < st->n_frames; i++)
+        CHECK(st->frames[i].pc != made_up);
+    if (st->n_frames == 2) {
+        CHECK_U64(st->frames[0].pc, ret);
+        CHECK_U64(st->frames[1].pc, spin + 4);
+    }
+    CHECK_INT(st->user_stop, UNW_STOP_NO_CFI);
+    fixture_close(&f);
+    memset(stack_bytes, 0, sizeof words);
+    guest.fp = 0;
+    fos.unknown = false;
+}
+
 int main(void)
 {
     load_fx_text();
@@ -492,6 +692,9 @@ int main(void)
     test_identify_unknown();
     test_budget();
     test_resets();
+    test_low_half_kernel();
+    test_kernel_table_process();
+    test_made_up_caller();
     g_free(fx_text);
     g_free(big_text);
     return harness_result();

@@ -1,5 +1,5 @@
 /* Tests of the symbols module against fixture ELFs built by this test's CMakeLists.txt.
- * Usage: test_symbols CASE (hash, elf, stripped, dynsym, demangle, map, kallsyms, store). */
+ * Usage: test_symbols CASE (hash, elf, span, stripped, dynsym, demangle, map, kallsyms, store). */
 #define _GNU_SOURCE
 #include <elfutils/libdwelf.h>
 #include <fcntl.h>
@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <errno.h>
+#include <inttypes.h>
 #include <gelf.h>
 #include <glib.h>
 #include <string.h>
@@ -261,6 +262,28 @@ static void test_elf(void)
     CHECK_INT(sym_table_open_elf(FX("fx.map"), &none, &err), -EINVAL);
     CHECK(none == NULL);
     sym_table_free(NULL);
+}
+
+/* The span of an ELF's PT_LOAD segments (a kernel's unwind space, its own stacks): the code
+ * span covers every function nm lists, the whole span holds the code span. */
+static void test_span(void)
+{
+    static struct nm_sym syms[256];
+    size_t n = read_nm(FX("fx.nms"), syms, 256);
+    REQUIRE(n > 10);
+    uint64_t lo = 0, hi = 0, all_lo = 0, all_hi = 0;
+    CHECK_INT(sym_elf_exec_span(FX("fx"), &lo, &hi, NULL), 0);
+    CHECK_INT(sym_elf_load_span(FX("fx"), &all_lo, &all_hi, NULL), 0);
+    CHECK(lo < hi);
+    CHECK(all_lo <= lo && hi <= all_hi);
+    for (size_t i = 0; i < n; i++)
+        if (syms[i].type == 'T' || syms[i].type == 't')
+            CHECK_MSG(syms[i].addr >= lo && syms[i].addr < hi, "%s at 0x%" PRIx64, syms[i].name,
+                      syms[i].addr);
+    struct qp_error err = {0};
+    CHECK_INT(sym_elf_exec_span(FX("fx.map"), &lo, &hi, &err), -EINVAL);
+    CHECK(strstr(err.msg, "fx.map") != NULL);
+    CHECK(sym_elf_exec_span(FX("missing"), &lo, &hi, NULL) < 0);
 }
 
 static void test_stripped(void)
@@ -793,12 +816,19 @@ static const struct {
     const char *name;
     void (*run)(void);
 } cases[] = {
-    {"hash", test_hash},           {"elf", test_elf},
-    {"stripped", test_stripped},   {"dynsym", test_dynsym},
-    {"demangle", test_demangle},   {"map", test_map},
-    {"kallsyms", test_kallsyms},   {"store", test_store},
-    {"lines", test_lines},         {"pages", test_pages},
-    {"mem_image", test_mem_image}, {"debug_file", test_debug_file},
+    {"hash", test_hash},
+    {"elf", test_elf},
+    {"span", test_span},
+    {"stripped", test_stripped},
+    {"dynsym", test_dynsym},
+    {"demangle", test_demangle},
+    {"map", test_map},
+    {"kallsyms", test_kallsyms},
+    {"store", test_store},
+    {"lines", test_lines},
+    {"pages", test_pages},
+    {"mem_image", test_mem_image},
+    {"debug_file", test_debug_file},
 };
 
 int main(int argc, char **argv)
