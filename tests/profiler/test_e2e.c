@@ -142,6 +142,9 @@ static const char *variant_kernel, *variant_user_dir;
  * guest memory out of the QEMU process; every run's summary must name that backend. */
 static bool no_ram_file;
 #define PROCMEM_SUMMARY "memory: process memory)"
+/* plugin-alone-CASE: qprof is given the plugin's socket and nothing else (no --qmp-socket): the
+ * plugin's own captures prove where guest RAM lies in QEMU. */
+static bool plugin_alone;
 
 static int boot_with(struct guest *g, const char *run, bool nofp, const char *const *extra_args)
 {
@@ -176,9 +179,21 @@ static int boot(struct guest *g, const char *run, bool nofp)
 /* qprof's arguments that point it at the guest: its QMP socket or gdbstub, kernel and user
  * programs. */
 #define GUEST_ARGS(g)                                                                              \
-    target_flag(), target_address(g), transport == OVER_PLUGIN ? "--qmp-socket" : "--transport",   \
-        transport == OVER_PLUGIN ? vm_qmp_path((g)->vm) : "auto", "--kernel", (g)->kernel,         \
+    target_flag(), target_address(g), beside_flag(), beside_value(g), "--kernel", (g)->kernel,     \
         "--user-dir", (g)->user_dir
+
+/* The pair after the target's address: the plugin's QMP socket, or an option at its default. */
+static const char *beside_flag(void)
+{
+    if (transport != OVER_PLUGIN)
+        return "--transport";
+    return plugin_alone ? "--memory" : "--qmp-socket";
+}
+
+static const char *beside_value(const struct guest *g)
+{
+    return transport != OVER_PLUGIN || plugin_alone ? "auto" : vm_qmp_path(g->vm);
+}
 
 static const char *target_flag(void)
 {
@@ -2478,6 +2493,9 @@ static void choose_target(const char *which)
     }
     /* procmem-: QEMU started without the shared RAM file (guest memory out of its process) */
     no_ram_file = strstr(which, "procmem-") != NULL;
+    /* plugin-alone-: no --qmp-socket beside the plugin, and no RAM file */
+    plugin_alone = transport == OVER_PLUGIN && g_str_has_prefix(which, "alone-");
+    no_ram_file |= plugin_alone;
 }
 
 /* Every case, named once: CMake makes the ctest cases from the CASE lines (qp_add_cases in
@@ -2548,6 +2566,8 @@ static int run_case(const char *which)
     CASE("gdb-procmem-spin",       case_spin(false),               "e2e_gdb_procmem_spin")
     CASE("gdb-procmem-sys",        case_sys(false),                "e2e_gdb_procmem_sys")
     CASE("plugin-procmem-spin",    case_spin(false),               "e2e_plugin_procmem_spin")
+    CASE("plugin-alone-spin",      case_spin(false),               "e2e_plugin_alone_spin")
+    CASE("plugin-alone-sys",       case_sys(false),                "e2e_plugin_alone_sys")
     // clang-format on
 #undef CASE
     fprintf(stderr, "unknown case '%s'\n", which);
