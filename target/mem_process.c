@@ -324,6 +324,17 @@ static int explain_refusal(pid_t pid, struct qp_error *err)
     return 0;
 }
 
+bool target_pmem_peer_is_other_user(int sock)
+{
+    pid_t pid = 0;
+    struct qp_error ignored = {0};
+    unsigned real, effective;
+    char uids[128];
+    return target_pmem_peer_pid(sock, &pid, &ignored) == 0 &&
+           status_field(pid, "Uid", uids, sizeof uids) &&
+           sscanf(uids, "%u %u", &real, &effective) == 2 && effective != geteuid();
+}
+
 /* The first readable mapping of pid, for a one-byte trial read; 0 when none. */
 static uint64_t first_readable(pid_t pid)
 {

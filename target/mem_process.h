@@ -42,6 +42,11 @@ int target_pmem_parse_mtree(const char *text, struct target_pmem_range *out, int
  * "QEMU runs on another host", when this host has none). */
 int target_pmem_peer_pid(int sock, pid_t *pid, struct qp_error *err);
 
+/* Whether the process at the other end of sock runs as another user than qprof (effective
+ * uids): such a QEMU cannot write memsave's files into qprof's private directory. False when
+ * this cannot be told. */
+bool target_pmem_peer_is_other_user(int sock);
+
 /* Whether this process may read pid's memory, and if not, why, in one line: not a QEMU (its
  * executable's name has neither "qemu" nor "kvm"), another user's process, Yama's
  * ptrace_scope, no CAP_SYS_PTRACE. Tries a one-byte read at the end. */
