@@ -13,6 +13,7 @@
 #include "qprof_ring.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <glib.h>
 #include <json-c/json.h>
 #include <math.h>
@@ -145,6 +146,8 @@ static bool no_ram_file;
 /* plugin-alone-CASE: qprof is given the plugin's socket and nothing else (no --qmp-socket): the
  * plugin's own captures prove where guest RAM lies in QEMU. */
 static bool plugin_alone;
+/* 0, or the uid QEMU runs as (another user's QEMU: vm_opts.run_as). */
+static uid_t qemu_uid;
 
 static int boot_with(struct guest *g, const char *run, bool nofp, const char *const *extra_args)
 {
@@ -162,7 +165,8 @@ static int boot_with(struct guest *g, const char *run, bool nofp, const char *co
                            .extra_args = extra_args,
                            .gdbstub = transport == OVER_GDB,
                            .plugin = transport == OVER_PLUGIN,
-                           .plugin_args = plugin_args};
+                           .plugin_args = plugin_args,
+                           .run_as = qemu_uid};
     int rc = vm_start(&opts, &g->vm);
     if (rc == VM_SKIP)
         exit(VM_SKIP);
@@ -2476,6 +2480,68 @@ static void case_procmem_no_ptrace(void)
     vm_stop(g.vm);
 }
 
+#define OTHER_QEMU_UID 65534 /* nobody: another user's QEMU */
+#define THIRD_UID      65533 /* qprof's: neither root nor QEMU's user */
+
+/* qprof as a third user, without any capability: the kernel refuses it QEMU's memory. */
+static int become_third_user(void)
+{
+    if (setgroups(0, NULL) != 0 || setresgid(THIRD_UID, THIRD_UID, THIRD_UID) != 0 ||
+        setresuid(THIRD_UID, THIRD_UID, THIRD_UID) != 0)
+        return 125;
+    return 0;
+}
+
+/* One run of 300 samples of spin: the refusal (if any) in one line, the backend the summary
+ * names, and the profile's hot loops in their 75:25. */
+static void other_user_run(struct guest *g, int (*before_exec)(void), const char *refusal,
+                           const char *backend)
+{
+    char out[512], err_path[512], output[512];
+    snprintf(out, sizeof out, "%s/qprof.out", vm_dir(g->vm));
+    snprintf(err_path, sizeof err_path, "%s/qprof.err", vm_dir(g->vm));
+    snprintf(output, sizeof output, "%s/out.folded", vm_dir(g->vm));
+    const char *args[] = {GUEST_ARGS(g), "--samples", "300", "-o", output, "--no-progress", NULL};
+    unlink(output);
+    pid_t pid = child_start(QPROF_BIN, args, vm_dir(g->vm), out, err_path, before_exec);
+    struct qprof_run r = wait_qprof(vm_dir(g->vm), pid, run_deadline_s(300));
+    fprintf(stderr, "%s", r.err);
+    CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
+    if (refusal)
+        CHECK_MSG(count_substr(r.err, "qprof: process memory: ") == 1 &&
+                      count_substr(r.err, refusal) == 1,
+                  "want one line saying '%s': %s", refusal, r.err);
+    else
+        CHECK_MSG(!strstr(r.err, "qprof: process memory: "), "a refusal: %s", r.err);
+    CHECK_MSG(strstr(r.err, backend) != NULL, "the summary does not say '%s': %s", backend, r.err);
+    run_free(&r);
+    struct folded f = read_folded(output);
+    CHECK_MSG(f.total == 300, "asked for 300 samples, the file holds %lu", (unsigned long)f.total);
+    check_spin_ratio(&f);
+    folded_free(&f);
+}
+
+/* Another user's QEMU (nobody's), without the RAM file: a qprof of a third user, and root's
+ * without CAP_SYS_PTRACE, are refused its memory in one line that says why and read through
+ * HMP (memsave's files lie in qprof's private directory, which that QEMU cannot write); root's
+ * reads it. */
+static void case_procmem_other_user(void)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "SKIP: starting QEMU as another user needs root\n");
+        exit(VM_SKIP);
+    }
+    qemu_uid = OTHER_QEMU_UID;
+    struct guest g;
+    boot(&g, "spin,spin", false);
+    other_user_run(&g, become_third_user, "is another user's (uid 65534; qprof runs as uid 65533)",
+                   "memory: hmp)");
+    other_user_run(&g, drop_ptrace_cap, "is another user's (uid 65534; qprof runs as uid 0)",
+                   "memory: hmp)");
+    other_user_run(&g, NULL, NULL, PROCMEM_SUMMARY);
+    vm_stop(g.vm);
+}
+
 /* The prefixes of an argument choose the target, the plugin's trigger and the memory: plugin-
  * [counter-|timer-], gdb-, and procmem- after them; the case itself is looked up by the whole
  * argument in run_case's table. */
@@ -2563,6 +2629,7 @@ static int run_case(const char *which)
     CASE("procmem-spin",           case_spin(false),               "e2e_procmem_spin")
     CASE("procmem-sys",            case_sys(false),                "e2e_procmem_sys")
     CASE("procmem-no-ptrace",      case_procmem_no_ptrace(),       "e2e_procmem_no_ptrace")
+    CASE("procmem-other-user",     case_procmem_other_user(),      "e2e_procmem_other_user")
     CASE("gdb-procmem-spin",       case_spin(false),               "e2e_gdb_procmem_spin")
     CASE("gdb-procmem-sys",        case_sys(false),                "e2e_gdb_procmem_sys")
     CASE("plugin-procmem-spin",    case_spin(false),               "e2e_plugin_procmem_spin")
