@@ -2542,6 +2542,31 @@ static void case_procmem_other_user(void)
     vm_stop(g.vm);
 }
 
+/* Yama's ptrace_scope 1 or more, where the kernel has Yama: QEMU and qprof of one user (a third
+ * one, without capabilities), qprof not QEMU's parent. One line names the setting, and memsave
+ * (QEMU's user may write qprof's directory) reads on. The setting itself is left as it is. */
+static void case_procmem_yama(void)
+{
+    FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+    int scope = -1;
+    if (f && fscanf(f, "%d", &scope) != 1)
+        scope = -1;
+    if (f)
+        fclose(f);
+    if (!f || scope < 1 || geteuid() != 0) {
+        fprintf(stderr, "SKIP: %s\n",
+                !f          ? "no Yama on this kernel (/proc/sys/kernel/yama absent)"
+                : scope < 1 ? "Yama's ptrace_scope is 0 here: nothing refuses"
+                            : "starting QEMU as another user needs root");
+        exit(VM_SKIP);
+    }
+    qemu_uid = THIRD_UID;
+    struct guest g;
+    boot(&g, "spin,spin", false);
+    other_user_run(&g, become_third_user, "Yama's kernel.yama.ptrace_scope is", "memory: memsave)");
+    vm_stop(g.vm);
+}
+
 /* The prefixes of an argument choose the target, the plugin's trigger and the memory: plugin-
  * [counter-|timer-], gdb-, and procmem- after them; the case itself is looked up by the whole
  * argument in run_case's table. */
@@ -2630,6 +2655,7 @@ static int run_case(const char *which)
     CASE("procmem-sys",            case_sys(false),                "e2e_procmem_sys")
     CASE("procmem-no-ptrace",      case_procmem_no_ptrace(),       "e2e_procmem_no_ptrace")
     CASE("procmem-other-user",     case_procmem_other_user(),      "e2e_procmem_other_user")
+    CASE("procmem-yama",           case_procmem_yama(),            "e2e_procmem_yama")
     CASE("gdb-procmem-spin",       case_spin(false),               "e2e_gdb_procmem_spin")
     CASE("gdb-procmem-sys",        case_sys(false),                "e2e_gdb_procmem_sys")
     CASE("plugin-procmem-spin",    case_spin(false),               "e2e_plugin_procmem_spin")
