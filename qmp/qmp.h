@@ -185,6 +185,9 @@ int qmp_mem_read_many(qmp_client *c, const struct qmp_regs *cpu, struct qmp_mem_
  * the direct backend, else with one QMP pmemsave. 0 when all len bytes were read, -EFAULT when
  * a byte is not RAM (direct backend only: pmemsave reads holes as whatever QEMU returns). */
 int qmp_phys_read(qmp_client *c, uint64_t paddr, void *buf, size_t len, struct qp_error *err);
+/* The same through HMP's xp, whatever the backend: no file, so it serves a QEMU that cannot
+ * write qprof's memsave directory (another user's). Slower: 64 KiB a request, as text. */
+int qmp_phys_read_hmp(qmp_client *c, uint64_t paddr, void *buf, size_t len, struct qp_error *err);
 
 /* Guest-physical RAM, [start, end). */
 struct qmp_ram_range {

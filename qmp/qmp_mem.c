@@ -240,6 +240,7 @@ struct mem_job {
     size_t got;
     int rc;
     unsigned id;
+    bool phys; /* HMP: vaddr is guest-physical (xp) */
 };
 
 /* The files QEMU writes in the memsave directory: one per pipeline slot, and pmemsave's. */
@@ -373,8 +374,8 @@ static uint64_t hmp_dump_words(const struct mem_job *j)
 static void job_send_hmp(qmp_client *c, const struct qmp_regs *cpu, struct mem_job *j, GString *out)
 {
     char cmd[64];
-    snprintf(cmd, sizeof cmd, "x/%llugx 0x%llx", (unsigned long long)hmp_dump_words(j),
-             (unsigned long long)hmp_dump_start(j));
+    snprintf(cmd, sizeof cmd, "%s/%llugx 0x%llx", j->phys ? "xp" : "x",
+             (unsigned long long)hmp_dump_words(j), (unsigned long long)hmp_dump_start(j));
     json_object *args = qmp__hmp_args(cmd, cpu->cpu_index > 0 ? cpu->cpu_index : -1);
     j->id = qmp__request(c, out, "human-monitor-command", args);
     json_object_put(args);
@@ -664,6 +665,22 @@ int qmp_phys_read(qmp_client *c, uint64_t paddr, void *buf, size_t len, struct q
     if (c->backend == QMP_MEM_DIRECT)
         return direct_phys(&c->direct, paddr, buf, len, err);
     return pmemsave_phys(c, paddr, buf, len, err);
+}
+
+int qmp_phys_read_hmp(qmp_client *c, uint64_t paddr, void *buf, size_t len, struct qp_error *err)
+{
+    size_t max = len / HMP_CHUNK + 2;
+    struct mem_job *jobs = g_new0(struct mem_job, max);
+    size_t n = split_jobs(paddr, len, buf, HMP_CHUNK, jobs, max);
+    for (size_t i = 0; i < n; i++)
+        jobs[i].phys = true;
+    struct qmp_regs any_cpu = {0};
+    int rc = run_jobs(c, QMP_MEM_HMP, &any_cpu, jobs, n, err);
+    if (rc == 0 && jobs_prefix(jobs, n) != len)
+        rc = qp_error_set(err, -EFAULT, "xp 0x%llx: %zu bytes are not all RAM",
+                          (unsigned long long)paddr, len);
+    g_free(jobs);
+    return rc;
 }
 
 int qmp_ram_ranges(qmp_client *c, struct qmp_ram_range *out, int max, int *n, struct qp_error *err)

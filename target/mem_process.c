@@ -324,6 +324,17 @@ static int explain_refusal(pid_t pid, struct qp_error *err)
     return 0;
 }
 
+bool target_pmem_peer_is_other_user(int sock)
+{
+    pid_t pid = 0;
+    struct qp_error ignored = {0};
+    unsigned real, effective;
+    char uids[128];
+    return target_pmem_peer_pid(sock, &pid, &ignored) == 0 &&
+           status_field(pid, "Uid", uids, sizeof uids) &&
+           sscanf(uids, "%u %u", &real, &effective) == 2 && effective != geteuid();
+}
+
 /* The first readable mapping of pid, for a one-byte trial read; 0 when none. */
 static uint64_t first_readable(pid_t pid)
 {
@@ -645,6 +656,130 @@ int target_pmem_reverify(target_pmem *pm, target_pmem_transport_fn transport, vo
         return 0;
     }
     return search(pm, err);
+}
+
+/* ---- Without a layout: the plugin alone ------------------------------------------------- */
+
+#define MIN_RAM_MAPPING    (4u << 20)
+#define X86_LOW_RAM_END    0xa0000u    /* the legacy VGA and ROM hole lies above */
+#define X86_HIGH_RAM_START 0x100000u   /* ... and ends at 1 MiB */
+#define X86_SPLIT_FROM     0xb0000000u /* q35 splits RAM from 2.75 GiB, pc from 3.5 GiB */
+#define WITNESS_MIN_WORDS  4 /* 8-byte words not zero that a witness must hold, and match */
+
+/* The main RAM block's ranges as QEMU's usual machine for a lays out a block of len bytes
+ * (x86_64 pc and q35, riscv64 and aarch64 virt); 0 when this is not known. */
+static int usual_layout(const struct prof_arch *a, uint64_t len, struct target_pmem_range *r)
+{
+    if (strcmp(a->name, "x86_64") == 0) {
+        if (len >= X86_SPLIT_FROM || len <= X86_HIGH_RAM_START)
+            return 0;
+        r[0] = (struct target_pmem_range){0, X86_LOW_RAM_END, 0};
+        r[1] = (struct target_pmem_range){X86_HIGH_RAM_START, len, X86_HIGH_RAM_START};
+        return 2;
+    }
+    uint64_t start = strcmp(a->name, "riscv64") == 0   ? 0x80000000u
+                     : strcmp(a->name, "aarch64") == 0 ? 0x40000000u
+                                                       : 0;
+    if (!start)
+        return 0;
+    r[0] = (struct target_pmem_range){start, start + len, 0};
+    return 1;
+}
+
+struct walk_ctx {
+    target_pmem *pm;
+    uint64_t base;
+};
+
+static int walk_word(void *ctx, uint64_t paddr, uint64_t *val)
+{
+    struct walk_ctx *c = ctx;
+    return phys_at(c->pm, c->base, paddr, (uint8_t *)val, sizeof *val);
+}
+
+/* 1: the witness's words are what base's block holds at its address, at least 4 and half of
+ * those that are not zero; 0: they are not; -1: they prove nothing (too few words that are not
+ * zero). Half: the guest ran on since the capture, and a short stack window's counters or the
+ * ABI table's changing fields moved (4 of a spin stack's 6 in one run); a wrong mapping matches
+ * no word that is not zero. */
+static int witness_matches(target_pmem *pm, const struct prof_arch *a, uint64_t base,
+                           const struct target_pmem_witness *w)
+{
+    uint64_t want[TARGET_PMEM_WITNESS_LEN / 8], got[TARGET_PMEM_WITNESS_LEN / 8];
+    uint32_t words = w->len / 8, len = words * 8, nonzero = 0;
+    memcpy(want, w->bytes, len);
+    for (uint32_t i = 0; i < words; i++)
+        nonzero += want[i] != 0;
+    if (nonzero < WITNESS_MIN_WORDS)
+        return -1;
+    struct walk_ctx c = {pm, base};
+    for (uint32_t done = 0; done < len;) {
+        uint64_t va = w->vaddr + done, pa, page;
+        if (prof_arch_page_walk(a, w->root, &w->mmu, va, walk_word, &c, &pa, &page) != 0)
+            return 0;
+        uint32_t n = (uint32_t)MIN((uint64_t)(len - done), page - va % page);
+        if (phys_at(pm, base, pa, (uint8_t *)got + done, n) != 0)
+            return 0;
+        done += n;
+    }
+    uint32_t same = 0;
+    for (uint32_t i = 0; i < words; i++)
+        same += want[i] != 0 && want[i] == got[i];
+    return same >= WITNESS_MIN_WORDS && same * 2 >= nonzero;
+}
+
+static bool witnessed(target_pmem *pm, const struct prof_arch *a, uint64_t base,
+                      const struct target_pmem_witness *w, int n)
+{
+    int match = 0, differ = 0;
+    for (int i = 0; i < n && differ <= n / 2; i++) {
+        int m = witness_matches(pm, a, base, &w[i]);
+        match += m == 1;
+        differ += m == 0;
+    }
+    return match >= 3 && match > differ;
+}
+
+int target_pmem_open_witnessed(pid_t pid, const struct prof_arch *a,
+                               const struct target_pmem_witness *w, int n, target_pmem **out,
+                               struct qp_error *err)
+{
+    *out = NULL;
+    GArray *maps = rw_mappings(pid);
+    target_pmem *pm = g_new0(target_pmem, 1);
+    pm->pid = pid;
+    int tried = 0;
+    bool too_big = false;
+    for (guint i = 0; i < maps->len && !pm->base; i++) {
+        const struct mapping *m = &g_array_index(maps, struct mapping, i);
+        uint64_t len = m->end - m->start;
+        if (len < MIN_RAM_MAPPING)
+            continue;
+        pm->n_ranges = usual_layout(a, len, pm->ranges);
+        too_big |= pm->n_ranges == 0;
+        if (pm->n_ranges == 0)
+            continue;
+        pm->block_len = len;
+        tried++;
+        if (witnessed(pm, a, m->start, w, n))
+            pm->base = m->start;
+    }
+    g_array_free(maps, true);
+    if (pm->base) {
+        *out = pm;
+        return 0;
+    }
+    target_pmem_free(pm);
+    if (tried == 0 && too_big)
+        return qp_error_set(err, -ENOTSUP,
+                            "without QMP, qprof knows no %s RAM layout for QEMU's (pid %d) "
+                            "mappings (x86_64 RAM of 2.75 GiB or more is split where only "
+                            "--qmp-socket's info mtree says)",
+                            a->name, (int)pid);
+    return qp_error_set(err, -ENOENT,
+                        "none of QEMU's (pid %d) %d large mappings holds the pages the plugin "
+                        "captured (%d windows, content proof)",
+                        (int)pid, tried, n);
 }
 
 void target_pmem_free(target_pmem *pm)

@@ -42,6 +42,11 @@ int target_pmem_parse_mtree(const char *text, struct target_pmem_range *out, int
  * "QEMU runs on another host", when this host has none). */
 int target_pmem_peer_pid(int sock, pid_t *pid, struct qp_error *err);
 
+/* Whether the process at the other end of sock runs as another user than qprof (effective
+ * uids): such a QEMU cannot write memsave's files into qprof's private directory. False when
+ * this cannot be told. */
+bool target_pmem_peer_is_other_user(int sock);
+
 /* Whether this process may read pid's memory, and if not, why, in one line: not a QEMU (its
  * executable's name has neither "qemu" nor "kvm"), another user's process, Yama's
  * ptrace_scope, no CAP_SYS_PTRACE. Tries a one-byte read at the end. */
@@ -89,6 +94,28 @@ int target_pmem_reverify_qmp(target_pmem *pm, qmp_client *q, struct qp_error *er
  * monitor (gdb_monitor's `info mtree -f`), the proof against `m` packets in QEMU's physical
  * mode (set back to virtual on every path). g is borrowed for the call. */
 int target_pmem_open_gdb(gdb_client *g, target_pmem **out, struct qp_error *err);
+
+/* A guest-virtual window the plugin captured at a sample's instant, with the address space it
+ * was read in: the proof's other side where no transport reads guest-physical memory. */
+#define TARGET_PMEM_WITNESS_LEN 512
+struct target_pmem_witness {
+    uint64_t root; /* prof_vcpu's as_root */
+    struct prof_arch_mmu mmu;
+    uint64_t vaddr;
+    uint32_t len; /* at most TARGET_PMEM_WITNESS_LEN */
+    uint8_t bytes[TARGET_PMEM_WITNESS_LEN];
+};
+
+/* The setup without any layout from QEMU (the plugin alone, no QMP): each large writable
+ * mapping of pid is tried as the whole RAM block at the machine's usual place (x86_64 pc and q35
+ * at 0 with the legacy hole at 640 KiB-1 MiB, riscv64 virt at 2 GiB, aarch64 virt at 1 GiB), and
+ * taken only when the arch's page walk through it, from each witness's root, finds the
+ * witnesses' bytes (at least 3, and more matching than not). An x86_64 block of 2.75 GiB or more,
+ * which QEMU splits around the 4 GiB hole at a place it does not say, is refused. Call
+ * target_pmem_may_read first. */
+int target_pmem_open_witnessed(pid_t pid, const struct prof_arch *a,
+                               const struct target_pmem_witness *w, int n, target_pmem **out,
+                               struct qp_error *err);
 
 /* The guest RAM ranges, as the target seam gives them. */
 int target_pmem_ram_ranges(const target_pmem *pm, struct prof_ram_range *out, int max, int *n);

@@ -11,6 +11,13 @@ static int qmp_transport(void *ctx, uint64_t paddr, void *buf, size_t len)
     return qmp_phys_read(ctx, paddr, buf, len, &ignored);
 }
 
+/* Another user's QEMU cannot write pmemsave's file into qprof's private directory. */
+static int qmp_transport_hmp(void *ctx, uint64_t paddr, void *buf, size_t len)
+{
+    struct qp_error ignored = {0};
+    return qmp_phys_read_hmp(ctx, paddr, buf, len, &ignored);
+}
+
 int target_pmem_open_qmp(qmp_client *q, int sock, target_pmem **out, struct qp_error *err)
 {
     pid_t pid = 0;
@@ -23,7 +30,9 @@ int target_pmem_open_qmp(qmp_client *q, int sock, target_pmem **out, struct qp_e
     if (!rc) {
         struct target_pmem_range ranges[TARGET_PMEM_MAX_RANGES];
         int n = target_pmem_parse_mtree(mtree, ranges, TARGET_PMEM_MAX_RANGES, NULL);
-        rc = target_pmem_open(pid, ranges, n, qmp_transport, q, out, err);
+        rc = target_pmem_open(
+            pid, ranges, n,
+            target_pmem_peer_is_other_user(sock) ? qmp_transport_hmp : qmp_transport, q, out, err);
     }
     free(mtree);
     return rc;
@@ -31,5 +40,7 @@ int target_pmem_open_qmp(qmp_client *q, int sock, target_pmem **out, struct qp_e
 
 int target_pmem_reverify_qmp(target_pmem *pm, qmp_client *q, struct qp_error *err)
 {
-    return target_pmem_reverify(pm, qmp_transport, q, err);
+    return target_pmem_reverify(
+        pm, target_pmem_peer_is_other_user(qmp_socket_fd(q)) ? qmp_transport_hmp : qmp_transport, q,
+        err);
 }

@@ -10,12 +10,13 @@
  *   thread, before the vCPU executes another instruction. A read inside these windows is served
  *   from them.
  * - anything else (a process's .text and .eh_frame, copied to identify its binary) is read later
- *   from the guest's RAM file through the sample's captured CR3 (satp, TTBR0), when --qmp-socket
- *   names QEMU's monitor and RAM is a shared file. That is consistent for memory the guest does
- *   not write while the process lives: the image is keyed by the ABI's generation, which
- *   changes whenever an executable is loaded, and a copy that tore anyway fails the hash match
- *   (no name, never a wrong one). Without the RAM file such reads fail and the binary stays
- *   unidentified.
+ *   through the sample's captured CR3 (satp, TTBR0): from the guest's RAM file when --qmp-socket
+ *   names QEMU's monitor and RAM is a shared file, else out of the QEMU process (the socket's
+ *   peer; without QMP its RAM is found by the first captures, open_pmem_alone). That is
+ *   consistent for memory the guest does not write while the process lives: the image is keyed
+ *   by the ABI's generation, which changes whenever an executable is loaded, and a copy that
+ *   tore anyway fails the hash match (no name, never a wrong one). Where neither can be read,
+ *   the binary stays unidentified.
  * - the registers: x86_64's are the ring's fixed QPR_REGS; riscv64's and aarch64's are asked for
  *   by the names the arch table reads over the gdbstub, and read back through it by name.
  *
@@ -467,6 +468,86 @@ static uint64_t unrun_periods(struct target_plugin *t, const struct qpr_sample *
     return paused >= n ? 0 : n - paused;
 }
 
+/* --- Without --qmp-socket: code out of the QEMU process, proved against the captures --- */
+
+#define WITNESSES      8
+#define WITNESS_WAIT_S 5.0
+
+static int vcpu_from_sample(struct target_plugin *t, const struct qpr_sample *s,
+                            struct qp_error *err);
+static bool peer_gone(struct target_plugin *t);
+
+/* A captured window as a witness of what the guest's memory held (its first bytes). */
+static void add_witness(struct target_pmem_witness *w, int *n, const struct prof_vcpu *v,
+                        uint64_t vaddr, const uint8_t *bytes, uint32_t len)
+{
+    if (!len || *n >= WITNESSES || !v->paging64)
+        return;
+    struct target_pmem_witness *x = &w[(*n)++];
+    x->root = v->as_root;
+    x->mmu = v->mmu;
+    x->vaddr = vaddr;
+    x->len = MIN(len, (uint32_t)TARGET_PMEM_WITNESS_LEN);
+    memcpy(x->bytes, bytes, x->len);
+}
+
+/* Witnesses from the samples waiting in the rings, read in place (the plugin does not write a
+ * slot before qprof's tail passes it; the tails are not moved, so these samples are still
+ * delivered). t->cur serves as the scratch copy. */
+static int peek_witnesses(struct target_plugin *t, struct target_pmem_witness *w, int *seen)
+{
+    int n = 0;
+    *seen = 0;
+    for (uint32_t i = 0; i < t->n_vcpus && n < WITNESSES; i++) {
+        uint64_t head = atomic_load_explicit(&t->ring[i]->head, memory_order_acquire);
+        for (uint64_t at = t->tail[i]; at != head && n < WITNESSES; at++) {
+            const struct qpr_sample *slot = &t->ring[i]->slots[at % QPR_SLOTS];
+            memcpy(&t->cur, slot, offsetof(struct qpr_sample, stack));
+            if (t->cur.kind != QPR_KIND_SAMPLE)
+                continue;
+            struct qp_error ignored = {0};
+            if (vcpu_from_sample(t, &t->cur, &ignored) != 0)
+                continue;
+            (*seen)++;
+            uint32_t sl = MIN(t->cur.stack_len, (uint32_t)QPR_STACK_MAX);
+            uint32_t el = MIN(t->cur.extra_len, (uint32_t)QPR_EXTRA_MAX);
+            add_witness(w, &n, &t->vcpu, t->cur.stack_addr, slot->stack, sl);
+            add_witness(w, &n, &t->vcpu, t->cur.extra_addr, slot->extra, el);
+        }
+    }
+    return n;
+}
+
+/* The plugin alone can say where guest RAM lies in QEMU by what it captured: QEMU is the
+ * socket's peer, and a mapping is taken when the captured windows read back through it (the
+ * rules of mem_process.h). Waits for the first samples; a refusal is one line, and user code then
+ * stays unread as before. */
+static void open_pmem_alone(struct target_plugin *t, double timeout)
+{
+    struct target_pmem_witness *w = g_new0(struct target_pmem_witness, WITNESSES);
+    struct qp_error perr = {0};
+    pid_t pid = 0;
+    int n = 0, seen = 0, rc = target_pmem_peer_pid(t->fd, &pid, &perr);
+    if (!rc)
+        rc = target_pmem_may_read(pid, &perr);
+    uint64_t deadline = now_ns() + (uint64_t)(MIN(timeout, WITNESS_WAIT_S) * 1e9);
+    while (!rc && (n = peek_witnesses(t, w, &seen)) < WITNESSES && now_ns() < deadline &&
+           !peer_gone(t)) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    if (!rc && n < 3)
+        rc = qp_error_set(&perr, -ENODATA,
+                          "the plugin captured %d samples in %.0f s (the guest idles?), too few "
+                          "to find guest RAM in QEMU by",
+                          seen, MIN(timeout, WITNESS_WAIT_S));
+    if (!rc)
+        rc = target_pmem_open_witnessed(pid, t->arch, w, n, &t->pmem, &perr);
+    if (rc)
+        fprintf(stderr, "qprof: process memory: %s; user code is not read\n", perr.msg);
+    g_free(w);
+}
+
 /* --- --exact: requests on the socket, answered at once by the plugin's listener --- */
 
 uint64_t prof_target_code_hash(const void *code, size_t len)
@@ -589,6 +670,8 @@ static int tp_open(const struct prof_target_open_opts *o, void **impl, struct qp
         rc = open_qmp(t, o->qmp_address, timeout, err);
     if (rc >= 0)
         rc = send_config(t, o, err);
+    if (rc >= 0 && !t->qmp)
+        open_pmem_alone(t, timeout);
     struct qpr_exact_reply started;
     if (rc >= 0 && t->exact) /* counting starts at the next callback on a running vCPU */
         rc = exact_request(t, QPR_EXACT_START, &started, err);

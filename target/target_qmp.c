@@ -213,6 +213,12 @@ static int open_process_memory(struct target_qmp *t, const char *want, struct qp
     }
     if (forced)
         return qp_error_set(err, rc, "--memory process: %s", perr.msg);
+    /* memsave's files lie in qprof's private directory, which another user's QEMU cannot write
+     * (every read would fail, and stacks come out unnamed): HMP's reads need no file. */
+    if (qmp_mem_backend_in_use(t->qmp) == QMP_MEM_MEMSAVE &&
+        target_pmem_peer_is_other_user(qmp_socket_fd(t->qmp)) &&
+        (rc = qmp_mem_set_backend(t->qmp, QMP_MEM_HMP, err)) != 0)
+        return rc;
     fprintf(stderr, "qprof: process memory: %s; reading through %s instead\n", perr.msg,
             qmp_mem_backend_name(qmp_mem_backend_in_use(t->qmp)));
     return 0;

@@ -113,6 +113,8 @@ static const char *current_expr;
 /* procmem_CASE: QEMU without the shared RAM file; qprof reads guest memory out of the QEMU
  * process (its summary must say so) */
 static bool no_ram_file;
+/* plugin_alone_CASE: the plugin without --qmp-socket (and, with procmem_, without a RAM file) */
+static bool plugin_alone;
 
 static bool serial_has(const struct vm *vm, const char *text)
 {
@@ -204,8 +206,8 @@ static struct stacks profile(struct vm *vm, int samples, const char *interval_ms
     char *out = g_strdup_printf("%s/qprof.out", vm->dir),
          *err = g_strdup_printf("%s/qprof.err", vm->dir);
     char *count = g_strdup_printf("%d", samples);
-    const char *args[] = {"--qmp-socket",
-                          vm->qmp,
+    const char *args[] = {plugin_alone ? "--memory" : "--qmp-socket",
+                          plugin_alone ? "auto" : vm->qmp,
                           "--kernel",
                           demo_kernel,
                           "--user-dir",
@@ -231,8 +233,9 @@ static struct stacks profile(struct vm *vm, int samples, const char *interval_ms
     g_file_get_contents(err, &log, NULL, NULL);
     fprintf(stderr, "%s", log ? log : "");
     CHECK_MSG(status == 0 && !timed_out, "qprof exited %d", status);
-    const char *memory = no_ram_file   ? "memory: process memory)"
-                         : over_qmp    ? QMP_MEMORY
+    const char *memory = no_ram_file && over_plugin ? "code from process memory)"
+                         : no_ram_file              ? "memory: process memory)"
+                         : over_qmp                 ? QMP_MEMORY
                          : over_plugin ? "memory: captured by the plugin, code from the RAM file"
                                        : "memory: direct";
     CHECK_MSG(log && strstr(log, memory), "not %s: %s", memory, log ? log : "");
@@ -769,6 +772,9 @@ int main(int argc, char **argv)
     over_plugin = g_str_has_prefix(which, "plugin_");
     if (over_plugin) {
         which += strlen("plugin_");
+        plugin_alone = g_str_has_prefix(which, "alone_");
+        if (plugin_alone)
+            which += strlen("alone_");
         g_free(qemu);
         char *dir = g_path_get_dirname(QPROF_QEMU10);
         qemu = g_strdup_printf("%s/" DEMO_QEMU, dir);

@@ -144,9 +144,9 @@ def main():
     print("$ " + " ".join(shlex.quote(w) for w in qemu_argv), flush=True)
     qemu = subprocess.Popen(qemu_argv, cwd=work, env=env, stdin=subprocess.DEVNULL)
     try:
-        sockets = [os.path.join(work, "qmp-socket")]
-        if plugin:
-            sockets.append(os.path.join(work, "qprof-plugin"))
+        # the sockets the QEMU command opens (the plugin's quick start has no QMP)
+        sockets = [os.path.join(work, name) for name in ("qmp-socket", "qprof-plugin")
+                   if any(name in w for w in qemu_argv)]
         wait_for(sockets, serial, opts["ready"], qemu, 300)
         print("$ " + " ".join(shlex.quote(w) for w in qprof_argv), flush=True)
         rc = subprocess.run(qprof_argv, cwd=work, timeout=300).returncode

@@ -13,6 +13,7 @@
 #include "qprof_ring.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <glib.h>
 #include <json-c/json.h>
 #include <math.h>
@@ -143,6 +144,11 @@ static const char *variant_kernel, *variant_user_dir;
  * guest memory out of the QEMU process; every run's summary must name that backend. */
 static bool no_ram_file;
 #define PROCMEM_SUMMARY "memory: process memory)"
+/* plugin-alone-CASE: qprof is given the plugin's socket and nothing else (no --qmp-socket): the
+ * plugin's own captures prove where guest RAM lies in QEMU. */
+static bool plugin_alone;
+/* 0, or the uid QEMU runs as (another user's QEMU: vm_opts.run_as). */
+static uid_t qemu_uid;
 
 static int boot_with(struct guest *g, const char *run, bool nofp, const char *const *extra_args)
 {
@@ -160,7 +166,8 @@ static int boot_with(struct guest *g, const char *run, bool nofp, const char *co
                            .extra_args = extra_args,
                            .gdbstub = transport == OVER_GDB,
                            .plugin = transport == OVER_PLUGIN,
-                           .plugin_args = plugin_args};
+                           .plugin_args = plugin_args,
+                           .run_as = qemu_uid};
     int rc = vm_start(&opts, &g->vm);
     if (rc == VM_SKIP)
         exit(VM_SKIP);
@@ -177,9 +184,21 @@ static int boot(struct guest *g, const char *run, bool nofp)
 /* qprof's arguments that point it at the guest: its QMP socket or gdbstub, kernel and user
  * programs. */
 #define GUEST_ARGS(g)                                                                              \
-    target_flag(), target_address(g), transport == OVER_PLUGIN ? "--qmp-socket" : "--transport",   \
-        transport == OVER_PLUGIN ? vm_qmp_path((g)->vm) : "auto", "--kernel", (g)->kernel,         \
+    target_flag(), target_address(g), beside_flag(), beside_value(g), "--kernel", (g)->kernel,     \
         "--user-dir", (g)->user_dir
+
+/* The pair after the target's address: the plugin's QMP socket, or an option at its default. */
+static const char *beside_flag(void)
+{
+    if (transport != OVER_PLUGIN)
+        return "--transport";
+    return plugin_alone ? "--memory" : "--qmp-socket";
+}
+
+static const char *beside_value(const struct guest *g)
+{
+    return transport != OVER_PLUGIN || plugin_alone ? "auto" : vm_qmp_path(g->vm);
+}
 
 static const char *target_flag(void)
 {
@@ -2532,6 +2551,93 @@ static void case_procmem_no_ptrace(void)
     vm_stop(g.vm);
 }
 
+#define OTHER_QEMU_UID 65534 /* nobody: another user's QEMU */
+#define THIRD_UID      65533 /* qprof's: neither root nor QEMU's user */
+
+/* qprof as a third user, without any capability: the kernel refuses it QEMU's memory. */
+static int become_third_user(void)
+{
+    if (setgroups(0, NULL) != 0 || setresgid(THIRD_UID, THIRD_UID, THIRD_UID) != 0 ||
+        setresuid(THIRD_UID, THIRD_UID, THIRD_UID) != 0)
+        return 125;
+    return 0;
+}
+
+/* One run of 300 samples of spin: the refusal (if any) in one line, the backend the summary
+ * names, and the profile's hot loops in their 75:25. */
+static void other_user_run(struct guest *g, int (*before_exec)(void), const char *refusal,
+                           const char *backend)
+{
+    char out[512], err_path[512], output[512];
+    snprintf(out, sizeof out, "%s/qprof.out", vm_dir(g->vm));
+    snprintf(err_path, sizeof err_path, "%s/qprof.err", vm_dir(g->vm));
+    snprintf(output, sizeof output, "%s/out.folded", vm_dir(g->vm));
+    const char *args[] = {GUEST_ARGS(g), "--samples", "300", "-o", output, "--no-progress", NULL};
+    unlink(output);
+    pid_t pid = child_start(QPROF_BIN, args, vm_dir(g->vm), out, err_path, before_exec);
+    struct qprof_run r = wait_qprof(vm_dir(g->vm), pid, run_deadline_s(300));
+    fprintf(stderr, "%s", r.err);
+    CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
+    if (refusal)
+        CHECK_MSG(count_substr(r.err, "qprof: process memory: ") == 1 &&
+                      count_substr(r.err, refusal) == 1,
+                  "want one line saying '%s': %s", refusal, r.err);
+    else
+        CHECK_MSG(!strstr(r.err, "qprof: process memory: "), "a refusal: %s", r.err);
+    CHECK_MSG(strstr(r.err, backend) != NULL, "the summary does not say '%s': %s", backend, r.err);
+    run_free(&r);
+    struct folded f = read_folded(output);
+    CHECK_MSG(f.total == 300, "asked for 300 samples, the file holds %lu", (unsigned long)f.total);
+    check_spin_ratio(&f);
+    folded_free(&f);
+}
+
+/* Another user's QEMU (nobody's), without the RAM file: a qprof of a third user, and root's
+ * without CAP_SYS_PTRACE, are refused its memory in one line that says why and read through
+ * HMP (memsave's files lie in qprof's private directory, which that QEMU cannot write); root's
+ * reads it. */
+static void case_procmem_other_user(void)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "SKIP: starting QEMU as another user needs root\n");
+        exit(VM_SKIP);
+    }
+    qemu_uid = OTHER_QEMU_UID;
+    struct guest g;
+    boot(&g, "spin,spin", false);
+    other_user_run(&g, become_third_user, "is another user's (uid 65534; qprof runs as uid 65533)",
+                   "memory: hmp)");
+    other_user_run(&g, drop_ptrace_cap, "is another user's (uid 65534; qprof runs as uid 0)",
+                   "memory: hmp)");
+    other_user_run(&g, NULL, NULL, PROCMEM_SUMMARY);
+    vm_stop(g.vm);
+}
+
+/* Yama's ptrace_scope 1 or more, where the kernel has Yama: QEMU and qprof of one user (a third
+ * one, without capabilities), qprof not QEMU's parent. One line names the setting, and memsave
+ * (QEMU's user may write qprof's directory) reads on. The setting itself is left as it is. */
+static void case_procmem_yama(void)
+{
+    FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+    int scope = -1;
+    if (f && fscanf(f, "%d", &scope) != 1)
+        scope = -1;
+    if (f)
+        fclose(f);
+    if (!f || scope < 1 || geteuid() != 0) {
+        fprintf(stderr, "SKIP: %s\n",
+                !f          ? "no Yama on this kernel (/proc/sys/kernel/yama absent)"
+                : scope < 1 ? "Yama's ptrace_scope is 0 here: nothing refuses"
+                            : "starting QEMU as another user needs root");
+        exit(VM_SKIP);
+    }
+    qemu_uid = THIRD_UID;
+    struct guest g;
+    boot(&g, "spin,spin", false);
+    other_user_run(&g, become_third_user, "Yama's kernel.yama.ptrace_scope is", "memory: memsave)");
+    vm_stop(g.vm);
+}
+
 /* The prefixes of an argument choose the target, the plugin's trigger and the memory: plugin-
  * [counter-|timer-], gdb-, and procmem- after them; the case itself is looked up by the whole
  * argument in run_case's table. */
@@ -2549,6 +2655,9 @@ static void choose_target(const char *which)
     }
     /* procmem-: QEMU started without the shared RAM file (guest memory out of its process) */
     no_ram_file = strstr(which, "procmem-") != NULL;
+    /* plugin-alone-: no --qmp-socket beside the plugin, and no RAM file */
+    plugin_alone = transport == OVER_PLUGIN && g_str_has_prefix(which, "alone-");
+    no_ram_file |= plugin_alone;
 }
 
 /* Every case, named once: CMake makes the ctest cases from the CASE lines (qp_add_cases in
@@ -2617,9 +2726,13 @@ static int run_case(const char *which)
     CASE("procmem-spin",           case_spin(false),               "e2e_procmem_spin")
     CASE("procmem-sys",            case_sys(false),                "e2e_procmem_sys")
     CASE("procmem-no-ptrace",      case_procmem_no_ptrace(),       "e2e_procmem_no_ptrace")
+    CASE("procmem-other-user",     case_procmem_other_user(),      "e2e_procmem_other_user")
+    CASE("procmem-yama",           case_procmem_yama(),            "e2e_procmem_yama")
     CASE("gdb-procmem-spin",       case_spin(false),               "e2e_gdb_procmem_spin")
     CASE("gdb-procmem-sys",        case_sys(false),                "e2e_gdb_procmem_sys")
     CASE("plugin-procmem-spin",    case_spin(false),               "e2e_plugin_procmem_spin")
+    CASE("plugin-alone-spin",      case_spin(false),               "e2e_plugin_alone_spin")
+    CASE("plugin-alone-sys",       case_sys(false),                "e2e_plugin_alone_sys")
     // clang-format on
 #undef CASE
     fprintf(stderr, "unknown case '%s'\n", which);

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "harness.h"
 #include "mem_process.h"
+#include "arch_x86_64.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -190,6 +191,106 @@ out:
     waitpid(pid, NULL, 0);
 }
 
+/* ---- The plugin alone: the layout from the captures (target_pmem_open_witnessed) ---------- */
+
+#define PT_ROOT  0x200000u /* x86_64 tables: PML4, PDPT, PD, PT at 2 MiB and the pages after */
+#define PT_DATA  0x300000u /* the page virtual 0x400000 maps to */
+#define PT_VADDR 0x400000u
+#define PT_ENTRY 3u /* present, writable */
+#define W_SEED   42
+#define W_DECOY  7
+
+/* A guest's x86_64 page tables mapping PT_VADDR to PT_DATA, in a block laid out as QEMU lays
+ * out x86_64 RAM (guest-physical = offset below the 640 KiB hole and above 1 MiB). */
+static void guest_tables(uint8_t *block, uint64_t seed)
+{
+    uint64_t e[4] = {(PT_ROOT + 0x1000) | PT_ENTRY, (PT_ROOT + 0x2000) | PT_ENTRY,
+                     (PT_ROOT + 0x3000) | PT_ENTRY, PT_DATA | PT_ENTRY};
+    memcpy(block + PT_ROOT, &e[0], 8);                                 /* PML4[0] */
+    memcpy(block + PT_ROOT + 0x1000, &e[1], 8);                        /* PDPT[0] */
+    memcpy(block + PT_ROOT + 0x2000 + (PT_VADDR >> 21) * 8, &e[2], 8); /* PD[2] */
+    memcpy(block + PT_ROOT + 0x3000, &e[3], 8);                        /* PT[0] */
+    fill(block + PT_DATA, 4096, PT_DATA, seed);
+}
+
+/* The child: a decoy with the same tables but another page behind them, and the block, each
+ * between PROT_NONE guards; it ends on EOF. */
+static void witness_child(int cmd, int reply)
+{
+    uint8_t *area =
+        mmap(NULL, 2 * (size_t)BLOCK + 3 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *decoy = area + 4096, *block = decoy + BLOCK + 4096;
+    mprotect(decoy, BLOCK, PROT_READ | PROT_WRITE);
+    mprotect(block, BLOCK, PROT_READ | PROT_WRITE);
+    guest_tables(decoy, W_DECOY);
+    guest_tables(block, W_SEED);
+    char c;
+    if (write(reply, "r", 1) != 1)
+        _exit(1);
+    while (read(cmd, &c, 1) == 1)
+        ;
+    _exit(0);
+}
+
+/* Witness i: 512 bytes at PT_VADDR + 512 i as the plugin captured them, with `moved` of their
+ * 64 words changed since (the guest ran on). */
+static void witness(struct target_pmem_witness *w, int i, uint64_t seed, int moved)
+{
+    uint8_t page[4096];
+    fill(page, sizeof page, PT_DATA, seed);
+    *w = (struct target_pmem_witness){.root = PT_ROOT, .vaddr = PT_VADDR + 512u * i, .len = 512};
+    memcpy(w->bytes, page + 512 * i, 512);
+    for (int k = 0; k < moved; k++)
+        w->bytes[8 * k] ^= 0xff;
+}
+
+static void test_witnessed(void)
+{
+    int to[2], from[2];
+    REQUIRE(pipe(to) == 0 && pipe(from) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(to[1]);
+        close(from[0]);
+        witness_child(to[0], from[1]);
+    }
+    close(to[0]);
+    close(from[1]);
+    char c;
+    REQUIRE(read(from[0], &c, 1) == 1);
+    struct target_pmem_witness w[4];
+    struct qp_error err = {0};
+    target_pmem *pm = NULL;
+    /* windows that neither mapping holds: refused, though both walks succeed */
+    for (int i = 0; i < 4; i++)
+        witness(&w[i], i, 9, 0);
+    CHECK_INT(target_pmem_open_witnessed(pid, &prof_arch_x86_64, w, 4, &pm, &err), -ENOENT);
+    CHECK_MSG(strstr(err.msg, "content proof") != NULL, "%s", err.msg);
+    CHECK(pm == NULL);
+    /* the block's windows, half the words of two moved since the capture: the block, not the
+     * decoy whose tables are the same */
+    for (int i = 0; i < 4; i++)
+        witness(&w[i], i, W_SEED, i < 2 ? 32 : 0);
+    err = (struct qp_error){0};
+    CHECK_INT(target_pmem_open_witnessed(pid, &prof_arch_x86_64, w, 4, &pm, &err), 0);
+    uint8_t got[4096], want[4096];
+    fill(want, sizeof want, PT_DATA, W_SEED);
+    CHECK(pm && target_pmem_phys(pm, PT_DATA, got, sizeof got) == 0 &&
+          memcmp(got, want, sizeof got) == 0);
+    if (pm)
+        CHECK_INT(target_pmem_phys(pm, 0xa0000, got, 8), -EFAULT); /* the legacy hole */
+    target_pmem_free(pm);
+    pm = NULL;
+    /* more than half moved in every window: not proof enough */
+    for (int i = 0; i < 4; i++)
+        witness(&w[i], i, W_SEED, 40);
+    CHECK(target_pmem_open_witnessed(pid, &prof_arch_x86_64, w, 4, &pm, &err) < 0);
+    target_pmem_free(pm);
+    close(to[1]);
+    close(from[0]);
+    waitpid(pid, NULL, 0);
+}
+
 /* The child's side of test_peer: a unix and a TCP listener of its own (a unix socket's peer
  * credentials are its listener's), their port told through `ready`, both accepted, then it waits
  * for `done` to close. */
@@ -323,6 +424,7 @@ int main(void)
     test_mtree_x86_64_above_4g();
     test_mtree_riscv64();
     test_search_and_remap();
+    test_witnessed();
     test_peer();
     test_another_user();
     return harness_result();

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +230,13 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
         free(vm);
         return -1;
     }
+    if (opts->run_as &&
+        (chown(vm->dir, opts->run_as, opts->run_as) != 0 || chmod(vm->dir, 01777) != 0)) {
+        perror("vm_start: giving QEMU's directory to run_as");
+        rmdir(vm->dir);
+        free(vm);
+        return -1;
+    }
     snprintf(vm->qmp, sizeof vm->qmp, "%s/qmp", vm->dir);
     if (opts->second_qmp)
         snprintf(vm->qmp2, sizeof vm->qmp2, "%s/qmp2", vm->dir);
@@ -320,6 +328,12 @@ int vm_start(const struct vm_opts *opts, test_vm **out)
         /* A test killed by ctest's timeout (SIGTERM: no atexit) takes its QEMU with it: an
          * orphaned guest would load the machine under every later test. vm_start runs on the
          * test's main thread, whose exit is the one this watches. */
+        if (opts->run_as) { /* before the death signal: a change of user clears it */
+            umask(0);
+            if (setgroups(0, NULL) != 0 || setresgid(opts->run_as, opts->run_as, opts->run_as) ||
+                setresuid(opts->run_as, opts->run_as, opts->run_as))
+                _exit(126);
+        }
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(127);

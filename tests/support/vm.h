@@ -33,6 +33,10 @@ struct vm_opts {
      * extra_args); NULL: qemu-system-x86_64. On QEMU 10 (plugin, QPROF_QEMU=10) the one of that
      * name beside QPROF_QEMU10. vm_start returns VM_SKIP when it is missing. */
     const char *qemu;
+    /* 0: QEMU runs as this process's user. Else as this uid (gid the same, no supplementary
+     * groups; needs root), its directory a sticky 01777 one and its sockets 0777, so that a qprof
+     * of a third uid can reach them: another user's QEMU. */
+    uid_t run_as;
 };
 
 typedef struct test_vm test_vm;
