@@ -53,10 +53,9 @@ struct cpu_capture {
     bool have_kstack;          /* the OS adapter unwound the kernel stack while stopped */
     struct prof_kstack kst;    /* its frames */
     struct prof_aspace *as;    /* --os none: the vCPU's address space, NULL otherwise */
-    /* --os none: the process whose table this vCPU last ran user code in, kept across stops
-     * (NULL after it idled, or a reboot): a kernel that runs on a table of its own is in it. */
-    struct prof_aspace *last_user_as;
-    bool as_lent;              /* as is last_user_as, the vCPU being in the kernel's own table */
+    int slot;     /* the vCPU's index into per-vCPU state kept across stops (the session's) */
+    bool as_lent; /* as is the process this vCPU last ran user code in, it being in the kernel's
+                   * own table (session.c, runs_for_last_process) */
     const char *as_label;      /* set after the guest resumed when as is a process */
     enum page_copy page_state; /* a user code page copied for identification */
     uint64_t page_addr;

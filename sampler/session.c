@@ -73,6 +73,11 @@ struct prof_session {
     struct pause_budget budget;
     int n_cpus;
     struct cpu_capture cap[PROF_MAX_VCPUS];
+    /* --os none: by the target's vCPU index, the process whose table that vCPU last ran user
+     * code in, kept across stops (NULL after it idled, or a reboot): a kernel that runs on a
+     * table of its own runs for it. By index, not by position in a stop's list: a capturing
+     * target hands over one vCPU at a time. */
+    struct prof_aspace *last_user_as[PROF_MAX_VCPUS];
     out_profile *profile;       /* every sample, and the modules their PCs belong to */
     prof_modules *modules;      /* the profile's modules and their symbols */
     prof_stack_builder *stacks; /* unwinding the captures */
@@ -603,7 +608,7 @@ static void forget_boot(prof_session *s)
         s->cap[i].uspace = NULL;
         s->cap[i].as = NULL;
         s->cap[i].space = NULL;
-        s->cap[i].last_user_as = NULL;
+        s->last_user_as[i] = NULL;
     }
     prof_sysroot_reset(s->sysroot);
     prof_model_reset(s->model); /* one reset for every way of identifying user code */
@@ -723,7 +728,7 @@ static void check_root_reuse(prof_session *s, struct cpu_capture *c, uint64_t pc
 static bool runs_for_last_process(const prof_session *s, const struct cpu_capture *c)
 {
     const struct prof_vcpu *v = &c->vcpu;
-    return s->kernel_outside_half && c->last_user_as && !v->user &&
+    return s->kernel_outside_half && s->last_user_as[c->slot] && !v->user &&
            !prof_aspace_is_process(c->as) &&
            (v->sp < s->kernel_image_lo || v->sp >= s->kernel_image_hi);
 }
@@ -736,7 +741,7 @@ static void capture_aspace(prof_session *s, struct cpu_capture *c)
     const struct prof_vcpu *v = &c->vcpu;
     c->as = prof_aspace_for(s->aspaces, v->as_root);
     if (runs_for_last_process(s, c)) {
-        c->as = c->last_user_as;
+        c->as = s->last_user_as[c->slot];
         c->as_lent = true;
         return;
     }
@@ -746,7 +751,7 @@ static void capture_aspace(prof_session *s, struct cpu_capture *c)
     check_root_reuse(s, c, pc);
     if (v->user) {
         prof_aspace_saw_user(c->as);
-        c->last_user_as = c->as;
+        s->last_user_as[c->slot] = c->as;
     }
     copy_user_page(s, c, pc);
 }
@@ -889,6 +894,7 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
         /* --cpus names QEMU's vCPU numbers, not positions in the stop's list. */
         int index = cpus[i].index >= 0 ? cpus[i].index : i;
         c->selected = index < 64 && ((s->opts.cpu_mask >> index) & 1);
+        c->slot = index < PROF_MAX_VCPUS ? index : i;
         c->have_trap = c->have_entry_regs = false;
         c->img = NULL;
         c->space = NULL;
@@ -922,7 +928,7 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
             if (s->aspaces && c->vcpu.as_root) /* 0: the target cannot tell the root */
                 capture_aspace(s, c);
         } else {
-            c->last_user_as = NULL; /* idle: whatever runs next on it was not seen */
+            s->last_user_as[c->slot] = NULL; /* idle: whatever runs next was not seen */
         }
     }
     for (int i = 0; i < s->n_cpus; i++)

@@ -32,6 +32,7 @@ struct fake_guest {
     uint64_t pc;              /* where the vCPU stopped, in user mode */
     bool kernel_mode;         /* ... or in kernel mode (privilege 0) */
     bool halted;              /* idle */
+    int vcpu;                 /* its index: a stop hands over this one vCPU, as the plugin does */
     uint64_t sp;              /* its sp; 0: the stack region's base */
     uint64_t as_root;         /* its address-space root */
     uint64_t fp;              /* its frame pointer (rbp) */
@@ -74,7 +75,7 @@ static int fake_sample(void *impl, prof_target *t, prof_target_stopped_fn fn, vo
         stats->was_paused = true;
         return 0;
     }
-    struct prof_vcpu cpu = {.index = 0,
+    struct prof_vcpu cpu = {.index = guest.vcpu,
                             .user = !guest.kernel_mode,
                             .privilege = guest.kernel_mode ? 0 : 3,
                             .paging64 = true,
@@ -600,6 +601,15 @@ static void test_kernel_table_process(void)
     CHECK(sample(&f));
     CHECK_STR(newest(&f)->comm, "");
     guest.sp = 0;
+
+    /* the record is the vCPU's, not the stop list's first slot: a capturing target hands over
+     * one vCPU per sample, and vCPU 1 never ran this process */
+    guest.vcpu = 1;
+    CHECK(sample(&f));
+    CHECK_STR(newest(&f)->comm, "");
+    guest.vcpu = 0;
+    CHECK(sample(&f));
+    CHECK_STR(newest(&f)->comm, process);
 
     guest.halted = true; /* idle: what runs next on it was not seen */
     CHECK(sample(&f));
