@@ -3,6 +3,7 @@
  * folding. Runs after the guest has resumed. */
 #include "stacks.h"
 
+#include "skid.h"
 #include "sysroot.h"
 #include "qp_log.h"
 
@@ -319,8 +320,11 @@ static void kernel_part(prof_stack_builder *sb, struct cpu_capture *c, struct pr
         st->sample.user_stop = UNW_STOP_MEMORY;
         sb->counters.truncated[UNW_STOP_MEMORY]++;
     }
-    if (at_kernel_entry(sb, n, stop))
+    if (at_kernel_entry(sb, n, stop)) {
         sb->counters.at_kernel_entry++;
+        /* late by its flag's age, but without the user registers to place it: left, marked */
+        sb->counters.skid_unplaced += prof_skid_aged(c);
+    }
 }
 
 void prof_build_stack(prof_stack_builder *sb, struct cpu_capture *c, int i, struct prof_stack *st)
@@ -350,7 +354,10 @@ void prof_build_stack(prof_stack_builder *sb, struct cpu_capture *c, int i, stru
     set_process(c, &st->sample);
     if (!c->task.known)
         sb->counters.no_process_info++;
-    if (c->vcpu.user) {
+    if (prof_skid_check(sb->cfg.kernel_syms, c, &sb->counters) == PROF_SKID_MOVED) {
+        st->sample.mode = OUT_MODE_USER; /* where the entry interrupted it */
+        user_part(sb, c, &c->entry_regs, st);
+    } else if (c->vcpu.user) {
         user_part(sb, c, &c->vcpu.regs, st);
     } else {
         kernel_part(sb, c, st);

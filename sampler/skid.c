@@ -1,0 +1,42 @@
+/* Skid under a capturing target (skid.h). */
+#include "skid.h"
+
+int prof_skid_bucket(uint32_t age_us)
+{
+    int b = 0;
+    for (uint32_t limit = 10; b < PROF_AGE_BUCKETS - 1 && age_us >= limit; limit *= 10)
+        b++;
+    return b;
+}
+
+/* Only the timer's flag can wait on a descheduled thread and be taken by the first block after
+ * an interrupt's delivery: the counter comes due by instructions the vCPU executes, so the
+ * first block after a delivery takes it only by chance, as it takes any other block. */
+bool prof_skid_aged(const struct cpu_capture *c)
+{
+    return c->vcpu.flag_trigger == PROF_FLAG_TIMER && c->vcpu.flag_age_us >= PROF_SKID_AGE_US;
+}
+
+static bool at_entry_from_user(const sym_table *kernel_syms, const struct cpu_capture *c)
+{
+    struct sym_info info;
+    return !c->vcpu.user && c->have_entry_regs && kernel_syms &&
+           sym_lookup(kernel_syms, c->vcpu.pc, &info) == 0 && info.start == c->vcpu.pc;
+}
+
+enum prof_skid prof_skid_check(const sym_table *kernel_syms, const struct cpu_capture *c,
+                               struct prof_stack_counters *counters)
+{
+    uint32_t t = c->vcpu.flag_trigger;
+    if (t != PROF_FLAG_TIMER && t != PROF_FLAG_COUNTER)
+        return PROF_SKID_NONE;
+    int b = prof_skid_bucket(c->vcpu.flag_age_us);
+    counters->flag_age[t - 1][b]++;
+    if (!at_entry_from_user(kernel_syms, c))
+        return PROF_SKID_NONE;
+    counters->entry_flag_age[t - 1][b]++;
+    if (!prof_skid_aged(c))
+        return PROF_SKID_NONE;
+    counters->skid_moved++;
+    return PROF_SKID_MOVED;
+}
