@@ -471,8 +471,8 @@ static void print_kernel_entries(const struct prof_stack_counters *c, uint64_t v
 static void print_flag_ages(const struct prof_stack_counters *c, FILE *f)
 {
     static const char *const trigger[2] = {"timer", "counter"};
-    static const char *const bucket[PROF_AGE_BUCKETS] = {"<10us", "<100us", "<1ms", "<10ms",
-                                                         ">=10ms"};
+    static const char *const bucket[PROF_AGE_BUCKETS] = {"<10us",  "<20us", "<50us", "<100us",
+                                                         "<200us", "<1ms",  "<10ms", ">=10ms"};
     for (int t = 0; t < 2; t++) {
         uint64_t all = 0;
         for (int b = 0; b < PROF_AGE_BUCKETS; b++)

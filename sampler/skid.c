@@ -3,8 +3,9 @@
 
 int prof_skid_bucket(uint32_t age_us)
 {
+    static const uint32_t limit[PROF_AGE_BUCKETS - 1] = {10, 20, 50, 100, 200, 1000, 10000};
     int b = 0;
-    for (uint32_t limit = 10; b < PROF_AGE_BUCKETS - 1 && age_us >= limit; limit *= 10)
+    while (b < PROF_AGE_BUCKETS - 1 && age_us >= limit[b])
         b++;
     return b;
 }
