@@ -420,8 +420,15 @@ void prof_stack_print(const struct cpu_capture *c, out_names *names, const struc
                                  .frames = st->sample.frames};
     g_strlcpy(as_stack.comm, st->sample.comm, sizeof as_stack.comm);
     char root[64];
-    fprintf(out, "%s, %s, pc 0x%016" PRIx64 "\n", out_stack_root(&as_stack, root, sizeof root),
-            mode_text(c, &st->sample), c->vcpu.pc);
+    /* moved off a kernel entry (skid.h): the stack and its pc are the interrupted context's */
+    bool moved = !c->vcpu.user && st->sample.mode == OUT_MODE_USER && st->sample.n_frames > 0;
+    uint64_t pc = moved ? st->sample.frames[st->sample.n_frames - 1].pc : c->vcpu.pc;
+    fprintf(out, "%s, %s, pc 0x%016" PRIx64, out_stack_root(&as_stack, root, sizeof root),
+            mode_text(c, &st->sample), pc);
+    if (moved)
+        fprintf(out, " (its sample waited across a kernel entry, taken at 0x%016" PRIx64 ")",
+                c->vcpu.pc);
+    fputc('\n', out);
     int len = out_stack_display_len(&as_stack);
     const struct out_name **shown = g_new(const struct out_name *, len ? len : 1);
     out_stack_display(names, &as_stack, shown);
