@@ -18,14 +18,7 @@ bool prof_skid_aged(const struct cpu_capture *c)
     return c->vcpu.flag_trigger == PROF_FLAG_TIMER && c->vcpu.flag_age_us >= PROF_SKID_AGE_US;
 }
 
-static bool at_entry_from_user(const sym_table *kernel_syms, const struct cpu_capture *c)
-{
-    struct sym_info info;
-    return !c->vcpu.user && c->have_entry_regs && kernel_syms &&
-           sym_lookup(kernel_syms, c->vcpu.pc, &info) == 0 && info.start == c->vcpu.pc;
-}
-
-enum prof_skid prof_skid_check(const sym_table *kernel_syms, const struct cpu_capture *c,
+enum prof_skid prof_skid_check(bool at_entry, const struct cpu_capture *c,
                                struct prof_stack_counters *counters)
 {
     uint32_t t = c->vcpu.flag_trigger;
@@ -33,7 +26,7 @@ enum prof_skid prof_skid_check(const sym_table *kernel_syms, const struct cpu_ca
         return PROF_SKID_NONE;
     int b = prof_skid_bucket(c->vcpu.flag_age_us);
     counters->flag_age[t - 1][b]++;
-    if (!at_entry_from_user(kernel_syms, c))
+    if (!at_entry || !c->have_entry_regs)
         return PROF_SKID_NONE;
     counters->entry_flag_age[t - 1][b]++;
     if (!prof_skid_aged(c))

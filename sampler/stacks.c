@@ -284,6 +284,22 @@ static bool at_kernel_entry(const prof_stack_builder *sb, int n, enum unw_stop s
            info.start == sb->frames[0].pc;
 }
 
+/* The same before the stack is built (skid.h): on the first instruction of a kernel function,
+ * whose walk leaves the kernel in one frame. (A walk from the first instruction of a function
+ * a system call's work called leaves it too, frames later: not an entry.) */
+static bool at_entry_from_user(prof_stack_builder *sb, const struct cpu_capture *c)
+{
+    struct sym_info info;
+    if (c->vcpu.user || !c->have_entry_regs || !sb->cfg.kernel_syms ||
+        sym_lookup(sb->cfg.kernel_syms, c->vcpu.pc, &info) != 0 || info.start != c->vcpu.pc)
+        return false;
+    struct window w = {c->kstack_addr, c->kstack, c->kstack_len};
+    enum unw_stop stop;
+    struct unw_result res = {0};
+    int n = walk_full(sb, sb->cfg.kernel_space, &c->vcpu.regs, &w, &stop, &res);
+    return at_kernel_entry(sb, n, stop);
+}
+
 static void kernel_part(prof_stack_builder *sb, struct cpu_capture *c, struct prof_stack *st)
 {
     if (c->have_trap)
@@ -354,7 +370,8 @@ void prof_build_stack(prof_stack_builder *sb, struct cpu_capture *c, int i, stru
     set_process(c, &st->sample);
     if (!c->task.known)
         sb->counters.no_process_info++;
-    if (prof_skid_check(sb->cfg.kernel_syms, c, &sb->counters) == PROF_SKID_MOVED) {
+    bool timed = c->vcpu.flag_trigger != PROF_FLAG_NONE;
+    if (prof_skid_check(timed && at_entry_from_user(sb, c), c, &sb->counters) == PROF_SKID_MOVED) {
         st->sample.mode = OUT_MODE_USER; /* where the entry interrupted it */
         user_part(sb, c, &c->entry_regs, st);
     } else if (c->vcpu.user) {

@@ -635,7 +635,12 @@ static double spin_kernel_share(const struct guest *g, const struct profile *pr,
             *idle += s->count;
         } else if (g_str_has_prefix(s->root, "spin (")) {
             *spin += s->count;
-            kernel += kernel_leaf(&g->names, s) ? s->count : 0;
+            if (!kernel_leaf(&g->names, s))
+                continue;
+            kernel += s->count;
+            if (s->count >= 10) /* where it shows: the tick, or an entry left unmoved */
+                fprintf(stderr, "  spin in the kernel: cpu%d;%s;%s %lu\n", s->cpu, s->root,
+                        s->frames, (unsigned long)s->count);
         }
     }
     return (double)kernel / (double)(*spin ? *spin : 1);
