@@ -92,6 +92,35 @@ static void print_kernel_entries(const struct prof_stack_counters *c, uint64_t v
                 "  (docs/accuracy.md: \"TCG and the moment of a sample\")\n");
 }
 
+/* A capturing target's samples by how long their trigger waited, and the ones that waited across
+ * a kernel entry's delivery and were moved back to the context it interrupted (sampler/skid.h,
+ * docs/plugin.md "The moment of a sample"). */
+static void print_flag_ages(const struct prof_stack_counters *c, FILE *f)
+{
+    static const char *const trigger[2] = {"timer", "counter"};
+    static const char *const bucket[PROF_AGE_BUCKETS] = {"<10us",  "<20us", "<50us", "<100us",
+                                                         "<200us", "<1ms",  "<10ms", ">=10ms"};
+    for (int t = 0; t < 2; t++) {
+        uint64_t all = 0;
+        for (int b = 0; b < PROF_AGE_BUCKETS; b++)
+            all += c->flag_age[t][b];
+        if (!all)
+            continue;
+        fprintf(f, "%s samples by how long they waited for the vCPU:", trigger[t]);
+        for (int b = 0; b < PROF_AGE_BUCKETS; b++)
+            fprintf(f, " %s %" PRIu64, bucket[b], c->flag_age[t][b]);
+        fprintf(f, "\n  of them on the first instruction of a kernel entry from user space:");
+        for (int b = 0; b < PROF_AGE_BUCKETS; b++)
+            fprintf(f, " %s %" PRIu64, bucket[b], c->entry_flag_age[t][b]);
+        fputc('\n', f);
+    }
+    if (c->skid_moved || c->skid_unplaced)
+        fprintf(f,
+                "samples moved from a kernel entry to the interrupted context: %" PRIu64
+                " (not placed, left marked: %" PRIu64 ")\n",
+                c->skid_moved, c->skid_unplaced);
+}
+
 static double pct(uint64_t part, uint64_t whole)
 {
     return whole ? 100.0 * (double)part / (double)whole : 0.0;
@@ -232,6 +261,7 @@ void run_print_summary(const struct run_state *r, double elapsed, FILE *f)
     print_kernel_completeness(st, f);
     print_sysroot_use(st, prof_session_sysroot_counters(r->session), f);
     print_kernel_entries(st, c->vcpu_samples, f);
+    print_flag_ages(st, f);
     prof_agg_print_report(r->agg, f, r->o->top);
 }
 

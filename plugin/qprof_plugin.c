@@ -97,6 +97,8 @@ struct vcpu {
     _Atomic uint64_t idle_since_ns; /* the timer thread reads it */
     /* the timer trigger: deadlines the timer thread flagged since this vCPU's last sample */
     _Atomic uint32_t flagged;
+    /* when the timer thread raised the first of those flags (0: none pending) */
+    _Atomic uint64_t flagged_at_ns;
     uint32_t trigger_seen; /* plugin.trigger at this vCPU's last callback */
     _Atomic pid_t tid;     /* the vCPU's host thread, from its first callback (0: none yet) */
 };
@@ -246,12 +248,24 @@ static uint32_t read_window_cb(void *ctx, uint64_t addr, uint32_t len, uint8_t *
     return read_window(ctx, addr, len, out);
 }
 
-static void take_sample(unsigned idx, struct vcpu *v, uint64_t t0, uint32_t periods)
+/* The age of a sample's flag in us, saturating (qpr_sample.flag_age_us). */
+static uint32_t flag_age_us(uint64_t now, uint64_t since)
+{
+    if (!since || since >= now)
+        return 0;
+    uint64_t us = (now - since) / 1000;
+    return us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
+static void take_sample(unsigned idx, struct vcpu *v, uint64_t t0, uint32_t periods,
+                        uint32_t trigger, uint64_t flag_ns)
 {
     if (!qps_reserve(plugin.shm, idx))
         return;
     struct qpr_sample *s = v->scratch;
     s->kind = QPR_KIND_SAMPLE;
+    s->trigger = trigger;
+    s->flag_age_us = flag_age_us(t0, flag_ns);
     s->periods = periods;
     s->vcpu = idx;
     s->time_ns = t0;
@@ -328,10 +342,12 @@ static void on_counter(unsigned int idx, void *userdata)
         v->trigger_seen = trigger;
         v->gen = 0;
         atomic_store_explicit(&v->flagged, 0, memory_order_relaxed);
+        atomic_store_explicit(&v->flagged_at_ns, 0, memory_order_relaxed);
     }
     if (!refresh_config(v, now)) {
         rearm(idx, DISARMED_DISTANCE);
         atomic_store_explicit(&v->flagged, 0, memory_order_relaxed);
+        atomic_store_explicit(&v->flagged_at_ns, 0, memory_order_relaxed);
         return;
     }
     if (trigger == QPR_TRIGGER_TIMER) { /* the timer thread said this vCPU's deadline passed */
@@ -339,13 +355,17 @@ static void on_counter(unsigned int idx, void *userdata)
         /* after the re-arm: a flag set from here on fires again; 0 means this fire's deadlines
          * went with the previous sample */
         uint32_t periods = atomic_exchange_explicit(&v->flagged, 0, memory_order_relaxed);
+        /* second: a flag raised between the two leaves no time, and its sample an age of 0
+         * (unknown, never moved) rather than this one's */
+        uint64_t at = atomic_exchange_explicit(&v->flagged_at_ns, 0, memory_order_relaxed);
         if (periods)
-            take_sample(idx, v, now, periods > QPR_MAX_PERIODS ? QPR_MAX_PERIODS : periods);
+            take_sample(idx, v, now, periods > QPR_MAX_PERIODS ? QPR_MAX_PERIODS : periods,
+                        QPR_TRIGGER_TIMER, at);
         return;
     }
     v->insns += v->distance;
     if (!v->cfg.interval_ns) {
-        take_sample(idx, v, now, 1);
+        take_sample(idx, v, now, 1, QPR_TRIGGER_COUNTER, 0);
         v->distance = jittered(v, v->cfg.period_insns);
         rearm(idx, v->distance ? v->distance : 1);
         return;
@@ -355,7 +375,7 @@ static void on_counter(unsigned int idx, void *userdata)
          * vCPU was where this sample finds it for all of them. */
         uint64_t late = (now - v->deadline_ns) / v->cfg.interval_ns;
         uint32_t periods = late >= QPR_MAX_PERIODS ? QPR_MAX_PERIODS : (uint32_t)late + 1;
-        take_sample(idx, v, now, periods);
+        take_sample(idx, v, now, periods, QPR_TRIGGER_COUNTER, v->deadline_ns);
         uint64_t next =
             v->deadline_ns + late * v->cfg.interval_ns + jittered(v, v->cfg.interval_ns);
         v->deadline_ns = next > now ? next : now + jittered(v, v->cfg.interval_ns) / 2;
@@ -430,6 +450,7 @@ static void on_vcpu_init(QPR_VCPU_CB_PARAMS(idx))
  * one tick: that it waited through the others is not known). */
 static void timer_tick(uint64_t periods)
 {
+    uint64_t now = now_ns();
     for (uint32_t i = 0; i < plugin.n_vcpus; i++) {
         struct vcpu *v = &plugin.vcpus[i];
         if (!v->ready)
@@ -439,6 +460,10 @@ static void timer_tick(uint64_t periods)
         if (atomic_load_explicit(&v->idle_since_ns, memory_order_relaxed)) {
             qps_idle_tick(plugin.shm, i);
         } else {
+            /* the first flag's time stays until the sample takes it (its age, the skid) */
+            uint64_t none = 0;
+            atomic_compare_exchange_strong_explicit(&v->flagged_at_ns, &none, now,
+                                                    memory_order_relaxed, memory_order_relaxed);
             atomic_fetch_add_explicit(&v->flagged, (uint32_t)periods, memory_order_relaxed);
             qemu_plugin_u64_set(plugin.counter, i, FIRE);
         }

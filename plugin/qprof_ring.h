@@ -30,7 +30,7 @@
 #include <string.h>
 
 #define QPR_MAGIC       0x31525051u /* "QPR1" */
-#define QPR_VERSION     5
+#define QPR_VERSION     6           /* 6: qpr_sample.flag_age_us and trigger */
 #define QPR_SLOTS       512 /* per vCPU: 50 ms of samples at 10 kHz (256 lost some on a loaded host) */
 #define QPR_STACK_MAX   (16u << 10) /* stack window bytes, at most */
 #define QPR_EXTRA_MAX   4096u       /* bytes of the one extra window qprof asks for */
@@ -93,7 +93,12 @@ struct qpr_sample {
     uint64_t idle_ns; /* IDLE: how long the vCPU waited */
     uint64_t insns;   /* guest instructions this vCPU executed since it was armed (about) */
     uint32_t cost_ns; /* the capture's time on the vCPU thread */
-    uint32_t pad1;
+    /* How long the sample waited for its vCPU (us, saturating): TIMER, from the timer thread's
+     * first flag since the vCPU's last sample to the callback that took it; COUNTER, from the
+     * vCPU's deadline to the check that found it passed. A flag that waited longer than a
+     * running vCPU takes to reach its next block was raised while the host did not run the
+     * thread (docs/plugin.md, "The moment of a sample"). */
+    uint32_t flag_age_us;
     uint64_t regs_valid; /* bit i: regs[i] (qpr_config.reg_names[i]) was read */
     uint64_t regs[QPR_MAX_REGS];
     uint64_t stack_addr; /* = regs[qpr_config.sp_reg] */
@@ -112,7 +117,7 @@ struct qpr_sample {
     uint32_t win_len[QPR_WINDOWS];
     uint32_t win_off[QPR_WINDOWS];
     uint32_t win_asked; /* windows the configuration it was taken under asked for */
-    uint32_t pad2;
+    uint32_t trigger;   /* enum qpr_trigger the sample was taken by (TIMER or COUNTER) */
     uint8_t stack[QPR_STACK_MAX];
     uint8_t extra[QPR_EXTRA_MAX];
     uint8_t ustack[QPR_STACK_MAX];

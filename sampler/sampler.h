@@ -126,11 +126,19 @@ struct prof_capture_counters {
     uint64_t kstack_window_grown;
 };
 
+#define PROF_AGE_BUCKETS 8
+
 /* The stacks (stacks.c): what they looked like. */
 struct prof_stack_counters {
     uint64_t truncated[UNW_STOP_COUNT];
     uint64_t no_process_info; /* the OS adapter knew nothing (no ABI, or a torn slot) */
     uint64_t at_kernel_entry; /* on the first instruction of an entry from user space */
+    /* A capturing target's samples by how long their trigger waited ([timer, counter][bucket:
+     * prof_skid_bucket]): all, and those on the first instruction of an
+     * entry from user space; and the ones moved from such an entry to the user context it
+     * interrupted, or left there, marked, for want of the user registers (sampler/skid.h). */
+    uint64_t flag_age[2][PROF_AGE_BUCKETS], entry_flag_age[2][PROF_AGE_BUCKETS];
+    uint64_t skid_moved, skid_unplaced;
     uint64_t kernel_stacks, kernel_stacks_complete; /* unwound by the OS adapter (ORC) */
     uint64_t kernel_stacks_by_fp;                   /* of those, by frame pointers (arm64 Linux) */
     /* --sysroot: user stacks unwound with the sysroot's files, and those that reached the

@@ -4,6 +4,7 @@
 #include "stacks.h"
 
 #include "model.h"
+#include "skid.h"
 #include "qp_log.h"
 
 #include <errno.h>
@@ -322,6 +323,22 @@ static bool at_kernel_entry(const prof_stack_builder *sb, int n, enum unw_stop s
            info.start == sb->frames[0].pc;
 }
 
+/* The same before the stack is built (skid.h): on the first instruction of a kernel function,
+ * whose walk leaves the kernel in one frame. (A walk from the first instruction of a function
+ * a system call's work called leaves it too, frames later: not an entry.) */
+static bool at_entry_from_user(prof_stack_builder *sb, const struct cpu_capture *c)
+{
+    struct sym_info info;
+    if (c->vcpu.user || !c->have_entry_regs || !sb->cfg.kernel_syms ||
+        sym_lookup(sb->cfg.kernel_syms, c->vcpu.pc, &info) != 0 || info.start != c->vcpu.pc)
+        return false;
+    struct window w = {c->kstack_addr, c->kstack, c->kstack_len};
+    enum unw_stop stop;
+    struct unw_result res = {0};
+    int n = walk_full(sb, sb->cfg.kernel_space, &c->vcpu.regs, &w, &stop, &res);
+    return at_kernel_entry(sb, n, stop);
+}
+
 static void kernel_part(prof_stack_builder *sb, struct cpu_capture *c, struct prof_stack *st)
 {
     if (c->have_trap)
@@ -361,8 +378,11 @@ static void kernel_part(prof_stack_builder *sb, struct cpu_capture *c, struct pr
         st->sample.user_stop = UNW_STOP_MEMORY;
         sb->counters.truncated[UNW_STOP_MEMORY]++;
     }
-    if (at_kernel_entry(sb, n, stop))
+    if (at_kernel_entry(sb, n, stop)) {
         sb->counters.at_kernel_entry++;
+        /* late by its flag's age, but without the user registers to place it: left, marked */
+        sb->counters.skid_unplaced += prof_skid_aged(c);
+    }
 }
 
 void prof_build_stack(prof_stack_builder *sb, struct cpu_capture *c, int i, struct prof_stack *st)
@@ -392,7 +412,11 @@ void prof_build_stack(prof_stack_builder *sb, struct cpu_capture *c, int i, stru
     set_process(c, &st->sample);
     if (!c->task.known)
         sb->counters.no_process_info++;
-    if (c->vcpu.user) {
+    bool timed = c->vcpu.flag_trigger != PROF_FLAG_NONE;
+    if (prof_skid_check(timed && at_entry_from_user(sb, c), c, &sb->counters) == PROF_SKID_MOVED) {
+        st->sample.mode = OUT_MODE_USER; /* where the entry interrupted it */
+        user_part(sb, c, &c->entry_regs, st);
+    } else if (c->vcpu.user) {
         user_part(sb, c, &c->vcpu.regs, st);
     } else {
         kernel_part(sb, c, st);
@@ -455,8 +479,15 @@ void prof_stack_print(const struct cpu_capture *c, out_names *names, const struc
                                  .frames = st->sample.frames};
     g_strlcpy(as_stack.comm, st->sample.comm, sizeof as_stack.comm);
     char root[64];
-    fprintf(out, "%s, %s, pc 0x%016" PRIx64 "\n", out_stack_root(&as_stack, root, sizeof root),
-            mode_text(c, &st->sample), c->vcpu.pc);
+    /* moved off a kernel entry (skid.h): the stack and its pc are the interrupted context's */
+    bool moved = !c->vcpu.user && st->sample.mode == OUT_MODE_USER && st->sample.n_frames > 0;
+    uint64_t pc = moved ? st->sample.frames[st->sample.n_frames - 1].pc : c->vcpu.pc;
+    fprintf(out, "%s, %s, pc 0x%016" PRIx64, out_stack_root(&as_stack, root, sizeof root),
+            mode_text(c, &st->sample), pc);
+    if (moved)
+        fprintf(out, " (its sample waited across a kernel entry, taken at 0x%016" PRIx64 ")",
+                c->vcpu.pc);
+    fputc('\n', out);
     int len = out_stack_display_len(&as_stack);
     const struct out_name **shown = g_new(const struct out_name *, len ? len : 1);
     out_stack_display(names, &as_stack, shown);

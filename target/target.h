@@ -59,8 +59,19 @@ struct prof_vcpu {
     uint64_t kernel_thread_alt;
     bool has_exception_pc; /* aarch64: ELR_EL1, riscv64: sepc (prof_arch_cpu_state's) */
     uint64_t exception_pc;
+    /* A capturing target (the plugin): how long the sample's trigger waited for this vCPU's
+     * thread (us; qpr_sample.flag_age_us) and by which trigger (enum prof_flag_trigger). A
+     * stopping target leaves both 0. */
+    uint32_t flag_age_us;
+    uint32_t flag_trigger;
     const void *target_cpu; /* the backend's own record, for prof_target_read; valid only while
                                the target is stopped */
+};
+
+enum prof_flag_trigger {
+    PROF_FLAG_NONE = 0,    /* the target stopped the vCPU: no flag waited */
+    PROF_FLAG_TIMER = 1,   /* a host timer flagged the vCPU; its next block took the sample */
+    PROF_FLAG_COUNTER = 2, /* the vCPU's own instruction counter found its deadline passed */
 };
 
 /* How the guest numbers this vCPU: its APIC ID where the backend knows it, else the target's

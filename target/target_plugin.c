@@ -869,6 +869,10 @@ static int tp_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
             int rc = vcpu_from_sample(t, &t->cur, err);
             if (rc)
                 return rc;
+            t->vcpu.flag_age_us = t->cur.flag_age_us;
+            t->vcpu.flag_trigger = t->cur.trigger == QPR_TRIGGER_TIMER     ? PROF_FLAG_TIMER
+                                   : t->cur.trigger == QPR_TRIGGER_COUNTER ? PROF_FLAG_COUNTER
+                                                                           : PROF_FLAG_NONE;
             if (stats)
                 stats->paused_ns = t->cur.cost_ns; /* the capture's time on that vCPU alone */
             /* Counted, not repeated: one capture standing for several intervals would weigh

@@ -4,7 +4,8 @@
  * designed ratios (spin's hot_a 75%, sys's kernel half), and that the vCPUs were busy.
  *
  * Usage: test_smp CASE   (smp2_pinned, smp4_mttcg_pinned, smp4_unpinned, smp_kvm,
- *                         smp4_mttcg_plugin, smp4_plugin_unpinned) */
+ *                         smp4_mttcg_plugin, smp4_plugin_unpinned)
+ *        test_smp plugin_skid SMP timer|counter   (the demo's layout on SMP vCPUs, the plugin) */
 #define _GNU_SOURCE
 #include "child.h"
 #include "folded.h"
@@ -158,6 +159,8 @@ struct smp_case {
     unsigned samples;
     const char *interval_ms;
     bool plugin; /* through qprof-plugin.so in QEMU 10: each vCPU sampled on its own clock */
+    const char *trigger; /* --plugin-trigger, NULL: qprof's default */
+    bool gdb;            /* through the gdbstub (--gdb), which stops the guest */
 };
 
 struct guest {
@@ -174,8 +177,11 @@ static void boot(struct guest *g, const struct smp_case *c)
             g_string_append_printf(run, "@%d", c->progs[i].pin);
     }
     setenv("QPROF_ACCEL", c->accel, 1);
-    struct vm_opts opts = {
-        .smp = c->smp, .shared_ram = true, .cmdline = run->str, .plugin = c->plugin};
+    struct vm_opts opts = {.smp = c->smp,
+                           .shared_ram = true,
+                           .cmdline = run->str,
+                           .plugin = c->plugin,
+                           .gdbstub = c->gdb};
     double t0 = now_s();
     int rc = vm_start(&opts, &g->vm);
     if (rc == VM_SKIP)
@@ -199,15 +205,20 @@ static void boot(struct guest *g, const struct smp_case *c)
     g_string_free(run, TRUE);
 }
 
-/* Exactly c->samples samples of every vCPU into the per-CPU folded file. */
-static struct profile profile(struct guest *g, const struct smp_case *c)
+/* Exactly c->samples samples of every vCPU into the per-CPU folded file; qprof's summary (its
+ * stderr) in *summary when not NULL. */
+static struct profile profile(struct guest *g, const struct smp_case *c, char **summary)
 {
     char count[32], output[512];
     /* through the plugin, a sample is one vCPU's: as many stacks as c->samples stops give */
     snprintf(count, sizeof count, "%u", c->plugin ? c->samples * c->smp : c->samples);
     snprintf(output, sizeof output, "%s/out.folded", vm_dir(g->vm));
-    const char *args[] = {c->plugin ? "--plugin" : "--transport",
-                          c->plugin ? vm_plugin_address(g->vm) : "qmp",
+    const char *args[] = {c->plugin ? "--plugin"
+                          : c->gdb  ? "--gdb"
+                                    : "--transport",
+                          c->plugin ? vm_plugin_address(g->vm)
+                          : c->gdb  ? vm_gdb_address(g->vm)
+                                    : "qmp",
                           "--qmp-socket",
                           vm_qmp_path(g->vm),
                           "--kernel",
@@ -222,13 +233,18 @@ static struct profile profile(struct guest *g, const struct smp_case *c)
                           "-o",
                           output,
                           "--no-progress",
+                          c->trigger ? "--plugin-trigger" : NULL,
+                          c->trigger,
                           NULL};
     char *err = NULL;
     double t0 = now_s();
     int rc = run_qprof(vm_dir(g->vm), args, 180 + c->samples * 0.2, &err);
     fprintf(stderr, "qprof took %.1f s\n%s", now_s() - t0, err);
     CHECK_MSG(rc == 0, "qprof exited %d", rc);
-    g_free(err);
+    if (summary)
+        *summary = err;
+    else
+        g_free(err);
     struct profile pr = read_profile(output);
     CHECK_MSG(pr.total == (uint64_t)c->samples * (uint64_t)c->smp,
               "asked for %u samples of %d vCPUs, the file holds %lu stacks", c->samples, c->smp,
@@ -553,7 +569,7 @@ static void run_case(const struct smp_case *c)
     struct guest g;
     boot(&g, c);
     check_abi_slots(g.vm, c->smp, 25);
-    struct profile pr = profile(&g, c);
+    struct profile pr = profile(&g, c, NULL);
     struct per_cpu pc[MAX_VCPUS];
     check_stacks(c, &g, &pr, pc);
     bool pinned = false;
@@ -577,6 +593,147 @@ static void run_case(const struct smp_case *c)
     profile_free(&pr);
     guest_names_free(&g.names);
     vm_stop(g.vm);
+}
+
+/* ---- Skid through the plugin (issue 39) --------------------------------------------------- */
+
+/* With more vCPU threads than host cores, the plugin's timer flags a vCPU whose thread the host
+ * is not running; when it runs again QEMU first delivers the interrupt that came due meanwhile,
+ * and the first block to see the flag is the entry's. Those samples must count where the entry
+ * interrupted the guest (docs/plugin.md, "The moment of a sample"), or pure user code shows
+ * kernel time. Measured before the fix, 4 vCPUs on 2 cores: 7.6% of the samples on the first
+ * instruction of an entry from user space, spin 8.8% in the kernel. */
+#define SKID_ENTRY_MAX       0.015 /* the gdbstub's own share was 0.8% */
+#define SKID_SPIN_KERNEL_TOL 0.02  /* from the gdbstub's, on one vCPU (measured first) */
+#define SKID_IDLE            0.15  /* the duty cycle's designed idle share */
+#define SKID_IDLE_TOL        0.03
+
+/* The number after label in qprof's summary, 0 when the line is not there (none counted). */
+static uint64_t summary_count(const char *summary, const char *label)
+{
+    const char *at = summary ? strstr(summary, label) : NULL;
+    return at ? strtoull(at + strlen(label), NULL, 10) : 0;
+}
+
+/* Whether a stack's leaf is the kernel's. */
+static bool kernel_leaf(const struct guest_names *n, const struct stack *s)
+{
+    const char *leaf = strrchr(s->frames, ';');
+    leaf = leaf ? leaf + 1 : s->frames;
+    return guest_is_function_of(n->kernel, leaf) && !guest_is_function_of(n->spin, leaf);
+}
+
+/* spin's kernel share, and the share of idle, among stacks of pr. */
+static double spin_kernel_share(const struct guest *g, const struct profile *pr, uint64_t *spin,
+                                uint64_t *idle)
+{
+    uint64_t kernel = 0;
+    *spin = *idle = 0;
+    for (guint i = 0; i < pr->stacks->len; i++) {
+        const struct stack *s = STACK_AT(pr, i);
+        if (strcmp(s->root, "idle") == 0) {
+            *idle += s->count;
+        } else if (g_str_has_prefix(s->root, "spin (")) {
+            *spin += s->count;
+            if (!kernel_leaf(&g->names, s))
+                continue;
+            kernel += s->count;
+            if (s->count >= 10) /* where it shows: the tick, or an entry left unmoved */
+                fprintf(stderr, "  spin in the kernel: cpu%d;%s;%s %lu\n", s->cpu, s->root,
+                        s->frames, (unsigned long)s->count);
+        }
+    }
+    return (double)kernel / (double)(*spin ? *spin : 1);
+}
+
+/* The reference: spin alone on one vCPU through the gdbstub, which stops the guest to sample. */
+static double gdbstub_spin_kernel_share(uint64_t *n)
+{
+    struct smp_case c = {.accel = "tcg",
+                         .smp = 1,
+                         .progs = {{"spin", 1, 0}},
+                         .n_progs = 1,
+                         .samples = 1500,
+                         .interval_ms = "1",
+                         .gdb = true};
+    struct guest g;
+    boot(&g, &c);
+    struct profile pr = profile(&g, &c, NULL);
+    uint64_t spin, idle;
+    double share = spin_kernel_share(&g, &pr, &spin, &idle);
+    fprintf(stderr, "gdbstub, -smp 1: spin in the kernel %.2f%% of %lu\n", 100 * share,
+            (unsigned long)spin);
+    REQUIRE(spin >= c.samples / 2);
+    *n = spin;
+    profile_free(&pr);
+    guest_names_free(&g.names);
+    vm_stop(g.vm);
+    return share;
+}
+
+static void run_skid_case(const struct smp_case *c)
+{
+    uint64_t n_reference;
+    double reference = gdbstub_spin_kernel_share(&n_reference);
+    struct guest g;
+    boot(&g, c);
+    char *summary = NULL;
+    struct profile pr = profile(&g, c, &summary);
+    uint64_t idle, spin;
+    double spin_share = spin_kernel_share(&g, &pr, &spin, &idle);
+    uint64_t entry = summary_count(summary, "kernel entry from user space: ");
+    uint64_t moved = summary_count(summary, "to the interrupted context: ");
+    double n = (double)(pr.total ? pr.total : 1);
+    double entry_share = (double)entry / n, idle_share = (double)idle / n;
+    fprintf(stderr,
+            "-smp %d, trigger %s: %lu samples; on a kernel entry %.2f%% (moved off one: %lu); "
+            "spin in the kernel %.2f%% of %lu; idle %.2f%%\n",
+            c->smp, c->trigger ? c->trigger : "auto", (unsigned long)pr.total, 100 * entry_share,
+            (unsigned long)moved, 100 * spin_share, (unsigned long)spin, 100 * idle_share);
+    REQUIRE(spin >= (uint64_t)c->samples / 2);
+    CHECK_MSG(entry_share <= SKID_ENTRY_MAX,
+              "%.2f%% of the samples on a kernel entry, at most %.1f%%", 100 * entry_share,
+              100 * SKID_ENTRY_MAX);
+    /* 2 points, plus 4.4 standard deviations of the difference of two measured shares: under
+     * overcommit spin's kernel work itself (the tick's lapic_eoi, its report's serial writes,
+     * each taking QEMU's lock that 8 vCPU threads contend for) takes longer in wall time than
+     * on one vCPU, which a time-based sample rightly shows */
+    double tol = SKID_SPIN_KERNEL_TOL +
+                 4.4 * sqrt(reference * (1 - reference) / (double)n_reference +
+                            spin_share * (1 - spin_share) / (double)(spin ? spin : 1));
+    CHECK_MSG(fabs(spin_share - reference) < tol,
+              "spin's kernel share %.3f over %lu samples, the gdbstub's %.3f +- %.3f", spin_share,
+              (unsigned long)spin, reference, tol);
+    /* Idle is reported, not checked: on this loaded host it read 10-48% (designed 15%) with the
+     * skid fixed or not, from another bias: an idle vCPU gets a tick per interval at the
+     * timer's pace, a busy one a sample per interval its thread ran (the unrun ones counted,
+     * not weighed: "intervals without a sample" in the summary). */
+    tol = share_tolerance(SKID_IDLE, pr.total, SKID_IDLE_TOL);
+    if (fabs(idle_share - SKID_IDLE) >= tol)
+        fprintf(stderr, "note: idle %.3f over %lu samples, designed %.2f +- %.3f\n", idle_share,
+                (unsigned long)pr.total, SKID_IDLE, tol);
+    if (harness_failures)
+        dump_profile(&pr);
+    g_free(summary);
+    profile_free(&pr);
+    guest_names_free(&g.names);
+    vm_stop(g.vm);
+}
+
+/* The demo's layout for n vCPUs (xtask's QPROF_SMP): spin on each, sys on every fourth from the
+ * third, each pinned. */
+static struct smp_case skid_case(int smp, const char *trigger)
+{
+    struct smp_case c = {.accel = "tcg,thread=multi",
+                         .smp = smp,
+                         .n_progs = smp,
+                         .samples = 1500,
+                         .interval_ms = "1",
+                         .plugin = true,
+                         .trigger = trigger};
+    for (int k = 0; k < smp && k < MAX_VCPUS; k++)
+        c.progs[k] = (struct program){k % 4 == 2 ? "sys" : "spin", k + 1, k};
+    return c;
 }
 
 /* KVM only where the host CPU has VMX or SVM and /dev/kvm is usable; the reason otherwise. */
@@ -607,8 +764,17 @@ static const char *kvm_unavailable(void)
 
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "plugin_skid") == 0) { /* plugin_skid SMP timer|counter */
+        int smp = atoi(argv[2]);
+        if (smp < 1 || smp > MAX_VCPUS)
+            return 2;
+        struct smp_case c = skid_case(smp, argv[3]);
+        run_skid_case(&c);
+        return harness_result();
+    }
     if (argc != 2) {
-        fprintf(stderr, "usage: test_smp smp2_pinned|smp4_mttcg_pinned|smp4_unpinned|smp_kvm\n");
+        fprintf(stderr, "usage: test_smp smp2_pinned|smp4_mttcg_pinned|smp4_unpinned|smp_kvm|"
+                        "plugin_skid SMP timer|counter\n");
         return 2;
     }
     const char *name = argv[1];
