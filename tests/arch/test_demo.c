@@ -110,6 +110,8 @@ struct vm {
 static bool over_qmp, over_plugin;
 /* lowhalf_current_CASE: --current EXPR for qprof (the kernel's own variable names the process) */
 static const char *current_expr;
+/* lowhalf_user_regs_CASE: --current as above and --user-regs EXPR (the trapframe) */
+static const char *user_regs_expr;
 /* procmem_CASE: QEMU without the shared RAM file; qprof reads guest memory out of the QEMU
  * process (its summary must say so) */
 static bool no_ram_file;
@@ -221,6 +223,8 @@ static struct stacks profile(struct vm *vm, int samples, const char *interval_ms
                           folded,
                           current_expr ? "--current" : "--os", /* auto: the default */
                           current_expr ? current_expr : "auto",
+                          user_regs_expr ? "--user-regs" : "--os",
+                          user_regs_expr ? user_regs_expr : "auto",
                           over_qmp      ? NULL
                           : over_plugin ? "--plugin"
                                         : "--gdb", /* QMP: ends here */
@@ -646,6 +650,10 @@ static GHashTable *kernel_names(void)
 struct lowhalf_figures {
     uint64_t kernel, leaf_named, three_named, in_process;
     uint64_t spin, spin_main, made_up;
+    /* kernel-mode samples of spin and sys, and those whose user frames reach main */
+    uint64_t proc_kernel, proc_kernel_main;
+    uint64_t
+        sys_call_main; /* sys's system calls under its main: sys;_start;main;...;syscall_dispatch */
 };
 
 /* One folded line of the low-half guest: a kernel-mode sample is one with a kernel frame, or
@@ -682,6 +690,13 @@ static void lowhalf_line(GHashTable *kernel, const char *line, struct lowhalf_fi
         f->leaf_named += g_hash_table_contains(kernel, frames[len - 1]) ? n : 0;
         f->three_named += in_kernel >= 3 ? n : 0;
         f->in_process += root_process ? n : 0;
+        bool spin_or_sys = g_str_has_prefix(stack, "spin ") || g_str_has_prefix(stack, "sys ");
+        f->proc_kernel += spin_or_sys && in_kernel ? n : 0;
+        f->proc_kernel_main += spin_or_sys && in_kernel && has_frame(line, "main") ? n : 0;
+        f->sys_call_main += g_str_has_prefix(stack, "sys ") && has_frame(line, "main") &&
+                                    has_frame(line, "syscall_dispatch")
+                                ? n
+                                : 0;
     }
     g_strfreev(frames);
     g_free(stack);
@@ -720,6 +735,17 @@ static void case_lowhalf_mix(const char *qemu)
     CHECK(f.in_process * (current_expr ? 10 : 2) >= f.kernel * (current_expr ? 9 : 1));
     if (current_expr)
         CHECK(count_root(&s, "spin (1)") > 0 && count_root(&s, "sys (2)") > 0);
+    /* --user-regs: the trapframe gives the user registers, the process's own table its stack */
+    fprintf(stderr,
+            "kernel-mode samples of spin and sys %lu, with user frames through main %lu; sys's "
+            "system calls under main %lu\n",
+            (unsigned long)f.proc_kernel, (unsigned long)f.proc_kernel_main,
+            (unsigned long)f.sys_call_main);
+    if (user_regs_expr) {
+        REQUIRE(f.proc_kernel >= (uint64_t)n / 20);
+        CHECK(f.proc_kernel_main * 10 >= f.proc_kernel * 9);
+        CHECK(f.sys_call_main > 0);
+    }
     CHECK(f.spin_main * 10 >= f.spin * 9);
     CHECK_U64(f.made_up, 0);
     uint64_t a = count_frame(&s, "hot_a"), b = count_frame(&s, "hot_b");
@@ -747,6 +773,10 @@ int main(int argc, char **argv)
         if (g_str_has_prefix(which, "current_")) {
             current_expr = "cpus[$cpu].proc";
             which += strlen("current_");
+        } else if (g_str_has_prefix(which, "user_regs_")) {
+            current_expr = "cpus[$cpu].proc";
+            user_regs_expr = "cpus[$cpu].proc->trapframe";
+            which += strlen("user_regs_");
         }
     } else if (g_str_has_prefix(which, "dframe_")) {
         demo_kernel = QPROF_DEMO_DIR "/kernel-dframe.elf";
