@@ -987,8 +987,11 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
             capture_cpu(s, c);
             if (s->aspaces && c->vcpu.as_root) /* 0: the target cannot tell the root */
                 capture_aspace(s, c);
-        } else {
-            s->last_user_as[c->slot] = NULL; /* idle: whatever runs next was not seen */
+        } else if (!c->selected || c->vcpu.halted || c->vcpu.paging64) {
+            /* idle: whatever runs next was not seen. A vCPU running with paging off is in a
+             * firmware trap (riscv64's M-mode timer) that returns to what it interrupted: the
+             * process it ran for is still the one. */
+            s->last_user_as[c->slot] = NULL;
         }
     }
     for (int i = 0; i < s->n_cpus; i++)
