@@ -782,11 +782,13 @@ static int read_window_in(prof_session *s, struct cpu_capture *c, uint64_t root,
 
 /* --user-regs: a lent process's user registers where its kernel saved them, and its user stack
  * read in its own table. Where that cannot be read the user side stays unknown (stacks.c), and
- * the summary says why. */
+ * the summary says why. A capturing target (the plugin) leaves it unknown. */
 static void capture_lent_user(prof_session *s, struct cpu_capture *c)
 {
     struct prof_os_mem mem = os_mem(s);
-    if (prof_os_user_regs(s->os, &c->vcpu, &c->task, &mem, &c->trap) != 0)
+    /* a capturing target's physical reads are of memory the guest has changed since its
+     * instant: a user stack read that way would be another moment's */
+    if (mem.captured || prof_os_user_regs(s->os, &c->vcpu, &c->task, &mem, &c->trap) != 0)
         return;
     struct qp_error err = {0};
     if (read_window_in(s, c, prof_aspace_root(c->as), c->trap.r[s->arch->sp_reg], &err) != 0) {

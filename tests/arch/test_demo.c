@@ -284,6 +284,40 @@ static void check_gdb_alone(struct vm *vm)
     g_free(log), g_free(gdb), g_free(out), g_free(err), g_free(bin);
 }
 
+/* --user-regs over the gdbstub alone (--memory memsave: `m` packets, which read through the
+ * vCPU's current table only): the trapframe is read, but the process's table cannot be walked,
+ * so no kernel-mode sample gets user frames; the summary says why, once. */
+static void check_user_regs_gdb_alone(struct vm *vm)
+{
+    char *gdb = g_strdup_printf("unix:%s", vm->gdb);
+    char *folded = g_strdup_printf("%s/alone.folded", vm->dir);
+    char *out = g_strdup_printf("%s/alone.out", vm->dir),
+         *err = g_strdup_printf("%s/alone.err", vm->dir);
+    const char *args[] = {"--gdb",      gdb,           "--kernel",      demo_kernel,
+                          "--user-dir", demo_user,     "--samples",     "300",
+                          "--interval", "1",           "--no-progress", "-o",
+                          folded,       "--memory",    "memsave",       "--current",
+                          current_expr, "--user-regs", user_regs_expr,  NULL};
+    char *bin = g_strdup_printf("%s/qprof", QPROF_BUILD_DIR);
+    bool timed_out = false;
+    int status = child_wait(child_start(bin, args, vm->dir, out, err, NULL), 300, &timed_out);
+    char *log = NULL;
+    g_file_get_contents(err, &log, NULL, NULL);
+    CHECK_MSG(status == 0, "--user-regs, --gdb alone: qprof exited %d: %s", status, log ? log : "");
+    const char *note = log ? strstr(log, "--user-regs: ") : NULL;
+    CHECK_MSG(note && strstr(note, "could not be read in their process's table") &&
+                  strstr(note, "--qmp-socket") && !strstr(note + 1, "--user-regs: "),
+              "--user-regs, --gdb alone: no note, or more than one: %s", log ? log : "");
+    struct stacks s = load_folded(folded);
+    uint64_t with_user = 0;
+    for (char **l = s.lines; *l; l++)
+        if (g_str_has_prefix(*l, "sys (") && has_frame(*l, "usertrap") && has_frame(*l, "main"))
+            with_user += line_count(*l);
+    CHECK_U64(with_user, 0);
+    g_strfreev(s.lines);
+    g_free(log), g_free(gdb), g_free(folded), g_free(out), g_free(err), g_free(bin);
+}
+
 /* A stack QMP cannot see past (QMP_BLIND_STOP), which ends there: not counted as whole or
  * broken, only counted. */
 static uint64_t blind_stops;
@@ -753,6 +787,8 @@ static void case_lowhalf_mix(const char *qemu)
         /* the trampoline's samples stay marked [truncated]: its registers are half saved */
         CHECK(f.proc_kernel_main * 10 >= f.proc_kernel * 7);
         CHECK(f.sys_call_main > 0);
+        if (!over_qmp && !over_plugin)
+            check_user_regs_gdb_alone(&vm);
     }
     CHECK(f.spin_main * 10 >= f.spin * 9);
     CHECK_U64(f.made_up, 0);
