@@ -59,6 +59,7 @@ struct prof_options {
     const char *current_pid;    /* --current-pid FIELD, NULL: "pid" */
     const char *current_name;   /* --current-name FIELD, NULL: "name", else "comm" */
     const char *percpu_offsets; /* --percpu-offsets TABLE, NULL: "__per_cpu_offset" */
+    const char *user_regs;      /* --user-regs EXPR[:ROLE=FIELD,...] (--os none), NULL: none */
     const char *sysroot; /* --sysroot DIR: the guest's root filesystem, NULL: user leaf only */
     int top;             /* --top, 10 */
     bool progress;       /* live progress line (on a terminal unless --no-progress;

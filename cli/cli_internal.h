@@ -121,6 +121,7 @@ struct prof_setup {
     prof_target *target;
     const struct prof_arch *arch;  /* the target's (a --kernel ELF of another was refused) */
     prof_os_current *current;      /* --current, resolved against the kernel's DWARF; NULL */
+    prof_uregs *user_regs;         /* --user-regs, resolved likewise; NULL */
     enum prof_os_choice os_choice; /* --os resolved: never PROF_OS_AUTO */
     uint64_t abi_addr;             /* where the demo guest's qprof_abi is read; 0: nowhere */
     prof_os *os;

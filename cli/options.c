@@ -179,6 +179,14 @@ void prof_print_help(FILE *out)
         "  --current-name FIELD   its name field [name, else comm]\n"
         "  --percpu-offsets VAR   per_cpu()'s table of each CPU's per-CPU base\n"
         "                         [__per_cpu_offset]\n"
+        "  --user-regs EXPR[:ROLE=FIELD,...]\n"
+        "                         (implies --os none) where the kernel saved the user registers\n"
+        "                         of a kernel-mode vCPU's process, a path as --current's, e.g.\n"
+        "                         'cpus[$cpu].proc->trapframe'; the struct's fields are taken\n"
+        "                         by name (pc: epc sepc pc rip elr; sp: sp rsp; fp: s0 fp rbp\n"
+        "                         x29; ra: ra x30 lr), or as named: 'EXPR:pc=user_pc,sp=usp';\n"
+        "                         the user stack is read in the process's own table, which\n"
+        "                         needs guest-physical reads (not the gdbstub's alone)\n"
         "  --sysroot DIR          the guest's root filesystem, e.g. its image mounted\n"
         "                         read-only; user binaries and libraries are matched by path\n"
         "                         and verified by build-id, then user stacks are unwound with\n"
@@ -355,6 +363,7 @@ enum {
     OPT_CURRENT_PID,
     OPT_CURRENT_NAME,
     OPT_PERCPU_OFFSETS,
+    OPT_USER_REGS,
     OPT_SYSROOT,
     OPT_TOP,
     OPT_NO_PROGRESS,
@@ -396,6 +405,7 @@ static const struct option long_options[] = {
     {"current-pid", required_argument, NULL, OPT_CURRENT_PID},
     {"current-name", required_argument, NULL, OPT_CURRENT_NAME},
     {"percpu-offsets", required_argument, NULL, OPT_PERCPU_OFFSETS},
+    {"user-regs", required_argument, NULL, OPT_USER_REGS},
     {"sysroot", required_argument, NULL, OPT_SYSROOT},
     {"top", required_argument, NULL, OPT_TOP},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
@@ -606,6 +616,16 @@ static int apply_option(struct prof_options *o, int c, const char *arg, bool *du
     case OPT_PERCPU_OFFSETS:
         o->percpu_offsets = arg;
         return 0;
+    case OPT_USER_REGS: {
+        struct prof_user_regs_spec spec;
+        struct qp_error err = {0};
+        if (prof_user_regs_parse(arg, &spec, &err) != 0) {
+            fprintf(stderr, "qprof: %s\n", err.msg);
+            return -1;
+        }
+        o->user_regs = arg;
+        return 0;
+    }
     case OPT_SYSROOT: {
         struct stat st;
         if (stat(arg, &st) != 0 || !S_ISDIR(st.st_mode)) {

@@ -250,6 +250,16 @@ void run_print_summary(const struct run_state *r, double elapsed, FILE *f)
                 "kernel stack window (--os none) grew %" PRIu64 " time(s): a kernel stack reached "
                 "past it\n",
                 c->kstack_window_grown);
+    if (c->user_stack_unreadable) {
+        /* the gdbstub's `m` packets read through the vCPU's current table only: a process's
+         * table is walked over guest-physical reads (a RAM file, QEMU's memory, QMP) */
+        fprintf(f,
+                "--user-regs: %" PRIu64 " kernel-mode samples' user stacks could not be read in "
+                "their process's table, their user side marked unknown: ",
+                c->user_stack_unreadable);
+        qp_file_fput_escaped(c->user_stack_reason, f);
+        fputc('\n', f);
+    }
     uint64_t roots_reused = prof_session_aspace_counters(r->session)->aspace_roots_reused;
     if (roots_reused)
         fprintf(f,

@@ -13,6 +13,14 @@
  * missing variable or field is the run's one-line error. It implies --os none. */
 static int open_current(const struct prof_options *o, struct prof_setup *s, struct qp_error *err)
 {
+    if (o->user_regs && o->os != PROF_OS_NONE && o->os != PROF_OS_AUTO)
+        return qp_error_set(err, -EINVAL,
+                            "--user-regs reads a kernel that publishes nothing: it goes with "
+                            "--os none only");
+    if (o->user_regs) {
+        s->os_choice = PROF_OS_NONE;
+        s->abi_addr = 0;
+    }
     if (!o->current)
         return 0;
     if (o->os != PROF_OS_NONE && o->os != PROF_OS_AUTO)
@@ -27,6 +35,26 @@ static int open_current(const struct prof_options *o, struct prof_setup *s, stru
         .percpu_offsets = o->percpu_offsets,
     };
     return prof_os_current_open(o->kernel, o->current, &names, &s->current, err);
+}
+
+/* --user-regs: resolved as --current is, before anything is sampled, once the architecture is
+ * known (the fields' register slots are its); open_current made the adapter none's. */
+static int open_user_regs(const struct prof_options *o, struct prof_setup *s, struct qp_error *err)
+{
+    if (!o->user_regs)
+        return 0;
+    struct prof_user_regs_spec spec;
+    int rc = prof_user_regs_parse(o->user_regs, &spec, err);
+    if (rc)
+        return rc;
+    const struct prof_arch *a = s->arch;
+    const int slots[PROF_UREG_COUNT] = {
+        [PROF_UREG_PC] = a->pc_reg,
+        [PROF_UREG_SP] = a->sp_reg,
+        [PROF_UREG_FP] = a->frame.fp_reg,
+        [PROF_UREG_RA] = a->unwind->fp ? a->unwind->fp->ra_reg : -1,
+    };
+    return prof_uregs_open(o->kernel, &spec, slots, o->percpu_offsets, &s->user_regs, err);
 }
 
 /* The plugin captures the demo ABI's table at each sample, so it must know where the table is
@@ -136,7 +164,8 @@ static int open_os(const struct prof_options *o, struct prof_setup *s, struct qp
                                  .vmcoreinfo_path = o->vmcoreinfo,
                                  .chosen = o->os == PROF_OS_LINUX,
                                  .verbose = o->verbose,
-                                 .current = s->current};
+                                 .current = s->current,
+                                 .user_regs = s->user_regs};
     return prof_os_open(ops, &cfg, &s->os, err);
 }
 
@@ -188,6 +217,7 @@ int prof_setup_open(const struct prof_options *o, struct prof_setup *out, struct
     if (!rc)
         plugin_abi_addr(o, &s);
     if (rc || (rc = open_target(o, &s, err)) || (rc = choose_arch(o, &s, err)) ||
+        (rc = open_user_regs(o, &s, err)) ||
         (o->kernel && (rc = load_kernel_syms(o, &s, &kernel_syms, &kernel_is_elf, err))))
         goto fail;
     resolve_auto_os(o, &s, kernel_syms);
@@ -216,6 +246,7 @@ void prof_setup_close(struct prof_setup *s)
     prof_session_free(s->session);
     prof_os_free(s->os);
     prof_os_current_free(s->current);
+    prof_uregs_free(s->user_regs);
     prof_target_free(s->target);
     *s = (struct prof_setup){0};
 }

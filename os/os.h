@@ -133,6 +133,7 @@ struct prof_address_space {
 };
 
 typedef struct prof_os_current prof_os_current; /* --current, resolved (below) */
+typedef struct prof_uregs prof_uregs;           /* --user-regs, resolved (below) */
 
 struct prof_os_config {
     uint64_t abi_addr;            /* qprof_abi: where the guest publishes it */
@@ -142,6 +143,7 @@ struct prof_os_config {
     bool chosen;                  /* named by --os (not picked by auto): say why it fails */
     bool verbose;
     const prof_os_current *current; /* none: --current, borrowed for the adapter's life; NULL */
+    const prof_uregs *user_regs;    /* none: --user-regs, borrowed likewise; NULL */
 };
 
 struct prof_os_ops {
@@ -290,6 +292,51 @@ void prof_os_current_free(prof_os_current *c); /* NULL is a no-op */
  * (unmapped memory, or out of budget), -ERANGE when the vCPU is past the array. */
 int prof_os_current_read(const prof_os_current *c, const struct prof_vcpu *cpu,
                          const struct prof_os_mem *mem, uint32_t *pid, char *name, size_t cap);
+
+/* ---- --user-regs: where the kernel saved a process's user registers (os_current.c) ------ */
+
+/* What a register field stands for; its unw_regs slot is the architecture's. */
+enum prof_user_reg_role {
+    PROF_UREG_PC = 0, /* the user pc the trap left: epc, sepc, rip, elr, pc */
+    PROF_UREG_SP,     /* sp, rsp */
+    PROF_UREG_FP,     /* s0, fp, rbp, x29 */
+    PROF_UREG_RA,     /* ra, x30, lr (none on x86_64: calls push it) */
+    PROF_UREG_COUNT
+};
+
+/* --user-regs 'EXPR' or 'EXPR:ROLE=FIELD,...' (ROLE: pc, sp, fp, ra), parsed. */
+struct prof_user_regs_spec {
+    char expr[256];
+    char field[PROF_UREG_COUNT][64]; /* a field named for a role; "" where matched by name */
+};
+
+/* Parses a --user-regs argument; -EINVAL with a one-line reason in err when it is not one (an
+ * empty EXPR, an unknown role, a role named twice, an empty field). */
+int prof_user_regs_parse(const char *arg, struct prof_user_regs_spec *out, struct qp_error *err);
+
+/* The role a field of a trapframe stands for by its name (riscv64's epc/sepc, sp, s0/fp, ra;
+ * x86_64's rip, rsp, rbp; aarch64's elr/pc, sp, x29/fp, x30/lr), or -1 for none. */
+int prof_user_regs_role(const char *field);
+
+/* Resolves spec's EXPR against the kernel's DWARF as --current's (ending at a struct or a
+ * pointer to one) and finds its register fields: the ones spec names, else those whose names
+ * prof_user_regs_role knows. The pc and sp must be found, as 8-byte fields (a one-line error
+ * naming the struct's fields otherwise). slots[role] is the unw_regs slot of each role for the
+ * target's architecture, -1 where it has none. *out is the caller's. */
+int prof_uregs_open(const char *kernel, const struct prof_user_regs_spec *spec,
+                    const int slots[PROF_UREG_COUNT], const char *percpu_offsets, prof_uregs **out,
+                    struct qp_error *err);
+void prof_uregs_free(prof_uregs *u); /* NULL is a no-op */
+
+/* Where cpu's saved user registers are, while stopped, read through mem: 0 with *at; -ENOENT
+ * when a pointer on the way is NULL (no process), -EFAULT when a read fails, -ERANGE when the
+ * vCPU is past the array. */
+int prof_uregs_locate(const prof_uregs *u, const struct prof_vcpu *cpu,
+                      const struct prof_os_mem *mem, uint64_t *at);
+/* Reads the register fields of the struct at `at` into out (zeroed first): 0; -EFAULT when
+ * the read fails or the pc is not below user_end (no user-mode frame: nothing is guessed). */
+int prof_uregs_read(const prof_uregs *u, const struct prof_vcpu *cpu, const struct prof_os_mem *mem,
+                    uint64_t at, uint64_t user_end, struct unw_regs *out);
 
 /* ---- The qprof_abi checks (os_qprof_abi_check.c; docs/guest-abi.md) ---------------------- */
 

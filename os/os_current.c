@@ -500,12 +500,11 @@ static int resolve_name(struct cursor *k, const char *field, bool required)
     return 0;
 }
 
-static int resolve(struct cursor *k, Dwarf *dw, const struct prof_current_path *path,
-                   const char *kernel, const struct prof_current_names *names)
+/* The path to the struct the expression names: --current's process, --user-regs' frame. */
+static int resolve_path(struct cursor *k, Dwarf *dw, const struct prof_current_path *path,
+                        const char *kernel, const char *percpu_offsets)
 {
-    const char *pid_field = names ? names->pid_field : NULL;
-    const char *name_field = names ? names->name_field : NULL;
-    const char *table = names && names->percpu_offsets ? names->percpu_offsets : "__per_cpu_offset";
+    const char *table = percpu_offsets ? percpu_offsets : "__per_cpu_offset";
     int rc = start_at_variable(k, dw, path->var, kernel);
     if (rc == 0 && path->per_cpu)
         rc = add_per_cpu(k, dw, path, table, kernel);
@@ -518,7 +517,16 @@ static int resolve(struct cursor *k, Dwarf *dw, const struct prof_current_path *
         else
             rc = step_index(k, st);
     }
-    if (rc || (rc = end_at_struct(k)) || (rc = resolve_pid(k, pid_field ? pid_field : "pid")))
+    return rc ? rc : end_at_struct(k);
+}
+
+static int resolve(struct cursor *k, Dwarf *dw, const struct prof_current_path *path,
+                   const char *kernel, const struct prof_current_names *names)
+{
+    const char *pid_field = names ? names->pid_field : NULL;
+    const char *name_field = names ? names->name_field : NULL;
+    int rc = resolve_path(k, dw, path, kernel, names ? names->percpu_offsets : NULL);
+    if (rc || (rc = resolve_pid(k, pid_field ? pid_field : "pid")))
         return rc;
     if (name_field)
         return resolve_name(k, name_field, true);
@@ -601,8 +609,9 @@ static int add_cpu_offset(const struct op *op, uint64_t vcpu_index, const struct
     return 0;
 }
 
-int prof_os_current_read(const prof_os_current *c, const struct prof_vcpu *cpu,
-                         const struct prof_os_mem *mem, uint32_t *pid, char *name, size_t cap)
+/* The address the resolved path names for cpu: 0, -ENOENT at a NULL pointer, -EFAULT, -ERANGE. */
+static int walk_ops(const prof_os_current *c, const struct prof_vcpu *cpu,
+                    const struct prof_os_mem *mem, uint64_t *out)
 {
     uint64_t addr = 0, index = prof_vcpu_guest_id(cpu);
     for (int i = 0; i < c->n_ops; i++) {
@@ -623,6 +632,17 @@ int prof_os_current_read(const prof_os_current *c, const struct prof_vcpu *cpu,
             return -ENOENT; /* no process */
         }
     }
+    *out = addr;
+    return 0;
+}
+
+int prof_os_current_read(const prof_os_current *c, const struct prof_vcpu *cpu,
+                         const struct prof_os_mem *mem, uint32_t *pid, char *name, size_t cap)
+{
+    uint64_t addr;
+    int rc = walk_ops(c, cpu, mem, &addr);
+    if (rc)
+        return rc;
     uint64_t v, name_at = addr + c->name_offset;
     if (read_uint(mem, cpu, addr + c->pid_offset, c->pid_size, &v) != 0)
         return -EFAULT;
@@ -639,4 +659,214 @@ int prof_os_current_read(const prof_os_current *c, const struct prof_vcpu *cpu,
             buf[i] = '?';
     g_strlcpy(name, buf, cap);
     return 0;
+}
+
+/* ---- --user-regs ------------------------------------------------------------------------- */
+
+static const char *const role_names[PROF_UREG_COUNT] = {"pc", "sp", "fp", "ra"};
+
+/* Field names trapframes give each role, on the three architectures (xv6's struct trapframe,
+ * Linux's pt_regs and user_pt_regs, hobby kernels' frames). */
+static const char *const role_fields[PROF_UREG_COUNT][8] = {
+    [PROF_UREG_PC] = {"epc", "sepc", "pc", "rip", "ip", "elr", "elr_el1", NULL},
+    [PROF_UREG_SP] = {"sp", "rsp", "usp", "sp_el0", NULL},
+    [PROF_UREG_FP] = {"s0", "fp", "rbp", "x29", NULL},
+    [PROF_UREG_RA] = {"ra", "x30", "lr", NULL},
+};
+
+int prof_user_regs_role(const char *field)
+{
+    for (int r = 0; r < PROF_UREG_COUNT; r++)
+        for (int i = 0; role_fields[r][i]; i++)
+            if (strcmp(field, role_fields[r][i]) == 0)
+                return r;
+    return -1;
+}
+
+static int role_by_name(const char *p, size_t n)
+{
+    for (int r = 0; r < PROF_UREG_COUNT; r++)
+        if (strlen(role_names[r]) == n && strncmp(p, role_names[r], n) == 0)
+            return r;
+    return -1;
+}
+
+/* One `ROLE=FIELD` of the list after the colon, at p up to end. */
+static int parse_naming(const char *arg, const char *p, const char *end,
+                        struct prof_user_regs_spec *out, struct qp_error *err)
+{
+    const char *eq = memchr(p, '=', (size_t)(end - p));
+    int role = eq ? role_by_name(p, (size_t)(eq - p)) : -1;
+    if (role < 0)
+        return qp_error_set(err, -EINVAL,
+                            "--user-regs '%s': expected ROLE=FIELD with ROLE one of pc, sp, fp, "
+                            "ra, at '%.*s'",
+                            arg, (int)(end - p), p);
+    char *field = out->field[role];
+    if (field[0])
+        return qp_error_set(err, -EINVAL, "--user-regs '%s': %s named twice", arg,
+                            role_names[role]);
+    const char *after = parse_ident(eq + 1, field, sizeof out->field[role]);
+    if (!after || after != end) {
+        field[0] = '\0';
+        return qp_error_set(err, -EINVAL, "--user-regs '%s': '%.*s' is no field name", arg,
+                            (int)(end - eq - 1), eq + 1);
+    }
+    return 0;
+}
+
+/* The path's messages name --current, whose code they share; this option is --user-regs. */
+static int as_user_regs_error(struct qp_error *err, int rc)
+{
+    if (err && strncmp(err->msg, "--current ", 10) == 0) {
+        char msg[sizeof err->msg];
+        g_snprintf(msg, sizeof msg, "--user-regs %s", err->msg + 10);
+        g_strlcpy(err->msg, msg, sizeof err->msg);
+    }
+    return rc;
+}
+
+int prof_user_regs_parse(const char *arg, struct prof_user_regs_spec *out, struct qp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const char *colon = strchr(arg, ':');
+    size_t n = colon ? (size_t)(colon - arg) : strlen(arg);
+    if (n == 0 || n >= sizeof out->expr)
+        return qp_error_set(err, -EINVAL, "--user-regs '%s': %s expression", arg,
+                            n ? "too long an" : "no");
+    memcpy(out->expr, arg, n);
+    struct prof_current_path path;
+    int rc = prof_current_parse(out->expr, &path, err);
+    if (rc)
+        return as_user_regs_error(err, rc);
+    for (const char *p = colon ? colon + 1 : NULL; p;) {
+        const char *comma = strchr(p, ',');
+        const char *end = comma ? comma : p + strlen(p);
+        if ((rc = parse_naming(arg, p, end, out, err)))
+            return rc;
+        p = comma ? comma + 1 : NULL;
+    }
+    return 0;
+}
+
+struct prof_uregs {
+    prof_os_current path; /* its ops lead to the frame; pid and name unused */
+    int slot[PROF_UREG_COUNT];
+    uint64_t offset[PROF_UREG_COUNT]; /* within the frame; UINT64_MAX: not found */
+    uint64_t span;                    /* bytes from the frame's start to the last field's end */
+};
+
+/* Finds role's field: the one spec names, else the first of its usual names the struct has. */
+static int find_role(struct cursor *k, const struct prof_user_regs_spec *spec, int role,
+                     prof_uregs *u)
+{
+    const char *named = spec->field[role];
+    uint64_t off;
+    Dwarf_Die member, t;
+    Dwarf_Word size = 0;
+    const char *found = NULL;
+    for (int i = 0; !found && (named[0] ? i < 1 : role_fields[role][i] != NULL); i++) {
+        const char *name = named[0] ? named : role_fields[role][i];
+        if (find_member(&k->type, name, &off, &member))
+            found = name;
+    }
+    if (!found)
+        return named[0] || role <= PROF_UREG_SP
+                   ? qp_error_set(k->err, -ENOENT,
+                                  "--user-regs '%s': struct %s has no field %s%s%s (name it: "
+                                  "'%s:%s=FIELD')",
+                                  spec->expr, type_name(&k->type), named[0] ? "'" : "for the ",
+                                  named[0] ? named : role_names[role], named[0] ? "'" : "",
+                                  spec->expr, role_names[role])
+                   : 0;
+    if (!type_of(&member, &t) || dwarf_aggregate_size(&t, &size) != 0 || size != 8)
+        return qp_error_set(k->err, -EINVAL, "--user-regs '%s': field '%s' is no 8-byte register",
+                            spec->expr, found);
+    u->offset[role] = off;
+    if (off + 8 > u->span)
+        u->span = off + 8;
+    return 0;
+}
+
+static int resolve_user_regs(struct cursor *k, Dwarf *dw, const struct prof_current_path *path,
+                             const char *kernel, const struct prof_user_regs_spec *spec,
+                             const char *percpu_offsets, prof_uregs *u)
+{
+    int rc = resolve_path(k, dw, path, kernel, percpu_offsets);
+    if (rc)
+        return as_user_regs_error(k->err, rc);
+    for (int r = 0; r < PROF_UREG_COUNT; r++) {
+        u->offset[r] = UINT64_MAX;
+        if (u->slot[r] >= 0 && (rc = find_role(k, spec, r, u)))
+            return rc;
+    }
+    return 0;
+}
+
+int prof_uregs_open(const char *kernel, const struct prof_user_regs_spec *spec,
+                    const int slots[PROF_UREG_COUNT], const char *percpu_offsets, prof_uregs **out,
+                    struct qp_error *err)
+{
+    struct prof_current_path path;
+    int rc = prof_current_parse(spec->expr, &path, err);
+    if (rc)
+        return as_user_regs_error(err, rc);
+    if (!kernel)
+        return qp_error_set(err, -EINVAL, "--user-regs needs --kernel: an ELF with DWARF types");
+    int fd = open(kernel, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return qp_error_set(err, -errno, "--user-regs: opening %s: %s", kernel, strerror(errno));
+    Dwarf *dw = dwarf_begin(fd, DWARF_C_READ);
+    if (!dw) {
+        close(fd);
+        return qp_error_set(err, -ENOENT, "--user-regs: %s has no DWARF (build it with -g)",
+                            kernel);
+    }
+    prof_uregs *u = g_new0(prof_uregs, 1);
+    g_strlcpy(u->path.expr, spec->expr, sizeof u->path.expr);
+    memcpy(u->slot, slots, sizeof u->slot);
+    struct cursor k = {.c = &u->path, .expr = spec->expr, .per_cpu = path.per_cpu, .err = err};
+    rc = resolve_user_regs(&k, dw, &path, kernel, spec, percpu_offsets, u);
+    dwarf_end(dw);
+    close(fd);
+    if (rc) {
+        g_free(u);
+        return rc;
+    }
+    *out = u;
+    return 0;
+}
+
+void prof_uregs_free(prof_uregs *u)
+{
+    g_free(u);
+}
+
+int prof_uregs_locate(const prof_uregs *u, const struct prof_vcpu *cpu,
+                      const struct prof_os_mem *mem, uint64_t *at)
+{
+    return walk_ops(&u->path, cpu, mem, at);
+}
+
+/* One read of the frame's span (a trapframe is a few hundred bytes): one round trip, not four. */
+#define USER_REGS_MAX_SPAN 4096
+
+int prof_uregs_read(const prof_uregs *u, const struct prof_vcpu *cpu, const struct prof_os_mem *mem,
+                    uint64_t at, uint64_t user_end, struct unw_regs *out)
+{
+    uint8_t frame[USER_REGS_MAX_SPAN];
+    memset(out, 0, sizeof *out);
+    if (u->span > sizeof frame || read_exact(mem, cpu, at, frame, u->span) != 0)
+        return -EFAULT;
+    for (int r = 0; r < PROF_UREG_COUNT; r++) {
+        if (u->slot[r] < 0 || u->offset[r] == UINT64_MAX)
+            continue;
+        uint64_t v = 0;
+        for (int i = 7; i >= 0; i--) /* little-endian */
+            v = v << 8 | frame[u->offset[r] + (uint64_t)i];
+        out->r[u->slot[r]] = v;
+    }
+    /* a frame no entry filled yet holds zeros: no stack to read, not a frame to guess from */
+    uint64_t pc = out->r[u->slot[PROF_UREG_PC]], sp = out->r[u->slot[PROF_UREG_SP]];
+    return sp && pc < user_end ? 0 : -EFAULT;
 }

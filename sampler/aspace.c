@@ -342,3 +342,8 @@ const char *prof_aspace_label(const struct prof_aspace *as)
 {
     return as->label;
 }
+
+uint64_t prof_aspace_root(const struct prof_aspace *as)
+{
+    return as->root;
+}

@@ -73,5 +73,7 @@ const prof_space *prof_aspace_space(const struct prof_aspace *as);
 void prof_aspaces_describe(const prof_aspaces *a, GString *out);
 /* The root label, "spin [as 1]" (at most OUT_COMM_LEN - 1 characters and 15 in a record). */
 const char *prof_aspace_label(const struct prof_aspace *as);
+/* Its root register's value, as prof_aspace_for was given it (for a page walk of its table). */
+uint64_t prof_aspace_root(const struct prof_aspace *as);
 
 #endif

@@ -124,6 +124,10 @@ struct prof_capture_counters {
     uint64_t budget_hits; /* samples whose paused-time budget ran out */
     /* --os none: times a kernel walk ran off the kernel stack window and it grew by a page */
     uint64_t kstack_window_grown;
+    /* --user-regs: kernel-mode samples whose process's user stack could not be read in its own
+     * table (the target reads no guest-physical memory, or sp is not mapped), the last reason */
+    uint64_t user_stack_unreadable;
+    char user_stack_reason[160];
 };
 
 #define PROF_AGE_BUCKETS 8

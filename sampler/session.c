@@ -531,6 +531,7 @@ static void identify_aspace(prof_session *s, struct cpu_capture *c)
         return;
     c->as_label = prof_aspace_label(c->as);
     const struct unw_regs *user = c->vcpu.user         ? &c->vcpu.regs
+                                  : c->have_trap       ? &c->trap
                                   : c->have_entry_regs ? &c->entry_regs
                                                        : NULL;
     if (!user)
@@ -540,7 +541,7 @@ static void identify_aspace(prof_session *s, struct cpu_capture *c)
     /* The entry's user pc is no code of this address space: the kernel stack belongs to another
      * (a switch in progress), so its user frames would be read from the wrong memory. */
     if (!c->vcpu.user && !(m && m->known))
-        c->have_entry_regs = false;
+        c->have_entry_regs = c->have_trap = false;
 }
 
 /* After the guest resumed: identify what was copied, fill the model, and give each vCPU its
@@ -733,9 +734,75 @@ static bool runs_for_last_process(const prof_session *s, const struct cpu_captur
            (v->sp < s->kernel_image_lo || v->sp >= s->kernel_image_hi);
 }
 
+/* A page walk's reader: one table entry, guest-physical. */
+static int phys_word(void *ctx, uint64_t paddr, uint64_t *val)
+{
+    prof_session *s = ctx;
+    return prof_target_read_phys(s->target, paddr, val, sizeof *val, NULL);
+}
+
+/* A page walk's reader that keeps the target's reason for a failed read. */
+struct walk_reader {
+    prof_session *s;
+    struct qp_error *err;
+};
+
+static int walk_word(void *ctx, uint64_t paddr, uint64_t *val)
+{
+    struct walk_reader *w = ctx;
+    return prof_target_read_phys(w->s->target, paddr, val, sizeof *val, w->err);
+}
+
+/* The user stack of a process whose table the vCPU is not in: each page of the window found by
+ * walking the process's own table over guest-physical reads, up to the first page that is not
+ * mapped or not readable. 0 when sp's page was read; the target's code (-ENOTSUP: it reads no
+ * physical memory, as the gdbstub's `m` packets do not) with the reason in err when not. */
+static int read_window_in(prof_session *s, struct cpu_capture *c, uint64_t root, uint64_t sp,
+                          struct qp_error *err)
+{
+    struct walk_reader w = {s, err};
+    c->ustack_addr = sp;
+    c->ustack_len = 0;
+    while (c->ustack_len < USTACK_WINDOW) {
+        uint64_t va = sp + c->ustack_len, pa, page;
+        int rc = prof_arch_page_walk(s->arch, root, &c->vcpu.mmu, va, walk_word, &w, &pa, &page);
+        if (rc && !err->msg[0])
+            qp_error_set(err, rc, "0x%" PRIx64 " is not mapped in the process's table", va);
+        if (rc)
+            return c->ustack_len ? 0 : rc;
+        size_t len = page - va % page;
+        len = len < USTACK_WINDOW - c->ustack_len ? len : USTACK_WINDOW - c->ustack_len;
+        rc = prof_target_read_phys(s->target, pa, c->ustack + c->ustack_len, len, err);
+        if (rc)
+            return c->ustack_len ? 0 : rc;
+        c->ustack_len += len;
+    }
+    return 0;
+}
+
+/* --user-regs: a lent process's user registers where its kernel saved them, and its user stack
+ * read in its own table. Where that cannot be read the user side stays unknown (stacks.c), and
+ * the summary says why. A capturing target (the plugin) leaves it unknown. */
+static void capture_lent_user(prof_session *s, struct cpu_capture *c)
+{
+    struct prof_os_mem mem = os_mem(s);
+    /* a capturing target's physical reads are of memory the guest has changed since its
+     * instant: a user stack read that way would be another moment's */
+    if (mem.captured || prof_os_user_regs(s->os, &c->vcpu, &c->task, &mem, &c->trap) != 0)
+        return;
+    struct qp_error err = {0};
+    if (read_window_in(s, c, prof_aspace_root(c->as), c->trap.r[s->arch->sp_reg], &err) != 0) {
+        s->counters.user_stack_unreadable++;
+        g_strlcpy(s->counters.user_stack_reason, err.msg, sizeof s->counters.user_stack_reason);
+        return;
+    }
+    c->have_trap = true;
+}
+
 /* --os none: the vCPU's address space stands for its process once user code ran in it; in the
- * kernel's own table, the process runs_for_last_process says. Its user registers are not known
- * from here (no entry frame on this stack leads to them): the stack says so. */
+ * kernel's own table, the process runs_for_last_process says. Its user registers are known only
+ * where --user-regs says where the kernel saved them (no entry frame on this stack leads to
+ * them): else the stack says they are not. */
 static void capture_aspace(prof_session *s, struct cpu_capture *c)
 {
     const struct prof_vcpu *v = &c->vcpu;
@@ -743,6 +810,7 @@ static void capture_aspace(prof_session *s, struct cpu_capture *c)
     if (runs_for_last_process(s, c)) {
         c->as = s->last_user_as[c->slot];
         c->as_lent = true;
+        capture_lent_user(s, c);
         return;
     }
     if (!v->user && !c->have_entry_regs)
@@ -848,12 +916,6 @@ static void keep_kernel_code(prof_session *s, const struct cpu_capture *c)
 
 /* Stacks first: they are what this sample is for. A new binary's copy, and the guest's own
  * copies of its mapped files (no --sysroot), take what is left. */
-static int phys_word(void *ctx, uint64_t paddr, uint64_t *val)
-{
-    prof_session *s = ctx;
-    return prof_target_read_phys(s->target, paddr, val, sizeof *val, NULL);
-}
-
 /* A kernel run at its physical load address maps some of its own pages a second time, high: a
  * trampoline page in every table, where the trap entry and exit run on the process's table.
  * A kernel-mode pc there that the vCPU's table maps onto the kernel's code is that code: the
@@ -927,8 +989,11 @@ static int capture_cb(prof_target *t, const struct prof_vcpu *cpus, int n_cpus, 
             capture_cpu(s, c);
             if (s->aspaces && c->vcpu.as_root) /* 0: the target cannot tell the root */
                 capture_aspace(s, c);
-        } else {
-            s->last_user_as[c->slot] = NULL; /* idle: whatever runs next was not seen */
+        } else if (!c->selected || c->vcpu.halted || c->vcpu.paging64) {
+            /* idle: whatever runs next was not seen. A vCPU running with paging off is in a
+             * firmware trap (riscv64's M-mode timer) that returns to what it interrupted: the
+             * process it ran for is still the one. */
+            s->last_user_as[c->slot] = NULL;
         }
     }
     for (int i = 0; i < s->n_cpus; i++)

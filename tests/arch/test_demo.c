@@ -110,6 +110,8 @@ struct vm {
 static bool over_qmp, over_plugin;
 /* lowhalf_current_CASE: --current EXPR for qprof (the kernel's own variable names the process) */
 static const char *current_expr;
+/* lowhalf_user_regs_CASE: --current as above and --user-regs EXPR (the trapframe) */
+static const char *user_regs_expr;
 /* procmem_CASE: QEMU without the shared RAM file; qprof reads guest memory out of the QEMU
  * process (its summary must say so) */
 static bool no_ram_file;
@@ -221,6 +223,8 @@ static struct stacks profile(struct vm *vm, int samples, const char *interval_ms
                           folded,
                           current_expr ? "--current" : "--os", /* auto: the default */
                           current_expr ? current_expr : "auto",
+                          user_regs_expr ? "--user-regs" : "--os",
+                          user_regs_expr ? user_regs_expr : "auto",
                           over_qmp      ? NULL
                           : over_plugin ? "--plugin"
                                         : "--gdb", /* QMP: ends here */
@@ -278,6 +282,40 @@ static void check_gdb_alone(struct vm *vm)
                       strstr(log, "--qmp-socket"),
                   "no note on --gdb alone: %s", log ? log : "");
     g_free(log), g_free(gdb), g_free(out), g_free(err), g_free(bin);
+}
+
+/* --user-regs over the gdbstub alone (--memory memsave: `m` packets, which read through the
+ * vCPU's current table only): the trapframe is read, but the process's table cannot be walked,
+ * so no kernel-mode sample gets user frames; the summary says why, once. */
+static void check_user_regs_gdb_alone(struct vm *vm)
+{
+    char *gdb = g_strdup_printf("unix:%s", vm->gdb);
+    char *folded = g_strdup_printf("%s/alone.folded", vm->dir);
+    char *out = g_strdup_printf("%s/alone.out", vm->dir),
+         *err = g_strdup_printf("%s/alone.err", vm->dir);
+    const char *args[] = {"--gdb",      gdb,           "--kernel",      demo_kernel,
+                          "--user-dir", demo_user,     "--samples",     "300",
+                          "--interval", "1",           "--no-progress", "-o",
+                          folded,       "--memory",    "memsave",       "--current",
+                          current_expr, "--user-regs", user_regs_expr,  NULL};
+    char *bin = g_strdup_printf("%s/qprof", QPROF_BUILD_DIR);
+    bool timed_out = false;
+    int status = child_wait(child_start(bin, args, vm->dir, out, err, NULL), 300, &timed_out);
+    char *log = NULL;
+    g_file_get_contents(err, &log, NULL, NULL);
+    CHECK_MSG(status == 0, "--user-regs, --gdb alone: qprof exited %d: %s", status, log ? log : "");
+    const char *note = log ? strstr(log, "--user-regs: ") : NULL;
+    CHECK_MSG(note && strstr(note, "could not be read in their process's table") &&
+                  strstr(note, "--qmp-socket") && !strstr(note + 1, "--user-regs: "),
+              "--user-regs, --gdb alone: no note, or more than one: %s", log ? log : "");
+    struct stacks s = load_folded(folded);
+    uint64_t with_user = 0;
+    for (char **l = s.lines; *l; l++)
+        if (g_str_has_prefix(*l, "sys (") && has_frame(*l, "usertrap") && has_frame(*l, "main"))
+            with_user += line_count(*l);
+    CHECK_U64(with_user, 0);
+    g_strfreev(s.lines);
+    g_free(log), g_free(gdb), g_free(folded), g_free(out), g_free(err), g_free(bin);
 }
 
 /* A stack QMP cannot see past (QMP_BLIND_STOP), which ends there: not counted as whole or
@@ -646,6 +684,12 @@ static GHashTable *kernel_names(void)
 struct lowhalf_figures {
     uint64_t kernel, leaf_named, three_named, in_process;
     uint64_t spin, spin_main, made_up;
+    /* kernel-mode samples of spin and sys, and those whose user frames reach main: all, and
+     * those the kernel's variable named (--current's "sys (2)": in the kernel's own table, where
+     * --user-regs applies; the trampoline's, in the process's table, are "sys [as N]") */
+    uint64_t proc_kernel, proc_kernel_main, named_kernel, named_kernel_main;
+    uint64_t
+        sys_call_main; /* sys's system calls under its main: sys;_start;main;...;syscall_dispatch */
 };
 
 /* One folded line of the low-half guest: a kernel-mode sample is one with a kernel frame, or
@@ -682,6 +726,16 @@ static void lowhalf_line(GHashTable *kernel, const char *line, struct lowhalf_fi
         f->leaf_named += g_hash_table_contains(kernel, frames[len - 1]) ? n : 0;
         f->three_named += in_kernel >= 3 ? n : 0;
         f->in_process += root_process ? n : 0;
+        bool spin_or_sys = g_str_has_prefix(stack, "spin ") || g_str_has_prefix(stack, "sys ");
+        f->proc_kernel += spin_or_sys && in_kernel ? n : 0;
+        f->proc_kernel_main += spin_or_sys && in_kernel && has_frame(line, "main") ? n : 0;
+        bool named = spin_or_sys && strstr(stack, " (") == strchr(stack, ' ');
+        f->named_kernel += named && in_kernel ? n : 0;
+        f->named_kernel_main += named && in_kernel && has_frame(line, "main") ? n : 0;
+        f->sys_call_main += g_str_has_prefix(stack, "sys ") && has_frame(line, "main") &&
+                                    has_frame(line, "syscall_dispatch")
+                                ? n
+                                : 0;
     }
     g_strfreev(frames);
     g_free(stack);
@@ -720,6 +774,22 @@ static void case_lowhalf_mix(const char *qemu)
     CHECK(f.in_process * (current_expr ? 10 : 2) >= f.kernel * (current_expr ? 9 : 1));
     if (current_expr)
         CHECK(count_root(&s, "spin (1)") > 0 && count_root(&s, "sys (2)") > 0);
+    /* --user-regs: the trapframe gives the user registers, the process's own table its stack */
+    fprintf(stderr,
+            "kernel-mode samples of spin and sys %lu, with user frames through main %lu; in the "
+            "kernel's table %lu, through main %lu; sys's system calls under main %lu\n",
+            (unsigned long)f.proc_kernel, (unsigned long)f.proc_kernel_main,
+            (unsigned long)f.named_kernel, (unsigned long)f.named_kernel_main,
+            (unsigned long)f.sys_call_main);
+    if (user_regs_expr) {
+        REQUIRE(f.named_kernel >= (uint64_t)n / 20);
+        CHECK(f.named_kernel_main * 10 >= f.named_kernel * 9);
+        /* the trampoline's samples stay marked [truncated]: its registers are half saved */
+        CHECK(f.proc_kernel_main * 10 >= f.proc_kernel * 7);
+        CHECK(f.sys_call_main > 0);
+        if (!over_qmp && !over_plugin)
+            check_user_regs_gdb_alone(&vm);
+    }
     CHECK(f.spin_main * 10 >= f.spin * 9);
     CHECK_U64(f.made_up, 0);
     uint64_t a = count_frame(&s, "hot_a"), b = count_frame(&s, "hot_b");
@@ -747,6 +817,10 @@ int main(int argc, char **argv)
         if (g_str_has_prefix(which, "current_")) {
             current_expr = "cpus[$cpu].proc";
             which += strlen("current_");
+        } else if (g_str_has_prefix(which, "user_regs_")) {
+            current_expr = "cpus[$cpu].proc";
+            user_regs_expr = "cpus[$cpu].proc->trapframe";
+            which += strlen("user_regs_");
         }
     } else if (g_str_has_prefix(which, "dframe_")) {
         demo_kernel = QPROF_DEMO_DIR "/kernel-dframe.elf";

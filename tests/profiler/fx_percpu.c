@@ -40,6 +40,27 @@ unsigned long *cpu_bases;          /* a kernel that allocates its table */
 unsigned int small_offsets[4];     /* 4-byte entries */
 struct task not_a_table[2];
 
+/* --user-regs: xv6's layout (struct cpu cpus[] -> struct proc -> struct trapframe), and a
+ * frame whose fields no usual name matches, named on the command line. */
+struct trapframe {
+    unsigned long kernel_satp, kernel_sp, kernel_trap, epc, kernel_hartid, ra, sp, gp, tp, t0, t1,
+        t2, s0, s1;
+};
+struct proc {
+    int pid;
+    char name[16];
+    struct trapframe *trapframe;
+};
+struct cpu {
+    struct proc *proc;
+};
+struct cpu cpus[2];
+struct odd_frame {
+    unsigned long user_pc, user_stack, frame_ptr, link;
+    int flags; /* no 8-byte register */
+};
+struct odd_frame *odd_frames[2];
+
 void _start(void);
 void _start(void)
 {

@@ -192,12 +192,170 @@ static void test_errors(void)
     expect_open_error("per_cpu(runqueues).cur", NULL, -ENOENT, "struct rq has no field 'cur'");
 }
 
+/* --user-regs' argument: the expression, then ROLE=FIELD namings; what is refused says why. */
+static void test_user_regs_parse(void)
+{
+    struct prof_user_regs_spec spec;
+    struct qp_error err = {0};
+    CHECK_INT(prof_user_regs_parse("cpus[$cpu].proc->trapframe", &spec, &err), 0);
+    CHECK_STR(spec.expr, "cpus[$cpu].proc->trapframe");
+    for (int r = 0; r < PROF_UREG_COUNT; r++)
+        CHECK_STR(spec.field[r], "");
+    CHECK_INT(
+        prof_user_regs_parse("odd_frames[$cpu]:pc=user_pc,sp=user_stack,ra=link", &spec, &err), 0);
+    CHECK_STR(spec.expr, "odd_frames[$cpu]");
+    CHECK_STR(spec.field[PROF_UREG_PC], "user_pc");
+    CHECK_STR(spec.field[PROF_UREG_SP], "user_stack");
+    CHECK_STR(spec.field[PROF_UREG_FP], "");
+    CHECK_STR(spec.field[PROF_UREG_RA], "link");
+    const char *bad[] = {"",          ":pc=epc",         "x:",          "x:pc",
+                         "x:pc=",     "x:pc=epc,pc=epc", "x:lr=ra",     "x:pc=epc,",
+                         "x:pc=e pc", "x:sp=1sp",        "x:pc=epc;sp", NULL};
+    for (const char **b = bad; *b; b++) {
+        struct qp_error e = {0};
+        CHECK_MSG(prof_user_regs_parse(*b, &spec, &e) == -EINVAL, "'%s' parsed", *b);
+        CHECK_MSG(strstr(e.msg, "--user-regs") && !strchr(e.msg, '\n'), "'%s': reason '%s'", *b,
+                  e.msg);
+    }
+}
+
+/* The names a trapframe's fields are matched by, on the three architectures. */
+static void test_user_regs_roles(void)
+{
+    const struct {
+        const char *field;
+        int role;
+    } cases[] = {
+        {"epc", PROF_UREG_PC},
+        {"sepc", PROF_UREG_PC},
+        {"rip", PROF_UREG_PC},
+        {"elr", PROF_UREG_PC},
+        {"pc", PROF_UREG_PC},
+        {"sp", PROF_UREG_SP},
+        {"rsp", PROF_UREG_SP},
+        {"s0", PROF_UREG_FP},
+        {"fp", PROF_UREG_FP},
+        {"rbp", PROF_UREG_FP},
+        {"x29", PROF_UREG_FP},
+        {"ra", PROF_UREG_RA},
+        {"x30", PROF_UREG_RA},
+        {"lr", PROF_UREG_RA},
+        {"kernel_sp", -1},
+        {"s1", -1},
+        {"SP", -1},
+        {"", -1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        CHECK_MSG(prof_user_regs_role(cases[i].field) == cases[i].role, "'%s': %d, not %d",
+                  cases[i].field, prof_user_regs_role(cases[i].field), cases[i].role);
+}
+
+/* riscv64's slots: pc 32, sp 2, fp (s0) 8, ra 1. */
+static const int rv_slots[PROF_UREG_COUNT] = {32, 2, 8, 1};
+
+static int user_regs_open(const char *arg, prof_uregs **u, struct qp_error *err)
+{
+    struct prof_user_regs_spec spec;
+    int rc = prof_user_regs_parse(arg, &spec, err);
+    return rc ? rc : prof_uregs_open(FX_PERCPU, &spec, rv_slots, NULL, u, err);
+}
+
+/* Reads the frame of the vCPU with APIC ID cpu through arg; regs zeroed on failure. */
+static int read_user_regs(const char *arg, uint32_t cpu, struct unw_regs *regs)
+{
+    prof_uregs *u = NULL;
+    struct qp_error err = {0};
+    int rc = user_regs_open(arg, &u, &err);
+    CHECK_MSG(rc == 0, "%s: %s", arg, err.msg);
+    if (rc)
+        return rc;
+    struct prof_vcpu v = {.apic_known = true, .apic_id = cpu, .paging64 = true};
+    uint64_t at = 0;
+    rc = prof_uregs_locate(u, &v, &mem, &at);
+    if (rc == 0)
+        rc = prof_uregs_read(u, &v, &mem, at, 0x4000000000, regs);
+    prof_uregs_free(u);
+    return rc;
+}
+
+static void test_user_regs_read(void)
+{
+    sym_table *t = NULL;
+    struct qp_error err = {0};
+    REQUIRE(sym_table_open_elf(FX_PERCPU, &t, &err) == 0);
+    uint64_t cpus = symbol(t, "cpus"), odd = symbol(t, "odd_frames");
+    sym_table_free(t);
+    /* CPU 0's process trapped at user pc 0x1234 (xv6's offsets: epc 24, ra 40, sp 48, s0 96);
+     * CPU 1's trapframe holds a kernel-half pc: not a user-mode frame. */
+    put_u64(cpus, 0x700000);
+    put_u64(0x700000 + 24, 0x710000); /* proc->trapframe */
+    put_u64(0x710000 + 24, 0x1234);
+    put_u64(0x710000 + 40, 0x1100);
+    put_u64(0x710000 + 48, 0x3fd0);
+    put_u64(0x710000 + 96, 0x3ff0);
+    for (uint64_t off = 0; off < 14 * 8; off += 8)
+        if (off != 24 && off != 40 && off != 48 && off != 96)
+            put_u64(0x710000 + off, 0xdead);
+    put_u64(cpus + 8, 0x720000);
+    put_u64(0x720000 + 24, 0x730000);
+    for (uint64_t off = 0; off < 14 * 8; off += 8)
+        put_u64(0x730000 + off, off == 24 ? 0xffffffff80001000 : 0x4000);
+    struct unw_regs r;
+    CHECK_INT(read_user_regs("cpus[$cpu].proc->trapframe", 0, &r), 0);
+    CHECK_U64(r.r[32], 0x1234);
+    CHECK_U64(r.r[1], 0x1100);
+    CHECK_U64(r.r[2], 0x3fd0);
+    CHECK_U64(r.r[8], 0x3ff0);
+    CHECK_U64(r.r[9], 0); /* s1 is no role: left alone */
+    CHECK_INT(read_user_regs("cpus[$cpu].proc->trapframe", 1, &r), -EFAULT);
+    CHECK_INT(read_user_regs("cpus[$cpu].proc->trapframe", 2, &r), -ERANGE);
+    /* Named fields, fp unnamed and unmatched: left zero. */
+    put_u64(odd, 0x740000);
+    put_u64(0x740000, 0x2000);
+    put_u64(0x740000 + 8, 0x3f00);
+    put_u64(0x740000 + 16, 0x3f80);
+    put_u64(0x740000 + 24, 0x2222);
+    CHECK_INT(read_user_regs("odd_frames[$cpu]:pc=user_pc,sp=user_stack,ra=link", 0, &r), 0);
+    CHECK_U64(r.r[32], 0x2000);
+    CHECK_U64(r.r[2], 0x3f00);
+    CHECK_U64(r.r[8], 0);
+    CHECK_U64(r.r[1], 0x2222);
+    /* A NULL pointer on the way: no process, nothing read. */
+    put_u64(odd + 8, 0);
+    CHECK_INT(read_user_regs("odd_frames[$cpu]:pc=user_pc,sp=user_stack", 1, &r), -ENOENT);
+}
+
+static void expect_user_regs_error(const char *arg, const char *words)
+{
+    prof_uregs *u = NULL;
+    struct qp_error err = {0};
+    CHECK_MSG(user_regs_open(arg, &u, &err) < 0, "%s opened", arg);
+    CHECK_MSG(strstr(err.msg, words) && !strchr(err.msg, '\n'), "%s: '%s' lacks '%s'", arg, err.msg,
+              words);
+    CHECK(u == NULL);
+}
+
+static void test_user_regs_errors(void)
+{
+    expect_user_regs_error("odd_frames[$cpu]", "struct odd_frame has no field for the pc");
+    expect_user_regs_error("odd_frames[$cpu]", "'odd_frames[$cpu]:pc=FIELD'");
+    expect_user_regs_error("odd_frames[$cpu]:pc=user_pc", "no field for the sp");
+    expect_user_regs_error("odd_frames[$cpu]:pc=user_pc,sp=flags", "'flags' is no 8-byte");
+    expect_user_regs_error("cpus[$cpu].proc->trapframe:pc=user_pc", "no field 'user_pc'");
+    expect_user_regs_error("cpus[$cpu].proc->trapframes", "--user-regs 'cpus[$cpu].proc->");
+    expect_user_regs_error("cpus[$cpu].proc->pid", "not a struct");
+}
+
 int main(void)
 {
     memory = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
     test_parse();
     test_read();
     test_errors();
+    test_user_regs_parse();
+    test_user_regs_roles();
+    test_user_regs_read();
+    test_user_regs_errors();
     g_hash_table_destroy(memory);
     return harness_result();
 }

@@ -75,6 +75,16 @@ static void test_defaults_and_values(void)
     g_free(cwd);
 }
 
+/* --user-regs is checked while parsing, kept as given for setup to resolve. */
+static void test_user_regs_option(void)
+{
+    struct prof_options o;
+    CHECK(parse(&o, (const char *[]){NULL}) == -1 && o.user_regs == NULL);
+    const char *arg = "cpus[$cpu].proc->trapframe:pc=epc,sp=sp,fp=s0,ra=ra";
+    CHECK_INT(parse(&o, (const char *[]){"--user-regs", arg, NULL}), -1);
+    CHECK_STR(o.user_regs, arg);
+}
+
 static void test_gdb_option(void)
 {
     struct prof_options o;
@@ -109,6 +119,11 @@ static void test_usage_errors(void)
         (const char *[]){"--show-addresses", NULL},
         (const char *[]){"--interval", NULL},
         (const char *[]){"stray", NULL},
+        /* --user-regs: no expression, an unknown role, a field that is no name */
+        (const char *[]){"--user-regs", ":pc=epc", NULL},
+        (const char *[]){"--user-regs", "cpus[$cpu].proc->trapframe:lr=ra", NULL},
+        (const char *[]){"--user-regs", "cpus[$cpu].proc->trapframe:pc=", NULL},
+        (const char *[]){"--user-regs", "cpus[$cpu]..proc", NULL},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK_MSG(parse(&o, bad[i]) == PROF_EXIT_USAGE, "case %zu (%s) not a usage error", i,
@@ -749,6 +764,7 @@ int main(void)
     test_os_qprof_abi_late();
     test_defaults_and_values();
     test_gdb_option();
+    test_user_regs_option();
     test_usage_errors();
     test_rate_floors();
     test_cpu_list();
