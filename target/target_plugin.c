@@ -113,6 +113,7 @@ static void tp_free(void *impl)
     if (!t)
         return;
     target_pmem_free(t->pmem);
+    g_free(t->pmem_w);
     if (t->map)
         munmap((void *)t->map, t->map_size);
     if (t->tails)
@@ -223,6 +224,7 @@ static int tp_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
              * one instant many times (measured: hot-loop shares off by 8 points under MTTCG
              * on an overcommitted host). */
             t->missed += tp_unrun_periods(t, &t->cur);
+            tp_witness_sample(t);
             return fn(handle, &t->vcpu, 1, ctx, err);
         }
         if (t->cur.kind == QPR_KIND_IDLE) {

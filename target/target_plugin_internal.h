@@ -69,6 +69,11 @@ struct target_plugin {
     /* Without the RAM file, code read out of the QEMU process (mem_process.h), which the
      * plugin's socket's peer is; NULL when not in use. */
     target_pmem *pmem;
+    /* Without --qmp-socket, a proof by the first captures that failed (they came from early boot,
+     * say) is tried again with later ones: how many tries are left, and not before when. */
+    int pmem_tries_left;
+    struct target_pmem_witness *pmem_w; /* witnesses gathered from delivered samples */
+    int pmem_wn;
     struct pause_span pauses[MAX_PAUSES]; /* the latest ended pauses, oldest overwritten */
     unsigned n_pauses;
     int64_t paused_since_us; /* QEMU's STOP stamp of the pause going on; 0: running */
@@ -125,6 +130,7 @@ uint64_t tp_unrun_periods(struct target_plugin *t, const struct qpr_sample *s);
 
 /* target_plugin_pmem.c */
 void tp_open_pmem_alone(struct target_plugin *t, double timeout);
+void tp_witness_sample(struct target_plugin *t);
 
 /* target_plugin_exact.c */
 int tp_exact_counts(void *impl, struct prof_exact_counts *out, struct qp_error *err);

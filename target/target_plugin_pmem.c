@@ -6,8 +6,7 @@
 #include <glib.h>
 #include <stdio.h>
 
-#define WITNESSES      8
-#define WITNESS_WAIT_S 5.0
+#define WITNESSES 8
 
 /* A captured window as a witness of what the guest's memory held (its first bytes). */
 static void add_witness(struct target_pmem_witness *w, int *n, const struct prof_vcpu *v,
@@ -23,59 +22,71 @@ static void add_witness(struct target_pmem_witness *w, int *n, const struct prof
     memcpy(x->bytes, bytes, x->len);
 }
 
-/* Witnesses from the samples waiting in the rings, read in place (the plugin does not write a
- * slot before qprof's tail passes it; the tails are not moved, so these samples are still
- * delivered). t->cur serves as the scratch copy. */
-static int peek_witnesses(struct target_plugin *t, struct target_pmem_witness *w, int *seen)
-{
-    int n = 0;
-    *seen = 0;
-    for (uint32_t i = 0; i < t->n_vcpus && n < WITNESSES; i++) {
-        uint64_t head = atomic_load_explicit(&t->ring[i]->head, memory_order_acquire);
-        for (uint64_t at = t->tail[i]; at != head && n < WITNESSES; at++) {
-            const struct qpr_sample *slot = &t->ring[i]->slots[at % QPR_SLOTS];
-            memcpy(&t->cur, slot, offsetof(struct qpr_sample, stack));
-            if (t->cur.kind != QPR_KIND_SAMPLE)
-                continue;
-            struct qp_error ignored = {0};
-            if (tp_vcpu_from_sample(t, &t->cur, &ignored) != 0)
-                continue;
-            (*seen)++;
-            uint32_t sl = MIN(t->cur.stack_len, (uint32_t)QPR_STACK_MAX);
-            uint32_t el = MIN(t->cur.extra_len, (uint32_t)QPR_EXTRA_MAX);
-            add_witness(w, &n, &t->vcpu, t->cur.stack_addr, slot->stack, sl);
-            add_witness(w, &n, &t->vcpu, t->cur.extra_addr, slot->extra, el);
-        }
-    }
-    return n;
-}
+#define PMEM_RETRIES 30
+
+#define PROOF_WAIT_S 5.0
 
 /* The plugin alone can say where guest RAM lies in QEMU by what it captured: QEMU is the
  * socket's peer, and a mapping is taken when the captured windows read back through it (the
- * rules of mem_process.h). Waits for the first samples; a refusal is one line, and user code then
- * stays unread as before. */
+ * rules of mem_process.h). A refusal by who QEMU is (another user's, ptrace refused) is one line,
+ * and user code then stays unread as before. The first samples are taken off the rings as
+ * witnesses until a proof holds (or PROOF_WAIT_S passed), and passed over, as samples before
+ * sampling began, with the idle ticks counted meanwhile: peeking without taking them would see
+ * only what the rings held, and a guest still booting fills them with samples too early to prove
+ * anything by while nothing newer arrives. Without a proof by then, the samples as they are
+ * delivered go on proving (tp_witness_sample), and the ones before it name no user code. */
 void tp_open_pmem_alone(struct target_plugin *t, double timeout)
 {
-    struct target_pmem_witness *w = g_new0(struct target_pmem_witness, WITNESSES);
     struct qp_error perr = {0};
     pid_t pid = 0;
-    int n = 0, seen = 0, rc = target_pmem_peer_pid(t->fd, &pid, &perr);
+    int rc = target_pmem_peer_pid(t->fd, &pid, &perr);
     if (!rc)
         rc = target_pmem_may_read(pid, &perr);
-    uint64_t deadline = tp_now_ns() + (uint64_t)(MIN(timeout, WITNESS_WAIT_S) * 1e9);
-    while (!rc && (n = peek_witnesses(t, w, &seen)) < WITNESSES && tp_now_ns() < deadline &&
-           !tp_peer_gone(t)) {
-        struct timespec ts = {0, 2000000};
-        nanosleep(&ts, NULL);
-    }
-    if (!rc && n < 3)
-        rc = qp_error_set(&perr, -ENODATA,
-                          "the plugin captured %d samples in %.0f s (the guest idles?), too few "
-                          "to find guest RAM in QEMU by",
-                          seen, MIN(timeout, WITNESS_WAIT_S));
-    if (!rc)
-        rc = target_pmem_open_witnessed(pid, t->arch, w, n, &t->pmem, &perr);
-    if (rc)
+    if (rc) {
         fprintf(stderr, "qprof: process memory: %s; user code is not read\n", perr.msg);
-    g_free(w);
+        return;
+    }
+    t->pmem_tries_left = PMEM_RETRIES;
+    t->pmem_w = g_new0(struct target_pmem_witness, WITNESSES);
+    t->pmem_wn = 0;
+    uint64_t deadline = tp_now_ns() + (uint64_t)(MIN(timeout, PROOF_WAIT_S) * 1e9);
+    while (t->pmem_w && tp_now_ns() < deadline && !tp_peer_gone(t)) {
+        struct qp_error ignored = {0};
+        if (!tp_next_record(t)) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        } else if (t->cur.kind == QPR_KIND_SAMPLE &&
+                   tp_vcpu_from_sample(t, &t->cur, &ignored) == 0) {
+            tp_witness_sample(t);
+        }
+    }
+    for (uint32_t i = 0; i < t->n_vcpus; i++)
+        t->idle_ticks_seen[i] = atomic_load_explicit(&t->ring[i]->idle_ticks, memory_order_relaxed);
+}
+
+/* The sample just delivered (t->cur, t->vcpu) lends its windows as witnesses, and every
+ * WITNESSES of them are a proof, at most PMEM_RETRIES times (a proof by windows of a guest still
+ * booting can fail); the samples before it name no user code. The last failure says why, once. */
+void tp_witness_sample(struct target_plugin *t)
+{
+    if (t->pmem || t->pmem_tries_left <= 0 || !t->pmem_w)
+        return;
+    uint32_t sl = MIN(t->cur.stack_len, (uint32_t)QPR_STACK_MAX);
+    uint32_t el = MIN(t->cur.extra_len, (uint32_t)QPR_EXTRA_MAX);
+    add_witness(t->pmem_w, &t->pmem_wn, &t->vcpu, t->cur.stack_addr, t->cur.stack, sl);
+    add_witness(t->pmem_w, &t->pmem_wn, &t->vcpu, t->cur.extra_addr, t->cur.extra, el);
+    if (t->pmem_wn < WITNESSES)
+        return;
+    struct qp_error perr = {0};
+    pid_t pid = 0;
+    int rc = target_pmem_peer_pid(t->fd, &pid, &perr);
+    if (!rc)
+        rc = target_pmem_open_witnessed(pid, t->arch, t->pmem_w, t->pmem_wn, &t->pmem, &perr);
+    t->pmem_wn = 0;
+    if (!rc || --t->pmem_tries_left == 0) {
+        if (rc)
+            fprintf(stderr, "qprof: process memory: %s; user code is not read\n", perr.msg);
+        g_free(t->pmem_w);
+        t->pmem_w = NULL;
+    }
 }
