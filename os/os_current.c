@@ -535,6 +535,23 @@ static int resolve(struct cursor *k, Dwarf *dw, const struct prof_current_path *
     return resolve_name(k, "comm", true);
 }
 
+/* The kernel ELF's DWARF, for the option (--current, --user-regs) that names its types. */
+static int open_kernel_dwarf(const char *kernel, const char *option, int *fd, Dwarf **dw,
+                             struct qp_error *err)
+{
+    if (!kernel)
+        return qp_error_set(err, -EINVAL, "%s needs --kernel: an ELF with DWARF types", option);
+    *fd = open(kernel, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0)
+        return qp_error_set(err, -errno, "%s: opening %s: %s", option, kernel, strerror(errno));
+    *dw = dwarf_begin(*fd, DWARF_C_READ);
+    if (!*dw) {
+        close(*fd);
+        return qp_error_set(err, -ENOENT, "%s: %s has no DWARF (build it with -g)", option, kernel);
+    }
+    return 0;
+}
+
 int prof_os_current_open(const char *kernel, const char *expr,
                          const struct prof_current_names *names, prof_os_current **out,
                          struct qp_error *err)
@@ -543,16 +560,10 @@ int prof_os_current_open(const char *kernel, const char *expr,
     int rc = prof_current_parse(expr, &path, err);
     if (rc)
         return rc;
-    if (!kernel)
-        return qp_error_set(err, -EINVAL, "--current needs --kernel: an ELF with DWARF types");
-    int fd = open(kernel, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return qp_error_set(err, -errno, "--current: opening %s: %s", kernel, strerror(errno));
-    Dwarf *dw = dwarf_begin(fd, DWARF_C_READ);
-    if (!dw) {
-        close(fd);
-        return qp_error_set(err, -ENOENT, "--current: %s has no DWARF (build it with -g)", kernel);
-    }
+    int fd;
+    Dwarf *dw;
+    if ((rc = open_kernel_dwarf(kernel, "--current", &fd, &dw, err)))
+        return rc;
     prof_os_current *c = g_new0(prof_os_current, 1);
     g_strlcpy(c->expr, expr, sizeof c->expr);
     struct cursor k = {.c = c, .expr = expr, .per_cpu = path.per_cpu, .err = err};
@@ -811,17 +822,10 @@ int prof_uregs_open(const char *kernel, const struct prof_user_regs_spec *spec,
     int rc = prof_current_parse(spec->expr, &path, err);
     if (rc)
         return as_user_regs_error(err, rc);
-    if (!kernel)
-        return qp_error_set(err, -EINVAL, "--user-regs needs --kernel: an ELF with DWARF types");
-    int fd = open(kernel, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return qp_error_set(err, -errno, "--user-regs: opening %s: %s", kernel, strerror(errno));
-    Dwarf *dw = dwarf_begin(fd, DWARF_C_READ);
-    if (!dw) {
-        close(fd);
-        return qp_error_set(err, -ENOENT, "--user-regs: %s has no DWARF (build it with -g)",
-                            kernel);
-    }
+    int fd;
+    Dwarf *dw;
+    if ((rc = open_kernel_dwarf(kernel, "--user-regs", &fd, &dw, err)))
+        return rc;
     prof_uregs *u = g_new0(prof_uregs, 1);
     g_strlcpy(u->path.expr, spec->expr, sizeof u->path.expr);
     memcpy(u->slot, slots, sizeof u->slot);

@@ -512,6 +512,23 @@ static void test_resets(void)
     fixture_close(&f);
 }
 
+/* fx_lowkernel.elf's symbols and the three functions of its call chain kentry -> kmid -> kleaf. */
+struct low_kernel {
+    sym_table *syms;
+    uint64_t kentry, kmid, kleaf;
+};
+
+static struct low_kernel open_low_kernel(void)
+{
+    struct qp_error err = {0};
+    struct low_kernel lk = {0};
+    REQUIRE(sym_table_open_elf(FX_LOWKERNEL, &lk.syms, &err) == 0);
+    REQUIRE(sym_find_by_name(lk.syms, "kentry", &lk.kentry) == 0);
+    REQUIRE(sym_find_by_name(lk.syms, "kmid", &lk.kmid) == 0);
+    REQUIRE(sym_find_by_name(lk.syms, "kleaf", &lk.kleaf) == 0);
+    return lk;
+}
+
 /* A kernel linked in the low half (fx_lowkernel.elf at 1 MiB, as a teaching OS runs at its
  * physical load address), sampled in kernel mode in kleaf, called from kmid, called from kentry
  * (the outermost frame): privilege says kernel, and the kernel's unwind space is where the ELF's
@@ -519,13 +536,9 @@ static void test_resets(void)
  * half alone, the leaf "left the space" and the stack had no frame. */
 static void test_low_half_kernel(void)
 {
-    struct qp_error err = {0};
-    sym_table *ksyms = NULL;
-    REQUIRE(sym_table_open_elf(FX_LOWKERNEL, &ksyms, &err) == 0);
-    uint64_t kentry = 0, kmid = 0, kleaf = 0;
-    REQUIRE(sym_find_by_name(ksyms, "kentry", &kentry) == 0);
-    REQUIRE(sym_find_by_name(ksyms, "kmid", &kmid) == 0);
-    REQUIRE(sym_find_by_name(ksyms, "kleaf", &kleaf) == 0);
+    struct low_kernel lk = open_low_kernel();
+    sym_table *ksyms = lk.syms;
+    uint64_t kentry = lk.kentry, kmid = lk.kmid, kleaf = lk.kleaf;
     CHECK(kentry < UINT64_C(0x200000)); /* the low half indeed */
     struct fixture f;
     guest_runs(fx_text_addr, fx_text, fx_text_size, "fx");
@@ -567,13 +580,9 @@ static const struct out_stack *newest(struct fixture *f)
  * idle loop), and not after the vCPU was seen idle. */
 static void test_kernel_table_process(void)
 {
-    struct qp_error err = {0};
-    sym_table *ksyms = NULL;
-    REQUIRE(sym_table_open_elf(FX_LOWKERNEL, &ksyms, &err) == 0);
-    uint64_t kentry = 0, kmid = 0, kleaf = 0;
-    REQUIRE(sym_find_by_name(ksyms, "kentry", &kentry) == 0);
-    REQUIRE(sym_find_by_name(ksyms, "kmid", &kmid) == 0);
-    REQUIRE(sym_find_by_name(ksyms, "kleaf", &kleaf) == 0);
+    struct low_kernel lk = open_low_kernel();
+    sym_table *ksyms = lk.syms;
+    uint64_t kentry = lk.kentry, kmid = lk.kmid, kleaf = lk.kleaf;
     struct fixture f;
     guest_runs(fx_text_addr, fx_text, fx_text_size, "fx");
     fos.unknown = true;
