@@ -100,7 +100,7 @@ struct vcpu {
     /* when the timer thread raised the first of those flags (0: none pending) */
     _Atomic uint64_t flagged_at_ns;
     uint32_t trigger_seen; /* plugin.trigger at this vCPU's last callback */
-    _Atomic pid_t tid;     /* the vCPU's host thread, from its first callback (0: none yet) */
+    _Atomic pid_t tid;     /* the vCPU's host thread, from on_vcpu_init (0: none yet) */
 };
 
 /* The plugin's whole state: one instance per QEMU process, as QEMU loads a plugin once. */
@@ -435,6 +435,10 @@ static void on_vcpu_init(QPR_VCPU_CB_PARAMS(idx))
     if (idx >= plugin.n_vcpus)
         return;
     struct vcpu *v = &plugin.vcpus[idx];
+    /* QEMU runs this on the vCPU's thread (qemu_plugin_get_registers needs it there): auto's
+     * first choice must know the thread's CPUs, and a guest may run a while before the first
+     * sample's callback would tell it (a vCPU pinned apart from QEMU's main thread). */
+    atomic_store_explicit(&v->tid, gettid(), memory_order_relaxed);
     v->all_regs = qemu_plugin_get_registers(); /* kept: QEMU interns the names */
     v->buf = g_byte_array_sized_new(QPR_STACK_MAX);
     v->scratch = g_new0(struct qpr_sample, 1);

@@ -1421,6 +1421,96 @@ static void case_plugin_one_core(void)
     vm_stop(g.vm);
 }
 
+#define MAX_QEMU_THREADS 64
+
+/* QEMU's threads and the CPU time (clock ticks) each has used; how many. */
+static int thread_times(pid_t qemu, int tids[MAX_QEMU_THREADS],
+                        unsigned long long ticks[MAX_QEMU_THREADS])
+{
+    char *task_dir = g_strdup_printf("/proc/%d/task", (int)qemu);
+    GDir *d = g_dir_open(task_dir, 0, NULL);
+    REQUIRE(d);
+    int n = 0;
+    for (const char *t; n < MAX_QEMU_THREADS && (t = g_dir_read_name(d));) {
+        char *stat_path = g_strdup_printf("%s/%s/stat", task_dir, t), *text = NULL;
+        unsigned long long utime = 0, stime = 0;
+        /* fields 14 and 15, after the ")" that ends the thread's name */
+        if (g_file_get_contents(stat_path, &text, NULL, NULL) && strrchr(text, ')') &&
+            sscanf(strrchr(text, ')') + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                   &utime, &stime) == 2) {
+            tids[n] = atoi(t);
+            ticks[n++] = utime + stime;
+        }
+        g_free(text);
+        g_free(stat_path);
+    }
+    g_dir_close(d);
+    g_free(task_dir);
+    return n;
+}
+
+/* The thread of QEMU's that uses the CPU now: the vCPU's, with a guest that spins. Not the one
+ * that has used the most, which may be the main thread that loaded the guest. */
+static int busiest_thread(pid_t qemu)
+{
+    int tids[MAX_QEMU_THREADS], now_tids[MAX_QEMU_THREADS];
+    unsigned long long ticks[MAX_QEMU_THREADS], now_ticks[MAX_QEMU_THREADS];
+    int n = thread_times(qemu, tids, ticks);
+    double deadline = now_s() + 60;
+    while (now_s() < deadline) {
+        struct timespec pause = {0, 50 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+        int m = thread_times(qemu, now_tids, now_ticks);
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++)
+                if (now_tids[i] == tids[j] && now_ticks[i] - ticks[j] >= 20) /* 0.2 s of CPU */
+                    return now_tids[i];
+    }
+    return -1;
+}
+
+/* The vCPU's thread on a host CPU of its own, QEMU's other threads (the plugin's timer among
+ * them) on another, before anything sampled, as a VM manager pins them: auto's first choice
+ * sees the CPU to spare and takes the timer. It once read the main thread's CPUs for a vCPU
+ * that had not yet called the plugin back, saw one CPU, and took the counter. */
+static void case_plugin_vcpu_own_core(void)
+{
+    cpu_set_t mine, a, b;
+    REQUIRE(sched_getaffinity(0, sizeof mine, &mine) == 0);
+    int cpus[2], n = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE && n < 2; cpu++)
+        if (CPU_ISSET(cpu, &mine))
+            cpus[n++] = cpu;
+    if (n < 2) {
+        fprintf(stderr, "SKIP: one host CPU, none to give the vCPU of its own\n");
+        exit(VM_SKIP);
+    }
+    CPU_ZERO(&a);
+    CPU_SET(cpus[0], &a);
+    CPU_ZERO(&b);
+    CPU_SET(cpus[1], &b);
+    struct guest g;
+    boot(&g, "spin,spin", false);
+    char *task_dir = g_strdup_printf("/proc/%d/task", (int)vm_pid(g.vm));
+    GDir *d = g_dir_open(task_dir, 0, NULL);
+    REQUIRE(d);
+    for (const char *t; (t = g_dir_read_name(d));)
+        sched_setaffinity(atoi(t), sizeof a, &a);
+    g_dir_close(d);
+    g_free(task_dir);
+    int vcpu = busiest_thread(vm_pid(g.vm));
+    REQUIRE(vcpu > 0 && sched_setaffinity(vcpu, sizeof b, &b) == 0);
+    fprintf(stderr, "QEMU on CPU %d, its vCPU thread %d on CPU %d\n", cpus[0], vcpu, cpus[1]);
+    const char *args[] = {GUEST_ARGS(&g), "--samples", "500",           "--interval", "0.1",
+                          "-o",           "/dev/null", "--no-progress", NULL};
+    struct qprof_run r = run_qprof(vm_dir(g.vm), args, run_deadline_s(500));
+    CHECK_MSG(r.exit_code == 0, "qprof exited %d: %s", r.exit_code, r.err);
+    CHECK_MSG(strstr(r.err, "timer (auto: 2 host CPUs for 1 vCPU thread"),
+              "auto did not see the vCPU's own CPU: %s", r.err);
+    run_free(&r);
+    vm_stop(g.vm);
+}
+
 /* Flat instructions of hot_a and hot_b in a pprof file's instructions sample type, and the
  * function listed first. */
 static bool pprof_instructions(const char *dir, const char *path, double *a, double *b, char *first,
@@ -2716,6 +2806,7 @@ static int run_case(const char *which)
     CASE("plugin-full-ring",       case_plugin_full_ring(),        "e2e_plugin_full_ring")
     CASE("plugin-spin-20k",        case_plugin_spin_20k(),         "e2e_plugin_spin_20k")
     CASE("plugin-one-core",        case_plugin_one_core(),         "e2e_plugin_one_core")
+    CASE("plugin-vcpu-own-core",   case_plugin_vcpu_own_core(),    "e2e_plugin_vcpu_own_core")
     CASE("plugin-sys-10k",         case_plugin_sys_10k(),          "e2e_plugin_sys_10k")
     CASE("plugin-counter-spin",    case_spin(false),               "e2e_plugin_counter_spin")
     CASE("plugin-counter-sys",     case_sys(false),                "e2e_plugin_counter_sys")
