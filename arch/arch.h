@@ -88,6 +88,13 @@ struct prof_arch_cpu_state {
      * the trap pc). */
     bool has_trap_sp;
     uint64_t trap_sp;
+    /* Translation is on in a mode page_walk does not serve (x86_64: 32-bit paging, or 5-level
+     * paging with CR4.LA57): reads through the walk give nothing rather than wrong bytes, and
+     * nothing is proved by a walk there. paging stays what the mode says. */
+    bool unwalkable;
+    /* The base of the kernel's per-CPU area where a register the transport gave holds it
+     * (x86_64: the GS base QEMU's monitor prints); 0 when not given. */
+    uint64_t percpu_base;
 };
 
 /* One vCPU's registers as QEMU's monitor prints them (HMP `info registers -a`), under the names
@@ -197,6 +204,16 @@ struct prof_arch {
      * has saved it (aarch64: SP_EL0), for such a backend's kernel-mode samples; NULL where the
      * CPU saves it itself (x86_64's interrupt frame) or the frame the ABI points to is enough. */
     const char *capture_user_sp_reg;
+    /* The registers that may hold the kernel's per-CPU base at a capture, in the order they are
+     * tried: the first that holds a kernel-half address is it (x86_64: gs_base, then k_gs_base,
+     * the kernel's while user code runs and until an entry's swapgs). NULL-terminated, at most
+     * two; NULL where a kernel keeps none (the current task is in a register instead), and such
+     * a backend refuses an OS adapter's per-CPU window (PROF_CAPTURE_KERNEL_PERCPU). */
+    const char *const *capture_percpu_regs;
+    /* A kernel entry from user mode makes the CPU push an interrupt frame (rip, cs, rflags, rsp,
+     * ss) on the kernel stack, where such a backend finds the interrupted user sp before the
+     * kernel saved anything (x86_64); false where the entry code saves the frame (abi_frame). */
+    bool capture_iret_frame;
     /* Privilege, paging and the address-space root from the registers get reads (gdbstub names).
      * A negative code with a one-line message when a register it needs is missing, or when a
      * value is one it cannot interpret (a RISC-V satp mode it has no walk for). */

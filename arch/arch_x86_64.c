@@ -44,22 +44,31 @@ static const struct prof_arch_reg gdb_regs[] = {
     {"r10", UNW_R10}, {"r11", UNW_R11}, {"r12", UNW_R12}, {"r13", UNW_R13}, {"r14", UNW_R14},
     {"r15", UNW_R15}, {"rip", UNW_RIP}};
 
-static const char *const gdb_state_regs[] = {"cs", "cr0", "cr3", "efer", NULL};
+static const char *const gdb_state_regs[] = {"cs", "cr0", "cr3", "efer", "cr4", NULL};
+
+/* Translation on in a mode the 4-level walk does not serve: 32-bit paging (CR0.PG without
+ * EFER.LMA) or 5-level paging (CR4.LA57). */
+static bool unwalkable(uint64_t cr0, uint64_t cr4, uint64_t efer)
+{
+    return ((cr0 & X86_CR0_PG) && !(efer & X86_EFER_LMA)) || (cr4 & X86_CR4_LA57);
+}
 
 /* CPL from CS; paging from CR0.PG and EFER.LMA, assumed on when the XML lacks them (QEMU's
- * i386-64bit.xml has both). */
+ * i386-64bit.xml has both, and CR4 in its `g` reply). */
 static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state *st,
                      struct qp_error *err)
 {
-    uint64_t cs, cr0 = X86_CR0_PG, efer = X86_EFER_LMA, cr3 = 0;
+    uint64_t cs, cr0 = X86_CR0_PG, efer = X86_EFER_LMA, cr3 = 0, cr4 = 0;
     if (get(ctx, "cs", &cs) < 0)
         return qp_error_set(err, -ENOENT, "the target has no readable register cs");
     get(ctx, "cr0", &cr0);
     get(ctx, "efer", &efer);
     get(ctx, "cr3", &cr3);
+    get(ctx, "cr4", &cr4);
     st->privilege = (int)(cs & 3);
     st->paging = (cr0 & X86_CR0_PG) && (efer & X86_EFER_LMA);
     st->as_root = cr3 & X86_CR3_ADDR_MASK;
+    st->unwalkable = unwalkable(cr0, cr4, efer);
     return 0;
 }
 
@@ -236,6 +245,10 @@ static const struct unw_machine unwind_machine = {
     .fp = &fp_rule,
 };
 
+/* Where a capture inside QEMU finds the kernel's per-CPU area: GS_BASE after the entry's swapgs,
+ * KERNEL_GS_BASE before it and in user mode. */
+static const char *const capture_percpu_regs[] = {"gs_base", "k_gs_base", NULL};
+
 /* The demo ABI's x86_64 frame: the general registers by name. */
 static uint64_t abi_frame_regs(const void *frame, struct unw_regs *u)
 {
@@ -271,6 +284,8 @@ const struct prof_arch prof_arch_x86_64 = {
     .capture_mode_reg = "cs",
     .capture_mode_mask = 3,
     .capture_mode_user = 3,
+    .capture_percpu_regs = capture_percpu_regs,
+    .capture_iret_frame = true,
     .cpu_state = cpu_state,
     .unwind = &unwind_machine,
     .abi_frame = {.regs_arch = QPROF_ABI_ARCH_X86_64,

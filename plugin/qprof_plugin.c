@@ -109,7 +109,6 @@ static struct {
     struct qemu_plugin_scoreboard *counters;
     qemu_plugin_u64 counter;
     uint32_t n_vcpus;
-    uint32_t arch; /* enum qpr_arch of QEMU's target */
     struct vcpu *vcpus;
     qps_shared *shm;
     _Atomic uint32_t wake_cost_ns; /* measured at load; the header has a copy for qprof */
@@ -282,7 +281,7 @@ static void take_sample(unsigned idx, struct vcpu *v, uint64_t t0, uint32_t peri
         s->extra_len = read_window(v, v->cfg.extra_addr, v->cfg.extra_len, s->extra);
     s->ustack_addr = 0;
     s->ustack_len = 0;
-    qpr_capture_windows(s, v->cfg.win, read_window_cb, v); /* first: the user stack may be there */
+    qpr_capture_windows(s, &v->cfg, read_window_cb, v); /* first: the user stack may be there */
     if ((s->regs_valid >> v->cfg.mode_reg & 1) && !qpr_user_mode(s, &v->cfg))
         chase_user_stack(v, idx, s);
     qps_publish(plugin.shm, idx, s, t0); /* which sets the slot's cost_ns, the copy included */
@@ -753,20 +752,22 @@ static void publish_config(const struct qpr_config *c)
         dst->extra_len = QPR_EXTRA_MAX;
     if (dst->ustack_win > QPR_WINDOWS)
         dst->ustack_win = 0;
-    /* registers: another architecture's, or indexes past the names, read none */
-    if (dst->arch != plugin.arch || dst->n_regs > QPR_MAX_REGS || dst->sp_reg >= dst->n_regs ||
-        dst->mode_reg >= dst->n_regs)
+    /* registers: indexes past the names read none (names this QEMU lacks read none either) */
+    if (dst->n_regs > QPR_MAX_REGS || dst->sp_reg >= dst->n_regs || dst->mode_reg >= dst->n_regs)
         dst->n_regs = dst->sp_reg = dst->mode_reg = 0;
     if (dst->ustack_reg >= dst->n_regs)
         dst->ustack_reg = QPR_MAX_REGS;
+    for (uint32_t k = 0; k < 2; k++)
+        if (dst->percpu_reg[k] >= dst->n_regs)
+            dst->percpu_reg[k] = QPR_MAX_REGS;
+    bool percpu = dst->percpu_reg[0] < QPR_MAX_REGS || dst->percpu_reg[1] < QPR_MAX_REGS;
     for (uint32_t i = 0; i < QPR_MAX_REGS; i++)
         dst->reg_names[i][QPR_REG_NAME - 1] = 0;
     uint32_t win_total = 0;
     for (uint32_t i = 0; i < QPR_WINDOWS; i++) { /* a bad chain ends the list */
         struct qpr_window *w = &dst->win[i];
         if (w->len > QPR_WIN_BYTES - win_total || (w->base == QPR_WIN_POINTER && w->from >= i) ||
-            w->base > QPR_WIN_POINTER ||
-            (w->base == QPR_WIN_KERNEL_GS && plugin.arch != QPR_ARCH_X86_64))
+            w->base > QPR_WIN_POINTER || (w->base == QPR_WIN_KERNEL_PERCPU && !percpu))
             w->len = 0;
         if (!w->len) {
             memset(&dst->win[i], 0, sizeof dst->win[0] * (QPR_WINDOWS - i));
@@ -991,6 +992,19 @@ static int parse_user_option(const char *arg)
     return 0;
 }
 
+/* The QEMU targets qprof has an architecture table for (arch/), which qprof checks the header's
+ * target name against again. The plugin itself decides nothing by architecture (qprof's
+ * configuration names the registers and the capture's steps), but it reads registers of at
+ * most 8 bytes as little-endian and cannot ask qprof before a client connects: a QEMU for
+ * another target is refused as it loads the plugin, not at the first qprof. */
+#define KNOWN_TARGETS "x86_64, riscv64, aarch64"
+
+static bool known_target(const char *name)
+{
+    g_auto(GStrv) names = g_strsplit(KNOWN_TARGETS, ", ", -1);
+    return g_strv_contains((const char *const *)names, name);
+}
+
 QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc,
                                            char **argv)
 {
@@ -1017,14 +1031,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         return fail("needs socket=PATH (-plugin qprof-plugin.so,socket=PATH)");
     if (!info->system_emulation)
         return fail("%s: only system emulation is supported", info->target_name);
-    if (strcmp(info->target_name, "x86_64") == 0)
-        plugin.arch = QPR_ARCH_X86_64;
-    else if (strcmp(info->target_name, "riscv64") == 0)
-        plugin.arch = QPR_ARCH_RISCV64;
-    else if (strcmp(info->target_name, "aarch64") == 0)
-        plugin.arch = QPR_ARCH_AARCH64;
-    else
-        return fail("%s: qprof samples x86_64, riscv64 and aarch64 guests", info->target_name);
+    if (!known_target(info->target_name))
+        return fail("%s: qprof samples %s guests", info->target_name, KNOWN_TARGETS);
     plugin.id = id;
     plugin.n_vcpus = (uint32_t)info->system.max_vcpus;
     if (plugin.n_vcpus > QPR_MAX_VCPUS)

@@ -18,9 +18,11 @@
  *
  * Both sides are x86_64 hosts built from this one header; nothing here is parsed from an
  * untrusted peer other than by bounds already fixed in this file (qprof still checks every
- * length against them). The guest is x86_64, riscv64 or aarch64 (qpr_header.target): qprof
- * names the registers to capture (struct qpr_config), and only the x86_64-specific steps below
- * (interrupt frames, the GS base) are left out on the others. */
+ * length against them). The guest's architecture is QEMU's target (qpr_header.target), which
+ * qprof looks up in its own architecture tables: from them it names the registers to capture and
+ * says which of the capture's steps apply (struct qpr_config: the stack pointer and mode
+ * registers, where the kernel's per-CPU base is, whether the CPU pushes an interrupt frame at a
+ * kernel entry). Nothing here or in the plugin decides by architecture. */
 #ifndef QPROF_RING_H
 #define QPROF_RING_H
 
@@ -30,7 +32,7 @@
 #include <string.h>
 
 #define QPR_MAGIC       0x31525051u /* "QPR1" */
-#define QPR_VERSION     6           /* 6: qpr_sample.flag_age_us and trigger */
+#define QPR_VERSION     7           /* 7: every architecture's registers by name (qpr_config) */
 #define QPR_SLOTS       512 /* per vCPU: 50 ms of samples at 10 kHz (256 lost some on a loaded host) */
 #define QPR_STACK_MAX   (16u << 10) /* stack window bytes, at most */
 #define QPR_EXTRA_MAX   4096u       /* bytes of the one extra window qprof asks for */
@@ -55,31 +57,6 @@
 /* How long the plugin waits for the rest of a message a client started, and for a reply it sends
  * to drain: a client that stops mid-message is disconnected, and the next qprof served. */
 #define QPR_CLIENT_DEADLINE_MS 1000
-
-/* The guest architecture of a configuration (qpr_config.arch). */
-enum qpr_arch {
-    QPR_ARCH_X86_64 = 0,
-    QPR_ARCH_RISCV64 = 1,
-    QPR_ARCH_AARCH64 = 2,
-};
-
-/* x86_64's registers, in this order, named as QEMU's gdb XML names them: qprof asks for exactly
- * these on an x86_64 guest, so that the indexes below name a sample's regs. */
-/* clang-format off */
-#define QPR_REGS(X)                                                                                \
-    X(RAX, "rax") X(RBX, "rbx") X(RCX, "rcx") X(RDX, "rdx") X(RSI, "rsi") X(RDI, "rdi")            \
-    X(RBP, "rbp") X(RSP, "rsp") X(R8, "r8") X(R9, "r9") X(R10, "r10") X(R11, "r11")                \
-    X(R12, "r12") X(R13, "r13") X(R14, "r14") X(R15, "r15") X(RIP, "rip") X(EFLAGS, "eflags")      \
-    X(CS, "cs") X(SS, "ss") X(FS_BASE, "fs_base") X(GS_BASE, "gs_base") X(K_GS_BASE, "k_gs_base")  \
-    X(CR0, "cr0") X(CR3, "cr3") X(CR4, "cr4") X(EFER, "efer")
-/* clang-format on */
-
-enum qpr_reg {
-#define QPR_ENUM(id, name) QPR_##id,
-    QPR_REGS(QPR_ENUM)
-#undef QPR_ENUM
-        QPR_NREGS
-};
 
 enum qpr_kind {
     QPR_KIND_SAMPLE = 1, /* registers and memory windows at one instant */
@@ -273,9 +250,10 @@ struct qpr_hello { /* plugin -> qprof, with the rings' memfd and the session's q
 /* Where a chained window starts (qpr_window.base). */
 enum qpr_win_base {
     QPR_WIN_NONE = 0,
-    /* x86_64: the kernel's GS base: gs_base when it is a kernel-half address, else k_gs_base
-     * (user mode, or a kernel entry before its swapgs); neither: not captured */
-    QPR_WIN_KERNEL_GS = 1,
+    /* the kernel's per-CPU area: the first of qpr_config.percpu_reg that holds an address at or
+     * above kernel_start (x86_64: gs_base, else k_gs_base in user mode or at a kernel entry
+     * before its swapgs); none: not captured */
+    QPR_WIN_KERNEL_PERCPU = 1,
     /* the u64 at byte from_off of window `from` (an earlier one), when it was captured whole
      * there and is not 0 */
     QPR_WIN_POINTER = 2,
@@ -315,13 +293,23 @@ struct qpr_config { /* qprof -> plugin; a later one replaces it */
      * sp in kernel mode when it holds a user address (aarch64: SP_EL0, which an entry from EL0
      * leaves as it was); an index into reg_names, QPR_MAX_REGS: none. */
     uint32_t ustack_reg;
-    /* The guest's architecture (enum qpr_arch; the plugin refuses one that is not its QEMU's)
-     * and the registers to read at each sample, by the names QEMU's gdb XML gives them (x86_64:
-     * QPR_REGS, in that order): regs[i] of a sample is reg_names[i], its regs_valid bit clear
-     * when the vCPU has no such register. sp_reg is the stack pointer's index; a sample is in
-     * user mode when (regs[mode_reg] & mode_mask) == mode_user (x86_64: cs & 3 == 3). */
-    uint32_t arch, n_regs, sp_reg, mode_reg;
+    /* The registers to read at each sample, by the names QEMU's gdb XML gives them (qprof's
+     * architecture table says which): regs[i] of a sample is reg_names[i], its regs_valid bit
+     * clear when the vCPU has no such register. The plugin resolves the names to QEMU's handles
+     * once per vCPU and configuration, never per sample. sp_reg is the stack pointer's index; a
+     * sample is in user mode when (regs[mode_reg] & mode_mask) == mode_user (x86_64:
+     * cs & 3 == 3). */
+    uint32_t n_regs, sp_reg, mode_reg;
+    /* 1: a kernel entry from user mode makes the CPU push an interrupt frame (rip, cs, rflags,
+     * rsp, ss: qpr_is_user_iret_frame) on the kernel stack, where qpr_user_sp looks for the user
+     * sp (x86_64); 0: the kernel's entry code saves the frame (top_frame_size). */
+    uint32_t iret_frame;
+    /* The registers that may hold the kernel's per-CPU base (QPR_WIN_KERNEL_PERCPU), in the order
+     * they are tried: indexes into reg_names, QPR_MAX_REGS for none (x86_64: gs_base, then
+     * k_gs_base). A value is a base when it is at or above kernel_start, the kernel half's. */
+    uint32_t percpu_reg[2];
     uint64_t mode_mask, mode_user;
+    uint64_t kernel_start;
     char reg_names[QPR_MAX_REGS][QPR_REG_NAME];
     /* Windows an OS adapter needs at the instant (a Linux kernel's current task and its saved
      * registers), followed from the registers and from each other; len 0 ends the list. Their
@@ -466,15 +454,17 @@ static inline bool qpr_saved_usp(const struct qpr_sample *s, const struct qpr_co
 
 /* The user stack pointer of a sample taken in kernel mode, from what was captured at its instant
  * (registers, the kernel stack window from sp, the extra window), in this order:
- * - x86_64, an entry stub's first blocks, before the kernel saved anything: the CPU's frame lies
- *   in the first words at sp, after an error code or the vector a stub pushed;
+ * - where the CPU pushes an interrupt frame (iret_frame: x86_64), an entry stub's first blocks,
+ *   before the kernel saved anything: the CPU's frame lies in the first words at sp, after an
+ *   error code or the vector a stub pushed;
  * - the frame the kernel saved and points to (the chase), read with read_u64 when it lies
  *   outside the stack window (read_u64 may be NULL);
  * - no pointer published (the kernel between its entry stub and publishing it, or between
  *   clearing it and the iretq that leaves: the demo kernel's isr_return pops the registers with
- *   the pointer already 0): on x86_64 the interrupt frame at the top of the kernel stack, which is
- *   where the CPU puts an entry from user mode; elsewhere the register that still holds the user
- *   sp (ustack_reg), then the frame the entry code saves at the stack's top (top_frame_size).
+ *   the pointer already 0): with iret_frame the interrupt frame at the top of the kernel stack,
+ *   which is where the CPU puts an entry from user mode; without, the register that still holds
+ *   the user sp (ustack_reg), then the frame the entry code saves at the stack's top
+ *   (top_frame_size).
  * The later steps are this instant's too: the pointer and the stack top are read from the extra
  * window, the frame from the stack window, all captured together. (riscv64's first entry
  * instructions still run on the user's sp: the stack window is the user stack then.) */
@@ -482,8 +472,8 @@ static inline enum qpr_usp_from qpr_user_sp(const struct qpr_sample *s, const st
                                             uint32_t vcpu, qpr_read_u64_fn read_u64, void *ctx,
                                             uint64_t *usp)
 {
-    bool x86 = c->arch == QPR_ARCH_X86_64; /* interrupt frames are x86_64's */
-    for (uint64_t off = 0; x86 && off <= 24; off += 8)
+    bool iret = c->iret_frame != 0;
+    for (uint64_t off = 0; iret && off <= 24; off += 8)
         if (qpr_stack_frame_usp(s, s->stack_addr + off, usp))
             return QPR_USP_ENTRY;
     if (!c->chase_stride)
@@ -494,7 +484,7 @@ static inline enum qpr_usp_from qpr_user_sp(const struct qpr_sample *s, const st
     if (frame)
         return qpr_saved_usp(s, c, frame + c->chase_add, read_u64, ctx, usp) ? QPR_USP_SAVED
                                                                              : QPR_USP_NONE;
-    if (!x86 && c->ustack_reg < QPR_MAX_REGS && (s->regs_valid >> c->ustack_reg & 1)) {
+    if (!iret && c->ustack_reg < QPR_MAX_REGS && (s->regs_valid >> c->ustack_reg & 1)) {
         uint64_t v = s->regs[c->ustack_reg];
         if (v && v < (c->user_end ? c->user_end : UINT64_C(1) << 47)) {
             *usp = v;
@@ -504,11 +494,11 @@ static inline enum qpr_usp_from qpr_user_sp(const struct qpr_sample *s, const st
     if (!c->kstack_top_off ||
         !qpr_window_u64(s->extra_addr, s->extra, s->extra_len, slot + c->kstack_top_off, &top))
         return QPR_USP_NONE;
-    if (x86 && top >= 40 && qpr_stack_frame_usp(s, top - 40, usp))
+    if (iret && top >= 40 && qpr_stack_frame_usp(s, top - 40, usp))
         return QPR_USP_KSTACK_TOP;
     /* the frame the entry code saves at the stack's top: possibly an earlier entry's, before this
      * one wrote it, which only makes the window start elsewhere (its bytes are this instant's) */
-    if (!x86 && c->top_frame_size && top > c->top_frame_size &&
+    if (!iret && c->top_frame_size && top > c->top_frame_size &&
         qpr_saved_usp(s, c, top - c->top_frame_size + c->chase_add, read_u64, ctx, usp))
         return QPR_USP_KSTACK_TOP;
     return QPR_USP_NONE;
@@ -522,22 +512,31 @@ static inline bool qpr_user_mode(const struct qpr_sample *s, const struct qpr_co
            (s->regs[c->mode_reg] & c->mode_mask) == c->mode_user;
 }
 
-/* The base address of window i of s by w (the registers and the windows before it), false when
- * there is none at this instant. */
-static inline bool qpr_window_base(const struct qpr_sample *s, const struct qpr_window *win,
+/* The kernel's per-CPU base at this instant: the first of c's percpu_reg that was read and holds
+ * a kernel-half address (none without a kernel_start). */
+static inline bool qpr_percpu_base(const struct qpr_sample *s, const struct qpr_config *c,
+                                   uint64_t *base)
+{
+    for (int k = 0; k < 2; k++) {
+        uint32_t r = c->percpu_reg[k];
+        if (r < QPR_MAX_REGS && (s->regs_valid >> r & 1) && c->kernel_start &&
+            s->regs[r] >= c->kernel_start) {
+            *base = s->regs[r];
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The base address of window i of c's windows in s (the registers and the windows before it),
+ * false when there is none at this instant. */
+static inline bool qpr_window_base(const struct qpr_sample *s, const struct qpr_config *c,
                                    uint32_t i, uint64_t *base)
 {
-    const struct qpr_window *w = &win[i];
-    const uint64_t kernel_half = UINT64_C(0xffff800000000000);
+    const struct qpr_window *w = &c->win[i];
     switch (w->base) {
-    case QPR_WIN_KERNEL_GS: /* x86_64's registers (qpr_config.arch): the plugin keeps it there */
-        if ((s->regs_valid >> QPR_GS_BASE & 1) && s->regs[QPR_GS_BASE] >= kernel_half)
-            *base = s->regs[QPR_GS_BASE];
-        else if ((s->regs_valid >> QPR_K_GS_BASE & 1) && s->regs[QPR_K_GS_BASE] >= kernel_half)
-            *base = s->regs[QPR_K_GS_BASE];
-        else
-            return false;
-        return true;
+    case QPR_WIN_KERNEL_PERCPU:
+        return qpr_percpu_base(s, c, base);
     case QPR_WIN_POINTER: /* lengths checked again: s may be a copy of shared memory */
         if (w->from >= i || s->win_off[w->from] > QPR_WIN_BYTES ||
             s->win_len[w->from] > QPR_WIN_BYTES - s->win_off[w->from] ||
@@ -553,13 +552,14 @@ static inline bool qpr_window_base(const struct qpr_sample *s, const struct qpr_
 /* Reads len bytes at a guest address, clipped at the first unmapped page: the bytes read. */
 typedef uint32_t (*qpr_read_window_fn)(void *ctx, uint64_t addr, uint32_t len, uint8_t *out);
 
-/* Captures the chained windows win asks for into s (after its registers and stack window), in
+/* Captures the chained windows c asks for into s (after its registers and stack window), in
  * order, each from the registers or a pointer in an earlier one, all at this instant; their
  * bytes together at most QPR_WIN_BYTES. Bytes the stack window holds already are copied from
  * it, not read again. */
-static inline void qpr_capture_windows(struct qpr_sample *s, const struct qpr_window *win,
+static inline void qpr_capture_windows(struct qpr_sample *s, const struct qpr_config *c,
                                        qpr_read_window_fn read, void *ctx)
 {
+    const struct qpr_window *win = c->win;
     uint32_t used = 0;
     memset(s->win_addr, 0, sizeof s->win_addr);
     memset(s->win_len, 0, sizeof s->win_len);
@@ -568,7 +568,7 @@ static inline void qpr_capture_windows(struct qpr_sample *s, const struct qpr_wi
     for (uint32_t i = 0; i < QPR_WINDOWS && win[i].len; i++) {
         s->win_asked = i + 1;
         uint64_t base;
-        if (!qpr_window_base(s, win, i, &base))
+        if (!qpr_window_base(s, c, i, &base))
             continue;
         uint64_t addr = base + (uint64_t)win[i].add;
         uint32_t len = win[i].len;

@@ -49,8 +49,13 @@ struct prof_vcpu {
                          riscv64: all of satp, the mode included); compare through as_root_mask */
     struct prof_arch_mmu mmu; /* the rest of the walk's context (aarch64: TTBR1_EL1, TCR_EL1), for
                                  prof_arch_page_walk; zero where the architecture needs none */
-    uint64_t gs_base;         /* x86: the GS segment base (the per-CPU area in a Linux kernel) */
-    bool la57;                /* x86: 5-level paging (CR4.LA57) */
+    /* The kernel's per-CPU area where a register holds it (prof_arch_cpu_state's percpu_base:
+     * x86's GS base); 0 when the transport did not give it. */
+    uint64_t gs_base;
+    /* Translation on in a mode the architecture's page walk does not serve
+     * (prof_arch_cpu_state's): reads through the walk give nothing, no walk proves anything. */
+    bool unwalkable;
+    bool la57; /* x86: 5-level paging (CR4.LA57), as the plugin target's capture says it */
     /* aarch64: SP_EL0 at EL1, riscv64: tp in S-mode (Linux keeps the current task there):
      * prof_arch_cpu_state's */
     bool has_kernel_thread_reg;

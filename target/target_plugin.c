@@ -17,15 +17,14 @@
  *   by the ABI's generation, which changes whenever an executable is loaded, and a copy that
  *   tore anyway fails the hash match (no name, never a wrong one). Where neither can be read,
  *   the binary stays unidentified.
- * - the registers: x86_64's are the ring's fixed QPR_REGS; riscv64's and aarch64's are asked for
- *   by the names the arch table reads over the gdbstub, and read back through it by name.
+ * - the registers: asked for by the names the arch table reads over the gdbstub (and those only
+ *   a capture needs), and read back through it by name (target_plugin_regs.c).
  *
  * A VM paused by someone else (a monitor's `stop`) looks to the plugin like vCPUs that wait in
  * hlt. QMP's STOP and RESUME events, which QEMU stamps, tell the two apart: with --qmp-socket
  * the paused part of the waiting gives no idle samples, and is counted as skipped intervals as
  * the other targets count theirs; without it a pause shows as idle. */
 #include "target_plugin_internal.h"
-#include "arch_x86_64.h"
 #include "target_qmp_ram.h"
 
 #include "qprof/guest_abi.h"
@@ -60,7 +59,7 @@ static int send_config(struct target_plugin *t, const struct prof_target_open_op
         c.ustack_bytes = QPR_STACK_MAX;
         c.kstack_top_off =
             offsetof(struct qprof_abi, cpu) + offsetof(struct qprof_abi_cpu, kstack_hi);
-        /* the plugin reads it where no CPU-pushed interrupt frame says (not on x86_64) */
+        /* the plugin reads it where no CPU-pushed interrupt frame says (!iret_frame) */
         c.top_frame_size = t->arch->abi_frame.size;
     }
     c.user_end = t->arch->split.user_end;
@@ -78,14 +77,15 @@ static int tp_set_capture(void *impl, const struct prof_capture_plan *plan, stru
     struct target_plugin *t = impl;
     _Static_assert(PROF_CAPTURE_WINDOWS == QPR_WINDOWS, "one window table");
     _Static_assert(PROF_CAPTURE_BYTES == QPR_WIN_BYTES, "one window budget");
-    _Static_assert((int)PROF_CAPTURE_KERNEL_PERCPU == (int)QPR_WIN_KERNEL_GS &&
+    _Static_assert((int)PROF_CAPTURE_KERNEL_PERCPU == (int)QPR_WIN_KERNEL_PERCPU &&
                        (int)PROF_CAPTURE_POINTER == (int)QPR_WIN_POINTER,
                    "one numbering of window bases");
-    for (int i = 0; i < plan->n && t->arch != &prof_arch_x86_64; i++)
+    for (int i = 0; i < plan->n && t->cfg.percpu_reg[0] >= QPR_MAX_REGS; i++)
         if (plan->w[i].base == PROF_CAPTURE_KERNEL_PERCPU)
             return qp_error_set(err, -ENOTSUP,
-                                "the plugin captures a kernel's per-CPU area on x86_64 guests "
-                                "only (this one is %s): samples keep no task",
+                                "the plugin captures a kernel's per-CPU area only where a "
+                                "register holds its base, and %s's table names none: samples "
+                                "keep no task",
                                 t->arch->name);
     struct qpr_config c = t->cfg;
     memset(c.win, 0, sizeof c.win);
@@ -171,7 +171,6 @@ static int tp_open(const struct prof_target_open_opts *o, void **impl, struct qp
     return 0;
 }
 
-/* A prof_arch_reg_fn over a captured sample, by the configuration's register names. */
 /* How long sample() waits for the guest to execute anything before saying it did not run. */
 #define WAIT_RUN_NS UINT64_C(1000000000)
 
@@ -267,6 +266,7 @@ static int tp_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
     struct target_plugin *t = impl;
     const struct plugin_cpu *pc = cpu->target_cpu;
     const struct qpr_sample *s = pc ? pc->s : NULL;
+    (void)err; /* a read that fails leaves its request's rc: the others go on */
     for (size_t i = 0; i < n; i++) {
         struct prof_mem_req *q = &reqs[i];
         q->got = 0;
@@ -278,19 +278,14 @@ static int tp_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req 
             from_window(q, s->ustack_addr, s->ustack, s->ustack_len) || from_windows(q, s))
             continue;
         /* A stack outside the windows is not this instant's any more (the guest ran on): the
-         * RAM file serves only what does not change under a running process, its code. */
-        if (t->pmem && !q->instant) {
-            bool x86 = t->arch == &prof_arch_x86_64;
-            if (!x86 || cpu->paging64 || !(pc->mmu.cr0 & X86_CR0_PG)) /* not 32-bit paging */
-                target_pmem_read_walked(t->pmem, t->arch, cpu->as_root, cpu, q);
-        } else if (t->direct && !q->instant && t->arch != &prof_arch_x86_64) {
+         * RAM file serves only what does not change under a running process, its code; and
+         * nothing where the walk does not know the vCPU's translation (no wrong bytes). */
+        if (q->instant || cpu->unwalkable)
+            continue;
+        if (t->pmem)
+            target_pmem_read_walked(t->pmem, t->arch, cpu->as_root, cpu, q);
+        else if (t->direct)
             target_qmp_read_walked(t->qmp, t->arch, cpu->as_root, cpu, q);
-        } else if (t->direct && !q->instant) {
-            struct qmp_mem_req r = {.vaddr = q->vaddr, .len = q->len, .buf = q->buf};
-            int rc = qmp_mem_read_many(t->qmp, &pc->mmu, &r, 1, err);
-            q->got = r.got;
-            q->rc = rc ? rc : r.rc;
-        }
     }
     return 0;
 }
@@ -360,8 +355,7 @@ const struct prof_target_ops prof_target_plugin_ops = {
     .round_trip_name = "round trips",
     .round_trip_ms = 0,
     .captures = true,
-    .arch = &prof_arch_x86_64, /* until open reads the ring's header: tp_arch */
-    .arch_of = tp_arch,
+    .arch_of = tp_arch, /* from the ring's header: open knows it */
     .open = tp_open,
     .sample = tp_sample,
     .read = tp_read,

@@ -29,10 +29,9 @@ struct pause_span {
  * for the host to run them): waiting this close to a pause is the pause's. */
 #define PAUSE_SLACK_US 50000
 
-/* The vCPU behind a delivered prof_vcpu: the captured sample and the MMU view for RAM reads. */
+/* The vCPU behind a delivered prof_vcpu: the captured sample. */
 struct plugin_cpu {
     const struct qpr_sample *s; /* NULL for an idle sample */
-    struct qmp_regs mmu;
 };
 
 struct target_plugin {
@@ -47,8 +46,8 @@ struct target_plugin {
     const struct qpr_ring *ring[QPR_MAX_VCPUS];
     const struct qpr_header *status; /* trigger, trigger_reason, wake_cost_ns only */
     uint32_t n_vcpus;
-    /* The guest's architecture, from QEMU's target name in the ring's header: x86_64's
-     * registers are the ring's QPR_REGS, the others' are read through the arch table by name. */
+    /* The guest's architecture, from QEMU's target name in the ring's header: the registers to
+     * capture, and what they say, are its table's. */
     const struct prof_arch *arch;
     uint64_t tail[QPR_MAX_VCPUS];
     uint64_t lost_at_open[QPR_MAX_VCPUS];

@@ -12,8 +12,8 @@
 static void add_witness(struct target_pmem_witness *w, int *n, const struct prof_vcpu *v,
                         uint64_t vaddr, const uint8_t *bytes, uint32_t len)
 {
-    if (!len || *n >= WITNESSES || !v->paging64)
-        return;
+    if (!len || *n >= WITNESSES || !v->paging64 || v->unwalkable)
+        return; /* a walk proves nothing where it does not know the translation */
     struct target_pmem_witness *x = &w[(*n)++];
     x->root = v->as_root;
     x->mmu = v->mmu;

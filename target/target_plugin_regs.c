@@ -1,14 +1,15 @@
-/* The plugin target, which registers the plugin captures (x86_64's fixed QPR_REGS; the others
- * by the names their arch table reads over the gdbstub) and a captured sample's vCPU from them. */
+/* The plugin target, which registers the plugin captures (those the arch table reads over the
+ * gdbstub, and what only a capture needs) and a captured sample's vCPU from them, by name. */
 #include "target_plugin_internal.h"
-#include "arch_x86_64.h"
 #include "target_vcpu.h"
 
 #include <stdio.h>
 
+/* A prof_arch_reg_fn over a captured sample, by the configuration's register names. */
 struct captured_regs {
     const struct qpr_config *cfg;
     const struct qpr_sample *s;
+    uint32_t next; /* where the next name is looked for first */
 };
 
 /* Adds register name to c's list: its index, or -1 when the list is full. */
@@ -23,24 +24,22 @@ static int add_reg(struct qpr_config *c, const char *name)
     return (int)c->n_regs++;
 }
 
-/* The registers to read at each sample: x86_64's QPR_REGS (their indexes are the ring's), the
- * others' general and state registers as their arch table names them. */
+/* The registers that may hold the kernel's per-CPU base, as indexes (QPR_MAX_REGS: none). */
+static void add_percpu_regs(const struct prof_arch *a, struct qpr_config *c)
+{
+    c->percpu_reg[0] = c->percpu_reg[1] = QPR_MAX_REGS;
+    for (int k = 0; a->capture_percpu_regs && k < 2 && a->capture_percpu_regs[k]; k++) {
+        int i = add_reg(c, a->capture_percpu_regs[k]);
+        c->percpu_reg[k] = i >= 0 ? (uint32_t)i : QPR_MAX_REGS;
+    }
+}
+
+/* The registers to read at each sample, as the arch table names them: the general registers and
+ * those cpu_state reads (the gdbstub's, in the table's order, about the order they are asked for
+ * in), the mode register, and what only a capture needs: a user sp an entry leaves in a
+ * register, the kernel's per-CPU base; and which of the capture's steps apply. */
 int tp_config_registers(const struct prof_arch *a, struct qpr_config *c, struct qp_error *err)
 {
-    static const char *const x86[] = {
-#define QPR_NAME(id, name) name,
-        QPR_REGS(QPR_NAME)
-#undef QPR_NAME
-    };
-    if (a == &prof_arch_x86_64) {
-        for (size_t i = 0; i < sizeof x86 / sizeof x86[0]; i++)
-            add_reg(c, x86[i]);
-        c->arch = QPR_ARCH_X86_64, c->sp_reg = QPR_RSP, c->mode_reg = QPR_CS;
-        c->ustack_reg = QPR_MAX_REGS;
-        c->mode_mask = 3, c->mode_user = 3;
-        return 0;
-    }
-    c->arch = a == &prof_arch_riscv64 ? QPR_ARCH_RISCV64 : QPR_ARCH_AARCH64;
     int sp = -1, mode;
     for (int i = 0; i < a->n_gdb_regs; i++) {
         int k = add_reg(c, a->gdb_regs[i].gdb_name);
@@ -53,69 +52,50 @@ int tp_config_registers(const struct prof_arch *a, struct qpr_config *c, struct 
     if (sp < 0 || mode < 0)
         return qp_error_set(err, -ENOTSUP, "%s: more registers than the plugin takes", a->name);
     c->sp_reg = (uint32_t)sp, c->mode_reg = (uint32_t)mode;
+    c->mode_mask = a->capture_mode_mask, c->mode_user = a->capture_mode_user;
     /* an entry from user mode may leave the user sp in a register until the kernel saved it */
     int usp = a->capture_user_sp_reg ? add_reg(c, a->capture_user_sp_reg) : -1;
     c->ustack_reg = usp >= 0 ? (uint32_t)usp : QPR_MAX_REGS;
-    c->mode_mask = a->capture_mode_mask, c->mode_user = a->capture_mode_user;
+    add_percpu_regs(a, c);
+    c->kernel_start = a->split.kernel_start;
+    c->iret_frame = a->capture_iret_frame;
     return 0;
 }
 
+/* Names are asked for in about the order they were added, so the one after the last found is
+ * tried first: a sample's registers cost a compare each, not a search. */
 static int captured_reg(void *ctx, const char *name, uint64_t *val)
 {
-    const struct captured_regs *c = ctx;
-    for (uint32_t i = 0; i < c->cfg->n_regs && i < QPR_MAX_REGS; i++)
-        if (strcmp(c->cfg->reg_names[i], name) == 0) {
-            if (!(c->s->regs_valid >> i & 1))
-                return -ENODATA;
-            *val = c->s->regs[i];
-            return 0;
-        }
+    struct captured_regs *c = ctx;
+    uint32_t n = c->cfg->n_regs < QPR_MAX_REGS ? c->cfg->n_regs : QPR_MAX_REGS;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t i = (c->next + k) % n;
+        if (strcmp(c->cfg->reg_names[i], name) != 0)
+            continue;
+        c->next = i + 1;
+        if (!(c->s->regs_valid >> i & 1))
+            return -ENODATA;
+        *val = c->s->regs[i];
+        return 0;
+    }
     return -ENOENT;
 }
 
-/* riscv64 and aarch64: through the arch table, as the gdbstub target reads the same registers. */
-static int vcpu_from_named_regs(struct target_plugin *t, const struct qpr_sample *s,
-                                struct qp_error *err)
+/* Through the arch table, as the gdbstub target reads the same registers; the kernel's per-CPU
+ * base as the plugin found it for the windows (qpr_percpu_base), so that the OS adapter reads
+ * them at the addresses they were captured at. */
+int tp_vcpu_from_sample(struct target_plugin *t, const struct qpr_sample *s, struct qp_error *err)
 {
     struct prof_vcpu *v = &t->vcpu;
     struct captured_regs c = {.cfg = &t->cfg, .s = s};
     int rc = target_vcpu_from_regs(t->arch, captured_reg, &c, v, err);
     if (rc)
         return rc;
+    uint64_t base;
+    if (qpr_percpu_base(s, &t->cfg, &base))
+        v->gs_base = base;
+    v->la57 = v->paging64 && v->unwalkable; /* 64-bit paging the walk does not serve */
     v->index = (int)s->vcpu;
-    memset(&t->cpu.mmu, 0, sizeof t->cpu.mmu);
-    t->cpu.s = s;
-    v->target_cpu = &t->cpu;
-    return 0;
-}
-
-int tp_vcpu_from_sample(struct target_plugin *t, const struct qpr_sample *s, struct qp_error *err)
-{
-    if (t->arch != &prof_arch_x86_64)
-        return vcpu_from_named_regs(t, s, err);
-    struct prof_vcpu *v = &t->vcpu;
-    struct unw_regs *u = &v->regs;
-    const uint64_t *q = s->regs;
-    memset(v, 0, sizeof *v);
-    u->r[UNW_RAX] = q[QPR_RAX], u->r[UNW_RDX] = q[QPR_RDX], u->r[UNW_RCX] = q[QPR_RCX];
-    u->r[UNW_RBX] = q[QPR_RBX], u->r[UNW_RSI] = q[QPR_RSI], u->r[UNW_RDI] = q[QPR_RDI];
-    u->r[UNW_RBP] = q[QPR_RBP], u->r[UNW_RSP] = q[QPR_RSP], u->r[UNW_R8] = q[QPR_R8];
-    u->r[UNW_R9] = q[QPR_R9], u->r[UNW_R10] = q[QPR_R10], u->r[UNW_R11] = q[QPR_R11];
-    u->r[UNW_R12] = q[QPR_R12], u->r[UNW_R13] = q[QPR_R13], u->r[UNW_R14] = q[QPR_R14];
-    u->r[UNW_R15] = q[QPR_R15], u->r[UNW_RIP] = q[QPR_RIP];
-    v->index = (int)s->vcpu;
-    v->pc = q[QPR_RIP];
-    v->sp = q[QPR_RSP];
-    v->privilege = (int)(q[QPR_CS] & 3);
-    v->user = v->privilege == 3;
-    v->paging64 = (q[QPR_CR0] & X86_CR0_PG) && (q[QPR_EFER] & X86_EFER_LMA);
-    v->as_root = q[QPR_CR3] & X86_CR3_ADDR_MASK;
-    v->gs_base = q[QPR_GS_BASE];
-    v->la57 = (q[QPR_CR4] & X86_CR4_LA57) != 0;
-    memset(&t->cpu.mmu, 0, sizeof t->cpu.mmu);
-    t->cpu.mmu.cpu_index = (int)s->vcpu;
-    t->cpu.mmu.cr0 = q[QPR_CR0], t->cpu.mmu.cr3 = q[QPR_CR3], t->cpu.mmu.cr4 = q[QPR_CR4];
-    t->cpu.mmu.long_mode = v->paging64;
     t->cpu.s = s;
     v->target_cpu = &t->cpu;
     return 0;

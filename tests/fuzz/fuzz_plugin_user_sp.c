@@ -23,7 +23,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                            .chase_stride = (uint32_t)fuzz_le(data, size, 3, 2),
                            .chase_add = (uint32_t)fuzz_le(data, size, 5, 2),
                            .kstack_top_off = (uint32_t)fuzz_le(data, size, 7, 2),
-                           .ustack_bytes = QPR_STACK_MAX};
+                           .ustack_bytes = QPR_STACK_MAX,
+                           .ustack_reg = QPR_MAX_REGS,
+                           .iret_frame = 1}; /* an x86_64 guest's, as qprof configures it */
     uint32_t vcpu = data[0];
     s->stack_addr = fuzz_le(data, size, 9, 8);
     s->extra_addr = fuzz_le(data, size, 17, 8);

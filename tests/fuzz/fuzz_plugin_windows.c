@@ -1,7 +1,8 @@
 /* Fuzz target: the chained windows qprof-plugin.so captures for an OS adapter
  * (qpr_capture_windows, qpr_window_base, plugin/qprof_ring.h) and the user stack pointer it then
  * finds in them (qpr_window_usp): each window's address comes from the GS bases or from a
- * pointer in an earlier window, whose bytes the guest controls.
+ * pointer in an earlier window, whose bytes the guest controls. The configuration names the two
+ * x86_64 registers that may hold the kernel's per-CPU base, as qprof's does.
  *
  * Input: the GS bases' valid bits (1 byte: bit 0 gs_base, bit 1 k_gs_base), gs_base and
  * k_gs_base (8 bytes each), the guest memory image's address and the stack window's (8 bytes
@@ -40,11 +41,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < HEADER)
         return 0;
     struct qpr_sample *s = calloc(1, sizeof *s);
-    struct qpr_config c = {0};
-    s->regs_valid =
-        ((data[0] & 1) ? 1u << QPR_GS_BASE : 0) | ((data[0] & 2) ? 1u << QPR_K_GS_BASE : 0);
-    s->regs[QPR_GS_BASE] = fuzz_le(data, size, 1, 8);
-    s->regs[QPR_K_GS_BASE] = fuzz_le(data, size, 9, 8);
+    struct qpr_config c = {.n_regs = 2,
+                           .percpu_reg = {0, 1},
+                           .kernel_start = UINT64_C(0xffff800000000000),
+                           .reg_names = {"gs_base", "k_gs_base"}};
+    s->regs_valid = ((data[0] & 1) ? 1u : 0) | ((data[0] & 2) ? 2u : 0);
+    s->regs[0] = fuzz_le(data, size, 1, 8);
+    s->regs[1] = fuzz_le(data, size, 9, 8);
     struct image m = {
         .addr = fuzz_le(data, size, 17, 8), .bytes = data + HEADER, .len = size - HEADER};
     s->stack_addr = fuzz_le(data, size, 25, 8);
@@ -60,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     c.ustack_win = data[HEADER - 3];
     c.ustack_win_off = (uint32_t)fuzz_le(data, size, HEADER - 2, 2);
 
-    qpr_capture_windows(s, c.win, read_image, &m);
+    qpr_capture_windows(s, &c, read_image, &m);
     uint32_t total = 0;
     for (int i = 0; i < QPR_WINDOWS; i++) {
         FUZZ_ASSERT(s->win_len[i] <= c.win[i].len);

@@ -47,10 +47,31 @@
 #define USER_RFLAGS 0x202
 #define VCPU        1
 
+/* The registers these records carry, where an x86_64 configuration names them (qprof's
+ * target_plugin_regs.c asks for more, by the arch table; these are the ones the ring's helpers
+ * read). */
+enum { R_RSP, R_CS, R_GS_BASE, R_K_GS_BASE, N_REGS };
+#define KERNEL_HALF UINT64_C(0xffff800000000000)
+
+/* An x86_64 configuration's register part: the CPU pushes interrupt frames, and the kernel's
+ * per-CPU base is in gs_base, else k_gs_base. */
+static void x86_regs(struct qpr_config *c)
+{
+    static const char *const names[N_REGS] = {"rsp", "cs", "gs_base", "k_gs_base"};
+    for (int i = 0; i < N_REGS; i++)
+        strcpy(c->reg_names[i], names[i]);
+    c->n_regs = N_REGS, c->sp_reg = R_RSP, c->mode_reg = R_CS;
+    c->mode_mask = 3, c->mode_user = 3;
+    c->ustack_reg = QPR_MAX_REGS;
+    c->iret_frame = 1;
+    c->percpu_reg[0] = R_GS_BASE, c->percpu_reg[1] = R_K_GS_BASE;
+    c->kernel_start = KERNEL_HALF;
+}
+
 /* The configuration qprof's plugin target sends for the demo ABI (target_plugin.c). */
 static struct qpr_config demo_config(void)
 {
-    return (struct qpr_config){
+    struct qpr_config c = {
         .magic = QPR_MAGIC,
         .version = QPR_VERSION,
         .stack_bytes = QPR_STACK_MAX,
@@ -63,6 +84,8 @@ static struct qpr_config demo_config(void)
         .kstack_top_off =
             offsetof(struct qprof_abi, cpu) + offsetof(struct qprof_abi_cpu, kstack_hi),
     };
+    x86_regs(&c);
+    return c;
 }
 
 /* A kernel-mode sample of a process that entered by int $0x80: its kernel stack from sp to the
@@ -73,8 +96,8 @@ static struct qpr_sample *kernel_sample(uint64_t sp, bool published)
     struct qpr_sample *s = calloc(1, sizeof *s);
     s->kind = QPR_KIND_SAMPLE;
     s->vcpu = VCPU;
-    s->regs[QPR_RSP] = sp;
-    s->regs[QPR_CS] = 0x08;
+    s->regs[R_RSP] = sp;
+    s->regs[R_CS] = 0x08;
     s->stack_addr = sp;
     s->stack_len = (uint32_t)(KSTACK_HI - sp); /* up to the top: the next page is unmapped */
     static uint8_t kstack[KSTACK_HI - KSTACK_LO];
@@ -204,6 +227,31 @@ static void test_saved_frame_read(void)
     free(s);
 }
 
+/* Where the CPU pushes no interrupt frame (iret_frame 0: riscv64, aarch64), the words at sp are
+ * never taken for one, however they look: the register an entry leaves the user sp in
+ * (ustack_reg), then the frame the entry code saved at the stack's top (top_frame_size). */
+static void test_without_iret_frame(void)
+{
+    struct qpr_config c = demo_config();
+    c.iret_frame = 0;
+    struct qpr_sample *s = kernel_sample(KSTACK_HI - 40 - 16, false); /* x86's entry stub */
+    CHECK_INT(user_sp(s, &c), QPR_USP_NONE); /* no register, no frame size: nothing */
+    c.ustack_reg = R_K_GS_BASE;              /* any register the configuration names */
+    s->regs_valid = 1u << R_K_GS_BASE;
+    s->regs[R_K_GS_BASE] = USER_RSP - 64;
+    CHECK_INT(user_sp(s, &c), QPR_USP_REGISTER);
+    CHECK_U64(found, USER_RSP - 64);
+    s->regs[R_K_GS_BASE] = KERNEL_HALF; /* not a user address: not taken */
+    CHECK_INT(user_sp(s, &c), QPR_USP_NONE);
+    free(s);
+    c.ustack_reg = QPR_MAX_REGS;
+    c.top_frame_size = sizeof(struct qprof_abi_regs);
+    s = kernel_sample(FRAME - 8, false);
+    CHECK_INT(user_sp(s, &c), QPR_USP_KSTACK_TOP); /* the frame at the top, by its size */
+    CHECK_U64(found, USER_RSP);
+    free(s);
+}
+
 /* ---- A Linux kernel's chained windows (qpr_capture_windows) -------------------------------- */
 
 #define LX_PERCPU   UINT64_C(0xffff88801f000000)
@@ -245,8 +293,9 @@ static struct qpr_config lx_config(void)
 {
     struct qpr_config c = {
         .magic = QPR_MAGIC, .version = QPR_VERSION, .ustack_bytes = QPR_STACK_MAX};
-    c.win[0] = (struct qpr_window){.base = QPR_WIN_KERNEL_GS, .add = LX_SELF, .len = 8};
-    c.win[1] = (struct qpr_window){.base = QPR_WIN_KERNEL_GS, .add = LX_CURRENT, .len = 8};
+    x86_regs(&c);
+    c.win[0] = (struct qpr_window){.base = QPR_WIN_KERNEL_PERCPU, .add = LX_SELF, .len = 8};
+    c.win[1] = (struct qpr_window){.base = QPR_WIN_KERNEL_PERCPU, .add = LX_CURRENT, .len = 8};
     c.win[2] = (struct qpr_window){
         .base = QPR_WIN_POINTER, .from = 1, .add = LX_TASK_LO, .len = LX_TASK_LEN};
     c.win[3] = (struct qpr_window){
@@ -263,10 +312,10 @@ static void test_linux_chain(void)
     struct qpr_config c = lx_config();
     for (int kernel = 0; kernel < 2; kernel++) {
         struct qpr_sample *s = calloc(1, sizeof *s);
-        s->regs_valid = 1u << QPR_GS_BASE | 1u << QPR_K_GS_BASE;
-        s->regs[QPR_GS_BASE] = kernel ? LX_PERCPU : UINT64_C(0x7f1234560740);
-        s->regs[QPR_K_GS_BASE] = kernel ? 0 : LX_PERCPU;
-        qpr_capture_windows(s, c.win, lx_guest_read, NULL);
+        s->regs_valid = 1u << R_GS_BASE | 1u << R_K_GS_BASE;
+        s->regs[R_GS_BASE] = kernel ? LX_PERCPU : UINT64_C(0x7f1234560740);
+        s->regs[R_K_GS_BASE] = kernel ? 0 : LX_PERCPU;
+        qpr_capture_windows(s, &c, lx_guest_read, NULL);
         CHECK_INT(s->win_asked, 4);
         CHECK_U64(s->win_addr[2], LX_TASK + LX_TASK_LO);
         CHECK_INT(s->win_len[2], LX_TASK_LEN);
@@ -284,17 +333,46 @@ static void test_linux_chain_broken(void)
 {
     struct qpr_config c = lx_config();
     struct qpr_sample *s = calloc(1, sizeof *s);
-    s->regs_valid = 1u << QPR_GS_BASE | 1u << QPR_K_GS_BASE;
-    qpr_capture_windows(s, c.win, lx_guest_read, NULL);
+    s->regs_valid = 1u << R_GS_BASE | 1u << R_K_GS_BASE;
+    qpr_capture_windows(s, &c, lx_guest_read, NULL);
     for (int i = 0; i < QPR_WINDOWS; i++)
         CHECK_INT(s->win_len[i], 0);
     CHECK_INT(qpr_user_sp(s, &c, 0, NULL, NULL, &found), QPR_USP_NONE);
     c.win[3].len = QPR_WIN_BYTES; /* more than is left after the first three */
-    s->regs[QPR_GS_BASE] = LX_PERCPU;
-    qpr_capture_windows(s, c.win, lx_guest_read, NULL);
+    s->regs[R_GS_BASE] = LX_PERCPU;
+    qpr_capture_windows(s, &c, lx_guest_read, NULL);
     CHECK_INT(s->win_len[3],
               0); /* cut to the 5,216 bytes left: not the 4 KiB this guest maps there */
     CHECK_INT(qpr_user_sp(s, &c, 0, NULL, NULL, &found), QPR_USP_NONE);
+    free(s);
+}
+
+/* The per-CPU base comes from the registers the configuration names, in its order, and only as
+ * a kernel-half address: none named (a kernel that keeps its current task in a register), the
+ * windows that start there are not captured. */
+static void test_percpu_registers(void)
+{
+    struct qpr_config c = lx_config();
+    struct qpr_sample *s = calloc(1, sizeof *s);
+    s->regs_valid = 1u << R_GS_BASE | 1u << R_K_GS_BASE;
+    s->regs[R_GS_BASE] = LX_PERCPU;
+    s->regs[R_K_GS_BASE] = LX_PERCPU + 0x100000; /* not this CPU's: gs_base comes first */
+    qpr_capture_windows(s, &c, lx_guest_read, NULL);
+    CHECK_U64(s->win_addr[1], LX_PERCPU + LX_CURRENT);
+    CHECK_INT(s->win_len[3], LX_TOP);
+    c.percpu_reg[0] = R_K_GS_BASE, c.percpu_reg[1] = R_GS_BASE; /* another order */
+    qpr_capture_windows(s, &c, lx_guest_read, NULL);
+    CHECK_U64(s->win_addr[1], LX_PERCPU + 0x100000 + LX_CURRENT);
+    c.kernel_start = LX_PERCPU + 0x200000; /* neither in that kernel half */
+    qpr_capture_windows(s, &c, lx_guest_read, NULL);
+    for (int i = 0; i < QPR_WINDOWS; i++)
+        CHECK_INT(s->win_len[i], 0);
+    c = lx_config();
+    c.percpu_reg[0] = c.percpu_reg[1] = QPR_MAX_REGS; /* none named */
+    qpr_capture_windows(s, &c, lx_guest_read, NULL);
+    CHECK_INT(s->win_asked, 4);
+    for (int i = 0; i < QPR_WINDOWS; i++)
+        CHECK_INT(s->win_len[i], 0);
     free(s);
 }
 
@@ -383,7 +461,7 @@ static uint32_t fake_guest_read(void *ctx, uint64_t addr, uint32_t len, uint8_t 
 /* A Linux-like chain: the per-CPU words from GS, a task pointer in them, the task, its stack top.
  */
 static const struct qpr_window hostile_windows[QPR_WINDOWS] = {
-    {.base = QPR_WIN_KERNEL_GS, .len = 64},
+    {.base = QPR_WIN_KERNEL_PERCPU, .len = 64},
     {.base = QPR_WIN_POINTER, .from = 0, .from_off = 8, .len = 3000},
     {.base = QPR_WIN_POINTER, .from = 1, .from_off = 16, .len = 4000},
     {.base = QPR_WIN_POINTER, .from = 2, .from_off = 0, .len = 2000},
@@ -397,8 +475,6 @@ static void *hostile_vcpu(void *arg)
     uint32_t vcpu = atomic_fetch_add(&next_index, 1);
     struct qpr_sample *scratch = calloc(1, sizeof *scratch);
     struct qpr_config cfg = demo_config();
-    cfg.arch = QPR_ARCH_X86_64, cfg.n_regs = QPR_NREGS, cfg.sp_reg = QPR_RSP;
-    cfg.mode_reg = QPR_CS, cfg.mode_mask = 3, cfg.mode_user = 3;
     memcpy(cfg.win, hostile_windows, sizeof cfg.win);
     uint64_t rng = 0x9e3779b97f4a7c15u + vcpu;
     for (int done = 0, tries = 0; done < HOSTILE_SAMPLES && tries < 100 * HOSTILE_SAMPLES;
@@ -410,16 +486,16 @@ static void *hostile_vcpu(void *arg)
         done++;
         scratch->kind = QPR_KIND_SAMPLE;
         scratch->vcpu = vcpu;
-        scratch->regs_valid = ~UINT64_C(0) >> (64 - QPR_NREGS);
-        scratch->regs[QPR_RSP] = KSTACK_LO + (xorshift(&rng) & 0x3ff8);
-        scratch->regs[QPR_CS] = 0x08;
-        scratch->regs[QPR_GS_BASE] = UINT64_C(0xffff888000000000) + (xorshift(&rng) & 0xff8);
-        scratch->stack_addr = scratch->regs[QPR_RSP];
+        scratch->regs_valid = ~UINT64_C(0) >> (64 - N_REGS);
+        scratch->regs[R_RSP] = KSTACK_LO + (xorshift(&rng) & 0x3ff8);
+        scratch->regs[R_CS] = 0x08;
+        scratch->regs[R_GS_BASE] = UINT64_C(0xffff888000000000) + (xorshift(&rng) & 0xff8);
+        scratch->stack_addr = scratch->regs[R_RSP];
         scratch->stack_len = fake_guest_read(
             NULL, scratch->stack_addr, (uint32_t)(KSTACK_HI - scratch->stack_addr), scratch->stack);
         scratch->extra_addr = cfg.extra_addr;
         scratch->extra_len = fake_guest_read(NULL, cfg.extra_addr, cfg.extra_len, scratch->extra);
-        qpr_capture_windows(scratch, cfg.win, fake_guest_read, NULL);
+        qpr_capture_windows(scratch, &cfg, fake_guest_read, NULL);
         uint64_t usp = 0;
         if (qpr_user_sp(scratch, &cfg, vcpu, NULL, NULL, &usp)) {
             scratch->ustack_addr = usp;
@@ -566,6 +642,8 @@ int main(int argc, char **argv)
     }
     test_linux_chain();
     test_linux_chain_broken();
+    test_percpu_registers();
+    test_without_iret_frame();
     test_isr_return();
     test_before_publishing();
     test_entry_stub();
