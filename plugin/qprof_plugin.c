@@ -524,6 +524,8 @@ static void *timer_main(void *arg)
 {
     (void)arg;
     struct vcpu rng = {.rng = 0x2545f4914f6cdd1du ^ now_ns()}; /* only for jittered() */
+    /* named, so that its CPU time can be told from QEMU's threads (bench/plugin.sh) */
+    pthread_setname_np(pthread_self(), "qprof-timer");
     atomic_store(&plugin.timer_tid, gettid());
     measure_wake_cost();
     uint64_t deadline = 0, gen = 0;
@@ -877,6 +879,7 @@ static void serve(int fd)
 static void *listener_main(void *arg)
 {
     (void)arg;
+    pthread_setname_np(pthread_self(), "qprof-listener");
     for (;;) {
         int fd = accept4(plugin.listen_fd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) {
