@@ -100,7 +100,11 @@ struct vcpu {
     /* when the timer thread raised the first of those flags (0: none pending) */
     _Atomic uint64_t flagged_at_ns;
     uint32_t trigger_seen; /* plugin.trigger at this vCPU's last callback */
-    _Atomic pid_t tid;     /* the vCPU's host thread, from its first callback (0: none yet) */
+    /* the vCPU's host thread (0: not known yet), from vCPU init (QEMU 10.0 runs it there; a
+     * QEMU that runs it elsewhere gives a wrong guess), then from its first block callback,
+     * which runs there in every QEMU */
+    _Atomic pid_t tid;
+    _Atomic bool tid_from_callback;
 };
 
 /* The plugin's whole state: one instance per QEMU process, as QEMU loads a plugin once. */
@@ -333,8 +337,10 @@ static void on_counter(unsigned int idx, void *userdata)
     if (idx >= plugin.n_vcpus || !plugin.vcpus[idx].ready)
         return;
     struct vcpu *v = &plugin.vcpus[idx];
-    if (!atomic_load_explicit(&v->tid, memory_order_relaxed))
+    if (!atomic_load_explicit(&v->tid_from_callback, memory_order_relaxed)) {
         atomic_store_explicit(&v->tid, gettid(), memory_order_relaxed);
+        atomic_store_explicit(&v->tid_from_callback, true, memory_order_release);
+    }
     uint64_t now = now_ns();
     apply_pending_reset(); /* a change of trigger, or --exact started or ended */
     uint32_t trigger = atomic_load_explicit(&plugin.trigger, memory_order_relaxed);
@@ -439,6 +445,7 @@ static void on_vcpu_init(QPR_VCPU_CB_PARAMS(idx))
     v->buf = g_byte_array_sized_new(QPR_STACK_MAX);
     v->scratch = g_new0(struct qpr_sample, 1);
     v->rng = 0x9e3779b97f4a7c15u ^ ((uint64_t)idx << 32) ^ now_ns();
+    atomic_store_explicit(&v->tid, gettid(), memory_order_relaxed); /* a first guess */
     rearm(idx, DISARMED_DISTANCE);
     v->ready = true;
 }
@@ -630,6 +637,30 @@ static void count_host_cpus(uint32_t *host_cpus, uint32_t *threads)
     *host_cpus = known ? (uint32_t)CPU_COUNT(&set) : 0;
 }
 
+/* Before auto's first choice: each vCPU's own thread, from a block callback it is made to take
+ * now, where vCPU init's guess is all there is. With the timer's compare only, no block calls
+ * back until a qprof connects, and the first qprof's auto counted the main thread's CPUs for the
+ * vCPUs (before vCPU init gave a guess): a vCPU pinned apart from the rest looked like no CPU to
+ * spare (e2e_plugin_pinned_auto). Waits at most LEARN_TIDS_NS (a vCPU in hlt takes no block:
+ * its guess stands). Only the listener waits. */
+#define LEARN_TIDS_NS 50000000
+static void learn_vcpu_threads(void)
+{
+    uint64_t until = now_ns() + LEARN_TIDS_NS;
+    for (bool asked = false;; asked = true) {
+        bool all = true;
+        for (uint32_t i = 0; i < plugin.n_vcpus; i++)
+            all &= !plugin.vcpus[i].ready ||
+                   atomic_load_explicit(&plugin.vcpus[i].tid_from_callback, memory_order_acquire);
+        if (all || now_ns() >= until)
+            return;
+        if (!asked)
+            kick_vcpus();
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Which trigger a configuration gets, and why. */
 static uint32_t choose_trigger(const struct qpr_config *c, uint32_t *reason)
 {
@@ -651,6 +682,7 @@ static uint32_t choose_trigger(const struct qpr_config *c, uint32_t *reason)
         return QPR_TRIGGER_TIMER;
     }
     *reason = QPR_REASON_RULE;
+    learn_vcpu_threads();
     uint32_t host_cpus, threads;
     count_host_cpus(&host_cpus, &threads);
     struct qpr_header *h = qps_header(plugin.shm);
