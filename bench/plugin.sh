@@ -34,6 +34,13 @@
 # threads (all of them, the plugin's timer among them) and its vCPU thread had used; a guest
 # second counts for a stretch when it lies wholly inside it.
 #
+# Where the host CPU goes per sample (the table after the rows, for the in-boot ones): the CPU
+# time over each stretch of the plugin's timer thread (it names itself qprof-timer), of QEMU's
+# other threads (over what they took in the idle stretches either side), and of qprof's process,
+# from /proc's schedstat, and their wake-ups (voluntary context switches), per sample; beside
+# them the capture on the vCPU thread (the plugin times itself: the summary's p50). With
+# everything on one host CPU (BENCH_PLUGIN_PLACEMENT=one-core) all of it is taken from the guest.
+#
 # Placement, as the demo and arch sections have it: on a host of two or more CPUs QEMU's vCPU
 # thread runs on CPU 1, everything else (QEMU's other threads, the plugin's timer among them,
 # qprof and this script) on CPU 0; so the timer's wake-ups are a core beside the guest's.
@@ -97,12 +104,21 @@ cpu_ns() {
     echo "$total $vcpu"
 }
 
+# A thread's voluntary context switches (its wake-ups), from its status file; 0 when gone.
+wakeups() {
+    local key value
+    while read -r key value; do
+        [ "$key" != voluntary_ctxt_switches: ] || { echo "$value"; return; }
+    done <"$1" 2>/dev/null
+    echo 0
+}
+
 # Where the host CPU goes, at this instant, for the breakdown per sample: "QEMU vCPUS TIMER
 # TIMER_WAKES QPROF QPROF_WAKES", CPU in ns since each thread started (/proc's schedstat) and
 # wake-ups as voluntary context switches; TIMER is the plugin's timer thread (it names itself
-# qprof-timer), QPROF every thread of qprof's process PID (0: none).
+# qprof-timer), QPROF every thread of qprof's process PID (0: none; "-" when it has ended).
 cpu_parts() {
-    local t run comm sw qemu=0 vcpu=0 timer=0 twakes=0 qprof=0 qwakes=0
+    local t run comm qemu=0 vcpu=0 timer=0 twakes=0 qprof=0 qwakes=0
     for t in /proc/"$QEMU_PID"/task/*; do
         read -r run _ <"$t/schedstat" 2>/dev/null || continue
         qemu=$((qemu + run))
@@ -110,16 +126,17 @@ cpu_parts() {
         if [[ $comm == *"/TCG" ]]; then
             vcpu=$((vcpu + run))
         elif [[ $comm == qprof-timer ]]; then
-            timer=$run
-            twakes=$(awk '/^voluntary_ctxt_switches/ { print $2 }' "$t/status" 2>/dev/null || echo 0)
+            timer=$run twakes=$(wakeups "$t/status")
         fi
     done
-    for t in /proc/"$1"/task/*; do
-        [ "$1" != 0 ] || break
-        read -r run _ <"$t/schedstat" 2>/dev/null || continue
-        sw=$(awk '/^voluntary_ctxt_switches/ { print $2 }' "$t/status" 2>/dev/null || echo 0)
-        qprof=$((qprof + run)) qwakes=$((qwakes + sw))
-    done
+    if [ "$1" != 0 ] && [ ! -d "/proc/$1/task" ]; then
+        qprof=- qwakes=-
+    elif [ "$1" != 0 ]; then
+        for t in /proc/"$1"/task/*; do
+            read -r run _ <"$t/schedstat" 2>/dev/null || continue
+            qprof=$((qprof + run)) qwakes=$((qwakes + $(wakeups "$t/status")))
+        done
+    fi
     echo "$qemu $vcpu $timer $twakes $qprof $qwakes"
 }
 
@@ -130,9 +147,10 @@ note_parts() {
     local a b
     read -ra a <<<"$5"
     read -ra b <<<"$6"
+    local q=- qw=- # qprof's, unless it ended within the stretch
+    [ "${a[4]}" = - ] || [ "${b[4]}" = - ] || q=$((b[4] - a[4])) qw=$((b[5] - a[5]))
     printf '%s|%s|%s|%s|%s|%s|%s|%s|%s\n' "$1" "$2" "$(awk -v a="$3" -v b="$4" 'BEGIN { print b - a }')" \
-        $((b[0] - a[0])) $((b[1] - a[1])) $((b[2] - a[2])) $((b[3] - a[3])) $((b[4] - a[4])) \
-        $((b[5] - a[5])) >>"$WORK/parts"
+        $((b[0] - a[0])) $((b[1] - a[1])) $((b[2] - a[2])) $((b[3] - a[3])) "$q" "$qw" >>"$WORK/parts"
 }
 
 boot() { # boot PLUGIN_ARGS|0 WITH_GDB
@@ -197,12 +215,13 @@ idle_stretch() {
 }
 
 # A stretch with qprof sampling: LABEL ROUND SECONDS QPROF-ARGS... (qprof from half a second
-# before to half a second after it; its summary's figures go with the row)
+# before to 1.5 s after it, the breakdown's reads of /proc at either end within it; its summary's
+# figures go with the row)
 sampled_stretch() {
     local label=$1 round=$2 secs=$3
     shift 3
     "$BUILD/qprof" "$@" --kernel "$BUILD/guest/kernel.elf" --user-dir "$BUILD/guest/user" \
-        --duration "$(awk -v s="$secs" 'BEGIN { print s + 1 }')" --no-progress \
+        --duration "$(awk -v s="$secs" 'BEGIN { print s + 2 }')" --no-progress \
         -o "$WORK/out.folded" 2>"$WORK/qprof.err" &
     local q=$!
     sleep 0.5
@@ -391,6 +410,7 @@ breakdown() {
                 for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (x[j] < x[i]) { t = x[i]; x[i] = x[j]; x[j] = t }
                 return n % 2 ? x[(n - 1) / 2] : (x[n / 2 - 1] + x[n / 2]) / 2
             }
+            function f(x, d) { return x == "-" ? "-" : sprintf("%." d "f", x) }
             FNR == 1 { file++ }
             file == 1 && $1 == l {
                 s = $7; rate[$2] = cap[$2] = ""
@@ -409,12 +429,13 @@ breakdown() {
                     v["t", r] = tm[i] / ns / 1e3; v["tw", r] = tw[i] / ns
                     v["c", r] = cap[r]
                     v["o", r] = ((q[i] - vc[i] - tm[i]) / dt[i] - idle) / rate[r] / 1e3
+                    if (qp[i] == "-") continue # qprof ended within the stretch: no figure
                     v["q", r] = qp[i] / ns / 1e3; v["qw", r] = qw[i] / ns
                     v["all", r] = v["t", r] + v["c", r] + v["o", r] + v["q", r]
                     v["share", r] = 100 * v["all", r] * rate[r] / 1e6
                 }
-                printf "| %s | %.1f | %.2f | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f%% |\n", l, med("t"), med("tw"),
-                    med("c"), med("o"), med("q"), med("qw"), med("all"), med("share")
+                printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s%% |\n", l, f(med("t"), 1), f(med("tw"), 2),
+                    f(med("c"), 1), f(med("o"), 1), f(med("q"), 1), f(med("qw"), 2), f(med("all"), 1), f(med("share"), 1)
             }' "$WORK/all" "$WORK/parts"
     done
     echo
