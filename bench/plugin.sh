@@ -16,10 +16,10 @@
 # a cost is taken as the ratio of two rates measured seconds apart, and the verdict from the
 # median of ROUNDS (5) such ratios, with their spread; and two ways, which must agree:
 # - In one boot: the guest (`run=spin`, one vCPU, TCG) with the plugin loaded, and, in turn,
-#   SECONDS (4) with no qprof and SECONDS with one sampling configuration (qprof runs half a
-#   second longer on each side, so that its start and its trigger's reset fall outside the
-#   stretch). Each configuration's rate is compared with the mean of the idle stretches before
-#   and after it.
+#   SECONDS (4) with no qprof and SECONDS with one sampling configuration (qprof starts half a
+#   second before, so that its start and its trigger's reset fall outside the stretch, and ends
+#   1.5 s after). Each configuration's rate is compared with the mean of the idle stretches
+#   before and after it.
 # - Across boots (the A/B rows, 10 kHz with each trigger): a boot sampled throughout, as a user
 #   runs qprof, against the same round's boot with the plugin loaded and idle. The last lines
 #   say whether the two agree (either median within the other's spread).
@@ -66,7 +66,7 @@ PLUGIN=$BUILD/qprof-plugin.so
 # the in-boot rows; twice: with QEMU's other threads, the plugin's timer and qprof on one host CPU
 # (CPU 0), then on two (CPUs 0-1), the vCPU threads on the host's CPUs after those, or on those
 # same CPUs where none remain (on a 2-core host: the N vCPUs on CPU 1, then everything on both).
-# BENCH_PLUGIN_PLACEMENT does not apply then. About ROUNDS x 1.2 minutes.
+# BENCH_PLUGIN_PLACEMENT does not apply then. About ROUNDS x (14 x SECONDS + 30) seconds.
 SMP=${BENCH_PLUGIN_SMP:-1}
 HOST_CPUS=$(nproc)
 GUEST_ARGS=(-accel tcg -append run=spin)
