@@ -100,7 +100,11 @@ struct vcpu {
     /* when the timer thread raised the first of those flags (0: none pending) */
     _Atomic uint64_t flagged_at_ns;
     uint32_t trigger_seen; /* plugin.trigger at this vCPU's last callback */
-    _Atomic pid_t tid;     /* the vCPU's host thread, from on_vcpu_init (0: none yet) */
+    /* the vCPU's host thread (0: not known yet), from vCPU init (QEMU 10.0 runs it there; a
+     * QEMU that runs it elsewhere gives a wrong guess), then from its first block callback,
+     * which runs there in every QEMU */
+    _Atomic pid_t tid;
+    _Atomic bool tid_from_callback;
 };
 
 /* The plugin's whole state: one instance per QEMU process, as QEMU loads a plugin once. */
@@ -332,8 +336,10 @@ static void on_counter(unsigned int idx, void *userdata)
     if (idx >= plugin.n_vcpus || !plugin.vcpus[idx].ready)
         return;
     struct vcpu *v = &plugin.vcpus[idx];
-    if (!atomic_load_explicit(&v->tid, memory_order_relaxed))
+    if (!atomic_load_explicit(&v->tid_from_callback, memory_order_relaxed)) {
         atomic_store_explicit(&v->tid, gettid(), memory_order_relaxed);
+        atomic_store_explicit(&v->tid_from_callback, true, memory_order_release);
+    }
     uint64_t now = now_ns();
     apply_pending_reset(); /* a change of trigger, or --exact started or ended */
     uint32_t trigger = atomic_load_explicit(&plugin.trigger, memory_order_relaxed);
@@ -434,14 +440,11 @@ static void on_vcpu_init(QPR_VCPU_CB_PARAMS(idx))
     if (idx >= plugin.n_vcpus)
         return;
     struct vcpu *v = &plugin.vcpus[idx];
-    /* QEMU runs this on the vCPU's thread (qemu_plugin_get_registers needs it there): auto's
-     * first choice must know the thread's CPUs, and a guest may run a while before the first
-     * sample's callback would tell it (a vCPU pinned apart from QEMU's main thread). */
-    atomic_store_explicit(&v->tid, gettid(), memory_order_relaxed);
     v->all_regs = qemu_plugin_get_registers(); /* kept: QEMU interns the names */
     v->buf = g_byte_array_sized_new(QPR_STACK_MAX);
     v->scratch = g_new0(struct qpr_sample, 1);
     v->rng = 0x9e3779b97f4a7c15u ^ ((uint64_t)idx << 32) ^ now_ns();
+    atomic_store_explicit(&v->tid, gettid(), memory_order_relaxed); /* a first guess */
     rearm(idx, DISARMED_DISTANCE);
     v->ready = true;
 }
@@ -527,6 +530,8 @@ static void *timer_main(void *arg)
 {
     (void)arg;
     struct vcpu rng = {.rng = 0x2545f4914f6cdd1du ^ now_ns()}; /* only for jittered() */
+    /* named, so that its CPU time can be told from QEMU's threads (bench/plugin.sh) */
+    pthread_setname_np(pthread_self(), "qprof-timer");
     atomic_store(&plugin.timer_tid, gettid());
     measure_wake_cost();
     uint64_t deadline = 0, gen = 0;
@@ -631,6 +636,30 @@ static void count_host_cpus(uint32_t *host_cpus, uint32_t *threads)
     *host_cpus = known ? (uint32_t)CPU_COUNT(&set) : 0;
 }
 
+/* Before auto's first choice: each vCPU's own thread, from a block callback it is made to take
+ * now, where vCPU init's guess is all there is. With the timer's compare only, no block calls
+ * back until a qprof connects, and the first qprof's auto counted the main thread's CPUs for the
+ * vCPUs (before vCPU init gave a guess): a vCPU pinned apart from the rest looked like no CPU to
+ * spare (e2e_plugin_pinned_auto). Waits at most LEARN_TIDS_NS (a vCPU in hlt takes no block:
+ * its guess stands). Only the listener waits. */
+#define LEARN_TIDS_NS 50000000
+static void learn_vcpu_threads(void)
+{
+    uint64_t until = now_ns() + LEARN_TIDS_NS;
+    for (bool asked = false;; asked = true) {
+        bool all = true;
+        for (uint32_t i = 0; i < plugin.n_vcpus; i++)
+            all &= !plugin.vcpus[i].ready ||
+                   atomic_load_explicit(&plugin.vcpus[i].tid_from_callback, memory_order_acquire);
+        if (all || now_ns() >= until)
+            return;
+        if (!asked)
+            kick_vcpus();
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Which trigger a configuration gets, and why. */
 static uint32_t choose_trigger(const struct qpr_config *c, uint32_t *reason)
 {
@@ -652,6 +681,7 @@ static uint32_t choose_trigger(const struct qpr_config *c, uint32_t *reason)
         return QPR_TRIGGER_TIMER;
     }
     *reason = QPR_REASON_RULE;
+    learn_vcpu_threads();
     uint32_t host_cpus, threads;
     count_host_cpus(&host_cpus, &threads);
     struct qpr_header *h = qps_header(plugin.shm);
@@ -882,6 +912,7 @@ static void serve(int fd)
 static void *listener_main(void *arg)
 {
     (void)arg;
+    pthread_setname_np(pthread_self(), "qprof-listener");
     for (;;) {
         int fd = accept4(plugin.listen_fd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) {

@@ -51,6 +51,11 @@
  * asleep until a far deadline would keep the next session's samples waiting. */
 #define QPR_MAX_INTERVAL_NS  UINT64_C(60000000000) /* 60 s */
 #define QPR_MAX_PERIOD_INSNS (UINT64_C(1) << 40)
+/* How long a consumer that found every ring empty sleeps before it looks again
+ * (qpr_drain_wait_ns): about QPR_DRAIN_BATCH intervals, within these bounds. */
+#define QPR_DRAIN_BATCH  16
+#define QPR_DRAIN_MIN_NS UINT64_C(500000)   /* 0.5 ms; also by instructions, at a rate unknown */
+#define QPR_DRAIN_MAX_NS UINT64_C(10000000) /* 10 ms: a stop is still answered at once */
 /* Changes that flush QEMU's code cache (a change of trigger, an exact-count START) are served at
  * most once per this long: the listener waits out the rest before it takes the next. */
 #define QPR_RESET_GAP_NS UINT64_C(250000000)
@@ -186,6 +191,20 @@ static inline uint32_t qpr_auto_trigger(uint32_t wake_ns, uint64_t interval_ns,
     return qpr_timer_guest_share(wake_ns, interval_ns, host_cpus) > QPR_COUNTER_GUEST_COST
                ? 2  /* QPR_TRIGGER_COUNTER */
                : 1; /* QPR_TRIGGER_TIMER */
+}
+
+/* The consumer's sleep on empty rings, sampling by time every interval_ns (0: by instructions).
+ * Where qprof shares a host CPU with the vCPU threads, each of its wake-ups is taken from the
+ * guest: a fixed 0.5 ms woke it up to 2,000 times a second at any rate, five samples per wake-up
+ * at 10 kHz and twenty wake-ups per sample at 100 Hz. A batch of intervals per wake-up instead,
+ * which no ring outgrows meanwhile (QPR_SLOTS is many batches). */
+_Static_assert(QPR_DRAIN_BATCH * 8 <= QPR_SLOTS, "a ring holds several batches");
+static inline uint64_t qpr_drain_wait_ns(uint64_t interval_ns)
+{
+    if (!interval_ns || interval_ns > QPR_DRAIN_MAX_NS / QPR_DRAIN_BATCH)
+        return interval_ns ? QPR_DRAIN_MAX_NS : QPR_DRAIN_MIN_NS;
+    uint64_t ns = interval_ns * QPR_DRAIN_BATCH;
+    return ns < QPR_DRAIN_MIN_NS ? QPR_DRAIN_MIN_NS : ns;
 }
 
 /* How a vCPU is told to take a sample (qpr_config.trigger, qpr_header.trigger). Both end in a

@@ -201,7 +201,8 @@ static int tp_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
                     stats->was_paused = true; /* no vCPU executed anything: paused */
                 return 0;
             }
-            struct timespec ts = {0, 500000};
+            uint64_t wait = qpr_drain_wait_ns(t->period_insns ? 0 : t->interval_ns);
+            struct timespec ts = {(time_t)(wait / 1000000000u), (long)(wait % 1000000000u)};
             nanosleep(&ts, NULL);
             continue;
         }

@@ -629,8 +629,33 @@ static void test_auto_rule(void)
     CHECK(qpr_timer_guest_share(15000, 0, 1) == 0);
 }
 
+/* `test_plugin_ring drain`: qprof's sleep on empty rings takes a batch of intervals per wake-up
+ * (qpr_drain_wait_ns), never so long that a ring fills meanwhile or a stop waits. */
+static void test_drain_wait(void)
+{
+    const uint64_t khz10 = 100000, khz1 = 1000000, ms = 1000000;
+    /* 10 kHz: 16 samples per wake-up, against 5 at the former 0.5 ms */
+    CHECK_INT(qpr_drain_wait_ns(khz10), 1600000);
+    CHECK(qpr_drain_wait_ns(khz10) >= 10 * khz10);
+    /* slower rates: a wake-up per ten 1 ms intervals, one per 10 ms at 100 Hz (the former 0.5 ms
+     * woke twenty times per sample there) */
+    CHECK_INT(qpr_drain_wait_ns(khz1), 10 * ms);
+    CHECK_INT(qpr_drain_wait_ns(10 * ms), 10 * ms);
+    CHECK_INT(qpr_drain_wait_ns(UINT64_C(60000000000)), 10 * ms); /* QPR_MAX_INTERVAL_NS */
+    /* floors: below 0.5 ms never, and by instructions (a rate unknown) 0.5 ms */
+    CHECK_INT(qpr_drain_wait_ns(1000), 500000);
+    CHECK_INT(qpr_drain_wait_ns(0), 500000);
+    /* no ring outgrows a wait at any rate the plugin takes */
+    for (uint64_t i = QPR_MIN_INTERVAL_NS; i <= QPR_MAX_INTERVAL_NS; i *= 3)
+        CHECK(qpr_drain_wait_ns(i) <= i * (QPR_SLOTS / 4));
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "drain") == 0) {
+        test_drain_wait();
+        return harness_result();
+    }
     if (argc > 1 && strcmp(argv[1], "auto") == 0) {
         test_auto_rule();
         return harness_result();
