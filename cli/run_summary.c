@@ -76,13 +76,13 @@ static void print_sysroot_use(const struct prof_stack_counters *c,
 }
 
 /* Under TCG a share of these well above the entry code's real cost means the stops were taken
- * late and the code that runs just after system calls or faults is under-sampled. */
-static void print_kernel_entries(const struct prof_stack_counters *c, uint64_t vcpu_samples,
-                                 FILE *f)
+ * late and the code that runs just after system calls or faults is under-sampled. A share of
+ * the stacks built (captures): a capturing target's repeats are not looked at again. */
+static void print_kernel_entries(const struct prof_stack_counters *c, uint64_t captures, FILE *f)
 {
     if (!c->at_kernel_entry)
         return;
-    double share = vcpu_samples ? 100.0 * c->at_kernel_entry / vcpu_samples : 0;
+    double share = captures ? 100.0 * c->at_kernel_entry / captures : 0;
     fprintf(f, "on the first instruction of a kernel entry from user space: %" PRIu64 " (%.1f%%)\n",
             c->at_kernel_entry, share);
     if (share >= 1.0)
@@ -177,9 +177,9 @@ static void print_capture_costs(const struct run_state *r, double elapsed, FILE 
         fprintf(f, "plugin trigger: %s\n", trigger);
     if (prof_target_missed(t))
         fprintf(f,
-                "intervals without a sample because the host did not run a vCPU thread, or the "
+                "intervals without a capture because the host did not run a vCPU thread, or the "
                 "plugin's timer, in time: %" PRIu64
-                " (an overcommitted host; the vCPUs' counts differ by that)\n",
+                " (an overcommitted host), filled with the sample that ended them\n",
                 prof_target_missed(t));
 }
 
@@ -270,7 +270,7 @@ void run_print_summary(const struct run_state *r, double elapsed, FILE *f)
     print_truncations(st, f);
     print_kernel_completeness(st, f);
     print_sysroot_use(st, prof_session_sysroot_counters(r->session), f);
-    print_kernel_entries(st, c->vcpu_samples, f);
+    print_kernel_entries(st, c->vcpu_samples - c->repeated, f);
     print_flag_ages(st, f);
     prof_agg_print_report(r->agg, f, r->o->top);
 }
