@@ -237,6 +237,10 @@ struct prof_target_ops {
      * the vCPU's thread then (an overcommitted host), each delivered as a repeat of the sample
      * that ended them (prof_target_stats.repeated). */
     uint64_t (*missed)(const void *impl);
+    /* Optional. What the busy samples of such a backend amount to as independent samples: its
+     * repeats add no information, so Kish's (sum w)^2 / sum w^2 over its captures' weights
+     * (1 + their repeats); 0 when it has captured nothing. */
+    uint64_t (*independent)(const void *impl);
     /* Optional. Intervals a capturing target skipped since it opened because someone else had
      * the guest paused (a stopping target's caller counts its own skipped calls instead). */
     uint64_t (*paused_intervals)(const void *impl);
@@ -318,6 +322,8 @@ uint64_t prof_target_lost(const prof_target *t);
 /* Intervals a capturing target took no capture in while the host did not run a vCPU thread (or
  * the thread that times the samples), delivered as repeats of the next sample; 0 otherwise. */
 uint64_t prof_target_missed(const prof_target *t);
+/* A capturing target's busy samples as independent ones (ops.independent); 0 otherwise. */
+uint64_t prof_target_independent(const prof_target *t);
 /* Intervals a capturing target skipped while someone else had the guest paused; 0 otherwise. */
 uint64_t prof_target_paused_intervals(const prof_target *t);
 /* --exact: the counts so far; -ENOTSUP from a target that cannot count. */

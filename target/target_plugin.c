@@ -222,7 +222,7 @@ static int tp_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
                                                                            : PROF_FLAG_NONE;
             if (stats)
                 stats->paused_ns = t->cur.cost_ns; /* the capture's time on that vCPU alone */
-            uint64_t unrun = tp_unrun_periods(t, &t->cur);
+            uint64_t unrun = tp_capture_repeats(t);
             tp_witness_sample(t);
             rc = fn(handle, &t->vcpu, 1, ctx, err);
             t->repeats_left = rc ? 0 : unrun; /* tp_repeat_unrun */
@@ -373,6 +373,7 @@ const struct prof_target_ops prof_target_plugin_ops = {
     .round_trips = tp_round_trips,
     .lost = tp_lost,
     .missed = tp_missed,
+    .independent = tp_independent,
     .paused_intervals = tp_paused_intervals,
     .exact_counts = tp_exact_counts,
     .set_capture = tp_set_capture,

@@ -108,6 +108,17 @@ uint64_t tp_unrun_periods(struct target_plugin *t, const struct qpr_sample *s)
     return paused >= n ? 0 : n - paused;
 }
 
+/* How many times the sample about to be delivered (t->cur) is to be repeated, its weight noted
+ * for tp_independent. */
+uint64_t tp_capture_repeats(struct target_plugin *t)
+{
+    uint64_t unrun = tp_unrun_periods(t, &t->cur);
+    double w = (double)(unrun + 1);
+    t->weight_sum += w;
+    t->weight_squares += w * w;
+    return unrun;
+}
+
 /* The last delivered sample again, for an interval its vCPU's thread did not run (unrun periods,
  * set when it was delivered): a stopping target would have found the vCPU there, so the busy
  * vCPU weighs its time, not the share of it the host ran its thread, as an idle vCPU gets a
