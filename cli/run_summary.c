@@ -76,13 +76,13 @@ static void print_sysroot_use(const struct prof_stack_counters *c,
 }
 
 /* Under TCG a share of these well above the entry code's real cost means the stops were taken
- * late and the code that runs just after system calls or faults is under-sampled. A share of
- * the stacks built (captures): a capturing target's repeats are not looked at again. */
-static void print_kernel_entries(const struct prof_stack_counters *c, uint64_t captures, FILE *f)
+ * late and the code that runs just after system calls or faults is under-sampled. */
+static void print_kernel_entries(const struct prof_stack_counters *c, uint64_t vcpu_samples,
+                                 FILE *f)
 {
     if (!c->at_kernel_entry)
         return;
-    double share = captures ? 100.0 * c->at_kernel_entry / captures : 0;
+    double share = vcpu_samples ? 100.0 * c->at_kernel_entry / vcpu_samples : 0;
     fprintf(f, "on the first instruction of a kernel entry from user space: %" PRIu64 " (%.1f%%)\n",
             c->at_kernel_entry, share);
     if (share >= 1.0)
@@ -271,7 +271,7 @@ void run_print_summary(const struct run_state *r, double elapsed, FILE *f)
     print_truncations(st, f);
     print_kernel_completeness(st, f);
     print_sysroot_use(st, prof_session_sysroot_counters(r->session), f);
-    print_kernel_entries(st, c->vcpu_samples - c->repeated, f);
+    print_kernel_entries(st, c->vcpu_samples, f);
     print_flag_ages(st, f);
     prof_agg_print_report(r->agg, f, r->o->top);
 }

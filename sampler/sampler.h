@@ -139,7 +139,8 @@ struct prof_capture_counters {
 struct prof_stack_counters {
     uint64_t truncated[UNW_STOP_COUNT];
     uint64_t no_process_info; /* the OS adapter knew nothing (no ABI, or a torn slot) */
-    uint64_t at_kernel_entry; /* on the first instruction of an entry from user space */
+    uint64_t
+        at_kernel_entry; /* on the first instruction of an entry from user space (repeats too) */
     /* A capturing target's samples by how long their trigger waited ([timer, counter][bucket:
      * prof_skid_bucket]): all, and those on the first instruction of an
      * entry from user space; and the ones moved from such an entry to the user context it

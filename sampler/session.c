@@ -337,6 +337,7 @@ static void repeat_last(prof_session *s, uint64_t time_ns, uint64_t weight_ns, b
     if (!s->last_built)
         return;
     s->counters.repeated++;
+    prof_stack_count_repeat(s->stacks, &s->stack);
     add_built(s, time_ns, weight_ns);
 }
 

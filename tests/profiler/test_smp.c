@@ -814,19 +814,17 @@ static void run_skid_case(const struct smp_case *c)
     uint64_t moved = summary_count(summary, "to the interrupted context: ");
     uint64_t filled = summary_filled(summary);
     double captured = independent_part(summary, pr.total, idle);
-    /* qprof looks for entries among the captures: a repeat is one of them again */
-    uint64_t captures = pr.total > filled ? pr.total - filled : 1;
-    double entry_share = (double)entry / (double)captures;
+    double entry_share = (double)entry / (double)(pr.total ? pr.total : 1);
     double idle_share = (double)idle / (double)(pr.total ? pr.total : 1);
     fprintf(stderr,
-            "-smp %d, trigger %s: %lu samples, %lu of them repeats; on a kernel entry %.2f%% of "
-            "the captures (moved off one: %lu); spin in the kernel %.2f%% of %lu; idle %.2f%%\n",
+            "-smp %d, trigger %s: %lu samples, %lu of them repeats; on a kernel entry %.2f%% "
+            "(moved off one: %lu); spin in the kernel %.2f%% of %lu; idle %.2f%%\n",
             c->smp, c->trigger ? c->trigger : "auto", (unsigned long)pr.total,
             (unsigned long)filled, 100 * entry_share, (unsigned long)moved, 100 * spin_share,
             (unsigned long)spin, 100 * idle_share);
     REQUIRE(spin >= (uint64_t)c->samples / 2);
     CHECK_MSG(entry_share <= SKID_ENTRY_MAX,
-              "%.2f%% of the captures on a kernel entry, at most %.1f%%", 100 * entry_share,
+              "%.2f%% of the samples on a kernel entry, at most %.1f%%", 100 * entry_share,
               100 * SKID_ENTRY_MAX);
     /* 2 points, plus 4.4 standard deviations of the difference of two measured shares: under
      * overcommit spin's kernel work itself (the tick's lapic_eoi, its report's serial writes,
