@@ -177,10 +177,11 @@ static void print_capture_costs(const struct run_state *r, double elapsed, FILE 
         fprintf(f, "plugin trigger: %s\n", trigger);
     if (prof_target_missed(t))
         fprintf(f,
-                "intervals without a sample because the host did not run a vCPU thread, or the "
+                "intervals without a capture because the host did not run a vCPU thread, or the "
                 "plugin's timer, in time: %" PRIu64
-                " (an overcommitted host; the vCPUs' counts differ by that)\n",
-                prof_target_missed(t));
+                " (an overcommitted host), filled with the sample that ended them; the busy "
+                "samples amount to %" PRIu64 " independent ones\n",
+                prof_target_missed(t), prof_target_independent(t));
 }
 
 /* A stopping target: how long the guest stood still. */

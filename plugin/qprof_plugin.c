@@ -449,12 +449,21 @@ static void on_vcpu_init(QPR_VCPU_CB_PARAMS(idx))
     v->ready = true;
 }
 
+/* Of the periods deadlines up to now, one interval apart, those a vCPU waiting since `since`
+ * waited through: at least this one. */
+static uint32_t idle_ticks(uint64_t periods, uint64_t interval, uint64_t now, uint64_t since)
+{
+    uint64_t waited = now > since && interval ? (now - since) / interval + 1 : 1;
+    return (uint32_t)MIN(periods, waited);
+}
+
 /* The timer trigger: at each jittered deadline, one wake-up for all vCPUs: a running vCPU is
  * flagged (its next block takes the sample), a waiting one gets an idle tick. Deadlines that
  * passed while the host did not run this thread go with the next flag, which qprof counts as
- * intervals not sampled, as it counts a vCPU thread the host did not run (a waiting vCPU gets
- * one tick: that it waited through the others is not known). */
-static void timer_tick(uint64_t periods)
+ * that many samples, as it does for a vCPU thread the host did not run; a waiting vCPU gets a
+ * tick for each of them it was waiting through (idle_ticks), so that a late timer thread weighs
+ * busy and idle alike. */
+static void timer_tick(uint64_t periods, uint64_t interval)
 {
     uint64_t now = now_ns();
     for (uint32_t i = 0; i < plugin.n_vcpus; i++) {
@@ -463,8 +472,9 @@ static void timer_tick(uint64_t periods)
             continue;
         /* idle and running are both sampled here, at the timer's own pace, so that a late timer
          * thread does not tilt the busy share */
-        if (atomic_load_explicit(&v->idle_since_ns, memory_order_relaxed)) {
-            qps_idle_tick(plugin.shm, i);
+        uint64_t since = atomic_load_explicit(&v->idle_since_ns, memory_order_relaxed);
+        if (since) {
+            qps_idle_tick(plugin.shm, i, idle_ticks(periods, interval, now, since));
         } else {
             /* the first flag's time stays until the sample takes it (its age, the skid) */
             uint64_t none = 0;
@@ -550,7 +560,7 @@ static void *timer_main(void *arg)
             deadline = now + jittered(&rng, interval);
         } else if (now >= deadline) {
             uint64_t late = (now - deadline) / interval;
-            timer_tick(late >= QPR_MAX_PERIODS ? QPR_MAX_PERIODS : late + 1);
+            timer_tick(late >= QPR_MAX_PERIODS ? QPR_MAX_PERIODS : late + 1, interval);
             deadline += late * interval + jittered(&rng, interval);
             if (deadline <= now)
                 deadline = now + jittered(&rng, interval) / 2;

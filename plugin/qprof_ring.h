@@ -91,7 +91,8 @@ struct qpr_sample {
     uint32_t ustack_len;
     /* Intervals that ended by this sample (time-based sampling): 1, or more when the vCPU's
      * thread ran nothing for several of them (the host did not schedule it), which a stopping
-     * sampler would have sampled where the vCPU was left. At most QPR_MAX_PERIODS. */
+     * sampler would have sampled where the vCPU was left: qprof counts the sample that many
+     * times. At most QPR_MAX_PERIODS. */
     uint32_t periods;
     /* The chained windows (struct qpr_config's win): window i is win_len[i] bytes at
      * win_addr[i], kept at win_bytes + win_off[i]; win_len[i] 0: not captured. */
@@ -111,8 +112,9 @@ struct qpr_ring {
     uint8_t pad0[56];
     _Atomic uint64_t lost;    /* samples dropped on a full ring, since QEMU started */
     _Atomic uint64_t samples; /* samples published, since QEMU started */
-    /* trigger=timer: deadlines the host timer found this vCPU idle at (written by the plugin's
-     * timer thread only); qprof turns each into an idle sample. */
+    /* trigger=timer: deadlines the host timer found this vCPU idle at, those it passed late
+     * while the vCPU waited included (written by the plugin's timer thread only); qprof turns
+     * each into an idle sample. */
     _Atomic uint64_t idle_ticks;
     uint8_t pad2[40];
     struct qpr_sample slots[QPR_SLOTS];

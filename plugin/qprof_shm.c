@@ -260,8 +260,8 @@ void qps_publish(qps_shared *s, uint32_t vcpu, const struct qpr_sample *sample, 
     atomic_fetch_add_explicit(&p->ring->samples, 1, memory_order_relaxed);
 }
 
-void qps_idle_tick(qps_shared *s, uint32_t vcpu)
+void qps_idle_tick(qps_shared *s, uint32_t vcpu, uint32_t n)
 {
     if (vcpu < s->n_vcpus)
-        atomic_fetch_add_explicit(&s->prod[vcpu].ring->idle_ticks, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->prod[vcpu].ring->idle_ticks, n, memory_order_relaxed);
 }

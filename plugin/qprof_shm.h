@@ -48,7 +48,7 @@ bool qps_reserve(qps_shared *s, uint32_t vcpu);
  * no session. t0_ns: when the capture began (CLOCK_MONOTONIC), so that the slot's cost_ns counts
  * the copy too; 0 keeps the sample's cost_ns. From vcpu's thread only. */
 void qps_publish(qps_shared *s, uint32_t vcpu, const struct qpr_sample *sample, uint64_t t0_ns);
-/* trigger=timer: one idle tick for vcpu (from the timer thread). */
-void qps_idle_tick(qps_shared *s, uint32_t vcpu);
+/* trigger=timer: n idle ticks for vcpu, one per interval it waited (from the timer thread). */
+void qps_idle_tick(qps_shared *s, uint32_t vcpu, uint32_t n);
 
 #endif

@@ -114,6 +114,9 @@ struct prof_capture_counters {
     struct prof_cpu_counts cpu[PROF_MAX_VCPUS]; /* by the target's vCPU index */
     int cpus_seen;                              /* highest index counted + 1 */
     uint64_t vcpu_samples;
+    /* of them, a capturing target's repeats of its previous sample, one per interval that
+     * sample's vCPU thread did not run (prof_target_stats.repeated): the rest are captures */
+    uint64_t repeated;
     uint64_t dropped_by_filter;
     uint64_t idle;
     uint64_t resets;          /* the OS adapter saw a new boot (boot_id, vmcoreinfo) */
@@ -136,7 +139,8 @@ struct prof_capture_counters {
 struct prof_stack_counters {
     uint64_t truncated[UNW_STOP_COUNT];
     uint64_t no_process_info; /* the OS adapter knew nothing (no ABI, or a torn slot) */
-    uint64_t at_kernel_entry; /* on the first instruction of an entry from user space */
+    uint64_t
+        at_kernel_entry; /* on the first instruction of an entry from user space (repeats too) */
     /* A capturing target's samples by how long their trigger waited ([timer, counter][bucket:
      * prof_skid_bucket]): all, and those on the first instruction of an
      * entry from user space; and the ones moved from such an entry to the user context it
@@ -205,8 +209,9 @@ int prof_session_new(prof_target *target, prof_os *os, const struct prof_arch *a
 void prof_session_free(prof_session *s); /* NULL is a no-op */
 
 /* Takes one sample of every selected vCPU into the session's profile (one out_sample per vCPU,
- * stamped time_ns and weight_ns). *taken is false when the guest was paused by someone else:
- * nothing was sampled, and qprof left it so. */
+ * stamped time_ns and weight_ns); a capturing target's repeat (prof_target_stats.repeated)
+ * adds its previous sample's stack again instead. *taken is false when the guest was paused by
+ * someone else: nothing was sampled, and qprof left it so. */
 int prof_session_sample(prof_session *s, uint64_t time_ns, uint64_t weight_ns, bool *taken,
                         struct qp_error *err);
 

@@ -311,6 +311,36 @@ const struct prof_target_stats *prof_session_last_stats(const prof_session *s)
     return &s->last_stats;
 }
 
+/* Counts the stack just built (s->stack) and adds it to the profile unless the mode filter
+ * drops it. */
+static void add_built(prof_session *s, uint64_t time_ns, uint64_t weight_ns)
+{
+    s->counters.vcpu_samples++;
+    if (s->stack.sample.mode == OUT_MODE_IDLE)
+        s->counters.idle++;
+    prof_counters_add_sample(&s->counters, &s->stack.sample);
+    if (!keep_sample(s, &s->stack.sample)) {
+        s->counters.dropped_by_filter++;
+        return;
+    }
+    s->stack.sample.time_ns = time_ns;
+    s->stack.sample.weight_ns = weight_ns;
+    out_profile_add(s->profile, &s->stack.sample);
+}
+
+/* A capturing target's last sample again, for an interval its vCPU's thread did not run: the
+ * same stack (moved off a kernel entry as the first was), counted as a sample like it, so
+ * that the folded counts, --per-cpu and the record weigh a busy vCPU by its time. */
+static void repeat_last(prof_session *s, uint64_t time_ns, uint64_t weight_ns, bool *taken)
+{
+    *taken = s->last_taken;
+    if (!s->last_built)
+        return;
+    s->counters.repeated++;
+    prof_stack_count_repeat(s->stacks, &s->stack);
+    add_built(s, time_ns, weight_ns);
+}
+
 int prof_session_sample(prof_session *s, uint64_t time_ns, uint64_t weight_ns, bool *taken,
                         struct qp_error *err)
 {
@@ -321,6 +351,11 @@ int prof_session_sample(prof_session *s, uint64_t time_ns, uint64_t weight_ns, b
     int rc = capture(s, &s->last_stats, err);
     if (rc)
         return rc;
+    if (s->last_stats.repeated) {
+        repeat_last(s, time_ns, weight_ns, taken);
+        return 0;
+    }
+    s->last_taken = s->last_built = false;
     if (s->last_stats.was_paused)
         return 0; /* paused between the check and the stop */
     if (prof_target_resets(s->target) != s->target_resets) {
@@ -330,23 +365,14 @@ int prof_session_sample(prof_session *s, uint64_t time_ns, uint64_t weight_ns, b
         s->counters.reset_straddles++;
         return 0;
     }
-    *taken = true;
+    *taken = s->last_taken = true;
     for (int i = 0; i < s->n_cpus; i++) {
         prof_build_stack(s->stacks, &s->cap[i], i, &s->stack);
         if (s->stack.skipped)
             continue;
         session_grow_kernel_window(s, &s->cap[i], &s->stack);
-        s->counters.vcpu_samples++;
-        if (s->stack.sample.mode == OUT_MODE_IDLE)
-            s->counters.idle++;
-        prof_counters_add_sample(&s->counters, &s->stack.sample);
-        if (!keep_sample(s, &s->stack.sample)) {
-            s->counters.dropped_by_filter++;
-            continue;
-        }
-        s->stack.sample.time_ns = time_ns;
-        s->stack.sample.weight_ns = weight_ns;
-        out_profile_add(s->profile, &s->stack.sample);
+        s->last_built = s->n_cpus == 1; /* a capturing target hands over one vCPU at a time */
+        add_built(s, time_ns, weight_ns);
     }
     return 0;
 }

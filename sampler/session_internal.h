@@ -92,6 +92,9 @@ struct prof_session {
     uint64_t kernel_code_lo, kernel_code_hi; /* the kernel's unwind space */
     struct prof_stack stack;                 /* scratch, reused by every sample */
     struct prof_target_stats last_stats;
+    /* What a capturing target's repeat of the last sample (prof_target_stats.repeated) does as
+     * that sample did: taken, and its one stack (still in `stack`) built to be added again. */
+    bool last_taken, last_built;
     uint64_t target_resets; /* prof_target_resets at the last stop */
     struct prof_capture_counters counters;
 };

@@ -380,6 +380,7 @@ static void kernel_part(prof_stack_builder *sb, struct cpu_capture *c, struct pr
     }
     if (at_kernel_entry(sb, n, stop)) {
         sb->counters.at_kernel_entry++;
+        st->at_kernel_entry = true;
         /* late by its flag's age, but without the user registers to place it: left, marked */
         sb->counters.skid_unplaced += prof_skid_aged(c);
     }
@@ -390,6 +391,7 @@ void prof_build_stack(prof_stack_builder *sb, struct cpu_capture *c, int i, stru
     st->cpu = i;
     st->skipped = false;
     st->skip_reason = NULL;
+    st->at_kernel_entry = false;
     st->sample = (struct out_sample){.cpu = (uint32_t)(c->vcpu.index > 0 ? c->vcpu.index : i),
                                      .user_stop = UNW_STOP_OUTERMOST,
                                      .kernel_stop = UNW_STOP_OUTERMOST};
@@ -504,4 +506,9 @@ void prof_stack_print(const struct cpu_capture *c, out_names *names, const struc
         print_frame(f, index++, show_addresses, out);
     }
     g_free(shown);
+}
+
+void prof_stack_count_repeat(prof_stack_builder *sb, const struct prof_stack *st)
+{
+    sb->counters.at_kernel_entry += st->at_kernel_entry;
 }

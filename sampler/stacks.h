@@ -27,6 +27,7 @@ struct prof_stack {
     struct out_sample sample; /* frames point into `frames` */
     struct out_frame *frames;
     int cap;
+    bool at_kernel_entry; /* counted so (prof_stack_counters.at_kernel_entry) */
 };
 
 void prof_stack_free(struct prof_stack *st); /* its frames; st itself is the caller's */
@@ -61,6 +62,10 @@ bool prof_recover_unsaved_entry(prof_stack_builder *sb, struct cpu_capture *c);
 
 /* Builds the stack of c (vCPU i of the stop) into st (frames array grown as needed). */
 void prof_build_stack(prof_stack_builder *sb, struct cpu_capture *c, int i, struct prof_stack *st);
+
+/* st, built before, stands for one more sample (a capturing target's repeat): counted again
+ * where the counters describe the profile's samples (at_kernel_entry), not the captures. */
+void prof_stack_count_repeat(prof_stack_builder *sb, const struct prof_stack *st);
 
 /* Prints st innermost first, like eu-stack and gdb, with names from names (--one-shot). */
 void prof_stack_print(const struct cpu_capture *c, out_names *names, const struct prof_stack *st,

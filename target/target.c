@@ -111,6 +111,11 @@ void prof_exact_counts_clear(struct prof_exact_counts *c)
     *c = (struct prof_exact_counts){0};
 }
 
+uint64_t prof_target_independent(const prof_target *t)
+{
+    return t->ops->independent ? t->ops->independent(t->impl) : 0;
+}
+
 uint64_t prof_target_paused_intervals(const prof_target *t)
 {
     return t->ops->paused_intervals ? t->ops->paused_intervals(t->impl) : 0;

@@ -102,6 +102,11 @@ struct prof_target_stats {
     uint64_t paused_ns;   /* how long the guest stood still for this sample */
     unsigned round_trips; /* requests this sample cost */
     bool was_paused;      /* someone else had paused it: we neither stopped nor resumed it */
+    /* A capturing target: fn was not called, this sample is the previous one again. That one
+     * ended intervals its vCPU's thread did not run (an overcommitted host), and a stopping
+     * target would have found the vCPU where it was captured in each: one repeat per interval,
+     * delivered right after it. */
+    bool repeated;
 };
 
 struct prof_target_open_opts {
@@ -233,9 +238,14 @@ struct prof_target_ops {
     uint64_t (*round_trips)(const void *impl);
     /* Optional. Samples a capturing backend dropped (a full ring) since it opened. */
     uint64_t (*lost)(const void *impl);
-    /* Optional. Intervals a capturing backend took no sample in because the host did not run
-     * the vCPU's thread then (an overcommitted host): its vCPUs' counts differ by that much. */
+    /* Optional. Intervals a capturing backend took no capture in because the host did not run
+     * the vCPU's thread then (an overcommitted host), each delivered as a repeat of the sample
+     * that ended them (prof_target_stats.repeated). */
     uint64_t (*missed)(const void *impl);
+    /* Optional. What the busy samples of such a backend amount to as independent samples: its
+     * repeats add no information, so Kish's (sum w)^2 / sum w^2 over its captures' weights
+     * (1 + their repeats); 0 when it has captured nothing. */
+    uint64_t (*independent)(const void *impl);
     /* Optional. Intervals a capturing target skipped since it opened because someone else had
      * the guest paused (a stopping target's caller counts its own skipped calls instead). */
     uint64_t (*paused_intervals)(const void *impl);
@@ -314,9 +324,11 @@ uint64_t prof_target_round_trips(const prof_target *t);
 bool prof_target_captures(const prof_target *t);
 /* Samples a capturing target dropped since it opened; 0 for a stopping one. */
 uint64_t prof_target_lost(const prof_target *t);
-/* Intervals a capturing target missed while the host did not run a vCPU thread (or the thread
- * that times the samples); 0 otherwise. */
+/* Intervals a capturing target took no capture in while the host did not run a vCPU thread (or
+ * the thread that times the samples), delivered as repeats of the next sample; 0 otherwise. */
 uint64_t prof_target_missed(const prof_target *t);
+/* A capturing target's busy samples as independent ones (ops.independent); 0 otherwise. */
+uint64_t prof_target_independent(const prof_target *t);
 /* Intervals a capturing target skipped while someone else had the guest paused; 0 otherwise. */
 uint64_t prof_target_paused_intervals(const prof_target *t);
 /* --exact: the counts so far; -ENOTSUP from a target that cannot count. */

@@ -180,6 +180,8 @@ static int tp_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
     struct target_plugin *t = impl;
     if (stats)
         *stats = (struct prof_target_stats){0};
+    if (tp_repeat_unrun(t, stats))
+        return 0;
     uint64_t start = tp_now_ns();
     while (t->idle_pending == 0) {
         if (tp_take_idle_ticks(t))
@@ -220,12 +222,11 @@ static int tp_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
                                                                            : PROF_FLAG_NONE;
             if (stats)
                 stats->paused_ns = t->cur.cost_ns; /* the capture's time on that vCPU alone */
-            /* Counted, not repeated: one capture standing for several intervals would weigh
-             * one instant many times (measured: hot-loop shares off by 8 points under MTTCG
-             * on an overcommitted host). */
-            t->missed += tp_unrun_periods(t, &t->cur);
+            uint64_t unrun = tp_capture_repeats(t);
             tp_witness_sample(t);
-            return fn(handle, &t->vcpu, 1, ctx, err);
+            rc = fn(handle, &t->vcpu, 1, ctx, err);
+            t->repeats_left = rc ? 0 : unrun; /* tp_repeat_unrun */
+            return rc;
         }
         if (t->cur.kind == QPR_KIND_IDLE) {
             uint64_t *carry = &t->idle_carry_ns[t->cur.vcpu];
@@ -367,6 +368,7 @@ const struct prof_target_ops prof_target_plugin_ops = {
     .round_trips = tp_round_trips,
     .lost = tp_lost,
     .missed = tp_missed,
+    .independent = tp_independent,
     .paused_intervals = tp_paused_intervals,
     .exact_counts = tp_exact_counts,
     .set_capture = tp_set_capture,

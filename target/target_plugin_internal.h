@@ -59,7 +59,10 @@ struct target_plugin {
     uint32_t next_ring;
     int idle_vcpu; /* idle samples still to deliver for this vCPU */
     uint64_t idle_pending;
-    uint64_t missed; /* intervals that passed while the host did not run a vCPU's thread */
+    /* Intervals that passed while the host did not run a vCPU's thread, delivered as repeats of
+     * the sample that ended them (tp_repeat_unrun), and those of the last one still to go. */
+    uint64_t missed, repeats_left;
+    double weight_sum, weight_squares; /* over the captures: 1 + their repeats (tp_independent) */
     /* QMP of --qmp-socket, NULL without: its STOP and RESUME events tell a pause (someone
      * else's `stop`) from a halt, which the plugin alone cannot (both are a vCPU thread that
      * waits). With `direct`, its backend also maps the RAM file. */
@@ -126,6 +129,8 @@ int tp_open_qmp(struct target_plugin *t, const char *address, double timeout, st
 void tp_take_pause_events(struct target_plugin *t);
 uint64_t tp_paused_part_ns(struct target_plugin *t, const struct qpr_sample *s);
 uint64_t tp_unrun_periods(struct target_plugin *t, const struct qpr_sample *s);
+uint64_t tp_capture_repeats(struct target_plugin *t);
+bool tp_repeat_unrun(struct target_plugin *t, struct prof_target_stats *stats);
 
 /* target_plugin_pmem.c */
 void tp_open_pmem_alone(struct target_plugin *t, double timeout);
@@ -140,6 +145,7 @@ int tp_exact_request(struct target_plugin *t, uint32_t op, struct qpr_exact_repl
 const char *tp_describe(const void *impl);
 const char *tp_trigger(void *impl);
 uint64_t tp_missed(const void *impl);
+uint64_t tp_independent(const void *impl);
 uint64_t tp_paused_intervals(const void *impl);
 uint64_t tp_lost(const void *impl);
 

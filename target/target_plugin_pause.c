@@ -1,6 +1,7 @@
 /* The plugin target, pauses someone else made (a monitor's `stop`), from the STOP and RESUME
  * events of --qmp-socket's QMP, which QEMU stamps: the paused part of a vCPU's waiting is no
- * idle time, and intervals the host did not run a vCPU thread are counted. */
+ * idle time, and intervals the host did not run a vCPU thread are filled by the sample that
+ * ended them. */
 #include "target_plugin_internal.h"
 #include "target_qmp_ram.h"
 
@@ -105,4 +106,31 @@ uint64_t tp_unrun_periods(struct target_plugin *t, const struct qpr_sample *s)
     int64_t span = (int64_t)(n * t->interval_ns / 1000);
     uint64_t paused = (uint64_t)paused_within_us(t, end - span, end) * 1000 / t->interval_ns;
     return paused >= n ? 0 : n - paused;
+}
+
+/* How many times the sample about to be delivered (t->cur) is to be repeated, its weight noted
+ * for tp_independent. */
+uint64_t tp_capture_repeats(struct target_plugin *t)
+{
+    uint64_t unrun = tp_unrun_periods(t, &t->cur);
+    double w = (double)(unrun + 1);
+    t->weight_sum += w;
+    t->weight_squares += w * w;
+    return unrun;
+}
+
+/* The last delivered sample again, for an interval its vCPU's thread did not run (unrun periods,
+ * set when it was delivered): a stopping target would have found the vCPU there, so the busy
+ * vCPU weighs its time, not the share of it the host ran its thread, as an idle vCPU gets a
+ * tick per interval it waited. The session adds the sample it built again, moved off a kernel
+ * entry as the first was; false when nothing is left to repeat. */
+bool tp_repeat_unrun(struct target_plugin *t, struct prof_target_stats *stats)
+{
+    if (!t->repeats_left)
+        return false;
+    t->repeats_left--;
+    t->missed++;
+    if (stats)
+        stats->repeated = true;
+    return true;
 }

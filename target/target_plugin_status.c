@@ -77,6 +77,15 @@ uint64_t tp_missed(const void *impl)
     return ((const struct target_plugin *)impl)->missed;
 }
 
+/* Kish's effective sample size: a capture repeated k times is one observation weighing k + 1. */
+uint64_t tp_independent(const void *impl)
+{
+    const struct target_plugin *t = impl;
+    if (t->weight_squares <= 0)
+        return 0;
+    return (uint64_t)(t->weight_sum * t->weight_sum / t->weight_squares + 0.5);
+}
+
 uint64_t tp_paused_intervals(const void *impl)
 {
     const struct target_plugin *t = impl;

@@ -351,7 +351,8 @@ static int tq_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
     int rc = t->mcpus ? qmp_sample_text(t->qmp, tq_stopped_text, t, &qs, err)
                       : qmp_sample(t->qmp, tq_stopped, t, &qs, err);
     if (stats)
-        *stats = (struct prof_target_stats){qs.paused_ns, qs.round_trips, qs.was_paused};
+        *stats = (struct prof_target_stats){
+            .paused_ns = qs.paused_ns, .round_trips = qs.round_trips, .was_paused = qs.was_paused};
     return rc;
 }
 

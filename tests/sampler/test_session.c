@@ -40,6 +40,7 @@ struct fake_guest {
     bool was_paused;          /* the next stop finds it paused by someone else */
     uint64_t resets;          /* machine resets the target saw */
     bool reset_while_stopped; /* the next stop sees a reset between its requests */
+    unsigned repeats;         /* the next sample calls repeat the last sample (no capture) */
     unsigned stops;           /* sample calls */
     uint64_t round_trips;
     size_t text_bytes_read;  /* bytes read of the image's .text, all samples */
@@ -71,6 +72,11 @@ static int fake_sample(void *impl, prof_target *t, prof_target_stopped_fn fn, vo
 {
     (void)impl;
     guest.stops++;
+    if (guest.repeats) { /* as the plugin's vCPU thread that the host did not run */
+        guest.repeats--;
+        stats->repeated = true;
+        return 0;
+    }
     if (guest.was_paused) {
         stats->was_paused = true;
         return 0;
@@ -529,6 +535,42 @@ static struct low_kernel open_low_kernel(void)
     return lk;
 }
 
+/* A capturing target's repeat (prof_target_stats.repeated: the last sample stands for one more
+ * interval, its vCPU's thread not run) adds the last stack again and counts it like the first,
+ * without capturing anything; a repeat of a sample that was dropped (a reset while
+ * it was read) is dropped too. */
+static void test_repeats(void)
+{
+    struct fixture f;
+    guest_runs(fx_text_addr, fx_text, fx_text_size, "fx");
+    fixture_open(&f, FX_USER_DIR);
+    CHECK(sample(&f));
+    out_profile *p = prof_session_profile(f.session);
+    REQUIRE(out_profile_sample_count(p) == 1);
+    uint32_t first = out_profile_samples(p)[0].stack;
+    guest.pc += 4; /* a capture now would be another stack */
+    guest.repeats = 2;
+    CHECK(sample(&f));
+    CHECK(sample(&f));
+    CHECK_INT((int)out_profile_sample_count(p), 3);
+    for (size_t i = 0; i < out_profile_sample_count(p); i++)
+        CHECK_U64(out_profile_samples(p)[i].stack, first);
+    const struct prof_capture_counters *c = prof_session_capture_counters(f.session);
+    CHECK_U64(c->vcpu_samples, 3);
+    CHECK_U64(c->repeated, 2);
+    CHECK_U64(c->cpu[0].user, 3);
+    guest.reset_while_stopped = true;
+    CHECK(!sample(&f));
+    guest.repeats = 1;
+    CHECK(!sample(&f));
+    CHECK_INT((int)out_profile_sample_count(p), 3);
+    CHECK_U64(c->repeated, 2);
+    CHECK(sample(&f)); /* a capture again: a new stack */
+    CHECK_INT((int)out_profile_sample_count(p), 4);
+    CHECK(out_profile_samples(p)[3].stack != first);
+    fixture_close(&f);
+}
+
 /* A kernel linked in the low half (fx_lowkernel.elf at 1 MiB, as a teaching OS runs at its
  * physical load address), sampled in kernel mode in kleaf, called from kmid, called from kentry
  * (the outermost frame): privilege says kernel, and the kernel's unwind space is where the ELF's
@@ -711,6 +753,7 @@ int main(void)
     test_identify_unknown();
     test_budget();
     test_resets();
+    test_repeats();
     test_low_half_kernel();
     test_kernel_table_process();
     test_made_up_caller();
