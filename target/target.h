@@ -49,8 +49,13 @@ struct prof_vcpu {
                          riscv64: all of satp, the mode included); compare through as_root_mask */
     struct prof_arch_mmu mmu; /* the rest of the walk's context (aarch64: TTBR1_EL1, TCR_EL1), for
                                  prof_arch_page_walk; zero where the architecture needs none */
-    uint64_t gs_base;         /* x86: the GS segment base (the per-CPU area in a Linux kernel) */
-    bool la57;                /* x86: 5-level paging (CR4.LA57) */
+    /* The kernel's per-CPU area where a register holds it (prof_arch_cpu_state's percpu_base:
+     * x86's GS base); 0 when the transport did not give it. */
+    uint64_t gs_base;
+    /* Translation on in a mode the architecture's page walk does not serve
+     * (prof_arch_cpu_state's): reads through the walk give nothing, no walk proves anything. */
+    bool unwalkable;
+    bool la57; /* x86: 5-level paging (CR4.LA57), as the plugin target's capture says it */
     /* aarch64: SP_EL0 at EL1, riscv64: tp in S-mode (Linux keeps the current task there):
      * prof_arch_cpu_state's */
     bool has_kernel_thread_reg;
@@ -199,14 +204,16 @@ typedef int (*prof_target_stopped_fn)(prof_target *t, const struct prof_vcpu *cp
 /* A backend. `impl` is what open made; the handle passes it back to every call. */
 struct prof_target_ops {
     const char *name;
-    const char *transport;        /* for people: "QMP", "gdbstub" */
-    const char *round_trip_name;  /* what round_trips counts, for summaries: "QMP round trips" */
-    bool captures;                /* a capturing backend (see the top of this file) */
-    double round_trip_ms;         /* what one usually costs on this machine's kind (QMP-COSTS.md),
-                                     for telling a stalled transport from a normal one */
-    const struct prof_arch *arch; /* the guest architecture it serves, known before open */
-    /* Optional: the architecture the opened target found (the gdbstub's target.xml), for a
-     * backend that serves several; NULL: arch. */
+    const char *transport;       /* for people: "QMP", "gdbstub" */
+    const char *round_trip_name; /* what round_trips counts, for summaries: "QMP round trips" */
+    bool captures;               /* a capturing backend (see the top of this file) */
+    double round_trip_ms;        /* what one usually costs on this machine's kind (QMP-COSTS.md),
+                                    for telling a stalled transport from a normal one */
+    /* The guest architecture it serves, known before open; NULL for a backend that finds it
+     * at open (arch_of). */
+    const struct prof_arch *arch;
+    /* Optional: the architecture the opened target found (the gdbstub's target.xml, QMP's
+     * query-target), for a backend that serves several; NULL: arch. */
     const struct prof_arch *(*arch_of)(const void *impl);
     int (*open)(const struct prof_target_open_opts *o, void **impl, struct qp_error *err);
     /* Stops, reads the registers into prof_vcpu, calls fn with t, resumes on every path. */

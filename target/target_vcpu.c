@@ -35,6 +35,8 @@ static int from_regs(const struct prof_arch *a,
     v->exception_pc = st.exception_pc;
     v->regs.has_trap_sp = st.has_trap_sp;
     v->regs.trap_sp = st.trap_sp;
+    v->unwalkable = st.unwalkable;
+    v->gs_base = st.percpu_base;
     return 0;
 }
 

@@ -8,9 +8,10 @@
 #include "arch.h"
 #include "target.h"
 
-/* Fills v's general registers (a->gdb_regs), pc, sp, privilege, user, paging64, as_root, mmu
- * and trap pc (a->cpu_state) from get; clears the rest, which the caller sets (index, halted,
- * target_cpu). 0, or negative with a one-line message naming a missing register. */
+/* Fills v's general registers (a->gdb_regs), pc, sp, privilege, user, paging64, as_root, mmu,
+ * trap pc, unwalkable and per-CPU base (a->cpu_state) from get; clears the rest, which the
+ * caller sets (index, halted, target_cpu). 0, or negative with a one-line message naming a missing
+ * register. */
 int target_vcpu_from_regs(const struct prof_arch *a, prof_arch_reg_fn get, void *ctx,
                           struct prof_vcpu *v, struct qp_error *err);
 
