@@ -117,8 +117,9 @@ struct x86_block {
 
 static const struct mon_key *mon_key(const char *key, size_t len)
 {
-    for (size_t i = 0; i < sizeof mon_keys / sizeof mon_keys[0]; i++)
-        if (strlen(mon_keys[i].key) == len && memcmp(mon_keys[i].key, key, len) == 0)
+    for (size_t i = 0; len > 0 && i < sizeof mon_keys / sizeof mon_keys[0]; i++)
+        if (mon_keys[i].key[0] == key[0] && strlen(mon_keys[i].key) == len &&
+            memcmp(mon_keys[i].key, key, len) == 0)
             return &mon_keys[i];
     return NULL;
 }
