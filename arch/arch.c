@@ -38,6 +38,37 @@ const struct prof_arch *prof_arch_by_name(const char *name)
     return NULL;
 }
 
+const struct prof_arch *prof_arch_unnamed(void)
+{
+    return &prof_arch_x86_64;
+}
+
+const struct prof_arch *prof_arch_for_gdb_regs(bool (*has)(const void *ctx, const char *name),
+                                               const void *ctx)
+{
+    for (size_t i = 0; i < N_ARCHES; i++)
+        if (arches[i]->gdb_unnamed_reg && has(ctx, arches[i]->gdb_unnamed_reg))
+            return arches[i];
+    return NULL;
+}
+
+int prof_arch_usual_ram(const struct prof_arch *a, uint64_t len, struct prof_arch_ram_piece *out,
+                        int max)
+{
+    const struct prof_arch_ram_layout *l = a->usual_ram;
+    if (!l || len == 0 || max < (l->hole_end ? 2 : 1) || (l->split_from && len >= l->split_from))
+        return 0;
+    if (!l->hole_end) {
+        out[0] = (struct prof_arch_ram_piece){l->base, l->base + len, 0};
+        return 1;
+    }
+    if (len <= l->hole_end)
+        return 0;
+    out[0] = (struct prof_arch_ram_piece){l->base, l->base + l->hole_start, 0};
+    out[1] = (struct prof_arch_ram_piece){l->base + l->hole_end, l->base + len, l->hole_end};
+    return 2;
+}
+
 int prof_arch_monitor_reg(void *ctx, const char *name, uint64_t *val)
 {
     const struct prof_arch_monitor_cpu *cpu = ctx;

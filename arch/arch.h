@@ -7,9 +7,9 @@
  * struct prof_arch and one line in arch.c. The unwinder's view of the machine (register slots,
  * address width, the frame-pointer prologue and epilogue reader) is the table's `unwind` entry,
  * which unwind/ takes as given; the CFI rules come from libdwfl's backend for elf_machine.
- * What the table does not hold yet, and where it is: QMP's `info registers` text is qmp/'s for
- * x86_64 and the table's own (monitor_parse, by the gdbstub's register names) for the others;
- * the Linux kernel's saved-register frame is linux/'s (lx_arch_<name>.c).
+ * QMP's `info registers` text is the table's too (monitor_parse, by the gdbstub's register
+ * names). What the table does not hold: the Linux kernel's saved-register frame, linux/'s
+ * (lx_arch_<name>.c).
  *
  * The tables are static and live for the whole process. */
 #ifndef PROF_ARCH_H
@@ -158,6 +158,22 @@ struct prof_arch_abi_frame {
     uint64_t (*to_regs)(const void *frame, struct unw_regs *u);
 };
 
+/* The main RAM block of QEMU's usual machine (x86_64 pc and q35, riscv64 and aarch64 virt). */
+struct prof_arch_ram_layout {
+    uint64_t base; /* the guest-physical address of the block's first byte */
+    /* Bytes [hole_start, hole_end) of the block are not RAM there (x86_64's legacy VGA and ROM
+     * hole, 640 KiB to 1 MiB); both 0 when there is none. */
+    uint64_t hole_start, hole_end;
+    /* A block of this many bytes or more is split where only QEMU says (x86_64: q35 from
+     * 2.75 GiB, pc from 3.5 GiB, around the 4 GiB hole); 0 when never. */
+    uint64_t split_from;
+};
+
+/* Guest-physical [start, end) lies at byte `offset` of a RAM block. */
+struct prof_arch_ram_piece {
+    uint64_t start, end, offset;
+};
+
 struct prof_arch {
     const char *name;             /* "x86_64": as people and ELF tools call it */
     uint16_t elf_machine;         /* EM_X86_64: which ELF files (--sysroot) belong to it */
@@ -183,8 +199,9 @@ struct prof_arch {
      * address, and the frame-record reader for code without CFI (unw_space_new takes it). */
     const struct unw_machine *unwind;
     struct prof_arch_abi_frame abi_frame;
-    /* QEMU's gdbstub translates `m` addresses with the vCPU's own privilege (riscv64): a vCPU
-     * stopped in user mode cannot read kernel memory that way, only from a shared RAM file. */
+    /* QEMU translates debug reads (the gdbstub's `m`, QMP's memsave, HMP's `x`) with the vCPU's
+     * own privilege (riscv64): a vCPU stopped in user mode cannot read kernel memory that way,
+     * only from a shared RAM file or the QEMU process. */
     bool gdb_reads_by_privilege;
 
     /* The gdbstub's view: target.xml's <architecture> (the prefix up to the first space or the
@@ -195,6 +212,10 @@ struct prof_arch {
     int n_gdb_regs;
     const char *const *gdb_state_regs; /* NULL-terminated */
     const char *gdb_root_reg;          /* the address-space root register: "cr3", "satp" */
+    /* A register only this architecture's target.xml has, by which a stub whose target.xml names
+     * no <architecture> is known (QEMU's x86 description may leave it out: "rip"); NULL when its
+     * stubs always name it. */
+    const char *gdb_unnamed_reg;
     /* For a backend that captures inside QEMU without this table at hand (the TCG plugin): a
      * vCPU runs user code when (register capture_mode_reg & capture_mode_mask) ==
      * capture_mode_user, by the gdbstub's register names (x86_64: cs & 3 == 3). */
@@ -220,12 +241,10 @@ struct prof_arch {
     int (*cpu_state)(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state *st,
                      struct qp_error *err);
 
-    /* QMP's view, for an architecture whose `info registers` text qmp/ does not parse itself
-     * (NULL: x86_64, which qmp/ parses; or none: QMP refuses the guest). query-target's "arch"
-     * is the table's name. monitor_parse reads the text of `info registers -a` (or of one CPU
-     * without a CPU#n header) into at most max entries of out, *n set: -EPROTO with a one-line
-     * message for text it cannot read or a block that lacks a register cpu_state needs, never
-     * a crash. */
+    /* QMP's view (NULL: QMP refuses the guest). query-target's "arch" is the table's name.
+     * monitor_parse reads the text of `info registers -a` (or of one CPU without a CPU#n
+     * header) into at most max entries of out, *n set: -EPROTO with a one-line message for text
+     * it cannot read or a block that lacks a register cpu_state needs, never a crash. */
     int (*monitor_parse)(const char *text, struct prof_arch_monitor_cpu *out, int max, int *n,
                          struct qp_error *err);
     /* Optional: what the monitor does not print but cpu_state reads (riscv64: `priv`, the
@@ -235,12 +254,26 @@ struct prof_arch {
     int (*monitor_complete)(struct prof_arch_monitor_cpu *cpu, prof_arch_phys_read_fn read_phys,
                             void *ctx, struct qp_error *err);
     /* Optional: cpu_state for the monitor's registers, for an architecture whose `info registers`
-     * lacks what cpu_state reads (aarch64: no SCTLR_EL1, TTBRs or TCR_EL1). The state it gives
-     * has no address-space root (as_root 0) and no mmu: over QMP such a guest's memory comes
-     * through QEMU's own translation by the vCPU (memsave or HMP reads), never through the
-     * table's page walk on the RAM file. */
+     * says other things than the gdbstub's registers: x86_64's prints the CPL and the GS base;
+     * aarch64's lacks SCTLR_EL1, TTBRs and TCR_EL1, so the state it gives has no address-space
+     * root (as_root 0) and no mmu, and over QMP such a guest's memory comes through QEMU's own
+     * translation by the vCPU (monitor_translated). */
     int (*monitor_cpu_state)(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state *st,
                              struct qp_error *err);
+    /* The monitor's text has no register a page walk starts from (aarch64): over QMP memory
+     * comes through QEMU's own translation by the vCPU (memsave, HMP), never the RAM file. */
+    bool monitor_translated;
+    /* The QOM property of a vCPU object that holds the guest's own number for it (x86_64:
+     * "apic-id", the initial APIC ID, which is how the guest numbers its CPUs); NULL when
+     * QEMU's cpu-index is that number. */
+    const char *qom_cpu_id;
+    /* Where QEMU's usual machine for this architecture puts its main RAM block, for a reader
+     * that has no layout from QEMU (prof_arch_usual_ram); NULL when qprof knows none. */
+    const struct prof_arch_ram_layout *usual_ram;
+    /* Opens capstone for this architecture's code into *handle (capstone's csh) for `qprof
+     * annotate`: true, or false when this capstone has none; NULL where capstone 4, Debian 12's,
+     * has none (riscv64). */
+    bool (*capstone_open)(size_t *handle);
 };
 
 extern const struct prof_arch prof_arch_x86_64;
@@ -263,6 +296,22 @@ void prof_arch_kernel_space(const struct prof_arch *a, uint64_t elf_lo, uint64_t
 
 /* The table whose name is name (QMP's query-target "arch": "riscv64"), NULL when unknown. */
 const struct prof_arch *prof_arch_by_name(const char *name);
+
+/* The table for a transport that names no architecture (an old QEMU's QMP without
+ * query-target, a test's fake): x86_64, the one qprof began with. */
+const struct prof_arch *prof_arch_unnamed(void);
+
+/* The table for a gdbstub whose target.xml names no <architecture>: the one whose
+ * gdb_unnamed_reg has(ctx, name) says the description holds; NULL when none. */
+const struct prof_arch *prof_arch_for_gdb_regs(bool (*has)(const void *ctx, const char *name),
+                                               const void *ctx);
+
+/* The pieces a main RAM block of len bytes makes in guest-physical memory on the usual machine
+ * (a->usual_ram), at most max of them into out: their count, 0 when qprof does not know where
+ * such a block lies (no layout, a block the machine splits where only QEMU says, or one that
+ * ends inside the hole). */
+int prof_arch_usual_ram(const struct prof_arch *a, uint64_t len, struct prof_arch_ram_piece *out,
+                        int max);
 
 /* The table for an ELF e_machine, NULL when qprof knows no such architecture. */
 const struct prof_arch *prof_arch_for_elf(uint16_t elf_machine);

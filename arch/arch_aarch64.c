@@ -613,6 +613,12 @@ static const struct unw_fp_rule fp_rule = {.state_at = aarch64_fp_state,
 /* x0..x30 and sp (31), the pc in slot 32 (libdwfl's aarch64 backend takes it apart; x30 is the
  * link register). 52-bit virtual addresses at most (VMSAv8-64 with FEAT_LVA/LPA2): a 48-bit
  * guest's pcs sign-extend from bit 51 too. */
+static const char *const dwarf_names[32] = {
+    "x0",  "x1",  "x2",  "x3",  "x4",  "x5",  "x6",  "x7",  "x8",  "x9",  "x10",
+    "x11", "x12", "x13", "x14", "x15", "x16", "x17", "x18", "x19", "x20", "x21",
+    "x22", "x23", "x24", "x25", "x26", "x27", "x28", "x29", "x30", "sp",
+};
+
 static const struct unw_machine unwind_machine = {
     .elf_machine = EM_AARCH64,
     .name = "aarch64",
@@ -626,6 +632,7 @@ static const struct unw_machine unwind_machine = {
     .trap_pc_column = true,
     .trap_sp_column = true,
     .fp = &fp_rule,
+    .reg_names = dwarf_names,
 };
 
 /* The demo ABI's aarch64 frame: x0..x30 then sp are its first 32 words, in their DWARF order
@@ -640,6 +647,14 @@ static uint64_t abi_frame_regs(const void *frame, struct unw_regs *u)
     u->r[A64_SLOT_PC] = f.pc;
     return f.pc;
 }
+
+static bool capstone_open(size_t *handle)
+{
+    return cs_open(CS_ARCH_ARM64, CS_MODE_LITTLE_ENDIAN, handle) == CS_ERR_OK;
+}
+
+/* virt: RAM from 1 GiB. */
+static const struct prof_arch_ram_layout usual_ram = {.base = 0x40000000};
 
 const struct prof_arch prof_arch_aarch64 = {
     .name = "aarch64",
@@ -672,6 +687,9 @@ const struct prof_arch prof_arch_aarch64 = {
     .cpu_state = cpu_state,
     .monitor_parse = monitor_parse,
     .monitor_cpu_state = monitor_cpu_state,
+    .monitor_translated = true,
+    .usual_ram = &usual_ram,
+    .capstone_open = capstone_open,
     .unwind = &unwind_machine,
     .capture_user_sp_reg = "SP_EL0",
     .abi_frame = {.regs_arch = QPROF_ABI_ARCH_AARCH64,

@@ -584,6 +584,12 @@ static const struct unw_fp_rule fp_rule = {.state_at = riscv64_fp_state,
 
 /* x0..x31, the pc in slot 32 (RISC-V's DWARF has no number for it; libdwfl takes it apart from
  * the registers). Sv57 at most: Sv39's and Sv48's pcs sign-extend from bit 56 too. */
+static const char *const dwarf_names[32] = {
+    "zero", "ra", "sp", "gp", "tp",  "t0",  "t1", "t2", "fp", "s1", "a0",
+    "a1",   "a2", "a3", "a4", "a5",  "a6",  "a7", "s2", "s3", "s4", "s5",
+    "s6",   "s7", "s8", "s9", "s10", "s11", "t3", "t4", "t5", "t6",
+};
+
 static const struct unw_machine unwind_machine = {
     .elf_machine = EM_RISCV,
     .name = "riscv64",
@@ -594,6 +600,7 @@ static const struct unw_machine unwind_machine = {
     .link_register = true,
     .trap_pc_column = true,
     .fp = &fp_rule,
+    .reg_names = dwarf_names,
 };
 
 /* The demo ABI's riscv64 frame: the words after pc are x1..x31 in order, which are their DWARF
@@ -608,6 +615,9 @@ static uint64_t abi_frame_regs(const void *frame, struct unw_regs *u)
     u->r[RV_SLOT_PC] = f.pc;
     return f.pc;
 }
+
+/* virt: RAM from 2 GiB. */
+static const struct prof_arch_ram_layout usual_ram = {.base = 0x80000000};
 
 const struct prof_arch prof_arch_riscv64 = {
     .name = "riscv64",
@@ -636,6 +646,7 @@ const struct prof_arch prof_arch_riscv64 = {
     .cpu_state = cpu_state,
     .monitor_parse = monitor_parse,
     .monitor_complete = monitor_complete,
+    .usual_ram = &usual_ram,
     .unwind = &unwind_machine,
     .abi_frame = {.regs_arch = QPROF_ABI_ARCH_RISCV64,
                   .size = sizeof(struct qprof_abi_regs_riscv64),

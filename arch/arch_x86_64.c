@@ -1,13 +1,16 @@
-/* x86_64: canonical halves, CPL 3, CR3, the 4-level page walk, the gdbstub's register names. */
+/* x86_64: canonical halves, CPL 3, CR3, the 4-level page walk, the gdbstub's register names,
+ * QEMU's monitor text, the PC's RAM layout. */
 #include "arch_x86_64.h"
 #include "qprof/guest_abi.h"
 #include "unwind.h"
 
 #include <capstone/capstone.h>
 
+#include <ctype.h>
 #include <elf.h>
 #include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define PTE_PRESENT 0x1ull
@@ -53,6 +56,13 @@ static bool unwalkable(uint64_t cr0, uint64_t cr4, uint64_t efer)
     return ((cr0 & X86_CR0_PG) && !(efer & X86_EFER_LMA)) || (cr4 & X86_CR4_LA57);
 }
 
+/* Translation on in a mode the 4-level walk does not serve: 32-bit paging (CR0.PG without
+ * EFER.LMA) or 5-level paging (CR4.LA57). */
+static bool unwalkable(uint64_t cr0, uint64_t cr4, uint64_t efer)
+{
+    return ((cr0 & X86_CR0_PG) && !(efer & X86_EFER_LMA)) || (cr4 & X86_CR4_LA57);
+}
+
 /* CPL from CS; paging from CR0.PG and EFER.LMA, assumed on when the XML lacks them (QEMU's
  * i386-64bit.xml has both, and CR4 in its `g` reply). */
 static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state *st,
@@ -71,6 +81,186 @@ static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state
     st->unwalkable = unwalkable(cr0, cr4, efer);
     return 0;
 }
+
+/* ---- QEMU's monitor: `info registers -a` ------------------------------------------------ */
+
+/* What qprof keeps of the text, under the gdbstub's names. 64-bit guests print Rxx names;
+ * real and protected mode (a vCPU never started) print Exx. Besides: "cpl" (CPL=, which in real
+ * mode is not CS's low bits) and "gs_base" (the GS line's base: the kernel's per-CPU area, which
+ * only the monitor's vCPUs give; over the gdbstub Linux's __per_cpu_offset serves). */
+enum mon_kind { MON_HEX, MON_DEC, MON_SEG_BASE };
+enum { SEEN_PC = 1, SEEN_SP = 2, SEEN_CPL = 4 };
+
+struct mon_key {
+    const char *key, *name; /* name NULL: HLT, kept as the block's halted */
+    enum mon_kind kind;
+    unsigned seen;
+};
+
+static const struct mon_key mon_keys[] = {
+    {"RAX", "rax", MON_HEX, 0},        {"RBX", "rbx", MON_HEX, 0},
+    {"RCX", "rcx", MON_HEX, 0},        {"RDX", "rdx", MON_HEX, 0},
+    {"RSI", "rsi", MON_HEX, 0},        {"RDI", "rdi", MON_HEX, 0},
+    {"RBP", "rbp", MON_HEX, 0},        {"RSP", "rsp", MON_HEX, SEEN_SP},
+    {"R8", "r8", MON_HEX, 0},          {"R9", "r9", MON_HEX, 0},
+    {"R10", "r10", MON_HEX, 0},        {"R11", "r11", MON_HEX, 0},
+    {"R12", "r12", MON_HEX, 0},        {"R13", "r13", MON_HEX, 0},
+    {"R14", "r14", MON_HEX, 0},        {"R15", "r15", MON_HEX, 0},
+    {"RIP", "rip", MON_HEX, SEEN_PC},  {"EAX", "rax", MON_HEX, 0},
+    {"EBX", "rbx", MON_HEX, 0},        {"ECX", "rcx", MON_HEX, 0},
+    {"EDX", "rdx", MON_HEX, 0},        {"ESI", "rsi", MON_HEX, 0},
+    {"EDI", "rdi", MON_HEX, 0},        {"EBP", "rbp", MON_HEX, 0},
+    {"ESP", "rsp", MON_HEX, SEEN_SP},  {"EIP", "rip", MON_HEX, SEEN_PC},
+    {"CPL", "cpl", MON_DEC, SEEN_CPL}, {"HLT", NULL, MON_DEC, 0},
+    {"CR0", "cr0", MON_HEX, 0},        {"CR3", "cr3", MON_HEX, 0},
+    {"CR4", "cr4", MON_HEX, 0},        {"EFER", "efer", MON_HEX, 0},
+    {"CS", "cs", MON_HEX, 0},          {"GS", "gs_base", MON_SEG_BASE, 0},
+};
+
+struct x86_block {
+    struct prof_arch_monitor_cpu cpu; /* first: prof_arch_monitor_parse_blocks keeps it */
+    unsigned seen;
+};
+
+static const struct mon_key *mon_key(const char *key, size_t len)
+{
+    for (size_t i = 0; len > 0 && i < sizeof mon_keys / sizeof mon_keys[0]; i++)
+        if (mon_keys[i].key[0] == key[0] && strlen(mon_keys[i].key) == len &&
+            memcmp(mon_keys[i].key, key, len) == 0)
+            return &mon_keys[i];
+    return NULL;
+}
+
+/* One hex number after optional blanks, within [s, end); *next is left after it. */
+static bool mon_hex(const char *s, const char *end, uint64_t *v, const char **next)
+{
+    while (s < end && *s == ' ')
+        s++;
+    size_t n = 0;
+    char digits[17];
+    while (s + n < end && isxdigit((unsigned char)s[n]) && n < 16)
+        digits[n] = s[n], n++;
+    if (n == 0)
+        return false;
+    digits[n] = '\0';
+    *v = strtoull(digits, NULL, 16);
+    *next = s + n;
+    return true;
+}
+
+/* The value after `=`: a hex number; CPL and HLT a decimal digit; GS the base after the
+ * selector ("GS =0000 ffff888007a00000 ffffffff 00c09300 DPL=0 DS [-WA]"). */
+static bool mon_value(const struct mon_key *k, const char *val, const char *end, uint64_t *v)
+{
+    const char *next;
+    if (k->kind == MON_DEC) {
+        if (val >= end || !isdigit((unsigned char)*val))
+            return false;
+        *v = (uint64_t)(*val - '0');
+        return true;
+    }
+    if (!mon_hex(val, end, v, &next))
+        return false;
+    return k->kind != MON_SEG_BASE || mon_hex(next, end, v, &next);
+}
+
+/* Every KEY=VALUE of a line ("R8 =..." and "ES =..." have a blank before '='). */
+static int mon_line(void *block, const char *line, const char *end, struct qp_error *err)
+{
+    struct x86_block *b = block;
+    for (const char *eq = line; (eq = memchr(eq, '=', (size_t)(end - eq))); eq++) {
+        const char *k = eq;
+        while (k > line && k[-1] == ' ')
+            k--;
+        const char *key_end = k;
+        while (k > line && isalnum((unsigned char)k[-1]))
+            k--;
+        const struct mon_key *f = mon_key(k, (size_t)(key_end - k));
+        if (!f || (k > line && k[-1] != ' ' && k[-1] != '\t'))
+            continue;
+        uint64_t v;
+        if (!mon_value(f, eq + 1, end, &v))
+            return qp_error_set(err, -EPROTO, "info registers: cannot parse %s in \"%.*s\"", f->key,
+                                (int)(end - line > 80 ? 80 : end - line), line);
+        if (f->name)
+            prof_arch_monitor_set(&b->cpu, f->name, v);
+        else
+            b->cpu.halted = v != 0;
+        b->seen |= f->seen;
+    }
+    return 0;
+}
+
+static int mon_finish(const void *block, struct qp_error *err)
+{
+    const struct x86_block *b = block;
+    if ((b->seen & (SEEN_PC | SEEN_SP | SEEN_CPL)) != (SEEN_PC | SEEN_SP | SEEN_CPL))
+        return qp_error_set(err, -EPROTO,
+                            "info registers: CPU#%d block lacks RIP, RSP or CPL "
+                            "(is this an x86 guest?)",
+                            b->cpu.cpu_index);
+    return 0;
+}
+
+/* Every general register starts at 0: outside long mode QEMU prints no R8..R15. */
+static void mon_start(void *block, int cpu_index)
+{
+    struct x86_block *b = block;
+    b->cpu.cpu_index = cpu_index;
+    b->cpu.halted = false;
+    b->cpu.n_regs = 0;
+    for (size_t i = 0; i < sizeof gdb_regs / sizeof gdb_regs[0]; i++)
+        prof_arch_monitor_set(&b->cpu, gdb_regs[i].gdb_name, 0);
+    b->seen = 0;
+}
+
+static const struct prof_arch_monitor_blocks monitor_blocks = {
+    .block_size = sizeof(struct x86_block),
+    .start = mon_start,
+    .line = mon_line,
+    .finish = mon_finish,
+};
+
+static int monitor_parse(const char *text, struct prof_arch_monitor_cpu *out, int max, int *n_cpus,
+                         struct qp_error *err)
+{
+    return prof_arch_monitor_parse_blocks(&monitor_blocks, text, out, max, n_cpus, err);
+}
+
+/* The monitor prints the CPL itself, and EFER.LMA says long mode, whose 4-level tables the walk
+ * knows (LMA implies CR0.PG); the registers it lacks read as 0. */
+static int monitor_cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state *st,
+                             struct qp_error *err)
+{
+    uint64_t cpl, cr0 = 0, cr3 = 0, cr4 = 0, efer = 0, gs_base = 0;
+    if (get(ctx, "cpl", &cpl) < 0)
+        return qp_error_set(err, -ENOENT, "info registers: no CPL");
+    get(ctx, "cr0", &cr0);
+    get(ctx, "cr3", &cr3);
+    get(ctx, "cr4", &cr4);
+    get(ctx, "efer", &efer);
+    get(ctx, "gs_base", &gs_base);
+    st->privilege = (int)cpl;
+    st->paging = (efer & X86_EFER_LMA) != 0;
+    st->as_root = cr3 & X86_CR3_ADDR_MASK;
+    st->unwalkable = unwalkable(cr0, cr4, efer);
+    st->percpu_base = gs_base;
+    return 0;
+}
+
+static bool capstone_open(size_t *handle)
+{
+    return cs_open(CS_ARCH_X86, CS_MODE_64, handle) == CS_ERR_OK;
+}
+
+/* pc and q35: RAM from 0 with the legacy VGA and ROM hole at 640 KiB-1 MiB; q35 splits a block
+ * of 2.75 GiB or more around the 4 GiB hole (pc from 3.5 GiB) at a place only QEMU says. */
+static const struct prof_arch_ram_layout usual_ram = {
+    .base = 0,
+    .hole_start = 0xa0000,
+    .hole_end = 0x100000,
+    .split_from = 0xb0000000,
+};
 
 /* ---- x86_64: push %rbp; mov %rsp,%rbp ---------------------------------------------------- */
 
@@ -233,6 +423,11 @@ static const struct unw_fp_rule fp_rule = {.state_at = x86_64_fp_state,
                                            .saved_fp = 0,
                                            .saved_ra = 8};
 
+static const char *const dwarf_names[UNW_X86_64_NREGS] = {
+    "rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8",
+    "r9",  "r10", "r11", "r12", "r13", "r14", "r15", "rip",
+};
+
 /* rax..r15 and rip: what libdwfl's x86_64 backend takes. 48-bit virtual addresses (4-level
  * paging, what qprof's x86_64 walks and Linux use unless the CPU and kernel enable LA57). */
 static const struct unw_machine unwind_machine = {
@@ -243,6 +438,7 @@ static const struct unw_machine unwind_machine = {
     .sp_slot = UNW_RSP,
     .va_bits = 48,
     .fp = &fp_rule,
+    .reg_names = dwarf_names,
 };
 
 /* Where a capture inside QEMU finds the kernel's per-CPU area: GS_BASE after the entry's swapgs,
@@ -281,12 +477,18 @@ const struct prof_arch prof_arch_x86_64 = {
     .n_gdb_regs = sizeof gdb_regs / sizeof gdb_regs[0],
     .gdb_state_regs = gdb_state_regs,
     .gdb_root_reg = "cr3",
+    .gdb_unnamed_reg = "rip",
     .capture_mode_reg = "cs",
     .capture_mode_mask = 3,
     .capture_mode_user = 3,
     .capture_percpu_regs = capture_percpu_regs,
     .capture_iret_frame = true,
     .cpu_state = cpu_state,
+    .monitor_parse = monitor_parse,
+    .monitor_cpu_state = monitor_cpu_state,
+    .qom_cpu_id = "apic-id",
+    .usual_ram = &usual_ram,
+    .capstone_open = capstone_open,
     .unwind = &unwind_machine,
     .abi_frame = {.regs_arch = QPROF_ABI_ARCH_X86_64,
                   .unset_is_mine = true, /* the ABI's first revision was x86_64's alone */

@@ -6,6 +6,7 @@
  * Samples count at their innermost frame: the pc the vCPU was at, which is what an
  * instruction-level view needs; callers' return addresses would smear a call's cost onto the
  * instruction after it. */
+#include "arch.h"
 #include "cli_internal.h"
 #include "qp_file.h"
 
@@ -248,11 +249,8 @@ static uint16_t elf_machine(const char *path)
 
 static bool open_capstone(uint16_t machine, csh *h)
 {
-    if (machine == EM_X86_64)
-        return cs_open(CS_ARCH_X86, CS_MODE_64, h) == CS_ERR_OK;
-    if (machine == EM_AARCH64)
-        return cs_open(CS_ARCH_ARM64, CS_MODE_LITTLE_ENDIAN, h) == CS_ERR_OK;
-    return false; /* riscv64: capstone 5's CS_ARCH_RISCV; Debian 12 has capstone 4 */
+    const struct prof_arch *a = prof_arch_for_elf(machine);
+    return a && a->capstone_open && a->capstone_open(h);
 }
 
 static bool ends_block(csh h, const cs_insn *insn)

@@ -263,9 +263,9 @@ void os_linux_check_candidate(struct os_linux *l, const struct prof_vcpu *cpus, 
             cpu = &cpus[i];
     if (!cpu)
         return; /* no vCPU in 64-bit paging this stop: ask again at the next */
-    /* The walker here knows 4 levels; a 5-level guest's kernel is taken on trust (QMP's RESET
-     * event still drops it at a reboot). */
-    if (cpu->la57 || maps_candidate(l, cpu)) {
+    /* A vCPU in a paging mode the arch's walk does not serve (x86_64's 5 levels) proves
+     * nothing: its kernel is taken on trust (QMP's RESET event still drops it at a reboot). */
+    if (cpu->unwalkable || maps_candidate(l, cpu)) {
         l->kernel = l->candidate;
         l->candidate = NULL;
         l->plan_gen++;

@@ -443,7 +443,7 @@ void target_pmem_read_walked(target_pmem *pm, const struct prof_arch *a, uint64_
     r->rc = 0;
     if (r->vaddr && r->len > 0 - r->vaddr) /* never wrap past the top of the address space */
         r->len = 0 - r->vaddr;
-    while (r->got < r->len) {
+    while (!cpu->unwalkable && r->got < r->len) {
         uint64_t va = r->vaddr + r->got, pa = va, page = PAGE_SIZE;
         if (cpu->paging64 &&
             prof_arch_page_walk(a, root, &cpu->mmu, va, target_pmem_phys_word, pm, &pa, &page))
@@ -660,30 +660,18 @@ int target_pmem_reverify(target_pmem *pm, target_pmem_transport_fn transport, vo
 
 /* ---- Without a layout: the plugin alone ------------------------------------------------- */
 
-#define MIN_RAM_MAPPING    (4u << 20)
-#define X86_LOW_RAM_END    0xa0000u    /* the legacy VGA and ROM hole lies above */
-#define X86_HIGH_RAM_START 0x100000u   /* ... and ends at 1 MiB */
-#define X86_SPLIT_FROM     0xb0000000u /* q35 splits RAM from 2.75 GiB, pc from 3.5 GiB */
-#define WITNESS_MIN_WORDS  4 /* 8-byte words not zero that a witness must hold, and match */
+#define MIN_RAM_MAPPING   (4u << 20)
+#define WITNESS_MIN_WORDS 4 /* 8-byte words not zero that a witness must hold, and match */
 
 /* The main RAM block's ranges as QEMU's usual machine for a lays out a block of len bytes
- * (x86_64 pc and q35, riscv64 and aarch64 virt); 0 when this is not known. */
+ * (prof_arch_usual_ram); 0 when this is not known. */
 static int usual_layout(const struct prof_arch *a, uint64_t len, struct target_pmem_range *r)
 {
-    if (strcmp(a->name, "x86_64") == 0) {
-        if (len >= X86_SPLIT_FROM || len <= X86_HIGH_RAM_START)
-            return 0;
-        r[0] = (struct target_pmem_range){0, X86_LOW_RAM_END, 0};
-        r[1] = (struct target_pmem_range){X86_HIGH_RAM_START, len, X86_HIGH_RAM_START};
-        return 2;
-    }
-    uint64_t start = strcmp(a->name, "riscv64") == 0   ? 0x80000000u
-                     : strcmp(a->name, "aarch64") == 0 ? 0x40000000u
-                                                       : 0;
-    if (!start)
-        return 0;
-    r[0] = (struct target_pmem_range){start, start + len, 0};
-    return 1;
+    struct prof_arch_ram_piece p[TARGET_PMEM_MAX_RANGES];
+    int n = prof_arch_usual_ram(a, len, p, TARGET_PMEM_MAX_RANGES);
+    for (int i = 0; i < n; i++)
+        r[i] = (struct target_pmem_range){p[i].start, p[i].end, p[i].offset};
+    return n;
 }
 
 struct walk_ctx {
@@ -773,7 +761,7 @@ int target_pmem_open_witnessed(pid_t pid, const struct prof_arch *a,
     if (tried == 0 && too_big)
         return qp_error_set(err, -ENOTSUP,
                             "without QMP, qprof knows no %s RAM layout for QEMU's (pid %d) "
-                            "mappings (x86_64 RAM of 2.75 GiB or more is split where only "
+                            "mappings (its usual machine splits RAM that large where only "
                             "--qmp-socket's info mtree says)",
                             a->name, (int)pid);
     return qp_error_set(err, -ENOENT,

@@ -78,8 +78,8 @@ int target_pmem_phys(target_pmem *pm, uint64_t paddr, void *buf, size_t len);
 int target_pmem_phys_word(void *ctx, uint64_t paddr, uint64_t *val);
 
 /* One virtual read through the arch table's page walk from root (cpu->mmu for the rest of the
- * context; physical = virtual when cpu->paging64 is false), page by page, as
- * target_qmp_read_walked does over the RAM file. */
+ * context; physical = virtual when cpu->paging64 is false; nothing when cpu->unwalkable), page
+ * by page, as target_qmp_read_walked does over the RAM file. */
 void target_pmem_read_walked(target_pmem *pm, const struct prof_arch *a, uint64_t root,
                              const struct prof_vcpu *cpu, struct prof_mem_req *r);
 
@@ -107,12 +107,10 @@ struct target_pmem_witness {
 };
 
 /* The setup without any layout from QEMU (the plugin alone, no QMP): each large writable
- * mapping of pid is tried as the whole RAM block at the machine's usual place (x86_64 pc and q35
- * at 0 with the legacy hole at 640 KiB-1 MiB, riscv64 virt at 2 GiB, aarch64 virt at 1 GiB), and
- * taken only when the arch's page walk through it, from each witness's root, finds the
- * witnesses' bytes (at least 3, and more matching than not). An x86_64 block of 2.75 GiB or more,
- * which QEMU splits around the 4 GiB hole at a place it does not say, is refused. Call
- * target_pmem_may_read first. */
+ * mapping of pid is tried as the whole RAM block at the usual machine's place (a's usual_ram:
+ * prof_arch_usual_ram), and taken only when the arch's page walk through it, from each
+ * witness's root, finds the witnesses' bytes (at least 3, and more matching than not). A block
+ * the machine splits at a place QEMU alone says is refused. Call target_pmem_may_read first. */
 int target_pmem_open_witnessed(pid_t pid, const struct prof_arch *a,
                                const struct target_pmem_witness *w, int n, target_pmem **out,
                                struct qp_error *err);

@@ -209,14 +209,16 @@ typedef int (*prof_target_stopped_fn)(prof_target *t, const struct prof_vcpu *cp
 /* A backend. `impl` is what open made; the handle passes it back to every call. */
 struct prof_target_ops {
     const char *name;
-    const char *transport;        /* for people: "QMP", "gdbstub" */
-    const char *round_trip_name;  /* what round_trips counts, for summaries: "QMP round trips" */
-    bool captures;                /* a capturing backend (see the top of this file) */
-    double round_trip_ms;         /* what one usually costs on this machine's kind (QMP-COSTS.md),
-                                     for telling a stalled transport from a normal one */
-    const struct prof_arch *arch; /* the guest architecture it serves, known before open */
-    /* Optional: the architecture the opened target found (the gdbstub's target.xml), for a
-     * backend that serves several; NULL: arch. */
+    const char *transport;       /* for people: "QMP", "gdbstub" */
+    const char *round_trip_name; /* what round_trips counts, for summaries: "QMP round trips" */
+    bool captures;               /* a capturing backend (see the top of this file) */
+    double round_trip_ms;        /* what one usually costs on this machine's kind (QMP-COSTS.md),
+                                    for telling a stalled transport from a normal one */
+    /* The guest architecture it serves, known before open; NULL for a backend that finds it
+     * at open (arch_of). */
+    const struct prof_arch *arch;
+    /* Optional: the architecture the opened target found (the gdbstub's target.xml, QMP's
+     * query-target), for a backend that serves several; NULL: arch. */
     const struct prof_arch *(*arch_of)(const void *impl);
     int (*open)(const struct prof_target_open_opts *o, void **impl, struct qp_error *err);
     /* Stops, reads the registers into prof_vcpu, calls fn with t, resumes on every path. */

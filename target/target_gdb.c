@@ -5,7 +5,6 @@
  * a vCPU waits in hlt comes from qThreadExtraInfo ("[halted ]"), asked in the same write as the
  * registers: one more packet per vCPU, no more round trips. */
 #include "target.h"
-#include "arch_x86_64.h"
 #include "mem_process.h"
 #include "target_qmp_ram.h"
 #include "target_vcpu.h"
@@ -21,9 +20,8 @@
 
 /* What tg_read needs of one vCPU, behind prof_vcpu.target_cpu. */
 struct gdb_cpu {
-    int thread;          /* index into the stub's thread list */
-    uint64_t as_root;    /* the address-space root at the stop */
-    struct qmp_regs mmu; /* x86_64: cr0, cr3, cr4, long mode: for the direct backend's page walk */
+    int thread;       /* index into the stub's thread list */
+    uint64_t as_root; /* the address-space root at the stop */
 };
 
 struct target_gdb {
@@ -33,8 +31,7 @@ struct target_gdb {
      * else's, and, when `direct`, its backend maps the RAM file (else memory is `m` packets). */
     qmp_client *qmp;
     bool direct;
-    /* Virtual memory from the RAM file: on x86_64 through qmp/'s direct backend and its page
-     * walk, on other architectures through the arch table's page walk from the stop's root
+    /* Virtual memory from the RAM file, through the arch table's page walk from the stop's root
      * (target_qmp_read_walked). Without the RAM file, `m` packets (QEMU translates; on riscv64
      * with the vCPU's own privilege, so a hart in U mode cannot read kernel memory that way). */
     bool direct_virtual;
@@ -84,16 +81,22 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static bool tdesc_has(const void *ctx, const char *name)
+{
+    return gdb_tdesc_find(ctx, name) >= 0;
+}
+
 /* The architecture from target.xml's <architecture> ("riscv:rv64"). A stub that names none is
- * x86_64 when it has x86_64's registers (QEMU's x86 description may leave the element out), and
- * refused otherwise: sampling a guest whose registers qprof cannot name would fail every sample. */
+ * known by a register only one architecture has (prof_arch_for_gdb_regs: QEMU's x86 description
+ * may leave the element out), and refused otherwise: sampling a guest whose registers qprof
+ * cannot name would fail every sample. */
 static int choose_arch(struct target_gdb *t, struct qp_error *err)
 {
     const struct gdb_tdesc *d = gdb_target(t->gdb);
     if (d->arch[0])
         t->arch = prof_arch_for_gdb(d->arch);
     else
-        t->arch = gdb_tdesc_find(d, "rip") >= 0 ? &prof_arch_x86_64 : NULL;
+        t->arch = prof_arch_for_gdb_regs(tdesc_has, d);
     if (!t->arch)
         return qp_error_set(err, -ENOTSUP, "the gdbstub's guest is %s%s: qprof knows %s",
                             d->arch[0] ? d->arch
@@ -220,19 +223,6 @@ static int still_paused_by_other(struct target_gdb *t, struct qp_error *err)
     return 0;
 }
 
-/* x86_64 only: what qmp/'s direct backend needs for its page walk. */
-static void mmu_from_regs(const gdb_client *c, const struct gdb_regset *r, int index, bool paging64,
-                          struct qmp_regs *m)
-{
-    memset(m, 0, sizeof *m);
-    m->cpu_index = index;
-    m->cr0 = X86_CR0_PG;
-    gdb_reg_get(c, r, "cr0", &m->cr0);
-    gdb_reg_get(c, r, "cr3", &m->cr3);
-    gdb_reg_get(c, r, "cr4", &m->cr4);
-    m->long_mode = paging64;
-}
-
 struct reg_lookup {
     const gdb_client *gdb;
     const struct gdb_regset *set;
@@ -258,8 +248,6 @@ static int vcpu_from_regs(const struct target_gdb *t, const struct gdb_regset *s
     v->target_cpu = cpu;
     cpu->thread = set->thread;
     cpu->as_root = v->as_root;
-    if ((t->direct_virtual || t->pmem) && t->arch == &prof_arch_x86_64)
-        mmu_from_regs(t->gdb, set, set->thread, v->paging64, &cpu->mmu);
     return 0;
 }
 
@@ -350,7 +338,8 @@ static int tg_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
     /* Whatever the session made of reads from another state, it is not this stop's sample. */
     if (!rc && t->state_changed)
         rc = qp_error_set(err, -EAGAIN,
-                          "the machine was reset during the sample (CR3 changed): dropped");
+                          "the machine was reset during the sample (%s changed): dropped",
+                          t->arch->gdb_root_reg);
     /* Resume on every path; the first error is the one reported. */
     if (gdb_stopped(t->gdb)) {
         struct qp_error cerr = {0};
@@ -373,54 +362,19 @@ static int tg_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
  * mapping keeps the pages before it. */
 #define PAGE_SIZE 4096u
 
-static int read_direct(struct target_gdb *t, const struct gdb_cpu *gc, struct prof_mem_req *reqs,
-                       size_t n, struct qp_error *err)
-{
-    struct qmp_mem_req *qr = g_new(struct qmp_mem_req, n ? n : 1);
-    for (size_t i = 0; i < n; i++)
-        qr[i] =
-            (struct qmp_mem_req){.vaddr = reqs[i].vaddr, .len = reqs[i].len, .buf = reqs[i].buf};
-    int rc = qmp_mem_read_many(t->qmp, &gc->mmu, qr, n, err);
-    for (size_t i = 0; i < n; i++) {
-        reqs[i].got = qr[i].got;
-        reqs[i].rc = rc ? rc : qr[i].rc;
-    }
-    g_free(qr);
-    return rc;
-}
-
-/* Through the QEMU process, with the arch table's walk from the stop's root. x86_64 in 32-bit
- * paging or with LA57 (which the walk does not serve) reads nothing rather than wrong bytes. */
-static int read_process(struct target_gdb *t, const struct prof_vcpu *cpu,
-                        struct prof_mem_req *reqs, size_t n)
-{
-    const struct gdb_cpu *gc = cpu->target_cpu;
-    bool x86 = t->arch == &prof_arch_x86_64;
-    bool unwalkable = x86 && ((!gc->mmu.long_mode && (gc->mmu.cr0 & X86_CR0_PG)) || cpu->la57);
-    for (size_t i = 0; i < n; i++) {
-        if (unwalkable) {
-            reqs[i].got = 0;
-            reqs[i].rc = reqs[i].len ? -EFAULT : 0;
-            continue;
-        }
-        target_pmem_read_walked(t->pmem, t->arch, gc->as_root, cpu, &reqs[i]);
-    }
-    return 0;
-}
-
+/* Through the QEMU process or the RAM file, with the arch table's walk from the stop's root (a
+ * vCPU in a mode it does not serve reads nothing rather than wrong bytes); else `m` packets. */
 static int tg_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req *reqs, size_t n,
                    struct qp_error *err)
 {
     struct target_gdb *t = impl;
     const struct gdb_cpu *gc = cpu->target_cpu;
-    if (t->pmem)
-        return read_process(t, cpu, reqs, n);
-    if (t->direct_virtual && t->arch == &prof_arch_x86_64)
-        return read_direct(t, gc, reqs, n, err);
-    if (t->direct_virtual) {
-        uint64_t root = gc->as_root;
+    if (t->pmem || t->direct_virtual) {
         for (size_t i = 0; i < n; i++)
-            target_qmp_read_walked(t->qmp, t->arch, root, cpu, &reqs[i]);
+            if (t->pmem)
+                target_pmem_read_walked(t->pmem, t->arch, gc->as_root, cpu, &reqs[i]);
+            else
+                target_qmp_read_walked(t->qmp, t->arch, gc->as_root, cpu, &reqs[i]);
         return 0;
     }
     size_t n_parts = 0;
@@ -574,9 +528,8 @@ const struct prof_target_ops prof_target_gdb_ops = {
     .transport = "gdbstub",
     /* one write of pipelined packets (or a ^C) and the replies to it */
     .round_trip_name = "gdbstub round trips",
-    .round_trip_ms = 0.05,     /* a register or 2 KiB memory read ~0.035 ms */
-    .arch = &prof_arch_x86_64, /* until open reads target.xml: tg_arch */
-    .arch_of = tg_arch,
+    .round_trip_ms = 0.05, /* a register or 2 KiB memory read ~0.035 ms */
+    .arch_of = tg_arch,    /* target.xml's, once open */
     .open = tg_open,
     .sample = tg_sample,
     .read = tg_read,

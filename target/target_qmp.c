@@ -1,13 +1,11 @@
-/* The QMP target: QEMU's monitor socket, x86_64, riscv64 and aarch64 guests (query-target's
- * "arch" chooses). The qmp/ module does the protocol work (stop, `info registers -a`, memory, a
- * cont on every path). On x86_64 this file turns qmp/'s HMP-shaped register record into struct
- * prof_vcpu (the x86_64 bits it decodes are in arch/); on another architecture the arch table
- * parses the text (monitor_parse) into the gdbstub's register names and the vCPU is filled as
- * the gdbstub target fills it, with memory from the shared RAM file through the table's page
- * walk (riscv64), or, where the text lacks the translation registers (aarch64), through QEMU's
- * own translation by the vCPU: memsave or HMP reads. */
+/* The QMP target: QEMU's monitor socket, for every architecture whose table reads QEMU's
+ * `info registers` text (query-target's "arch" chooses). The qmp/ module does the protocol work
+ * (stop, `info registers -a`, memory, a cont on every path); the arch table parses the text
+ * (monitor_parse) into the gdbstub's register names, and the vCPU is filled as the gdbstub
+ * target fills it. Memory comes from the QEMU process or the shared RAM file through the
+ * table's page walk, or through QEMU's own translation by the vCPU (memsave or HMP reads):
+ * always so where the text lacks the translation registers (monitor_translated). */
 #include "target.h"
-#include "arch_x86_64.h"
 #include "mem_process.h"
 #include "target_qmp_ram.h"
 #include "target_vcpu.h"
@@ -22,15 +20,15 @@
 
 struct target_qmp {
     qmp_client *qmp;
-    const struct prof_arch *arch; /* query-target's; x86_64 when QEMU does not say */
-    /* Another architecture than x86_64: the stop's registers as the arch table parsed them
-     * (g_new, PROF_MAX_VCPUS), behind prof_vcpu.target_cpu; NULL on x86_64. */
+    const struct prof_arch *arch; /* query-target's; prof_arch_unnamed() when QEMU does not say */
+    /* The stop's registers as the arch table parsed them (g_new, PROF_MAX_VCPUS), behind
+     * prof_vcpu.target_cpu. */
     struct prof_arch_monitor_cpu *mcpus;
-    struct qmp_regs regs[PROF_MAX_VCPUS]; /* the stop's records, behind prof_vcpu.target_cpu */
     struct prof_vcpu vcpus[PROF_MAX_VCPUS];
-    /* From query-cpus-fast at open: QEMU's cpu-index -> the vCPU's APIC ID, which is how an x86
-     * guest numbers its CPUs (and its qprof_abi slots). They differ as soon as the topology is
-     * not a power of two per level, e.g. -smp 6,sockets=2,cores=3. */
+    /* From query-cpus-fast at open: QEMU's cpu-index -> the guest's own number for the vCPU
+     * (the arch table's qom_cpu_id property: x86's APIC ID), which is how the guest numbers its
+     * CPUs (and its qprof_abi slots). They differ as soon as the topology is not a power of two
+     * per level, e.g. -smp 6,sockets=2,cores=3. */
     uint32_t apic_of[PROF_MAX_VCPUS];
     bool apic_known[PROF_MAX_VCPUS];
     int n_vcpus; /* -1: QEMU did not say */
@@ -56,12 +54,13 @@ static enum qmp_mem_backend backend_by_name(const char *name)
     return QMP_MEM_AUTO;
 }
 
-/* The "apic-id" property of the vCPU object at qom_path; -1 when QEMU does not say. */
-static int64_t apic_id_of(qmp_client *q, const char *qom_path)
+/* The property (the arch table's qom_cpu_id) of the vCPU object at qom_path; -1 when QEMU does
+ * not say. */
+static int64_t guest_cpu_id_of(qmp_client *q, const char *qom_path, const char *property)
 {
     struct json_object *args = json_object_new_object(), *ret = NULL;
     json_object_object_add(args, "path", json_object_new_string(qom_path));
-    json_object_object_add(args, "property", json_object_new_string("apic-id"));
+    json_object_object_add(args, "property", json_object_new_string(property));
     struct qp_error err = {0};
     int64_t id = -1;
     if (qmp_execute(q, "qom-get", args, &ret, &err) == 0 && json_object_is_type(ret, json_type_int))
@@ -71,8 +70,9 @@ static int64_t apic_id_of(qmp_client *q, const char *qom_path)
     return id >= 0 && id <= UINT32_MAX ? id : -1;
 }
 
-/* Once per run, before the first stop: how many vCPUs there are and their APIC IDs. A QEMU that
- * lacks either command (or a peer that is not QEMU) leaves the cpu-index as the guest's number. */
+/* Once per run, before the first stop: how many vCPUs there are and the guest's own numbers for
+ * them. A QEMU that lacks either command (or a peer that is not QEMU), or an architecture whose
+ * guests go by the cpu-index, leaves the cpu-index as the guest's number. */
 static void learn_topology(struct target_qmp *t)
 {
     t->n_vcpus = -1;
@@ -91,11 +91,11 @@ static void learn_topology(struct target_qmp *t)
             !json_object_object_get_ex(cpu, "qom-path", &path))
             continue;
         int64_t index = json_object_get_int64(idx);
-        if (index < 0 || index >= PROF_MAX_VCPUS)
+        if (index < 0 || index >= PROF_MAX_VCPUS || !t->arch->qom_cpu_id)
             continue;
-        int64_t apic = apic_id_of(t->qmp, json_object_get_string(path));
-        if (apic >= 0) {
-            t->apic_of[index] = (uint32_t)apic;
+        int64_t id = guest_cpu_id_of(t->qmp, json_object_get_string(path), t->arch->qom_cpu_id);
+        if (id >= 0) {
+            t->apic_of[index] = (uint32_t)id;
             t->apic_known[index] = true;
         }
     }
@@ -103,19 +103,19 @@ static void learn_topology(struct target_qmp *t)
 }
 
 /* The architecture from query-target. A QMP that does not say (an old QEMU, a test's fake) is
- * taken for x86_64. One whose `info registers` text neither qmp/ (x86_64) nor its arch table
- * reads is refused at open, in one line, rather than sampled as nonsense. */
+ * taken for prof_arch_unnamed()'s. One whose `info registers` text its arch table does not read
+ * is refused at open, in one line, rather than sampled as nonsense. */
 static int choose_arch(struct target_qmp *t, struct qp_error *err)
 {
     struct json_object *ret = NULL, *arch = NULL;
     struct qp_error qerr = {0};
     int rc = 0;
-    t->arch = &prof_arch_x86_64;
+    t->arch = prof_arch_unnamed();
     if (qmp_execute(t->qmp, "query-target", NULL, &ret, &qerr) == 0 &&
         json_object_object_get_ex(ret, "arch", &arch)) {
         const char *name = json_object_get_string(arch);
         t->arch = prof_arch_by_name(name);
-        if (!t->arch || (t->arch != &prof_arch_x86_64 && !t->arch->monitor_parse))
+        if (!t->arch || !t->arch->monitor_parse)
             rc = qp_error_set(err, -ENOTSUP,
                               "this QEMU is qemu-system-%s: qprof samples it through its gdbstub "
                               "only (start it with -gdb, then give --gdb)",
@@ -126,10 +126,10 @@ static int choose_arch(struct target_qmp *t, struct qp_error *err)
 }
 
 /* Whether memory comes through QEMU's translation by the vCPU (memsave, HMP) rather than the
- * arch table's page walk: aarch64, whose `info registers` gives no TTBRs to walk from. */
+ * arch table's page walk, always: aarch64, whose `info registers` gives no TTBRs to walk from. */
 static bool qemu_translates(const struct target_qmp *t)
 {
-    return t->arch->monitor_cpu_state != NULL;
+    return t->arch->monitor_translated;
 }
 
 /* aarch64: no root to walk from, so the RAM file cannot serve virtual reads; auto takes HMP
@@ -152,16 +152,16 @@ static int check_translated_memory(struct target_qmp *t, enum qmp_mem_backend as
     return 0;
 }
 
-/* Outside x86_64 QEMU's text names no privilege mode (riscv64): the arch table infers it from
- * the page tables, which qprof reads from the shared RAM file; memsave and HMP reads would cost
- * round trips per table entry. So the RAM file is required there. */
+/* Where QEMU's text lacks what the arch table infers from the page tables (riscv64: the
+ * privilege mode, monitor_complete), qprof reads them from the shared RAM file; memsave and HMP
+ * reads would cost round trips per table entry. So the RAM file is required there. */
 static int check_memory(struct target_qmp *t, enum qmp_mem_backend asked, struct qp_error *err)
 {
     if (t->pmem)
         return 0;
-    if (t->arch != &prof_arch_x86_64 && qemu_translates(t))
+    if (qemu_translates(t))
         return check_translated_memory(t, asked, err);
-    if (t->arch == &prof_arch_x86_64 || qmp_mem_backend_in_use(t->qmp) == QMP_MEM_DIRECT)
+    if (!t->arch->monitor_complete || qmp_mem_backend_in_use(t->qmp) == QMP_MEM_DIRECT)
         return 0;
     return qp_error_set(err, -ENOTSUP,
                         "%s over QMP needs the guest RAM in a shared file (QEMU -object "
@@ -245,33 +245,9 @@ static int tq_open(const struct prof_target_open_opts *o, void **impl, struct qp
         return rc;
     }
     learn_topology(t);
-    if (t->arch != &prof_arch_x86_64)
-        t->mcpus = g_new0(struct prof_arch_monitor_cpu, PROF_MAX_VCPUS);
+    t->mcpus = g_new0(struct prof_arch_monitor_cpu, PROF_MAX_VCPUS);
     *impl = t;
     return 0;
-}
-
-static void vcpu_from_regs(const struct qmp_regs *q, struct prof_vcpu *v)
-{
-    struct unw_regs *u = &v->regs;
-    memset(v, 0, sizeof *v);
-    u->r[UNW_RAX] = q->rax, u->r[UNW_RDX] = q->rdx, u->r[UNW_RCX] = q->rcx;
-    u->r[UNW_RBX] = q->rbx, u->r[UNW_RSI] = q->rsi, u->r[UNW_RDI] = q->rdi;
-    u->r[UNW_RBP] = q->rbp, u->r[UNW_RSP] = q->rsp, u->r[UNW_R8] = q->r8;
-    u->r[UNW_R9] = q->r9, u->r[UNW_R10] = q->r10, u->r[UNW_R11] = q->r11;
-    u->r[UNW_R12] = q->r12, u->r[UNW_R13] = q->r13, u->r[UNW_R14] = q->r14;
-    u->r[UNW_R15] = q->r15, u->r[UNW_RIP] = q->rip;
-    v->index = q->cpu_index;
-    v->pc = q->rip;
-    v->sp = q->rsp;
-    v->privilege = q->cpl;
-    v->user = q->cpl == prof_arch_x86_64.user_privilege;
-    v->halted = q->halted;
-    v->paging64 = q->long_mode;
-    v->as_root = q->cr3 & X86_CR3_ADDR_MASK;
-    v->gs_base = q->gs.base;
-    v->la57 = (q->cr4 & X86_CR4_LA57) != 0;
-    v->target_cpu = q;
 }
 
 static void set_apic_id(const struct target_qmp *t, struct prof_vcpu *v)
@@ -282,23 +258,9 @@ static void set_apic_id(const struct target_qmp *t, struct prof_vcpu *v)
     }
 }
 
-static int tq_stopped(qmp_client *q, const struct qmp_regs *cpus, int n_cpus, void *ctx,
-                      struct qp_error *err)
-{
-    (void)q;
-    struct target_qmp *t = ctx;
-    int n = n_cpus < PROF_MAX_VCPUS ? n_cpus : PROF_MAX_VCPUS;
-    for (int i = 0; i < n; i++) {
-        t->regs[i] = cpus[i];
-        vcpu_from_regs(&t->regs[i], &t->vcpus[i]);
-        set_apic_id(t, &t->vcpus[i]);
-    }
-    return t->fn(t->handle, t->vcpus, n, t->fn_ctx, err);
-}
-
-/* Another architecture: the arch table reads the text, infers what QEMU does not print (the
- * privilege mode, whether the vCPU waits halted), and the vCPU is filled by the table's register
- * names, as over the gdbstub. */
+/* The arch table reads the text, infers what QEMU does not print (riscv64: the privilege mode,
+ * whether the vCPU waits halted), and the vCPU is filled by the table's register names, as over
+ * the gdbstub. */
 static int tq_stopped_text(qmp_client *q, const char *text, void *ctx, struct qp_error *err)
 {
     struct target_qmp *t = ctx;
@@ -318,6 +280,7 @@ static int tq_stopped_text(qmp_client *q, const char *text, void *ctx, struct qp
         v->index = m->cpu_index;
         v->halted = m->halted;
         v->target_cpu = m;
+        set_apic_id(t, v);
     }
     return rc ? rc : t->fn(t->handle, t->vcpus, n, t->fn_ctx, err);
 }
@@ -348,46 +311,38 @@ static int tq_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
     t->handle = handle;
     t->fn = fn;
     t->fn_ctx = ctx;
-    int rc = t->mcpus ? qmp_sample_text(t->qmp, tq_stopped_text, t, &qs, err)
-                      : qmp_sample(t->qmp, tq_stopped, t, &qs, err);
+    int rc = qmp_sample_text(t->qmp, tq_stopped_text, t, &qs, err);
     if (stats)
         *stats = (struct prof_target_stats){
             .paused_ns = qs.paused_ns, .round_trips = qs.round_trips, .was_paused = qs.was_paused};
     return rc;
 }
 
-/* Through the QEMU process, with the arch table's walk from the stop's root. x86_64 in 32-bit
- * paging or with LA57 (which the walk does not serve) reads nothing rather than wrong bytes. */
-static int read_process(struct target_qmp *t, const struct prof_vcpu *cpu,
-                        struct prof_mem_req *reqs, size_t n)
+/* Whether reads walk the page tables themselves: through the RAM file, or through it still
+ * where QEMU would translate with the vCPU's own privilege (riscv64: a hart in U mode cannot
+ * read the kernel that way). Else QEMU translates (memsave, HMP). */
+static bool reads_walk(const struct target_qmp *t)
 {
-    const struct qmp_regs *q = t->mcpus ? NULL : cpu->target_cpu;
-    bool unwalkable = q && ((!q->long_mode && (q->cr0 & X86_CR0_PG)) || cpu->la57);
-    for (size_t i = 0; i < n; i++) {
-        if (unwalkable) {
-            reqs[i].got = 0;
-            reqs[i].rc = reqs[i].len ? -EFAULT : 0;
-            continue;
-        }
-        target_pmem_read_walked(t->pmem, t->arch, cpu->as_root, cpu, &reqs[i]);
-    }
-    return 0;
+    return !qemu_translates(t) &&
+           (qmp_mem_backend_in_use(t->qmp) == QMP_MEM_DIRECT || t->arch->gdb_reads_by_privilege);
 }
 
+/* Through the QEMU process or the RAM file, the arch table's walk from the stop's root (a vCPU
+ * in a mode it does not serve reads nothing rather than wrong bytes); else through QEMU's
+ * translation by the vCPU, memsave or HMP, for which a vCPU is only its cpu-index. */
 static int tq_read(void *impl, const struct prof_vcpu *cpu, struct prof_mem_req *reqs, size_t n,
                    struct qp_error *err)
 {
     struct target_qmp *t = impl;
-    if (t->pmem)
-        return read_process(t, cpu, reqs, n);
-    if (t->mcpus && !qemu_translates(t)) {
+    if (t->pmem || reads_walk(t)) {
         for (size_t i = 0; i < n; i++)
-            target_qmp_read_walked(t->qmp, t->arch, cpu->as_root, cpu, &reqs[i]);
+            if (t->pmem)
+                target_pmem_read_walked(t->pmem, t->arch, cpu->as_root, cpu, &reqs[i]);
+            else
+                target_qmp_read_walked(t->qmp, t->arch, cpu->as_root, cpu, &reqs[i]);
         return 0;
     }
-    /* aarch64: memsave or HMP, for which a vCPU is only its cpu-index */
-    struct qmp_regs by_index = {.cpu_index = cpu->index};
-    const struct qmp_regs *q = t->mcpus ? &by_index : cpu->target_cpu;
+    const struct qmp_regs by_index = {.cpu_index = cpu->index}, *q = &by_index;
     if (n == 1) {
         reqs[0].rc =
             qmp_mem_read(t->qmp, q, reqs[0].vaddr, reqs[0].buf, reqs[0].len, &reqs[0].got, err);
@@ -505,9 +460,8 @@ const struct prof_target_ops prof_target_qmp_ops = {
     .name = "qmp",
     .transport = "QMP",
     .round_trip_name = "QMP round trips",
-    .round_trip_ms = 0.3,      /* info registers ~0.3 ms, stop and cont ~0.12 ms each */
-    .arch = &prof_arch_x86_64, /* until open asks query-target: tq_arch */
-    .arch_of = tq_arch,
+    .round_trip_ms = 0.3, /* info registers ~0.3 ms, stop and cont ~0.12 ms each */
+    .arch_of = tq_arch,   /* query-target's, once open */
     .open = tq_open,
     .sample = tq_sample,
     .read = tq_read,

@@ -1,6 +1,5 @@
 /* Virtual memory from QEMU's shared RAM file through an arch table's page walk
- * (target_qmp_ram.h): the gdbstub target's and the QMP target's for architectures other than
- * x86_64, whose walk qmp/'s direct backend does itself. */
+ * (target_qmp_ram.h): the gdbstub target's and the QMP target's. */
 #include "target_qmp_ram.h"
 
 #include <errno.h>
@@ -21,7 +20,7 @@ void target_qmp_read_walked(qmp_client *q, const struct prof_arch *a, uint64_t r
     /* Nothing lies past the top of the address space: the read ends there, never wraps to 0. */
     if (r->vaddr && r->len > 0 - r->vaddr)
         r->len = 0 - r->vaddr;
-    while (r->got < r->len) {
+    while (!cpu->unwalkable && r->got < r->len) {
         uint64_t va = r->vaddr + r->got, pa = va, page = PAGE_SIZE;
         /* translation off (riscv64 M-mode, aarch64 with SCTLR_EL1.M clear): physical = virtual */
         if (cpu->paging64 &&

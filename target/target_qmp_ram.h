@@ -40,7 +40,8 @@ static inline int target_qmp_ram_ranges(qmp_client *q, struct prof_ram_range *ou
 /* One read of virtual memory through the RAM file of q's direct backend: the arch table's page
  * walk from root (the stop's address-space root; cpu->mmu for the rest of its context; physical
  * = virtual when cpu->paging64 is false, as in riscv64 M mode), page by page. r->got stops at
- * the first page that does not translate or is not RAM; r->rc is -EFAULT when none did. */
+ * the first page that does not translate or is not RAM; r->rc is -EFAULT when none did, and
+ * for every read of a vCPU in a mode the walk does not serve (cpu->unwalkable). */
 void target_qmp_read_walked(qmp_client *q, const struct prof_arch *a, uint64_t root,
                             const struct prof_vcpu *cpu, struct prof_mem_req *r);
 

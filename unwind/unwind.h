@@ -178,6 +178,8 @@ struct unw_machine {
     bool trap_sp_column;
     /* The frame-pointer walk for pcs without CFI; NULL leaves them to libdwfl. */
     const struct unw_fp_rule *fp;
+    /* The names of DWARF registers 0..nregs-1, for unw_dump_cfi; NULL: "regN". */
+    const char *const *reg_names;
 };
 
 /* A space for code of machine m (borrowed: static, as the arch tables are) covers code at pc in

@@ -214,7 +214,7 @@ void arch_qemu_expect_refusals(const struct arch_qemu *q, const char *other_name
     want = g_strdup_printf("is an ELF for x86_64, but the guest behind the QMP is %s", arch);
     expect_refusal(q, x86_qmp, want, NULL);
     g_free(want);
-    if (q->spec->arch->monitor_cpu_state) {
+    if (q->spec->arch->monitor_translated) {
         /* no translation registers in the text (aarch64): the RAM file cannot serve virtual
          * reads, QEMU must translate */
         const char *direct[] = {"--qmp-socket", q->qmp, "--memory",      "direct",

@@ -68,7 +68,7 @@ char *arch_qemu_slurp(const char *path);
  * given) where qprof cannot read the architecture's `info registers` (no monitor_parse in its
  * table); where it can, an x86_64 kernel ELF over QMP instead, and the memory mode QMP cannot
  * have there: memsave where qprof walks the page tables itself (riscv64), direct where QEMU
- * must translate (aarch64, monitor_cpu_state). */
+ * must translate (aarch64, monitor_translated). */
 void arch_qemu_expect_refusals(const struct arch_qemu *q, const char *other_name,
                                uint16_t other_machine, const char *qmp_also);
 

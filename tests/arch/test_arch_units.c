@@ -825,6 +825,187 @@ static void test_a64_monitor_garbage(void)
     g_free(text), g_free(liar), g_free(mute);
 }
 
+/* ---- x86_64 over QMP and the gdbstub; the tables' choices and RAM layouts -------------- */
+
+/* The values as QEMU printed them (tests/data/qemu-transcripts/info_registers_*). */
+static void test_x86_monitor_transcripts(void)
+{
+    const struct prof_arch *a = &prof_arch_x86_64;
+    struct prof_arch_monitor_cpu *c = g_new0(struct prof_arch_monitor_cpu, 2);
+    struct prof_arch_cpu_state st;
+    struct qp_error err = {0};
+    int n = -1;
+    char *cpl3 = load_transcript("info_registers_cpl3.txt");
+    CHECK_INT(a->monitor_parse(cpl3, c, 2, &n, &err), 0);
+    CHECK_INT(n, 1);
+    CHECK_INT(c[0].cpu_index, 0);
+    CHECK(!c[0].halted);
+    CHECK_U64(monitor_reg(&c[0], "rip"), 0x4010c0ull);
+    CHECK_U64(monitor_reg(&c[0], "rsp"), 0x7ffe4550a508ull);
+    CHECK_U64(monitor_reg(&c[0], "rbx"), 0x7ffe4550a6b8ull);
+    CHECK_U64(monitor_reg(&c[0], "r10"), 0x4471a0ull); /* "R10=": no blank before '=' */
+    CHECK_U64(monitor_reg(&c[0], "r14"), 1);
+    CHECK_U64(monitor_reg(&c[0], "cs"), 0x33);
+    CHECK_U64(monitor_reg(&c[0], "cr3"), 0x2b28000ull);
+    st = (struct prof_arch_cpu_state){0};
+    CHECK_INT(a->monitor_cpu_state(prof_arch_monitor_reg, &c[0], &st, &err), 0);
+    CHECK_INT(st.privilege, a->user_privilege);
+    CHECK(st.paging && !st.unwalkable);
+    CHECK_U64(st.as_root, 0x2b28000ull);
+    CHECK_U64(st.percpu_base, 0); /* a user GS */
+    /* every register the gdbstub's table names is there, by the same names */
+    for (int i = 0; i < a->n_gdb_regs; i++)
+        monitor_reg(&c[0], a->gdb_regs[i].gdb_name);
+    char *cpl0 = load_transcript("info_registers_cpl0.txt");
+    CHECK_INT(a->monitor_parse(cpl0, c, 2, &n, &err), 0);
+    st = (struct prof_arch_cpu_state){0};
+    CHECK_INT(a->monitor_cpu_state(prof_arch_monitor_reg, &c[0], &st, &err), 0);
+    CHECK_INT(st.privilege, 0);
+    CHECK_U64(st.percpu_base, 0xffff8a174f800000ull); /* the GS line's base, not its selector */
+    CHECK_U64(monitor_reg(&c[0], "rip"), 0xffffffff9f26ed4dull);
+    char *smp2 = load_transcript("info_registers_a_smp2.txt");
+    CHECK_INT(a->monitor_parse(smp2, c, 2, &n, &err), 0);
+    CHECK_INT(n, 2);
+    CHECK_INT(c[1].cpu_index, 1);
+    CHECK_U64(monitor_reg(&c[0], "rip"), 0x530945ull);
+    CHECK_U64(monitor_reg(&c[1], "rip"), 0x42a600ull);
+    CHECK_U64(monitor_reg(&c[1], "cr3"), 0x2a44000ull);
+    CHECK_INT(a->monitor_parse(smp2, c, 1, &n, &err), 0); /* a table of one keeps the first */
+    CHECK_INT(n, 1);
+    CHECK_U64(monitor_reg(&c[0], "rip"), 0x530945ull);
+    CHECK(parsed_cuts(a, cpl3) > 0);
+    g_free(cpl3), g_free(cpl0), g_free(smp2), g_free(c);
+}
+
+/* What the monitor prints outside long mode: Exx names, HLT, the CPL QEMU keeps (not CS's low
+ * bits, which in real mode are a paragraph's), and the modes the 4-level walk does not serve. */
+static void test_x86_monitor_modes(void)
+{
+    const struct prof_arch *a = &prof_arch_x86_64;
+    struct prof_arch_monitor_cpu *c = g_new0(struct prof_arch_monitor_cpu, 1);
+    struct prof_arch_cpu_state st;
+    struct qp_error err = {0};
+    int n = -1;
+    static const char real[] = "EAX=00000000 EBX=00000000 ECX=00000000 EDX=00000663\n"
+                               "ESI=00000000 EDI=00000000 EBP=00000000 ESP=00006f00\n"
+                               "EIP=0000fff0 EFL=00000002 [-------] CPL=0 II=0 A20=1 SMM=0 HLT=1\n"
+                               "CS =f003 ffff0000 0000ffff 00009b00\n"
+                               "CR0=60000010 CR2=00000000 CR3=00000000 CR4=00000000\n"
+                               "EFER=0000000000000000\n";
+    CHECK_INT(a->monitor_parse(real, c, 1, &n, &err), 0);
+    CHECK(c[0].halted);
+    CHECK_U64(monitor_reg(&c[0], "rip"), 0xfff0);
+    CHECK_U64(monitor_reg(&c[0], "rsp"), 0x6f00);
+    CHECK_U64(monitor_reg(&c[0], "r8"), 0); /* not printed outside long mode */
+    st = (struct prof_arch_cpu_state){0};
+    CHECK_INT(a->monitor_cpu_state(prof_arch_monitor_reg, &c[0], &st, &err), 0);
+    CHECK_INT(st.privilege, 0);          /* CS's low bits say 3 */
+    CHECK(!st.paging && !st.unwalkable); /* paging off: physical = virtual */
+    char *paged32 = g_strdup(real);
+    memcpy(strstr(paged32, "CR0=") + 4, "80000011", 8); /* CR0.PG without EFER.LMA */
+    CHECK_INT(a->monitor_parse(paged32, c, 1, &n, &err), 0);
+    CHECK_INT(a->monitor_cpu_state(prof_arch_monitor_reg, &c[0], &st, &err), 0);
+    CHECK(!st.paging && st.unwalkable);
+    char *la57 = load_transcript("info_registers_cpl0.txt");
+    memcpy(strstr(la57, "CR4=") + 4, "000016f0", 8);
+    CHECK_INT(a->monitor_parse(la57, c, 1, &n, &err), 0);
+    CHECK_INT(a->monitor_cpu_state(prof_arch_monitor_reg, &c[0], &st, &err), 0);
+    CHECK(st.paging && st.unwalkable);
+    check_refused(a, "", "no register block");
+    check_refused(a, "RIP=ffffffff81000000 RSP=ffffc90000003f00\n", "lacks RIP, RSP or CPL");
+    check_refused(a, "CPU#0\nRIP=zz RSP=0 CPL=0\n", "cannot parse RIP");
+    check_refused(a, "RIP=1 RSP=2 CPL=x\n", "cannot parse CPL");
+    check_refused(a, "RIP=1 RSP=2 CPL=0\nGS =0000\n", "cannot parse GS");
+    g_free(paged32), g_free(la57), g_free(c);
+}
+
+/* The gdbstub's registers: CPL from CS, and the walk's modes from CR0, EFER and CR4 (in the `g`
+ * reply); missing CR0 and EFER are taken as long mode, as QEMU's description has them. */
+static void test_x86_cpu_state(void)
+{
+    const struct prof_arch *a = &prof_arch_x86_64;
+    struct prof_arch_monitor_cpu *r = g_new0(struct prof_arch_monitor_cpu, 1);
+    struct prof_arch_cpu_state st = {0};
+    struct qp_error err = {0};
+    prof_arch_monitor_set(r, "cs", 0x33);
+    prof_arch_monitor_set(r, "cr3", 0x1234fff);
+    CHECK_INT(a->cpu_state(prof_arch_monitor_reg, r, &st, &err), 0);
+    CHECK_INT(st.privilege, 3);
+    CHECK(st.paging && !st.unwalkable);
+    CHECK_U64(st.as_root, 0x1234000ull);
+    prof_arch_monitor_set(r, "cr4", 1u << 12); /* LA57 */
+    CHECK_INT(a->cpu_state(prof_arch_monitor_reg, r, &st, &err), 0);
+    CHECK(st.paging && st.unwalkable);
+    prof_arch_monitor_set(r, "cr4", 0);
+    prof_arch_monitor_set(r, "cr0", 0x80000011);
+    prof_arch_monitor_set(r, "efer", 0);
+    st = (struct prof_arch_cpu_state){0};
+    CHECK_INT(a->cpu_state(prof_arch_monitor_reg, r, &st, &err), 0);
+    CHECK(!st.paging && st.unwalkable);
+    prof_arch_monitor_set(r, "cr0", 0x11);
+    st = (struct prof_arch_cpu_state){0};
+    CHECK_INT(a->cpu_state(prof_arch_monitor_reg, r, &st, &err), 0);
+    CHECK(!st.paging && !st.unwalkable);
+    g_free(r);
+}
+
+static bool has_rip(const void *ctx, const char *name)
+{
+    (void)ctx;
+    return strcmp(name, "rip") == 0;
+}
+
+static bool has_pc(const void *ctx, const char *name)
+{
+    (void)ctx;
+    return strcmp(name, "pc") == 0;
+}
+
+/* A transport that names no architecture: QMP without query-target is taken for x86_64, a
+ * target.xml without <architecture> is x86_64's only when it has rip. Who reads `info
+ * registers` itself and who leaves translation to QEMU. */
+static void test_unnamed_and_monitor(void)
+{
+    CHECK(prof_arch_unnamed() == &prof_arch_x86_64);
+    CHECK(prof_arch_for_gdb_regs(has_rip, NULL) == &prof_arch_x86_64);
+    CHECK(prof_arch_for_gdb_regs(has_pc, NULL) == NULL);
+    const struct prof_arch *all[] = {&prof_arch_x86_64, &prof_arch_riscv64, &prof_arch_aarch64};
+    for (size_t i = 0; i < 3; i++)
+        CHECK_MSG(all[i]->monitor_parse != NULL, "%s", all[i]->name);
+    CHECK(!prof_arch_x86_64.monitor_translated && !prof_arch_riscv64.monitor_translated);
+    CHECK(prof_arch_aarch64.monitor_translated);
+    CHECK_STR(prof_arch_x86_64.qom_cpu_id, "apic-id");
+    CHECK(!prof_arch_riscv64.qom_cpu_id && !prof_arch_aarch64.qom_cpu_id);
+}
+
+/* Where the usual machine puts a RAM block of a given size: x86_64's around the legacy hole and
+ * refused where QEMU splits it, riscv64's and aarch64's virt in one piece. */
+static void test_usual_ram(void)
+{
+    struct prof_arch_ram_piece p[4];
+    const uint64_t mib = 1u << 20, gib = UINT64_C(1) << 30;
+    CHECK_INT(prof_arch_usual_ram(&prof_arch_x86_64, 512 * mib, p, 4), 2);
+    CHECK_U64(p[0].start, 0);
+    CHECK_U64(p[0].end, 0xa0000);
+    CHECK_U64(p[0].offset, 0);
+    CHECK_U64(p[1].start, mib);
+    CHECK_U64(p[1].end, 512 * mib);
+    CHECK_U64(p[1].offset, mib);
+    CHECK_INT(prof_arch_usual_ram(&prof_arch_x86_64, 2 * gib + 704 * mib, p, 4), 2);
+    CHECK_INT(prof_arch_usual_ram(&prof_arch_x86_64, 2 * gib + 768 * mib, p, 4), 0);
+    CHECK_INT(prof_arch_usual_ram(&prof_arch_x86_64, 4 * gib, p, 4), 0);
+    CHECK_INT(prof_arch_usual_ram(&prof_arch_x86_64, mib, p, 4), 0); /* ends in the hole */
+    CHECK_INT(prof_arch_usual_ram(&prof_arch_x86_64, 512 * mib, p, 1), 0);
+    CHECK_INT(prof_arch_usual_ram(&prof_arch_riscv64, 256 * mib, p, 4), 1);
+    CHECK_U64(p[0].start, 0x80000000u);
+    CHECK_U64(p[0].end, 0x90000000u);
+    CHECK_U64(p[0].offset, 0);
+    CHECK_INT(prof_arch_usual_ram(&prof_arch_aarch64, 8 * gib, p, 1), 1);
+    CHECK_U64(p[0].start, 0x40000000u);
+    CHECK_U64(p[0].end, 0x40000000u + 8 * gib);
+    CHECK_INT(prof_arch_usual_ram(&prof_arch_aarch64, 0, p, 1), 0);
+}
+
 /* ---- The unwinder's view of each machine (prof_arch.unwind) ------------------------------ */
 
 /* Whether addr is bits 63 down to va_bits - 1 all equal: unwind/'s test of a return address. */
@@ -1055,6 +1236,11 @@ int main(void)
     test_a64_cpu_state();
     test_a64_monitor_transcripts();
     test_a64_monitor_garbage();
+    test_x86_monitor_transcripts();
+    test_x86_monitor_modes();
+    test_x86_cpu_state();
+    test_unnamed_and_monitor();
+    test_usual_ram();
     test_unwind_machines();
     test_fp_x86_64();
     test_fp_aarch64();

@@ -1,7 +1,7 @@
 /* Fuzz target: `info registers` / `info registers -a` text, through every parser qprof has for
- * it: qmp_parse_registers (x86_64), riscv64's arch table (monitor_parse, then
- * monitor_complete over a small fake RAM that the input's own bytes fill) and aarch64's
- * (monitor_parse, then monitor_cpu_state).
+ * it: qmp/'s qmp_parse_registers (x86_64), x86_64's arch table (monitor_parse, then
+ * monitor_cpu_state), riscv64's (monitor_parse, then monitor_complete over a small fake RAM
+ * that the input's own bytes fill) and aarch64's (monitor_parse, then monitor_cpu_state).
  *
  * Input: the text (NUL-terminated here). Each parser reads it into a full table and into a
  * table of one, and the two must agree on the first CPU. */
@@ -58,6 +58,10 @@ static int ram_read(void *ctx, uint64_t paddr, uint64_t *val)
 static int parse_monitor(const struct prof_arch *a, const char *text,
                          struct prof_arch_monitor_cpu all[RV_MAX])
 {
+    const char *pc = "pc"; /* the gdbstub's name for the table's pc slot */
+    for (int i = 0; i < a->n_gdb_regs; i++)
+        if (a->gdb_regs[i].slot == a->pc_reg)
+            pc = a->gdb_regs[i].gdb_name;
     static struct prof_arch_monitor_cpu one[1];
     struct qp_error err = {0};
     int n_all = -1, n_one = -1;
@@ -69,8 +73,8 @@ static int parse_monitor(const struct prof_arch *a, const char *text,
         return 0;
     FUZZ_ASSERT(n_all >= 1 && n_all <= RV_MAX && n_one == 1);
     uint64_t pc_all, pc_one;
-    FUZZ_ASSERT(prof_arch_monitor_reg(&all[0], "pc", &pc_all) == 0);
-    FUZZ_ASSERT(prof_arch_monitor_reg(&one[0], "pc", &pc_one) == 0 && pc_one == pc_all);
+    FUZZ_ASSERT(prof_arch_monitor_reg(&all[0], pc, &pc_all) == 0);
+    FUZZ_ASSERT(prof_arch_monitor_reg(&one[0], pc, &pc_one) == 0 && pc_one == pc_all);
     return n_all;
 }
 
@@ -90,6 +94,22 @@ static void fuzz_riscv64(const char *text, size_t len)
             FUZZ_ASSERT(st.privilege == 0 || st.privilege == 2 || st.privilege == 3);
         else
             FUZZ_ASSERT(cerr.msg[0] != '\0');
+    }
+}
+
+/* x86_64's table: every parsed block holds rip, rsp and the CPL, a digit. */
+static void fuzz_x86_64_table(const char *text)
+{
+    const struct prof_arch *a = &prof_arch_x86_64;
+    static struct prof_arch_monitor_cpu all[RV_MAX];
+    int n_all = parse_monitor(a, text, all);
+    for (int i = 0; i < n_all; i++) {
+        struct qp_error cerr = {0};
+        struct prof_arch_cpu_state st = {0};
+        uint64_t rsp;
+        FUZZ_ASSERT(prof_arch_monitor_reg(&all[i], "rsp", &rsp) == 0);
+        FUZZ_ASSERT(a->monitor_cpu_state(prof_arch_monitor_reg, &all[i], &st, &cerr) == 0);
+        FUZZ_ASSERT(st.privilege >= 0 && st.privilege <= 9);
     }
 }
 
@@ -118,6 +138,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(text, data, size);
     text[size] = '\0';
     fuzz_x86_64(text);
+    fuzz_x86_64_table(text);
     fuzz_riscv64(text, size);
     fuzz_aarch64(text);
     free(text);
