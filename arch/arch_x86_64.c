@@ -56,13 +56,6 @@ static bool unwalkable(uint64_t cr0, uint64_t cr4, uint64_t efer)
     return ((cr0 & X86_CR0_PG) && !(efer & X86_EFER_LMA)) || (cr4 & X86_CR4_LA57);
 }
 
-/* Translation on in a mode the 4-level walk does not serve: 32-bit paging (CR0.PG without
- * EFER.LMA) or 5-level paging (CR4.LA57). */
-static bool unwalkable(uint64_t cr0, uint64_t cr4, uint64_t efer)
-{
-    return ((cr0 & X86_CR0_PG) && !(efer & X86_EFER_LMA)) || (cr4 & X86_CR4_LA57);
-}
-
 /* CPL from CS; paging from CR0.PG and EFER.LMA, assumed on when the XML lacks them (QEMU's
  * i386-64bit.xml has both, and CR4 in its `g` reply). */
 static int cpu_state(prof_arch_reg_fn get, void *ctx, struct prof_arch_cpu_state *st,

@@ -55,7 +55,6 @@ struct prof_vcpu {
     /* Translation on in a mode the architecture's page walk does not serve
      * (prof_arch_cpu_state's): reads through the walk give nothing, no walk proves anything. */
     bool unwalkable;
-    bool la57; /* x86: 5-level paging (CR4.LA57), as the plugin target's capture says it */
     /* aarch64: SP_EL0 at EL1, riscv64: tp in S-mode (Linux keeps the current task there):
      * prof_arch_cpu_state's */
     bool has_kernel_thread_reg;

@@ -94,7 +94,6 @@ int tp_vcpu_from_sample(struct target_plugin *t, const struct qpr_sample *s, str
     uint64_t base;
     if (qpr_percpu_base(s, &t->cfg, &base))
         v->gs_base = base;
-    v->la57 = v->paging64 && v->unwalkable; /* 64-bit paging the walk does not serve */
     v->index = (int)s->vcpu;
     t->cpu.s = s;
     v->target_cpu = &t->cpu;

@@ -138,7 +138,6 @@ static void test_x86_64_vcpu(void)
     CHECK(v->paging64);
     CHECK_U64(v->as_root, UINT64_C(0x1234000));
     CHECK_U64(v->gs_base, UINT64_C(0xffff88801f000000));
-    CHECK(!v->la57);
     CHECK(!v->unwalkable);
     CHECK(v->target_cpu == &t->cpu && t->cpu.s == s);
 
@@ -159,12 +158,10 @@ static void test_x86_64_vcpu(void)
     CHECK_INT(x86_vcpu(t, s, (struct x86_state){0x10, CR0_PG, 0, 0}, &err), 0);
     CHECK(!v->paging64);
     CHECK(v->unwalkable);
-    CHECK(!v->la57);
 
     /* 5-level paging: neither */
     CHECK_INT(x86_vcpu(t, s, (struct x86_state){0x10, CR0_PG, EFER_LMA, CR4_LA57}, &err), 0);
     CHECK(v->paging64);
-    CHECK(v->la57);
     CHECK(v->unwalkable);
 
     /* paging off: physical = virtual, which any reader serves */
