@@ -358,9 +358,8 @@ int prof_abi_check(const void *bytes, size_t len, struct qprof_abi *hdr, size_t 
 int prof_abi_slot(const void *bytes, size_t len, const struct qprof_abi *hdr, unsigned cpu,
                   struct qprof_abi_cpu *out);
 
-/* The most bytes a slot's user register frame takes (riscv64's and aarch64's, of one size). */
-#define PROF_ABI_MAX_FRAME sizeof(struct qprof_abi_regs_riscv64)
-_Static_assert(sizeof(struct qprof_abi_regs_aarch64) <= PROF_ABI_MAX_FRAME, "PROF_ABI_MAX_FRAME");
+/* The most bytes a slot's user register frame takes, any architecture's (the ABI's bound). */
+#define PROF_ABI_MAX_FRAME QPROF_ABI_MAX_REGS_FRAME
 
 /* The size of the frame a slot's regs_arch names for a guest of ELF machine elf_machine: the
  * x86_64 frame for QPROF_ABI_ARCH_UNSET (a first-revision guest), 0 when regs_arch names

@@ -127,6 +127,11 @@ struct qprof_abi {
 _Static_assert(sizeof(struct qprof_abi_regs) == 22 * 8, "qprof_abi_regs layout");
 _Static_assert(sizeof(struct qprof_abi_regs_riscv64) == 36 * 8, "qprof_abi_regs_riscv64 layout");
 _Static_assert(sizeof(struct qprof_abi_regs_aarch64) == 36 * 8, "qprof_abi_regs_aarch64 layout");
+/* The most bytes any architecture's user register frame takes: a reader's buffer for one. */
+#define QPROF_ABI_MAX_REGS_FRAME (36 * 8)
+_Static_assert(sizeof(struct qprof_abi_regs) <= QPROF_ABI_MAX_REGS_FRAME, "frame bound");
+_Static_assert(sizeof(struct qprof_abi_regs_riscv64) <= QPROF_ABI_MAX_REGS_FRAME, "frame bound");
+_Static_assert(sizeof(struct qprof_abi_regs_aarch64) <= QPROF_ABI_MAX_REGS_FRAME, "frame bound");
 _Static_assert(sizeof(struct qprof_abi_cpu) == QPROF_ABI_CPU_V1_SIZE + 8, "qprof_abi_cpu layout");
 _Static_assert(sizeof(struct qprof_abi) == 48 + QPROF_ABI_MAX_CPUS * sizeof(struct qprof_abi_cpu),
                "qprof_abi layout");
