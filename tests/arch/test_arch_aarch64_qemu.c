@@ -49,6 +49,9 @@ struct seen {
     uint64_t sync_vector, el0_sync;              /* run-time addresses, from the ELF */
     qmp_client *qmp; /* the same QEMU's QMP with memsave, for the cross-check (NULL: none) */
     int cross_checked;
+    /* Waiting for the boot: a stop may find a CPU in its boot code (EL1, the MMU still off, no
+     * stack), where nothing below holds; only EL0 sightings are noted. */
+    bool booting;
 };
 
 /* The exception entry and exit, where the kernel has no frame record of its own: the vector's
@@ -237,8 +240,12 @@ static int on_stop(prof_target *t, const struct prof_vcpu *cpus, int n, void *ct
     struct seen *s = ctx;
     const struct prof_arch *a = prof_target_arch(t);
     CHECK_INT(n, s->cpus);
-    for (int i = 0; i < n; i++)
-        check_vcpu(t, a, &cpus[i], s);
+    for (int i = 0; i < n; i++) {
+        if (!s->booting)
+            check_vcpu(t, a, &cpus[i], s);
+        else if (cpus[i].user && cpus[i].index >= 0 && cpus[i].index < MAX_CPUS)
+            s->user_of[cpus[i].index]++;
+    }
     if (s->qmp)
         cross_check(t, a, cpus, n, s);
     return 0;
@@ -355,7 +362,8 @@ int main(int argc, char **argv)
                          .cpus = cpus};
     find_entry(elf, &fresh);
     struct seen s = fresh;
-    /* Boot: until stops find every CPU with the MMU on (generous deadline). */
+    s.booting = true;
+    /* Boot: until stops find every CPU at EL0 (generous deadline). */
     arch_qemu_wait_boot(&q, on_stop, &s, booted);
     /* Then a fixed count of samples a few ms apart. About half at EL0, half at EL1; never
      * anywhere else. */
