@@ -49,6 +49,7 @@
 #include "qprof_exact.h"
 #include "qprof_ring.h"
 #include "qprof_shm.h"
+#include "qprof_wakecost.h"
 
 #include <errno.h>
 #include <glib.h>
@@ -486,25 +487,14 @@ static void timer_tick(uint64_t periods, uint64_t interval)
     }
 }
 
-static uint64_t thread_cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* What one wake-up of this thread costs the host: its own CPU time per sleep of the length a
- * high rate uses (on a VM host the timer's interrupt and re-arm are dear: 12-20 us measured on
- * a nested 2-core VM, 2-3 us on bare metal). */
+/* What one wake-up of this thread costs a vCPU thread that shares its host CPU, at the sleep
+ * length a high rate uses: measured beside a busy thread on this thread's CPU, as it is more
+ * than this thread's own CPU time (qprof_wakecost.c: 50 us against 16 us on a nested 2-core VM;
+ * the own time alone was 2-3 us on bare metal). */
 static void measure_wake_cost(void)
 {
-    uint64_t cpu0 = thread_cpu_ns();
-    for (int i = 0; i < CALIBRATION_WAKES; i++) {
-        struct timespec ts = {0, CALIBRATION_INTERVAL_NS};
-        clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
-    }
-    uint64_t per_wake = (thread_cpu_ns() - cpu0) / CALIBRATION_WAKES;
-    uint32_t cost = per_wake ? (uint32_t)MIN(per_wake, UINT32_MAX) : 1;
+    struct qpw_cost c = qpw_measure(CALIBRATION_WAKES, CALIBRATION_INTERVAL_NS);
+    uint32_t cost = (uint32_t)MIN(c.taken_ns, UINT32_MAX);
     atomic_store(&plugin.wake_cost_ns, cost);
     atomic_store(&qps_header(plugin.shm)->wake_cost_ns, cost);
 }
@@ -624,14 +614,16 @@ static bool add_affinity(pid_t tid, cpu_set_t *set)
 }
 
 /* What auto's rule weighs, read now, since CPUs can be given and taken while QEMU runs (taskset,
- * cgroups): the host CPUs the vCPU threads and the timer thread may use together, and how many
- * vCPU threads there are. A vCPU not seen running yet counts as a thread of its own that may use
- * what QEMU's main thread may. 0 CPUs: not known. */
-static void count_host_cpus(uint32_t *host_cpus, uint32_t *threads)
+ * cgroups): the host CPUs the vCPU threads and the timer thread may use together, how many vCPU
+ * threads there are, and how many of those CPUs the timer thread has to itself. A vCPU not seen
+ * running yet counts as a thread of its own that may use what QEMU's main thread may. 0 CPUs: not
+ * known. */
+static void count_host_cpus(uint32_t *host_cpus, uint32_t *threads, uint32_t *timer_own)
 {
-    cpu_set_t set;
+    cpu_set_t set, timer_set;
     CPU_ZERO(&set);
-    bool known = add_affinity(atomic_load(&plugin.timer_tid), &set);
+    CPU_ZERO(&timer_set);
+    bool known = add_affinity(atomic_load(&plugin.timer_tid), &timer_set);
     *threads = 0;
     for (uint32_t i = 0; i < plugin.n_vcpus && known; i++) {
         pid_t tid = atomic_load_explicit(&plugin.vcpus[i].tid, memory_order_relaxed);
@@ -643,7 +635,12 @@ static void count_host_cpus(uint32_t *host_cpus, uint32_t *threads)
         *threads += 1;
         known = add_affinity(tid ? tid : getpid(), &set);
     }
+    cpu_set_t own; /* the timer's CPUs that no vCPU thread may use */
+    CPU_XOR(&own, &timer_set, &set);
+    CPU_AND(&own, &own, &timer_set);
+    CPU_OR(&set, &set, &timer_set);
     *host_cpus = known ? (uint32_t)CPU_COUNT(&set) : 0;
+    *timer_own = known ? (uint32_t)CPU_COUNT(&own) : 0;
 }
 
 /* Before auto's first choice: each vCPU's own thread, from a block callback it is made to take
@@ -692,12 +689,13 @@ static uint32_t choose_trigger(const struct qpr_config *c, uint32_t *reason)
     }
     *reason = QPR_REASON_RULE;
     learn_vcpu_threads();
-    uint32_t host_cpus, threads;
-    count_host_cpus(&host_cpus, &threads);
+    uint32_t host_cpus, threads, timer_own;
+    count_host_cpus(&host_cpus, &threads, &timer_own);
     struct qpr_header *h = qps_header(plugin.shm);
     atomic_store(&h->host_cpus, (uint16_t)MIN(host_cpus, UINT16_MAX));
     atomic_store(&h->vcpu_threads, (uint16_t)MIN(threads, UINT16_MAX));
-    return qpr_auto_trigger(wake_ns, c->interval_ns, threads, host_cpus);
+    atomic_store(&h->timer_own_cpus, (uint16_t)MIN(timer_own, UINT16_MAX));
+    return qpr_auto_trigger(wake_ns, c->interval_ns, threads, host_cpus, timer_own);
 }
 
 static void want_trigger(uint32_t trigger, uint32_t reason)

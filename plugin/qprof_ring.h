@@ -32,7 +32,7 @@
 #include <string.h>
 
 #define QPR_MAGIC       0x31525051u /* "QPR1" */
-#define QPR_VERSION     7           /* 7: every architecture's registers by name (qpr_config) */
+#define QPR_VERSION     8           /* 8: qpr_header.timer_own_cpus */
 #define QPR_SLOTS       512 /* per vCPU: 50 ms of samples at 10 kHz (256 lost some on a loaded host) */
 #define QPR_STACK_MAX   (16u << 10) /* stack window bytes, at most */
 #define QPR_EXTRA_MAX   4096u       /* bytes of the one extra window qprof asks for */
@@ -149,65 +149,13 @@ struct qpr_header {
      * run on, together, and the vCPU threads (fewer than n_vcpus without MTTCG); 0: not known.
      * Auto's rule weighs one against the other (qpr_auto_trigger). */
     _Atomic uint16_t host_cpus, vcpu_threads;
+    /* Of host_cpus, those the timer thread may run on and no vCPU thread may: its wake-ups land
+     * there, beside the guest, however many vCPU threads share the others. */
+    _Atomic uint16_t timer_own_cpus;
+    uint16_t reserved;
     /* The latest configuration's rates as the plugin applies them (QPR_MIN_* raise them). */
     _Atomic uint64_t interval_ns, period_insns;
 };
-
-/* Auto's rule for sampling by time, by what the guest loses (bench/plugin.sh measures it as the
- * guest's work per guest second). The timer's cost to the guest is its wake-ups' host CPU where
- * that CPU is taken from the vCPU threads; the counter's is the add in every block, a flat share
- * of the guest's work wherever it runs.
- * - A host CPU to spare beside the vCPU threads (the timer thread and the vCPU threads may use
- *   more CPUs together than there are vCPUs): the wake-ups land on it and the guest loses only
- *   the captures, about 3% at 10 kHz against the counter's 17-24% (a nested 2-core VM, pinned or
- *   not). The timer.
- * - None (everything on one core, or more vCPUs than cores): each wake-up takes its cost, measured
- *   when QEMU loaded the plugin, from the CPUs the vCPUs share. The timer while that share stays
- *   under the counter's flat cost, QPR_COUNTER_GUEST_COST; the counter beyond. On one shared core
- *   at 10 kHz the timer cost the guest 29% and the counter 34% (wake-ups of 11-19 us: the timer's
- *   share 11-19%, under the counter's 17-24%), so the timer wins there too, and the counter only
- *   where wake-ups are dearer.
- * host_cpus 0 means unknown: the timer, as a host with a spare CPU would get. */
-#define QPR_COUNTER_GUEST_COST 0.17
-
-/* The share of the guest's CPUs the timer's wake-ups take when they run in the guest's time. */
-static inline double qpr_timer_guest_share(uint32_t wake_ns, uint64_t interval_ns,
-                                           uint32_t host_cpus)
-{
-    if (!interval_ns || !host_cpus)
-        return 0;
-    return (double)wake_ns / (double)interval_ns / host_cpus;
-}
-
-static inline bool qpr_auto_spare_cpu(uint32_t vcpu_threads, uint32_t host_cpus)
-{
-    return !host_cpus || host_cpus > vcpu_threads;
-}
-
-/* QPR_TRIGGER_TIMER or QPR_TRIGGER_COUNTER (enum qpr_trigger, below) by the rule above. */
-static inline uint32_t qpr_auto_trigger(uint32_t wake_ns, uint64_t interval_ns,
-                                        uint32_t vcpu_threads, uint32_t host_cpus)
-{
-    if (qpr_auto_spare_cpu(vcpu_threads, host_cpus))
-        return 1; /* QPR_TRIGGER_TIMER */
-    return qpr_timer_guest_share(wake_ns, interval_ns, host_cpus) > QPR_COUNTER_GUEST_COST
-               ? 2  /* QPR_TRIGGER_COUNTER */
-               : 1; /* QPR_TRIGGER_TIMER */
-}
-
-/* The consumer's sleep on empty rings, sampling by time every interval_ns (0: by instructions).
- * Where qprof shares a host CPU with the vCPU threads, each of its wake-ups is taken from the
- * guest: a fixed 0.5 ms woke it up to 2,000 times a second at any rate, five samples per wake-up
- * at 10 kHz and twenty wake-ups per sample at 100 Hz. A batch of intervals per wake-up instead,
- * which no ring outgrows meanwhile (QPR_SLOTS is many batches). */
-_Static_assert(QPR_DRAIN_BATCH * 8 <= QPR_SLOTS, "a ring holds several batches");
-static inline uint64_t qpr_drain_wait_ns(uint64_t interval_ns)
-{
-    if (!interval_ns || interval_ns > QPR_DRAIN_MAX_NS / QPR_DRAIN_BATCH)
-        return interval_ns ? QPR_DRAIN_MAX_NS : QPR_DRAIN_MIN_NS;
-    uint64_t ns = interval_ns * QPR_DRAIN_BATCH;
-    return ns < QPR_DRAIN_MIN_NS ? QPR_DRAIN_MIN_NS : ns;
-}
 
 /* How a vCPU is told to take a sample (qpr_config.trigger, qpr_header.trigger). Both end in a
  * conditional callback at the start of a translation block on the vCPU's own thread; they differ
@@ -227,6 +175,66 @@ enum qpr_trigger {
     QPR_TRIGGER_TIMER = 1,
     QPR_TRIGGER_COUNTER = 2,
 };
+
+/* Auto's rule for sampling by time, by what the guest loses (bench/plugin.sh measures it as the
+ * guest's work per guest second). The timer's cost to the guest is its wake-ups where they run
+ * on the vCPU threads' CPUs; the counter's is the add in every block, a flat share of the
+ * guest's work wherever it runs.
+ * - A host CPU to spare beside the vCPU threads (qpr_auto_spare_cpu): the wake-ups land on it
+ *   and the guest loses only the captures, 1-5% at 10 kHz against the counter's 8-16% (a nested
+ *   2-core VM, the vCPU pinned apart from the rest). The timer.
+ * - None (everything on one core, or more vCPUs than cores): each wake-up takes from the vCPUs'
+ *   CPUs what the plugin measured when QEMU loaded it, beside a busy thread on the timer's CPU
+ *   (qprof_wakecost.h). The timer while that share stays under the counter's flat cost,
+ *   QPR_COUNTER_GUEST_COST; the counter beyond. On one shared core of that VM a wake-up took
+ *   50-53 us from the busy thread (its own CPU time: 16-17 us), and at 10 kHz the timer cost the
+ *   guest 56-61%, the counter 10-13%; at 1 kHz the timer's share is 5%, and it stays.
+ * host_cpus 0 means unknown: the timer, as a host with a spare CPU would get. */
+#define QPR_COUNTER_GUEST_COST 0.17
+
+/* The share of the guest's CPUs the timer's wake-ups take when they run in the guest's time. */
+static inline double qpr_timer_guest_share(uint32_t wake_ns, uint64_t interval_ns,
+                                           uint32_t host_cpus)
+{
+    if (!interval_ns || !host_cpus)
+        return 0;
+    return (double)wake_ns / (double)interval_ns / host_cpus;
+}
+
+/* A CPU to spare: more CPUs than vCPU threads, or one the timer thread may use and no vCPU
+ * thread may (four vCPU threads pinned to one CPU, the rest of QEMU on another: the CPUs are not
+ * one pool, and the wake-ups never take the vCPUs' CPU). */
+static inline bool qpr_auto_spare_cpu(uint32_t vcpu_threads, uint32_t host_cpus,
+                                      uint32_t timer_own_cpus)
+{
+    return !host_cpus || host_cpus > vcpu_threads || timer_own_cpus > 0;
+}
+
+/* QPR_TRIGGER_TIMER or QPR_TRIGGER_COUNTER by the rule above. */
+static inline enum qpr_trigger qpr_auto_trigger(uint32_t wake_ns, uint64_t interval_ns,
+                                                uint32_t vcpu_threads, uint32_t host_cpus,
+                                                uint32_t timer_own_cpus)
+{
+    if (qpr_auto_spare_cpu(vcpu_threads, host_cpus, timer_own_cpus))
+        return QPR_TRIGGER_TIMER;
+    return qpr_timer_guest_share(wake_ns, interval_ns, host_cpus) > QPR_COUNTER_GUEST_COST
+               ? QPR_TRIGGER_COUNTER
+               : QPR_TRIGGER_TIMER;
+}
+
+/* The consumer's sleep on empty rings, sampling by time every interval_ns (0: by instructions).
+ * Where qprof shares a host CPU with the vCPU threads, each of its wake-ups is taken from the
+ * guest: a fixed 0.5 ms woke it up to 2,000 times a second at any rate, five samples per wake-up
+ * at 10 kHz and twenty wake-ups per sample at 100 Hz. A batch of intervals per wake-up instead,
+ * which no ring outgrows meanwhile (QPR_SLOTS is many batches). */
+_Static_assert(QPR_DRAIN_BATCH * 8 <= QPR_SLOTS, "a ring holds several batches");
+static inline uint64_t qpr_drain_wait_ns(uint64_t interval_ns)
+{
+    if (!interval_ns || interval_ns > QPR_DRAIN_MAX_NS / QPR_DRAIN_BATCH)
+        return interval_ns ? QPR_DRAIN_MAX_NS : QPR_DRAIN_MIN_NS;
+    uint64_t ns = interval_ns * QPR_DRAIN_BATCH;
+    return ns < QPR_DRAIN_MIN_NS ? QPR_DRAIN_MIN_NS : ns;
+}
 
 enum qpr_trigger_reason {
     QPR_REASON_NONE = 0,       /* no configuration yet */

@@ -19,11 +19,17 @@ static void auto_line(struct target_plugin *t, const char *name, uint32_t wake_n
 {
     const struct qpr_header *h = t->status;
     unsigned cpus = atomic_load(&h->host_cpus), threads = atomic_load(&h->vcpu_threads);
+    unsigned own = atomic_load(&h->timer_own_cpus);
     const char *s = threads == 1 ? "" : "s";
     if (!cpus) {
         snprintf(t->trigger_line, sizeof t->trigger_line,
                  "%s (auto: the host CPUs QEMU may use are not known)", name);
-    } else if (qpr_auto_spare_cpu(threads, cpus)) {
+    } else if (cpus <= threads && own) {
+        snprintf(t->trigger_line, sizeof t->trigger_line,
+                 "%s (auto: %u host CPU%s for %u vCPU thread%s, %u of them the timer thread's "
+                 "alone: its wake-ups run beside the guest, not in its time)",
+                 name, cpus, cpus == 1 ? "" : "s", threads, s, own);
+    } else if (qpr_auto_spare_cpu(threads, cpus, own)) {
         snprintf(t->trigger_line, sizeof t->trigger_line,
                  "%s (auto: %u host CPUs for %u vCPU thread%s: the timer's wake-ups run beside "
                  "the guest, not in its time)",
@@ -32,8 +38,8 @@ static void auto_line(struct target_plugin *t, const char *name, uint32_t wake_n
         double share = qpr_timer_guest_share(wake_ns, (uint64_t)interval_ns, cpus);
         snprintf(t->trigger_line, sizeof t->trigger_line,
                  "%s (auto: %u host CPU%s for %u vCPU thread%s, none to spare: a timer wake-up "
-                 "costs %.1f us here, %.1f%% of the guest's CPUs at this interval, %s the "
-                 "counter's %.0f%%)",
+                 "takes %.1f us from a thread on its CPU here, %.1f%% of the guest's CPUs at "
+                 "this interval, %s the counter's %.0f%%)",
                  name, cpus, cpus == 1 ? "" : "s", threads, s, wake_ns / 1e3, 100 * share,
                  share > QPR_COUNTER_GUEST_COST ? "over" : "within", 100 * QPR_COUNTER_GUEST_COST);
     }

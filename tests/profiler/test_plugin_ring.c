@@ -20,14 +20,17 @@
  * seals were not there) the rings' header and slots too, while vCPU threads capture and publish
  * and sessions come and go. Under ASan a capture or a copy that trusted a length or an offset
  * from shared memory fails here; afterwards the next session's samples come out whole. */
+#define _GNU_SOURCE
 #include "harness.h"
 
 #include "qprof/guest_abi.h"
 #include "qprof_ring.h"
 #include "qprof_shm.h"
+#include "qprof_wakecost.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -600,6 +603,26 @@ static void test_hostile_client(void)
     qps_shared_free(H.s);
 }
 
+/* `test_plugin_ring wakecost`: the wake-up cost auto weighs (qprof_wakecost.c) is at least the
+ * sleeper's own CPU time, within what the sleeps could have taken, and the probe hands the
+ * calling thread back its CPUs (QEMU's timer thread keeps the affinity QEMU gave it, which
+ * auto's rule reads). */
+static void test_wake_cost(void)
+{
+    cpu_set_t before, after;
+    REQUIRE(sched_getaffinity(0, sizeof before, &before) == 0);
+    struct qpw_cost c = qpw_measure(40, 100000);
+    REQUIRE(sched_getaffinity(0, sizeof after, &after) == 0);
+    CHECK(CPU_EQUAL(&before, &after));
+    CHECK(c.own_ns > 0);
+    CHECK(c.taken_ns >= c.own_ns);
+    CHECK_MSG(c.taken_ns < 100000 * 3, "a wake-up took %llu ns from a thread beside it",
+              (unsigned long long)c.taken_ns);
+    fprintf(stderr, "a wake-up: %llu ns of its own, %llu ns taken from a busy thread (%s)\n",
+            (unsigned long long)c.own_ns, (unsigned long long)c.taken_ns,
+            c.probed ? "probed" : "not probed");
+}
+
 /* `test_plugin_ring auto`: auto's rule by what the guest loses (qpr_auto_trigger). With a host
  * CPU to spare beside the vCPU threads the timer, however dear its wake-ups: they run beside the
  * guest. Without one, the timer until its wake-ups take more of the guest's CPUs than the
@@ -609,21 +632,25 @@ static void test_auto_rule(void)
 {
     const uint64_t khz10 = 100000, khz1 = 1000000;
     /* a core beside the one vCPU, pinned or not: the timer at any rate */
-    CHECK(qpr_auto_trigger(19000, khz10, 1, 2) == QPR_TRIGGER_TIMER);
-    CHECK(qpr_auto_trigger(60000, khz10 / 2, 1, 16) == QPR_TRIGGER_TIMER);
-    CHECK(qpr_auto_trigger(15000, khz10, 4, 8) == QPR_TRIGGER_TIMER);
+    CHECK(qpr_auto_trigger(19000, khz10, 1, 2, 0) == QPR_TRIGGER_TIMER);
+    CHECK(qpr_auto_trigger(60000, khz10 / 2, 1, 16, 0) == QPR_TRIGGER_TIMER);
+    CHECK(qpr_auto_trigger(15000, khz10, 4, 8, 0) == QPR_TRIGGER_TIMER);
     /* without MTTCG one thread runs all four vCPUs: two CPUs leave one to spare */
-    CHECK(qpr_auto_trigger(19000, khz10, 1, 2) == QPR_TRIGGER_TIMER);
+    CHECK(qpr_auto_trigger(19000, khz10, 1, 2, 0) == QPR_TRIGGER_TIMER);
     /* everything on one core: 15 us per 100 us is 15% of the guest, under the counter's 17% */
-    CHECK(qpr_auto_trigger(15000, khz10, 1, 1) == QPR_TRIGGER_TIMER);
-    CHECK(qpr_auto_trigger(19000, khz10, 1, 1) == QPR_TRIGGER_COUNTER);
-    CHECK(qpr_auto_trigger(19000, khz1, 1, 1) == QPR_TRIGGER_TIMER);
+    CHECK(qpr_auto_trigger(15000, khz10, 1, 1, 0) == QPR_TRIGGER_TIMER);
+    CHECK(qpr_auto_trigger(19000, khz10, 1, 1, 0) == QPR_TRIGGER_COUNTER);
+    CHECK(qpr_auto_trigger(19000, khz1, 1, 1, 0) == QPR_TRIGGER_TIMER);
     /* 4 vCPUs on 2 cores: the wake-ups' cost is spread over both */
-    CHECK(qpr_auto_trigger(30000, khz10, 4, 2) == QPR_TRIGGER_TIMER);
-    CHECK(qpr_auto_trigger(40000, khz10, 4, 2) == QPR_TRIGGER_COUNTER);
-    CHECK(qpr_auto_trigger(40000, khz10, 2, 2) == QPR_TRIGGER_COUNTER);
+    CHECK(qpr_auto_trigger(30000, khz10, 4, 2, 0) == QPR_TRIGGER_TIMER);
+    CHECK(qpr_auto_trigger(40000, khz10, 4, 2, 0) == QPR_TRIGGER_COUNTER);
+    CHECK(qpr_auto_trigger(40000, khz10, 2, 2, 0) == QPR_TRIGGER_COUNTER);
+    /* 4 vCPU threads pinned to one CPU, the timer thread on another that none of them may use:
+     * its wake-ups never take the vCPUs' CPU, however dear (two CPUs for four threads) */
+    CHECK(qpr_auto_trigger(40000, khz10, 4, 2, 1) == QPR_TRIGGER_TIMER);
+    CHECK(qpr_auto_trigger(90000, khz10, 1, 1, 0) == QPR_TRIGGER_COUNTER);
     /* not known: the timer, as with a CPU to spare */
-    CHECK(qpr_auto_trigger(90000, khz10, 1, 0) == QPR_TRIGGER_TIMER);
+    CHECK(qpr_auto_trigger(90000, khz10, 1, 0, 0) == QPR_TRIGGER_TIMER);
     CHECK(qpr_timer_guest_share(15000, khz10, 1) > 0.149 &&
           qpr_timer_guest_share(15000, khz10, 1) < 0.151);
     CHECK(qpr_timer_guest_share(15000, 0, 1) == 0);
@@ -658,6 +685,10 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && strcmp(argv[1], "auto") == 0) {
         test_auto_rule();
+        return harness_result();
+    }
+    if (argc > 1 && strcmp(argv[1], "wakecost") == 0) {
+        test_wake_cost();
         return harness_result();
     }
     if (argc > 1 && strcmp(argv[1], "hostile") == 0) {

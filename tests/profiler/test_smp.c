@@ -4,7 +4,7 @@
  * designed ratios (spin's hot_a 75%, sys's kernel half), and that the vCPUs were busy.
  *
  * Usage: test_smp CASE   (smp2_pinned, smp4_mttcg_pinned, smp4_unpinned, smp_kvm,
- *                         smp4_mttcg_plugin, smp4_plugin_unpinned)
+ *                         smp4_mttcg_plugin, smp4_plugin_unpinned, smp2_plugin_apart)
  *        test_smp plugin_skid SMP timer|counter   (the demo's layout on SMP vCPUs, the plugin) */
 #define _GNU_SOURCE
 #include "child.h"
@@ -16,6 +16,7 @@
 #include "vm.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <glib.h>
 #include <json-c/json.h>
 #include <math.h>
@@ -163,6 +164,9 @@ struct smp_case {
     bool plugin; /* through qprof-plugin.so in QEMU 10: each vCPU sampled on its own clock */
     const char *trigger; /* --plugin-trigger, NULL: qprof's default */
     bool gdb;            /* through the gdbstub (--gdb), which stops the guest */
+    /* The vCPU threads on one host CPU and QEMU's other threads, the plugin's timer among them,
+     * on another (libvirt's vcpupin and emulatorpin): auto must see the timer's CPU as spare. */
+    bool vcpus_apart;
 };
 
 struct guest {
@@ -602,13 +606,59 @@ static int max_vcpus_per_process(const struct smp_case *c, const struct profile 
     return most;
 }
 
+/* c->vcpus_apart: the c->smp vCPU threads (the busiest: every vCPU spins) on the second CPU this
+ * process may use, QEMU's other threads on the first. Skips on a host of one CPU. */
+static void place_vcpus_apart(struct guest *g, const struct smp_case *c)
+{
+    cpu_set_t mine, first, second;
+    REQUIRE(sched_getaffinity(0, sizeof mine, &mine) == 0);
+    if (CPU_COUNT(&mine) < 2) {
+        fprintf(stderr, "SKIP: needs two host CPUs, this process may use one\n");
+        exit(VM_SKIP);
+    }
+    int a = 0, b;
+    while (!CPU_ISSET(a, &mine))
+        a++;
+    for (b = a + 1; !CPU_ISSET(b, &mine); b++)
+        ;
+    CPU_ZERO(&first);
+    CPU_SET(a, &first);
+    CPU_ZERO(&second);
+    CPU_SET(b, &second);
+    pid_t vcpus[MAX_VCPUS];
+    REQUIRE(vm_busiest_threads(g->vm, c->smp, vcpus) == c->smp);
+    char task_dir[64];
+    snprintf(task_dir, sizeof task_dir, "/proc/%d/task", (int)vm_pid(g->vm));
+    GDir *d = g_dir_open(task_dir, 0, NULL);
+    REQUIRE(d);
+    for (const char *t; (t = g_dir_read_name(d));) {
+        bool vcpu = false;
+        for (int k = 0; k < c->smp; k++)
+            vcpu |= vcpus[k] == atoi(t);
+        sched_setaffinity(atoi(t), sizeof first, vcpu ? &second : &first);
+    }
+    g_dir_close(d);
+    fprintf(stderr, "QEMU's threads on CPU %d, its %d vCPU threads on CPU %d\n", a, c->smp, b);
+}
+
 static void run_case(const struct smp_case *c)
 {
     struct guest g;
     boot(&g, c);
     check_abi_slots(g.vm, c->smp, 25);
+    if (c->vcpus_apart)
+        place_vcpus_apart(&g, c);
     char *summary = NULL;
     struct profile pr = profile(&g, c, &summary);
+    if (c->vcpus_apart) {
+        /* 2 CPUs for 2 vCPU threads is none to spare as one pool; the timer's is its own */
+        char want[160];
+        snprintf(want, sizeof want,
+                 "plugin trigger: timer (auto: 2 host CPUs for %d vCPU threads, 1 of them the "
+                 "timer thread's alone",
+                 c->smp);
+        CHECK_MSG(strstr(summary, want), "auto did not see the timer's own CPU: %s", summary);
+    }
     struct per_cpu pc[MAX_VCPUS];
     check_stacks(c, &g, &pr, pc);
     uint64_t idle = 0;
@@ -917,6 +967,7 @@ int main(int argc, char **argv)
     }
     if (argc != 2) {
         fprintf(stderr, "usage: test_smp smp2_pinned|smp4_mttcg_pinned|smp4_unpinned|smp_kvm|"
+                        "smp4_mttcg_plugin|smp4_plugin_unpinned|smp2_plugin_apart|"
                         "plugin_skid SMP timer|counter\n");
         return 2;
     }
@@ -955,8 +1006,19 @@ int main(int argc, char **argv)
     smp4_plugin_unpinned.plugin = true;
     smp4_plugin_unpinned.interval_ms = "5"; /* several seconds: processes migrate */
     smp4_plugin_unpinned.samples = 1500;
+    /* Two vCPU threads on one host CPU, the rest of QEMU on another (place_vcpus_apart). */
+    struct smp_case smp2_plugin_apart = {.accel = "tcg,thread=multi",
+                                         .smp = 2,
+                                         .progs = {SPIN(1, 0), SPIN(2, 1)},
+                                         .n_progs = 2,
+                                         .samples = 1000,
+                                         .interval_ms = "2",
+                                         .plugin = true,
+                                         .vcpus_apart = true};
     if (strcmp(name, "smp4_mttcg_plugin") == 0) {
         run_case(&smp4_plugin);
+    } else if (strcmp(name, "smp2_plugin_apart") == 0) {
+        run_case(&smp2_plugin_apart);
     } else if (strcmp(name, "smp4_plugin_unpinned") == 0) {
         run_case(&smp4_plugin_unpinned);
     } else if (strcmp(name, "smp2_pinned") == 0) {

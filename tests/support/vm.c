@@ -489,3 +489,60 @@ void vm_stop(test_vm *vm)
     rmdir(vm->dir);
     free(vm);
 }
+
+/* Each thread of process pid and its CPU time so far (ns), from /proc's schedstat. */
+static GHashTable *thread_cpu_ns(pid_t pid)
+{
+    char dir[64], path[128];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    GHashTable *h = g_hash_table_new(g_direct_hash, g_direct_equal);
+    GDir *d = g_dir_open(dir, 0, NULL);
+    for (const char *t; d && (t = g_dir_read_name(d));) {
+        snprintf(path, sizeof path, "%s/%s/schedstat", dir, t);
+        char *text = NULL;
+        unsigned long long run = 0;
+        if (g_file_get_contents(path, &text, NULL, NULL) && sscanf(text, "%llu", &run) == 1)
+            g_hash_table_insert(h, GINT_TO_POINTER(atoi(t)), GSIZE_TO_POINTER((gsize)run));
+        g_free(text);
+    }
+    if (d)
+        g_dir_close(d);
+    return h;
+}
+
+struct thread_ran {
+    pid_t tid;
+    gsize ns;
+};
+
+static int by_most_ran(const void *a, const void *b)
+{
+    gsize x = ((const struct thread_ran *)a)->ns, y = ((const struct thread_ran *)b)->ns;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int vm_busiest_threads(const test_vm *vm, int n, pid_t *tids)
+{
+    GHashTable *before = thread_cpu_ns(vm_pid(vm));
+    struct timespec window = {0, 300000000};
+    nanosleep(&window, NULL);
+    GHashTable *after = thread_cpu_ns(vm_pid(vm));
+    GArray *ran = g_array_new(FALSE, FALSE, sizeof(struct thread_ran));
+    GHashTableIter it;
+    gpointer tid, run;
+    g_hash_table_iter_init(&it, after);
+    while (g_hash_table_iter_next(&it, &tid, &run)) {
+        struct thread_ran r = {(pid_t)GPOINTER_TO_INT(tid),
+                               GPOINTER_TO_SIZE(run) -
+                                   GPOINTER_TO_SIZE(g_hash_table_lookup(before, tid))};
+        g_array_append_val(ran, r);
+    }
+    g_array_sort(ran, by_most_ran);
+    int found = MIN(n, (int)ran->len);
+    for (int i = 0; i < found; i++)
+        tids[i] = g_array_index(ran, struct thread_ran, i).tid;
+    g_array_free(ran, TRUE);
+    g_hash_table_destroy(before);
+    g_hash_table_destroy(after);
+    return found;
+}

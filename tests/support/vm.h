@@ -70,6 +70,10 @@ const char *vm_gdb_address(const test_vm *vm);
 const char *vm_plugin_address(const test_vm *vm);
 const char *vm_dir(const test_vm *vm); /* private directory for this VM's files */
 pid_t vm_pid(const test_vm *vm);
+/* The n threads of QEMU's that ran the most over the next 0.3 s, the busiest first, into tids;
+ * how many there were. In a spin guest those are the vCPU threads (the test VM names no threads,
+ * and QEMU's main thread may have used more CPU than they while starting). */
+int vm_busiest_threads(const test_vm *vm, int n, pid_t *tids);
 bool vm_alive(test_vm *vm);
 
 /* Kills QEMU (if still running), removes its files, frees vm. NULL is a no-op. */
