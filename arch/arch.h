@@ -181,6 +181,10 @@ struct prof_arch {
     int pc_reg, sp_reg;           /* DWARF numbers of the pc and the stack pointer in unw_regs */
     int user_privilege;           /* the privilege level user code runs at (0: most privileged) */
     uint64_t as_root_mask;        /* the address bits of the address-space root register */
+    /* Whether root (a vCPU's as_root) names the top-level table at guest-physical table_pa (a
+     * Linux mm's pgd): x86_64 either half of PTI's 8 KiB pair (bit 12 aside), riscv64 satp's
+     * PPN shifted to an address (no Bare mode), aarch64 TTBR0's BADDR (ASID and CnP aside). */
+    bool (*root_names_table)(uint64_t root, uint64_t table_pa);
     /* Translates vaddr through the page tables rooted at root (the root register's value, flag
      * bits allowed). Returns 0 with *paddr and *page_size (the size of the page holding vaddr),
      * -EFAULT when vaddr is not canonical, an entry is not present or a table is not in RAM,

@@ -656,6 +656,14 @@ static bool capstone_open(size_t *handle)
 /* virt: RAM from 1 GiB. */
 static const struct prof_arch_ram_layout usual_ram = {.base = 0x40000000};
 
+/* TTBR0_EL1: the ASID (63..48) and CnP (0) beside the table's address. A kernel with software
+ * TTBR0 PAN holds a reserved table there at EL1, which names no mm's table: right, as user
+ * memory is not mapped then. */
+static bool root_names_table(uint64_t ttbr0, uint64_t table_pa)
+{
+    return (ttbr0 & ADDR_MASK) == table_pa;
+}
+
 const struct prof_arch prof_arch_aarch64 = {
     .name = "aarch64",
     .elf_machine = EM_AARCH64,
@@ -668,6 +676,7 @@ const struct prof_arch prof_arch_aarch64 = {
     .user_privilege = 3,
     /* TTBR0's table address; the ASID (63..48) and CnP (0) say nothing of the address space. */
     .as_root_mask = ADDR_MASK,
+    .root_names_table = root_names_table,
     .page_walk = page_walk,
     .page_walk_mmu = page_walk_mmu,
     /* stp x29, x30, [sp, #-16]!; mov x29, sp: the caller's x29 at [x29], the return address

@@ -619,6 +619,12 @@ static uint64_t abi_frame_regs(const void *frame, struct unw_regs *u)
 /* virt: RAM from 2 GiB. */
 static const struct prof_arch_ram_layout usual_ram = {.base = 0x80000000};
 
+/* satp holds the table's page number beside its mode and ASID; Bare names no table. */
+static bool root_names_table(uint64_t satp, uint64_t table_pa)
+{
+    return mode_levels(satp) > 0 && (satp & SATP_PPN_MASK) << 12 == table_pa;
+}
+
 const struct prof_arch prof_arch_riscv64 = {
     .name = "riscv64",
     .elf_machine = EM_RISCV,
@@ -630,6 +636,7 @@ const struct prof_arch prof_arch_riscv64 = {
     .sp_reg = RV_SLOT_SP,
     .user_privilege = 3,
     .as_root_mask = SATP_PPN_MASK,
+    .root_names_table = root_names_table,
     .page_walk = page_walk,
     /* The standard prologue (addi sp,sp,-16; sd ra,8(sp); sd s0,0(sp); addi s0,sp,16): s0
      * points above the saved pair, the return address at fp-8, the caller's fp at fp-16. */

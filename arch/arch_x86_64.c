@@ -452,6 +452,13 @@ static uint64_t abi_frame_regs(const void *frame, struct unw_regs *u)
     return f.rip;
 }
 
+/* Under PTI an mm owns an 8 KiB pair of top-level tables, the kernel's even page and the user's
+ * odd one (CR3 bit 12): both name the mm's pgd. */
+static bool root_names_table(uint64_t root, uint64_t table_pa)
+{
+    return ((root ^ table_pa) & X86_CR3_ADDR_MASK & ~UINT64_C(0x1000)) == 0;
+}
+
 const struct prof_arch prof_arch_x86_64 = {
     .name = "x86_64",
     .elf_machine = EM_X86_64,
@@ -462,6 +469,7 @@ const struct prof_arch prof_arch_x86_64 = {
     .sp_reg = UNW_RSP,
     .user_privilege = 3,
     .as_root_mask = X86_CR3_ADDR_MASK,
+    .root_names_table = root_names_table,
     .page_walk = page_walk,
     /* push rbp; mov rsp, rbp: the caller's rbp at [rbp], the return address above it. */
     .frame = {.fp_reg = UNW_RBP, .saved_fp = 0, .saved_ra = 8},

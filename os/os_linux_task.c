@@ -86,12 +86,13 @@ static void walk_owners(struct os_linux *l, const struct lx_reader *r)
 static bool find_owner(struct os_linux *l, const struct lx_reader *r, uint64_t root,
                        struct lx_task_info *out)
 {
+    bool (*names)(uint64_t, uint64_t) = l->cfg.arch->root_names_table;
     struct qp_error ignored = {0};
     uint64_t pa;
     for (int i = 0; i < OWNERS; i++)
-        if (l->owners[i].pgd_pa && l->owners[i].pgd_pa == root &&
+        if (l->owners[i].pgd_pa && names(root, l->owners[i].pgd_pa) &&
             lx_task_read(&l->off, r, l->owners[i].task.task, out, &ignored) == 0 &&
-            pgd_paddr(l, out, &pa) == 0 && pa == root)
+            pgd_paddr(l, out, &pa) == 0 && names(root, pa))
             return true;
     return false;
 }
@@ -102,17 +103,32 @@ static bool find_owner(struct os_linux *l, const struct lx_reader *r, uint64_t r
 static bool owner_task(struct os_linux *l, const struct lx_reader *r, const struct prof_vcpu *cpu,
                        struct lx_task_info *out)
 {
-    uint64_t root = cpu->as_root & l->cfg.arch->as_root_mask;
+    uint64_t root = cpu->as_root;
     if (find_owner(l, r, root, out))
         return true;
     walk_owners(l, r);
     return find_owner(l, r, root, out);
 }
 
+/* Whether cpu's page tables are those of task t's mm (by the architecture's rule: PTI's user
+ * and kernel halves of one pair alike, an ASID aside). An mm whose pgd cannot be read counts as
+ * the vCPU's: nothing says it is not, and the sample keeps the task the kernel named current. */
+static bool runs_on_own_mm(struct os_linux *l, const struct prof_vcpu *cpu,
+                           const struct lx_task_info *t)
+{
+    uint64_t pgd, pa;
+    if (!t->mm || t->kthread || !lx_is_kernel_addr(t->mm) ||
+        lx_kernel_read(l->kernel, t->mm + l->off.mm_pgd, &pgd, 8) ||
+        lx_kernel_virt_to_phys(l->kernel, pgd, &pa))
+        return true;
+    return l->cfg.arch->root_names_table(cpu->as_root, pa);
+}
+
 /* The current task from the register the kernel keeps it in (aarch64's SP_EL0 at EL1, riscv64's
  * tp in S-mode, or sscratch where tp holds user data), or in user mode from the page table's
- * owner (aarch64: TTBR0; the owners' pgd is compared with the root's address bits, which is the
- * table's physical address on aarch64 and x86_64, not on riscv64, whose sscratch names it). */
+ * owner (aarch64: TTBR0; riscv64's sscratch names the task there). Whether the vCPU runs on
+ * that task's mm: the owner's by construction; a task the register names is compared (a switch
+ * between switch_mm and the register's update, a kernel that parks TTBR0 on a reserved table). */
 static void read_task_by_regs(struct os_linux *l, const struct prof_vcpu *cpu, int i)
 {
     struct lx_reader r = {.read = os_linux_kread, .ctx = l->kernel};
@@ -125,12 +141,15 @@ static void read_task_by_regs(struct os_linux *l, const struct prof_vcpu *cpu, i
         /* User mode, or kernel mode before the entry code loaded the register (an exception
          * vector's first instruction, the user's page table still in place). */
         l->task_ok[i] = owner_task(l, &r, cpu, &l->tasks[i]);
+        l->own_mm[i] = l->task_ok[i];
         return;
     }
     if (lx_task_read(&l->off, &r, task, &l->tasks[i], &err) == 0) {
         l->task_ok[i] = true;
         l->known_task = task;
         remember_owner(l, &l->tasks[i]);
+        l->own_mm[i] = runs_on_own_mm(l, cpu, &l->tasks[i]);
+        l->foreign_mm_samples += !l->own_mm[i];
     } else if (l->cfg.verbose && !l->said_task_error) {
         qp_log(QP_LOG_INFO, "Linux: vCPU %d's current task: %s (said once)", cpu->index, err.msg);
         l->said_task_error = true;
@@ -155,20 +174,6 @@ static int instant_read(void *ctx, uint64_t kva, void *buf, size_t len)
         return 0;
     }
     return -EAGAIN;
-}
-
-/* Whether cpu's page tables are those of task t's mm (PTI's user and kernel halves of one pair
- * alike). An mm whose pgd cannot be read counts as the vCPU's: nothing says it is not, and the
- * sample keeps the task the kernel named current. */
-static bool runs_on_own_mm(struct os_linux *l, const struct prof_vcpu *cpu,
-                           const struct lx_task_info *t)
-{
-    uint64_t pgd, pa;
-    if (!t->mm || t->kthread || !lx_is_kernel_addr(t->mm) ||
-        lx_kernel_read(l->kernel, t->mm + l->off.mm_pgd, &pgd, 8) ||
-        lx_kernel_virt_to_phys(l->kernel, pgd, &pa))
-        return true;
-    return ((pa ^ cpu->as_root) & ~UINT64_C(0x1fff) & UINT64_C(0x000ffffffffff000)) == 0;
 }
 
 /* The per-CPU area: GS base in kernel mode, else __per_cpu_offset[cpu] (QEMU numbers vCPUs as

@@ -347,7 +347,11 @@ static uint32_t sysroot_module(prof_sysroot *sr, struct sysroot_file *f, const c
     }
     const sym_table *debug =
         debug_symbols(sr, f->build_id, f->build_id_len, guest_path, f->host_path);
-    struct out_module m = {.base = (uint64_t)bias};
+    /* Offsets count from where the file's start is mapped, as for a mapping the OS names
+     * ("busybox+0x4a6fc" either way): the bias for a shared object or PIE, whose first
+     * PT_LOAD is at 0, but 0x400000 more for an executable linked there (ET_EXEC). */
+    const struct sysroot_load *first = &g_array_index(f->loads, struct sysroot_load, 0);
+    struct out_module m = {.base = (uint64_t)bias + first->vaddr - first->offset};
     const char *base = strrchr(f->host_path, '/');
     g_strlcpy(m.name, base ? base + 1 : f->host_path, sizeof m.name);
     g_strlcpy(m.path, f->host_path, sizeof m.path);

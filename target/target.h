@@ -46,7 +46,8 @@ struct prof_vcpu {
     bool halted;      /* idle, or never started by the guest */
     bool paging64;    /* in 64-bit paging mode: addresses mean what the unwinder expects */
     uint64_t as_root; /* address-space root as arch->page_walk takes it (x86: CR3's address bits;
-                         riscv64: all of satp, the mode included); compare through as_root_mask */
+                         riscv64: all of satp, the mode included); compare two roots through
+                         as_root_mask, a root with a table's address through root_names_table */
     struct prof_arch_mmu mmu; /* the rest of the walk's context (aarch64: TTBR1_EL1, TCR_EL1), for
                                  prof_arch_page_walk; zero where the architecture needs none */
     /* The kernel's per-CPU area where a register holds it (prof_arch_cpu_state's percpu_base:

@@ -26,11 +26,6 @@ static struct image_layout layout_for(size_t eh_frame_len)
     return l;
 }
 
-void unw_x86_64_ehdr(Elf64_Ehdr *eh)
-{
-    unw_ehdr_for(eh, EM_X86_64);
-}
-
 void unw_ehdr_for(Elf64_Ehdr *eh, uint16_t elf_machine)
 {
     memset(eh, 0, sizeof *eh);
@@ -44,11 +39,11 @@ void unw_ehdr_for(Elf64_Ehdr *eh, uint16_t elf_machine)
     eh->e_ehsize = sizeof *eh;
 }
 
-static void write_headers(unsigned char *img, const struct image_layout *l, uint64_t text_addr,
-                          uint64_t text_size)
+static void write_headers(unsigned char *img, const struct image_layout *l, uint16_t elf_machine,
+                          uint64_t text_addr, uint64_t text_size)
 {
     Elf64_Ehdr eh;
-    unw_x86_64_ehdr(&eh);
+    unw_ehdr_for(&eh, elf_machine);
     eh.e_phoff = sizeof eh;
     eh.e_shoff = l->shdr_off;
     eh.e_phentsize = sizeof(Elf64_Phdr);
@@ -93,14 +88,15 @@ static void write_sections(unsigned char *img, const struct image_layout *l, uin
     memcpy(img + l->shdr_off, sh, sizeof sh);
 }
 
-int unw_build_eh_frame_image(uint64_t text_addr, uint64_t text_size, uint64_t eh_frame_addr,
-                             const void *eh_frame, size_t eh_frame_len, void **out, size_t *out_len)
+int unw_build_eh_frame_image(uint16_t elf_machine, uint64_t text_addr, uint64_t text_size,
+                             uint64_t eh_frame_addr, const void *eh_frame, size_t eh_frame_len,
+                             void **out, size_t *out_len)
 {
     if (eh_frame_len > ((size_t)1 << 31))
         return -EINVAL;
     struct image_layout l = layout_for(eh_frame_len);
     unsigned char *img = g_malloc0(l.total);
-    write_headers(img, &l, text_addr, text_size);
+    write_headers(img, &l, elf_machine, text_addr, text_size);
     memcpy(img + l.eh_frame_off, eh_frame, eh_frame_len);
     memcpy(img + l.shstrtab_off, shstrtab, sizeof shstrtab);
     write_sections(img, &l, text_addr, text_size, eh_frame_addr, eh_frame_len);

@@ -73,15 +73,15 @@ struct unw_space {
 };
 
 /* unw_image.c: builds an ELF image holding .eh_frame; *out is g_free'd by the caller. */
-/* An x86_64 little-endian ET_EXEC ELF header with no program or section headers; callers fill
- * in the tables they add. */
-void unw_x86_64_ehdr(Elf64_Ehdr *eh);
-/* The same for another machine. */
+/* A little-endian ET_EXEC ELF header of elf_machine with no program or section headers;
+ * callers fill in the tables they add. */
 void unw_ehdr_for(Elf64_Ehdr *eh, uint16_t elf_machine);
 
-int unw_build_eh_frame_image(uint64_t text_addr, uint64_t text_size, uint64_t eh_frame_addr,
-                             const void *eh_frame, size_t eh_frame_len, void **out,
-                             size_t *out_len);
+/* The image says elf_machine (the space's): libdw takes the default CFI rules (the stack
+ * pointer's value is the CFA, ...) from the image's machine, not the space's. */
+int unw_build_eh_frame_image(uint16_t elf_machine, uint64_t text_addr, uint64_t text_size,
+                             uint64_t eh_frame_addr, const void *eh_frame, size_t eh_frame_len,
+                             void **out, size_t *out_len);
 
 /* unw_walk.c */
 extern const Dwfl_Thread_Callbacks unw_thread_callbacks;

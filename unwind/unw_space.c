@@ -216,8 +216,8 @@ int unw_space_add_eh_frame(unw_space *s, const char *name, uint64_t text_addr, u
     if (rc < 0)
         return qp_error_prefix(err, "unwind space %s: %s", s->name, name);
     struct unw_source *src = g_new0(struct unw_source, 1);
-    rc = unw_build_eh_frame_image(text_addr, text_size, eh_frame_addr, eh_frame, eh_frame_len,
-                                  &src->image, &src->image_len);
+    rc = unw_build_eh_frame_image(s->machine->elf_machine, text_addr, text_size, eh_frame_addr,
+                                  eh_frame, eh_frame_len, &src->image, &src->image_len);
     if (rc < 0) {
         source_free(src);
         return qp_error_set(err, rc, "unwind space %s: building ELF image for %s", s->name, name);

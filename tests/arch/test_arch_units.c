@@ -638,6 +638,34 @@ static void test_a64_cpu_state(void)
     CHECK_MSG(strstr(err.msg, "AArch32") && !strchr(err.msg, '\n'), "%s", err.msg);
 }
 
+/* Whether a vCPU's root register names a Linux mm's top-level table, architecture by
+ * architecture: the flag, ASID and mode bits beside the address are not part of it, and a root
+ * that differs in its address bits never matches. */
+static void test_root_names_table(void)
+{
+    const struct prof_arch *x = &prof_arch_x86_64, *rv = &prof_arch_riscv64,
+                           *a = &prof_arch_aarch64;
+    /* x86_64: CR3's address bits; PTI's user table (bit 12) names the pair's pgd too. */
+    CHECK(x->root_names_table(0x1234000, 0x1234000));
+    CHECK(x->root_names_table(0x1235000, 0x1234000));
+    CHECK(!x->root_names_table(0x1236000, 0x1234000));
+    CHECK(!x->root_names_table(0x11234000, 0x1234000));
+    /* riscv64: satp = Sv39 | ASID 5 | PPN 0x80201 names the table at 0x80201000, not the PPN
+     * itself; Bare mode names none. */
+    uint64_t satp = UINT64_C(8) << 60 | UINT64_C(5) << 44 | 0x80201;
+    CHECK(rv->root_names_table(satp, 0x80201000));
+    CHECK(!rv->root_names_table(satp, 0x80201));
+    CHECK(!rv->root_names_table(satp, 0x80202000));
+    CHECK(rv->root_names_table(UINT64_C(9) << 60 | 0x80201, 0x80201000)); /* Sv48 */
+    CHECK(!rv->root_names_table(0x80201, 0x80201000));                    /* Bare */
+    /* aarch64: TTBR0 = ASID 0x2a | BADDR | CnP names the table at BADDR. */
+    uint64_t ttbr0 = UINT64_C(0x2a) << 48 | 0x4a5f3000 | 1;
+    CHECK(a->root_names_table(ttbr0, 0x4a5f3000));
+    CHECK(a->root_names_table(0x4a5f3000, 0x4a5f3000));
+    CHECK(!a->root_names_table(ttbr0, 0x4a5f4000));
+    CHECK(!a->root_names_table(UINT64_C(0x2a) << 48 | 0x41a2e000, 0x4a5f3000)); /* reserved */
+}
+
 /* A file holding only an ELF header of the given machine. */
 static char *elf_file(const char *dir, const char *name, uint16_t machine)
 {
@@ -1234,6 +1262,7 @@ int main(void)
     test_a64_16k_64k();
     test_a64_loop_and_unknown_granule();
     test_a64_cpu_state();
+    test_root_names_table();
     test_a64_monitor_transcripts();
     test_a64_monitor_garbage();
     test_x86_monitor_transcripts();

@@ -11,6 +11,9 @@
  *            __per_cpu_offset[cpu] in user mode)
  *   mmcache  a task's VMAs cached by mm: read once per stop, walked again when map_count
  *            changes or the mm passes to another process
+ *   regs     with no per-CPU path (riscv64, aarch64): the task from the register the kernel
+ *            keeps it in or from the page table's owner, and its address space offered only
+ *            while the vCPU's root register names the task's table (each architecture's rule)
  *
  * BTF offsets are set through os_linux_internal.h (the fake kernel has no BTF). */
 #include "../linux-btf/fake_mem.h"
@@ -439,6 +442,119 @@ static void test_mmcache(void)
     prof_os_linux_ops.free(l);
 }
 
+/* ---- the current task from a register (no per-CPU path) ---- */
+
+#define OTHER_PGD    0x7000u /* another process's top-level table */
+#define RESERVED_PGD 0x8000u /* aarch64's reserved table (no user mappings) */
+
+static int no_user_read(void *ctx, const struct prof_vcpu *cpu, uint64_t addr, void *buf,
+                        size_t len, size_t *got)
+{
+    (void)ctx, (void)cpu, (void)addr, (void)buf, (void)len;
+    *got = 0;
+    return -EFAULT;
+}
+
+/* Whether the address space of vCPU 0's task is offered: 0, or -EAGAIN when the vCPU's page
+ * tables are not its mm's. */
+static int space_of(struct os_linux *l, uint64_t want_mm)
+{
+    struct prof_os_mem umem = mem;
+    umem.read = no_user_read;
+    struct prof_address_space as = {0};
+    int rc = prof_os_linux_ops.address_space(l, 0, &umem, &as);
+    if (rc == 0)
+        CHECK_U64(as.id, want_mm);
+    return rc;
+}
+
+/* Guests whose kernel keeps the current task in a register (riscv64's tp, or sscratch while
+ * user code runs; aarch64's SP_EL0 at EL1) instead of a per-CPU word: the task comes from that
+ * register or, in user mode, from the owner of the page table the root register names; the
+ * task's address space (--sysroot, build-ids) is offered only while the vCPU runs on the task's
+ * mm, which the architecture's rule decides (satp's PPN, TTBR0's address without its ASID).
+ * The synthetic guest is x86_64's: its kernel is found by x86_64's walk, then the adapter is
+ * told the guest is riscv64, then aarch64, which changes only how a root names a table. */
+static void test_regs(void)
+{
+    build_guest();
+    struct os_linux *l = open_adapter();
+    struct prof_vcpu cpu = kernel_cpu(0);
+    find_and_accept(l, &cpu);
+    l->off = O;
+    l->have_offsets = true;
+    l->have_percpu = false;
+    uint64_t stack = fake_alloc(&fm, 16 << 10, 16 << 10);
+    uint64_t prog = make_vma(0x400000, 0x401000, "prog");
+    uint64_t lib = make_vma(0x10000000, 0x10001000, "libc.so.6");
+    uint64_t mm = make_mm(make_tree(prog, lib), 2); /* its pgd: PGD */
+    uint64_t task = make_task(700, "busy", mm, stack);
+
+    l->cfg.arch = &prof_arch_riscv64;
+    uint64_t sv39 = UINT64_C(8) << 60, asid = UINT64_C(3) << 44;
+    /* S-mode, tp names the task, satp its table: the address space is offered. */
+    cpu.has_kernel_thread_reg = true;
+    cpu.kernel_thread_reg = task;
+    cpu.sp = stack + 0x3f00;
+    cpu.as_root = sv39 | asid | PGD >> 12;
+    refresh(l, &cpu, 1);
+    expect_task(l, &cpu, 0, 700, "busy");
+    CHECK(l->own_mm[0]);
+    CHECK_INT(space_of(l, mm), 0);
+    /* satp names another process's table (a switch between switch_mm and tp's update): the
+     * task stays, its memory is not what the vCPU maps. */
+    cpu.as_root = sv39 | asid | OTHER_PGD >> 12;
+    refresh(l, &cpu, 1);
+    expect_task(l, &cpu, 0, 700, "busy");
+    CHECK(!l->own_mm[0]);
+    CHECK_INT(space_of(l, mm), -EAGAIN);
+    CHECK_U64(l->foreign_mm_samples, 1);
+    /* U-mode: tp is the user's, sscratch names the task. */
+    cpu.user = true;
+    cpu.pc = 0x400100;
+    cpu.kernel_thread_reg = 0x12345678;
+    cpu.has_kernel_thread_alt = true;
+    cpu.kernel_thread_alt = task;
+    cpu.as_root = sv39 | asid | PGD >> 12;
+    refresh(l, &cpu, 1);
+    expect_task(l, &cpu, 0, 700, "busy");
+    CHECK_INT(space_of(l, mm), 0);
+    /* ... and without sscratch, the owner of the table satp names (seen in S-mode above). */
+    cpu.has_kernel_thread_alt = false;
+    refresh(l, &cpu, 1);
+    expect_task(l, &cpu, 0, 700, "busy");
+    CHECK_INT(space_of(l, mm), 0);
+
+    /* aarch64: another process, whose table is OTHER_PGD. */
+    l->cfg.arch = &prof_arch_aarch64;
+    uint64_t mm2 = make_mm(make_tree(prog, lib), 2);
+    fake_put_u64(&fm, mm2 + O.mm_pgd, FAKE_BASE + OTHER_PGD);
+    uint64_t task2 = make_task(800, "loop", mm2, stack);
+    uint64_t ttbr0 = UINT64_C(0x2a) << 48 | OTHER_PGD;
+    cpu = kernel_cpu(0);
+    cpu.has_kernel_thread_reg = true;
+    cpu.kernel_thread_reg = task2; /* SP_EL0 at EL1 */
+    cpu.sp = stack + 0x3f00;
+    cpu.as_root = ttbr0;
+    refresh(l, &cpu, 1);
+    expect_task(l, &cpu, 0, 800, "loop");
+    CHECK_INT(space_of(l, mm2), 0);
+    /* TTBR0 on a reserved table at EL1 (software PAN): user memory is not mapped. */
+    cpu.as_root = RESERVED_PGD;
+    refresh(l, &cpu, 1);
+    expect_task(l, &cpu, 0, 800, "loop");
+    CHECK_INT(space_of(l, mm2), -EAGAIN);
+    /* EL0: SP_EL0 is the user's sp; the owner of TTBR0's table is the task. */
+    cpu.user = true;
+    cpu.pc = 0x400100;
+    cpu.has_kernel_thread_reg = false;
+    cpu.as_root = ttbr0 | 1; /* CnP */
+    refresh(l, &cpu, 1);
+    expect_task(l, &cpu, 0, 800, "loop");
+    CHECK_INT(space_of(l, mm2), 0);
+    prof_os_linux_ops.free(l);
+}
+
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "";
@@ -450,8 +566,10 @@ int main(int argc, char **argv)
         test_current();
     } else if (strcmp(which, "mmcache") == 0) {
         test_mmcache();
+    } else if (strcmp(which, "regs") == 0) {
+        test_regs();
     } else {
-        fprintf(stderr, "usage: %s reboot|current|mmcache\n", argv[0]);
+        fprintf(stderr, "usage: %s reboot|current|mmcache|regs\n", argv[0]);
         return 2;
     }
     g_free(ram);

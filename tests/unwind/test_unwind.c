@@ -373,6 +373,59 @@ static void test_eh_frame_from_memory(const char *fixture, const struct capture 
     unw_space_free(s);
 }
 
+/* .eh_frame read from an aarch64 guest: libdw takes the rules a table leaves out from the
+ * image's machine (aarch64's sp is the CFA), so a walk goes on past the first caller only when
+ * the image says aarch64. One function (stp x29, x30, [sp, #-16]!; then CFA = sp+16, x29 and
+ * x30 saved at CFA-16 and CFA-8) whose frames nest three deep on a stack at sp. */
+static void test_eh_frame_other_machine(void)
+{
+    enum { TEXT = 0x20000, TEXT_SIZE = 0x100, EH = 0x10000, SP = 0x7ff000 };
+    static const uint8_t cie[24] = {
+        20,   0,    0,   0, 0, 0, 0, 0, /* length, CIE id */
+        1,    'z',  'R', 0,             /* version, augmentation */
+        4,    0x78, 30,      /* code alignment 4, data alignment -8, return address x30 */
+        1,    0x1b,          /* augmentation data: FDE pointers pc-relative sdata4 */
+        0x0c, 31,   0,       /* DW_CFA_def_cfa sp, 0 */
+        0,    0,    0,   0}; /* DW_CFA_nop */
+    uint8_t eh[24 + 28 + 4] = {0};
+    memcpy(eh, cie, sizeof cie);
+    uint8_t *fde = eh + 24;
+    int32_t pc_begin = (int32_t)(TEXT - (EH + 24 + 8));
+    const uint8_t head[] = {24, 0, 0, 0, 28, 0, 0, 0}; /* length, CIE pointer */
+    memcpy(fde, head, sizeof head);
+    memcpy(fde + 8, &pc_begin, 4);
+    const int32_t range = TEXT_SIZE;
+    memcpy(fde + 12, &range, 4);
+    /* augmentation data length 0; advance 4 bytes; DW_CFA_def_cfa_offset 16; x29 at CFA-16,
+     * x30 at CFA-8; nops */
+    const uint8_t prog[] = {0, 0x41, 0x0e, 16, 0x80 | 29, 2, 0x80 | 30, 1, 0, 0, 0, 0};
+    memcpy(fde + 16, prog, sizeof prog);
+    unw_space *s = NULL;
+    struct qp_error err = {0};
+    REQUIRE(unw_space_new(prof_arch_aarch64.unwind, "user", USER_LO, USER_HI, &s, &err) == 0);
+    CHECK_MSG(unw_space_add_eh_frame(s, "a64", TEXT, TEXT_SIZE, EH, eh, sizeof eh, &err) == 0,
+              "add_eh_frame: %s", err.msg);
+    /* frame records: [x29, x30] pairs, the last one's return address 0 (the outermost) */
+    const uint64_t stack[6] = {SP + 16, TEXT + 0x24, SP + 32, TEXT + 0x34, 0, 0};
+    struct unw_memory mem = {.snapshot_addr = SP, .snapshot = stack, .snapshot_len = sizeof stack};
+    struct unw_regs regs = {0};
+    regs.r[prof_arch_aarch64.pc_reg] = TEXT + 0x10;
+    regs.r[prof_arch_aarch64.sp_reg] = SP;
+    regs.r[29] = SP;
+    struct unw_frame frames[MAX_FRAMES];
+    struct unw_result res;
+    walk(s, &regs, &mem, MAX_FRAMES, frames, &res);
+    fprintf(stderr, "aarch64 .eh_frame from memory: %d frames, stop: %s\n", res.n_frames,
+            unw_stop_str(res.stop));
+    CHECK_INT(res.n_frames, 3);
+    const uint64_t want[3] = {TEXT + 0x10, TEXT + 0x24, TEXT + 0x34};
+    for (int i = 0; i < res.n_frames && i < 3; i++) {
+        CHECK_U64(res.frames[i].pc, want[i]);
+        CHECK_INT(res.frames[i].method, i == 0 ? UNW_BY_REGS : UNW_BY_CFI);
+    }
+    unw_space_free(s);
+}
+
 static char *dump_to_string(unw_space *s, uint64_t pc, int *rc)
 {
     char *text = NULL;
@@ -572,6 +625,7 @@ int main(void)
         return 77;
     REQUIRE(rc == 0);
     test_misc();
+    test_eh_frame_other_machine();
     const char *modes[] = {"chain", "signal"};
     for (int m = 0; m < 2; m++) {
         test_golden(FIXTURE_FP, modes[m], true);
