@@ -130,7 +130,7 @@ static void lx_while_running(void *impl, const struct prof_os_mem *mem, struct p
         os_linux_say_no_scan(l);
         return;
     }
-    if (os_linux_now_ns() < l->next_try_ns)
+    if (qp_now_ns() < l->next_try_ns)
         return;
     l->mem = mem;
     os_linux_find_kernel(l);

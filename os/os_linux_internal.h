@@ -18,6 +18,7 @@
 #include "lx_module.h"
 #include "lx_task.h"
 #include "os.h"
+#include "qp_clock.h"
 
 #include <glib.h>
 #include <stdbool.h>
@@ -147,13 +148,6 @@ struct charged {
     struct os_linux *l;
     const struct prof_os_mem *mem;
 };
-
-static inline uint64_t os_linux_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
-}
 
 /* An lx_reader over the kernel's own page table (ctx: the lx_kernel). */
 static inline int os_linux_kread(void *ctx, uint64_t kva, void *buf, size_t len)

@@ -144,7 +144,7 @@ bool os_linux_find_kernel(struct os_linux *l)
 {
     struct lx_vmcoreinfo vi;
     struct qp_error err = {0};
-    uint64_t t0 = os_linux_now_ns();
+    uint64_t t0 = qp_now_ns();
     int rc = find_vmcoreinfo(l, &vi, &err);
     if (rc == 0)
         rc = lx_kernel_open(&vi, &l->phys, &l->kernel, &err);
@@ -154,7 +154,7 @@ bool os_linux_find_kernel(struct os_linux *l)
         bool again = rc == -ENOENT && !l->cfg.vmcoreinfo_path && ++l->tries < MAX_TRIES;
         say_why(l, &err);
         l->failed = !again;
-        l->next_try_ns = os_linux_now_ns() + (RETRY_NS << l->tries);
+        l->next_try_ns = qp_now_ns() + (RETRY_NS << l->tries);
         lx_kernel_free(l->kernel);
         l->kernel = NULL;
         return false;
@@ -164,7 +164,7 @@ bool os_linux_find_kernel(struct os_linux *l)
     load_task_offsets(l);
     if (l->have_mod_offsets && l->modules_head) {
         os_linux_read_modules(l);
-        l->modules_checked_ns = os_linux_now_ns();
+        l->modules_checked_ns = qp_now_ns();
     }
     os_linux_build_symbols(l);
     l->found = (struct prof_os_refresh){
@@ -176,7 +176,7 @@ bool os_linux_find_kernel(struct os_linux *l)
                "Linux %s (%s), KASLR offset 0x%" PRIx64 ", %zu ORC entries; found in %.1f "
                "ms",
                vi.osrelease, lx_kernel_arch_name(l->candidate), vi.kernel_offset,
-               lx_kernel_orc_entries(l->candidate), (os_linux_now_ns() - t0) / 1e6);
+               lx_kernel_orc_entries(l->candidate), (qp_now_ns() - t0) / 1e6);
     return true;
 }
 

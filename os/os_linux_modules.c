@@ -65,12 +65,12 @@ bool os_linux_read_modules(struct os_linux *l)
     struct lx_reader r = {.read = os_linux_kread, .ctx = l->kernel};
     struct qp_error err = {0};
     lx_modules *m = NULL;
-    uint64_t t0 = os_linux_now_ns();
+    uint64_t t0 = qp_now_ns();
     lx_kernel_forget_translations(l->kernel);
     int rc = lx_modules_read(&l->mod_off, &r, l->modules_head, true, &m, &err);
     lx_kernel_forget_translations(l->kernel);
     l->module_reads++;
-    l->module_read_ns += os_linux_now_ns() - t0;
+    l->module_read_ns += qp_now_ns() - t0;
     if (rc) {
         if (l->cfg.verbose)
             qp_log(QP_LOG_INFO, "Linux modules: %s", err.msg);
@@ -84,8 +84,7 @@ bool os_linux_read_modules(struct os_linux *l)
         qp_log(QP_LOG_INFO,
                "Linux modules: %zu text ranges, %zu symbols, %zu ORC entries, read in %.1f "
                "ms",
-               lx_modules_count(m), n_syms, lx_modules_orc_entries(m),
-               (os_linux_now_ns() - t0) / 1e6);
+               lx_modules_count(m), n_syms, lx_modules_orc_entries(m), (qp_now_ns() - t0) / 1e6);
     lx_kernel_use_modules(l->kernel, m);
     lx_modules_free(l->mods);
     l->mods = m;
@@ -118,7 +117,7 @@ static bool named_already(const struct os_linux *l, const lx_modules *m)
 void os_linux_check_modules(struct os_linux *l, const struct prof_os_mem *mem,
                             struct prof_os_refresh *out)
 {
-    uint64_t now = os_linux_now_ns();
+    uint64_t now = qp_now_ns();
     uint64_t every = mem->reads_are_cheap ? (l->modules_stale ? MODULES_STALE_NS : MODULES_CHECK_NS)
                      : l->modules_stale   ? MODULES_CHECK_NS
                                           : MODULES_CHECK_SLOW_NS;
@@ -136,7 +135,7 @@ void os_linux_check_modules(struct os_linux *l, const struct prof_os_mem *mem,
     bool same = rc == 0 && lx_modules_same(list, l->mods);
     lx_modules_free(list);
     l->module_checks++;
-    l->module_check_ns += os_linux_now_ns() - now;
+    l->module_check_ns += qp_now_ns() - now;
     if (same || !os_linux_read_modules(l) || named_already(l, l->mods))
         return;
     if (l->cfg.verbose)

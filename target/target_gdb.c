@@ -11,6 +11,7 @@
 
 #include "gdb.h"
 #include "qmp.h"
+#include "qp_clock.h"
 
 #include <errno.h>
 #include <glib.h>
@@ -72,13 +73,6 @@ static int open_ram(struct target_gdb *t, const struct prof_target_open_opts *o,
                                                : TARGET_QMP_RAM_UNUSED;
     return target_qmp_open_beside(o->qmp_address, o->timeout_s ? o->timeout_s : 5, ram, &t->qmp,
                                   &t->direct, err);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static bool tdesc_has(const void *ctx, const char *name)
@@ -292,7 +286,7 @@ static int tg_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
     struct target_gdb *t = impl;
     reverify_after_reset(t);
     uint64_t trips0 = gdb_round_trips(t->gdb);
-    uint64_t t0 = now_ns();
+    uint64_t t0 = qp_now_ns();
     t->state_changed = false;
     /* QEMU sends every monitor a STOP and a RESUME per sample; the RAM file's QMP client must
      * take them off its socket (no round trip), or QEMU buffers them without bound. */
@@ -308,7 +302,7 @@ static int tg_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
                     .was_paused = rc == 1};
             return rc < 0 ? rc : 0;
         }
-        t0 = now_ns();
+        t0 = qp_now_ns();
     }
     struct gdb_stop stop = {0};
     int64_t interrupt_us = g_get_real_time();
@@ -350,7 +344,7 @@ static int tg_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
     }
     if (stats)
         *stats = (struct prof_target_stats){
-            .paused_ns = now_ns() - t0,
+            .paused_ns = qp_now_ns() - t0,
             .round_trips = (unsigned)(gdb_round_trips(t->gdb) - trips0),
             .was_paused = false,
         };

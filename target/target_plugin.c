@@ -182,7 +182,7 @@ static int tp_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
         *stats = (struct prof_target_stats){0};
     if (tp_repeat_unrun(t, stats))
         return 0;
-    uint64_t start = tp_now_ns();
+    uint64_t start = qp_now_ns();
     while (t->idle_pending == 0) {
         if (tp_take_idle_ticks(t))
             break;
@@ -198,7 +198,7 @@ static int tp_sample(void *impl, prof_target *handle, prof_target_stopped_fn fn,
                     stats->was_paused = true;
                 return 0;
             }
-            if (tp_now_ns() - start > WAIT_RUN_NS) {
+            if (qp_now_ns() - start > WAIT_RUN_NS) {
                 if (stats)
                     stats->was_paused = true; /* no vCPU executed anything: paused */
                 return 0;

@@ -70,7 +70,7 @@ int tp_exact_counts(void *impl, struct prof_exact_counts *out, struct qp_error *
         out->n = r.n_blocks;
         out->counting = r.counting;
         out->counted_s =
-            r.since_ns && tp_now_ns() > r.since_ns ? (tp_now_ns() - r.since_ns) / 1e9 : 0;
+            r.since_ns && qp_now_ns() > r.since_ns ? (qp_now_ns() - r.since_ns) / 1e9 : 0;
         out->unplaced_insns = r.overflow_insns;
     }
     g_free(raw);

@@ -13,6 +13,7 @@
 #include "mem_process.h"
 
 #include "qmp.h"
+#include "qp_clock.h"
 #include "qprof_ring.h"
 
 #include <stdbool.h>
@@ -92,13 +93,6 @@ struct target_plugin {
     char version[48];
     char trigger_line[256];
 };
-
-static inline uint64_t tp_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* QEMU refuses a plugin built for a plugin API it does not take ("plugin requires API version
  * 4, but this QEMU supports only a minimum version of 7") and exits: all qprof sees is no socket.

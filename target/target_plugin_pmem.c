@@ -49,8 +49,8 @@ void tp_open_pmem_alone(struct target_plugin *t, double timeout)
     t->pmem_tries_left = PMEM_RETRIES;
     t->pmem_w = g_new0(struct target_pmem_witness, WITNESSES);
     t->pmem_wn = 0;
-    uint64_t deadline = tp_now_ns() + (uint64_t)(MIN(timeout, PROOF_WAIT_S) * 1e9);
-    while (t->pmem_w && tp_now_ns() < deadline && !tp_peer_gone(t)) {
+    uint64_t deadline = qp_now_ns() + (uint64_t)(MIN(timeout, PROOF_WAIT_S) * 1e9);
+    while (t->pmem_w && qp_now_ns() < deadline && !tp_peer_gone(t)) {
         struct qp_error ignored = {0};
         if (!tp_next_record(t)) {
             struct timespec ts = {0, 1000000};
