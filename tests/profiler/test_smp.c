@@ -460,15 +460,17 @@ static void check_stacks(const struct smp_case *c, const struct guest *g, const 
         p->total += s->count;
         /* A kernel stack caught mid-switch (switch_to has published the next process, sp is
          * still on the previous one's stack; in abi_publish, which switch_to calls to publish
-         * it, once the slot names the next process; or in swtch, the assembly switch_to calls,
-         * as it moves sp from one stack to the other) is marked, not named for either process:
+         * it, once the slot names the next process, or in the memcpy of the name it calls; or
+         * in swtch, the assembly switch_to calls, as it moves sp from one stack to the other)
+         * is marked, not named for either process:
          * allowed, as a kernel root and rarely (checked with the totals below). Any other
          * truncation is a stack qprof should have finished. */
         if (strstr(s->frames, "[truncated]")) {
             bool mid_switch = strcmp(s->root, "kernel") == 0 &&
                               (g_str_has_suffix(s->frames, "switch_to") ||
                                g_str_has_suffix(s->frames, ";switch_to;swtch") ||
-                               g_str_has_suffix(s->frames, ";switch_to;abi_publish"));
+                               g_str_has_suffix(s->frames, ";switch_to;abi_publish") ||
+                               g_str_has_suffix(s->frames, ";switch_to;abi_publish;memcpy"));
             CHECK_MSG(mid_switch, "truncated stack: cpu%d;%s;%s", s->cpu, s->root, s->frames);
             p->truncated += s->count;
         }
