@@ -1412,32 +1412,16 @@ static void case_plugin_spin_20k(void)
  * vCPU, found none to spare and took the counter, which costs the guest five times more. */
 static void case_plugin_pinned_auto(void)
 {
-    cpu_set_t mine, one, other;
-    REQUIRE(sched_getaffinity(0, sizeof mine, &mine) == 0);
-    if (CPU_COUNT(&mine) < 2) {
-        fprintf(stderr, "SKIP: needs two host CPUs, this process may use one\n");
-        exit(VM_SKIP);
-    }
-    int a = 0, b;
-    while (!CPU_ISSET(a, &mine))
-        a++;
-    for (b = a + 1; !CPU_ISSET(b, &mine); b++)
-        ;
-    CPU_ZERO(&one);
-    CPU_SET(a, &one);
-    CPU_ZERO(&other);
-    CPU_SET(b, &other);
     struct guest g;
     boot(&g, "spin", false);
     pid_t vcpu = 0;
     REQUIRE(vm_busiest_threads(g.vm, 1, &vcpu) == 1);
-    char task_dir[64];
-    snprintf(task_dir, sizeof task_dir, "/proc/%d/task", (int)vm_pid(g.vm));
-    GDir *d = g_dir_open(task_dir, 0, NULL);
-    REQUIRE(d);
-    for (const char *t; (t = g_dir_read_name(d));)
-        sched_setaffinity(atoi(t), sizeof one, atoi(t) == vcpu ? &other : &one);
-    g_dir_close(d);
+    int a, b;
+    if (!vm_place_apart(g.vm, &vcpu, 1, &a, &b)) {
+        fprintf(stderr, "SKIP: needs two host CPUs, this process may use one\n");
+        vm_stop(g.vm);
+        exit(VM_SKIP);
+    }
     fprintf(stderr, "QEMU's threads on CPU %d, the vCPU's (%d) on CPU %d\n", a, (int)vcpu, b);
     char output[512];
     snprintf(output, sizeof output, "%s/out.folded", vm_dir(g.vm));

@@ -612,34 +612,14 @@ static int max_vcpus_per_process(const struct smp_case *c, const struct profile 
  * process may use, QEMU's other threads on the first. Skips on a host of one CPU. */
 static void place_vcpus_apart(struct guest *g, const struct smp_case *c)
 {
-    cpu_set_t mine, first, second;
-    REQUIRE(sched_getaffinity(0, sizeof mine, &mine) == 0);
-    if (CPU_COUNT(&mine) < 2) {
-        fprintf(stderr, "SKIP: needs two host CPUs, this process may use one\n");
-        exit(VM_SKIP);
-    }
-    int a = 0, b;
-    while (!CPU_ISSET(a, &mine))
-        a++;
-    for (b = a + 1; !CPU_ISSET(b, &mine); b++)
-        ;
-    CPU_ZERO(&first);
-    CPU_SET(a, &first);
-    CPU_ZERO(&second);
-    CPU_SET(b, &second);
     pid_t vcpus[MAX_VCPUS];
     REQUIRE(vm_busiest_threads(g->vm, c->smp, vcpus) == c->smp);
-    char task_dir[64];
-    snprintf(task_dir, sizeof task_dir, "/proc/%d/task", (int)vm_pid(g->vm));
-    GDir *d = g_dir_open(task_dir, 0, NULL);
-    REQUIRE(d);
-    for (const char *t; (t = g_dir_read_name(d));) {
-        bool vcpu = false;
-        for (int k = 0; k < c->smp; k++)
-            vcpu |= vcpus[k] == atoi(t);
-        sched_setaffinity(atoi(t), sizeof first, vcpu ? &second : &first);
+    int a, b;
+    if (!vm_place_apart(g->vm, vcpus, c->smp, &a, &b)) {
+        fprintf(stderr, "SKIP: needs two host CPUs, this process may use one\n");
+        vm_stop(g->vm);
+        exit(VM_SKIP);
     }
-    g_dir_close(d);
     fprintf(stderr, "QEMU's threads on CPU %d, its %d vCPU threads on CPU %d\n", a, c->smp, b);
 }
 

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <glib.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -545,4 +546,34 @@ int vm_busiest_threads(const test_vm *vm, int n, pid_t *tids)
     g_hash_table_destroy(before);
     g_hash_table_destroy(after);
     return found;
+}
+
+bool vm_place_apart(const test_vm *vm, const pid_t *tids, int n, int *rest_cpu, int *apart_cpu)
+{
+    cpu_set_t mine, rest, apart;
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0 || CPU_COUNT(&mine) < 2)
+        return false;
+    int a = 0, b;
+    while (!CPU_ISSET(a, &mine))
+        a++;
+    for (b = a + 1; !CPU_ISSET(b, &mine); b++)
+        ;
+    CPU_ZERO(&rest);
+    CPU_SET(a, &rest);
+    CPU_ZERO(&apart);
+    CPU_SET(b, &apart);
+    char task_dir[64];
+    snprintf(task_dir, sizeof task_dir, "/proc/%d/task", (int)vm_pid(vm));
+    GDir *d = g_dir_open(task_dir, 0, NULL);
+    for (const char *t; d && (t = g_dir_read_name(d));) {
+        bool listed = false;
+        for (int k = 0; k < n; k++)
+            listed |= tids[k] == atoi(t);
+        sched_setaffinity(atoi(t), sizeof rest, listed ? &apart : &rest);
+    }
+    if (d)
+        g_dir_close(d);
+    *rest_cpu = a;
+    *apart_cpu = b;
+    return true;
 }

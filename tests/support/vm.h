@@ -74,6 +74,10 @@ pid_t vm_pid(const test_vm *vm);
  * how many there were. In a spin guest those are the vCPU threads (the test VM names no threads,
  * and QEMU's main thread may have used more CPU than they while starting). */
 int vm_busiest_threads(const test_vm *vm, int n, pid_t *tids);
+/* A VM manager's pinning, after the boot: the n threads in tids (vCPU threads) on the second
+ * host CPU this process may use, every other thread of QEMU's on the first; their numbers into
+ * *rest_cpu and *apart_cpu. False, with nothing moved, where this process may use one CPU. */
+bool vm_place_apart(const test_vm *vm, const pid_t *tids, int n, int *rest_cpu, int *apart_cpu);
 bool vm_alive(test_vm *vm);
 
 /* Kills QEMU (if still running), removes its files, frees vm. NULL is a no-op. */
